@@ -1,0 +1,68 @@
+"""Kubernetes resource quantities as exact integers.
+
+kubernetes_asyncio ships no quantity parser (only the synchronous ``kubernetes`` client does, and
+pulling a second client in for one function is not worth it), so the grammar is implemented here,
+following apimachinery's ``ParseQuantity``: a signed decimal number followed by one suffix, either a
+binary SI suffix (``Ki``..``Ei``), a decimal SI suffix (``n u m "" k M G T P E``) or a decimal
+exponent (``e3``, ``E-2``). Values are exact ``Decimal``s. The two roundings the scheduler uses are
+apimachinery's: ``MilliValue()`` and ``Value()`` round *up* (ceiling) to the next integer.
+
+Upstream: ``k8s.io/apimachinery/pkg/api/resource/quantity.go`` (``Value``, ``MilliValue``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+_NUMBER = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
+
+__all__ = ["QuantityError", "milli_value", "parse", "value"]
+
+
+class QuantityError(ValueError):
+    """A quantity string that Kubernetes would not accept (e.g. ``"abc"``, ``"1.5.3Gi"``)."""
+
+
+def parse(raw: object) -> Decimal:
+    """Parse a Kubernetes quantity (``"100m"``, ``"2Gi"``, ``"1e3"``, ``4``) into an exact ``Decimal``.
+
+    Raises:
+        QuantityError: the value is not a valid quantity (the message quotes it).
+    """
+    if isinstance(raw, bool):
+        raise QuantityError(f"invalid quantity {raw!r}")
+    if isinstance(raw, int | float | Decimal):
+        return Decimal(str(raw))
+    if not isinstance(raw, str) or not raw.strip():
+        raise QuantityError(f"invalid quantity {raw!r}")
+    m = _NUMBER.match(raw)
+    if m is None:
+        raise QuantityError(f"invalid quantity {raw!r}")
+    number, suffix = m.group(1), m.group(2)
+    try:
+        base = Decimal(number)
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise QuantityError(f"invalid quantity {raw!r}") from exc
+    if suffix in _BINARY:
+        return base * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return base.scaleb(_DECIMAL[suffix])
+    e = _EXPONENT.match(suffix)
+    if e is not None and abs(int(e.group(1))) <= 100:
+        return base.scaleb(int(e.group(1)))
+    raise QuantityError(f"invalid quantity {raw!r}")
+
+
+def value(q: Decimal) -> int:
+    """``Quantity.Value()``: the quantity rounded up to an integer (bytes, counts)."""
+    return math.ceil(q)
+
+
+def milli_value(q: Decimal) -> int:
+    """``Quantity.MilliValue()``: the quantity in thousandths, rounded up (milli-CPU)."""
+    return math.ceil(q * 1000)

@@ -1,0 +1,462 @@
+"""A profile's plugin set and the scheduling algorithm of one cycle.
+
+Upstream: ``pkg/scheduler/framework/runtime/framework.go`` (RunPreFilterPlugins, RunFilterPlugins,
+RunPreScorePlugins, RunScorePlugins, normalizeScores: the order, the Skip rules, the score range
+check, weights) and ``pkg/scheduler/schedule_one.go`` (``schedulePod``, ``findNodesThatFitPod``,
+``findNodesThatPassFilters``, ``numFeasibleNodesToFind``, ``prioritizeNodes``, rotating
+``nextStartNodeIndex``, a single feasible node is not scored, ties broken at random), plus
+``pkg/scheduler/framework/types.go`` (``FitError.Error``: the FailedScheduling message).
+
+Nothing here touches the API: the same code runs live, in ``explain`` / ``simulate`` and in tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.interfaces import (
+    FilterPlugin,
+    NormalizeScorePlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
+
+log = logging.getLogger("scheduler.framework")
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+
+# Observer hooks (metrics): called with (extension_point, plugin or "", status code name, seconds).
+Observer = Callable[[str, str, str, float], None]
+
+
+class SchedulingError(RuntimeError):
+    """A plugin returned Error (not a rejection): the Pod goes to backoff, the message is logged."""
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why nodes were rejected (``framework.Diagnosis``)."""
+
+    node_to_status: dict[str, Status] = field(default_factory=dict)
+    absent_nodes_status: Status | None = None
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+    def add_plugin_status(self, s: Status) -> None:
+        if not s.plugin:
+            return
+        if s.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+            self.unschedulable_plugins.add(s.plugin)
+        elif s.code == Code.PENDING:
+            self.pending_plugins.add(s.plugin)
+
+
+def fit_error_message(num_all_nodes: int, d: Diagnosis) -> str:
+    """``FitError.Error()``: ``0/N nodes are available: <sorted reason histogram>.`` plus the
+    PreFilter message (instead of the histogram) and the PostFilter (preemption) tail."""
+    msg = NO_NODE_AVAILABLE_MSG.format(num_all_nodes) + ":"
+    if d.pre_filter_msg:
+        msg += f" {d.pre_filter_msg}."
+    else:
+        reasons: dict[str, int] = {}
+        for st in d.node_to_status.values():
+            for r in st.reasons:
+                reasons[r] = reasons.get(r, 0) + 1
+        if len(d.node_to_status) < num_all_nodes and d.absent_nodes_status is not None:
+            for r in d.absent_nodes_status.reasons:
+                reasons[r] = reasons.get(r, 0) + num_all_nodes - len(d.node_to_status)
+        hist = sorted(f"{v} {k}" for k, v in reasons.items())
+        if hist:
+            msg += " " + ", ".join(hist) + "."
+    if d.post_filter_msg:
+        msg += f" {d.post_filter_msg}"
+    return msg
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    """Outcome of one cycle for one Pod (what ``explain`` prints).
+
+    Attributes:
+        selected: the chosen node, or None when nothing fits (then ``message`` holds the
+            FailedScheduling text and ``diagnosis`` the per-node statuses).
+        nodes_evaluated: feasible + rejected nodes looked at (percentageOfNodesToScore may stop
+            the search early on large clusters).
+        feasible: nodes that passed every Filter, in evaluation order.
+        filtered: node -> reasons of the Filter (or PreFilter) that rejected it.
+        scores: plugin -> node -> normalized score (0-100) before the weight.
+        weights: plugin -> weight.
+        skipped: Score plugins whose PreScore returned Skip.
+        totals: node -> weighted sum.
+        nominated_node: set by PostFilter (preemption) when it found room; ``victims`` to delete.
+    """
+
+    pod: str
+    profile: str
+    selected: str | None = None
+    nodes_evaluated: int = 0
+    feasible: list[str] = field(default_factory=list)
+    filtered: dict[str, list[str]] = field(default_factory=dict)
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)
+    weights: dict[str, int] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=dict)
+    message: str | None = None
+    diagnosis: Diagnosis | None = None
+    unresolvable: bool = False
+    post_filter: PostFilterResult | None = None
+    state: CycleState | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON Lines object of ``py-scheduler explain -o json`` (exact key set)."""
+        return {
+            "pod": self.pod, "profile": self.profile, "nodes_evaluated": self.nodes_evaluated,
+            "filtered": self.filtered, "feasible": self.feasible, "scores": self.scores,
+            "weights": self.weights, "skipped": self.skipped, "totals": self.totals,
+            "selected": self.selected, "message": self.message,
+        }
+
+
+class Framework:
+    """One profile (``frameworkImpl``): its plugins per extension point, weights and
+    percentageOfNodesToScore.
+
+    ``plugins`` is the ordered list of (plugin instance, weight) after multiPoint expansion; a plugin
+    takes part in every extension point it implements unless ``disabled_points`` says otherwise
+    (``{"score": {"ImageLocality"}}``). Weights apply to Score plugins only.
+    """
+
+    def __init__(self, profile_name: str, plugins: list[tuple[Any, int]],
+                 percentage_of_nodes_to_score: int | None = None,
+                 enabled_points: dict[str, list[str]] | None = None,
+                 observer: Observer | None = None) -> None:
+        self.profile_name = profile_name
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.plugins: dict[str, Any] = {p.name: p for p, _ in plugins}
+        self.weights: dict[str, int] = {p.name: w for p, w in plugins}
+        self.observer = observer
+
+        def point(proto: type, key: str) -> list[Any]:
+            if enabled_points is not None and key in enabled_points:
+                return [self.plugins[n] for n in enabled_points[key] if n in self.plugins]
+            return [p for p, _ in plugins if isinstance(p, proto)]
+
+        self.queue_sort: list[QueueSortPlugin] = point(QueueSortPlugin, "queueSort")
+        self.pre_filter_plugins: list[PreFilterPlugin] = point(PreFilterPlugin, "preFilter")
+        self.filter_plugins: list[FilterPlugin] = point(FilterPlugin, "filter")
+        self.post_filter_plugins: list[PostFilterPlugin] = point(PostFilterPlugin, "postFilter")
+        self.pre_score_plugins: list[PreScorePlugin] = point(PreScorePlugin, "preScore")
+        self.score_plugins: list[ScorePlugin] = point(ScorePlugin, "score")
+        self.reserve_plugins: list[ReservePlugin] = point(ReservePlugin, "reserve")
+        self.score_weights = {p.name: self.weights.get(p.name) or 1 for p in self.score_plugins}
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _observe(self, point: str, plugin: str, status: Status | None, t0: float) -> None:
+        if self.observer is not None:
+            code = "Success" if status is None else _code_name(status.code)
+            self.observer(point, plugin, code, time.perf_counter() - t0)
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """QueueSort: the first QueueSort plugin decides (PrioritySort in the default profile)."""
+        if self.queue_sort:
+            return self.queue_sort[0].less(a, b)
+        return a.timestamp < b.timestamp
+
+    # -- extension points -----------------------------------------------------------------------
+    def run_pre_filter(self, state: CycleState, pod: PodInfo,
+                       nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status, set[str]]:
+        """``RunPreFilterPlugins``: returns (merged node-name set or None, status, plugins that
+        narrowed the node set). Skip puts the plugin in ``state.skip_filter``."""
+        result: PreFilterResult = None
+        plugins_with_nodes: set[str] = set()
+        return_status = Status.success()
+        for pl in self.pre_filter_plugins:
+            t0 = time.perf_counter()
+            r, s = pl.pre_filter(state, pod, nodes)
+            self._observe("PreFilter", pl.name, s, t0)
+            if s.is_skip():
+                state.skip_filter.add(pl.name)
+                continue
+            if not s.is_success():
+                s.plugin = pl.name
+                if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    return None, s, set()
+                if s.code == Code.UNSCHEDULABLE:
+                    return_status = s
+                    continue
+                raise SchedulingError(f"running PreFilter plugin {pl.name!r}: {s.message()}")
+            if r is not None:
+                plugins_with_nodes.add(pl.name)
+                result = set(r) if result is None else result & r
+                if not result:
+                    names = sorted(plugins_with_nodes)
+                    msg = (f"node(s) didn't satisfy plugin {names[0]}" if len(names) == 1 else
+                           f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously")
+                    return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg]), plugins_with_nodes
+        return result, return_status, plugins_with_nodes
+
+    def run_filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """``RunFilterPlugins``: the first non-success status, tagged with its plugin."""
+        for pl in self.filter_plugins:
+            if pl.name in state.skip_filter:
+                continue
+            s = pl.filter(state, pod, node_info)
+            if not s.is_success():
+                if not s.is_rejected():
+                    raise SchedulingError(f"running {pl.name!r} filter plugin: {s.message()}")
+                if s.plugin != pl.name:
+                    s = Status(s.code, list(s.reasons), pl.name)
+                return s
+        return Status.success()
+
+    def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> None:
+        """``RunPreScorePlugins``: Skip puts the plugin in ``state.skip_score``.
+
+        Raises:
+            SchedulingError: a PreScore plugin returned Error.
+        """
+        for pl in self.pre_score_plugins:
+            t0 = time.perf_counter()
+            s = pl.pre_score(state, pod, nodes)
+            self._observe("PreScore", pl.name, s, t0)
+            if s.is_skip():
+                state.skip_score.add(pl.name)
+                continue
+            if not s.is_success():
+                raise SchedulingError(f"running PreScore plugin {pl.name!r}: {s.message()}")
+
+    def run_score(self, state: CycleState, pod: PodInfo,
+                  nodes: list[NodeInfo]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+        """``RunScorePlugins`` + ``normalizeScores``: (plugin -> node -> normalized score, node ->
+        weighted total). Plugins whose PreScore returned Skip are left out.
+
+        Raises:
+            SchedulingError: a Score / NormalizeScore error or a score outside [0, 100].
+        """
+        plugins = [p for p in self.score_plugins if p.name not in state.skip_score]
+        per_plugin: dict[str, dict[str, int]] = {}
+        for pl in plugins:
+            t0 = time.perf_counter()
+            scores: dict[str, int] = {}
+            for ni in nodes:
+                sc, s = pl.score(state, pod, ni)
+                if not s.is_success():
+                    raise SchedulingError(f"plugin {pl.name!r} failed with: {s.message()}")
+                scores[ni.name] = sc
+            if isinstance(pl, NormalizeScorePlugin):
+                s = pl.normalize_score(state, pod, scores)
+                if not s.is_success():
+                    raise SchedulingError(f"plugin {pl.name!r} failed with: {s.message()}")
+            self._observe("Score", pl.name, None, t0)
+            per_plugin[pl.name] = scores
+        totals = {ni.name: 0 for ni in nodes}
+        for name, scores in per_plugin.items():
+            w = self.score_weights[name]
+            for node, sc in scores.items():
+                if sc > MAX_NODE_SCORE or sc < 0:
+                    raise SchedulingError(
+                        f"plugin {name!r} returns an invalid score {sc}, it should in the range of "
+                        f"[0, {MAX_NODE_SCORE}] after normalizing")
+                totals[node] += sc * w
+        return per_plugin, totals
+
+    def run_post_filter(self, state: CycleState, pod: PodInfo,
+                        node_statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
+        """``RunPostFilterPlugins``: the first plugin that succeeds wins; otherwise the messages of
+        the rejecting plugins are joined (they form the FailedScheduling tail)."""
+        reasons: list[str] = []
+        for pl in self.post_filter_plugins:
+            t0 = time.perf_counter()
+            r, s = pl.post_filter(state, pod, node_statuses)
+            self._observe("PostFilter", pl.name, s, t0)
+            if s.is_success():
+                return r, s
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return r, Status(s.code, s.reasons, pl.name)
+            if not s.is_rejected():
+                return None, Status(Code.ERROR, s.reasons, pl.name)
+            reasons.extend(s.reasons)
+        return None, Status(Code.UNSCHEDULABLE, reasons)
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``RunReservePluginsReserve``; on failure the caller runs :meth:`run_unreserve`."""
+        for pl in self.reserve_plugins:
+            s = pl.reserve(state, pod, node_name)
+            if not s.is_success():
+                return Status(s.code, s.reasons, pl.name)
+        return Status.success()
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """``RunReservePluginsUnreserve``: in reverse order."""
+        for pl in reversed(self.reserve_plugins):
+            pl.unreserve(state, pod, node_name)
+
+
+def _code_name(c: Code) -> str:
+    return {Code.SUCCESS: "Success", Code.ERROR: "Error", Code.UNSCHEDULABLE: "Unschedulable",
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable", Code.WAIT: "Wait",
+            Code.SKIP: "Skip", Code.PENDING: "Pending"}[c]
+
+
+def num_feasible_nodes_to_find(percentage: int | None, global_percentage: int, num_all_nodes: int) -> int:
+    """``numFeasibleNodesToFind``: all nodes below 100; otherwise ``N * p / 100`` (integer
+    division) with the adaptive ``p = 50 - N/125`` (min 5) when the percentage is 0, never fewer
+    than 100."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    p = percentage if percentage is not None else global_percentage
+    if p == 0:
+        p = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    n = num_all_nodes * p // 100
+    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class Algorithm:
+    """The generic scheduler of one process: rotating start index and tie-break randomness.
+
+    ``global_percentage_of_nodes_to_score`` is the KubeSchedulerConfiguration top-level value (0:
+    adaptive). ``rng`` breaks score ties (seed it for reproducible ``simulate`` runs).
+    """
+
+    def __init__(self, global_percentage_of_nodes_to_score: int = 0, rng: random.Random | None = None) -> None:
+        self.global_percentage = global_percentage_of_nodes_to_score
+        self.next_start_node_index = 0
+        self.rng = rng or random.Random()
+
+    def schedule(self, fw: Framework, snapshot: Snapshot, pod: PodInfo, *,
+                 explain: bool = False, run_post_filter: bool = True) -> ScheduleResult:
+        """Run one scheduling cycle for ``pod`` on ``snapshot`` (``schedulePod``).
+
+        With ``explain`` every feasible node is scored even when only one is feasible. On no
+        feasible node the result carries the FitError message (and PostFilter's verdict).
+
+        Raises:
+            SchedulingError: a plugin failed with an internal error (not a rejection).
+        """
+        res = ScheduleResult(pod=pod.key, profile=fw.profile_name)
+        res.weights = dict(fw.score_weights)
+        state = CycleState(snapshot)
+        res.state = state
+        all_nodes = snapshot.node_info_list
+        n_all = len(all_nodes)
+        d = Diagnosis()
+        if n_all == 0:
+            res.message = "no nodes available to schedule pods"
+            res.diagnosis = d
+            return res
+
+        t0 = time.perf_counter()
+        pre_res, s, narrowing = fw.run_pre_filter(state, pod, all_nodes)
+        fw._observe("PreFilter", "", s, t0)
+        feasible: list[NodeInfo] = []
+        if not s.is_success():
+            d.absent_nodes_status = s
+            d.pre_filter_msg = s.message()
+            d.add_plugin_status(s)
+        else:
+            nodes = all_nodes
+            if pre_res is not None:
+                nodes = [ni for ni in all_nodes if ni.name in pre_res]
+                d.absent_nodes_status = Status(
+                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                    [f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(narrowing))}]"])
+            feasible = self._find_nodes_that_pass_filters(fw, state, pod, nodes, d, n_all)
+        res.nodes_evaluated = len(feasible) + len(d.node_to_status)
+        res.feasible = [n.name for n in feasible]
+        res.filtered = {n: list(st.reasons) for n, st in d.node_to_status.items()}
+        if pre_res is not None or not s.is_success():
+            absent = d.absent_nodes_status
+            for ni in all_nodes:
+                if ni.name not in d.node_to_status and ni.name not in res.feasible and absent is not None:
+                    res.filtered[ni.name] = list(absent.reasons)
+
+        if not feasible:
+            if run_post_filter and fw.post_filter_plugins:
+                statuses = dict(d.node_to_status)
+                if d.absent_nodes_status is not None:
+                    for ni in all_nodes:
+                        statuses.setdefault(ni.name, d.absent_nodes_status)
+                pf, pfs = fw.run_post_filter(state, pod, statuses)
+                d.post_filter_msg = pfs.message() if not pfs.is_success() or pf is None else ""
+                res.post_filter = pf
+            res.message = fit_error_message(n_all, d)
+            res.diagnosis = d
+            res.unresolvable = all(st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+                                   for st in d.node_to_status.values()) and (
+                d.absent_nodes_status is None or d.absent_nodes_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            return res
+
+        if len(feasible) == 1 and not explain:
+            res.selected = feasible[0].name
+            return res
+
+        t0 = time.perf_counter()
+        fw.run_pre_score(state, pod, feasible)
+        fw._observe("PreScore", "", None, t0)
+        res.skipped = [p.name for p in fw.score_plugins if p.name in state.skip_score]
+        t0 = time.perf_counter()
+        res.scores, res.totals = fw.run_score(state, pod, feasible)
+        fw._observe("Score", "", None, t0)
+        if log.isEnabledFor(logging.DEBUG):
+            for plugin, scores in res.scores.items():
+                w = fw.score_weights[plugin]
+                for node, sc in scores.items():
+                    log.debug("Plugin scored node for pod pod=%s plugin=%s node=%s score=%d",
+                              pod.key, plugin, node, sc * w)
+            for node, total in res.totals.items():
+                log.debug("Calculated node's final score for pod pod=%s node=%s score=%d",
+                          pod.key, node, total)
+        res.selected = self._select_host(feasible, res.totals)
+        return res
+
+    def _find_nodes_that_pass_filters(self, fw: Framework, state: CycleState, pod: PodInfo,
+                                      nodes: list[NodeInfo], d: Diagnosis, n_all: int) -> list[NodeInfo]:
+        """``findNodesThatPassFilters``: nodes from the rotating start index until enough feasible
+        nodes are found; updates ``next_start_node_index`` by the number of nodes processed."""
+        num = len(nodes)
+        if num == 0:
+            return []
+        to_find = num_feasible_nodes_to_find(fw.percentage_of_nodes_to_score, self.global_percentage, num)
+        if not fw.score_plugins:
+            to_find = 1
+        feasible: list[NodeInfo] = []
+        start = self.next_start_node_index % num
+        t0 = time.perf_counter()
+        for i in range(num):
+            ni = nodes[(start + i) % num]
+            st = fw.run_filter(state, pod, ni)
+            if st.is_success():
+                feasible.append(ni)
+                if len(feasible) >= to_find:
+                    break
+            else:
+                d.node_to_status[ni.name] = st
+                d.add_plugin_status(st)
+        fw._observe("Filter", "", None, t0)
+        processed = len(feasible) + len(d.node_to_status)
+        self.next_start_node_index = (self.next_start_node_index + processed) % max(n_all, 1)
+        return feasible
+
+    def _select_host(self, feasible: list[NodeInfo], totals: dict[str, int]) -> str:
+        """Highest total wins; ties are broken uniformly at random (``selectHost``)."""
+        best = max(totals.values())
+        top = [ni.name for ni in feasible if totals[ni.name] == best]
+        return top[0] if len(top) == 1 else self.rng.choice(top)

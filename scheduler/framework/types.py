@@ -1,0 +1,641 @@
+"""Core scheduling types: Status, Resource, PodInfo, NodeInfo, CycleState.
+
+Objects are plain Kubernetes JSON dicts (as the API returns them, camelCase keys). A Pod is parsed
+once into a :class:`PodInfo` when it enters the cache or the queue; a malformed field raises
+:class:`PodParseError` there, never inside a plugin.
+
+Upstream: ``pkg/scheduler/framework/types.go`` (NodeInfo, PodInfo, Resource, FitError),
+``staging/src/k8s.io/kube-scheduler/framework/interface.go`` (Status codes) and
+``staging/src/k8s.io/component-helpers/resource/helpers.go`` (``PodRequests``: containers, init
+containers, restartable (sidecar) init containers, pod-level requests, overhead).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import IntEnum
+from typing import Any
+
+from scheduler.framework import quantity
+
+__all__ = [
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "MAX_NODE_SCORE",
+    "Code",
+    "CycleState",
+    "HostPortInfo",
+    "ImageStateSummary",
+    "NodeInfo",
+    "PodInfo",
+    "PodParseError",
+    "Resource",
+    "Status",
+    "is_scalar_resource_name",
+]
+
+Obj = dict[str, Any]
+
+MAX_NODE_SCORE = 100
+"""``fwk.MaxNodeScore``: scores after NormalizeScore lie in [0, 100]."""
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""``schedutil.DefaultMilliCPURequest``: milli-CPU assumed for a container with no CPU request."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""``schedutil.DefaultMemoryRequest``: bytes assumed for a container with no memory request."""
+
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+
+
+class PodParseError(ValueError):
+    """A Pod field the scheduler cannot interpret (e.g. a malformed quantity or annotation).
+
+    ``field`` names the offending field (``spec.containers[0].resources.requests.cpu``), ``value``
+    the raw value; ``str()`` is the message shown in the FailedScheduling event.
+    """
+
+    def __init__(self, field: str, value: object, why: str = "") -> None:
+        self.field = field
+        self.value = value
+        msg = f"invalid value {value!r} for {field}"
+        if why:
+            msg += f": {why}"
+        super().__init__(msg)
+
+
+class Code(IntEnum):
+    """Status codes of ``fwk.Code`` (same order as upstream)."""
+
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+    PENDING = 6
+
+
+@dataclass(slots=True)
+class Status:
+    """Result of one plugin call (``fwk.Status``): a code, reasons in upstream wording, the plugin.
+
+    ``reasons`` feed the FitError histogram (``"1 Insufficient cpu"``); ``message()`` joins them with
+    ``", "`` as upstream does.
+    """
+
+    code: Code = Code.SUCCESS
+    reasons: list[str] = field(default_factory=list)
+    plugin: str = ""
+
+    @classmethod
+    def success(cls) -> Status:
+        return _SUCCESS
+
+    @classmethod
+    def unschedulable(cls, *reasons: str, plugin: str = "", unresolvable: bool = False) -> Status:
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return cls(code, list(reasons), plugin)
+
+    @classmethod
+    def error(cls, message: str, plugin: str = "") -> Status:
+        return cls(Code.ERROR, [message], plugin)
+
+    @classmethod
+    def skip(cls) -> Status:
+        return cls(Code.SKIP)
+
+    def is_success(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    def is_skip(self) -> bool:
+        return self.code == Code.SKIP
+
+    def is_rejected(self) -> bool:
+        """Unschedulable, UnschedulableAndUnresolvable or Pending (``Status.IsRejected``)."""
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+_SUCCESS = Status()
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """``schedutil.IsScalarResourceName``: extended (``vendor/x``), ``kubernetes.io/`` prefixed,
+    ``hugepages-*`` and ``attachable-volumes-*`` resources; cpu, memory, pods and ephemeral-storage
+    are not scalar."""
+    return "/" in name or name.startswith(("hugepages-", "attachable-volumes-"))
+
+
+@dataclass(slots=True)
+class Resource:
+    """Resource amounts as integers (``framework.Resource``).
+
+    ``milli_cpu`` in milli-CPU, ``memory`` and ``ephemeral_storage`` in bytes,
+    ``allowed_pod_number`` a count, ``scalar`` maps other resource names (``nvidia.com/gpu``,
+    ``hugepages-2Mi``) to ``Quantity.Value()`` integers.
+    """
+
+    milli_cpu: int = 0
+    memory: int = 0
+    ephemeral_storage: int = 0
+    allowed_pod_number: int = 0
+    scalar: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_list(cls, rl: Mapping[str, object] | None, where: str = "resources") -> Resource:
+        """Build from a ResourceList dict (``{"cpu": "2", "memory": "4Gi"}``).
+
+        Raises:
+            PodParseError: a value is not a valid quantity (``where`` prefixes the field name).
+        """
+        return cls.from_decimals(parse_resource_list(rl, where))
+
+    @classmethod
+    def from_decimals(cls, rl: Mapping[str, Decimal]) -> Resource:
+        """``Resource.Add`` over already-parsed quantities (MilliValue for cpu, Value for the rest)."""
+        r = cls()
+        for name, q in rl.items():
+            if name == "cpu":
+                r.milli_cpu += quantity.milli_value(q)
+            elif name == "memory":
+                r.memory += quantity.value(q)
+            elif name == "pods":
+                r.allowed_pod_number += quantity.value(q)
+            elif name == "ephemeral-storage":
+                r.ephemeral_storage += quantity.value(q)
+            elif is_scalar_resource_name(name):
+                r.scalar[name] = r.scalar.get(name, 0) + quantity.value(q)
+        return r
+
+    def clone(self) -> Resource:
+        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number,
+                        dict(self.scalar))
+
+    def get(self, name: str) -> int:
+        """Amount of one resource by its Kubernetes name (milli-CPU for ``cpu``)."""
+        if name == "cpu":
+            return self.milli_cpu
+        if name == "memory":
+            return self.memory
+        if name == "ephemeral-storage":
+            return self.ephemeral_storage
+        if name == "pods":
+            return self.allowed_pod_number
+        return self.scalar.get(name, 0)
+
+
+def parse_resource_list(rl: Mapping[str, object] | None, where: str) -> dict[str, Decimal]:
+    """Parse a ResourceList into exact Decimals.
+
+    Raises:
+        PodParseError: naming ``where.<resource>`` and the raw value.
+    """
+    out: dict[str, Decimal] = {}
+    if not rl:
+        return out
+    if not isinstance(rl, Mapping):
+        raise PodParseError(where, rl, "expected a map of resource name to quantity")
+    for name, raw in rl.items():
+        try:
+            out[str(name)] = quantity.parse(raw)
+        except quantity.QuantityError as exc:
+            raise PodParseError(f"{where}.{name}", raw, "not a valid quantity") from exc
+    return out
+
+
+def _add(into: dict[str, Decimal], rl: Mapping[str, Decimal]) -> None:
+    for k, v in rl.items():
+        into[k] = into.get(k, Decimal(0)) + v
+
+
+def _max(into: dict[str, Decimal], rl: Mapping[str, Decimal]) -> None:
+    for k, v in rl.items():
+        if k not in into or v > into[k]:
+            into[k] = v
+
+
+def _with_defaults(rl: dict[str, Decimal], defaults: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    if not defaults:
+        return rl
+    out = dict(rl)
+    for k, v in defaults.items():
+        if k not in rl:
+            out[k] = v
+    return out
+
+
+_NON_MISSING = {"cpu": Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000, "memory": Decimal(DEFAULT_MEMORY_REQUEST)}
+
+
+def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> dict[str, Decimal]:
+    """Effective requests of a Pod (``resourcehelper.PodRequests``), as exact Decimals.
+
+    ``sum(containers)`` plus restartable (sidecar) init containers, ``max``-ed with each init
+    container's need (its requests plus the sidecars started before it), then pod-level requests
+    (``spec.resources.requests``, cpu / memory / hugepages only) override, then ``spec.overhead``
+    is added. For a bound Pod whose container status reports ``allocatedResources`` or
+    ``resources.requests`` the larger of spec and status counts (in-place resize, GA in 1.35+).
+    ``non_missing`` fills a resource missing from a container (the 100m / 200Mi defaults).
+
+    Raises:
+        PodParseError: a malformed quantity, naming the container field.
+    """
+    spec = pod.get("spec") or {}
+    statuses: dict[str, Obj] = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in (pod.get("status") or {}).get(key) or []:
+            if isinstance(cs, dict) and "name" in cs:
+                statuses[str(cs["name"])] = cs
+    defaults = non_missing or {}
+
+    def container_requests(c: Obj, where: str) -> dict[str, Decimal]:
+        reqs = parse_resource_list((c.get("resources") or {}).get("requests"), f"{where}.resources.requests")
+        cs = statuses.get(str(c.get("name")))
+        if cs:
+            for src, sub in (("allocatedResources", None), ("resources", "requests")):
+                raw = cs.get(src)
+                if sub is not None and isinstance(raw, dict):
+                    raw = raw.get(sub)
+                if isinstance(raw, dict) and raw:
+                    _max(reqs, parse_resource_list(raw, f"status.containerStatuses[{c.get('name')}].{src}"))
+        return _with_defaults(reqs, defaults)
+
+    result: dict[str, Decimal] = {}
+    for i, c in enumerate(spec.get("containers") or []):
+        _add(result, container_requests(c, f"spec.containers[{i}]"))
+    sidecars: dict[str, Decimal] = {}
+    init_max: dict[str, Decimal] = {}
+    for i, c in enumerate(spec.get("initContainers") or []):
+        reqs = container_requests(c, f"spec.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
+            _add(result, reqs)
+            _add(sidecars, reqs)
+            use = dict(sidecars)
+        else:
+            use = dict(reqs)
+            _add(use, sidecars)
+        _max(init_max, use)
+    _max(result, init_max)
+    pod_level = parse_resource_list((spec.get("resources") or {}).get("requests"), "spec.resources.requests")
+    for k, v in pod_level.items():
+        if k in ("cpu", "memory") or k.startswith("hugepages-"):
+            result[k] = v
+    _add(result, parse_resource_list(spec.get("overhead"), "spec.overhead"))
+    return result
+
+
+class HostPortInfo:
+    """Host ports in use on a node (``framework.HostPortInfo``): ip -> {(protocol, port)}.
+
+    ``0.0.0.0`` conflicts with every IP, as upstream.
+    """
+
+    __slots__ = ("_ports",)
+
+    def __init__(self) -> None:
+        self._ports: dict[str, dict[tuple[str, int], int]] = {}
+
+    def clone(self) -> HostPortInfo:
+        h = HostPortInfo()
+        h._ports = {ip: dict(v) for ip, v in self._ports.items()}
+        return h
+
+    def add(self, ip: str, protocol: str, port: int) -> None:
+        d = self._ports.setdefault(ip or "0.0.0.0", {})
+        key = (protocol or "TCP", port)
+        d[key] = d.get(key, 0) + 1
+
+    def remove(self, ip: str, protocol: str, port: int) -> None:
+        ip = ip or "0.0.0.0"
+        key = (protocol or "TCP", port)
+        d = self._ports.get(ip)
+        if d is None or key not in d:
+            return
+        d[key] -= 1
+        if d[key] <= 0:
+            del d[key]
+        if not d:
+            del self._ports[ip]
+
+    def check_conflict(self, ip: str, protocol: str, port: int) -> bool:
+        """True when (ip, protocol, port) is taken (``HostPortInfo.CheckConflict``)."""
+        if port <= 0:
+            return False
+        ip = ip or "0.0.0.0"
+        key = (protocol or "TCP", port)
+        if ip == "0.0.0.0":
+            return any(key in d for d in self._ports.values())
+        return any(key in self._ports.get(k, {}) for k in (ip, "0.0.0.0"))
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self._ports.values())
+
+
+def host_ports(pod: Obj) -> list[tuple[str, str, int]]:
+    """``schedutil.GetHostPorts``: (hostIP, protocol, hostPort) of every container port with a
+    hostPort, sidecar init containers included."""
+    spec = pod.get("spec") or {}
+    out: list[tuple[str, str, int]] = []
+    containers = list(spec.get("containers") or [])
+    containers += [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    for c in containers:
+        for p in c.get("ports") or []:
+            hp = p.get("hostPort")
+            if isinstance(hp, int) and not isinstance(hp, bool) and hp > 0:
+                out.append((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp))
+    return out
+
+
+@dataclass(slots=True)
+class ImageStateSummary:
+    """``fwk.ImageStateSummary``: an image's size in bytes and the nodes that hold it.
+
+    One summary object per image name is shared by every NodeInfo listing the image (as in
+    upstream's cache), so ``num_nodes`` stays current as nodes come and go.
+    """
+
+    size: int
+    nodes: set[str] = field(default_factory=set)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
+
+
+_generation = itertools.count(1)
+
+
+def next_generation() -> int:
+    """A process-wide increasing counter stamped on every NodeInfo change (snapshot diffing)."""
+    return next(_generation)
+
+
+class PodInfo:
+    """A Pod parsed once (``framework.PodInfo``).
+
+    Attributes:
+        pod: the Pod as Kubernetes JSON (read-only by convention).
+        uid, namespace, name, key (``namespace/name``).
+        requests: effective requests (:func:`pod_requests`) as a :class:`Resource`.
+        non0_cpu: milli-CPU with 100m per container lacking a CPU request.
+        non0_mem: bytes with 200Mi per container lacking a memory request.
+        priority: ``spec.priority`` (0 when unset).
+        ports: host ports (ip, protocol, port).
+        parsed: per-plugin memo of parsed structures (affinity terms, selectors), keyed by plugin.
+
+    Raises (constructor):
+        PodParseError: a malformed quantity in any container, init container, pod-level request or
+        overhead.
+    """
+
+    __slots__ = ("key", "labels", "name", "namespace", "non0_cpu", "non0_mem", "parsed", "pod", "ports",
+                 "priority", "requests", "uid")
+
+    def __init__(self, pod: Obj) -> None:
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        self.pod: Obj = pod
+        self.uid: str = str(meta.get("uid") or "")
+        self.namespace: str = str(meta.get("namespace") or "default")
+        self.name: str = str(meta.get("name") or "")
+        self.key: str = f"{self.namespace}/{self.name}"
+        labels = meta.get("labels") or {}
+        self.labels: dict[str, str] = {str(k): str(v) for k, v in labels.items()} if isinstance(
+            labels, dict) else {}
+        prio = spec.get("priority")
+        self.priority: int = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+        reqs = pod_requests(pod)
+        self.requests: Resource = Resource.from_decimals(reqs)
+        pod_level = (spec.get("resources") or {}).get("requests") or {}
+        if pod_level:
+            defaults = {k: v for k, v in _NON_MISSING.items() if k not in reqs}
+            non0 = pod_requests(pod, defaults) if defaults else reqs
+        else:
+            non0 = pod_requests(pod, _NON_MISSING)
+        self.non0_cpu: int = quantity.milli_value(non0.get("cpu", Decimal(0)))
+        self.non0_mem: int = quantity.value(non0.get("memory", Decimal(0)))
+        self.ports: list[tuple[str, str, int]] = host_ports(pod)
+        self.parsed: dict[str, Any] = {}
+
+    @property
+    def spec(self) -> Obj:
+        spec: Obj = self.pod.get("spec") or {}
+        return spec
+
+    @property
+    def node_name(self) -> str:
+        return str(self.spec.get("nodeName") or "")
+
+    @property
+    def scheduler_name(self) -> str:
+        return str(self.spec.get("schedulerName") or "default-scheduler")
+
+    @property
+    def affinity(self) -> Obj:
+        aff: Obj = self.spec.get("affinity") or {}
+        return aff
+
+    def has_affinity(self) -> bool:
+        """``podWithAffinity``: the Pod has pod affinity or pod anti-affinity."""
+        a = self.affinity
+        return bool(a.get("podAffinity") or a.get("podAntiAffinity"))
+
+    def has_required_anti_affinity(self) -> bool:
+        """``podWithRequiredAntiAffinity``."""
+        anti = self.affinity.get("podAntiAffinity") or {}
+        return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key})"
+
+
+class NodeInfo:
+    """Aggregated node state (``framework.NodeInfo``).
+
+    Attributes:
+        node: the Node as Kubernetes JSON (``None`` for a node whose object is gone but whose pods
+            are still cached, as upstream).
+        pods: PodInfos bound or assumed to this node.
+        pods_with_affinity, pods_with_required_anti_affinity: subsets used by InterPodAffinity.
+        requested: sum of the pods' requests (milli-CPU, bytes, scalar ints).
+        non_zero_requested: same with the 100m / 200Mi defaults for missing cpu / memory.
+        allocatable: ``status.allocatable``.
+        used_ports: host ports in use.
+        image_states: image name -> ImageStateSummary (filled by the cache / snapshot).
+        pvc_ref_counts: ``namespace/claim`` -> number of pods on the node using it.
+        generation: bumped on every change.
+
+    Raises (``set_node``): PodParseError (with field ``node.status.allocatable.X``) on a malformed
+    allocatable quantity; callers treat such a node as having no allocatable resources.
+    """
+
+    __slots__ = ("allocatable", "generation", "image_states", "name", "node", "non_zero_requested",
+                 "pods", "pods_with_affinity", "pods_with_required_anti_affinity", "pvc_ref_counts",
+                 "requested", "used_ports")
+
+    def __init__(self, node: Obj | None = None, pods: Iterable[PodInfo] = ()) -> None:
+        self.node: Obj | None = None
+        self.name: str = ""
+        self.pods: list[PodInfo] = []
+        self.pods_with_affinity: list[PodInfo] = []
+        self.pods_with_required_anti_affinity: list[PodInfo] = []
+        self.requested = Resource()
+        self.non_zero_requested = Resource()
+        self.allocatable = Resource()
+        self.used_ports = HostPortInfo()
+        self.image_states: dict[str, ImageStateSummary] = {}
+        self.pvc_ref_counts: dict[str, int] = {}
+        self.generation = next_generation()
+        if node is not None:
+            self.set_node(node)
+        for p in pods:
+            self.add_pod(p)
+
+    # -- node ---------------------------------------------------------------------------------
+    def set_node(self, node: Obj) -> None:
+        """``NodeInfo.SetNode``: replace the Node object and recompute allocatable."""
+        self.node = node
+        self.name = str((node.get("metadata") or {}).get("name") or "")
+        alloc = (node.get("status") or {}).get("allocatable")
+        try:
+            self.allocatable = Resource.from_list(alloc, "node.status.allocatable")
+        except PodParseError:
+            self.allocatable = Resource()
+            raise
+        finally:
+            self.generation = next_generation()
+
+    @property
+    def labels(self) -> dict[str, str]:
+        if self.node is None:
+            return {}
+        labels: dict[str, str] = (self.node.get("metadata") or {}).get("labels") or {}
+        return labels
+
+    @property
+    def taints(self) -> list[Obj]:
+        if self.node is None:
+            return []
+        taints: list[Obj] = (self.node.get("spec") or {}).get("taints") or []
+        return taints
+
+    # -- pods ---------------------------------------------------------------------------------
+    def add_pod(self, p: PodInfo) -> None:
+        """``NodeInfo.AddPodInfo``."""
+        self.pods.append(p)
+        if p.has_affinity():
+            self.pods_with_affinity.append(p)
+        if p.has_required_anti_affinity():
+            self.pods_with_required_anti_affinity.append(p)
+        self._update(p, 1)
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        """``NodeInfo.RemovePod`` by Pod UID; returns the removed PodInfo or None if absent."""
+        for i, p in enumerate(self.pods):
+            if p.uid == uid:
+                del self.pods[i]
+                self.pods_with_affinity = [q for q in self.pods_with_affinity if q.uid != uid]
+                self.pods_with_required_anti_affinity = [
+                    q for q in self.pods_with_required_anti_affinity if q.uid != uid]
+                self._update(p, -1)
+                return p
+        return None
+
+    def _update(self, p: PodInfo, sign: int) -> None:
+        r = self.requested
+        r.milli_cpu += sign * p.requests.milli_cpu
+        r.memory += sign * p.requests.memory
+        r.ephemeral_storage += sign * p.requests.ephemeral_storage
+        for k, v in p.requests.scalar.items():
+            r.scalar[k] = r.scalar.get(k, 0) + sign * v
+        self.non_zero_requested.milli_cpu += sign * p.non0_cpu
+        self.non_zero_requested.memory += sign * p.non0_mem
+        for ip, proto, port in p.ports:
+            if sign > 0:
+                self.used_ports.add(ip, proto, port)
+            else:
+                self.used_ports.remove(ip, proto, port)
+        for claim in pod_pvc_keys(p.pod):
+            n = self.pvc_ref_counts.get(claim, 0) + sign
+            if n > 0:
+                self.pvc_ref_counts[claim] = n
+            else:
+                self.pvc_ref_counts.pop(claim, None)
+        self.generation = next_generation()
+
+    def clone(self) -> NodeInfo:
+        """A copy whose lists and counters can change without touching this one (``Snapshot``)."""
+        c = NodeInfo.__new__(NodeInfo)
+        c.node = self.node
+        c.name = self.name
+        c.pods = list(self.pods)
+        c.pods_with_affinity = list(self.pods_with_affinity)
+        c.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)
+        c.requested = self.requested.clone()
+        c.non_zero_requested = self.non_zero_requested.clone()
+        c.allocatable = self.allocatable.clone()
+        c.used_ports = self.used_ports.clone()
+        c.image_states = dict(self.image_states)
+        c.pvc_ref_counts = dict(self.pvc_ref_counts)
+        c.generation = self.generation
+        return c
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"
+
+
+def pod_pvc_keys(pod: Obj) -> list[str]:
+    """``namespace/claimName`` of each PVC-backed volume of the Pod (ephemeral volumes included,
+    named ``<pod>-<volume>`` as upstream)."""
+    meta = pod.get("metadata") or {}
+    ns = str(meta.get("namespace") or "default")
+    out: list[str] = []
+    for v in (pod.get("spec") or {}).get("volumes") or []:
+        if not isinstance(v, dict):
+            continue
+        pvc = v.get("persistentVolumeClaim")
+        if isinstance(pvc, dict) and pvc.get("claimName"):
+            out.append(f"{ns}/{pvc['claimName']}")
+        elif v.get("ephemeral") is not None:
+            out.append(f"{ns}/{meta.get('name')}-{v.get('name')}")
+    return out
+
+
+class CycleState:
+    """Per-cycle scratch space shared by a profile's plugins (``fwk.CycleState``).
+
+    ``data`` holds plugin state keyed by the plugin's own key (``"PreFilterNodeResourcesFit"``);
+    ``skip_filter`` / ``skip_score`` hold the names of plugins whose PreFilter / PreScore returned
+    Skip; ``snapshot`` is the Snapshot of this cycle; ``pod_annotations`` are annotations that
+    Reserve plugins ask the binder to write on the Pod before the Binding (GPU indices).
+    """
+
+    __slots__ = ("data", "pod_annotations", "skip_filter", "skip_score", "snapshot")
+
+    def __init__(self, snapshot: Any = None) -> None:
+        self.data: dict[str, Any] = {}
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+        self.snapshot: Any = snapshot
+        self.pod_annotations: dict[str, str] = {}
+
+    def read(self, key: str) -> Any:
+        """Plugin state by key; raises KeyError (upstream ``ErrNotFound``) if absent."""
+        return self.data[key]
+
+    def write(self, key: str, value: Any) -> None:
+        self.data[key] = value
+
+    def clone(self) -> CycleState:
+        c = CycleState(self.snapshot)
+        c.data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self.data.items()}
+        c.skip_filter = set(self.skip_filter)
+        c.skip_score = set(self.skip_score)
+        c.pod_annotations = dict(self.pod_annotations)
+        return c

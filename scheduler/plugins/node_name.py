@@ -1,0 +1,30 @@
+"""NodeName: a Pod that names a node (``spec.nodeName``) fits only that node.
+
+Upstream: ``pkg/scheduler/framework/plugins/nodename/node_name.go``. Pods reaching the scheduler
+normally have no nodeName; the Filter matters for preemption dry runs and ``explain`` snapshots.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+
+NAME = "NodeName"
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+class NodeName:
+    """Filter: UnschedulableAndUnresolvable unless ``spec.nodeName`` is empty or this node."""
+
+    name = NAME
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> NodeName:
+        return cls()
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        want = pod.node_name
+        if not want or want == node_info.name:
+            return Status.success()
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON], NAME)
