@@ -1,0 +1,235 @@
+"""Prometheus metrics of the live scheduler, named, labelled and bucketed like kube-scheduler's.
+
+Upstream: ``pkg/scheduler/metrics/metrics.go`` (names under the ``scheduler`` subsystem, help texts
+word for word, ``ExponentialBuckets(start, factor, count)`` boundaries, label names) and
+``pkg/scheduler/metrics/metric_recorder.go`` (the framework's per-extension-point / per-plugin
+observations). The GPU gauges (``py_scheduler_gpu_*``) are py-scheduler's own.
+
+Everything registers on the dedicated :data:`REGISTRY` (not prometheus-client's global one) so tests
+can read values with ``REGISTRY.get_sample_value(...)`` and ``/metrics`` shows only these metrics plus
+the process / platform / GC collectors.
+
+Note: prometheus-client appends ``_total`` to Counter names itself, so the Counters below are
+declared without it and exposed with it (``scheduler_schedule_attempts_total``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.gc_collector import GCCollector
+
+from scheduler.framework.runtime import Observer
+
+log = logging.getLogger("scheduler.metrics")
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+"""The registry ``/metrics`` serves: every scheduler metric plus process, platform and GC metrics."""
+
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """``prometheus.ExponentialBuckets``: ``count`` upper bounds ``start * factor**i``.
+
+    Raises:
+        ValueError: ``count < 1``, ``start <= 0`` or ``factor <= 1`` (upstream panics).
+    """
+    if count < 1 or start <= 0 or factor <= 1:
+        raise ValueError(f"exponential_buckets: bad arguments start={start} factor={factor} count={count}")
+    return tuple(start * factor**i for i in range(count))
+
+
+SCHEDULE_ATTEMPTS = Counter(
+    "scheduler_schedule_attempts",
+    "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, "
+    "while 'error' means an internal scheduler problem.",
+    ["result", "profile"], registry=REGISTRY)
+"""``scheduler_schedule_attempts_total{result,profile}``; result is ``scheduled``, ``unschedulable`` or ``error``."""
+
+SCHEDULING_ATTEMPT_DURATION = Histogram(
+    "scheduler_scheduling_attempt_duration_seconds",
+    "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+    ["result", "profile"], buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+"""Seconds of one attempt (algorithm + binding), by result and profile."""
+
+SCHEDULING_ALGORITHM_DURATION = Histogram(
+    "scheduler_scheduling_algorithm_duration_seconds",
+    "Scheduling algorithm latency in seconds",
+    buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+"""Seconds spent in ``Algorithm.schedule`` (Filter + Score), no labels."""
+
+PENDING_PODS = Gauge(
+    "scheduler_pending_pods",
+    "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' means number "
+    "of pods in backoffQ; 'unschedulable' means number of pods in unschedulableEntities that the scheduler "
+    "attempted to schedule and failed; 'gated' is the number of unschedulable pods that the scheduler never "
+    "attempted to schedule because they are gated; 'incomplete' means number of pods in incompletePodGroupPods; "
+    "'pending' means number of pods in pendingPodGroupPods.",
+    ["queue"], registry=REGISTRY)
+"""Pods per queue: ``active``, ``backoff``, ``unschedulable``, ``gated``."""
+
+POD_SCHEDULING_SLI_DURATION = Histogram(
+    "scheduler_pod_scheduling_sli_duration_seconds",
+    "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might involve "
+    "multiple scheduling attempts.",
+    ["attempts"], buckets=exponential_buckets(0.01, 2, 20), registry=REGISTRY)
+"""Seconds from first enqueue to successful scheduling; ``attempts`` is the attempt count as a string."""
+
+POD_SCHEDULING_ATTEMPTS = Histogram(
+    "scheduler_pod_scheduling_attempts",
+    "Number of attempts to successfully schedule a pod.",
+    buckets=exponential_buckets(1, 2, 5), registry=REGISTRY)
+"""Attempts a Pod needed until it was scheduled."""
+
+FRAMEWORK_EXTENSION_POINT_DURATION = Histogram(
+    "scheduler_framework_extension_point_duration_seconds",
+    "Latency for running all plugins of a specific extension point.",
+    ["extension_point", "status", "profile"], buckets=exponential_buckets(0.0001, 2, 12), registry=REGISTRY)
+"""Seconds for all plugins of one extension point (``PreFilter``, ``Filter``, ``Score``...)."""
+
+PLUGIN_EXECUTION_DURATION = Histogram(
+    "scheduler_plugin_execution_duration_seconds",
+    "Duration for running a plugin at a specific extension point.",
+    ["plugin", "extension_point", "status"], buckets=exponential_buckets(0.00001, 1.5, 20), registry=REGISTRY)
+"""Seconds for one plugin at one extension point."""
+
+QUEUE_INCOMING_PODS = Counter(
+    "scheduler_queue_incoming_pods",
+    "Number of pods added to scheduling queues by event and queue type.",
+    ["queue", "event"], registry=REGISTRY)
+"""``scheduler_queue_incoming_pods_total{queue,event}``; queue ``active|backoff|unschedulable|gated``."""
+
+CACHE_SIZE = Gauge(
+    "scheduler_cache_size",
+    "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+    ["type"], registry=REGISTRY)
+"""Objects in the cache; type ``nodes``, ``pods`` or ``assumed_pods``."""
+
+UNSCHEDULABLE_PODS = Gauge(
+    "scheduler_unschedulable_pods",
+    "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for all plugins "
+    "that caused it to not schedule and so this metric have meaning only when broken down by plugin.",
+    ["plugin", "profile"], registry=REGISTRY)
+"""Unschedulable Pods per rejecting plugin and profile."""
+
+PREEMPTION_ATTEMPTS = Counter(
+    "scheduler_preemption_attempts",
+    "Total preemption attempts in the cluster till now",
+    registry=REGISTRY)
+"""``scheduler_preemption_attempts_total``."""
+
+PREEMPTION_VICTIMS = Histogram(
+    "scheduler_preemption_victims",
+    "Number of selected preemption victims for preemption initiated by a single pod",
+    buckets=exponential_buckets(1, 2, 7), registry=REGISTRY)
+"""Victims chosen by one preemption."""
+
+GPU_ALLOCATED = Gauge(
+    "py_scheduler_gpu_allocated",
+    "Number of GPUs allocated to pods by py-scheduler, per node and GPU model.",
+    ["node", "model"], registry=REGISTRY)
+"""GPUs (devices, not memory) in use per node and model (``nvidia.com/gpu.product``)."""
+
+GPU_FREE = Gauge(
+    "py_scheduler_gpu_free",
+    "Number of GPUs not allocated to any pod, per node and GPU model.",
+    ["node", "model"], registry=REGISTRY)
+"""GPUs free per node and model."""
+
+
+def framework_observer(profile: str) -> Observer:
+    """The runtime's :data:`~scheduler.framework.runtime.Observer` hook for one profile.
+
+    Called as ``observer(extension_point, plugin, status, seconds)``: ``plugin == ""`` is the whole
+    extension point (-> :data:`FRAMEWORK_EXTENSION_POINT_DURATION` with ``profile``), otherwise one
+    plugin (-> :data:`PLUGIN_EXECUTION_DURATION`), like upstream's ``metricsRecorder``. Never raises:
+    a metrics failure is logged, not allowed to break a scheduling cycle.
+    """
+
+    def observe(extension_point: str, plugin: str, status: str, seconds: float) -> None:
+        try:
+            if plugin:
+                PLUGIN_EXECUTION_DURATION.labels(plugin, extension_point, status).observe(seconds)
+            else:
+                FRAMEWORK_EXTENSION_POINT_DURATION.labels(extension_point, status, profile).observe(seconds)
+        except Exception:  # pragma: no cover - defensive; prometheus-client does not raise on valid labels
+            log.exception("metrics observer failed for %s/%s", extension_point, plugin)
+
+    return observe
+
+
+# --- GPU gauges ---------------------------------------------------------------------------------------
+
+def _gpu_inventory(snapshot: Any) -> Iterable[tuple[str, str, int, int]]:
+    """(node, model, allocated, free) per GPU node of a Snapshot, via ``scheduler.plugins.gpu``.
+
+    Uses ``scheduler.plugins.gpu.gpu_inventory(snapshot)`` when the GPU package provides it (it owns the
+    per-GPU accounting); otherwise falls back to node capacity/labels and Pod requests of
+    ``nvidia.com/gpu`` (allocated = sum of requests of the Pods on the node).
+    """
+    try:
+        from scheduler.plugins import gpu as gpu_pkg
+    except ImportError:  # pragma: no cover - the package exists in this tree
+        gpu_pkg = None  # type: ignore[assignment]
+    provider = getattr(gpu_pkg, "gpu_inventory", None) if gpu_pkg is not None else None
+    if callable(provider):
+        rows: Iterable[tuple[str, str, int, int]] = provider(snapshot)
+        return rows
+    return list(_fallback_inventory(snapshot))
+
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def _fallback_inventory(snapshot: Any) -> Iterable[tuple[str, str, int, int]]:
+    for ni in snapshot.node_info_list:
+        alloc = ni.allocatable.scalar.get(GPU_RESOURCE, 0) if ni.allocatable is not None else 0
+        if alloc <= 0:
+            continue
+        used = sum(p.requests.scalar.get(GPU_RESOURCE, 0) for p in ni.pods)
+        model = ni.labels.get(GPU_PRODUCT_LABEL, "unknown")
+        yield ni.name, model, used, max(alloc - used, 0)
+
+
+def update_gpu_gauges(snapshot: Any) -> None:
+    """Set :data:`GPU_ALLOCATED` / :data:`GPU_FREE` for every GPU node of ``snapshot`` (a
+    :class:`~scheduler.cache.snapshot.Snapshot`); series of nodes that left are removed.
+
+    Units: GPU devices. Never raises: a malformed node is logged and skipped.
+    """
+    try:
+        rows = list(_gpu_inventory(snapshot))
+    except Exception:
+        log.exception("update_gpu_gauges: cannot read GPU state")
+        return
+    seen: set[tuple[str, str]] = set()
+    for node, model, allocated, free in rows:
+        GPU_ALLOCATED.labels(node, model).set(allocated)
+        GPU_FREE.labels(node, model).set(free)
+        seen.add((node, model))
+    for gauge in (GPU_ALLOCATED, GPU_FREE):
+        for sample in list(_label_sets(gauge)):
+            if sample not in seen:
+                gauge.remove(*sample)
+
+
+def _label_sets(gauge: Gauge) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for metric in gauge.collect():
+        for s in metric.samples:
+            out.append((s.labels["node"], s.labels["model"]))
+    return out
