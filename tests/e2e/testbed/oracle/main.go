@@ -6,7 +6,7 @@
 //
 // Input (stdin): {"objects": [<Kubernetes objects with apiVersion/kind>]}.
 // Pods with spec.nodeName are bound; the others are scheduled in the given
-// order, each assumed on its selected node (ties: smallest node name) before
+// queue order (priority, then creationTimestamp), each assumed on its selected node (ties: smallest node name) before
 // the next. Output: one JSON object per pending Pod (JSON Lines).
 package main
 
@@ -88,6 +88,14 @@ func run() error {
 			others = append(others, obj)
 		}
 	}
+	// Queue order, as PrioritySort: higher priority first, then older first.
+	sort.SliceStable(pending, func(i, j int) bool {
+		pi, pj := podPriority(pending[i]), podPriority(pending[j])
+		if pi != pj {
+			return pi > pj
+		}
+		return pending[i].CreationTimestamp.Before(&pending[j].CreationTimestamp)
+	})
 	seed := append([]runtime.Object{}, others...)
 	for _, n := range nodes {
 		seed = append(seed, n)
@@ -156,6 +164,13 @@ func run() error {
 		}
 	}
 	return nil
+}
+
+func podPriority(p *v1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
 }
 
 func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcache.Snapshot, pod *v1.Pod) (*result, error) {
