@@ -48,7 +48,7 @@ def run_oracle(binary: Path, objects: list[Obj]) -> list[Obj]:
     proc = subprocess.run([str(binary)], input=json.dumps({"objects": objects}), capture_output=True,
                           text=True, timeout=300)
     if proc.returncode != 0:
-        tail = "\n".join(l for l in proc.stderr.splitlines() if not l.startswith(("I1", "W1")))[-2000:]
+        tail = "\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith(("I1", "W1")))[-2000:]
         raise RuntimeError(f"oracle failed: {tail}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
