@@ -1,0 +1,66 @@
+"""NodeUnschedulable: a cordoned node (``spec.unschedulable: true``) takes only Pods that tolerate
+the ``node.kubernetes.io/unschedulable:NoSchedule`` taint.
+
+Upstream: ``pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go`` (v1.37.2).
+Filter reason ``node(s) were unschedulable`` (UnschedulableAndUnresolvable). PreFilter is a no-op (it
+Skips upstream only for resize-deferred Pods behind the Alpha, default-off
+``InPlacePodVerticalScalingSchedulerPreemption`` gate). Malformed ``spec.tolerations`` on a cordoned
+node's candidate Pod give UnschedulableAndUnresolvable naming the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.framework.interfaces import PreFilterResult
+from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from scheduler.plugins.helpers import check_no_args
+from scheduler.plugins.helpers.tolerations import (
+    EFFECT_NO_SCHEDULE,
+    ENABLE_COMPARISON_OPERATORS_DEFAULT,
+    parse_tolerations,
+    tolerates_taint,
+)
+
+NAME = "NodeUnschedulable"
+ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+_UNSCHEDULABLE_TAINT = {"key": TAINT_NODE_UNSCHEDULABLE, "effect": EFFECT_NO_SCHEDULE}
+
+
+class NodeUnschedulable:
+    """PreFilter (no-op) and Filter on ``node.spec.unschedulable``."""
+
+    name = NAME
+
+    def __init__(self, enable_comparison_operators: bool = ENABLE_COMPARISON_OPERATORS_DEFAULT) -> None:
+        self.enable_comparison_operators = enable_comparison_operators
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> NodeUnschedulable:
+        """Factory; NodeUnschedulable has no args.
+
+        Raises:
+            ConfigError: args other than ``apiVersion`` / ``kind``.
+        """
+        check_no_args(NAME, args)
+        return cls()
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
+        """No-op."""
+        return None, Status.success()
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """Success unless the node is unschedulable and the Pod does not tolerate
+        ``node.kubernetes.io/unschedulable:NoSchedule``."""
+        node = node_info.node or {}
+        if not (node.get("spec") or {}).get("unschedulable"):
+            return Status.success()
+        try:
+            tolerations = parse_tolerations(pod)
+        except PodParseError as exc:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        if tolerates_taint(tolerations, _UNSCHEDULABLE_TAINT, self.enable_comparison_operators):
+            return Status.success()
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_UNSCHEDULABLE], NAME)
