@@ -1,0 +1,157 @@
+"""GPUFilter: whole-GPU feasibility with model, memory and NVLink constraints, and index choice.
+
+Not an upstream plugin (py-scheduler's issue 6); its shape and wording follow upstream's
+``pkg/scheduler/framework/plugins/noderesources/fit.go`` (PreFilter parses the Pod once into
+CycleState, Filter compares it with the NodeInfo, a request larger than the node's whole capacity
+is UnschedulableAndUnresolvable) and ``framework/interface.go`` (PreFilter Skip, Reserve).
+
+Extension points:
+    PreFilter: parses the Pod's request (:func:`~scheduler.plugins.gpu.model.parse_request`);
+        Skip when it asks for no GPU; UnschedulableAndUnresolvable naming the annotation and value
+        when an annotation is malformed.
+    Filter: in this order, the first failing check decides:
+        1. node labels / annotations malformed -> UnschedulableAndUnresolvable, reason
+           ``node(s) had invalid label <key>="<value>": <why>``;
+        2. count > node's GPUs -> UnschedulableAndUnresolvable ``node(s) had insufficient free GPUs``;
+        3. no requested model matches -> UnschedulableAndUnresolvable
+           ``node(s) didn't match the requested GPU model``;
+        4. memory requested and node memory unknown -> UnschedulableAndUnresolvable
+           ``node(s) had unknown GPU memory``; memory per GPU < request ->
+           UnschedulableAndUnresolvable ``node(s) had insufficient GPU memory``;
+        5. free GPUs < count -> Unschedulable ``node(s) had insufficient free GPUs``;
+        6. NVLink required and no group has ``count`` free GPUs ->
+           ``node(s) had no NVLink group with enough free GPUs``, Unschedulable when some group is
+           large enough (preemption may free it), else UnschedulableAndUnresolvable.
+    Reserve: picks the indices on the chosen node (:func:`~scheduler.plugins.gpu.accounting.pick`,
+        the same deterministic choice Filter checked) and sets
+        ``state.pod_annotations["<prefix>gpu-indices"] = "i,j"``; the binder writes it on the Pod
+        before the Binding. Unreserve does nothing: the allocation is derived from the Pods.
+
+Args: ``prefix`` (default ``gpu-scheduler/``), ``resourceName`` (default ``nvidia.com/gpu``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from scheduler.framework.interfaces import PreFilterResult
+from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from scheduler.plugins.gpu.accounting import derive_state, pick
+from scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, keys_from_args, request_for
+from scheduler.plugins.gpu.model import (
+    GPUKeys,
+    GPUParseError,
+    GPURequest,
+    format_indices,
+    model_matches,
+    parse_request,
+)
+
+log = logging.getLogger("scheduler.plugins.gpu")
+
+NAME = "GPUFilter"
+ERR_INSUFFICIENT = "node(s) had insufficient free GPUs"
+ERR_MODEL = "node(s) didn't match the requested GPU model"
+ERR_MEMORY = "node(s) had insufficient GPU memory"
+ERR_UNKNOWN_MEMORY = "node(s) had unknown GPU memory"
+ERR_NVLINK = "node(s) had no NVLink group with enough free GPUs"
+
+__all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MODEL", "ERR_NVLINK", "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
+
+
+class GPUFilter:
+    """PreFilter / Filter / Reserve for whole GPUs (module docstring gives the rules and reasons)."""
+
+    name = NAME
+
+    def __init__(self, keys: GPUKeys | None = None) -> None:
+        self.keys = keys or GPUKeys()
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> GPUFilter:
+        """Build from pluginConfig args ``{prefix, resourceName}``.
+
+        Raises:
+            ConfigError: an unknown field or a bad value, naming the field.
+        """
+        args = args or {}
+        check_args(args, {"prefix", "resourceName"})
+        return cls(keys_from_args(args))
+
+    # -- PreFilter --------------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
+        """Parse the Pod once; Skip for Pods asking for no GPU."""
+        try:
+            req = parse_request(pod, self.keys)
+        except GPUParseError as exc:
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        state.write(PRE_FILTER_KEY, req)
+        if req.count <= 0:
+            return None, Status.skip()
+        return None, Status.success()
+
+    # -- Filter -----------------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """The checks of the module docstring, in order."""
+        try:
+            req = request_for(state, pod, self.keys)
+        except GPUParseError as exc:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        if req.count <= 0:
+            return Status.success()
+        return self.check(req, node_info)
+
+    def check(self, req: GPURequest, node_info: NodeInfo) -> Status:
+        """Filter for an already-parsed request (also used by tooling that explains a placement)."""
+        st = derive_state(node_info, self.keys)
+        spec = st.spec
+        if spec.error is not None:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [spec.error], NAME)
+        if req.count > spec.total:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_INSUFFICIENT], NAME)
+        if req.models and not any(model_matches(m, spec.product) for m in req.models):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MODEL], NAME)
+        if req.memory_bytes > 0:
+            if spec.memory_bytes is None:
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_UNKNOWN_MEMORY], NAME)
+            if spec.memory_bytes < req.memory_bytes:
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MEMORY], NAME)
+        if len(st.free) < req.count:
+            return Status(Code.UNSCHEDULABLE, [ERR_INSUFFICIENT], NAME)
+        if req.nvlink and pick(st, req.count, True) is None:
+            resolvable = any(len(g) >= req.count for g in spec.groups)
+            code = Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            return Status(code, [ERR_NVLINK], NAME)
+        return Status.success()
+
+    # -- Reserve ------------------------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """Pick the GPU indices on ``node_name`` and record them in ``state.pod_annotations``.
+
+        Returns Error when the node is not in the cycle's snapshot, Unschedulable when the node has
+        no placement any more (the caller then runs Unreserve and retries the Pod).
+        """
+        try:
+            req = request_for(state, pod, self.keys)
+        except GPUParseError as exc:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        if req.count <= 0:
+            return Status.success()
+        snapshot = state.snapshot
+        node_info = snapshot.node_info_map.get(node_name) if snapshot is not None else None
+        if node_info is None:
+            return Status(Code.ERROR, [f"node {node_name!r} not found in the snapshot"], NAME)
+        s = self.check(req, node_info)
+        if not s.is_success():
+            return s
+        indices = pick(derive_state(node_info, self.keys), req.count, req.nvlink)
+        if indices is None:  # pragma: no cover - check() succeeded, so pick() has a placement
+            return Status(Code.UNSCHEDULABLE, [ERR_INSUFFICIENT], NAME)
+        state.pod_annotations[self.keys.gpu_indices] = format_indices(indices)
+        log.debug("GPU indices reserved pod=%s node=%s indices=%s", pod.key, node_name, indices)
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """Drop the indices annotation from the cycle; nothing else (the allocation is derived)."""
+        state.pod_annotations.pop(self.keys.gpu_indices, None)
