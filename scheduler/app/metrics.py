@@ -16,7 +16,6 @@ declared without it and exposed with it (``scheduler_schedule_attempts_total``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import (
@@ -173,46 +172,43 @@ def framework_observer(profile: str) -> Observer:
 
 # --- GPU gauges ---------------------------------------------------------------------------------------
 
-def _gpu_inventory(snapshot: Any) -> Iterable[tuple[str, str, int, int]]:
-    """(node, model, allocated, free) per GPU node of a Snapshot, via ``scheduler.plugins.gpu``.
+UNKNOWN_MODEL = "unknown"
+"""``model`` label of a GPU node whose product is not known (no ``nvidia.com/gpu.product`` label)."""
 
-    Uses ``scheduler.plugins.gpu.gpu_inventory(snapshot)`` when the GPU package provides it (it owns the
-    per-GPU accounting); otherwise falls back to node capacity/labels and Pod requests of
-    ``nvidia.com/gpu`` (allocated = sum of requests of the Pods on the node).
+
+def gpu_inventory(snapshot: Any, keys: Any = None) -> list[tuple[str, str, int, int]]:
+    """``(node, model, allocated, free)`` for every node of ``snapshot`` that offers GPUs.
+
+    Reads the GPU plugins' own per-index accounting (``scheduler.plugins.gpu.accounting.derive_state``:
+    annotated ``gpu-indices`` first, Pods bound by others allocated virtually), so the gauges agree with
+    what GPUFilter sees. ``keys`` is a ``scheduler.plugins.gpu.model.GPUKeys`` (default prefix
+    ``gpu-scheduler/``, resource ``nvidia.com/gpu``). Units: GPU devices. Nodes whose GPU labels are
+    malformed are skipped.
     """
-    try:
-        from scheduler.plugins import gpu as gpu_pkg
-    except ImportError:  # pragma: no cover - the package exists in this tree
-        gpu_pkg = None  # type: ignore[assignment]
-    provider = getattr(gpu_pkg, "gpu_inventory", None) if gpu_pkg is not None else None
-    if callable(provider):
-        rows: Iterable[tuple[str, str, int, int]] = provider(snapshot)
-        return rows
-    return list(_fallback_inventory(snapshot))
+    from scheduler.plugins.gpu.accounting import derive_state
+    from scheduler.plugins.gpu.model import GPUKeys
 
-
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-
-def _fallback_inventory(snapshot: Any) -> Iterable[tuple[str, str, int, int]]:
+    k = keys if keys is not None else GPUKeys()
+    rows: list[tuple[str, str, int, int]] = []
     for ni in snapshot.node_info_list:
-        alloc = ni.allocatable.scalar.get(GPU_RESOURCE, 0) if ni.allocatable is not None else 0
-        if alloc <= 0:
+        st = derive_state(ni, k)
+        if st.spec.error is not None or st.spec.total <= 0:
             continue
-        used = sum(p.requests.scalar.get(GPU_RESOURCE, 0) for p in ni.pods)
-        model = ni.labels.get(GPU_PRODUCT_LABEL, "unknown")
-        yield ni.name, model, used, max(alloc - used, 0)
+        free = len(st.free)
+        rows.append((ni.name, st.spec.product or UNKNOWN_MODEL, st.spec.total - free, free))
+    return rows
 
 
-def update_gpu_gauges(snapshot: Any) -> None:
-    """Set :data:`GPU_ALLOCATED` / :data:`GPU_FREE` for every GPU node of ``snapshot`` (a
-    :class:`~scheduler.cache.snapshot.Snapshot`); series of nodes that left are removed.
+def update_gpu_gauges(snapshot: Any, keys: Any = None) -> None:
+    """Set :data:`GPU_ALLOCATED` / :data:`GPU_FREE` from :func:`gpu_inventory` for every GPU node of
+    ``snapshot`` (a :class:`~scheduler.cache.snapshot.Snapshot`); series of nodes that left (or changed
+    model) are removed. Call it after each scheduling cycle or on a timer; cost is one memoized lookup
+    per node.
 
-    Units: GPU devices. Never raises: a malformed node is logged and skipped.
+    Never raises: a failure is logged and the gauges keep their previous values.
     """
     try:
-        rows = list(_gpu_inventory(snapshot))
+        rows = gpu_inventory(snapshot, keys)
     except Exception:
         log.exception("update_gpu_gauges: cannot read GPU state")
         return
@@ -222,9 +218,9 @@ def update_gpu_gauges(snapshot: Any) -> None:
         GPU_FREE.labels(node, model).set(free)
         seen.add((node, model))
     for gauge in (GPU_ALLOCATED, GPU_FREE):
-        for sample in list(_label_sets(gauge)):
-            if sample not in seen:
-                gauge.remove(*sample)
+        for labels in _label_sets(gauge):
+            if labels not in seen:
+                gauge.remove(*labels)
 
 
 def _label_sets(gauge: Gauge) -> list[tuple[str, str]]:

@@ -154,6 +154,13 @@ def test_update_gpu_gauges_from_snapshot() -> None:
     assert gauge_by_node("py_scheduler_gpu_free") == {"gpu-a": 6}
 
 
+def test_gpu_inventory_model_label() -> None:
+    node = gpu_node("gpu-x", 2, "NVIDIA-A100-SXM4-40GB")
+    bare = {"metadata": {"name": "gpu-y"}, "status": {"allocatable": {"nvidia.com/gpu": "1"}}}
+    rows = m.gpu_inventory(Snapshot.from_objects([node, bare], [gpu_pod("q", "gpu-y", 1)]))
+    assert sorted(rows) == [("gpu-x", "NVIDIA-A100-SXM4-40GB", 0, 2), ("gpu-y", m.UNKNOWN_MODEL, 1, 0)]
+
+
 def test_update_gpu_gauges_never_raises() -> None:
     class Broken:
         @property
