@@ -1,0 +1,100 @@
+"""Golden score vectors: every line of ``/work/shared/golden/score_vectors.jsonl`` (see its README).
+
+Each case is run the way the framework runs a Score plugin: a Snapshot of ``nodes`` with the bound
+``existing_pods`` (plus ``namespaces`` / ``services`` as cluster objects), the plugin built through
+the registry with the case's ``args``, PreFilter if the plugin has one (its node narrowing is not
+applied: these are score cases), PreScore on the scored nodes (``feasible_nodes`` when given, else
+all nodes), Score on each, NormalizeScore if any. A PreScore Skip means the plugin takes no part, so
+every scored node gets 0 (what upstream's tests write for such cases). The result must equal
+``expected`` exactly.
+
+Cases of a plugin whose module does not import yet are skipped ("plugin not implemented yet").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.cache.snapshot import ClusterObjects, Snapshot
+from scheduler.framework.interfaces import NormalizeScorePlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
+from scheduler.framework.types import Code, CycleState, PodInfo
+from scheduler.plugins import registry
+
+GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "golden" / "score_vectors.jsonl"
+
+
+def _load() -> list[Any]:
+    if not GOLDEN.exists():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{GOLDEN} not found"), id="no-golden-file")]
+    params = []
+    for i, line in enumerate(GOLDEN.read_text().splitlines()):
+        if not line.strip():
+            continue
+        case = json.loads(line)
+        m = re.search(r"'([^']*)'|\"([^\"]*)\"", case.get("source", ""))
+        label = (m.group(1) or m.group(2)) if m else case.get("source", "")[:40]
+        label = re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")[:60]
+        params.append(pytest.param(case, id=f"{i:02d}-{case['plugin']}-{label}"))
+    return params
+
+
+def run_case(case: dict[str, Any]) -> dict[str, int]:
+    """Run one golden case and return node -> final score (before weight)."""
+    objects = ClusterObjects()
+    for ns in case.get("namespaces") or []:
+        objects.upsert("Namespace", ns)
+    for svc in case.get("services") or []:
+        objects.upsert("Service", svc)
+    snapshot = Snapshot.from_objects(case["nodes"], case.get("existing_pods") or [], objects)
+    try:
+        factory = registry.get(case["plugin"])
+    except (ImportError, AttributeError):
+        pytest.skip("plugin not implemented yet")
+    plugin = factory(case.get("args") or {}, None)
+    assert isinstance(plugin, ScorePlugin)
+
+    state = CycleState(snapshot)
+    pod = PodInfo(case["pod"])
+    all_nodes = snapshot.node_info_list
+    if isinstance(plugin, PreFilterPlugin):
+        _, s = plugin.pre_filter(state, pod, all_nodes)
+        assert s.code != Code.ERROR, s.message()
+        if s.is_skip():
+            state.skip_filter.add(plugin.name)
+
+    feasible = case.get("feasible_nodes")
+    scored = [snapshot.get(n) for n in feasible] if feasible is not None else list(all_nodes)
+    if isinstance(plugin, PreScorePlugin):
+        s = plugin.pre_score(state, pod, scored)
+        if s.is_skip():
+            return {ni.name: 0 for ni in scored}
+        assert s.is_success(), s.message()
+
+    scores: dict[str, int] = {}
+    for ni in scored:
+        sc, s = plugin.score(state, pod, ni)
+        assert s.is_success(), s.message()
+        scores[ni.name] = sc
+    if isinstance(plugin, NormalizeScorePlugin):
+        s = plugin.normalize_score(state, pod, scores)
+        assert s.is_success(), s.message()
+    return scores
+
+
+@pytest.mark.parametrize("case", _load())
+def test_golden_score_vector(case: dict[str, Any]) -> None:
+    got = run_case(case)
+    assert got == case["expected"], f"{case['source']}\nnotes: {case.get('notes', '')}"
+
+
+def test_golden_file_covers_resource_plugins() -> None:
+    """The file is present and holds cases for the resource plugins (guards against an empty run)."""
+    if not GOLDEN.exists():
+        pytest.skip(f"{GOLDEN} not found")
+    plugins = {json.loads(line)["plugin"] for line in GOLDEN.read_text().splitlines() if line.strip()}
+    assert {"NodeResourcesFit", "NodeResourcesBalancedAllocation", "ImageLocality"} <= plugins
