@@ -1,0 +1,574 @@
+"""InterPodAffinity: required / preferred pod affinity and anti-affinity, in both directions.
+
+Upstream (kube-scheduler v1.37.2):
+``pkg/scheduler/framework/plugins/interpodaffinity/filtering.go`` (PreFilter / Filter / AddPod /
+RemovePod, the topology-pair counters, the self-affinity special case),
+``scoring.go`` (PreScore / Score / NormalizeScore), ``plugin.go`` (args, namespaceSelector
+resolution, namespace labels), ``staging/src/k8s.io/kube-scheduler/framework/types.go``
+(``AffinityTerm.Matches``, ``GetAffinityTerms``, default namespaces),
+``pkg/scheduler/framework/types.go`` (``NewPodInfo``: a term list that fails to parse is dropped)
+and ``apis/config/validation/validation_pluginargs.go`` (``ValidateInterPodAffinityArgs``).
+
+Feature gates at their v1.37 defaults: ``InterPodAffinityHostnameFastPath`` is Alpha and off, so
+every term goes through the cluster-wide topology counters (the fast path gives the same
+verdicts); ``MatchLabelKeysInPodAffinity`` is applied by the API server (merged into the
+labelSelector at Pod creation), not here; ``InPlacePodVerticalScalingSchedulerPreemption`` is off.
+
+Each Pod's terms are parsed once and memoized in ``pod_info.parsed["InterPodAffinity"]`` (existing
+Pods too). The incoming Pod's ``namespaceSelector`` is resolved per cycle against the Namespaces in
+``snapshot.objects`` (they may change); existing Pods' namespaceSelectors are matched against the
+incoming Pod's namespace labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.cache.snapshot import ClusterObjects
+from scheduler.framework.config import ConfigError
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    Code,
+    CycleState,
+    NodeInfo,
+    PodInfo,
+    Status,
+)
+from scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
+
+__all__ = [
+    "ERR_REASON_AFFINITY_RULES_NOT_MATCH",
+    "ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH",
+    "ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH",
+    "NAME",
+    "PRE_FILTER_STATE_KEY",
+    "PRE_SCORE_STATE_KEY",
+    "AffinityTerm",
+    "InterPodAffinity",
+    "PodAffinityTerms",
+    "PreFilterState",
+    "PreScoreState",
+    "WeightedAffinityTerm",
+    "pod_affinity_terms",
+]
+
+Obj = dict[str, Any]
+TopologyPair = tuple[str, str]
+
+NAME = "InterPodAffinity"
+ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"
+ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
+ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
+PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+PRE_SCORE_STATE_KEY = "PreScore" + NAME
+_MEMO_KEY = NAME
+_MIN_HARD_WEIGHT = 0
+_MAX_HARD_WEIGHT = 100
+
+
+# -- terms ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """``fwk.AffinityTerm``: a parsed PodAffinityTerm.
+
+    ``namespaces``: the listed namespaces, or the owning Pod's namespace when neither
+    ``namespaces`` nor ``namespaceSelector`` is given. ``namespace_selector``: ``None`` in the spec
+    selects nothing, ``{}`` every namespace.
+    """
+
+    namespaces: frozenset[str]
+    selector: LabelSelector
+    topology_key: str
+    namespace_selector: LabelSelector
+
+    def matches(self, pod: PodInfo, ns_labels: Mapping[str, str] | None) -> bool:
+        """``AffinityTerm.Matches``: the Pod is in one of the namespaces, or its namespace's labels
+        (``ns_labels``; ``None`` = no labels) match the namespace selector, and its labels match the
+        label selector."""
+        if pod.namespace in self.namespaces or self.namespace_selector.matches(ns_labels):
+            return self.selector.matches(pod.labels)
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedAffinityTerm:
+    """``fwk.WeightedAffinityTerm``: a preferred term and its weight (1-100)."""
+
+    term: AffinityTerm
+    weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerms:
+    """A Pod's four parsed term lists (``PodInfo.Required*/Preferred*Terms``) and the parse errors
+    (a list with an error is empty, as in upstream's ``NewPodInfo``)."""
+
+    required_affinity: tuple[AffinityTerm, ...] = ()
+    required_anti_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_affinity: tuple[WeightedAffinityTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+_EMPTY_TERMS = PodAffinityTerms()
+
+
+class _TermError(ValueError):
+    pass
+
+
+def _parse_term(pod_namespace: str, term: object, where: str) -> AffinityTerm:
+    """``newAffinityTerm``. Raises _TermError naming the field and value."""
+    if not isinstance(term, Mapping):
+        raise _TermError(f"{where}: invalid value {term!r}: expected a PodAffinityTerm object")
+    try:
+        selector = parse_label_selector(term.get("labelSelector"))
+    except ValueError as exc:
+        raise _TermError(f"{where}.labelSelector: invalid value {term.get('labelSelector')!r}: {exc}") from exc
+    ns_sel_raw = term.get("namespaceSelector")
+    try:
+        ns_selector = parse_label_selector(ns_sel_raw)
+    except ValueError as exc:
+        raise _TermError(f"{where}.namespaceSelector: invalid value {ns_sel_raw!r}: {exc}") from exc
+    namespaces = term.get("namespaces") or []
+    if not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces):
+        raise _TermError(f"{where}.namespaces: invalid value {namespaces!r}: expected a list of strings")
+    topology_key = term.get("topologyKey") or ""
+    if not isinstance(topology_key, str):
+        raise _TermError(f"{where}.topologyKey: invalid value {topology_key!r}: expected a string")
+    ns = frozenset([pod_namespace]) if not namespaces and ns_sel_raw is None else frozenset(namespaces)
+    return AffinityTerm(ns, selector, topology_key, ns_selector)
+
+
+def _term_list(raw: object, where: str) -> list[object]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise _TermError(f"{where}: invalid value {raw!r}: expected a list")
+    return raw
+
+
+def _section(affinity: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    sec = affinity.get(key)
+    if sec is None:
+        return {}
+    if not isinstance(sec, Mapping):
+        raise _TermError(f"spec.affinity.{key}: invalid value {sec!r}: expected an object")
+    return sec
+
+
+def _parse_pod_terms(pod: PodInfo) -> PodAffinityTerms:
+    affinity = pod.spec.get("affinity")
+    if affinity is None:
+        return _EMPTY_TERMS
+    if not isinstance(affinity, Mapping):
+        return PodAffinityTerms(errors=(f"spec.affinity: invalid value {affinity!r}: expected an object",))
+    errors: list[str] = []
+    lists: dict[str, Any] = {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        try:
+            sec = _section(affinity, kind)
+        except _TermError as exc:
+            errors.append(str(exc))
+            sec = {}
+        base = f"spec.affinity.{kind}"
+        req_where = f"{base}.requiredDuringSchedulingIgnoredDuringExecution"
+        try:
+            lists[f"{kind}.required"] = tuple(
+                _parse_term(pod.namespace, t, f"{req_where}[{i}]")
+                for i, t in enumerate(_term_list(sec.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                                                 req_where)))
+        except _TermError as exc:
+            errors.append(str(exc))
+            lists[f"{kind}.required"] = ()
+        pref_where = f"{base}.preferredDuringSchedulingIgnoredDuringExecution"
+        try:
+            weighted: list[WeightedAffinityTerm] = []
+            for i, wt in enumerate(_term_list(sec.get("preferredDuringSchedulingIgnoredDuringExecution"),
+                                              pref_where)):
+                w = f"{pref_where}[{i}]"
+                if not isinstance(wt, Mapping):
+                    raise _TermError(f"{w}: invalid value {wt!r}: expected a WeightedPodAffinityTerm object")
+                weight = wt.get("weight", 0)
+                if not isinstance(weight, int) or isinstance(weight, bool):
+                    raise _TermError(f"{w}.weight: invalid value {weight!r}: expected an integer")
+                weighted.append(WeightedAffinityTerm(_parse_term(pod.namespace, wt.get("podAffinityTerm") or {},
+                                                                 f"{w}.podAffinityTerm"), weight))
+            lists[f"{kind}.preferred"] = tuple(weighted)
+        except _TermError as exc:
+            errors.append(str(exc))
+            lists[f"{kind}.preferred"] = ()
+    return PodAffinityTerms(lists["podAffinity.required"], lists["podAntiAffinity.required"],
+                            lists["podAffinity.preferred"], lists["podAntiAffinity.preferred"], tuple(errors))
+
+
+def pod_affinity_terms(pod: PodInfo) -> PodAffinityTerms:
+    """The Pod's parsed affinity terms, memoized in ``pod.parsed`` (never raises: malformed lists are
+    empty and described in ``errors``)."""
+    memo = pod.parsed.get(_MEMO_KEY)
+    if isinstance(memo, PodAffinityTerms):
+        return memo
+    terms = _parse_pod_terms(pod)
+    pod.parsed[_MEMO_KEY] = terms
+    return terms
+
+
+def _namespace_labels(objects: ClusterObjects, namespace: str) -> dict[str, str] | None:
+    """``GetNamespaceLabelsSnapshot``: the labels of the Pod's Namespace, None when it is unknown."""
+    ns = objects.get("Namespace", namespace)
+    if ns is None:
+        return None
+    labels = (ns.get("metadata") or {}).get("labels") or {}
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+
+
+def _merge_namespaces(term: AffinityTerm, objects: ClusterObjects) -> AffinityTerm:
+    """``mergeAffinityTermNamespacesIfNotEmpty``: unroll a non-empty namespaceSelector into the
+    namespace set (Namespaces from ``objects``) and make the selector select nothing."""
+    if term.namespace_selector.is_everything:
+        return term
+    names = set(term.namespaces)
+    for ns in objects.list("Namespace"):
+        labels = (ns.get("metadata") or {}).get("labels") or {}
+        if term.namespace_selector.matches(labels if isinstance(labels, Mapping) else {}):
+            names.add(str((ns.get("metadata") or {}).get("name") or ""))
+    return AffinityTerm(frozenset(names), term.selector, term.topology_key, LabelSelector.none())
+
+
+def pod_matches_all_affinity_terms(terms: Iterable[AffinityTerm], pod: PodInfo) -> bool:
+    """``podMatchesAllAffinityTerms``: False for no terms."""
+    ts = list(terms)
+    if not ts:
+        return False
+    return all(t.matches(pod, None) for t in ts)
+
+
+# -- PreFilter state ------------------------------------------------------------------------------
+
+def _update(m: dict[TopologyPair, int], labels: Mapping[str, str], key: str, value: int) -> None:
+    """``topologyToMatchedTermCount.update``: add ``value`` to (key, node's value); drop zeros."""
+    tv = labels.get(key)
+    if tv is None:
+        return
+    pair = (key, tv)
+    n = m.get(pair, 0) + value
+    if n == 0:
+        m.pop(pair, None)
+    else:
+        m[pair] = n
+
+
+@dataclass(slots=True)
+class PreFilterState:
+    """``preFilterState`` (fast path off): topology pair -> count of
+
+    * ``existing_anti_affinity_counts``: existing Pods whose required anti-affinity terms match the
+      incoming Pod;
+    * ``affinity_counts``: existing Pods matching all of the incoming Pod's required affinity terms;
+    * ``anti_affinity_counts``: existing Pods matching one of its required anti-affinity terms;
+
+    plus the incoming Pod's terms (namespaceSelector unrolled) and its namespace labels.
+    """
+
+    pod: PodInfo
+    affinity_terms: list[AffinityTerm] = field(default_factory=list)
+    anti_affinity_terms: list[AffinityTerm] = field(default_factory=list)
+    namespace_labels: dict[str, str] | None = None
+    existing_anti_affinity_counts: dict[TopologyPair, int] = field(default_factory=dict)
+    affinity_counts: dict[TopologyPair, int] = field(default_factory=dict)
+    anti_affinity_counts: dict[TopologyPair, int] = field(default_factory=dict)
+
+    def clone(self) -> PreFilterState:
+        return PreFilterState(self.pod, self.affinity_terms, self.anti_affinity_terms, self.namespace_labels,
+                              dict(self.existing_anti_affinity_counts), dict(self.affinity_counts),
+                              dict(self.anti_affinity_counts))
+
+    def update_with_pod(self, p: PodInfo, node: Obj | None, multiplier: int) -> None:
+        """``preFilterState.updateWithPod``: account for ``p`` appearing on / leaving ``node``."""
+        labels: Mapping[str, str] = ((node or {}).get("metadata") or {}).get("labels") or {}
+        for t in pod_affinity_terms(p).required_anti_affinity:
+            if t.matches(self.pod, self.namespace_labels):
+                _update(self.existing_anti_affinity_counts, labels, t.topology_key, multiplier)
+        if pod_matches_all_affinity_terms(self.affinity_terms, p):
+            for t in self.affinity_terms:
+                _update(self.affinity_counts, labels, t.topology_key, multiplier)
+        for t in self.anti_affinity_terms:
+            if t.matches(p, None):
+                _update(self.anti_affinity_counts, labels, t.topology_key, multiplier)
+
+
+@dataclass(slots=True)
+class PreScoreState:
+    """``preScoreState``: topology key -> topology value -> summed weight (positive for affinity,
+    negative for anti-affinity)."""
+
+    topology_score: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def clone(self) -> PreScoreState:
+        return self
+
+
+def _raw_preferred_count(pod: PodInfo, kind: str) -> int:
+    aff = pod.spec.get("affinity")
+    if not isinstance(aff, Mapping):
+        return 0
+    sec = aff.get(kind)
+    if not isinstance(sec, Mapping):
+        return 0
+    pref = sec.get("preferredDuringSchedulingIgnoredDuringExecution")
+    return len(pref) if isinstance(pref, list) else 0
+
+
+def _objects(state: CycleState) -> ClusterObjects:
+    objs = getattr(state.snapshot, "objects", None)
+    return objs if isinstance(objs, ClusterObjects) else ClusterObjects()
+
+
+# -- the plugin -----------------------------------------------------------------------------------
+
+class InterPodAffinity:
+    """PreFilter / Filter, PreFilterExtensions and PreScore / Score / NormalizeScore.
+
+    Args (``pluginConfig.args``): ``hardPodAffinityWeight`` (0-100, default 1): the score weight
+    of an existing Pod's *required* affinity term the incoming Pod matches;
+    ``ignorePreferredTermsOfExistingPods`` (default false): skip scoring when the incoming Pod has
+    no preferred terms.
+    """
+
+    name = NAME
+
+    def __init__(self, hard_pod_affinity_weight: int = 1, ignore_preferred_terms_of_existing_pods: bool = False,
+                 ) -> None:
+        self.hard_pod_affinity_weight = hard_pod_affinity_weight
+        self.ignore_preferred_terms_of_existing_pods = ignore_preferred_terms_of_existing_pods
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> InterPodAffinity:
+        """Build from ``pluginConfig.args`` (v1 defaults applied, then ``ValidateInterPodAffinityArgs``).
+
+        Raises:
+            ConfigError: unknown field, ``hardPodAffinityWeight`` not an integer in [0, 100],
+            ``ignorePreferredTermsOfExistingPods`` not a boolean.
+        """
+        args = args or {}
+        if not isinstance(args, Mapping):
+            raise ConfigError(f"args: Invalid value: {args!r}: expected an object")
+        for k in args:
+            if k not in ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods", "apiVersion", "kind"):
+                raise ConfigError(f"{k}: unknown field")
+        w = args.get("hardPodAffinityWeight")
+        if w is None:
+            w = 1
+        if not isinstance(w, int) or isinstance(w, bool):
+            raise ConfigError(f"hardPodAffinityWeight: Invalid value: {w!r}: expected an integer")
+        if w < _MIN_HARD_WEIGHT or w > _MAX_HARD_WEIGHT:
+            raise ConfigError(f"hardPodAffinityWeight: Invalid value: {w}: not in valid range "
+                              f"[{_MIN_HARD_WEIGHT}, {_MAX_HARD_WEIGHT}]")
+        ignore = args.get("ignorePreferredTermsOfExistingPods")
+        if ignore is None:
+            ignore = False
+        if not isinstance(ignore, bool):
+            raise ConfigError(f"ignorePreferredTermsOfExistingPods: Invalid value: {ignore!r}: expected a boolean")
+        return cls(w, ignore)
+
+    # -- PreFilter / Filter ----------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: list[NodeInfo]) -> tuple[set[str] | None, Status]:
+        """``PreFilter``: count, per topology pair, existing Pods whose required anti-affinity the
+        Pod violates (only nodes in ``have_pods_with_required_anti_affinity_list``) and existing
+        Pods on ``nodes`` matching the Pod's required affinity / anti-affinity terms. Skip when
+        there is nothing to check."""
+        terms = pod_affinity_terms(pod)
+        if terms.errors:
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["parsing pod: " + "; ".join(terms.errors)],
+                                NAME)
+        objects = _objects(state)
+        s = PreFilterState(pod)
+        s.affinity_terms = [_merge_namespaces(t, objects) for t in terms.required_affinity]
+        s.anti_affinity_terms = [_merge_namespaces(t, objects) for t in terms.required_anti_affinity]
+        s.namespace_labels = _namespace_labels(objects, pod.namespace)
+
+        snap = state.snapshot
+        anti_nodes: list[NodeInfo] = (list(snap.have_pods_with_required_anti_affinity_list) if snap is not None
+                                      else [n for n in nodes if n.pods_with_required_anti_affinity])
+        for ni in anti_nodes:
+            labels = ni.labels
+            for ep in ni.pods_with_required_anti_affinity:
+                for t in pod_affinity_terms(ep).required_anti_affinity:
+                    if t.matches(pod, s.namespace_labels):
+                        tv = labels.get(t.topology_key)
+                        if tv is not None:
+                            pair = (t.topology_key, tv)
+                            s.existing_anti_affinity_counts[pair] = s.existing_anti_affinity_counts.get(pair, 0) + 1
+
+        if s.affinity_terms or s.anti_affinity_terms:
+            for ni in nodes:
+                labels = ni.labels
+                for ep in ni.pods:
+                    if pod_matches_all_affinity_terms(s.affinity_terms, ep):
+                        for t in s.affinity_terms:
+                            tv = labels.get(t.topology_key)
+                            if tv is not None:
+                                pair = (t.topology_key, tv)
+                                s.affinity_counts[pair] = s.affinity_counts.get(pair, 0) + 1
+                    for t in s.anti_affinity_terms:
+                        if t.matches(ep, None):
+                            tv = labels.get(t.topology_key)
+                            if tv is not None:
+                                pair = (t.topology_key, tv)
+                                s.anti_affinity_counts[pair] = s.anti_affinity_counts.get(pair, 0) + 1
+
+        if not s.existing_anti_affinity_counts and not s.affinity_terms and not s.anti_affinity_terms:
+            return None, Status.skip()
+        state.write(PRE_FILTER_STATE_KEY, s)
+        return None, Status.success()
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node_info: NodeInfo) -> Status:
+        """``AddPod``: account for ``to_add`` placed on ``node_info``."""
+        s = state.data.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState):
+            return Status.error(f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found', NAME)
+        s.update_with_pod(to_add, node_info.node, 1)
+        return Status.success()
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node_info: NodeInfo) -> Status:
+        """``RemovePod``: account for ``to_remove`` leaving ``node_info``."""
+        s = state.data.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState):
+            return Status.error(f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found', NAME)
+        s.update_with_pod(to_remove, node_info.node, -1)
+        return Status.success()
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """``Filter``:
+
+        1. affinity: the node has every affinity term's topology key and each (key, value) pair
+           counts a matching Pod; or no Pod matches anywhere and the Pod matches its own terms
+           (the first Pod of a self-affine group) -- else UnschedulableAndUnresolvable
+           ``node(s) didn't match pod affinity rules``;
+        2. the Pod's anti-affinity: no matching Pod in the node's domain of any term -- else
+           Unschedulable ``node(s) didn't match pod anti-affinity rules``;
+        3. existing Pods' anti-affinity: none of the node's (label, value) pairs is counted -- else
+           Unschedulable ``node(s) didn't satisfy existing pods anti-affinity rules``.
+        """
+        s = state.data.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState):
+            return Status.error(f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found', NAME)
+        labels = node_info.labels
+        if s.affinity_terms:
+            pods_exist = True
+            for t in s.affinity_terms:
+                tv = labels.get(t.topology_key)
+                if tv is None:
+                    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_AFFINITY_RULES_NOT_MATCH], NAME)
+                if s.affinity_counts.get((t.topology_key, tv), 0) <= 0:
+                    pods_exist = False
+            if not pods_exist and not (not s.affinity_counts
+                                       and pod_matches_all_affinity_terms(s.affinity_terms, s.pod)):
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_AFFINITY_RULES_NOT_MATCH], NAME)
+        if s.anti_affinity_counts:
+            for t in s.anti_affinity_terms:
+                tv = labels.get(t.topology_key)
+                if tv is not None and s.anti_affinity_counts.get((t.topology_key, tv), 0) > 0:
+                    return Status(Code.UNSCHEDULABLE, [ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH], NAME)
+        if s.existing_anti_affinity_counts:
+            for k, v in labels.items():
+                if s.existing_anti_affinity_counts.get((k, v), 0) > 0:
+                    return Status(Code.UNSCHEDULABLE, [ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH], NAME)
+        return Status.success()
+
+    # -- PreScore / Score / NormalizeScore -------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        """``PreScore``: sum, per topology (key, value), the weights of
+
+        * the Pod's preferred affinity (+) / anti-affinity (-) terms matched by existing Pods,
+        * existing Pods' required affinity terms the Pod matches (+ ``hardPodAffinityWeight``),
+        * existing Pods' preferred affinity (+) / anti-affinity (-) terms the Pod matches,
+
+        at the existing Pod's node's value. Without preferred terms of its own only nodes with Pods
+        that have affinity are visited (``have_pods_with_affinity_list``). Skip when nothing
+        matched, or when ``ignorePreferredTermsOfExistingPods`` and the Pod has no preferred terms.
+        """
+        has_constraints = (_raw_preferred_count(pod, "podAffinity") > 0
+                           or _raw_preferred_count(pod, "podAntiAffinity") > 0)
+        if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
+            return Status.skip()
+        snap = state.snapshot
+        if snap is not None:
+            all_nodes = list(snap.node_info_list if has_constraints else snap.have_pods_with_affinity_list)
+        else:
+            all_nodes = list(nodes) if has_constraints else [n for n in nodes if n.pods_with_affinity]
+        terms = pod_affinity_terms(pod)
+        if terms.errors:
+            return Status.error("failed to parse pod: " + "; ".join(terms.errors), NAME)
+        objects = _objects(state)
+        pref_aff = [WeightedAffinityTerm(_merge_namespaces(w.term, objects), w.weight)
+                    for w in terms.preferred_affinity]
+        pref_anti = [WeightedAffinityTerm(_merge_namespaces(w.term, objects), w.weight)
+                     for w in terms.preferred_anti_affinity]
+        ns_labels = _namespace_labels(objects, pod.namespace)
+        topo: dict[str, dict[str, int]] = {}
+
+        def process(term: AffinityTerm, weight: int, target: PodInfo, target_ns_labels: Mapping[str, str] | None,
+                    node_labels: Mapping[str, str]) -> None:
+            if term.matches(target, target_ns_labels):
+                tv = node_labels.get(term.topology_key)
+                if tv is not None:
+                    scores = topo.setdefault(term.topology_key, {})
+                    scores[tv] = scores.get(tv, 0) + weight
+
+        hard = self.hard_pod_affinity_weight
+        for ni in all_nodes:
+            node_labels = ni.labels
+            if not node_labels:
+                continue
+            for ep in (ni.pods if has_constraints else ni.pods_with_affinity):
+                for w in pref_aff:
+                    process(w.term, w.weight, ep, None, node_labels)
+                for w in pref_anti:
+                    process(w.term, -w.weight, ep, None, node_labels)
+                ep_terms = pod_affinity_terms(ep)
+                if hard > 0:
+                    for t in ep_terms.required_affinity:
+                        process(t, hard, pod, ns_labels, node_labels)
+                for w in ep_terms.preferred_affinity:
+                    process(w.term, w.weight, pod, ns_labels, node_labels)
+                for w in ep_terms.preferred_anti_affinity:
+                    process(w.term, -w.weight, pod, ns_labels, node_labels)
+        if not topo:
+            return Status.skip()
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(topo))
+        return Status.success()
+
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
+        """``Score``: the sum of ``topology_score[key][node's value]`` over the keys the node has
+        (may be negative; NormalizeScore maps it into [0, 100])."""
+        s = state.data.get(PRE_SCORE_STATE_KEY)
+        if not isinstance(s, PreScoreState):
+            return 0, Status.error(f'failed to read "{PRE_SCORE_STATE_KEY}" from cycleState: not found', NAME)
+        labels = node_info.labels
+        total = 0
+        for key, values in s.topology_score.items():
+            v = labels.get(key)
+            if v is not None:
+                total += values.get(v, 0)
+        return total, Status.success()
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> Status:
+        """``NormalizeScore``: ``int(100.0 * ((score - min) / (max - min)))`` in float64, truncated;
+        every node 0 when max == min."""
+        s = state.data.get(PRE_SCORE_STATE_KEY)
+        if not isinstance(s, PreScoreState):
+            return Status.error(f'failed to read "{PRE_SCORE_STATE_KEY}" from cycleState: not found', NAME)
+        if not s.topology_score or not scores:
+            return Status.success()
+        min_count = min(scores.values())
+        max_count = max(scores.values())
+        diff = max_count - min_count
+        for name, sc in scores.items():
+            f = float(MAX_NODE_SCORE) * (float(sc - min_count) / float(diff)) if diff > 0 else 0.0
+            scores[name] = int(f)
+        return Status.success()
