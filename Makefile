@@ -8,6 +8,7 @@ install:
 lint:
 	$(PY) -m ruff check scheduler tests bench
 	$(PY) -m mypy --strict scheduler
+	bash .ci/lint-dockerfile
 
 test: install lint
 	$(PY) -m pytest -q tests
