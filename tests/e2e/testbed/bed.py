@@ -475,6 +475,8 @@ class Testbed:
     :attr:`ca_file`, :attr:`admin_cert`, :attr:`admin_key`.
     """
 
+    __test__ = False  # tests import it (as the fixture's type); not a test class
+
     def __init__(self, directory: str | os.PathLike[str], *, die_with_parent: bool = False) -> None:
         """``die_with_parent``: children get SIGKILL when this process dies (used by pytest).
 
