@@ -392,3 +392,54 @@ class TestArgs:
                                     None)
         msg = str(ei.value)
         assert msg.startswith("[") and "scoringStrategy.type" in msg and "scoringStrategy.resources[0].weight" in msg
+
+
+class TestDRAExtendedResourceScore:
+    """An extended resource backed by a DeviceClass (no device plugin) is scored from the node's
+    ResourceSlice devices and the allocated ResourceClaims (resource_allocation.go)."""
+
+    @staticmethod
+    def objects(allocated: int) -> ClusterObjects:
+        objs = ClusterObjects()
+        objs.upsert("DeviceClass", {"metadata": {"name": "gpu.example.com"},
+                                    "spec": {"extendedResourceName": "example.com/gpu"}})
+        objs.upsert("ResourceSlice", {"metadata": {"name": "n-gpus"}, "spec": {
+            "driver": "gpu.example.com", "pool": {"name": "n"}, "nodeName": "n",
+            "devices": [{"name": f"g{i}"} for i in range(4)]}})
+        objs.upsert("ResourceSlice", {"metadata": {"name": "other-gpus"}, "spec": {
+            "driver": "gpu.example.com", "pool": {"name": "other"}, "nodeName": "other",
+            "devices": [{"name": f"g{i}"} for i in range(4)]}})
+        objs.upsert("ResourceClaim", {"metadata": {"name": "c", "namespace": "default"}, "status": {"allocation": {
+            "devices": {"results": [{"driver": "gpu.example.com", "pool": "n", "device": f"g{i}", "request": "r"}
+                                    for i in range(allocated)]}}}})
+        return objs
+
+    def run(self, objects: ClusterObjects) -> int:
+        args = {"scoringStrategy": {"type": "LeastAllocated", "resources": [
+            {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": "example.com/gpu", "weight": 1}]}}
+        snap = Snapshot.from_objects([node("n", cpu="4", memory="1000")], [], objects)
+        pl = NodeResourcesFit.create(args, None)
+        state = CycleState(snap)
+        pi = PodInfo(pod(containers=[container(cpu="2", memory="500", **{"example.com/gpu": "1"})]))
+        _, s = pl.pre_filter(state, pi, snap.node_info_list)
+        assert pl.filter(state, pi, snap.get("n")).is_success()
+        assert pl.pre_score(state, pi, snap.node_info_list).is_success()
+        sc, s = pl.score(state, pi, snap.get("n"))
+        assert s.is_success()
+        return sc
+
+    def test_devices_are_counted(self) -> None:
+        # cpu 50, memory 50, gpu: 2 allocated + 1 requested of 4 -> 25; (50 + 50 + 25) / 3 = 41.
+        assert self.run(self.objects(allocated=2)) == 41
+
+    def test_without_device_class_the_resource_is_bypassed(self) -> None:
+        objs = self.objects(allocated=2)
+        objs.delete("DeviceClass", {"metadata": {"name": "gpu.example.com"}})
+        snap = Snapshot.from_objects([node("n", cpu="4", memory="1000")], [], objs)
+        args = {"scoringStrategy": {"type": "LeastAllocated", "resources": [
+            {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": "example.com/gpu", "weight": 1}]}}
+        pl = NodeResourcesFit.create(args, None)
+        state = CycleState(snap)
+        pi = PodInfo(pod(containers=[container(cpu="2", memory="500", **{"example.com/gpu": "1"})]))
+        assert pl.pre_score(state, pi, snap.node_info_list).is_success()
+        assert pl.score(state, pi, snap.get("n"))[0] == 50
