@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo
@@ -66,10 +68,10 @@ def test_best_fit_group_keeps_the_other_group_whole() -> None:
 def test_spread_across_groups_without_nvlink() -> None:
     snap = Snapshot.from_objects([a100_node("a")], [gpu_pod("x", 1, node="a", annotations={IDX: "0"}),
                                                     gpu_pod("y", 2, node="a", annotations={IDX: "4,5"})])
-    st = derive_state(snap.get("a"), KEYS)
-    assert pick(st, 5, False) == (1, 2, 3, 6, 7)
-    assert pick(st, 5, True) is None
-    assert pick(st, 6, False) is None
+    ns = derive_state(snap.get("a"), KEYS)
+    assert pick(ns, 5, False) == (1, 2, 3, 6, 7)
+    assert pick(ns, 5, True) is None
+    assert pick(ns, 6, False) is None
 
 
 def test_deleted_or_finished_pod_frees_its_indices() -> None:
@@ -93,11 +95,11 @@ def test_pods_bound_by_others_without_annotation_still_count() -> None:
     pods = [gpu_pod("ours", 2, node="a", annotations={IDX: "0,1"}, created="2026-01-01T00:00:02Z"),
             gpu_pod("theirs", 3, node="a", created="2026-01-01T00:00:01Z"),
             gpu_pod("bad", 1, node="a", annotations={IDX: "zz"}, created="2026-01-01T00:00:03Z")]
-    st = derive_state(Snapshot.from_objects([a100_node("a")], pods).get("a"), KEYS)
-    by_name = {k.split("-")[1]: v for k, v in st.allocations.items()}
+    ns = derive_state(Snapshot.from_objects([a100_node("a")], pods).get("a"), KEYS)
+    by_name = {k.split("-")[1]: v for k, v in ns.allocations.items()}
     assert by_name == {"ours": (0, 1), "theirs": (2, 3, 4), "bad": (5,)}
-    assert st.free == frozenset({6, 7})
-    assert {k.split("-")[1] for k in st.virtual} == {"theirs", "bad"}
+    assert ns.free == frozenset({6, 7})
+    assert {k.split("-")[1] for k in ns.virtual} == {"theirs", "bad"}
     pl = GPUFilter()
     pi = PodInfo(gpu_pod("p", 3))
     cs = CycleState()
@@ -110,16 +112,16 @@ def test_conflicting_or_out_of_range_annotations_are_counted_virtually() -> None
             gpu_pod("dup", 2, node="a", annotations={IDX: "1,2"}, created="2026-01-01T00:00:02Z"),
             gpu_pod("far", 1, node="a", annotations={IDX: "9"}, created="2026-01-01T00:00:03Z"),
             gpu_pod("short", 2, node="a", annotations={IDX: "7"}, created="2026-01-01T00:00:04Z")]
-    st = derive_state(Snapshot.from_objects([a100_node("a")], pods).get("a"), KEYS)
-    by_name = {k.split("-")[1]: v for k, v in st.allocations.items()}
+    ns = derive_state(Snapshot.from_objects([a100_node("a")], pods).get("a"), KEYS)
+    by_name = {k.split("-")[1]: v for k, v in ns.allocations.items()}
     assert by_name == {"first": (0, 1), "dup": (2, 3), "far": (4,), "short": (5, 6)}
-    assert st.free == frozenset({7})
+    assert ns.free == frozenset({7})
 
 
 def test_overcommitted_node_has_no_free_gpus() -> None:
     pods = [gpu_pod("x", 6, node="a"), gpu_pod("y", 6, node="a")]
-    st = derive_state(Snapshot.from_objects([a100_node("a")], pods).get("a"), KEYS)
-    assert st.free == frozenset() and st.overcommitted == 4
+    ns = derive_state(Snapshot.from_objects([a100_node("a")], pods).get("a"), KEYS)
+    assert ns.free == frozenset() and ns.overcommitted == 4
 
 
 def test_rebuild_after_restart_gives_the_same_allocation() -> None:
@@ -172,3 +174,42 @@ def test_reserve_unknown_node_is_an_error_and_non_gpu_pods_are_untouched() -> No
     assert cs.pod_annotations == {IDX: "0"}
     pl.unreserve(cs, pi, "a")
     assert cs.pod_annotations == {}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.booleans(), st.integers(0, 30)), min_size=1, max_size=25))
+def test_random_sequences_never_share_or_exceed(ops: list[tuple[int, bool, int]]) -> None:
+    """Schedule / delete at random (with foreign un-annotated Pods mixed in): indices stay disjoint,
+    in range, and every Pod the filter admits gets a placement."""
+    clear_memo()
+    nodes = [a100_node("a"), h100_node("h")]
+    bound: list[Obj] = []
+    pl = GPUFilter()
+    for i, (count, nvlink, r) in enumerate(ops):
+        if r < 5 and bound:  # delete one
+            bound.pop(r % len(bound))
+            continue
+        snap = Snapshot.from_objects(nodes, bound)
+        node = "a" if r % 2 else "h"
+        if r % 7 == 0:  # bound by another scheduler: no annotation
+            if len(derive_state(snap.get(node), KEYS).free) >= count:
+                bound.append(gpu_pod(f"foreign{i}", count, node=node))
+            continue
+        pod = gpu_pod(f"p{i}", count, annotations={"gpu-scheduler/nvlink-required": "true"} if nvlink else {})
+        cs = CycleState(snap)
+        pi = PodInfo(pod)
+        pl.pre_filter(cs, pi, snap.node_info_list)
+        if not pl.filter(cs, pi, snap.get(node)).is_success():
+            continue
+        assert pl.reserve(cs, pi, node).is_success()
+        meta = dict(pod["metadata"], annotations={**pod["metadata"]["annotations"], **cs.pod_annotations})
+        bound.append(dict(pod, metadata=meta, spec=dict(pod["spec"], nodeName=node)))
+        final = derive_state(Snapshot.from_objects(nodes, bound).get(node), KEYS)
+        assert not final.virtual - {p["metadata"]["uid"] for p in bound if IDX not in p["metadata"]["annotations"]}
+    snap = Snapshot.from_objects(nodes, bound)
+    for name in ("a", "h"):
+        state = derive_state(snap.get(name), KEYS)
+        held = [i for idx in state.allocations.values() for i in idx]
+        assert len(held) == len(set(held)) and all(0 <= i < 8 for i in held)
+        assert state.overcommitted == 0
+        assert len(held) + len(state.free) == 8
