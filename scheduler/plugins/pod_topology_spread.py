@@ -147,7 +147,7 @@ def go_round(x: float) -> float:
     ``go_round(-2.5) == -3.0``); Python's ``round`` rounds halves to even instead."""
     if math.isnan(x) or math.isinf(x):
         return x
-    t = float(math.trunc(x))
+    t = math.copysign(float(math.trunc(x)), x)
     if abs(x - t) >= 0.5:
         t += math.copysign(1.0, x)
     return t
