@@ -9,6 +9,11 @@ every scored node gets 0 (what upstream's tests write for such cases). The resul
 ``expected`` exactly.
 
 Cases of a plugin whose module does not import yet are skipped ("plugin not implemented yet").
+
+Namespaces: upstream's test objects without ``metadata.namespace`` live in the empty namespace ``""``;
+py-scheduler's PodInfo (like the API server) puts such objects in ``default``. The runner translates
+the golden data accordingly: an empty string in a pod affinity term's ``namespaces`` list becomes
+``"default"`` (Services without a namespace are already keyed ``default/<name>``).
 """
 
 from __future__ import annotations
@@ -43,6 +48,21 @@ def _load() -> list[Any]:
     return params
 
 
+def _empty_namespace_is_default(obj: Any) -> Any:
+    """A deep copy of ``obj`` in which every ``namespaces`` list maps ``""`` to ``"default"``."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if k == "namespaces" and isinstance(v, list):
+                out[k] = ["default" if x == "" else x for x in v]
+            else:
+                out[k] = _empty_namespace_is_default(v)
+        return out
+    if isinstance(obj, list):
+        return [_empty_namespace_is_default(x) for x in obj]
+    return obj
+
+
 def run_case(case: dict[str, Any]) -> dict[str, int]:
     """Run one golden case and return node -> final score (before weight)."""
     objects = ClusterObjects()
@@ -50,7 +70,8 @@ def run_case(case: dict[str, Any]) -> dict[str, int]:
         objects.upsert("Namespace", ns)
     for svc in case.get("services") or []:
         objects.upsert("Service", svc)
-    snapshot = Snapshot.from_objects(case["nodes"], case.get("existing_pods") or [], objects)
+    existing = [_empty_namespace_is_default(p) for p in case.get("existing_pods") or []]
+    snapshot = Snapshot.from_objects(case["nodes"], existing, objects)
     try:
         factory = registry.get(case["plugin"])
     except (ImportError, AttributeError):
@@ -59,7 +80,7 @@ def run_case(case: dict[str, Any]) -> dict[str, int]:
     assert isinstance(plugin, ScorePlugin)
 
     state = CycleState(snapshot)
-    pod = PodInfo(case["pod"])
+    pod = PodInfo(_empty_namespace_is_default(case["pod"]))
     all_nodes = snapshot.node_info_list
     if isinstance(plugin, PreFilterPlugin):
         _, s = plugin.pre_filter(state, pod, all_nodes)
