@@ -90,7 +90,8 @@ def load_frameworks(config: Path | None) -> tuple[dict[str, Framework], str, int
         try:
             cfg = loader(config)
         except cfgmod.ConfigError as exc:
-            raise ProfileError(f"{config}: {exc}") from exc
+            msg = str(exc)
+            raise ProfileError(msg if msg.startswith(str(config)) else f"{config}: {msg}") from exc
         except OSError as exc:
             raise ProfileError(f"{config}: cannot read: {exc.strerror or exc}") from exc
     try:

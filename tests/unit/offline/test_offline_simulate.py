@@ -193,3 +193,44 @@ def test_explain_live_unreachable_is_one_line(tmp_path: Path) -> None:
     assert len(res.stderr.strip().splitlines()) == 1 and "cannot reach the API server" in res.stderr
     res = runner.invoke(app, ["explain", "--kubeconfig", str(tmp_path / "none")])
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+
+
+# -- --config: the Pod's schedulerName picks the profile ------------------------------------------
+BINPACK_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: py-scheduler
+- schedulerName: binpack
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+"""
+
+
+def test_config_profiles_follow_scheduler_name(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(BINPACK_CONFIG)
+    objs = [node("empty"), node("busy"), pod("running", cpu="2", memory="8Gi", node_name="busy"),
+            pod("spread", cpu="1", memory="1Gi"),
+            pod("packed", cpu="1", memory="1Gi", spec={"schedulerName": "binpack"}),
+            pod("stranger", cpu="1", memory="1Gi", spec={"schedulerName": "someone-else"})]
+    doc = _simulate_json(str(write_list(tmp_path / "s.yaml", objs)), "--config", str(cfg))
+    assert doc["profiles"] == ["binpack", "py-scheduler"]
+    got = {p["pod"]: (p["profile"], p["node"]) for p in doc["placements"]}
+    assert got["default/spread"] == ("py-scheduler", "empty")  # LeastAllocated
+    assert got["default/packed"] == ("binpack", "busy")  # MostAllocated
+    assert got["default/stranger"][0] == "py-scheduler"  # unknown schedulerName: the default profile
+
+
+def test_bad_config_exit_2_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nbogus: 1\n")
+    for args in (["simulate", "--config", str(cfg)],
+                 ["explain", "--snapshot", str(bundled_example_path()), "--config", str(cfg)]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, res.output
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and "bogus" in lines[0] and lines[0].count(str(cfg)) == 1
