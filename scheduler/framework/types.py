@@ -247,6 +247,15 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> 
         PodParseError: a malformed quantity, naming the container field.
     """
     spec = pod.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise PodParseError("spec", spec, "expected an object")
+    for key in ("containers", "initContainers"):
+        items = spec.get(key)
+        if items is not None and (not isinstance(items, list) or not all(isinstance(c, dict) for c in items)):
+            raise PodParseError(f"spec.{key}", items, "expected a list of containers")
+    for key in ("resources", "overhead"):
+        if spec.get(key) is not None and not isinstance(spec.get(key), dict):
+            raise PodParseError(f"spec.{key}", spec.get(key), "expected an object")
     statuses: dict[str, Obj] = {}
     for key in ("containerStatuses", "initContainerStatuses"):
         for cs in (pod.get("status") or {}).get(key) or []:
@@ -255,7 +264,10 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> 
     defaults = non_missing or {}
 
     def container_requests(c: Obj, where: str) -> dict[str, Decimal]:
-        reqs = parse_resource_list((c.get("resources") or {}).get("requests"), f"{where}.resources.requests")
+        res = c.get("resources") or {}
+        if not isinstance(res, dict):
+            raise PodParseError(f"{where}.resources", res, "expected an object")
+        reqs = parse_resource_list(res.get("requests"), f"{where}.resources.requests")
         cs = statuses.get(str(c.get("name")))
         if cs:
             for src, sub in (("allocatedResources", None), ("resources", "requests")):
@@ -398,8 +410,14 @@ class PodInfo:
                  "priority", "requests", "uid")
 
     def __init__(self, pod: Obj) -> None:
+        if not isinstance(pod, dict):
+            raise PodParseError("pod", pod, "expected an object")
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
+        if not isinstance(meta, dict):
+            raise PodParseError("metadata", meta, "expected an object")
+        if not isinstance(spec, dict):
+            raise PodParseError("spec", spec, "expected an object")
         self.pod: Obj = pod
         self.uid: str = str(meta.get("uid") or "")
         self.namespace: str = str(meta.get("namespace") or "default")

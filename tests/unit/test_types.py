@@ -1,0 +1,84 @@
+"""PodInfo request aggregation (upstream PodRequests) and malformed input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.framework.types import NodeInfo, PodInfo, PodParseError
+
+
+def pod(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "ns", "uid": "u1"}, "spec": spec}
+
+
+def c(name: str, **req: str) -> dict[str, Any]:
+    return {"name": name, "resources": {"requests": req}} if req else {"name": name}
+
+
+def test_requests_sum_containers_and_round_up() -> None:
+    pi = PodInfo(pod({"containers": [c("a", cpu="0.0001", memory="1.5"), c("b", cpu="100m", memory="1Ki")]}))
+    # Quantities are summed exactly, then rounded up once: 0.1001 cores -> 101m.
+    assert pi.requests.milli_cpu == 101
+    assert pi.requests.memory == 1026
+
+
+def test_init_container_max_and_sidecars() -> None:
+    spec = {
+        "initContainers": [c("side", cpu="200m", memory="100") | {"restartPolicy": "Always"},
+                           c("init", cpu="1", memory="50")],
+        "containers": [c("main", cpu="300m", memory="300")],
+    }
+    pi = PodInfo(pod(spec))
+    # containers + sidecar = 500m / 400; init runs beside the sidecar: 1200m / 150 -> max per resource.
+    assert pi.requests.milli_cpu == 1200
+    assert pi.requests.memory == 400
+
+
+def test_overhead_and_pod_level_requests() -> None:
+    spec = {"containers": [c("a", cpu="1", memory="1Gi")], "overhead": {"cpu": "100m"},
+            "resources": {"requests": {"cpu": "2"}}}
+    pi = PodInfo(pod(spec))
+    assert pi.requests.milli_cpu == 2100
+    assert pi.requests.memory == 2**30
+
+
+def test_non_zero_defaults_only_for_missing() -> None:
+    pi = PodInfo(pod({"containers": [c("a"), c("b", cpu="0", memory="0")]}))
+    assert (pi.requests.milli_cpu, pi.requests.memory) == (0, 0)
+    # missing: 100m / 200Mi; explicit zero stays zero
+    assert (pi.non0_cpu, pi.non0_mem) == (100, 200 * 2**20)
+
+
+def test_extended_resources_are_scalar() -> None:
+    pi = PodInfo(pod({"containers": [c("a", **{"nvidia.com/gpu": "2", "hugepages-2Mi": "4Mi"})]}))
+    assert pi.requests.scalar == {"nvidia.com/gpu": 2, "hugepages-2Mi": 4 * 2**20}
+
+
+@pytest.mark.parametrize("spec, field", [
+    ({"containers": "c"}, "spec.containers"),
+    ({"containers": [{"name": "a", "resources": "x"}]}, "spec.containers[0].resources"),
+    ({"containers": [c("a", cpu="abc")]}, "spec.containers[0].resources.requests.cpu"),
+    ({"containers": [c("a", memory="1.2.3Gi")]}, "spec.containers[0].resources.requests.memory"),
+    ({"containers": [], "overhead": {"cpu": "x"}}, "spec.overhead.cpu"),
+    ("zz", "spec"),
+])
+def test_malformed_pods_raise_pod_parse_error_naming_the_field(spec: Any, field: str) -> None:
+    with pytest.raises(PodParseError) as exc:
+        PodInfo(pod(spec))
+    assert exc.value.field == field
+    assert field in str(exc.value)
+
+
+def test_node_info_add_remove_restores_counters() -> None:
+    ni = NodeInfo({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    p = PodInfo(pod({"containers": [{"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080}],
+                                     "resources": {"requests": {"cpu": "1"}}}]}))
+    ni.add_pod(p)
+    assert ni.requested.milli_cpu == 1000 and ni.non_zero_requested.memory == 200 * 2**20
+    assert ni.used_ports.check_conflict("127.0.0.1", "TCP", 8080)
+    assert ni.remove_pod("u1") is p
+    assert ni.requested.milli_cpu == 0 and ni.non_zero_requested.memory == 0
+    assert not ni.used_ports.check_conflict("0.0.0.0", "TCP", 8080)
+    assert ni.allocatable.allowed_pod_number == 110
