@@ -69,6 +69,19 @@ dropped, so a broad ``kubectl get ... -o yaml`` dump loads. Any other kind is an
 
 OFFLINE_UID_NAMESPACE = uuid.UUID("5c0e6a3e-7f1c-4d1e-9d57-6f0a9c1e2b33")
 
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _SnapshotLoader(_BaseLoader):  # type: ignore[misc]
+    """Safe YAML loader (libyaml when available) that keeps timestamps as strings, as the API's
+    JSON has them (``creationTimestamp: 2025-01-15T10:00:00Z`` unquoted stays a string)."""
+
+
+_SnapshotLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
 
 class SnapshotError(Exception):
     """A snapshot that cannot be loaded; ``str()`` is one line naming the file and the object."""
@@ -157,7 +170,7 @@ def load_documents(path: Path) -> list[Any]:
         except json.JSONDecodeError:
             pass  # YAML flow style also starts with { or [: let the YAML parser decide
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(yaml.load_all(text, Loader=_SnapshotLoader))
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

@@ -206,3 +206,11 @@ def test_bundled_example_loads() -> None:
     pend = pending_pods(data)
     assert len(pend) >= 10
     assert all(p["spec"].get("schedulerName") == "py-scheduler" for p in pend)
+
+
+def test_unquoted_timestamps_stay_strings(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("kind: Pod\napiVersion: v1\nmetadata:\n  name: p\n  creationTimestamp: 2025-01-15T10:00:00Z\n"
+                    "spec:\n  containers: [{name: c, image: x}]\n")
+    data = load_snapshot_file(path)
+    assert data.pods[0]["metadata"]["creationTimestamp"] == "2025-01-15T10:00:00Z"
