@@ -49,6 +49,9 @@ type result struct {
 	Totals   map[string]int64          `json:"totals"`
 	Selected *string                   `json:"selected"`
 	Message  *string                   `json:"message"`
+	// Nominated is the node DefaultPreemption nominated (victims evicted
+	// there), when the Pod fits nowhere but preemption helps.
+	Nominated *string `json:"nominated,omitempty"`
 }
 
 func main() {
@@ -132,6 +135,9 @@ func run() error {
 	recorder := func(string) events.EventRecorderLogger { return events.NewFakeRecorder(100) }
 	profiles, err := profile.NewMap(ctx, cfg.Profiles, plugins.NewInTreeRegistry(), recorder,
 		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithPodNominator(noNominations{}),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithPodsInPreBind(frameworkruntime.NewPodsInPreBindMap()),
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
 		frameworkruntime.WithMutableSnapshotLister(snapshot),
@@ -165,6 +171,15 @@ func run() error {
 	}
 	return nil
 }
+
+// noNominations is a PodNominator with no nominated pods: the oracle's
+// scenarios start from a clean queue, so Filter and preemption see none.
+type noNominations struct{}
+
+func (noNominations) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
+func (noNominations) DeleteNominatedPodIfExists(*v1.Pod)                            {}
+func (noNominations) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
+func (noNominations) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
 
 func podPriority(p *v1.Pod) int32 {
 	if p.Spec.Priority != nil {
@@ -201,7 +216,7 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 			if !preRes.AllNodes() && !preRes.NodeNames.Has(name) {
 				continue
 			}
-			st := fw.RunFilterPlugins(ctx, state, pod, n)
+			st := fw.RunFilterPluginsWithNominatedPods(ctx, state, pod, n)
 			if st.IsSuccess() {
 				feasible = append(feasible, n)
 				res.Feasible = append(res.Feasible, name)
@@ -226,9 +241,13 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 		if !preRes.AllNodes() && s.IsSuccess() {
 			diagnosis.NodeToStatus.SetAbsentNodesStatus(fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't satisfy plugin(s)"))
 		}
-		_, pfStatus := fw.RunPostFilterPlugins(ctx, state, pod, diagnosis.NodeToStatus)
+		pfResult, pfStatus := fw.RunPostFilterPlugins(ctx, state, pod, diagnosis.NodeToStatus)
 		if pfStatus != nil && !pfStatus.IsSuccess() {
 			diagnosis.PostFilterMsg = pfStatus.Message()
+		}
+		if pfResult != nil && pfResult.NominatingInfo != nil && pfResult.NominatedNodeName != "" {
+			nominated := pfResult.NominatedNodeName
+			res.Nominated = &nominated
 		}
 		msg := (&framework.FitError{Pod: pod, NumAllNodes: len(allNodes), Diagnosis: diagnosis}).Error()
 		res.Message = &msg
