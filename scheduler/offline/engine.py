@@ -177,6 +177,9 @@ class OfflineScheduler:
         except PodParseError as exc:
             return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=str(exc),
                                                weights=dict(fw.score_weights)), {})
+        except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong JSON type
+            return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=f"malformed Pod: {exc}",
+                                               weights=dict(fw.score_weights)), {})
         try:
             res = self.algorithm.schedule(fw, self.snapshot, pod_info, explain=explain)
         except SchedulingError as exc:

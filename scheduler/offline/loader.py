@@ -116,6 +116,8 @@ class ClusterData:
             return Snapshot.from_objects(self.nodes, self.pods, self.objects)
         except PodParseError as exc:
             raise SnapshotError(f"{self.source}: {exc}") from exc
+        except (AttributeError, TypeError, ValueError) as exc:  # not caught by parse_objects: a bug
+            raise SnapshotError(f"{self.source}: malformed object: {exc}") from exc
 
     def find_pod(self, key: str) -> Obj | None:
         """The Pod ``namespace/name`` (a bare name means namespace ``default``), or None."""
@@ -265,6 +267,8 @@ def parse_objects(docs: list[Any], source: str) -> ClusterData:
                 NodeInfo(obj)
             except PodParseError as exc:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: malformed Node: {exc}") from exc
             node_names.add(name)
             data.nodes.append(obj)
         elif kind == "Pod":
@@ -281,10 +285,13 @@ def parse_objects(docs: list[Any], source: str) -> ClusterData:
         spec = pod.get("spec") or {}
         if spec.get("nodeName") and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             try:
-                PodInfo(pod)
+                NodeInfo().add_pod(PodInfo(pod))  # what Snapshot.from_objects will do with it
             except PodParseError as exc:
                 raise SnapshotError(f"{source}: {object_ref('Pod', pod)} (bound to {spec['nodeName']}): "
                                     f"{exc}") from exc
+            except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong JSON type
+                raise SnapshotError(f"{source}: {object_ref('Pod', pod)} (bound to {spec['nodeName']}): "
+                                    f"malformed Pod: {exc}") from exc
     return data
 
 

@@ -161,3 +161,13 @@ def test_table_prints_failed_scheduling_and_reasons_verbatim() -> None:
     out = buf.getvalue()
     assert "X: waiting for [a b] gates" in out
     assert "FailedScheduling: 0/1 nodes are available: 1 waiting for [a b] gates." in out
+
+
+def test_pending_pod_with_wrongly_typed_field_is_reported(tmp_path: Path) -> None:
+    bad = pod("bad")
+    bad["spec"]["containers"][0]["ports"] = "8080"
+    bad_rec, good_rec = _explain_json(write_list(tmp_path / "s.yaml", [node("n1"), bad, pod("good")]))
+    assert bad_rec["pod"] == "default/bad" and list(bad_rec) == JSON_KEYS
+    if bad_rec["selected"] is None:
+        assert "ports" in bad_rec["message"] or bad_rec["message"].startswith("malformed Pod")
+    assert good_rec["selected"] == "n1"

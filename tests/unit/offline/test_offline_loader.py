@@ -214,3 +214,16 @@ def test_unquoted_timestamps_stay_strings(tmp_path: Path) -> None:
                     "spec:\n  containers: [{name: c, image: x}]\n")
     data = load_snapshot_file(path)
     assert data.pods[0]["metadata"]["creationTimestamp"] == "2025-01-15T10:00:00Z"
+
+
+@pytest.mark.parametrize(("field", "value"), [("affinity", "abc"), ("containers", [{"name": "c", "ports": "80"}])])
+def test_bound_pod_with_wrongly_typed_field_never_escapes(tmp_path: Path, field: str, value: object) -> None:
+    """A string where an object / list belongs: either tolerated or a SnapshotError naming the Pod,
+    never another exception."""
+    bad = pod("web", node_name="n1")
+    bad["spec"][field] = value
+    path = write_list(tmp_path / "s.yaml", [node("n1"), bad])
+    try:
+        load_snapshot_file(path).snapshot()
+    except SnapshotError as exc:
+        assert "Pod default/web (bound to n1)" in str(exc) and "\n" not in str(exc)
