@@ -382,6 +382,7 @@ class Algorithm:
         res.nodes_evaluated = len(feasible) + len(d.node_to_status)
         res.feasible = [n.name for n in feasible]
         res.filtered = {n: list(st.reasons) for n, st in d.node_to_status.items()}
+        res.diagnosis = d  # also when a node fits: explain names the plugin that rejected each other node
         if pre_res is not None or not s.is_success():
             absent = d.absent_nodes_status
             for ni in all_nodes:

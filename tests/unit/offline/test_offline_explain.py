@@ -144,7 +144,7 @@ def test_table_has_plugin_columns_totals_and_marks(tmp_path: Path) -> None:
     selected = next(line for line in out.splitlines() if "✔ selected" in line)
     assert selected.split()[1] == "B"  # A's untolerated PreferNoSchedule taint costs 300 points
     tiny = next(line for line in out.splitlines() if "tiny" in line)
-    assert "✘" in tiny and "Insufficient cpu" in tiny
+    assert "✘ NodeResourcesFit: Insufficient cpu" in tiny  # the rejecting plugin is named
 
 
 def test_table_prints_failed_scheduling_and_reasons_verbatim() -> None:
