@@ -467,9 +467,6 @@ def validate_args(args: Mapping[str, Any]) -> tuple[list[Obj], str]:
         if (key, wu) in seen:
             errs.append(f'{p}: Duplicate value: "{{{key}, {wu}}}"')
         seen.append((key, wu))
-        for fk in ("minDomains",):
-            if fk in c and c[fk] is not None and (not isinstance(c[fk], int) or isinstance(c[fk], bool)):
-                errs.append(f"{p}.{fk}: Invalid value: {c[fk]!r}: expected an integer")
     if errs:
         raise ConfigError(errs[0] if len(errs) == 1 else "[" + ", ".join(errs) + "]")
     if dt == SYSTEM_DEFAULTING:
