@@ -356,8 +356,11 @@ def host_ports(pod: Obj) -> list[tuple[str, str, int]]:
     out: list[tuple[str, str, int]] = []
     containers = list(spec.get("containers") or [])
     containers += [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
-    for c in containers:
-        for p in c.get("ports") or []:
+    for i, c in enumerate(containers):
+        ports = c.get("ports") or []
+        if not isinstance(ports, list) or not all(isinstance(p, dict) for p in ports):
+            raise PodParseError(f"spec.containers[{i}].ports", ports, "expected a list of ports")
+        for p in ports:
             hp = p.get("hostPort")
             if isinstance(hp, int) and not isinstance(hp, bool) and hp > 0:
                 out.append((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp))
@@ -439,6 +442,13 @@ class PodInfo:
         self.non0_cpu: int = quantity.milli_value(non0.get("cpu", Decimal(0)))
         self.non0_mem: int = quantity.value(non0.get("memory", Decimal(0)))
         self.ports: list[tuple[str, str, int]] = host_ports(pod)
+        aff = spec.get("affinity")
+        if aff is not None and not isinstance(aff, dict):
+            raise PodParseError("spec.affinity", aff, "expected an object")
+        for key, val in (aff or {}).items():
+            if key in ("podAffinity", "podAntiAffinity", "nodeAffinity") and val is not None and not isinstance(
+                    val, dict):
+                raise PodParseError(f"spec.affinity.{key}", val, "expected an object")
         self.parsed: dict[str, Any] = {}
 
     @property

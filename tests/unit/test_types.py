@@ -82,3 +82,14 @@ def test_node_info_add_remove_restores_counters() -> None:
     assert ni.requested.milli_cpu == 0 and ni.non_zero_requested.memory == 0
     assert not ni.used_ports.check_conflict("0.0.0.0", "TCP", 8080)
     assert ni.allocatable.allowed_pod_number == 110
+
+
+@pytest.mark.parametrize("spec, field", [
+    ({"containers": [{"name": "a", "ports": "80"}]}, "spec.containers[0].ports"),
+    ({"containers": [], "affinity": "abc"}, "spec.affinity"),
+    ({"containers": [], "affinity": {"podAntiAffinity": ["x"]}}, "spec.affinity.podAntiAffinity"),
+])
+def test_wrongly_typed_affinity_and_ports(spec: Any, field: str) -> None:
+    with pytest.raises(PodParseError) as exc:
+        PodInfo(pod(spec))
+    assert exc.value.field == field
