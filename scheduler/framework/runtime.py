@@ -4,8 +4,15 @@ Upstream: ``pkg/scheduler/framework/runtime/framework.go`` (RunPreFilterPlugins,
 RunPreScorePlugins, RunScorePlugins, normalizeScores: the order, the Skip rules, the score range
 check, weights) and ``pkg/scheduler/schedule_one.go`` (``schedulePod``, ``findNodesThatFitPod``,
 ``findNodesThatPassFilters``, ``numFeasibleNodesToFind``, ``prioritizeNodes``, rotating
-``nextStartNodeIndex``, a single feasible node is not scored, ties broken at random), plus
+``nextStartNodeIndex``, a single feasible node is not scored, ties broken at random,
+``evaluateNominatedNode``: a Pod's ``status.nominatedNodeName`` is tried alone first), plus
 ``pkg/scheduler/framework/types.go`` (``FitError.Error``: the FailedScheduling message).
+
+Nominated pods (``framework.go``: ``RunFilterPluginsWithNominatedPods``, ``addGENominatedPods``,
+``RunPreFilterExtensionAddPod`` / ``RemovePod``): when a :data:`Nominator` is given, Filter runs on a
+node twice if Pods of equal or higher priority are nominated there -- once with them added (to a
+cloned CycleState through PreFilterExtensions and to a cloned NodeInfo) and, if that passes, once
+without; both must pass. With no nominator the Filter pass is exactly ``RunFilterPlugins``.
 
 Nothing here touches the API: the same code runs live, in ``explain`` / ``simulate`` and in tests.
 """
@@ -15,7 +22,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +32,7 @@ from scheduler.framework.interfaces import (
     NormalizeScorePlugin,
     PostFilterPlugin,
     PostFilterResult,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -43,6 +51,11 @@ NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
 
 # Observer hooks (metrics): called with (extension_point, plugin or "", status code name, seconds).
 Observer = Callable[[str, str, str, float], None]
+
+Nominator = Mapping[str, Sequence[PodInfo]]
+"""``PodNominator.NominatedPodsForNode`` as a mapping: node name -> PodInfos of the pending Pods
+nominated to that node (``status.nominatedNodeName``), in nomination order. Only ``.get`` is used,
+so a dict kept up to date by the queue works. The Pod being scheduled may be in it (skipped by UID)."""
 
 
 class SchedulingError(RuntimeError):
@@ -147,7 +160,7 @@ class Framework:
     def __init__(self, profile_name: str, plugins: list[tuple[Any, int]],
                  percentage_of_nodes_to_score: int | None = None,
                  enabled_points: dict[str, list[str]] | None = None,
-                 observer: Observer | None = None) -> None:
+                 observer: Observer | None = None, nominator: Nominator | None = None) -> None:
         self.profile_name = profile_name
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.plugins: dict[str, Any] = {p.name: p for p, _ in plugins}
@@ -167,6 +180,17 @@ class Framework:
         self.score_plugins: list[ScorePlugin] = point(ScorePlugin, "score")
         self.reserve_plugins: list[ReservePlugin] = point(ReservePlugin, "reserve")
         self.score_weights = {p.name: self.weights.get(p.name) or 1 for p in self.score_plugins}
+        self.pre_filter_extensions: list[PreFilterExtensions] = [
+            p for p in self.pre_filter_plugins if isinstance(p, PreFilterExtensions)]
+        self.nominator: Nominator | None = nominator
+        """The pods nominated per node (upstream's ``WithPodNominator``); ``Algorithm.schedule(...,
+        nominator=)`` overrides it for one cycle."""
+        for p, _ in plugins:
+            # Plugins that need the framework handle (``fwk.Handle``: DefaultPreemption runs Filter
+            # and PreFilterExtensions through it) get it once the profile is assembled.
+            bind = getattr(p, "bind_handle", None)
+            if callable(bind):
+                bind(self)
 
     # -- helpers ----------------------------------------------------------------------------------
     def _observe(self, point: str, plugin: str, status: Status | None, t0: float) -> None:
@@ -227,6 +251,81 @@ class Framework:
                 return s
         return Status.success()
 
+    def nominated_pods_for_node(self, node_name: str) -> Sequence[PodInfo]:
+        """``NominatedPodsForNode``: PodInfos nominated to ``node_name`` (empty without a nominator)."""
+        if self.nominator is None:
+            return ()
+        return self.nominator.get(node_name) or ()
+
+    def run_pre_filter_extension_add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo,
+                                         node_info: NodeInfo) -> Status:
+        """``RunPreFilterExtensionAddPod``: every PreFilterExtensions plugin not skipped in this cycle
+        accounts for ``to_add`` on ``node_info``; the first failure becomes an Error status
+        ``running AddPod on PreFilter plugin "<name>": <message>``."""
+        for pl in self.pre_filter_extensions:
+            if pl.name in state.skip_filter:
+                continue
+            s = pl.add_pod(state, pod, to_add, node_info)
+            if not s.is_success():
+                return Status(Code.ERROR, [f'running AddPod on PreFilter plugin "{pl.name}": {s.message()}'],
+                              pl.name)
+        return Status.success()
+
+    def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo,
+                                            node_info: NodeInfo) -> Status:
+        """``RunPreFilterExtensionRemovePod``: as :meth:`run_pre_filter_extension_add_pod` for a Pod
+        leaving ``node_info`` (``running RemovePod on PreFilter plugin "<name>": <message>``)."""
+        for pl in self.pre_filter_extensions:
+            if pl.name in state.skip_filter:
+                continue
+            s = pl.remove_pod(state, pod, to_remove, node_info)
+            if not s.is_success():
+                return Status(Code.ERROR, [f'running RemovePod on PreFilter plugin "{pl.name}": {s.message()}'],
+                              pl.name)
+        return Status.success()
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """``RunFilterPluginsWithNominatedPods``: Filter with the equal-or-higher-priority Pods
+        nominated to the node added (cloned state and NodeInfo), then, if that passed and some Pod
+        was added, again without them. Returns the last status run.
+
+        Raises:
+            SchedulingError: a Filter plugin or a PreFilterExtensions AddPod failed with an error.
+        """
+        status = Status.success()
+        pods_added = False
+        for i in range(2):
+            state_to_use, info_to_use = state, node_info
+            if i == 0:
+                pods_added, state_to_use, info_to_use = self._add_ge_nominated_pods(state, pod, node_info)
+            elif not pods_added or not status.is_success():
+                break
+            status = self.run_filter(state_to_use, pod, info_to_use)
+        return status
+
+    def _add_ge_nominated_pods(self, state: CycleState, pod: PodInfo,
+                               node_info: NodeInfo) -> tuple[bool, CycleState, NodeInfo]:
+        """``addGENominatedPods``: (any added, state, NodeInfo) with the nominated Pods of priority
+        >= the Pod's (other than the Pod itself) added to clones.
+
+        Raises:
+            SchedulingError: a PreFilterExtensions AddPod failed.
+        """
+        nominated = self.nominated_pods_for_node(node_info.name)
+        if not nominated:
+            return False, state, node_info
+        info_out = node_info.clone()
+        state_out = state.clone()
+        added = False
+        for pi in nominated:
+            if pi.priority >= pod.priority and pi.uid != pod.uid:
+                info_out.add_pod(pi)
+                s = self.run_pre_filter_extension_add_pod(state_out, pod, pi, info_out)
+                if not s.is_success():
+                    raise SchedulingError(s.message())
+                added = True
+        return added, state_out, info_out
+
     def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> None:
         """``RunPreScorePlugins``: Skip puts the plugin in ``state.skip_score``.
 
@@ -283,6 +382,7 @@ class Framework:
         """``RunPostFilterPlugins``: the first plugin that succeeds wins; otherwise the messages of
         the rejecting plugins are joined (they form the FailedScheduling tail)."""
         reasons: list[str] = []
+        result: PostFilterResult | None = None  # the last rejecting plugin's result (clears a nomination)
         for pl in self.post_filter_plugins:
             t0 = time.perf_counter()
             r, s = pl.post_filter(state, pod, node_statuses)
@@ -293,8 +393,10 @@ class Framework:
                 return r, Status(s.code, s.reasons, pl.name)
             if not s.is_rejected():
                 return None, Status(Code.ERROR, s.reasons, pl.name)
+            if r is not None:
+                result = r
             reasons.extend(s.reasons)
-        return None, Status(Code.UNSCHEDULABLE, reasons)
+        return result, Status(Code.UNSCHEDULABLE, reasons)
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """``RunReservePluginsReserve``; on failure the caller runs :meth:`run_unreserve`."""
@@ -342,15 +444,34 @@ class Algorithm:
         self.rng = rng or random.Random()
 
     def schedule(self, fw: Framework, snapshot: Snapshot, pod: PodInfo, *,
-                 explain: bool = False, run_post_filter: bool = True) -> ScheduleResult:
+                 explain: bool = False, run_post_filter: bool = True,
+                 nominator: Nominator | None = None) -> ScheduleResult:
         """Run one scheduling cycle for ``pod`` on ``snapshot`` (``schedulePod``).
 
         With ``explain`` every feasible node is scored even when only one is feasible. On no
-        feasible node the result carries the FitError message (and PostFilter's verdict).
+        feasible node the result carries the FitError message (and PostFilter's verdict: the
+        message tail, and ``post_filter`` -- a nominated node with victims, or
+        ``nominated_node_name == ""`` meaning "clear the Pod's nomination").
+
+        ``nominator`` (node -> nominated PodInfos) is used for this cycle instead of
+        ``fw.nominator``; with neither, Filter sees no nominated Pods. A Pod whose
+        ``status.nominatedNodeName`` names a node of the snapshot is tried on that node alone first
+        (``evaluateNominatedNode``).
 
         Raises:
             SchedulingError: a plugin failed with an internal error (not a rejection).
         """
+        if nominator is None:
+            return self._schedule(fw, snapshot, pod, explain, run_post_filter)
+        saved = fw.nominator
+        fw.nominator = nominator
+        try:
+            return self._schedule(fw, snapshot, pod, explain, run_post_filter)
+        finally:
+            fw.nominator = saved
+
+    def _schedule(self, fw: Framework, snapshot: Snapshot, pod: PodInfo, explain: bool,
+                  run_post_filter: bool) -> ScheduleResult:
         res = ScheduleResult(pod=pod.key, profile=fw.profile_name)
         res.weights = dict(fw.score_weights)
         state = CycleState(snapshot)
@@ -372,6 +493,8 @@ class Algorithm:
             d.pre_filter_msg = s.message()
             d.add_plugin_status(s)
         else:
+            feasible = self._evaluate_nominated_node(fw, snapshot, state, pod, d, n_all)
+        if s.is_success() and not feasible:
             nodes = all_nodes
             if pre_res is not None:
                 nodes = [ni for ni in all_nodes if ni.name in pre_res]
@@ -396,7 +519,9 @@ class Algorithm:
                     for ni in all_nodes:
                         statuses.setdefault(ni.name, d.absent_nodes_status)
                 pf, pfs = fw.run_post_filter(state, pod, statuses)
-                d.post_filter_msg = pfs.message() if not pfs.is_success() or pf is None else ""
+                # As schedule_one.go: the message is kept whatever the code (a successful preemption
+                # reads "preemption: found a potential placement for pod on node X, preempting N victims").
+                d.post_filter_msg = pfs.message()
                 res.post_filter = pf
             res.message = fit_error_message(n_all, d)
             res.diagnosis = d
@@ -428,10 +553,26 @@ class Algorithm:
         res.selected = self._select_host(feasible, res.totals)
         return res
 
+    def _evaluate_nominated_node(self, fw: Framework, snapshot: Snapshot, state: CycleState, pod: PodInfo,
+                                 d: Diagnosis, n_all: int) -> list[NodeInfo]:
+        """``evaluateNominatedNode``: the Pod's ``status.nominatedNodeName`` alone through Filter
+        (PreFilterResult not applied, start index not advanced). [node] when it fits, else [] (a
+        rejection stays in the Diagnosis, as upstream). A missing node or malformed value is ignored."""
+        status = pod.pod.get("status")
+        nnn = status.get("nominatedNodeName") if isinstance(status, dict) else None
+        if not isinstance(nnn, str) or not nnn:
+            return []
+        ni = snapshot.node_info_map.get(nnn)
+        if ni is None:
+            return []
+        return self._find_nodes_that_pass_filters(fw, state, pod, [ni], d, n_all, advance=False)
+
     def _find_nodes_that_pass_filters(self, fw: Framework, state: CycleState, pod: PodInfo,
-                                      nodes: list[NodeInfo], d: Diagnosis, n_all: int) -> list[NodeInfo]:
+                                      nodes: list[NodeInfo], d: Diagnosis, n_all: int,
+                                      advance: bool = True) -> list[NodeInfo]:
         """``findNodesThatPassFilters``: nodes from the rotating start index until enough feasible
-        nodes are found; updates ``next_start_node_index`` by the number of nodes processed."""
+        nodes are found (Filter with nominated Pods); updates ``next_start_node_index`` by the
+        number of nodes processed unless ``advance`` is False."""
         num = len(nodes)
         if num == 0:
             return []
@@ -443,7 +584,7 @@ class Algorithm:
         t0 = time.perf_counter()
         for i in range(num):
             ni = nodes[(start + i) % num]
-            st = fw.run_filter(state, pod, ni)
+            st = fw.run_filter_with_nominated_pods(state, pod, ni)
             if st.is_success():
                 feasible.append(ni)
                 if len(feasible) >= to_find:
@@ -452,8 +593,9 @@ class Algorithm:
                 d.node_to_status[ni.name] = st
                 d.add_plugin_status(st)
         fw._observe("Filter", "", None, t0)
-        processed = len(feasible) + len(d.node_to_status)
-        self.next_start_node_index = (self.next_start_node_index + processed) % max(n_all, 1)
+        if advance:
+            processed = len(feasible) + len(d.node_to_status)
+            self.next_start_node_index = (self.next_start_node_index + processed) % max(n_all, 1)
         return feasible
 
     def _select_host(self, feasible: list[NodeInfo], totals: dict[str, int]) -> str:
