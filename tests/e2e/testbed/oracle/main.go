@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -149,6 +151,26 @@ func run() error {
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	// The ResourceClaim assume cache and the ResourceSlice tracker are fed by
+	// informer event handlers, which run after the informers report synced:
+	// wait until both hold every input object, or DynamicResources would see
+	// "could not find ResourceClaim" for claims that exist.
+	wantClaims, wantSlices := 0, 0
+	for _, o := range others {
+		switch o.(type) {
+		case *resourceapi.ResourceClaim:
+			wantClaims++
+		case *resourceapi.ResourceSlice:
+			wantSlices++
+		}
+	}
+	for i := 0; i < 5000; i++ {
+		slices, _ := tracker.ListPatchedResourceSlices()
+		if tracker.HasSynced() && len(claimCache.List(nil)) >= wantClaims && len(slices) >= wantSlices {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	fw := profiles[cfg.Profiles[0].SchedulerName]
 
 	out := json.NewEncoder(os.Stdout)
