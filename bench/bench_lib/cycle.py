@@ -1,0 +1,198 @@
+"""In-process scheduling-cycle benchmark: the time of one ``Algorithm.schedule`` on a ``Snapshot``.
+
+No API server: the cluster is built with :func:`scheduler.cache.snapshot.Snapshot.from_objects` from
+:mod:`bench.bench_lib.workloads` (N nodes, ``init`` Pods of the workload already bound), then
+``warmup + cycles`` new Pods of the workload are scheduled one after the other exactly like the live
+loop does it: ``Algorithm.schedule`` (timed: the "cycle"), then Reserve and an in-memory assume onto
+the selected node (timed separately as "assume"), so each Pod sees the earlier ones.
+
+Upstream counterpart: ``scheduler_perf``'s ``scheduler_framework_extension_point_duration_seconds``
+and ``scheduling_algorithm_duration_seconds`` (``pkg/scheduler/metrics``), here measured with
+``time.perf_counter`` around the call. Times are seconds internally, reported in milliseconds.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import io
+import math
+import pstats
+import random
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.bench_lib.workloads import GPUS_PER_NODE, Workload, init_pods, make_nodes, max_pods
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.config import ProfileConfig, build_framework
+from scheduler.framework.runtime import Algorithm
+from scheduler.framework.types import PodInfo
+
+Obj = dict[str, Any]
+
+PROFILE_NAME = "py-scheduler"
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (``p`` in 0..100) of ``values``; 0.0 for no values."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, math.ceil(p / 100.0 * len(s)) - 1))
+    return s[k]
+
+
+@dataclass(slots=True)
+class CycleResult:
+    """One run of :func:`run_cycles`; times in seconds.
+
+    ``breakdown`` maps ``"<point>/<plugin>"`` (plugin ``*`` for the whole extension point) to the
+    mean seconds per measured cycle (only with ``breakdown=True``).
+    """
+
+    workload: str
+    nodes: int
+    init_pods: int
+    cycles: list[float] = field(default_factory=list)
+    assume: list[float] = field(default_factory=list)
+    build_seconds: float = 0.0
+    scheduled: int = 0
+    unschedulable: int = 0
+    evaluated: list[int] = field(default_factory=list)
+    breakdown: dict[str, float] = field(default_factory=dict)
+    profile_text: str = ""
+
+    def summary(self) -> dict[str, Any]:
+        """Milliseconds: median / p90 / p99 / mean cycle, median assume; counts."""
+        ms = [c * 1000 for c in self.cycles]
+        return {
+            "workload": self.workload, "nodes": self.nodes, "init_pods": self.init_pods,
+            "cycles": len(ms), "scheduled": self.scheduled, "unschedulable": self.unschedulable,
+            "median_ms": statistics.median(ms) if ms else 0.0, "p90_ms": percentile(ms, 90),
+            "p99_ms": percentile(ms, 99), "mean_ms": statistics.fmean(ms) if ms else 0.0,
+            "assume_median_ms": statistics.median(self.assume) * 1000 if self.assume else 0.0,
+            "nodes_evaluated_median": statistics.median(self.evaluated) if self.evaluated else 0,
+            "build_s": self.build_seconds,
+        }
+
+
+class _Breakdown:
+    """Framework observer summing seconds per (extension point, plugin) while ``active``."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.sums: dict[str, float] = defaultdict(float)
+
+    def __call__(self, point: str, plugin: str, code: str, seconds: float) -> None:
+        if self.active:
+            self.sums[f"{point}/{plugin or '*'}"] += seconds
+
+
+def build_cluster(workload: Workload, n_nodes: int, n_init: int) -> tuple[Snapshot, int]:
+    """(snapshot with ``n_init`` bound Pods of the workload, number actually placed)."""
+    nodes = make_nodes(n_nodes)
+    pods = list(init_pods(workload, n_nodes, max_pods(workload, n_nodes, n_init)))
+    return Snapshot.from_objects(nodes, pods), len(pods)
+
+
+def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: int = 20,
+               n_init: int | None = None, seed: int = 1, breakdown: bool = False,
+               profiler: str = "", namespace: str = "bench") -> CycleResult:
+    """Schedule ``warmup + cycles`` Pods of ``workload`` on a fresh ``n_nodes`` cluster; time the last
+    ``cycles``.
+
+    ``n_init`` bound Pods first (default: one per node; for the GPU workload at most half of what the
+    GPUs can hold). ``profiler``: ``""``, ``"cprofile"`` or ``"pyinstrument"`` (profiles the measured
+    cycles only; the text report lands in ``profile_text``).
+
+    Raises:
+        ImportError: ``profiler="pyinstrument"`` and pyinstrument is not installed
+            (``pip install -e '.[bench]'``).
+    """
+    t0 = time.perf_counter()
+    n_init = n_nodes if n_init is None else n_init
+    if workload.gpus:  # keep half of the GPU capacity free for the measured Pods
+        n_init = min(n_init, max_pods(workload, n_nodes, n_init + n_nodes * GPUS_PER_NODE) // 2)
+    snap, placed = build_cluster(workload, n_nodes, n_init)
+    obs = _Breakdown()
+    fw = build_framework(ProfileConfig(scheduler_name=PROFILE_NAME), observer=obs if breakdown else None)
+    algo = Algorithm(rng=random.Random(seed))
+    res = CycleResult(workload.name, n_nodes, placed, build_seconds=time.perf_counter() - t0)
+    total = max_pods(workload, n_nodes, placed + warmup + cycles) - placed
+    pods = [workload.pod(placed + k, namespace, PROFILE_NAME, f"uid-{namespace}-{placed + k}")
+            for k in range(max(0, total))]
+
+    stop_profile: Callable[[], str] = lambda: ""  # noqa: E731
+    gc.collect()
+    for k, raw in enumerate(pods):
+        measured = k >= warmup
+        if measured and k == warmup:
+            obs.active = breakdown
+            stop_profile = _start_profiler(profiler)
+        pi = PodInfo(raw)
+        c0 = time.perf_counter()
+        result = algo.schedule(fw, snap, pi)
+        c1 = time.perf_counter()
+        node = result.selected
+        if node is not None:
+            state = result.state
+            assert state is not None
+            st = fw.run_reserve(state, pi, node)
+            if st.is_success():
+                assumed = pi
+                if state.pod_annotations:
+                    pod = dict(raw)
+                    meta = dict(raw["metadata"])
+                    meta["annotations"] = {**(meta.get("annotations") or {}), **state.pod_annotations}
+                    pod["metadata"] = meta
+                    assumed = PodInfo(pod)
+                    assumed.parsed = pi.parsed
+                snap.assume(assumed, node)
+        c2 = time.perf_counter()
+        if measured:
+            res.cycles.append(c1 - c0)
+            res.assume.append(c2 - c1)
+            res.evaluated.append(result.nodes_evaluated)
+            if node is None:
+                res.unschedulable += 1
+            else:
+                res.scheduled += 1
+    obs.active = False
+    res.profile_text = stop_profile()
+    if breakdown and res.cycles:
+        res.breakdown = {k: v / len(res.cycles) for k, v in sorted(obs.sums.items())}
+    return res
+
+
+def _start_profiler(kind: str) -> Callable[[], str]:
+    """Start a profiler; the returned function stops it and returns its text report."""
+    if kind == "cprofile":
+        prof = cProfile.Profile()
+        prof.enable()
+
+        def stop_cprofile() -> str:
+            prof.disable()
+            out = io.StringIO()
+            stats = pstats.Stats(prof, stream=out)
+            stats.sort_stats("cumulative").print_stats(35)
+            stats.sort_stats("tottime").print_stats(25)
+            return out.getvalue()
+
+        return stop_cprofile
+    if kind == "pyinstrument":
+        from pyinstrument import Profiler
+
+        pyi = Profiler(interval=0.0005)
+        pyi.start()
+
+        def stop_pyinstrument() -> str:
+            pyi.stop()
+            text: str = pyi.output_text(unicode=False, color=False, show_all=False)
+            return text
+
+        return stop_pyinstrument
+    return lambda: ""
