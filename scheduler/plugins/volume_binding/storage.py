@@ -1,0 +1,484 @@
+"""Storage object helpers shared by the volume plugins (PVC / PV / StorageClass / CSI objects as dicts).
+
+Upstream:
+    ``staging/src/k8s.io/component-helpers/storage/volume/helpers.go`` (``GetPersistentVolumeClaimClass``,
+    ``GetPersistentVolumeClass``, ``CheckNodeAffinity``),
+    ``staging/src/k8s.io/component-helpers/storage/volume/pv_helpers.go`` (``IsDelayBindingMode``,
+    ``GetBindVolumeToClaim``, ``IsVolumeBoundToClaim``, ``FindMatchingVolume``,
+    ``CheckVolumeModeMismatches``, ``CheckAccessModes``, the ``pv.kubernetes.io/*`` annotations),
+    ``staging/src/k8s.io/component-helpers/storage/ephemeral/ephemeral.go`` (``VolumeClaimName``,
+    ``VolumeIsForPod``), ``pkg/apis/core/v1/helper/helpers.go`` (``MatchTopologySelectorTerms``,
+    ``ContainsAccessMode``) and ``staging/src/k8s.io/cloud-provider/volume/helpers/zones.go``
+    (``LabelZonesToSet``).
+
+Objects are plain Kubernetes JSON dicts. The API server validates and defaults these objects, but
+offline snapshot files need not be: a malformed quantity on the Pod's own claim raises
+:class:`~scheduler.framework.types.PodParseError` naming the object, field and value (the plugins turn
+it into an UnschedulableAndUnresolvable status); a malformed PV / CSIStorageCapacity is treated as
+not matching (it can never be chosen), never as an exception escaping a plugin.
+
+Quantities are exact ``Decimal`` bytes (``Quantity.Cmp`` semantics); ``Quantity.Value()`` is
+:func:`scheduler.framework.quantity.value` (rounds up).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from scheduler.framework import quantity
+from scheduler.framework.types import PodParseError
+from scheduler.plugins.helpers.node_selector import NodeSelector, Requirement, parse_label_selector
+
+Obj = dict[str, Any]
+
+__all__ = [
+    "ANN_BETA_STORAGE_CLASS",
+    "ANN_BIND_COMPLETED",
+    "ANN_BOUND_BY_CONTROLLER",
+    "ANN_MIGRATED_PLUGINS",
+    "ANN_SELECTED_NODE",
+    "NOT_SUPPORTED_PROVISIONER",
+    "PodVolumeRef",
+    "StorageError",
+    "annotations_of",
+    "check_access_modes",
+    "check_node_affinity",
+    "claim_class",
+    "claim_key",
+    "claim_storage_request",
+    "contains_access_mode",
+    "find_matching_volume",
+    "get_bind_volume_to_claim",
+    "is_delay_binding_mode",
+    "is_pvc_fully_bound",
+    "is_volume_bound_to_claim",
+    "label_selector_matches",
+    "label_zones_to_set",
+    "labels",
+    "match_topology_selector_terms",
+    "name",
+    "namespace",
+    "pod_volume_refs",
+    "pod_volumes",
+    "pv_capacity",
+    "pv_class",
+    "resource_version",
+    "volume_is_for_pod",
+    "volume_limit",
+    "volume_mode_mismatch",
+]
+
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+"""``AnnBindCompleted``: on a PVC, the PV controller finished binding it."""
+ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+"""``AnnBoundByController``: the binding was made by a controller (not pre-bound by the user)."""
+ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
+"""``AnnSelectedNode``: set on a PVC by the scheduler to start provisioning on that node."""
+ANN_BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+"""``v1.BetaStorageClassAnnotation``: wins over ``spec.storageClassName`` when present."""
+ANN_MIGRATED_PLUGINS = "storage.alpha.kubernetes.io/migrated-plugins"
+"""``v1.MigratedPluginsAnnotationKey`` on a CSINode: in-tree plugins migrated to CSI on that node."""
+NOT_SUPPORTED_PROVISIONER = "kubernetes.io/no-provisioner"
+"""``NotSupportedProvisioner``: a StorageClass that cannot provision dynamically."""
+LABEL_MULTI_ZONE_DELIMITER = "__"
+"""``cloudvolume.LabelMultiZoneDelimiter``: separates zones in a PV zone label value."""
+
+
+class StorageError(ValueError):
+    """An error upstream returns as a plain ``error`` (``fwk.AsStatus``: code Error)."""
+
+
+# -- dict access ------------------------------------------------------------------------------------
+
+def _dict(v: object) -> Obj:
+    return v if isinstance(v, dict) else {}
+
+
+def _meta(o: Mapping[str, Any] | None) -> Obj:
+    return _dict((o or {}).get("metadata"))
+
+
+def spec(o: Mapping[str, Any] | None) -> Obj:
+    """``o.spec`` (``{}`` when absent or malformed)."""
+    return _dict((o or {}).get("spec"))
+
+
+def name(o: Mapping[str, Any] | None) -> str:
+    v = _meta(o).get("name")
+    return v if isinstance(v, str) else ""
+
+
+def namespace(o: Mapping[str, Any] | None) -> str:
+    """``metadata.namespace``, ``default`` when unset (as the snapshot keys objects)."""
+    v = _meta(o).get("namespace")
+    return v if isinstance(v, str) and v else "default"
+
+
+def resource_version(o: Mapping[str, Any] | None) -> str:
+    v = _meta(o).get("resourceVersion")
+    return str(v) if v is not None else ""
+
+
+def _str_map(v: object) -> dict[str, str]:
+    if not isinstance(v, dict):
+        return {}
+    return {str(k): x for k, x in v.items() if isinstance(x, str)}
+
+
+def annotations_of(o: Mapping[str, Any] | None) -> dict[str, str]:
+    return _str_map(_meta(o).get("annotations"))
+
+
+def labels(o: Mapping[str, Any] | None) -> dict[str, str]:
+    return _str_map(_meta(o).get("labels"))
+
+
+def claim_key(ns: str, claim: str) -> str:
+    """``namespace/name``: the key of a PVC in the snapshot's objects."""
+    return f"{ns}/{claim}"
+
+
+def _str_list(v: object) -> list[str]:
+    return [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+
+
+# -- pod volumes ------------------------------------------------------------------------------------
+
+def pod_volumes(pod: Mapping[str, Any]) -> list[Obj]:
+    """``pod.spec.volumes`` (entries that are not objects are dropped)."""
+    vols = spec(pod).get("volumes")
+    return [v for v in vols if isinstance(v, dict)] if isinstance(vols, list) else []
+
+
+class PodVolumeRef:
+    """A Pod volume backed by a PVC: ``claim`` is ``claimName`` or, for a generic ephemeral volume,
+    ``<pod name>-<volume name>`` (``ephemeral.VolumeClaimName``)."""
+
+    __slots__ = ("claim", "ephemeral", "volume")
+
+    def __init__(self, claim: str, ephemeral: bool, volume: Obj) -> None:
+        self.claim = claim
+        self.ephemeral = ephemeral
+        self.volume = volume
+
+
+def pod_volume_refs(pod: Mapping[str, Any]) -> list[PodVolumeRef]:
+    """The Pod's PVC-backed volumes in ``spec.volumes`` order (``persistentVolumeClaim`` first, as
+    upstream's switch, then ``ephemeral``)."""
+    out: list[PodVolumeRef] = []
+    pod_name = name(pod)
+    for v in pod_volumes(pod):
+        pvc = v.get("persistentVolumeClaim")
+        if pvc is not None:
+            claim = _dict(pvc).get("claimName")
+            out.append(PodVolumeRef(claim if isinstance(claim, str) else "", False, v))
+        elif v.get("ephemeral") is not None:
+            vname = v.get("name")
+            out.append(PodVolumeRef(f"{pod_name}-{vname if isinstance(vname, str) else ''}", True, v))
+    return out
+
+
+def volume_is_for_pod(pod: Mapping[str, Any], pvc: Mapping[str, Any]) -> str | None:
+    """``ephemeral.VolumeIsForPod``: None when the PVC is in the Pod's namespace and controlled by it
+    (an ownerReference with ``controller: true`` and the Pod's UID), else the error message."""
+    uid = _meta(pod).get("uid")
+    owned = False
+    refs = _meta(pvc).get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else []:
+        if isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid") == uid and uid:
+            owned = True
+            break
+    if namespace(pvc) != namespace(pod) or not owned:
+        return (f"PVC {namespace(pvc)}/{name(pvc)} was not created for pod {namespace(pod)}/{name(pod)} "
+                "(pod is not owner)")
+    return None
+
+
+# -- classes, binding state -------------------------------------------------------------------------
+
+def claim_class(pvc: Mapping[str, Any]) -> str:
+    """``GetPersistentVolumeClaimClass``: the beta annotation first, then ``spec.storageClassName``,
+    else ``""``."""
+    ann = annotations_of(pvc)
+    if ANN_BETA_STORAGE_CLASS in ann:
+        return ann[ANN_BETA_STORAGE_CLASS]
+    v = spec(pvc).get("storageClassName")
+    return v if isinstance(v, str) else ""
+
+
+def pv_class(pv: Mapping[str, Any]) -> str:
+    """``GetPersistentVolumeClass``: the beta annotation first, then ``spec.storageClassName``."""
+    ann = annotations_of(pv)
+    if ANN_BETA_STORAGE_CLASS in ann:
+        return ann[ANN_BETA_STORAGE_CLASS]
+    v = spec(pv).get("storageClassName")
+    return v if isinstance(v, str) else ""
+
+
+def is_pvc_fully_bound(pvc: Mapping[str, Any]) -> bool:
+    """``isPVCFullyBound``: ``spec.volumeName`` set and the ``bind-completed`` annotation present."""
+    return bool(spec(pvc).get("volumeName")) and ANN_BIND_COMPLETED in annotations_of(pvc)
+
+
+def is_delay_binding_mode(pvc: Mapping[str, Any], storage_class: Mapping[str, Any] | None) -> bool:
+    """``IsDelayBindingMode``: the claim's StorageClass (looked up by the caller, None when the class
+    name is empty or not found) has ``volumeBindingMode: WaitForFirstConsumer``.
+
+    Raises:
+        StorageError: the class has no ``volumeBindingMode`` (``VolumeBindingMode not set for
+        StorageClass "X"``; the API server always defaults it, offline files may not).
+    """
+    if storage_class is None:
+        return False
+    mode = storage_class.get("volumeBindingMode")
+    if mode is None:
+        raise StorageError(f'VolumeBindingMode not set for StorageClass "{name(storage_class)}"')
+    return bool(mode == "WaitForFirstConsumer")
+
+
+def is_volume_bound_to_claim(pv: Mapping[str, Any], pvc: Mapping[str, Any]) -> bool:
+    """``IsVolumeBoundToClaim``: ``spec.claimRef`` names the claim (and its UID when the ref has one)."""
+    ref = spec(pv).get("claimRef")
+    if not isinstance(ref, dict):
+        return False
+    if ref.get("name") != name(pvc) or ref.get("namespace") != namespace(pvc):
+        return False
+    uid = ref.get("uid")
+    return not (uid and uid != _meta(pvc).get("uid"))
+
+
+def get_bind_volume_to_claim(pv: Obj, pvc: Mapping[str, Any]) -> tuple[Obj, bool]:
+    """``GetBindVolumeToClaim``: (a copy of ``pv`` bound to ``pvc``, whether anything changed).
+
+    The copy gets ``spec.claimRef`` (``{kind, apiVersion, namespace, name, uid, resourceVersion}``, as
+    ``reference.GetReference``) unless it already names the claim with the same UID, and the
+    ``bound-by-controller`` annotation unless the PV was pre-bound to this claim.
+    """
+    dirty = False
+    set_bound_by_controller = not is_volume_bound_to_claim(pv, pvc)
+    clone: Obj = dict(pv)
+    clone_meta = dict(_meta(pv))
+    clone_spec = dict(spec(pv))
+    clone["metadata"] = clone_meta
+    clone["spec"] = clone_spec
+    ref = clone_spec.get("claimRef")
+    ref_d = ref if isinstance(ref, dict) else None
+    pvc_meta = _meta(pvc)
+    if (ref_d is None or ref_d.get("name") != name(pvc) or ref_d.get("namespace") != namespace(pvc)
+            or (ref_d.get("uid") or "") != (pvc_meta.get("uid") or "")):
+        new_ref: Obj = {"kind": "PersistentVolumeClaim", "namespace": namespace(pvc), "name": name(pvc),
+                        "apiVersion": "v1"}
+        if pvc_meta.get("uid"):
+            new_ref["uid"] = pvc_meta["uid"]
+        if pvc_meta.get("resourceVersion"):
+            new_ref["resourceVersion"] = pvc_meta["resourceVersion"]
+        clone_spec["claimRef"] = new_ref
+        dirty = True
+    if set_bound_by_controller and ANN_BOUND_BY_CONTROLLER not in annotations_of(pv):
+        clone_meta["annotations"] = {**annotations_of(pv), ANN_BOUND_BY_CONTROLLER: "yes"}
+        dirty = True
+    return clone, dirty
+
+
+# -- quantities -------------------------------------------------------------------------------------
+
+def claim_storage_request(pvc: Mapping[str, Any]) -> Decimal | None:
+    """``spec.resources.requests.storage`` in bytes (None when the claim requests no storage).
+
+    Raises:
+        PodParseError: the value is not a quantity (field names the PVC, e.g.
+        ``PersistentVolumeClaim default/data spec.resources.requests.storage``).
+    """
+    reqs = _dict(_dict(spec(pvc).get("resources")).get("requests"))
+    if "storage" not in reqs:
+        return None
+    raw = reqs["storage"]
+    try:
+        return quantity.parse(raw)
+    except quantity.QuantityError as exc:
+        where = f"PersistentVolumeClaim {namespace(pvc)}/{name(pvc)} spec.resources.requests.storage"
+        raise PodParseError(where, raw, "not a valid quantity") from exc
+
+
+def _quantity_or_none(raw: object) -> Decimal | None:
+    if raw is None:
+        return None
+    try:
+        return quantity.parse(raw)
+    except quantity.QuantityError:
+        return None
+
+
+def pv_capacity(pv: Mapping[str, Any]) -> Decimal | None:
+    """``spec.capacity.storage`` in bytes; ``0`` when absent (Go's zero Quantity); None when malformed."""
+    cap = _dict(spec(pv).get("capacity"))
+    if "storage" not in cap:
+        return Decimal(0)
+    return _quantity_or_none(cap["storage"])
+
+
+def volume_limit(capacity: Mapping[str, Any]) -> Decimal | None:
+    """``volumeLimit``: a CSIStorageCapacity's ``maximumVolumeSize`` if set, else ``capacity`` (bytes);
+    None when neither is set (or the value is malformed)."""
+    if capacity.get("maximumVolumeSize") is not None:
+        return _quantity_or_none(capacity.get("maximumVolumeSize"))
+    return _quantity_or_none(capacity.get("capacity"))
+
+
+def capacity_value(capacity: Mapping[str, Any] | None) -> int:
+    """``capacity.Capacity.Value()`` of a CSIStorageCapacity in bytes (0 when unset or malformed)."""
+    if capacity is None:
+        return 0
+    q = _quantity_or_none(capacity.get("capacity"))
+    return quantity.value(q) if q is not None else 0
+
+
+# -- matching ---------------------------------------------------------------------------------------
+
+def check_node_affinity(pv: Mapping[str, Any], node_labels: Mapping[str, str]) -> bool:
+    """``CheckNodeAffinity``: True when the PV has no ``spec.nodeAffinity.required`` or one of its
+    terms selects a node with ``node_labels`` (the node is built from labels only, so
+    ``matchFields`` requirements are ignored, as upstream). A malformed affinity never matches."""
+    na = spec(pv).get("nodeAffinity")
+    if not isinstance(na, dict):
+        return na is None
+    required = na.get("required")
+    if required is None:
+        return True
+    try:
+        sel = NodeSelector.from_node_selector(required)
+    except ValueError:
+        return False
+    return sel.match({"metadata": {"labels": dict(node_labels)}})
+
+
+def volume_mode_mismatch(pvc: Mapping[str, Any], pv: Mapping[str, Any]) -> bool:
+    """``CheckVolumeModeMismatches``: ``spec.volumeMode`` differs (unset means ``Filesystem``)."""
+    return (spec(pvc).get("volumeMode") or "Filesystem") != (spec(pv).get("volumeMode") or "Filesystem")
+
+
+def contains_access_mode(modes: object, mode: str) -> bool:
+    """``ContainsAccessMode``."""
+    return mode in _str_list(modes)
+
+
+def check_access_modes(pvc: Mapping[str, Any], pv: Mapping[str, Any]) -> bool:
+    """``CheckAccessModes``: the PV offers every access mode the claim asks for."""
+    have = set(_str_list(spec(pv).get("accessModes")))
+    return all(m in have for m in _str_list(spec(pvc).get("accessModes")))
+
+
+def label_selector_matches(selector: object, obj_labels: Mapping[str, str]) -> bool:
+    """A ``metav1.LabelSelector`` (``None``: nothing) against labels.
+
+    Raises:
+        ValueError: an invalid selector (``LabelSelectorAsSelector`` error).
+    """
+    if selector is not None and not isinstance(selector, dict):
+        raise ValueError(f"label selector must be an object, got {selector!r}")
+    return parse_label_selector(selector).matches(obj_labels)
+
+
+def find_matching_volume(pvc: Mapping[str, Any], volumes: Iterable[Obj], node_labels: Mapping[str, str],
+                         excluded: Mapping[str, Obj]) -> Obj | None:
+    """``FindMatchingVolume`` on the scheduler path (a node given, delayBinding true,
+    VolumeAttributesClass on as in v1.37).
+
+    A PV pre-bound to the claim (``claimRef`` naming it) is returned at once (None if its node
+    affinity rejects the node); otherwise the smallest ``Available`` PV of the claim's class with
+    enough capacity, the same volume mode and VolumeAttributesClass, matching the claim's selector,
+    node affinity and access modes, not being deleted and not in ``excluded`` (first one wins ties).
+
+    Raises:
+        StorageError: the claim's ``spec.selector`` is invalid.
+        PodParseError: the claim's storage request is malformed.
+    """
+    request = claim_storage_request(pvc) or Decimal(0)
+    requested_class = claim_class(pvc)
+    pvc_spec = spec(pvc)
+    selector = pvc_spec.get("selector")
+    compiled = None
+    if selector is not None:
+        try:
+            if not isinstance(selector, dict):
+                raise ValueError(f"label selector must be an object, got {selector!r}")
+            compiled = parse_label_selector(selector)
+        except ValueError as exc:
+            raise StorageError(f"error creating internal label selector for claim: "
+                               f"{namespace(pvc)}/{name(pvc)}: {exc}") from exc
+    claim_vac = pvc_spec.get("volumeAttributesClassName") or ""
+    smallest: Obj | None = None
+    smallest_qty = Decimal(0)
+    for pv in volumes:
+        if name(pv) in excluded:
+            continue
+        pv_spec = spec(pv)
+        if pv_spec.get("claimRef") is not None and not is_volume_bound_to_claim(pv, pvc):
+            continue
+        qty = pv_capacity(pv)
+        if qty is None or qty < request:
+            continue
+        if volume_mode_mismatch(pvc, pv):
+            continue
+        if claim_vac != (pv_spec.get("volumeAttributesClassName") or ""):
+            continue
+        if _meta(pv).get("deletionTimestamp") is not None:
+            continue
+        affinity_ok = check_node_affinity(pv, node_labels)
+        if is_volume_bound_to_claim(pv, pvc):
+            return pv if affinity_ok else None
+        if _dict(pv.get("status")).get("phase") != "Available":
+            continue
+        if compiled is not None and not compiled.matches(labels(pv)):
+            continue
+        if pv_class(pv) != requested_class:
+            continue
+        if not affinity_ok:
+            continue
+        if not check_access_modes(pvc, pv):
+            continue
+        if smallest is None or smallest_qty > qty:
+            smallest, smallest_qty = pv, qty
+    return smallest
+
+
+def match_topology_selector_terms(terms: object, node_labels: Mapping[str, str]) -> bool:
+    """``MatchTopologySelectorTerms`` (StorageClass ``allowedTopologies``): an empty list matches every
+    node; terms are ORed, a term's ``matchLabelExpressions`` (key In values) ANDed; an empty or
+    invalid term matches nothing."""
+    if not isinstance(terms, list) or not terms:
+        return True
+    for term in terms:
+        exprs = _dict(term).get("matchLabelExpressions")
+        if not isinstance(exprs, list) or not exprs:
+            continue
+        ok = True
+        for e in exprs:
+            if not isinstance(e, dict):
+                ok = False
+                break
+            req, errs = Requirement.new(e.get("key"), "In", e.get("values"))
+            if req is None or errs or not req.matches(node_labels):
+                ok = False
+                break
+        if ok:
+            return True
+    return False
+
+
+def label_zones_to_set(value: str) -> set[str] | None:
+    """``LabelZonesToSet``: a zone label value split on ``__`` (trimmed); None if any part is empty."""
+    out: set[str] = set()
+    for z in value.split(LABEL_MULTI_ZONE_DELIMITER):
+        z = z.strip()
+        if not z:
+            return None
+        out.add(z)
+    return out
+
+
+def access_modes(o: Mapping[str, Any]) -> Sequence[str]:
+    """``spec.accessModes`` as strings."""
+    return _str_list(spec(o).get("accessModes"))
