@@ -1,0 +1,372 @@
+"""The scheduling loop: one cycle per Pod, binding in the background.
+
+Upstream: ``pkg/scheduler/schedule_one.go``: ``ScheduleOne`` (pop; skip a Pod being deleted or
+already assumed), ``schedulingCycle`` (``UpdateSnapshot``, ``SchedulePod``, PostFilter on a
+FitError, Reserve, assume), ``runBindingCycle`` in a goroutine (here an asyncio task) so the next
+cycle starts at once, ``handleBindingCycleError`` (Unreserve, ForgetPod, the freed room offered to
+other Pods as an ``AssignedPodDelete`` event, the Pod back to the queue) and
+``handleSchedulingFailure`` (requeue with the informer's latest Pod unless it is gone or bound,
+FailedScheduling event, PodScheduled condition, nominated node). Metrics as
+``pkg/scheduler/metrics``: ``schedule_attempts_total{result}``, attempt / algorithm durations,
+``pod_scheduling_sli_duration_seconds{attempts}``, ``pod_scheduling_attempts``.
+
+Differences from upstream, by design of this build: Reserve plugins run before the Pod is assumed,
+so annotations they ask for (``CycleState.pod_annotations``, e.g. GPU indices) are part of the
+assumed Pod the cache accounts; those annotations are PATCHed onto the Pod before the Binding.
+Every bind is fenced by ``leader.is_leader_valid()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from scheduler.app import metrics as m
+from scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder, NotLeader
+from scheduler.app.kube import Conflict, KubeError, NotFound
+from scheduler.cache.cache import Cache, CacheError
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.interfaces import PostFilterResult
+from scheduler.framework.runtime import Algorithm, Diagnosis, Framework, SchedulingError, fit_error_message
+from scheduler.framework.types import CycleState, PodInfo, Status
+from scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE
+from scheduler.queue.scheduling_queue import PARSE_ERROR_PLUGIN, PriorityQueue, QueuedPodInfo
+
+log = logging.getLogger("scheduler.loop")
+
+Obj = dict[str, Any]
+
+RESULT_SCHEDULED = "scheduled"
+RESULT_UNSCHEDULABLE = "unschedulable"
+RESULT_ERROR = "error"
+
+
+class Leader(Protocol):
+    """What the loop needs of leader election (``LeaderElector`` or ``AlwaysLeader``)."""
+
+    identity: str
+    leading: asyncio.Event
+
+    def is_leader(self) -> bool: ...
+
+    def is_leader_valid(self) -> bool: ...
+
+
+def _attempts_label(attempts: int) -> str:
+    return "15+" if attempts >= 15 else str(attempts)
+
+
+class SchedulingLoop:
+    """Pops Pods and schedules them, one cycle at a time.
+
+    Args:
+        frameworks: schedulerName -> Framework (one per profile).
+        algorithm: the process's :class:`Algorithm` (rotating start index, tie-break RNG).
+        cache, queue: the live cache and queue.
+        binder: API writes.
+        leader: leader election (fence).
+        pod_lister: ``(namespace, name) -> Pod | None`` from the informers.
+    """
+
+    def __init__(self, *, frameworks: Mapping[str, Framework], algorithm: Algorithm, cache: Cache,
+                 queue: PriorityQueue, binder: Binder, leader: Leader,
+                 pod_lister: Callable[[str, str], Obj | None]) -> None:
+        self.frameworks = dict(frameworks)
+        self.algorithm = algorithm
+        self.cache = cache
+        self.queue = queue
+        self.binder = binder
+        self.leader = leader
+        self.pod_lister = pod_lister
+        self.snapshot = Snapshot(cache.objects)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.cycles = 0
+
+    # -- the loop ------------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Schedule until ``stop`` is set; only while leading (standbys keep the queue warm)."""
+        while not stop.is_set():
+            if not self.leader.is_leader_valid():
+                waiter = asyncio.ensure_future(self.leader.leading.wait())
+                stopper = asyncio.ensure_future(stop.wait())
+                try:
+                    await asyncio.wait({waiter, stopper}, timeout=0.2, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                    stopper.cancel()
+                continue
+            qpi = await self.queue.pop()
+            if qpi is None:
+                return
+            if not self.leader.is_leader_valid() or stop.is_set():
+                self.queue.undo_pop(qpi)
+                continue
+            try:
+                self.schedule_one(qpi)
+            except Exception:  # a bug in a cycle must not stop scheduling
+                log.exception("scheduling cycle for pod %s failed", qpi.key)
+                self.queue.done(qpi.uid)
+            self.cycles += 1
+            await asyncio.sleep(0)  # let watch events and bindings run between cycles
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout`` seconds) for background bindings and API writes."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- one cycle -----------------------------------------------------------------------------------
+    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        """``scheduleOnePod``: the synchronous scheduling cycle of one popped Pod."""
+        pi = qpi.pod_info
+        fw = self.frameworks.get(pi.scheduler_name)
+        if fw is None:
+            log.error("profile not found for scheduler name %q, pod %s", pi.scheduler_name, pi.key)
+            self.queue.done(pi.uid)
+            return
+        meta = pi.pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            log.debug("Skip schedule deleting pod pod=%s", pi.key)
+            self._spawn(self.binder.failed_scheduling(pi.pod, f"skip schedule deleting pod: {pi.key}",
+                                                      fw.profile_name))
+            self.queue.done(pi.uid)
+            return
+        if self.cache.is_assumed_pod(pi):
+            self.queue.done(pi.uid)
+            return
+        log.debug("Attempting to schedule pod pod=%s", pi.key)
+        start = time.perf_counter()
+        if qpi.parse_error is not None:
+            qpi.unschedulable_plugins = frozenset({PARSE_ERROR_PLUGIN})
+            self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, str(qpi.parse_error), start, RESULT_UNSCHEDULABLE)
+            return
+        try:
+            self.cache.update_snapshot(self.snapshot)
+        except CacheError as exc:
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
+            return
+        try:
+            result = self.algorithm.schedule(fw, self.snapshot, pi)
+        except SchedulingError as exc:
+            log.error("Error selecting node for pod pod=%s err=%s", pi.key, exc)
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
+            return
+        except Exception as exc:
+            log.exception("Error selecting node for pod pod=%s", pi.key)
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, f"{type(exc).__name__}: {exc}", start, RESULT_ERROR,
+                          nominated="")
+            return
+        finally:
+            m.SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - start)
+
+        if result.selected is None:
+            d = result.diagnosis or Diagnosis()
+            qpi.unschedulable_plugins = frozenset(d.unschedulable_plugins)
+            qpi.pending_plugins = frozenset(d.pending_plugins)
+            nominated: str | None = "" if not fw.post_filter_plugins else None
+            victims: list[PodInfo] = []
+            if fw.post_filter_plugins and result.nodes_evaluated > 0:
+                m.PREEMPTION_ATTEMPTS.inc()
+            pf: PostFilterResult | None = result.post_filter
+            if pf is not None and pf.nominated_node_name:
+                nominated = pf.nominated_node_name
+                victims = list(pf.victims)
+                m.PREEMPTION_VICTIMS.observe(len(victims))
+            message = result.message or "0/0 nodes are available"
+            log.info("Unable to schedule pod; no fit; waiting pod=%s err=%s", pi.key, message)
+            self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, message, start, RESULT_UNSCHEDULABLE,
+                          nominated=nominated, victims=victims)
+            return
+
+        node = result.selected
+        state = result.state if result.state is not None else CycleState(self.snapshot)
+        try:
+            st = fw.run_reserve(state, pi, node)
+        except Exception as exc:
+            log.exception("Reserve failed for pod %s", pi.key)
+            st = Status.error(f"{type(exc).__name__}: {exc}")
+        if not st.is_success():
+            self._unreserve(fw, state, pi, node)
+            if st.is_rejected():
+                d = Diagnosis(node_to_status={node: st})
+                d.add_plugin_status(st)
+                qpi.unschedulable_plugins = frozenset(d.unschedulable_plugins)
+                self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, fit_error_message(1, d), start,
+                              RESULT_UNSCHEDULABLE, nominated="")
+            else:
+                self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR,
+                              f"running Reserve plugin {st.plugin!r}: {st.message()}", start, RESULT_ERROR,
+                              nominated="")
+            return
+        annotations = dict(state.pod_annotations)
+        assumed = self._assumed_pod_info(pi, node, annotations)
+        try:
+            self.cache.assume_pod(assumed)
+        except CacheError as exc:
+            self._unreserve(fw, state, pi, node)
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
+            return
+        self._spawn(self._binding_cycle(fw, qpi, assumed, node, state, annotations, start,
+                                        result.nodes_evaluated, len(result.feasible)))
+
+    @staticmethod
+    def _assumed_pod_info(pi: PodInfo, node: str, annotations: Mapping[str, str]) -> PodInfo:
+        pod = copy.copy(pi.pod)
+        pod["spec"] = {**(pi.pod.get("spec") or {}), "nodeName": node}
+        if annotations:
+            meta = dict(pi.pod.get("metadata") or {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+            pod["metadata"] = meta
+        assumed = PodInfo(pod)
+        assumed.parsed = pi.parsed
+        return assumed
+
+    def _unreserve(self, fw: Framework, state: CycleState, pi: PodInfo, node: str) -> None:
+        try:
+            fw.run_unreserve(state, pi, node)
+        except Exception:
+            log.exception("Unreserve failed for pod %s", pi.key)
+
+    # -- binding cycle -------------------------------------------------------------------------------
+    async def _binding_cycle(self, fw: Framework, qpi: QueuedPodInfo, assumed: PodInfo, node: str,
+                             state: CycleState, annotations: dict[str, str], start: float,
+                             evaluated: int, feasible: int) -> None:
+        pi = qpi.pod_info
+        self.queue.done(pi.uid)
+        binder_plugin = fw.plugins.get("DefaultBinder")
+        binding = binder_plugin.binding(pi, node) if binder_plugin is not None and hasattr(
+            binder_plugin, "binding") else None
+        try:
+            await self.binder.bind(pi, node, annotations, binding, fence=self.leader.is_leader_valid)
+        except (NotFound, Conflict) as exc:
+            # The Pod is gone, was recreated, or is already bound: nothing to retry.
+            log.info("Not binding pod %s to %s: %s", pi.key, node, exc.message)
+            self._forget(fw, state, assumed, node)
+            m.SCHEDULE_ATTEMPTS.labels(RESULT_ERROR, fw.profile_name).inc()
+            return
+        except (KubeError, NotLeader, Exception) as exc:
+            if not isinstance(exc, KubeError | NotLeader):
+                log.exception("binding pod %s failed", pi.key)
+            log.warning("Failed to bind pod pod=%s node=%s err=%s", pi.key, node, exc)
+            self._forget(fw, state, assumed, node)
+            if isinstance(exc, NotLeader):
+                # Leadership is going away: keep the Pod for whoever leads next (maybe us again).
+                qpi.unschedulable_plugins = frozenset()
+                self._requeue(qpi)
+                return
+            qpi.unschedulable_plugins = frozenset()
+            qpi.pending_plugins = frozenset()
+            msg = f"running Bind plugin \"DefaultBinder\": {exc}"
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, msg, start, RESULT_ERROR, nominated="")
+            return
+        self.cache.finish_binding(assumed)
+        elapsed = time.perf_counter() - start
+        m.SCHEDULE_ATTEMPTS.labels(RESULT_SCHEDULED, fw.profile_name).inc()
+        m.SCHEDULING_ATTEMPT_DURATION.labels(RESULT_SCHEDULED, fw.profile_name).observe(elapsed)
+        m.POD_SCHEDULING_ATTEMPTS.observe(qpi.attempts)
+        if qpi.initial_attempt_set:
+            m.POD_SCHEDULING_SLI_DURATION.labels(_attempts_label(qpi.attempts)).observe(
+                max(self.queue.now() - qpi.initial_attempt_timestamp, 0.0))
+        log.info("Successfully bound pod to node pod=%s node=%s evaluatedNodes=%d feasibleNodes=%d",
+                 pi.key, node, evaluated, feasible)
+        await self.binder.scheduled(pi.pod, node, fw.profile_name)
+
+    def _forget(self, fw: Framework, state: CycleState, assumed: PodInfo, node: str) -> None:
+        """``unreserveAndForget`` + the ``AssignedPodDelete`` event for the freed room."""
+        self._unreserve(fw, state, assumed, node)
+        try:
+            self.cache.forget_pod(assumed)
+        except CacheError as exc:
+            log.error("ForgetPod failed: %s", exc)
+            return
+        self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed.pod, None,
+                                                 lambda p: (p.get("metadata") or {}).get("uid") != assumed.uid)
+
+    def _requeue(self, qpi: QueuedPodInfo) -> str | None:
+        """Put the Pod back with the informer's latest version, unless it is gone, bound or recreated
+        (then only end its in-flight state). Returns the sub-queue or None."""
+        pi = qpi.pod_info
+        cached = self.pod_lister(pi.namespace, pi.name)
+        if cached is None:
+            log.info("Pod doesn't exist in informer cache pod=%s", pi.key)
+        elif (cached.get("spec") or {}).get("nodeName"):
+            log.info("Pod has been assigned to node. Abort adding it back to queue. pod=%s node=%s", pi.key,
+                     (cached.get("spec") or {}).get("nodeName"))
+        elif str((cached.get("metadata") or {}).get("uid") or "") != pi.uid:
+            log.info("Pod was recreated while handling scheduling failure. Skip requeueing pod=%s", pi.key)
+        else:
+            return self.queue.add_unschedulable_if_not_present(qpi, cached)
+        self.queue.done(pi.uid)
+        return None
+
+    def _failure(self, fw: Framework, qpi: QueuedPodInfo, reason: str, message: str, start: float, result: str,
+                 nominated: str | None = None, victims: list[PodInfo] | None = None) -> None:
+        """``handleSchedulingFailure``: requeue now; event, condition and preemption writes in the
+        background."""
+        m.SCHEDULE_ATTEMPTS.labels(result, fw.profile_name).inc()
+        m.SCHEDULING_ATTEMPT_DURATION.labels(result, fw.profile_name).observe(time.perf_counter() - start)
+        pi = qpi.pod_info
+        cached = self.pod_lister(pi.namespace, pi.name)
+        recreated = cached is not None and str((cached.get("metadata") or {}).get("uid") or "") != pi.uid
+        self._requeue(qpi)
+        if recreated:
+            return
+        pod = cached if cached is not None else pi.pod
+        self._spawn(self._report_failure(fw, pod, reason, message, nominated, victims or []))
+
+    async def _report_failure(self, fw: Framework, pod: Obj, reason: str, message: str, nominated: str | None,
+                              victims: list[PodInfo]) -> None:
+        if victims:
+            await self.binder.delete_victims(victims, pod, fw.profile_name)
+        await self.binder.failed_scheduling(pod, message, fw.profile_name)
+        await self.binder.update_pod_condition(pod, reason, message, nominated)
+
+
+class Housekeeping:
+    """Once a second: expire assumed Pods past their safety TTL, publish cache sizes."""
+
+    def __init__(self, cache: Cache, queue: PriorityQueue, period: float = 1.0) -> None:
+        self.cache = cache
+        self.queue = queue
+        self.period = period
+
+    def tick(self) -> None:
+        for pi in self.cache.cleanup_assumed_pods():
+            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pi.pod, None)
+        m.CACHE_SIZE.labels("nodes").set(self.cache.node_count())
+        m.CACHE_SIZE.labels("pods").set(self.cache.pod_count())
+        m.CACHE_SIZE.labels("assumed_pods").set(self.cache.assumed_count())
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.tick()
+            except Exception:
+                log.exception("housekeeping failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.period)
+
+
+class QueueMetricsRecorder:
+    """:class:`scheduler.queue.scheduling_queue.QueueMetrics` on kube-scheduler's metrics."""
+
+    def incoming(self, queue: str, event: str) -> None:
+        m.QUEUE_INCOMING_PODS.labels(queue, event).inc()
+
+    def pending(self, active: int, backoff: int, unschedulable: int, gated: int) -> None:
+        m.PENDING_PODS.labels("active").set(active)
+        m.PENDING_PODS.labels("backoff").set(backoff)
+        m.PENDING_PODS.labels("unschedulable").set(unschedulable)
+        m.PENDING_PODS.labels("gated").set(gated)
+
+    def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
+        m.UNSCHEDULABLE_PODS.labels(plugin, profile).inc(delta)
