@@ -1,0 +1,312 @@
+"""Object builders shared by the volume plugin tests, and tests of the storage helpers
+(``component-helpers/storage/volume``, ``csi-translation-lib``) the volume plugins are built on."""
+
+from __future__ import annotations
+
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.framework.types import PodParseError
+from scheduler.plugins.volume_binding import csi_translation as csi
+from scheduler.plugins.volume_binding import storage as st
+
+Obj = dict[str, Any]
+
+REPO = Path(__file__).resolve().parents[3]
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+BETA_REGION = "failure-domain.beta.kubernetes.io/region"
+DRIVER = "csi.example.com"
+
+
+# -- builders -----------------------------------------------------------------------------------------
+
+def node(name: str, labels: dict[str, str] | None = None) -> Obj:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+
+
+def pod(name: str, volumes: list[Obj] | None = None, node_name: str | None = None, ns: str = "default",
+        ts: str = "2024-01-01T00:00:00Z") -> Obj:
+    spec: Obj = {"containers": [{"name": "c", "image": "busybox",
+                                 "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}}}],
+                 "volumes": list(volumes or [])}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}", "creationTimestamp": ts}, "spec": spec}
+
+
+def pvc_vol(vname: str, claim: str) -> Obj:
+    return {"name": vname, "persistentVolumeClaim": {"claimName": claim}}
+
+
+def pvc(name: str, size: str = "1Gi", sc: str | None = None, volume: str | None = None, bound: bool = False,
+        modes: tuple[str, ...] = ("ReadWriteOnce",), ns: str = "default", ann: dict[str, str] | None = None,
+        **spec_extra: Any) -> Obj:
+    spec: Obj = {"accessModes": list(modes), "resources": {"requests": {"storage": size}}, **spec_extra}
+    if sc is not None:
+        spec["storageClassName"] = sc
+    if volume:
+        spec["volumeName"] = volume
+    meta: Obj = {"name": name, "namespace": ns, "uid": f"uid-pvc-{name}", "resourceVersion": "1"}
+    a = dict(ann or {})
+    if bound:
+        a[st.ANN_BIND_COMPLETED] = "yes"
+    if a:
+        meta["annotations"] = a
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec,
+            "status": {"phase": "Bound" if bound else "Pending"}}
+
+
+def pv(name: str, size: str = "1Gi", sc: str = "", modes: tuple[str, ...] = ("ReadWriteOnce",),
+       claim: tuple[str, str] | None = None, labels: dict[str, str] | None = None,
+       affinity: list[Obj] | None = None, phase: str = "Available", source: Obj | None = None,
+       **spec_extra: Any) -> Obj:
+    spec: Obj = {"capacity": {"storage": size}, "accessModes": list(modes), "storageClassName": sc, **spec_extra}
+    spec.update(source or {"csi": {"driver": DRIVER, "volumeHandle": name}})
+    if claim:
+        spec["claimRef"] = {"namespace": claim[0], "name": claim[1]}
+    if affinity:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": affinity}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "labels": dict(labels or {}), "resourceVersion": "1"},
+            "spec": spec, "status": {"phase": phase}}
+
+
+def zone_affinity(zone: str, key: str = ZONE) -> list[Obj]:
+    return [{"matchExpressions": [{"key": key, "operator": "In", "values": [zone]}]}]
+
+
+def storage_class(name: str, mode: str | None = "WaitForFirstConsumer", provisioner: str = DRIVER,
+                  topologies: list[Obj] | None = None) -> Obj:
+    o: Obj = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+              "provisioner": provisioner}
+    if mode:
+        o["volumeBindingMode"] = mode
+    if topologies:
+        o["allowedTopologies"] = topologies
+    return o
+
+
+def csi_node(name: str, drivers: list[Obj], migrated: str | None = None) -> Obj:
+    meta: Obj = {"name": name}
+    if migrated is not None:
+        meta["annotations"] = {st.ANN_MIGRATED_PLUGINS: migrated}
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": meta, "spec": {"drivers": drivers}}
+
+
+def driver(name: str, count: int | None = None) -> Obj:
+    d: Obj = {"name": name, "nodeID": "x"}
+    if count is not None:
+        d["allocatable"] = {"count": count}
+    return d
+
+
+def csi_driver(name: str, storage_capacity: bool = True, **spec: Any) -> Obj:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name},
+            "spec": {"storageCapacity": storage_capacity, **spec}}
+
+
+def capacity(name: str, sc: str, cap: str, labels: dict[str, str], ns: str = "default",
+             max_size: str | None = None) -> Obj:
+    o: Obj = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+              "metadata": {"name": name, "namespace": ns}, "storageClassName": sc, "capacity": cap,
+              "nodeTopology": {"matchLabels": labels}}
+    if max_size:
+        o["maximumVolumeSize"] = max_size
+    return o
+
+
+def bound_csi(i: int, drv: str = DRIVER, ns: str = "default") -> list[Obj]:
+    """A bound CSI PV ``p<i>`` (handle ``h<i>``) and its claim ``c<i>``."""
+    return [pv(f"p{i}", claim=(ns, f"c{i}"), source={"csi": {"driver": drv, "volumeHandle": f"h{i}"}}),
+            pvc(f"c{i}", volume=f"p{i}", bound=True, ns=ns)]
+
+
+def run_py(objects: list[Obj]) -> list[Obj]:
+    """``bench.parity_lib.runner.run_py``: the explain code path (full default profile, Reserve and
+    assume between Pods, ties to the smallest node name), as the parity bench compares with the oracle."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from bench.parity_lib.runner import run_py as _run_py
+
+    return _run_py(objects)
+
+
+def fit_message(msg: str | None) -> str | None:
+    """The FitError part of a FailedScheduling message, without the PostFilter (preemption) tail:
+    the oracle's tail for PreFilter rejections (``... not found``) is an artefact of its harness."""
+    if msg is None:
+        return None
+    msg = msg.split(" preemption:")[0]
+    return msg.removesuffix(" not found") if msg.endswith(". not found") else msg
+
+
+def volume_view(result: Obj, plugin: str = "VolumeBinding") -> Obj:
+    """What the volume plugins decide for one Pod: feasible nodes, rejections, the plugin's scores and
+    the FitError message."""
+    return {"pod": result["pod"], "feasible": sorted(result["feasible"]), "filtered": result["filtered"],
+            "scores": result["scores"].get(plugin), "message": fit_message(result["message"])}
+
+
+# -- storage helper tests -------------------------------------------------------------------------------
+
+def test_claim_class_prefers_beta_annotation() -> None:
+    c = pvc("c", sc="ga", ann={st.ANN_BETA_STORAGE_CLASS: "beta"})
+    assert st.claim_class(c) == "beta"
+    assert st.claim_class(pvc("c", sc="ga")) == "ga"
+    assert st.claim_class(pvc("c")) == ""
+
+
+def test_fully_bound_needs_volume_name_and_annotation() -> None:
+    assert st.is_pvc_fully_bound(pvc("c", volume="p", bound=True))
+    assert not st.is_pvc_fully_bound(pvc("c", volume="p"))
+    assert not st.is_pvc_fully_bound(pvc("c", bound=True))
+
+
+def test_delay_binding_mode() -> None:
+    assert st.is_delay_binding_mode(pvc("c", sc="w"), storage_class("w"))
+    assert not st.is_delay_binding_mode(pvc("c", sc="i"), storage_class("i", "Immediate"))
+    assert not st.is_delay_binding_mode(pvc("c", sc="x"), None)
+    with pytest.raises(st.StorageError, match='VolumeBindingMode not set for StorageClass "n"'):
+        st.is_delay_binding_mode(pvc("c", sc="n"), storage_class("n", None))
+
+
+def test_volume_bound_to_claim_checks_uid_only_when_set() -> None:
+    c = pvc("c")
+    assert st.is_volume_bound_to_claim(pv("p", claim=("default", "c")), c)
+    with_uid = pv("p", claim=("default", "c"))
+    with_uid["spec"]["claimRef"]["uid"] = "other"
+    assert not st.is_volume_bound_to_claim(with_uid, c)
+    assert not st.is_volume_bound_to_claim(pv("p", claim=("other", "c")), c)
+
+
+def test_bind_volume_to_claim_sets_claim_ref_and_annotation_on_a_copy() -> None:
+    v = pv("p")
+    bound, dirty = st.get_bind_volume_to_claim(v, pvc("c"))
+    assert dirty
+    assert bound["spec"]["claimRef"] == {"kind": "PersistentVolumeClaim", "namespace": "default", "name": "c",
+                                         "apiVersion": "v1", "uid": "uid-pvc-c", "resourceVersion": "1"}
+    assert bound["metadata"]["annotations"][st.ANN_BOUND_BY_CONTROLLER] == "yes"
+    assert "claimRef" not in v["spec"] and "annotations" not in v["metadata"]
+    again, dirty2 = st.get_bind_volume_to_claim(bound, pvc("c"))
+    assert not dirty2 and again["spec"]["claimRef"] == bound["spec"]["claimRef"]
+
+
+def test_find_matching_volume_smallest_fit_and_prebound_first() -> None:
+    c = pvc("c", size="5Gi", sc="w")
+    vols = [pv("big", "100Gi", "w"), pv("small", "6Gi", "w"), pv("tiny", "4Gi", "w"), pv("other", "5Gi", "x")]
+    assert st.name(st.find_matching_volume(c, vols, {}, {})) == "small"
+    assert st.name(st.find_matching_volume(c, vols, {}, {"small": vols[1]})) == "big"
+    prebound = pv("pre", "50Gi", "w", claim=("default", "c"))
+    assert st.name(st.find_matching_volume(c, [*vols, prebound], {}, {})) == "pre"
+    # A pre-bound PV whose node affinity rejects the node means "no match", even with others around.
+    far = pv("pre", "50Gi", "w", claim=("default", "c"), affinity=zone_affinity("z9"))
+    assert st.find_matching_volume(c, [*vols, far], {ZONE: "z1"}, {}) is None
+
+
+def test_find_matching_volume_filters() -> None:
+    c = pvc("c", size="1Gi", sc="w", modes=("ReadWriteMany",))
+    assert st.find_matching_volume(c, [pv("rwo", "2Gi", "w")], {}, {}) is None
+    assert st.find_matching_volume(c, [pv("rwx", "2Gi", "w", modes=("ReadWriteMany",), phase="Bound")], {}, {}) is None
+    ok = pv("rwx", "2Gi", "w", modes=("ReadWriteMany",))
+    assert st.find_matching_volume(c, [ok], {}, {}) is ok
+    block = pv("blk", "2Gi", "w", modes=("ReadWriteMany",), volumeMode="Block")
+    assert st.find_matching_volume(c, [block], {}, {}) is None
+    vac = pv("vac", "2Gi", "w", modes=("ReadWriteMany",), volumeAttributesClassName="gold")
+    assert st.find_matching_volume(c, [vac], {}, {}) is None
+    sel = pvc("c", sc="w", selector={"matchLabels": {"tier": "gold"}})
+    gold = pv("g", "2Gi", "w", labels={"tier": "gold"})
+    assert st.find_matching_volume(sel, [pv("s", "1Gi", "w", labels={"tier": "silver"}), gold], {}, {}) is gold
+    bad = pvc("c", sc="w", selector={"matchExpressions": [{"key": "k", "operator": "Bogus"}]})
+    with pytest.raises(st.StorageError, match="error creating internal label selector for claim: default/c"):
+        st.find_matching_volume(bad, [gold], {}, {})
+
+
+def test_malformed_quantities() -> None:
+    with pytest.raises(PodParseError) as exc:
+        st.claim_storage_request(pvc("data", size="lots"))
+    assert exc.value.field == "PersistentVolumeClaim default/data spec.resources.requests.storage"
+    assert exc.value.value == "lots"
+    assert st.pv_capacity(pv("p", size="lots")) is None
+    c = pvc("c", size="1Gi", sc="w")
+    assert st.find_matching_volume(c, [pv("p", size="lots", sc="w")], {}, {}) is None
+    assert st.volume_limit({"capacity": "nope"}) is None
+    assert st.volume_limit({"capacity": "10Gi", "maximumVolumeSize": "1Gi"}) == Decimal(2**30)
+
+
+def test_node_affinity_ignores_match_fields_and_rejects_malformed() -> None:
+    by_name = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n9"]}]}]
+    assert st.check_node_affinity(pv("p", affinity=by_name), {ZONE: "z1"})
+    assert not st.check_node_affinity(pv("p", affinity=zone_affinity("z2")), {ZONE: "z1"})
+    broken = pv("p")
+    broken["spec"]["nodeAffinity"] = {"required": "yes"}
+    assert not st.check_node_affinity(broken, {ZONE: "z1"})
+    empty = pv("p")
+    empty["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": []}}
+    assert not st.check_node_affinity(empty, {})
+
+
+def test_topology_terms() -> None:
+    terms = [{"matchLabelExpressions": [{"key": ZONE, "values": ["z1", "z2"]}, {"key": REGION, "values": ["r"]}]}]
+    assert st.match_topology_selector_terms(None, {})
+    assert st.match_topology_selector_terms(terms, {ZONE: "z2", REGION: "r"})
+    assert not st.match_topology_selector_terms(terms, {ZONE: "z2"})
+    assert not st.match_topology_selector_terms([{}], {ZONE: "z2"})
+
+
+def test_label_zones_to_set() -> None:
+    assert st.label_zones_to_set("a__b") == {"a", "b"}
+    assert st.label_zones_to_set(" a ") == {"a"}
+    assert st.label_zones_to_set("a__") is None
+
+
+def test_ephemeral_claim_ownership() -> None:
+    p = pod("web", [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}])
+    refs = st.pod_volume_refs(p)
+    assert [(r.claim, r.ephemeral) for r in refs] == [("web-scratch", True)]
+    claim = pvc("web-scratch")
+    assert st.volume_is_for_pod(p, claim) == (
+        "PVC default/web-scratch was not created for pod default/web (pod is not owner)")
+    claim["metadata"]["ownerReferences"] = [{"kind": "Pod", "name": "web", "uid": "uid-web", "controller": True}]
+    assert st.volume_is_for_pod(p, claim) is None
+
+
+# -- CSI translation ----------------------------------------------------------------------------------
+
+def test_inline_translation_handles() -> None:
+    assert csi.translate_inline_volume({"awsElasticBlockStore": {"volumeID": "aws://us-east-1a/vol-1"}}) == (
+        "ebs.csi.aws.com", "vol-1")
+    assert csi.translate_inline_volume({"gcePersistentDisk": {"pdName": "d"}}) == (
+        "pd.csi.storage.gke.io", "projects/UNSPECIFIED/zones/UNSPECIFIED/disks/d")
+    assert csi.translate_inline_volume({"cinder": {"volumeID": "v"}}) == ("cinder.csi.openstack.org", "v")
+    with pytest.raises(csi.TranslationError, match="Invalid format for AWS volume"):
+        csi.translate_inline_volume({"awsElasticBlockStore": {"volumeID": "aws://z/bad"}})
+    with pytest.raises(csi.TranslationError, match="not supported in csi migration"):
+        csi.translate_inline_volume({"azureDisk": {"diskURI": "u", "kind": "Shared"}})
+    with pytest.raises(csi.TranslationError):
+        csi.translate_inline_volume({"azureFile": {"shareName": "s"}})  # migratable, migration not on
+
+
+def test_pv_translation_moves_zone_topology_to_the_csi_key() -> None:
+    src = pv("p", source={"gcePersistentDisk": {"pdName": "d"}}, labels={BETA_ZONE: "us-central1-a__us-central1-b"},
+             affinity=[{"matchExpressions": [{"key": BETA_REGION, "operator": "In", "values": ["us-central1"]}]}])
+    out = csi.translate_pv_to_csi(src)
+    assert out["spec"]["csi"] == {"driver": "pd.csi.storage.gke.io",
+                                  "volumeHandle": "projects/UNSPECIFIED/regions/us-central1/disks/d"}
+    assert "gcePersistentDisk" not in out["spec"] and "gcePersistentDisk" in src["spec"]
+    exprs = out["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"]
+    assert exprs == [{"key": REGION, "operator": "In", "values": ["us-central1"]},
+                     {"key": "topology.gke.io/zone", "operator": "In", "values": ["us-central1-a", "us-central1-b"]}]
+    ebs = csi.translate_pv_to_csi(pv("e", source={"awsElasticBlockStore": {"volumeID": "vol-2"}},
+                                     affinity=zone_affinity("z1")))
+    assert ebs["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"] == [
+        {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["z1"]}]
