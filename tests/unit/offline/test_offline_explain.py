@@ -78,7 +78,9 @@ def test_earlier_pods_are_assumed(tmp_path: Path) -> None:
     first, second = _explain_json(write_list(tmp_path / "s.yaml", objs))
     assert first["pod"] == "default/first" and first["selected"] == "n1"
     assert second["pod"] == "default/second" and second["selected"] is None
-    assert second["message"] == "0/1 nodes are available: 1 Insufficient cpu."
+    # DefaultPreemption's tail, as kube-scheduler v1.37 (equal priorities: nothing to evict).
+    assert second["message"] == ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+                                 "available: 1 No preemption victims found for incoming pod.")
     assert second["filtered"] == {"n1": ["Insufficient cpu"]}
 
 
@@ -88,7 +90,8 @@ def test_unfit_pod_message(tmp_path: Path) -> None:
     (rec,) = _explain_json(write_list(tmp_path / "s.yaml", objs))
     assert rec["selected"] is None and rec["feasible"] == [] and rec["totals"] == {}
     assert rec["message"] == ("0/3 nodes are available: 1 Insufficient cpu, "
-                              "2 node(s) didn't match Pod's node affinity/selector.")
+                              "2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are "
+                              "available: 3 Preemption is not helpful for scheduling.")
     assert rec["filtered"]["a"] == ["Insufficient cpu"]
 
 

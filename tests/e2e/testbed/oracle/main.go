@@ -16,14 +16,17 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
@@ -54,7 +57,16 @@ type result struct {
 	// Nominated is the node DefaultPreemption nominated (victims evicted
 	// there), when the Pod fits nowhere but preemption helps.
 	Nominated *string `json:"nominated,omitempty"`
+	// Victims are the Pods that preemption deleted for this Pod (namespace/name,
+	// sorted; Pods already terminating or deleted earlier are not deleted again).
+	Victims []string `json:"victims,omitempty"`
 }
+
+// deleted records the Pods deleted through the fake client (preemption victims).
+var (
+	deletedMu sync.Mutex
+	deleted   []string
+)
 
 func main() {
 	if err := run(); err != nil {
@@ -114,10 +126,22 @@ func run() error {
 	}
 
 	metrics.Register()
+	// Evict victims synchronously, so each Pod's victims are known when its line is printed.
+	if err := utilfeature.DefaultMutableFeatureGate.Set("SchedulerAsyncPreemption=false"); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	logger := klog.FromContext(ctx)
 	client := fake.NewSimpleClientset(seed...)
+	client.PrependReactor("delete", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if da, ok := action.(k8stesting.DeleteAction); ok {
+			deletedMu.Lock()
+			deleted = append(deleted, da.GetNamespace()+"/"+da.GetName())
+			deletedMu.Unlock()
+		}
+		return false, nil, nil
+	})
 	factory := informers.NewSharedInformerFactory(client, 0)
 
 	var versioned configv1.KubeSchedulerConfiguration
@@ -175,10 +199,19 @@ func run() error {
 
 	out := json.NewEncoder(os.Stdout)
 	for _, pod := range pending {
+		deletedMu.Lock()
+		deleted = nil
+		deletedMu.Unlock()
 		res, err := schedule(ctx, fw, snapshot, pod)
 		if err != nil {
 			return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
+		deletedMu.Lock()
+		if len(deleted) > 0 {
+			res.Victims = append([]string{}, deleted...)
+			sort.Strings(res.Victims)
+		}
+		deletedMu.Unlock()
 		if err := out.Encode(res); err != nil {
 			return err
 		}
@@ -264,9 +297,9 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 			diagnosis.NodeToStatus.SetAbsentNodesStatus(fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't satisfy plugin(s)"))
 		}
 		pfResult, pfStatus := fw.RunPostFilterPlugins(ctx, state, pod, diagnosis.NodeToStatus)
-		if pfStatus != nil && !pfStatus.IsSuccess() {
-			diagnosis.PostFilterMsg = pfStatus.Message()
-		}
+		// As schedule_one.go: the PostFilter message is kept whatever the code (a successful
+		// preemption adds "preemption: found a potential placement for pod on node ...").
+		diagnosis.PostFilterMsg = pfStatus.Message()
 		if pfResult != nil && pfResult.NominatingInfo != nil && pfResult.NominatedNodeName != "" {
 			nominated := pfResult.NominatedNodeName
 			res.Nominated = &nominated
