@@ -224,3 +224,23 @@ async def test_creation_to_binding_latency(testbed: Testbed, api_client: client.
         (sched.log_path.parent / "latency.txt").write_text(report + "\n")
         assert statistics.median(single) < 1.0, report
         assert statistics.median(burst) < 5.0, report
+
+
+async def test_survives_apiserver_restart(testbed: Testbed, api_client: client.ApiClient, objs: Cleanup) -> None:
+    """The watches break and the Lease cannot be renewed while kube-apiserver restarts; the process
+    keeps running, re-watches (kopf) and reconciles, and schedules new Pods on new Nodes afterwards."""
+    await objs.node(unique_name("hiccup"), {"cpu": "4", "memory": "8Gi", "pods": "110"})
+    async with running_scheduler(testbed, "apiserver-restart") as sched:
+        before = await objs.pod(unique_name("before"), requests={"cpu": "100m"})
+        await wait_for_pod_scheduled(api_client, before)
+        await asyncio.to_thread(testbed.restart_apiserver)
+        # A Node and a Pod created after the restart: the Pod asks for more than the first Node has.
+        later = unique_name("hiccup-later")
+        await wait_for(lambda: objs.node(later, {"cpu": "16", "memory": "8Gi", "pods": "110"}), timeout=60,
+                       interval=0.5, what="creating a node after the restart")
+        after = unique_name("after")
+        await wait_for(lambda: objs.pod(after, requests={"cpu": "8"}), timeout=60, interval=0.5,
+                       what="creating a pod after the restart")
+        bound = await wait_for_pod_scheduled(api_client, after, timeout=90)
+        assert bound.spec.node_name == later
+        assert sched.alive()
