@@ -28,6 +28,7 @@ import fcntl
 import ipaddress
 import json
 import os
+import queue
 import random
 import shutil
 import signal
@@ -42,7 +43,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypeVar
 
 MODULE_DIR = Path(__file__).resolve().parent
 """The Go module that pins the upstream versions."""
@@ -71,6 +72,7 @@ APISERVER = "kube-apiserver"
 KUBE_SCHEDULER = "kube-scheduler"
 
 ProgressFn = Callable[[str], None]
+T = TypeVar("T")
 
 
 class TestbedError(RuntimeError):
@@ -195,12 +197,10 @@ def build(progress: ProgressFn = _say, heartbeat: float = 30.0) -> Path:
         ]
         progress(
             f"building k8s {versions.kubernetes} + etcd {versions.etcd} with {versions.go} into {dest}"
-            " (cold: ~5 min on 2 cores; log {build_log})".replace("{build_log}", str(build_log))
+            " (cold: 5-9 min on 2 cores; log {build_log})".replace("{build_log}", str(build_log))
         )
+        total = _count_deps()
         start = time.monotonic()
-        last_report = start
-        compiled = 0
-        last_pkg = ""
         with open(build_log, "w") as log:
             log.write(" ".join(cmd) + "\n")
             proc = subprocess.Popen(
@@ -211,17 +211,7 @@ def build(progress: ProgressFn = _say, heartbeat: float = 30.0) -> Path:
                 stderr=subprocess.STDOUT,
                 text=True,
             )
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log.write(line)
-                compiled += 1
-                last_pkg = line.strip()
-                now = time.monotonic()
-                if now - last_report >= heartbeat:
-                    last_report = now
-                    log.flush()
-                    progress(f"  {_fmt_secs(now - start)}: {compiled} packages built, now at {last_pkg}")
-            rc = proc.wait()
+            rc = _follow(proc, log, start, heartbeat, total, progress)
         if rc != 0:
             raise TestbedError(f"go build failed (exit {rc}); last lines of {build_log}:\n{_tail(build_log)}")
         for name in ("v3", "server"):  # the binary is named after the package's last non-version element
@@ -248,6 +238,55 @@ def build(progress: ProgressFn = _say, heartbeat: float = 30.0) -> Path:
         staging.rename(dest)
         progress(f"built in {_fmt_secs(seconds)}: {', '.join(BINARIES)} in {dest}")
         return dest
+
+
+def _count_deps() -> int | None:
+    """How many packages the build involves (``go list -deps``), for progress; None if unknown."""
+    try:
+        return len(_run_go(["list", "-deps", *GO_PACKAGES]).splitlines())
+    except TestbedError:
+        return None
+
+
+def _follow(
+    proc: subprocess.Popen[str],
+    log: IO[str],
+    start: float,
+    heartbeat: float,
+    total: int | None,
+    progress: ProgressFn,
+) -> int:
+    """Copy ``go build -v`` output (one line per package compiled) to ``log``; report every
+    ``heartbeat`` seconds, also while go is silent (linking). Returns the exit status."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, name="go-build-output", daemon=True).start()
+    compiled, last_pkg = 0, ""
+    next_report = start + heartbeat
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, next_report - time.monotonic()))
+        except queue.Empty:
+            line = ""
+        if line is None:
+            break
+        if line:
+            log.write(line)
+            compiled += 1
+            last_pkg = line.strip()
+        now = time.monotonic()
+        if now >= next_report:
+            next_report = now + heartbeat
+            log.flush()
+            done = f"{compiled} of at most {total}" if total else str(compiled)
+            progress(f"  {_fmt_secs(now - start)}: {done} packages compiled; last: {last_pkg or '-'}")
+    return proc.wait()
 
 
 def _fmt_secs(s: float) -> str:
@@ -466,6 +505,13 @@ class ProcInfo:
     alive: bool
     port: int | None
     log: Path
+    crashed: bool = False
+    """It has a pid file (nobody stopped it) but is not alive."""
+
+    @property
+    def state(self) -> str:
+        """``running``, ``stopped`` (by ``stop``/``down``) or ``CRASHED``."""
+        return "running" if self.alive else "CRASHED" if self.crashed else "stopped"
 
 
 class Testbed:
@@ -710,6 +756,9 @@ class Testbed:
 
     def start_etcd(self, timeout: float = 60.0) -> None:
         """Start etcd (data in DIR/etcd; ports reused from state.json) and wait for /health."""
+        self._with_port_retry(ETCD, ["etcd-client", "etcd-peer"], lambda: self._start_etcd(timeout))
+
+    def _start_etcd(self, timeout: float) -> None:
         client, peer = self._port("etcd-client"), self._port("etcd-peer")
         client_url, peer_url = f"http://127.0.0.1:{client}", f"http://127.0.0.1:{peer}"
         argv = [
@@ -735,6 +784,9 @@ class Testbed:
 
     def start_apiserver(self, timeout: float = 180.0) -> None:
         """Start kube-apiserver against the running etcd and wait for /readyz."""
+        self._with_port_retry(APISERVER, [APISERVER], lambda: self._start_apiserver(timeout))
+
+    def _start_apiserver(self, timeout: float) -> None:
         port = self._port(APISERVER)
         pki = self.pki_dir
         argv = [
@@ -795,6 +847,21 @@ class Testbed:
         a second one with another ``name`` for fail-over tests (pass ``wait_leading=False``:
         it waits as a follower). Verbosity: ``verbosity``, else env TESTBED_KUBE_SCHEDULER_V, else 2.
         """
+        return self._with_port_retry(
+            name,
+            [name],
+            lambda: self._start_kube_scheduler(name, config, verbosity, wait_leading, timeout, extra_args),
+        )
+
+    def _start_kube_scheduler(
+        self,
+        name: str,
+        config: dict[str, Any] | None,
+        verbosity: int | None,
+        wait_leading: bool,
+        timeout: float,
+        extra_args: Sequence[str],
+    ) -> int:
         port = self._port(name)
         kubeconfig = self.dir / "kube-scheduler.kubeconfig"
         cfg: dict[str, Any] = {
@@ -834,6 +901,22 @@ class Testbed:
 
         self._wait(name, healthy, timeout, "healthy and leading" if wait_leading else "healthy")
         return port
+
+    def _with_port_retry(self, name: str, port_keys: Sequence[str], start: Callable[[], T]) -> T:
+        """Run ``start``; if it fails on a port it just picked that another process grabbed
+        first (other test beds run concurrently), pick new ports and try again."""
+        fresh = [k for k in port_keys if k not in self._state.get("ports", {})]
+        for attempt in range(3):
+            try:
+                return start()
+            except TestbedError:
+                clash = "address already in use" in self._log_since_start(name).lower()
+                if not (fresh and clash) or attempt == 2:
+                    raise
+                self.stop(name, kill=True)
+                for k in fresh:
+                    self._state["ports"].pop(k, None)
+        raise AssertionError("unreachable")
 
     def is_leading(self, name: str = KUBE_SCHEDULER) -> bool:
         """Whether ``name``'s log (since its last start) says it acquired its leader lease."""
@@ -940,5 +1023,8 @@ class Testbed:
         out = []
         for name, info in sorted(self._state.get("processes", {}).items()):
             pid = self.pid(name)
-            out.append(ProcInfo(name, pid or info.get("pid"), pid is not None, info.get("port"), self.log_file(name)))
+            crashed = pid is None and self.pid_file(name).exists()
+            out.append(
+                ProcInfo(name, pid or info.get("pid"), pid is not None, info.get("port"), self.log_file(name), crashed)
+            )
         return out
