@@ -354,6 +354,14 @@ class GPURequest:
     nvlink: bool = False
 
 
+def _dict(v: object) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: object) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
 def _resource_count(pod: PodInfo, keys: GPUKeys) -> int:
     """The Pod's ``nvidia.com/gpu`` request (limits stand in for missing requests, per container).
 
@@ -364,11 +372,9 @@ def _resource_count(pod: PodInfo, keys: GPUKeys) -> int:
     rn = keys.resource_name
     limits_only = False
     for ckey in ("containers", "initContainers"):
-        for c in spec.get(ckey) or []:
-            res = (c.get("resources") or {}) if isinstance(c, dict) else {}
-            req = res.get("requests") or {}
-            lim = res.get("limits") or {}
-            if isinstance(lim, dict) and rn in lim and not (isinstance(req, dict) and rn in req):
+        for c in _list(spec.get(ckey)):
+            res = _dict(c.get("resources")) if isinstance(c, dict) else {}
+            if rn in _dict(res.get("limits")) and rn not in _dict(res.get("requests")):
                 limits_only = True
     if not limits_only:
         return pod.requests.scalar.get(rn, 0)
@@ -376,14 +382,14 @@ def _resource_count(pod: PodInfo, keys: GPUKeys) -> int:
     new_spec: dict[str, Any] = dict(spec)
     for ckey in ("containers", "initContainers"):
         conts = []
-        for i, c in enumerate(spec.get(ckey) or []):
+        for i, c in enumerate(_list(spec.get(ckey))):
             if not isinstance(c, dict):
                 conts.append(c)
                 continue
-            res = dict(c.get("resources") or {})
-            req = dict(res.get("requests") or {})
-            lim = res.get("limits") or {}
-            if isinstance(lim, dict) and rn in lim and rn not in req:
+            res = dict(_dict(c.get("resources")))
+            req = dict(_dict(res.get("requests")))
+            lim = _dict(res.get("limits"))
+            if rn in lim and rn not in req:
                 try:
                     quantity.parse(lim[rn])
                 except quantity.QuantityError as exc:

@@ -185,3 +185,22 @@ def test_malformed_node_metadata_gives_a_reason(labels: dict[str, str], annotati
                                                 reason: str) -> None:
     spec = parse_node(NodeInfo(gpu_node("n", 4, labels=labels, annotations=annotations)), KEYS)
     assert spec.error == reason
+
+
+def test_oddly_typed_pod_fields_do_not_raise_unexpected_errors() -> None:
+    pod = {"metadata": {"name": "p", "annotations": "not-a-map"},
+           "spec": {"containers": [{"name": "a", "resources": {"limits": "x"}},
+                                   {"name": "b", "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": None}}]}}
+    req = parse_request(PodInfo(pod), KEYS)
+    assert req.count == 2 and req.models == ()
+
+
+def test_oddly_typed_node_metadata_fails_the_node_not_the_plugin() -> None:
+    node = gpu_node("n", 2)
+    node["metadata"]["labels"]["nvidia.com/gpu.product"] = 7
+    want = 'node(s) had invalid label nvidia.com/gpu.product="7": not a string'
+    assert parse_node(NodeInfo(node), KEYS).error == want
+    node["metadata"]["labels"] = ["x"]
+    node["metadata"]["annotations"] = None
+    spec = parse_node(NodeInfo(node), KEYS)
+    assert spec.error is None and spec.total == 2
