@@ -26,9 +26,13 @@ Not implemented by py-scheduler (clear reasons instead of a wrong placement):
   :data:`API_ALLOCATION_UNSUPPORTED` (and call Unreserve) instead of binding it. ``explain`` /
   ``simulate`` keep the allocation in memory so later Pods see the devices as taken.
 * PostFilter's deallocation of a claim allocated elsewhere (an API write): the reason says so.
-* admin access, consumable capacity, partitionable devices (counters), binding conditions,
-  extended resources that a node must provide through DRA: UnschedulableAndUnresolvable naming
-  the feature. DeviceTaintRules are not read (taints in the ResourceSlices are honoured).
+* admin access, consumable capacity, partitionable devices (counters), binding conditions:
+  UnschedulableAndUnresolvable naming the feature. DeviceTaintRules are not read (taints in the
+  ResourceSlices are honoured).
+
+Extended resources backed by a DeviceClass (``DRAExtendedResource``) are allocated like upstream
+(the special ``<extended-resources>`` claim with one request per container) on nodes whose device
+plugins do not advertise them.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.framework import quantity as qty
 from scheduler.framework.interfaces import PostFilterResult, PreFilterResult
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins.dynamic_resources.allocator import (
@@ -156,6 +161,7 @@ class DRAState:
     node_allocations: dict[str, list[Obj]] = field(default_factory=dict)
     ext_resources: dict[str, int] = field(default_factory=dict)
     resolver: DeviceClassResolver | None = None
+    pod_spec: Obj = field(default_factory=dict)
 
     def clone(self) -> DRAState:
         return self
@@ -453,6 +459,7 @@ class DynamicResources:
             return None
         s.ext_resources = scalar
         s.resolver = resolver
+        s.pod_spec = pod.spec
         for c in objects.list("ResourceClaim", pod.namespace):
             meta = _meta(c)
             if (meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) != "true":
@@ -550,11 +557,12 @@ class DynamicResources:
             return None, None
         if _allocation(ext) is not None:
             return None, None
-        if need:
-            return None, _unsupported(f"extended resources backed by DRA ({', '.join(sorted(need))}) that the "
-                                      f"node has to provide through a DeviceClass")
         node_claim = copy.deepcopy(ext)
-        node_claim["spec"] = {"devices": {"requests": []}}
+        try:
+            reqs = _extended_resource_requests(s.pod_spec, {n: s.ext_resources[n] for n in need}, resolver)
+        except (TypeError, ValueError, AttributeError) as exc:
+            return None, _unresolvable(f"invalid extended resource request: {exc}")
+        node_claim["spec"] = {"devices": {"requests": reqs}}
         return node_claim, None
 
     # -- PostFilter ------------------------------------------------------------------------------
@@ -690,6 +698,58 @@ class DynamicResources:
     def in_flight_claims(self) -> list[str]:
         """``namespace/name`` of the claims whose allocation is in flight (Reserved, not yet written)."""
         return sorted(claim_ref(entry[0]) for entry in self._in_flight.values())
+
+
+def _container_request(index: int, container: Obj, resource: str, class_name: str,
+                        reusable: list[Obj | None]) -> Obj | None:
+    """``createResourceRequestAndMappings``: the device request of one container for ``resource``
+    (named ``container-<index>-request-<position of resource in the sorted request names>``), less
+    what ``reusable`` requests of later long-lived containers already provide; None if none needed."""
+    creqs = (container.get("resources") or {}).get("requests") or {}
+    if not isinstance(creqs, dict) or resource not in creqs:
+        return None
+    q = qty.parse(creqs[resource])
+    if q != q.to_integral_value() or q == 0:
+        return None
+    crq = int(q)
+    total = 0
+    for r in reusable:
+        if r is not None:
+            total += int(r["exactly"]["count"])
+            if total >= crq:
+                return None
+    ridx = sorted(str(k) for k in creqs).index(resource)
+    return {"name": f"container-{index}-request-{ridx}",
+            "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": crq - total}}
+
+
+def _extended_resource_requests(spec: Obj, resources: dict[str, int], resolver: DeviceClassResolver) -> list[Obj]:
+    """``createRequestsAndMappings``: the device requests of the special claim for the extended
+    resources the node must provide through DRA: one per long-lived container (regular and sidecar
+    init containers) plus the largest one of the short-lived init containers, sorted by name."""
+    inits = [c for c in spec.get("initContainers") or [] if isinstance(c, dict)]
+    containers = inits + [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    long_lived = [i for i, c in enumerate(containers) if i >= len(inits) or c.get("restartPolicy") == "Always"]
+    short_lived = [i for i in range(len(inits)) if i not in long_lived]
+    out: list[Obj] = []
+    for resource in sorted(resources):
+        dc = resolver.get(resource)
+        if dc is None:
+            continue
+        class_name = str(_meta(dc).get("name") or "")
+        long_reqs: list[Obj | None] = [None] * len(containers)
+        for i in long_lived:
+            long_reqs[i] = _container_request(i, containers[i], resource, class_name, [])
+        biggest: Obj | None = None
+        for i in short_lived:
+            r = _container_request(i, containers[i], resource, class_name, long_reqs[i:])
+            if r is not None and (biggest is None or biggest["exactly"]["count"] < r["exactly"]["count"]):
+                biggest = r
+        if biggest is not None:
+            out.append(biggest)
+        out.extend(r for r in long_reqs if r is not None)
+    out.sort(key=lambda r: str(r["name"]))
+    return out
 
 
 def _controlled_by(claim: Obj, pod_uid: str) -> bool:

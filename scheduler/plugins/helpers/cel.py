@@ -370,8 +370,10 @@ def compile_selector(expression: str) -> CompiledSelector:
             ast = _ENV.compile(expression)
             res.program = _ENV.program(ast, functions=_FUNCTIONS)
         except Exception as exc:  # celpy raises CELParseError / lark errors for syntax problems
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            res.error = CELCompileError(f"compilation failed: ERROR: <input>: Syntax error: {first}")
+            line, column = getattr(exc, "line", None), getattr(exc, "column", None)
+            where = f"<input>:{line}:{column}" if line is not None and column is not None else "<input>"
+            pointer = f"\n | {expression}\n | {'.' * (int(column) - 1)}^" if isinstance(column, int) else ""
+            res.error = CELCompileError(f"compilation failed: ERROR: {where}: Syntax error{pointer}")
     _CACHE[expression] = res
     if len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)

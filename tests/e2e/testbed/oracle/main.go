@@ -22,12 +22,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	configv1 "k8s.io/kube-scheduler/config/v1"
@@ -157,6 +159,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	draManager := dynamicresources.NewDRAManager(ctx, claimCache, tracker, factory)
+	// As kube-scheduler's eventhandlers.go: the DeviceClass informer feeds the
+	// extended-resource cache (DRAExtendedResource, GA in 1.37), which
+	// NodeResourcesFit and DynamicResources consult for DRA-backed extended resources.
+	erCache := draManager.DeviceClassResolver().(*extendedresourcecache.ExtendedResourceCache)
+	if _, err := factory.Resource().V1().DeviceClasses().Informer().AddEventHandler(erCache); err != nil {
+		return err
+	}
 	snapshot := internalcache.NewSnapshot(bound, nodes)
 	recorder := func(string) events.EventRecorderLogger { return events.NewFakeRecorder(100) }
 	profiles, err := profile.NewMap(ctx, cfg.Profiles, plugins.NewInTreeRegistry(), recorder,
@@ -167,7 +177,7 @@ func run() error {
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
 		frameworkruntime.WithMutableSnapshotLister(snapshot),
-		frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(ctx, claimCache, tracker, factory)),
+		frameworkruntime.WithSharedDRAManager(draManager),
 		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
 	)
 	if err != nil {
@@ -180,17 +190,26 @@ func run() error {
 	// wait until both hold every input object, or DynamicResources would see
 	// "could not find ResourceClaim" for claims that exist.
 	wantClaims, wantSlices := 0, 0
+	var classes []string
 	for _, o := range others {
-		switch o.(type) {
+		switch c := o.(type) {
 		case *resourceapi.ResourceClaim:
 			wantClaims++
 		case *resourceapi.ResourceSlice:
 			wantSlices++
+		case *resourceapi.DeviceClass:
+			classes = append(classes, c.Name)
 		}
 	}
 	for i := 0; i < 5000; i++ {
 		slices, _ := tracker.ListPatchedResourceSlices()
-		if tracker.HasSynced() && len(claimCache.List(nil)) >= wantClaims && len(slices) >= wantSlices {
+		classesKnown := true
+		for _, name := range classes {
+			if erCache.GetDeviceClass(v1.ResourceName("deviceclass.resource.kubernetes.io/"+name)) == nil {
+				classesKnown = false
+			}
+		}
+		if tracker.HasSynced() && len(claimCache.List(nil)) >= wantClaims && len(slices) >= wantSlices && classesKnown {
 			break
 		}
 		time.Sleep(time.Millisecond)
@@ -254,7 +273,7 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 	}
 	state := framework.NewCycleState()
 	diagnosis := framework.Diagnosis{NodeToStatus: framework.NewDefaultNodeToStatus()}
-	preRes, s, _ := fw.RunPreFilterPlugins(ctx, state, pod)
+	preRes, s, unscheduledPlugins := fw.RunPreFilterPlugins(ctx, state, pod)
 	var feasible []fwk.NodeInfo
 	if !s.IsSuccess() {
 		if !s.IsRejected() {
@@ -294,7 +313,7 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 	sort.Strings(res.Feasible)
 	if len(feasible) == 0 {
 		if !preRes.AllNodes() && s.IsSuccess() {
-			diagnosis.NodeToStatus.SetAbsentNodesStatus(fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't satisfy plugin(s)"))
+			diagnosis.NodeToStatus.SetAbsentNodesStatus(fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node(s) didn't satisfy plugin(s) %v", sets.List(unscheduledPlugins))))
 		}
 		pfResult, pfStatus := fw.RunPostFilterPlugins(ctx, state, pod, diagnosis.NodeToStatus)
 		// As schedule_one.go: the PostFilter message is kept whatever the code (a successful
