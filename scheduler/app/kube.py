@@ -143,6 +143,9 @@ class Kube:
         retries: extra attempts for retryable failures.
     """
 
+    initial_backoff = 0.2
+    """Seconds before the first retry (doubling, at most 5 s)."""
+
     def __init__(self, api: k8s_client.ApiClient, qps: float = 50.0, burst: int = 100, retries: int = 5) -> None:
         self.api = api
         self.limiter = RateLimiter(qps, burst)
@@ -198,7 +201,7 @@ class Kube:
             NotFound, Conflict, KubeError: the final failure after retries.
         """
         attempts = (self.retries if retries is None else retries) + 1
-        delay = 0.2
+        delay = self.initial_backoff
         last: KubeError | None = None
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
              if v is not None]

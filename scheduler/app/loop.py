@@ -177,10 +177,12 @@ class SchedulingLoop:
             if fw.post_filter_plugins and result.nodes_evaluated > 0:
                 m.PREEMPTION_ATTEMPTS.inc()
             pf: PostFilterResult | None = result.post_filter
-            if pf is not None and pf.nominated_node_name:
+            if pf is not None:
+                # "" clears an earlier nomination (NominatingMode Override), a name sets it.
                 nominated = pf.nominated_node_name
                 victims = list(pf.victims)
-                m.PREEMPTION_VICTIMS.observe(len(victims))
+                if nominated:
+                    m.PREEMPTION_VICTIMS.observe(len(victims))
             message = result.message or "0/0 nodes are available"
             log.info("Unable to schedule pod; no fit; waiting pod=%s err=%s", pi.key, message)
             self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, message, start, RESULT_UNSCHEDULABLE,

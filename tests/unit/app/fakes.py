@@ -1,0 +1,100 @@
+"""In-memory stand-ins for the API adapter (``scheduler.app.kube.Kube``) used by the app unit tests."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from scheduler.app.kube import Conflict, KubeError, NotFound
+
+Obj = dict[str, Any]
+
+
+class FakeKube:
+    """Records every write; Leases live in a dict with resourceVersion checks like the API."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.bind_error: KubeError | None = None
+        self.lease_error: KubeError | None = None
+        self.events: list[Obj] = []
+        self.status_patches: list[tuple[str, Obj]] = []
+        self.deleted: list[tuple[str, str | None]] = []
+        self.leases: dict[str, Obj] = {}
+        self._rv = 100
+        self.lists: dict[str, tuple[list[Obj], str]] = {}
+
+    # pods
+    async def bind(self, namespace: str, name: str, uid: str, node: str, binding: Obj | None = None) -> None:
+        self.calls.append(("bind", (f"{namespace}/{name}", node, uid)))
+        if self.bind_error is not None:
+            raise self.bind_error
+
+    async def patch_pod_annotations(self, namespace: str, name: str, annotations: Any, uid: str | None = None) -> Obj:
+        self.calls.append(("annotate", (f"{namespace}/{name}", dict(annotations))))
+        return {}
+
+    async def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:
+        self.calls.append(("status", f"{namespace}/{name}"))
+        self.status_patches.append((f"{namespace}/{name}", patch))
+        return {}
+
+    async def delete_pod(self, namespace: str, name: str, uid: str | None = None,
+                         grace_period_seconds: int | None = None) -> None:
+        self.calls.append(("delete", f"{namespace}/{name}"))
+        self.deleted.append((f"{namespace}/{name}", uid))
+
+    # events
+    async def create_event(self, namespace: str, event: Obj) -> Obj:
+        self.calls.append(("event", event["reason"]))
+        self.events.append(event)
+        return event
+
+    async def patch_event(self, namespace: str, name: str, patch: Obj) -> Obj:
+        self.calls.append(("event-series", name))
+        for ev in self.events:
+            if ev["metadata"]["name"] == name:
+                ev["series"] = patch["series"]
+                return ev
+        raise NotFound(404, "NotFound", name)
+
+    # lists
+    async def list_objects(self, path: str, **_: Any) -> tuple[list[Obj], str]:
+        if path not in self.lists:
+            raise NotFound(404, "NotFound", path)
+        items, rv = self.lists[path]
+        return copy.deepcopy(items), rv
+
+    # leases
+    async def get_lease(self, namespace: str, name: str, timeout: float = 0) -> Obj | None:
+        if self.lease_error is not None:
+            raise self.lease_error
+        lease = self.leases.get(f"{namespace}/{name}")
+        return copy.deepcopy(lease) if lease is not None else None
+
+    async def create_lease(self, namespace: str, lease: Obj, timeout: float = 0) -> Obj:
+        if self.lease_error is not None:
+            raise self.lease_error
+        key = f"{namespace}/{lease['metadata']['name']}"
+        if key in self.leases:
+            raise Conflict(409, "AlreadyExists", key)
+        self._rv += 1
+        stored = copy.deepcopy(lease)
+        stored["metadata"]["resourceVersion"] = str(self._rv)
+        self.leases[key] = stored
+        return copy.deepcopy(stored)
+
+    async def update_lease(self, namespace: str, name: str, lease: Obj, timeout: float = 0) -> Obj:
+        if self.lease_error is not None:
+            raise self.lease_error
+        key = f"{namespace}/{name}"
+        cur = self.leases.get(key)
+        if cur is None:
+            raise NotFound(404, "NotFound", key)
+        if lease["metadata"].get("resourceVersion") != cur["metadata"]["resourceVersion"]:
+            raise Conflict(409, "Conflict", "the object has been modified")
+        self._rv += 1
+        stored = copy.deepcopy(lease)
+        stored["metadata"]["resourceVersion"] = str(self._rv)
+        self.leases[key] = stored
+        return copy.deepcopy(stored)

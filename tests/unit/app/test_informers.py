@@ -1,0 +1,209 @@
+"""Informers without a cluster: the object store (stale events, tombstones, reconcile after a
+re-list), the event routing of ``eventhandlers.go`` into cache, queue and ClusterObjects, and the
+reconcile LIST through a fake adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.app.informers import KINDS_BY_NAME, EventHandlers, Informers, ObjectStore
+from scheduler.cache.cache import Cache
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import PodInfo
+from scheduler.plugins.queue_sort import PrioritySort
+from scheduler.queue.scheduling_queue import ACTIVE_Q, PriorityQueue
+from tests.unit.app.fakes import FakeKube
+
+POD = KINDS_BY_NAME["Pod"]
+NODE = KINDS_BY_NAME["Node"]
+SVC = KINDS_BY_NAME["Service"]
+
+
+def pod(name: str, rv: int, node: str = "", scheduler: str = "py-scheduler", phase: str | None = None,
+        uid: str | None = None, **spec: Any) -> dict[str, Any]:
+    p: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}", "resourceVersion": str(rv)},
+        "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                 **spec},
+    }
+    if node:
+        p["spec"]["nodeName"] = node
+    if phase:
+        p["status"] = {"phase": phase}
+    return p
+
+
+def node(name: str, rv: int, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": str(rv), "labels": labels},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+
+
+# -- ObjectStore ---------------------------------------------------------------------------------
+
+
+def test_store_turns_events_into_deltas_and_drops_stale_ones() -> None:
+    s = ObjectStore()
+    assert s.apply(POD, "ADDED", pod("a", 5)) == (None, pod("a", 5))
+    assert s.apply(POD, None, pod("a", 5)) is None  # the same version again (a listing)
+    assert s.apply(POD, "MODIFIED", pod("a", 4)) is None  # older
+    old, new = s.apply(POD, "MODIFIED", pod("a", 7, node="n")) or (None, None)
+    assert old is not None and new is not None and new["spec"]["nodeName"] == "n"
+    assert s.apply(POD, "DELETED", pod("a", 9)) == (pod("a", 7, node="n"), None)
+    # a late listing event from before the deletion cannot resurrect it
+    assert s.apply(POD, None, pod("a", 7, node="n")) is None
+    # a newer object under the same name (recreated) is an add
+    assert s.apply(POD, "ADDED", pod("a", 12, uid="uid-2")) == (None, pod("a", 12, uid="uid-2"))
+
+
+def test_store_strips_managed_fields() -> None:
+    s = ObjectStore()
+    p = pod("a", 1)
+    p["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    s.apply(POD, "ADDED", p)
+    stored = s.get("Pod", "default/a")
+    assert stored is not None and "managedFields" not in stored["metadata"]
+
+
+def test_reconcile_removes_what_vanished_but_keeps_newer_objects() -> None:
+    s = ObjectStore()
+    s.apply(NODE, "ADDED", node("gone", 3))
+    s.apply(NODE, "ADDED", node("kept", 4))
+    s.apply(NODE, "ADDED", node("newer", 20))  # created after the LIST was taken
+    deltas = s.reconcile(NODE, [node("kept", 4), node("fresh", 9)], "10")
+    assert sorted((o or n or {})["metadata"]["name"] for o, n in deltas) == ["fresh", "gone"]
+    assert (node("gone", 3), None) in deltas
+    assert {n["metadata"]["name"] for n in s.list_kind("Node")} == {"kept", "fresh", "newer"}
+
+
+# -- EventHandlers -------------------------------------------------------------------------------
+
+
+def handlers() -> tuple[EventHandlers, Cache, PriorityQueue]:
+    fw = Framework("py-scheduler", [(PrioritySort(), 0)])
+    cache = Cache()
+    queue = PriorityQueue({"py-scheduler": fw})
+    return EventHandlers(cache, queue, ["py-scheduler"]), cache, queue
+
+
+def test_unbound_pod_of_ours_is_queued_others_are_not() -> None:
+    h, cache, queue = handlers()
+    h.on_delta(POD, None, pod("ours", 1))
+    h.on_delta(POD, None, pod("theirs", 1, scheduler="default-scheduler"))
+    assert queue.where("default", "ours") == ACTIVE_Q
+    assert queue.where("default", "theirs") is None
+    assert cache.pod_count() == 0
+
+
+def test_binding_moves_pod_from_queue_to_cache() -> None:
+    h, cache, queue = handlers()
+    h.on_delta(NODE, None, node("n1", 1))
+    h.on_delta(POD, None, pod("a", 2))
+    h.on_delta(POD, pod("a", 2), pod("a", 3, node="n1"))
+    assert queue.where("default", "a") is None
+    ni = cache.node_info("n1")
+    assert ni is not None and ni.requested.milli_cpu == 1000
+
+
+def test_bound_pods_of_any_scheduler_are_accounted() -> None:
+    h, cache, _ = handlers()
+    h.on_delta(NODE, None, node("n1", 1))
+    h.on_delta(POD, None, pod("x", 2, node="n1", scheduler="default-scheduler"))
+    ni = cache.node_info("n1")
+    assert ni is not None and len(ni.pods) == 1
+
+
+def test_terminal_pod_releases_resources() -> None:
+    h, cache, _ = handlers()
+    h.on_delta(NODE, None, node("n1", 1))
+    h.on_delta(POD, None, pod("a", 2, node="n1"))
+    h.on_delta(POD, pod("a", 2, node="n1"), pod("a", 3, node="n1", phase="Succeeded"))
+    ni = cache.node_info("n1")
+    assert ni is not None and not ni.pods
+
+
+def test_deleted_pods_leave_queue_and_cache() -> None:
+    h, cache, queue = handlers()
+    h.on_delta(NODE, None, node("n1", 1))
+    h.on_delta(POD, None, pod("q", 2))
+    h.on_delta(POD, None, pod("b", 3, node="n1"))
+    h.on_delta(POD, pod("q", 2), None)
+    h.on_delta(POD, pod("b", 3, node="n1"), None)
+    assert queue.where("default", "q") is None
+    assert cache.pod_count() == 0
+
+
+def test_assumed_pod_deleted_releases_its_room() -> None:
+    h, cache, queue = handlers()
+    h.on_delta(NODE, None, node("n1", 1))
+    p = pod("a", 2)
+    h.on_delta(POD, None, p)
+    qpi = queue.pop_nowait()
+    assert qpi is not None
+    cache.assume_pod(PodInfo({**p, "spec": {**p["spec"], "nodeName": "n1"}}))
+    h.on_delta(POD, p, None)
+    assert not cache.is_assumed_pod(p) and cache.pod_count() == 0
+
+
+def test_node_events_update_cache() -> None:
+    h, cache, _ = handlers()
+    h.on_delta(NODE, None, node("n1", 1))
+    h.on_delta(NODE, node("n1", 1), node("n1", 2, zone="z"))
+    ni = cache.node_info("n1")
+    assert ni is not None and ni.labels == {"zone": "z"}
+    h.on_delta(NODE, node("n1", 2), None)
+    assert cache.node_info("n1") is None
+
+
+def test_other_kinds_go_to_cluster_objects() -> None:
+    h, cache, _ = handlers()
+    svc = {"metadata": {"name": "s", "namespace": "ns1", "resourceVersion": "1"}, "spec": {"selector": {"a": "b"}}}
+    h.on_delta(SVC, None, svc)
+    assert cache.objects.get("Service", "ns1/s") == svc
+    h.on_delta(SVC, svc, None)
+    assert cache.objects.list("Service") == []
+
+
+def test_handler_errors_are_contained() -> None:
+    h, cache, _ = handlers()
+
+    def boom(*_: Any) -> None:
+        raise RuntimeError("bug")
+
+    cache.add_node = boom  # type: ignore[method-assign]
+    h.on_delta(NODE, None, node("n1", 1))  # logged, not raised
+
+
+# -- Informers.reconcile -------------------------------------------------------------------------
+
+
+async def test_reconcile_through_the_adapter_and_optional_kinds() -> None:
+    h, cache, _ = handlers()
+    kube = FakeKube()
+    inf = Informers(kube, h)  # type: ignore[arg-type]
+    inf.on_event("Node", "ADDED", node("stale", 1))
+    kube.lists["/api/v1/nodes"] = ([node("n1", 5)], "6")
+    assert await inf.reconcile(NODE) == 2
+    assert cache.node_names() == ["n1"]
+    assert await inf.reconcile(KINDS_BY_NAME["DeviceClass"]) == 0
+    assert "DeviceClass" in inf.unavailable
+
+
+async def test_listing_events_after_sync_mark_a_relist() -> None:
+    h, _, _ = handlers()
+    inf = Informers(FakeKube(), h)  # type: ignore[arg-type]
+    inf.on_event("Node", None, node("n1", 1))
+    assert inf._listing_seen == {}
+    inf.synced.set()
+    inf.on_event("Node", None, node("n1", 1))
+    assert "Node" in inf._listing_seen
+
+
+def test_kopf_registry_and_settings() -> None:
+    h, _, _ = handlers()
+    inf = Informers(FakeKube(), h)  # type: ignore[arg-type]
+    registry = inf.build_registry()
+    assert len(list(registry._watching.get_all_handlers())) == len(inf.kinds)
+    settings = inf.build_settings()
+    assert settings.peering.standalone and not settings.posting.enabled and settings.scanning.disabled
+    selectors = list(settings.watching.field_selectors.values())
+    assert selectors == ["status.phase!=Succeeded,status.phase!=Failed"]

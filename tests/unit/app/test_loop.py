@@ -1,0 +1,245 @@
+"""The scheduling loop without a cluster: a real default profile, the live cache and queue, a fake
+API adapter. Covers binding, the failure paths (FitError, bind conflict, bind error, malformed Pod,
+Reserve rejection), Reserve annotations written before the Binding, the leader fence and the
+pop/undo when leadership is missing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from scheduler.app.binder import Binder
+from scheduler.app.kube import Conflict, KubeError
+from scheduler.app.leader import AlwaysLeader
+from scheduler.app.loop import Housekeeping, SchedulingLoop
+from scheduler.cache.cache import Cache
+from scheduler.framework.config import ProfileConfig, build_framework
+from scheduler.framework.runtime import Algorithm, Framework
+from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from scheduler.plugins.default_binder import DefaultBinder
+from scheduler.plugins.queue_sort import PrioritySort
+from scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q, PriorityQueue
+from tests.unit.app.fakes import FakeKube
+
+Obj = dict[str, Any]
+
+
+class Leader(AlwaysLeader):
+    def __init__(self) -> None:
+        super().__init__("me_1")
+        self.valid = True
+
+    def is_leader_valid(self) -> bool:
+        return self.valid
+
+
+class Harness:
+    def __init__(self, fw: Framework | None = None) -> None:
+        self.fw = fw or build_framework(ProfileConfig())
+        self.kube = FakeKube()
+        self.cache = Cache()
+        self.queue = PriorityQueue({"py-scheduler": self.fw})
+        self.pods: dict[str, Obj] = {}
+        self.leader = Leader()
+        self.loop = SchedulingLoop(frameworks={"py-scheduler": self.fw}, algorithm=Algorithm(), cache=self.cache,
+                                   queue=self.queue, binder=Binder(self.kube, "me_1"),  # type: ignore[arg-type]
+                                   leader=self.leader, pod_lister=lambda ns, n: self.pods.get(f"{ns}/{n}"))
+
+    def node(self, name: str, cpu: str = "4") -> None:
+        self.cache.add_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                             "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}})
+
+    def pod(self, name: str, cpu: str = "1", **spec: Any) -> Obj:
+        p: Obj = {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+                  "spec": {"schedulerName": "py-scheduler",
+                           "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}], **spec}}
+        self.pods[f"default/{name}"] = p
+        self.queue.add(p)
+        return p
+
+    async def cycle(self) -> None:
+        qpi = self.queue.pop_nowait()
+        assert qpi is not None
+        self.loop.schedule_one(qpi)
+        await self.loop.drain()
+
+
+async def test_binds_and_reports_scheduled() -> None:
+    h = Harness()
+    h.node("n1")
+    h.pod("a")
+    await h.cycle()
+    assert ("bind", ("default/a", "n1", "uid-a")) in h.kube.calls
+    ev = h.kube.events[-1]
+    assert ev["reason"] == "Scheduled" and ev["note"] == "Successfully assigned default/a to n1"
+    assert ev["reportingController"] == "py-scheduler" and ev["reportingInstance"] == "me_1"
+    assert ev["regarding"]["uid"] == "uid-a" and ev["action"] == "Binding" and ev["type"] == "Normal"
+    assert h.cache.is_assumed_pod(h.pods["default/a"])  # until the watch confirms it
+    assert h.queue.in_flight_uids() == []
+    # the next Pod sees the assumed one
+    ni = h.cache.node_info("n1")
+    assert ni is not None and ni.requested.milli_cpu == 1000
+
+
+async def test_fit_error_gives_event_condition_and_unschedulable_queue() -> None:
+    h = Harness()
+    h.node("n1", cpu="1")
+    h.node("n2", cpu="1")
+    h.pod("big", cpu="2")
+    await h.cycle()
+    ev = h.kube.events[-1]
+    assert ev["reason"] == "FailedScheduling" and ev["type"] == "Warning" and ev["action"] == "Scheduling"
+    assert ev["note"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
+    key, patch = h.kube.status_patches[-1]
+    cond = patch["status"]["conditions"][0]
+    assert key == "default/big"
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    assert cond["message"] == ev["note"]
+    assert h.queue.where("default", "big") == UNSCHEDULABLE_Q
+    assert not any(c[0] == "bind" for c in h.kube.calls)
+
+
+async def test_bind_conflict_drops_the_pod_and_forgets_it() -> None:
+    h = Harness()
+    h.node("n1")
+    h.pod("a")
+    h.kube.bind_error = Conflict(409, "Conflict", "pod a is already assigned to node n2")
+    await h.cycle()
+    assert not h.cache.is_assumed_pod(h.pods["default/a"])
+    ni = h.cache.node_info("n1")
+    assert ni is not None and not ni.pods
+    assert h.queue.where("default", "a") is None
+    assert not h.kube.events
+
+
+async def test_bind_error_goes_to_backoff_with_scheduler_error() -> None:
+    h = Harness()
+    h.node("n1")
+    h.pod("a")
+    h.kube.bind_error = KubeError(500, "InternalError", "etcdserver: request timed out")
+    await h.cycle()
+    assert h.queue.where("default", "a") == BACKOFF_Q
+    cond = h.kube.status_patches[-1][1]["status"]["conditions"][0]
+    assert cond["reason"] == "SchedulerError" and "etcdserver: request timed out" in cond["message"]
+    assert h.cache.pod_count() == 0
+
+
+async def test_malformed_pod_fails_alone_and_loop_goes_on() -> None:
+    h = Harness()
+    h.node("n1")
+    h.pod("bad", cpu="one")
+    h.pod("good")
+    await h.cycle()
+    await h.cycle()
+    failed = [e for e in h.kube.events if e["reason"] == "FailedScheduling"]
+    assert len(failed) == 1 and failed[0]["regarding"]["name"] == "bad"
+    assert "spec.containers[0].resources.requests.cpu" in failed[0]["note"] and "'one'" in failed[0]["note"]
+    assert ("bind", ("default/good", "n1", "uid-good")) in h.kube.calls
+    assert h.queue.where("default", "bad") == UNSCHEDULABLE_Q
+
+
+async def test_fence_refuses_bind_and_keeps_the_pod() -> None:
+    h = Harness()
+    h.node("n1")
+    h.pod("a")
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None
+    h.loop.schedule_one(qpi)
+    h.leader.valid = False  # leadership could expire before the bind task runs
+    await h.loop.drain()
+    assert not any(c[0] == "bind" for c in h.kube.calls)
+    assert h.cache.pod_count() == 0
+    assert h.queue.where("default", "a") == BACKOFF_Q
+
+
+class Annotating:
+    """Reserve writes annotations (as GPU plugins do); Unreserve records the call."""
+
+    name = "Annotating"
+
+    def __init__(self, reject: bool = False) -> None:
+        self.reject = reject
+        self.unreserved: list[str] = []
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        return Status.success()
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        if self.reject:
+            return Status(Code.UNSCHEDULABLE, ["no GPU left"])
+        state.pod_annotations["example.com/gpu-index"] = "0"
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self.unreserved.append(pod.key)
+
+
+async def test_reserve_annotations_are_assumed_and_patched_before_binding() -> None:
+    plugin = Annotating()
+    h = Harness(Framework("py-scheduler", [(PrioritySort(), 0), (plugin, 0), (DefaultBinder(), 0)]))
+    h.node("n1")
+    h.pod("a")
+    await h.cycle()
+    kinds = [c[0] for c in h.kube.calls]
+    assert kinds.index("annotate") < kinds.index("bind")
+    assert ("annotate", ("default/a", {"example.com/gpu-index": "0"})) in h.kube.calls
+    assumed = h.cache.get_pod(h.pods["default/a"])
+    assert assumed is not None and assumed.pod["metadata"]["annotations"] == {"example.com/gpu-index": "0"}
+    assert assumed.node_name == "n1"
+
+
+async def test_reserve_rejection_is_unschedulable_and_unreserved() -> None:
+    plugin = Annotating(reject=True)
+    h = Harness(Framework("py-scheduler", [(PrioritySort(), 0), (plugin, 0), (DefaultBinder(), 0)]))
+    h.node("n1")
+    h.pod("a")
+    await h.cycle()
+    assert plugin.unreserved == ["default/a"]
+    ev = h.kube.events[-1]
+    assert ev["reason"] == "FailedScheduling" and ev["note"] == "0/1 nodes are available: 1 no GPU left."
+    assert h.queue.where("default", "a") == UNSCHEDULABLE_Q
+    assert h.cache.pod_count() == 0
+
+
+async def test_deleting_pod_is_skipped() -> None:
+    h = Harness()
+    h.node("n1")
+    p = h.pod("a")
+    p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    await h.cycle()
+    assert h.kube.events[-1]["note"] == "skip schedule deleting pod: default/a"
+    assert not any(c[0] == "bind" for c in h.kube.calls)
+
+
+async def test_run_waits_for_leadership_then_schedules() -> None:
+    h = Harness()
+    h.node("n1")
+    h.leader.leading.clear()
+    h.leader.valid = False
+    h.pod("a")
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(h.loop.run(stop))
+    try:
+        await asyncio.sleep(0)
+        assert not any(c[0] == "bind" for c in h.kube.calls)
+        h.leader.valid = True
+        h.leader.leading.set()
+
+        async def bound() -> None:
+            while not any(c[0] == "bind" for c in h.kube.calls):
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(bound(), timeout=5)
+    finally:
+        stop.set()
+        h.queue.close()
+        await asyncio.wait_for(task, timeout=5)
+
+
+def test_housekeeping_expires_and_publishes() -> None:
+    h = Harness()
+    h.node("n1")
+    Housekeeping(h.cache, h.queue).tick()
+    from scheduler.app.metrics import REGISTRY
+
+    assert REGISTRY.get_sample_value("scheduler_cache_size", {"type": "nodes"}) == 1
