@@ -166,6 +166,7 @@ DENIED = [
     ("list", "apps", "deployments", "", "", ""), ("update", "", "persistentvolumeclaims", "", "default", "x"),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", ""),
     ("delete", "resource.k8s.io", "resourceclaims", "", "default", "c"),
+    ("list", "apiextensions.k8s.io", "customresourcedefinitions", "", "", ""),
 ]
 
 
