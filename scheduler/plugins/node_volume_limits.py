@@ -70,7 +70,8 @@ def get_volume_limits(csi_node: Obj | None) -> dict[str, int]:
     for d in drivers if isinstance(drivers, list) else []:
         if not isinstance(d, dict):
             continue
-        count = (d.get("allocatable") or {}).get("count") if isinstance(d.get("allocatable"), dict) else None
+        alloc = d.get("allocatable")
+        count = alloc.get("count") if isinstance(alloc, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and isinstance(d.get("name"), str):
             out[d["name"]] = count
     return out
@@ -110,7 +111,7 @@ class NodeVolumeLimits:
         vols = st.pod_volumes(pod.pod)
         if not vols:
             return Status.success()
-        objects = state.snapshot.objects
+        objects = st.cycle_objects(state)
         node_name = node_info.name
         csi_node = objects.get("CSINode", node_name)
         new_volumes: dict[str, str] = {}
@@ -261,8 +262,8 @@ class NodeVolumeLimits:
             if va_spec.get("nodeName") != node_name:
                 continue
             attacher = va_spec.get("attacher")
-            pv_name = (va_spec.get("source") or {}).get("persistentVolumeName") if isinstance(
-                va_spec.get("source"), dict) else None
+            source = va_spec.get("source")
+            pv_name = source.get("persistentVolumeName") if isinstance(source, dict) else None
             if not isinstance(attacher, str) or not attacher or not isinstance(pv_name, str):
                 continue
             pv = objects.get("PersistentVolume", pv_name)

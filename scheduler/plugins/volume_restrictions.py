@@ -125,7 +125,7 @@ class VolumeRestrictions:
         """Count references to the Pod's ReadWriteOncePod claims; Skip when there is nothing to check."""
         vols = st.pod_volumes(pod.pod)
         needs_check = any(_needs_restrictions_check(v) for v in vols)
-        objects = state.snapshot.objects
+        objects = st.cycle_objects(state)
         rwop: set[str] = set()
         for v in vols:
             ref = v.get("persistentVolumeClaim")
@@ -139,7 +139,7 @@ class VolumeRestrictions:
                                     [f'persistentvolumeclaim "{claim}" not found'], NAME)
             if st.contains_access_mode(st.spec(pvc).get("accessModes"), "ReadWriteOncePod"):
                 rwop.add(st.name(pvc))
-        used = state.snapshot.used_pvc_ref_counts
+        used = st.used_pvc_ref_counts(state)
         conflicts = sum(1 for c in rwop if used.get(st.claim_key(pod.namespace, c), 0) > 0)
         if not needs_check and conflicts == 0:
             return None, Status.skip()

@@ -96,7 +96,7 @@ class VolumeZone:
 
     def _pv_by_pod(self, state: CycleState, pod: PodInfo) -> tuple[list[PVTopology], Status]:
         """``getPVbyPod``."""
-        objects = state.snapshot.objects
+        objects = st.cycle_objects(state)
         out: list[PVTopology] = []
         for v in st.pod_volumes(pod.pod):
             ref = v.get("persistentVolumeClaim")

@@ -438,7 +438,7 @@ class VolumeBinder:
             new_bindings.append(BindingInfo(b.pvc, new_pv))
         new_provisions: list[DynamicProvision] = []
         for p in pod_volumes.dynamic_provisions:
-            meta = dict(p.pvc.get("metadata") or {})
+            meta = dict(st.meta(p.pvc))
             meta["annotations"] = {**st.annotations_of(p.pvc), st.ANN_SELECTED_NODE: node_name}
             clone = dict(p.pvc, metadata=meta)
             try:

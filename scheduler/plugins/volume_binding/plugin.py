@@ -185,7 +185,7 @@ class VolumeBinding:
     # -- PreFilter ------------------------------------------------------------------------------------
     def _pod_has_pvcs(self, state: CycleState, pod: PodInfo) -> tuple[bool, str | None]:
         """``podHasPVCs``: (has PVC-backed volumes, the first problem with one of their claims)."""
-        objects = state.snapshot.objects
+        objects = st.cycle_objects(state)
         has = False
         for ref in st.pod_volume_refs(pod.pod):
             has = True
@@ -195,10 +195,10 @@ class VolumeBinding:
                     return has, ("waiting for ephemeral volume controller to create the persistentvolumeclaim "
                                  f'"{ref.claim}"')
                 return has, f'persistentvolumeclaim "{ref.claim}" not found'
-            if (pvc.get("status") or {}).get("phase") == "Lost":
+            if st.status(pvc).get("phase") == "Lost":
                 return has, (f'persistentvolumeclaim "{st.name(pvc)}" bound to non-existent persistentvolume '
                              f'"{st.spec(pvc).get("volumeName") or ""}"')
-            if (pvc.get("metadata") or {}).get("deletionTimestamp") is not None:
+            if st.deletion_timestamp(pvc) is not None:
                 return has, f'persistentvolumeclaim "{st.name(pvc)}" is being deleted'
             if ref.ephemeral:
                 err = st.volume_is_for_pod(pod.pod, pvc)
@@ -222,7 +222,7 @@ class VolumeBinding:
             state.write(STATE_KEY, VolumeBindingState())
             return None, Status.skip()
         try:
-            claims = self.binder.get_pod_volume_claims(state.snapshot.objects, pod.pod)
+            claims = self.binder.get_pod_volume_claims(st.cycle_objects(state), pod.pod)
         except st.StorageError as exc:
             return None, Status.error(str(exc), NAME)
         if claims.unbound_claims_immediate:
@@ -240,7 +240,7 @@ class VolumeBinding:
         node = node_info.node or {}
         try:
             pod_volumes, reasons = self.binder.find_pod_volumes(
-                state.snapshot.objects, pod.pod, s.pod_volume_claims or PodVolumeClaims(), node)
+                st.cycle_objects(state), pod.pod, s.pod_volume_claims or PodVolumeClaims(), node)
         except (st.StorageError, csi.TranslationError) as exc:
             return Status.error(str(exc), NAME)
         except PodParseError as exc:
@@ -306,7 +306,7 @@ class VolumeBinding:
             s.all_bound = True
             return Status.success()
         try:
-            s.all_bound = self.binder.assume_pod_volumes(state.snapshot.objects, pod.pod, node_name, pv)
+            s.all_bound = self.binder.assume_pod_volumes(st.cycle_objects(state), pod.pod, node_name, pv)
         except st.StorageError as exc:
             return Status.error(str(exc), NAME)
         return Status.success()

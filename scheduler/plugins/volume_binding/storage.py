@@ -23,10 +23,11 @@ Quantities are exact ``Decimal`` bytes (``Quantity.Cmp`` semantics); ``Quantity.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from scheduler.cache.snapshot import ClusterObjects
 from scheduler.framework import quantity
 from scheduler.framework.types import PodParseError
 from scheduler.plugins.helpers.node_selector import NodeSelector, Requirement, parse_label_selector
@@ -43,12 +44,15 @@ __all__ = [
     "PodVolumeRef",
     "StorageError",
     "annotations_of",
+    "capacity_value",
     "check_access_modes",
     "check_node_affinity",
     "claim_class",
     "claim_key",
     "claim_storage_request",
     "contains_access_mode",
+    "cycle_objects",
+    "deletion_timestamp",
     "find_matching_volume",
     "get_bind_volume_to_claim",
     "is_delay_binding_mode",
@@ -58,6 +62,7 @@ __all__ = [
     "label_zones_to_set",
     "labels",
     "match_topology_selector_terms",
+    "meta",
     "name",
     "namespace",
     "pod_volume_refs",
@@ -65,6 +70,9 @@ __all__ = [
     "pv_capacity",
     "pv_class",
     "resource_version",
+    "spec",
+    "status",
+    "used_pvc_ref_counts",
     "volume_is_for_pod",
     "volume_limit",
     "volume_mode_mismatch",
@@ -96,8 +104,35 @@ def _dict(v: object) -> Obj:
     return v if isinstance(v, dict) else {}
 
 
-def _meta(o: Mapping[str, Any] | None) -> Obj:
+def meta(o: Mapping[str, Any] | None) -> Obj:
+    """``o.metadata`` (``{}`` when absent or malformed)."""
     return _dict((o or {}).get("metadata"))
+
+
+_meta = meta
+
+
+def status(o: Mapping[str, Any] | None) -> Obj:
+    """``o.status`` (``{}`` when absent or malformed)."""
+    return _dict((o or {}).get("status"))
+
+
+def deletion_timestamp(o: Mapping[str, Any] | None) -> object:
+    """``metadata.deletionTimestamp`` (None when the object is not being deleted)."""
+    return _meta(o).get("deletionTimestamp")
+
+
+def cycle_objects(state: Any) -> ClusterObjects:
+    """The cycle snapshot's ClusterObjects (an empty set when the state has no snapshot)."""
+    snap = getattr(state, "snapshot", None)
+    objects = getattr(snap, "objects", None)
+    return objects if isinstance(objects, ClusterObjects) else ClusterObjects()
+
+
+def used_pvc_ref_counts(state: Any) -> Mapping[str, int]:
+    """The cycle snapshot's ``namespace/claim -> number of scheduled Pods using it``."""
+    counts = getattr(getattr(state, "snapshot", None), "used_pvc_ref_counts", None)
+    return counts if isinstance(counts, dict) else {}
 
 
 def spec(o: Mapping[str, Any] | None) -> Obj:
@@ -424,7 +459,7 @@ def find_matching_volume(pvc: Mapping[str, Any], volumes: Iterable[Obj], node_la
             continue
         if claim_vac != (pv_spec.get("volumeAttributesClassName") or ""):
             continue
-        if _meta(pv).get("deletionTimestamp") is not None:
+        if deletion_timestamp(pv) is not None:
             continue
         affinity_ok = check_node_affinity(pv, node_labels)
         if is_volume_bound_to_claim(pv, pvc):
@@ -478,7 +513,3 @@ def label_zones_to_set(value: str) -> set[str] | None:
         out.add(z)
     return out
 
-
-def access_modes(o: Mapping[str, Any]) -> Sequence[str]:
-    """``spec.accessModes`` as strings."""
-    return _str_list(spec(o).get("accessModes"))
