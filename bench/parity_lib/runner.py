@@ -12,6 +12,7 @@ The py side runs the same code path as ``py-scheduler explain`` (``Algorithm.sch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -32,12 +33,17 @@ Obj = dict[str, Any]
 
 
 def oracle_binary() -> Path:
-    """Build (once per pinned version set) and return the Go oracle binary."""
+    """Build (once per pinned version set and oracle source) and return the Go oracle binary.
+
+    Cached beside the test bed's binaries as ``oracle-<hash of main.go + go.sum>``, so a second
+    run (or CI on the same machine) builds nothing.
+    """
     import bed  # the test bed's build helpers: same cache directory and Go environment
 
-    out = bed.bin_dir_for(bed.module_versions()) / "oracle"
     src = TESTBED / "oracle" / "main.go"
-    if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+    digest = hashlib.sha256(src.read_bytes() + (TESTBED / "go.sum").read_bytes()).hexdigest()[:12]
+    out = bed.bin_dir_for(bed.module_versions()) / f"oracle-{digest}"
+    if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         print(f"building parity oracle -> {out}", file=sys.stderr)
         subprocess.run(["go", "build", "-o", str(out), "./oracle"], cwd=TESTBED, env=bed._go_env(), check=True)

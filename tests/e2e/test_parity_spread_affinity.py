@@ -8,22 +8,21 @@ pod (anti-)affinity terms (namespaceSelector, namespaces) go through the Go pari
 rejection by one of these two plugins (or none) and their normalized scores on the feasible nodes
 must equal upstream's. Pending Pods are bound where upstream put them before the next one.
 
-Skipped when the oracle binary has not been built (``python -m bench.parity`` or the test bed build
-creates it under ``~/.cache/py-scheduler/testbed``).
+The oracle binary is built on first use (``bench.parity_lib.runner.oracle_binary``), cached
+beside the test bed's binaries under ``~/.cache/py-scheduler/testbed``.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
 import random
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.parity_lib.runner import oracle_binary
 from scheduler.cache.snapshot import ClusterObjects, Snapshot
 from scheduler.framework.types import CycleState, PodInfo
 from scheduler.plugins.inter_pod_affinity import InterPodAffinity
@@ -39,14 +38,7 @@ MY_REASONS = {
 }
 
 
-def _oracle() -> Path | None:
-    root = Path(os.environ.get("TESTBED_CACHE_DIR", "~/.cache/py-scheduler/testbed")).expanduser()
-    found = sorted(root.glob("k8s-v1.37.2_*/oracle"))
-    return found[-1] if found else None
-
-
-ORACLE = _oracle()
-pytestmark = pytest.mark.skipif(ORACLE is None, reason="parity oracle binary not built")
+ORACLE = oracle_binary()  # built once per oracle source, beside the test bed's binaries
 
 
 def rsel(r: random.Random) -> Obj | None:
