@@ -244,3 +244,33 @@ async def test_survives_apiserver_restart(testbed: Testbed, api_client: client.A
         bound = await wait_for_pod_scheduled(api_client, after, timeout=90)
         assert bound.spec.node_name == later
         assert sched.alive()
+
+
+async def test_metrics_and_health_endpoints(testbed: Testbed, api_client: client.ApiClient, objs: Cleanup) -> None:
+    import re
+
+    import aiohttp
+
+    await objs.node(unique_name("metrics"), {"cpu": "4", "memory": "8Gi", "pods": "110"})
+    async with running_scheduler(testbed, "metrics", verbosity=2) as sched:
+        port = int(re.search(r"serving /metrics, /healthz, /livez, /readyz on [^:]+:(\d+)", sched.log()).group(1))  # type: ignore[union-attr]
+        pod = await objs.pod(unique_name("m"), requests={"cpu": "100m"})
+        await wait_for_pod_scheduled(api_client, pod)
+        base = f"http://127.0.0.1:{port}"
+        async with aiohttp.ClientSession() as http:
+            for path in ("/healthz", "/livez", "/readyz"):
+                async with http.get(base + path) as r:
+                    assert (r.status, await r.text()) == (200, "ok"), path
+
+            async def scheduled_count() -> float | None:
+                async with http.get(base + "/metrics") as r:
+                    text = await r.text()
+                m = re.search(r'scheduler_schedule_attempts_total\{profile="py-scheduler",result="scheduled"\} (\S+)',
+                              text)
+                return float(m.group(1)) if m else None
+
+            assert await wait_for(scheduled_count, what="schedule attempts metric") >= 1
+            async with http.get(base + "/metrics") as r:
+                text = await r.text()
+            assert 'scheduler_pending_pods{queue="active"}' in text
+            assert 'scheduler_cache_size{type="nodes"}' in text

@@ -1,0 +1,39 @@
+"""``run_scheduler`` start-up failures exit with 1 and a clear log line, without touching a cluster."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from scheduler.app.main import build_profiles, run_scheduler
+from scheduler.framework.config import ConfigError, ProfileConfig, SchedulerConfig
+
+
+def test_bad_config_file_exits_1(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nbogus: 1\n")
+    caplog.set_level(logging.ERROR)
+    rc = run_scheduler(kubeconfig=tmp_path / "none", config=cfg, leader_elect=None, lease_name=None,
+                       lease_namespace=None, metrics_bind_address="", verbosity=2)
+    assert rc == 1
+
+
+def test_missing_kubeconfig_exits_1(tmp_path: Path) -> None:
+    rc = run_scheduler(kubeconfig=tmp_path / "does-not-exist", config=None, leader_elect=False, lease_name=None,
+                       lease_namespace=None, metrics_bind_address="", verbosity=2)
+    assert rc == 1
+
+
+def test_duplicate_profiles_rejected() -> None:
+    cfg = SchedulerConfig(profiles=[ProfileConfig(), ProfileConfig()])
+    with pytest.raises(ConfigError, match="duplicate schedulerName"):
+        build_profiles(cfg)
+
+
+def test_profiles_built_per_scheduler_name() -> None:
+    cfg = SchedulerConfig(profiles=[ProfileConfig(), ProfileConfig(scheduler_name="other")])
+    fws = build_profiles(cfg)
+    assert sorted(fws) == ["other", "py-scheduler"]
+    assert fws["other"].profile_name == "other"
