@@ -305,33 +305,29 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> 
 class HostPortInfo:
     """Host ports in use on a node (``framework.HostPortInfo``): ip -> {(protocol, port)}.
 
-    ``0.0.0.0`` conflicts with every IP, as upstream.
+    A set, as upstream: two Pods holding the same (ip, protocol, port) (which a healthy cluster
+    never has) count once, and removing either frees it. ``0.0.0.0`` conflicts with every IP.
     """
 
     __slots__ = ("_ports",)
 
     def __init__(self) -> None:
-        self._ports: dict[str, dict[tuple[str, int], int]] = {}
+        self._ports: dict[str, set[tuple[str, int]]] = {}
 
     def clone(self) -> HostPortInfo:
         h = HostPortInfo()
-        h._ports = {ip: dict(v) for ip, v in self._ports.items()}
+        h._ports = {ip: set(v) for ip, v in self._ports.items()}
         return h
 
     def add(self, ip: str, protocol: str, port: int) -> None:
-        d = self._ports.setdefault(ip or "0.0.0.0", {})
-        key = (protocol or "TCP", port)
-        d[key] = d.get(key, 0) + 1
+        self._ports.setdefault(ip or "0.0.0.0", set()).add((protocol or "TCP", port))
 
     def remove(self, ip: str, protocol: str, port: int) -> None:
         ip = ip or "0.0.0.0"
-        key = (protocol or "TCP", port)
         d = self._ports.get(ip)
-        if d is None or key not in d:
+        if d is None:
             return
-        d[key] -= 1
-        if d[key] <= 0:
-            del d[key]
+        d.discard((protocol or "TCP", port))
         if not d:
             del self._ports[ip]
 
@@ -343,7 +339,7 @@ class HostPortInfo:
         key = (protocol or "TCP", port)
         if ip == "0.0.0.0":
             return any(key in d for d in self._ports.values())
-        return any(key in self._ports.get(k, {}) for k in (ip, "0.0.0.0"))
+        return any(key in self._ports.get(k, ()) for k in (ip, "0.0.0.0"))
 
     def __len__(self) -> int:
         return sum(len(d) for d in self._ports.values())

@@ -93,3 +93,14 @@ def test_wrongly_typed_affinity_and_ports(spec: Any, field: str) -> None:
     with pytest.raises(PodParseError) as exc:
         PodInfo(pod(spec))
     assert exc.value.field == field
+
+
+def test_host_ports_are_a_set_as_upstream() -> None:
+    # Two pods on one node holding the same host port count once; removing either frees it.
+    ni = NodeInfo({"metadata": {"name": "n"}, "status": {"allocatable": {"pods": "10"}}})
+    ports = [{"containerPort": 80, "hostPort": 8080}]
+    for uid in ("a", "b"):
+        spec = {"containers": [{"name": "c", "ports": ports}]}
+        ni.add_pod(PodInfo({"metadata": {"name": uid, "uid": uid}, "spec": spec}))
+    ni.remove_pod("a")
+    assert not ni.used_ports.check_conflict("0.0.0.0", "TCP", 8080)
