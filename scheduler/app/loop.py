@@ -267,7 +267,8 @@ class SchedulingLoop:
                 return
             qpi.unschedulable_plugins = frozenset()
             qpi.pending_plugins = frozenset()
-            msg = f"running Bind plugin \"DefaultBinder\": {exc}"
+            detail = exc.message if isinstance(exc, KubeError) else str(exc)
+            msg = f"running Bind plugin \"DefaultBinder\": {detail}"
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, msg, start, RESULT_ERROR, nominated="")
             return
         self.cache.finish_binding(assumed)

@@ -122,6 +122,11 @@ async def test_published_two_node_case(testbed: Testbed, api_client: client.ApiC
         assert evs[0].type == "Normal" and evs[0].action == "Binding"
         assert evs[0].reporting_controller == "py-scheduler"
         assert evs[0].reporting_instance == sched.identity()
+        # kopf is only a watcher here: no annotations, no finalizers on what it watches
+        core = client.CoreV1Api(api_client)
+        for obj in (await core.read_namespaced_pod(p1, "default"), await core.read_node(a)):
+            assert not any("kopf" in k for k in (obj.metadata.annotations or {})), obj.metadata.annotations
+            assert not obj.metadata.finalizers
 
 
 async def test_unschedulable_pod_gets_upstream_message_then_schedules_when_room_appears(
