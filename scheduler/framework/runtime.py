@@ -180,6 +180,8 @@ class Framework:
         self.score_plugins: list[ScorePlugin] = point(ScorePlugin, "score")
         self.reserve_plugins: list[ReservePlugin] = point(ReservePlugin, "reserve")
         self.score_weights = {p.name: self.weights.get(p.name) or 1 for p in self.score_plugins}
+        self._normalizers: dict[str, NormalizeScorePlugin] = {
+            p.name: p for p in self.score_plugins if isinstance(p, NormalizeScorePlugin)}
         self.pre_filter_extensions: list[PreFilterExtensions] = [
             p for p in self.pre_filter_plugins if isinstance(p, PreFilterExtensions)]
         self.nominator: Nominator | None = nominator
@@ -250,6 +252,53 @@ class Framework:
                     s = Status(s.code, list(s.reasons), pl.name)
                 return s
         return Status.success()
+
+    def filter_chunk(self, active: Sequence[Any], state: CycleState, pod: PodInfo,
+                     nodes: list[NodeInfo]) -> list[Status | None] | None:
+        """:meth:`run_filter` over ``nodes`` with the plugins ``active`` in this cycle (those not in
+        ``state.skip_filter``, in order), evaluated plugin by plugin on the nodes still passing.
+
+        A plugin may offer ``filter_nodes(state, pod, nodes) -> list[Status] | None`` (None: every
+        node passes), returning for each node what its ``filter`` would; others are called node by
+        node. Returns, per node, None when it passed every plugin or the status of the first plugin
+        that rejected it (tagged with that plugin, as :meth:`run_filter`); None when all passed.
+
+        Raises:
+            SchedulingError: a plugin returned Error for some node; the chunk is then re-run node by
+                node so the error raised is the one :meth:`run_filter` raises first.
+        """
+        out: list[Status | None] | None = None
+        todo = nodes
+        idx: list[int] | None = None  # positions in ``nodes`` of ``todo`` (None: all, in order)
+        for pl in active:
+            if not todo:
+                break
+            batch = getattr(pl, "filter_nodes", None)
+            if batch is not None:
+                got: list[Status] | None = batch(state, pod, todo)
+                if got is None:
+                    continue
+            else:
+                f = pl.filter
+                got = [f(state, pod, ni) for ni in todo]
+            keep: list[int] = []
+            for j, s in enumerate(got):
+                if not s.code:
+                    keep.append(j)
+                    continue
+                if not s.is_rejected():
+                    for ni in nodes:  # re-run node by node: raise the error run_filter raises first
+                        self.run_filter(state, pod, ni)
+                    raise SchedulingError(f"running {pl.name!r} filter plugin: {s.message()}")
+                if s.plugin != pl.name:
+                    s = Status(s.code, list(s.reasons), pl.name)
+                if out is None:
+                    out = [None] * len(nodes)
+                out[j if idx is None else idx[j]] = s
+            if len(keep) != len(todo):
+                todo = [todo[j] for j in keep]
+                idx = keep if idx is None else [idx[j] for j in keep]
+        return out
 
     def nominated_pods_for_node(self, node_name: str) -> Sequence[PodInfo]:
         """``NominatedPodsForNode``: PodInfos nominated to ``node_name`` (empty without a nominator)."""
@@ -352,29 +401,42 @@ class Framework:
         """
         plugins = [p for p in self.score_plugins if p.name not in state.skip_score]
         per_plugin: dict[str, dict[str, int]] = {}
+        names = [ni.name for ni in nodes]
         for pl in plugins:
             t0 = time.perf_counter()
-            scores: dict[str, int] = {}
-            for ni in nodes:
-                sc, s = pl.score(state, pod, ni)
+            batch = getattr(pl, "score_nodes", None)
+            if batch is not None:
+                # Optional batch form: the scores ``score`` would give, in node order (same Status).
+                values, s = batch(state, pod, nodes)
                 if not s.is_success():
                     raise SchedulingError(f"plugin {pl.name!r} failed with: {s.message()}")
-                scores[ni.name] = sc
-            if isinstance(pl, NormalizeScorePlugin):
-                s = pl.normalize_score(state, pod, scores)
+                scores = dict(zip(names, values, strict=True))
+            else:
+                scores = {}
+                f = pl.score
+                for ni in nodes:
+                    sc, s = f(state, pod, ni)
+                    if s.code:
+                        raise SchedulingError(f"plugin {pl.name!r} failed with: {s.message()}")
+                    scores[ni.name] = sc
+            normalizer = self._normalizers.get(pl.name)
+            if normalizer is not None:
+                s = normalizer.normalize_score(state, pod, scores)
                 if not s.is_success():
                     raise SchedulingError(f"plugin {pl.name!r} failed with: {s.message()}")
             self._observe("Score", pl.name, None, t0)
             per_plugin[pl.name] = scores
-        totals = {ni.name: 0 for ni in nodes}
+        acc = [0] * len(names)
         for name, scores in per_plugin.items():
             w = self.score_weights[name]
-            for node, sc in scores.items():
-                if sc > MAX_NODE_SCORE or sc < 0:
-                    raise SchedulingError(
-                        f"plugin {name!r} returns an invalid score {sc}, it should in the range of "
-                        f"[0, {MAX_NODE_SCORE}] after normalizing")
-                totals[node] += sc * w
+            values = [scores[n] for n in names]
+            if values and (max(values) > MAX_NODE_SCORE or min(values) < 0):
+                sc = next(v for v in scores.values() if v > MAX_NODE_SCORE or v < 0)
+                raise SchedulingError(
+                    f"plugin {name!r} returns an invalid score {sc}, it should in the range of "
+                    f"[0, {MAX_NODE_SCORE}] after normalizing")
+            acc = [a + v * w for a, v in zip(acc, values, strict=True)]
+        totals = dict(zip(names, acc, strict=True))
         return per_plugin, totals
 
     def run_post_filter(self, state: CycleState, pod: PodInfo,
@@ -582,16 +644,37 @@ class Algorithm:
         feasible: list[NodeInfo] = []
         start = self.next_start_node_index % num
         t0 = time.perf_counter()
-        for i in range(num):
-            ni = nodes[(start + i) % num]
-            st = fw.run_filter_with_nominated_pods(state, pod, ni)
-            if st.is_success():
-                feasible.append(ni)
-                if len(feasible) >= to_find:
-                    break
-            else:
-                d.node_to_status[ni.name] = st
-                d.add_plugin_status(st)
+        if fw.nominator:
+            for i in range(num):
+                ni = nodes[(start + i) % num]
+                st = fw.run_filter_with_nominated_pods(state, pod, ni)
+                if st.is_success():
+                    feasible.append(ni)
+                    if len(feasible) >= to_find:
+                        break
+                else:
+                    d.node_to_status[ni.name] = st
+                    d.add_plugin_status(st)
+        else:
+            # No nominated Pods: Filter runs plugin by plugin over chunks of nodes. A chunk holds as
+            # many nodes as feasible ones are still missing, so the node-by-node search would have
+            # evaluated every node of it too: the evaluated nodes, their statuses and order are the same.
+            active = [pl for pl in fw.filter_plugins if pl.name not in state.skip_filter]
+            ordered = nodes[start:] + nodes[:start] if start else nodes
+            pos = 0
+            while pos < num and len(feasible) < to_find:
+                chunk = ordered[pos:pos + (to_find - len(feasible))]
+                pos += len(chunk)
+                statuses = fw.filter_chunk(active, state, pod, chunk)
+                if statuses is None:
+                    feasible.extend(chunk)
+                    continue
+                for ni, fst in zip(chunk, statuses, strict=True):
+                    if fst is None:
+                        feasible.append(ni)
+                    else:
+                        d.node_to_status[ni.name] = fst
+                        d.add_plugin_status(fst)
         fw._observe("Filter", "", None, t0)
         if advance:
             processed = len(feasible) + len(d.node_to_status)
