@@ -219,6 +219,10 @@ class ObjectStore:
                 del tombs[key]
 
 
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
 def _assigned(pod: Obj | None) -> bool:
     return bool(((pod or {}).get("spec") or {}).get("nodeName"))
 
@@ -252,7 +256,15 @@ class EventHandlers:
         return _scheduler_name(pod) in self.profiles
 
     def on_delta(self, wk: WatchedKind, old: Obj | None, new: Obj | None) -> None:
-        """Apply one delta; exceptions are logged (one bad object must not stop the stream)."""
+        """Apply one delta; exceptions are logged (one bad object must not stop the stream).
+
+        A delta whose two sides have different UIDs (an object deleted and recreated under the same
+        name, its events seen out of order) is applied as a deletion followed by an addition.
+        """
+        if old is not None and new is not None and _uid(old) and _uid(new) and _uid(old) != _uid(new):
+            self.on_delta(wk, old, None)
+            self.on_delta(wk, None, new)
+            return
         try:
             if wk.kind == "Pod":
                 self._pod(old, new)

@@ -144,6 +144,15 @@ def test_assumed_pod_deleted_releases_its_room() -> None:
     assert not cache.is_assumed_pod(p) and cache.pod_count() == 0
 
 
+def test_recreated_pod_seen_as_update_replaces_the_old_one() -> None:
+    h, cache, _ = handlers()
+    h.on_delta(NODE, None, node("n1", 1))
+    h.on_delta(POD, None, pod("a", 2, node="n1", uid="old"))
+    h.on_delta(POD, pod("a", 2, node="n1", uid="old"), pod("a", 5, node="n1", uid="new"))
+    ni = cache.node_info("n1")
+    assert ni is not None and [p.uid for p in ni.pods] == ["new"]
+
+
 def test_node_events_update_cache() -> None:
     h, cache, _ = handlers()
     h.on_delta(NODE, None, node("n1", 1))
