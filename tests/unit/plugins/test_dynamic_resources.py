@@ -9,9 +9,13 @@ strings are copied from its output, so these tests need no Go.
 from __future__ import annotations
 
 import copy
+import json
+import os
 import random
 import re
+import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -701,3 +705,94 @@ def test_status_codes_are_unresolvable() -> None:
     res = schedule(copy.deepcopy(CASES["count-2"]))[0]
     assert res.diagnosis is not None
     assert {st.code for st in res.diagnosis.node_to_status.values()} == {Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
+
+
+# -- differential test against the oracle (only where it is built) --------------------------------------
+def _oracle_binary() -> Path | None:
+    root = Path(os.environ.get("TESTBED_CACHE_DIR", "~/.cache/py-scheduler/testbed")).expanduser()
+    found = sorted(root.glob("k8s-v1.37.2_*/oracle"))
+    return found[-1] if found else None
+
+
+MODELS = ["a100", "h100", "l4"]
+NET = "net.example.com"
+
+
+def random_cluster(seed: int) -> list[Obj]:
+    """Nodes with node-local GPU slices (random models, memory, NUMA, taints), shared NIC slices by
+    node selector / all nodes, some devices already allocated, one pending Pod with 1-2 claims of
+    exact / firstAvailable / All requests, CEL selectors, tolerations and attribute constraints."""
+    r = random.Random(seed)
+    n = r.randint(2, 4)
+    objs = [node(f"n{i}", {"zone": f"z{i % 2}"}) for i in range(n)]
+    objs += [dclass("gpu", [f'device.driver == "{G}"']), dclass("net", [f'device.driver == "{NET}"']),
+             dclass("big", [f'device.driver == "{G}"',
+                            f'device.capacity["{G}"].memory.compareTo(quantity("48Gi")) >= 0'])]
+    pools: dict[str, list[Obj]] = {}
+    for i in range(n):
+        if r.random() < 0.8:
+            devs = [dev(f"g{j}", {"model": {"string": r.choice(MODELS)}, "idx": {"int": j},
+                                  "numa": {"int": r.randint(0, 1)}}, {"memory": r.choice(["40Gi", "80Gi"])})
+                    for j in range(r.randint(2, 5))]
+            if r.random() < 0.2:
+                devs[0]["taints"] = [{"key": "bad", "effect": r.choice(["NoSchedule", "NoExecute", "None"])}]
+            objs.append(rslice(f"s-n{i}", G, f"p{i}", node=f"n{i}", devices=devs))
+            pools[f"p{i}"] = devs
+    if r.random() < 0.5:
+        objs.append(rslice("net-z0", NET, "netz0", node_selector={"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["z0"]}]}]}, devices=[dev("n0"), dev("n1")]))
+    if r.random() < 0.3:
+        objs.append(rslice("net-all", NET, "netall", all_nodes=True, devices=[dev("x0")]))
+    for k, (pool, devs) in enumerate(pools.items()):
+        if r.random() < 0.3:
+            on = {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n" + pool[1:]]}]}]}
+            objs.append(claim(f"used{k}", [{"name": "r", "exactly": ex()}], allocation={
+                "devices": {"results": [{"request": "r", "driver": G, "pool": pool, "device": r.choice(devs)["name"]}]},
+                "nodeSelector": on}, reserved=[{"resource": "pods", "name": "x", "uid": "x"}]))
+
+    def request() -> Obj:
+        cls = r.choice(["gpu", "gpu", "big", "net"])
+        sel = [f'device.attributes["{G}"].model == "{r.choice(MODELS)}"'] if cls != "net" and r.random() < 0.4 else []
+        e = ex(cls, count=r.choice([1, 1, 1, 2]), sel=sel, mode="All" if r.random() < 0.1 else "ExactCount")
+        if r.random() < 0.1:
+            e["tolerations"] = [{"key": "bad", "operator": "Exists"}]
+        return e
+
+    refs = []
+    for ci in range(r.choice([1, 1, 2])):
+        reqs: list[Obj] = []
+        for ri in range(r.choice([1, 1, 2])):
+            if r.random() < 0.4:
+                reqs.append({"name": f"r{ri}", "firstAvailable": [
+                    {"name": f"s{si}", **request()} for si in range(r.randint(2, 3))]})
+            else:
+                reqs.append({"name": f"r{ri}", "exactly": request()})
+        cons = None
+        if r.random() < 0.3:
+            cons = [{r.choice(["matchAttribute", "distinctAttribute"]): f"{G}/" + r.choice(["model", "numa", "idx"])}]
+        objs.append(claim(f"c{ci}", reqs, constraints=cons))
+        refs.append(f"c{ci}")
+    objs.append(pod("p", uses(*refs)))
+    return objs
+
+
+@pytest.mark.skipif(_oracle_binary() is None, reason="parity oracle binary not built")
+@pytest.mark.parametrize("seed", range(40))
+def test_random_clusters_match_upstream(seed: int) -> None:
+    objs = random_cluster(seed)
+    binary = _oracle_binary()
+    assert binary is not None
+    proc = subprocess.run([str(binary)], input=json.dumps({"objects": objs}), capture_output=True, text=True,
+                          timeout=120)
+    if proc.returncode != 0:  # upstream failed the Pod with an Error (e.g. "asks for all devices, but ...")
+        with pytest.raises(SchedulingError) as ei:
+            schedule(objs)
+        assert str(ei.value).split("plugin: ")[-1] in proc.stderr
+        return
+    want = json.loads(proc.stdout.splitlines()[0])
+    got = schedule(objs)[0]
+    assert sorted(got.feasible) == want["feasible"]
+    assert got.filtered == want["filtered"]
+    assert got.scores == want["scores"]
+    assert got.message == want["message"]
