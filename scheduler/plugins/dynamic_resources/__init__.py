@@ -24,7 +24,9 @@ Not implemented by py-scheduler (clear reasons instead of a wrong placement):
   AllocationResult JSON) and sets ``state.data[NEEDS_API_ALLOCATION_KEY] = True`` when a claim
   must be allocated or reserved for the Pod; the live loop must then fail the Pod with
   :data:`API_ALLOCATION_UNSUPPORTED` (and call Unreserve) instead of binding it. ``explain`` /
-  ``simulate`` keep the allocation in memory so later Pods see the devices as taken.
+  ``simulate`` keep the allocation in flight so later Pods see the devices as taken; calling
+  :func:`simulated_pre_bind` after Reserve also writes it into the in-memory ResourceClaims (what
+  upstream's PreBind does through the API), so later Pods can share the claim.
 * PostFilter's deallocation of a claim allocated elsewhere (an API write): the reason says so.
 * admin access, consumable capacity, partitionable devices (counters), binding conditions:
   UnschedulableAndUnresolvable naming the feature. DeviceTaintRules are not read (taints in the
@@ -67,6 +69,7 @@ __all__ = [
     "NEEDS_API_DEALLOCATION_KEY",
     "DRAState",
     "DynamicResources",
+    "simulated_pre_bind",
 ]
 
 log = logging.getLogger("scheduler.plugins.dynamic_resources")
@@ -750,6 +753,44 @@ def _extended_resource_requests(spec: Obj, resources: dict[str, int], resolver: 
         out.extend(r for r in long_reqs if r is not None)
     out.sort(key=lambda r: str(r["name"]))
     return out
+
+
+def simulated_pre_bind(state: CycleState, pod: PodInfo) -> list[str]:
+    """What upstream's PreBind writes, applied to the cycle's in-memory ClusterObjects (for
+    ``explain`` / ``simulate`` only, never for the live informers' objects): each claim of the Pod
+    gets ``status.allocation`` (from Reserve) and the Pod in ``status.reservedFor``. Later Pods
+    then see those claims allocated (and may share them) instead of "in the process of being
+    allocated". Returns the ``namespace/name`` of the claims written; the in-flight entries are
+    dropped by the next PreFilter. The special extended-resource claim is created under the name
+    ``<pod>-extended-resources``.
+    """
+    try:
+        s: DRAState = state.read(STATE_KEY)
+    except KeyError:
+        return []
+    objects = getattr(state.snapshot, "objects", None)
+    if objects is None or not s.claims:
+        return []
+    written: list[str] = []
+    for i, claim in enumerate(s.claims):
+        alloc = s.allocations[i] or _allocation(claim)
+        if alloc is None:
+            continue
+        new = copy.deepcopy(claim)
+        meta = _meta(new)
+        if meta.get("name") == SPECIAL_CLAIM_NAME:
+            meta["name"] = f"{pod.name}-extended-resources"
+        status = dict(new.get("status") or {})
+        status["allocation"] = alloc
+        reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, dict)]
+        if not any(r.get("uid") == pod.uid for r in reserved):
+            reserved.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
+        status["reservedFor"] = reserved
+        new["status"] = status
+        new["metadata"] = meta
+        objects.upsert("ResourceClaim", new)
+        written.append(claim_ref(new))
+    return written
 
 
 def _controlled_by(claim: Obj, pod_uid: str) -> bool:

@@ -29,6 +29,7 @@ from scheduler.plugins.dynamic_resources import (
     NEEDS_API_ALLOCATION_KEY,
     NEEDS_API_DEALLOCATION_KEY,
     DynamicResources,
+    simulated_pre_bind,
 )
 from scheduler.plugins.dynamic_resources.allocator import AllocationTimeout, Allocator
 from scheduler.plugins.helpers import cel
@@ -796,3 +797,26 @@ def test_random_clusters_match_upstream(seed: int) -> None:
     assert got.filtered == want["filtered"]
     assert got.scores == want["scores"]
     assert got.message == want["message"]
+
+
+def test_simulated_pre_bind_lets_later_pods_share_the_claim() -> None:
+    objs = [*CASES["first-available"], pod("q", uses("c"), ts="2024-01-01T00:00:05Z"),
+            claim("d", [{"name": "r", "exactly": ex(count=2)}]), pod("r", uses("d"), ts="2024-01-01T00:00:06Z")]
+    snap = _snapshot(objs)
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    algo = Algorithm(rng=_MinChoice())
+    selected = []
+    for p in (o for o in objs if o["kind"] == "Pod"):
+        pi = PodInfo(p)
+        res = algo.schedule(fw, snap, pi, explain=True)
+        selected.append(res.selected)
+        if res.selected is not None and res.state is not None:
+            assert fw.run_reserve(res.state, pi, res.selected).is_success()
+            assert simulated_pre_bind(res.state, pi) == ["default/c"] or pi.name == "r"
+            snap.assume(pi, res.selected)
+    # q shares c (allocated to a's h100 with a node selector for a); r needs two free devices:
+    # a has one left (g0), b has one -> nowhere.
+    assert selected == ["a", "a", None]
+    written = snap.objects.get("ResourceClaim", "default/c")
+    assert written is not None
+    assert [r["uid"] for r in written["status"]["reservedFor"]] == ["uid-p", "uid-q"]
