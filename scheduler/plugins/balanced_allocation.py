@@ -116,6 +116,19 @@ class NodeResourcesBalancedAllocation:
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(reqs, dra))
         return Status.success()
 
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
+        """:meth:`score` for each of ``nodes`` in order (the runtime's batch form)."""
+        s = state.data.get(PRE_SCORE_STATE_KEY)
+        if not isinstance(s, _PreScoreState):
+            out: list[int] = []
+            for ni in nodes:
+                sc, st = self.score(state, pod, ni)
+                if st.code:
+                    return out, st
+                out.append(sc)
+            return out, Status.success()
+        return self.scorer.score_nodes(nodes, s.pod_requests, s.dra)
+
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
         """The balance score (50..100) of ``node_info``; 0 for a best-effort Pod when PreScore did
         not run."""

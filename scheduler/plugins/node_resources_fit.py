@@ -214,6 +214,9 @@ class _PreScoreState:
         return self
 
 
+_SUCCESS = Status.success()
+
+
 def fits_request(request: Resource, node_info: NodeInfo, ignored_resources: frozenset[str] = frozenset(),
                  ignored_groups: frozenset[str] = frozenset(),
                  resolver: DeviceClassResolver | None = None) -> list[InsufficientResource]:
@@ -289,6 +292,35 @@ class NodeResourcesFit:
         state.write(PRE_FILTER_STATE_KEY, _PreFilterState(request, resolver))
         return None, Status.success()
 
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (the runtime's batch form; None: all fit).
+
+        A node where the Pod clearly fits (pod count, cpu, memory, ephemeral storage and every
+        scalar within allocatable - requested) passes at once: ignored and DRA-delegated resources
+        only ever remove failures. Any other node goes through :meth:`filter`.
+        """
+        try:
+            s: _PreFilterState = state.read(PRE_FILTER_STATE_KEY)
+        except KeyError:
+            return [self.filter(state, pod, ni) for ni in nodes]
+        req = s.request
+        rc, rm, re_, scalar = req.milli_cpu, req.memory, req.ephemeral_storage, list(req.scalar.items())
+        out: list[Status] | None = None
+        for j, ni in enumerate(nodes):
+            a, u = ni.allocatable, ni.requested
+            if (len(ni.pods) < a.allowed_pod_number
+                    and (rc <= 0 or rc <= a.milli_cpu - u.milli_cpu)
+                    and (rm <= 0 or rm <= a.memory - u.memory)
+                    and (re_ <= 0 or re_ <= a.ephemeral_storage - u.ephemeral_storage)
+                    and all(q <= 0 or q <= a.scalar.get(n, 0) - u.scalar.get(n, 0) for n, q in scalar)):
+                continue
+            st = self.filter(state, pod, ni)
+            if st.code:
+                if out is None:
+                    out = [_SUCCESS] * len(nodes)
+                out[j] = st
+        return out
+
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
         """Unschedulable(AndUnresolvable) with one ``Insufficient ...`` / ``Too many pods`` reason per
         lacking resource; Error when PreFilter did not run."""
@@ -316,6 +348,17 @@ class NodeResourcesFit:
         except PodParseError as exc:
             return Status.error(str(exc), NAME)
         return Status.success()
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
+        """:meth:`score` for each of ``nodes`` in order (the runtime's batch form)."""
+        try:
+            s: _PreScoreState = state.read(PRE_SCORE_STATE_KEY)
+        except KeyError:
+            try:
+                s = self._pre_score_state(state, pod)
+            except PodParseError as exc:
+                return [], Status.error(str(exc), NAME)
+        return self.scorer.score_nodes(nodes, s.pod_requests, s.dra)
 
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
         """The strategy's score (0..100) for ``node_info``."""
