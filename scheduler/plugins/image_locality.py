@@ -115,6 +115,25 @@ class ImageLocality:
         check_no_args(NAME, args)
         return cls(handle)
 
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
+        """:meth:`score` for each of ``nodes`` in order (batch form)."""
+        snapshot = state.snapshot
+        if snapshot is None:
+            return [], Status.error("ImageLocality: no snapshot in the cycle state", NAME)
+        total = len(snapshot.node_info_list)
+        names, count = _pod_images(pod)
+        out: list[int] = []
+        for ni in nodes:
+            states = ni.image_states
+            sum_scores = 0
+            if states:
+                for n in names:
+                    st = states.get(n)
+                    if st is not None:
+                        sum_scores += scaled_image_score(st.size, st.num_nodes, total)
+            out.append(calculate_priority(sum_scores, count))
+        return out, Status.success()
+
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
         """0..100; Error when the cycle has no snapshot."""
         snapshot = state.snapshot

@@ -23,6 +23,12 @@ class NodeName:
     def create(cls, args: dict[str, Any], handle: Any) -> NodeName:
         return cls()
 
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (batch form; None: all pass)."""
+        if not pod.node_name:
+            return None
+        return [self.filter(state, pod, ni) for ni in nodes]
+
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
         want = pod.node_name
         if not want or want == node_info.name:

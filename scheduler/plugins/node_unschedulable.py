@@ -51,6 +51,20 @@ class NodeUnschedulable:
         """No-op."""
         return None, Status.success()
 
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (batch form; None: all pass)."""
+        out: list[Status] | None = None
+        for j, ni in enumerate(nodes):
+            node = ni.node
+            if node is None or not (node.get("spec") or {}).get("unschedulable"):
+                continue
+            st = self.filter(state, pod, ni)
+            if st.code:
+                if out is None:
+                    out = [Status.success()] * len(nodes)
+                out[j] = st
+        return out
+
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
         """Success unless the node is unschedulable and the Pod does not tolerate
         ``node.kubernetes.io/unschedulable:NoSchedule``."""
