@@ -1,0 +1,113 @@
+"""The optional batch forms ``filter_nodes`` / ``score_nodes`` give exactly what ``filter`` / ``score``
+give node by node (same statuses, same scores, same order), on the parity generator's random
+clusters (taints, extended resources, images, overhead, sidecars...) plus GPU, negative-quantity and
+cordoned-node cases. The runtime relies on this equivalence (scheduler/framework/runtime.py)."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.cache.snapshot import ClusterObjects, Snapshot
+from scheduler.framework.config import ProfileConfig, build_framework
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+
+REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO))
+
+from bench.bench_lib import workloads  # noqa: E402
+from bench.parity_lib.generator import scenario  # noqa: E402
+
+Obj = dict[str, Any]
+
+
+def _key(st: Status) -> tuple[int, tuple[str, ...], str]:
+    return int(st.code), tuple(st.reasons), st.plugin
+
+
+def _check(fw: Framework, snap: Snapshot, pod: PodInfo) -> int:
+    """Compare batch and node-by-node forms for every plugin of ``fw``; returns comparisons made."""
+    nodes: list[NodeInfo] = list(snap.node_info_list)
+    state = CycleState(snap)
+    for pl in fw.pre_filter_plugins:
+        _, s = pl.pre_filter(state, pod, nodes)
+        if s.is_skip():
+            state.skip_filter.add(pl.name)
+    n = 0
+    for pl in fw.filter_plugins:
+        batch = getattr(pl, "filter_nodes", None)
+        if batch is None or pl.name in state.skip_filter:
+            continue
+        one = [_key(pl.filter(state, pod, ni)) for ni in nodes]
+        got = batch(state, pod, nodes)
+        many = [_key(Status.success())] * len(nodes) if got is None else [_key(s) for s in got]
+        assert [k[:2] for k in many] == [k[:2] for k in one], pl.name
+        n += 1
+    for pl in fw.pre_score_plugins:
+        if pl.pre_score(state, pod, nodes).is_skip():
+            state.skip_score.add(pl.name)
+    for pl in fw.score_plugins:
+        batch = getattr(pl, "score_nodes", None)
+        if batch is None or pl.name in state.skip_score:
+            continue
+        one = [pl.score(state, pod, ni) for ni in nodes]
+        values, st = batch(state, pod, nodes)
+        if any(not s.is_success() for _, s in one):
+            assert not st.is_success(), pl.name
+            continue
+        assert st.is_success(), pl.name
+        assert values == [sc for sc, _ in one], pl.name
+        n += 1
+    return n
+
+
+def _cluster(objects: list[Obj]) -> tuple[Snapshot, list[PodInfo]]:
+    nodes = [o for o in objects if o["kind"] == "Node"]
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    cobj = ClusterObjects()
+    for o in objects:
+        if o["kind"] not in ("Node", "Pod"):
+            cobj.upsert(o["kind"], o)
+    snap = Snapshot.from_objects(nodes, [p for p in pods if p["spec"].get("nodeName")], cobj)
+    pending = [PodInfo(p) for p in pods if not p["spec"].get("nodeName")]
+    return snap, pending
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_batch_equals_node_by_node_on_random_clusters(seed: int) -> None:
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    compared = 0
+    for index in range(40):
+        snap, pending = _cluster(scenario(seed, index))
+        for pod in pending:
+            compared += _check(fw, snap, pod)
+    assert compared > 200
+
+
+def test_batch_equals_node_by_node_gpu_negative_and_cordoned() -> None:
+    rng = random.Random(5)
+    nodes = workloads.make_nodes(40)
+    nodes[3]["spec"]["unschedulable"] = True
+    nodes[4]["spec"]["taints"] = [{"key": "k", "value": "v", "effect": "PreferNoSchedule"}]
+    nodes[5]["spec"]["taints"] = [{"key": "k", "effect": "NoSchedule"}]
+    nodes[6]["status"]["allocatable"]["cpu"] = "0"
+    nodes[7]["status"]["allocatable"]["memory"] = "-1Gi"
+    nodes[8]["status"]["allocatable"]["pods"] = "0"
+    bound = list(workloads.init_pods(workloads.get_workload("GPU"), 40, 30))
+    snap = Snapshot.from_objects(nodes, bound)
+    fw = build_framework(ProfileConfig())
+    compared = 0
+    for i in range(12):
+        wl = rng.choice(list(workloads.WORKLOADS.values()))
+        raw = wl.pod(1000 + i, "ns", "py-scheduler", f"u{i}")
+        if i % 4 == 1:
+            raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "40"
+        if i % 4 == 2:
+            raw["spec"]["containers"][0]["resources"]["requests"]["memory"] = "-1"
+        compared += _check(fw, snap, PodInfo(raw))
+    assert compared > 30
