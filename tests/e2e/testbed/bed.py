@@ -489,6 +489,57 @@ def _proc_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether any live (non-zombie) process is in process group ``pgid``."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def supervise(argv: Sequence[str], restart_delay: float = 1.0) -> int:
+    """Run ``argv`` and start it again whenever it exits, until SIGTERM/SIGINT/SIGHUP.
+
+    What a kubelet does for a static Pod: kube-scheduler exits on purpose when it loses its
+    Lease (e.g. while a test restarts kube-apiserver) and expects to be restarted. The child
+    gets SIGKILL if this supervisor dies; a signal to the supervisor is forwarded to it.
+    Output is the supervisor's (the log file); each restart is marked by a line ``=====``.
+    """
+    stopping = False
+    child: subprocess.Popen[bytes] | None = None
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    while True:
+        child = subprocess.Popen(list(argv), preexec_fn=_set_pdeathsig)
+        rc = child.wait()
+        if stopping:
+            return rc
+        print(f"===== {_now()} {argv[0]} exited with {rc}; restarting in {restart_delay:g}s", flush=True)
+        deadline = time.monotonic() + restart_delay
+        while not stopping and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if stopping:
+            return rc
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
 def _set_pdeathsig() -> None:  # runs in the child between fork and exec
     import ctypes
 
@@ -640,7 +691,9 @@ class Testbed:
             return []
         return sorted(p.stem for p in self.pids_dir.glob("*.pid") if self.is_running(p.stem))
 
-    def _spawn(self, name: str, argv: list[str], port: int | None = None) -> int:
+    def _spawn(self, name: str, argv: list[str], port: int | None = None, *, restart: bool = False) -> int:
+        """Start ``argv`` as ``name`` in a new session (process group); with ``restart`` under
+        :func:`supervise`, so that it comes back whenever it exits."""
         if self.is_running(name):
             raise TestbedError(f"{name} already runs (pid {self.pid(name)}) in {self.dir}")
         self.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -649,11 +702,12 @@ class Testbed:
         if self.die_with_parent and threading.current_thread() is threading.main_thread():
             preexec = _set_pdeathsig
         with open(self.log_file(name), "ab") as log:
-            log.write(f"\n===== {dt.datetime.now(dt.UTC).isoformat()} starting: {' '.join(argv)}\n".encode())
+            log.write(f"\n===== {_now()} starting: {' '.join(argv)}\n".encode())
             log.flush()
             log_offset = log.tell()
+            cmd = [sys.executable, str(Path(__file__).resolve()), "supervise", *argv] if restart else argv
             proc = subprocess.Popen(
-                argv,
+                cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -670,6 +724,7 @@ class Testbed:
             "port": port,
             "start_ticks": ticks,
             "log_offset": log_offset,
+            "restart": restart,
         }
         self._save_state()
         return proc.pid
@@ -690,14 +745,17 @@ class Testbed:
         return was_running
 
     def _signal_and_wait(self, name: str, pid: int, sig: int, timeout: float) -> bool:
-        """Send ``sig`` to ``pid``; True once it has exited (and, if our child, been reaped)."""
+        """Send ``sig`` to ``pid``'s process group (its own session: the process, plus the
+        supervised child if any); True once all of it has exited (our own child reaped)."""
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
+            os.killpg(pid, sig)
         deadline = time.monotonic() + timeout
         proc = self._popen.get(name)
         ours = proc is not None and proc.pid == pid
         while time.monotonic() < deadline:
-            if ours:
+            if _group_alive(pid):
+                pass
+            elif ours:
                 assert proc is not None
                 if proc.poll() is not None:  # reaped: no zombie left behind
                     self._popen.pop(name, None)
@@ -838,6 +896,7 @@ class Testbed:
         wait_leading: bool = True,
         timeout: float = 90.0,
         extra_args: Sequence[str] = (),
+        restart: bool = True,
     ) -> int:
         """Start an upstream kube-scheduler called ``name``; returns its (secure) port.
 
@@ -846,11 +905,15 @@ class Testbed:
         ``config`` (merged over the generated KubeSchedulerConfiguration) says otherwise. Start
         a second one with another ``name`` for fail-over tests (pass ``wait_leading=False``:
         it waits as a follower). Verbosity: ``verbosity``, else env TESTBED_KUBE_SCHEDULER_V, else 2.
+
+        With ``restart`` (default) it runs under :func:`supervise`: kube-scheduler exits when it
+        loses its Lease (kube-apiserver restarted or unreachable for >10 s) and, as a kubelet
+        would, the bed starts it again. ``stop_kube_scheduler`` stops it for good.
         """
         return self._with_port_retry(
             name,
             [name],
-            lambda: self._start_kube_scheduler(name, config, verbosity, wait_leading, timeout, extra_args),
+            lambda: self._start_kube_scheduler(name, config, verbosity, wait_leading, timeout, extra_args, restart),
         )
 
     def _start_kube_scheduler(
@@ -861,6 +924,7 @@ class Testbed:
         wait_leading: bool,
         timeout: float,
         extra_args: Sequence[str],
+        restart: bool,
     ) -> int:
         port = self._port(name)
         kubeconfig = self.dir / "kube-scheduler.kubeconfig"
@@ -889,7 +953,7 @@ class Testbed:
             f"--v={v}",
             *extra_args,
         ]
-        self._spawn(name, argv, port)
+        self._spawn(name, argv, port, restart=restart)
 
         def healthy() -> bool:
             ctx = ssl.create_default_context()
@@ -920,7 +984,8 @@ class Testbed:
 
     def is_leading(self, name: str = KUBE_SCHEDULER) -> bool:
         """Whether ``name``'s log (since its last start) says it acquired its leader lease."""
-        return "acquired lease" in self._log_since_start(name).lower()
+        log = self._log_since_start(name)
+        return "acquired lease" in log[log.rfind("\n=====") + 1 :].lower()
 
     def stop_etcd(self, *, kill: bool = False) -> bool:
         """Stop etcd (SIGTERM takes ~7 s while kube-apiserver is connected; ``kill`` is instant)."""
@@ -1028,3 +1093,10 @@ class Testbed:
                 ProcInfo(name, pid or info.get("pid"), pid is not None, info.get("port"), self.log_file(name), crashed)
             )
         return out
+
+
+if __name__ == "__main__":
+    # `python3 bed.py supervise ARGV...`: how _spawn runs a process that must be restarted
+    if len(sys.argv) < 3 or sys.argv[1] != "supervise":
+        sys.exit("usage: bed.py supervise COMMAND [ARG...]  (the CLI is ./testbed)")
+    sys.exit(supervise(sys.argv[2:]))
