@@ -273,7 +273,6 @@ def test_required_node_affinity_is_memoized() -> None:
 @pytest.mark.parametrize(("spec", "field"), [
     ({"nodeSelector": ["foo"]}, "spec.nodeSelector"),
     ({"nodeSelector": {"foo": 1}}, "spec.nodeSelector.foo"),
-    ({"affinity": "x"}, "spec.affinity"),
     ({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": "x"}}}},
      "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
 ])
@@ -284,6 +283,13 @@ def test_required_node_affinity_malformed_raises_pod_parse_error(spec: dict[str,
     assert exc.value.field == field
     with pytest.raises(PodParseError):
         required_node_affinity(p)
+
+
+def test_wrongly_typed_affinity_is_rejected_when_the_pod_is_parsed() -> None:
+    # PodInfo itself refuses a non-object affinity, before any plugin sees it.
+    with pytest.raises(PodParseError) as exc:
+        pod({"affinity": "x"})
+    assert exc.value.field == "spec.affinity"
 
 
 def test_preferred_terms_score_sums_matching_weights_and_skips_zero_weight_and_empty_terms() -> None:

@@ -12,7 +12,7 @@ import pytest
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.config import ConfigError
 from scheduler.framework.runtime import Algorithm, Framework
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins import registry
 from scheduler.plugins.node_affinity import (
     ERR_REASON_CONFLICT,
@@ -191,7 +191,6 @@ def test_filter_works_without_pre_filter() -> None:
     {"nodeSelector": "disk=ssd"},
     {"nodeSelector": {"disk": 1}},
     {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": ["x"]}}},
-    {"affinity": {"nodeAffinity": "x"}},
 ])
 def test_malformed_required_affinity_is_unresolvable_naming_the_field(spec: dict[str, Any]) -> None:
     p = pod(**spec)
@@ -201,6 +200,13 @@ def test_malformed_required_affinity_is_unresolvable_naming_the_field(spec: dict
     # Filter on its own (PreFilter disabled) gives the same verdict instead of raising.
     st2 = NodeAffinity().filter(CycleState(), p, node("node1"))
     assert st2.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
+def test_non_object_node_affinity_is_rejected_when_the_pod_is_parsed() -> None:
+    # PodInfo refuses {"nodeAffinity": "x"} itself (PodParseError naming the field), before any plugin.
+    with pytest.raises(PodParseError) as exc:
+        pod(affinity={"nodeAffinity": "x"})
+    assert exc.value.field == "spec.affinity.nodeAffinity"
 
 
 # -- Score -----------------------------------------------------------------------------------------------
