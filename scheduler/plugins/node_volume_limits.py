@@ -48,6 +48,63 @@ ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
 Obj = dict[str, Any]
 
 
+VA_INDEX_KEY = "NodeVolumeLimits/VolumeAttachmentsByNode"
+"""CycleState key of the per-cycle VolumeAttachment index."""
+
+
+class _VAIndex:
+    """VolumeAttachments by ``spec.nodeName`` for one cycle (shared, not copied, by CycleState.clone)."""
+
+    __slots__ = ("by_node",)
+
+    def __init__(self) -> None:
+        self.by_node: dict[str, list[Obj]] = {}
+
+    def clone(self) -> _VAIndex:
+        return self
+
+
+def _cannot_exceed(node_info: NodeInfo, attachments: dict[str, str], new_volumes: dict[str, str],
+                   limits: dict[str, int]) -> bool:
+    """A cheap sufficient condition for passing: even if every PVC volume of the node's Pods and every
+    VolumeAttachment were a distinct volume of the new volumes' driver, no limit would be exceeded.
+
+    Only used when the node's Pods have plain PVC volumes with names (whose lookups cannot fail): with
+    ephemeral or inline in-tree volumes upstream may return an error while counting, so the full count
+    runs. The result is then the one the full count would give.
+    """
+    upper = len(attachments)
+    for existing in node_info.pods:
+        n = _plain_pvc_volume_count(existing)
+        if n < 0:
+            return False
+        upper += n
+    relevant = [limits[d] for d in set(new_volumes.values()) if d in limits]
+    return not relevant or upper + len(new_volumes) <= min(relevant)
+
+
+def _plain_pvc_volume_count(pod: PodInfo) -> int:
+    """Number of the Pod's named ``persistentVolumeClaim`` volumes, or -1 when it has a volume whose
+    counting may fail upstream (ephemeral, inline in-tree, unnamed claim). Memoized in ``pod.parsed``
+    (a Pod's volumes are immutable)."""
+    memo = pod.parsed.get(NAME)
+    if isinstance(memo, int):
+        return memo
+    n = 0
+    for v in st.pod_volumes(pod.pod):
+        ref = v.get("persistentVolumeClaim")
+        if ref is not None:
+            if not isinstance(ref, dict) or not ref.get("claimName"):
+                n = -1
+                break
+            n += 1
+        elif v.get("ephemeral") is not None or csi.in_tree_plugin_for_volume(v) is not None:
+            n = -1
+            break
+    pod.parsed[NAME] = n
+    return n
+
+
 class _LookupError(Exception):
     """An error ``filterAttachableVolumes`` returns; ``not_found`` marks apierrors.IsNotFound."""
 
@@ -130,6 +187,9 @@ class NodeVolumeLimits:
         limits = get_volume_limits(csi_node)
         if not limits:
             return Status.success()
+        attachments = self._volume_attachments(state, objects, node_name)
+        if _cannot_exceed(node_info, attachments, new_volumes, limits):
+            return Status.success()
         attached: dict[str, str] = {}
         try:
             for existing in node_info.pods:
@@ -140,7 +200,7 @@ class NodeVolumeLimits:
         for unique, driver in attached.items():
             new_volumes.pop(unique, None)
             attached_count[driver] = attached_count.get(driver, 0) + 1
-        for unique, driver in self._volume_attachments(objects, node_name).items():
+        for unique, driver in attachments.items():
             if unique not in attached:
                 attached_count[driver] = attached_count.get(driver, 0) + 1
         new_count: dict[str, int] = {}
@@ -253,14 +313,21 @@ class NodeVolumeLimits:
             return csi.csi_name_from_in_tree(provisioner), handle
         return provisioner, handle
 
-    def _volume_attachments(self, objects: ClusterObjects, node_name: str) -> dict[str, str]:
+    def _volume_attachments(self, state: CycleState, objects: ClusterObjects, node_name: str) -> dict[str, str]:
         """``getNodeVolumeAttachmentInfo``: ``attacher/handle -> attacher`` of the node's
-        VolumeAttachments whose PV exists and is a CSI PV."""
+        VolumeAttachments whose PV exists and is a CSI PV (VolumeAttachments are indexed by node once
+        per cycle, as upstream's informer index)."""
+        index = state.data.get(VA_INDEX_KEY)
+        if not isinstance(index, _VAIndex):
+            index = _VAIndex()
+            for va in objects.list("VolumeAttachment"):
+                va_node = st.spec(va).get("nodeName")
+                if isinstance(va_node, str):
+                    index.by_node.setdefault(va_node, []).append(va)
+            state.write(VA_INDEX_KEY, index)
         out: dict[str, str] = {}
-        for va in objects.list("VolumeAttachment"):
+        for va in index.by_node.get(node_name, []):
             va_spec = st.spec(va)
-            if va_spec.get("nodeName") != node_name:
-                continue
             attacher = va_spec.get("attacher")
             source = va_spec.get("source")
             pv_name = source.get("persistentVolumeName") if isinstance(source, dict) else None

@@ -23,6 +23,7 @@ from typing import Any
 
 from scheduler.cache.snapshot import ClusterObjects
 from scheduler.framework import quantity
+from scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
 from scheduler.plugins.volume_binding import csi_translation as csi
 from scheduler.plugins.volume_binding import storage as st
 
@@ -100,12 +101,28 @@ class PodVolumes:
 @dataclass(slots=True)
 class PodVolumeClaims:
     """The Pod's claims split by binding state (``PodVolumeClaims``); ``unbound_volumes_delay_binding``
-    maps a storage class name to its PVs (assumed versions included)."""
+    maps a storage class name to its PVs (assumed versions included).
+
+    ``matchers`` (claim key -> :class:`~.storage.ClaimMatcher`) and ``capacities`` (class -> usable
+    CSIStorageCapacities) are per-cycle caches of the node-independent work, filled by the first Filter
+    call that needs them, so each node only evaluates what depends on it.
+    """
 
     bound_claims: list[Obj] = field(default_factory=list)
     unbound_claims_delay_binding: list[Obj] = field(default_factory=list)
     unbound_claims_immediate: list[Obj] = field(default_factory=list)
     unbound_volumes_delay_binding: dict[str, list[Obj]] = field(default_factory=dict)
+    matchers: dict[str, st.ClaimMatcher] = field(default_factory=dict)
+    capacities: dict[str, list[tuple[int, Obj, LabelSelector | None]]] = field(default_factory=dict)
+
+    def matcher(self, pvc: Obj) -> st.ClaimMatcher:
+        """The claim's :class:`~.storage.ClaimMatcher` over its class's PVs (built once per cycle)."""
+        key = _pvc_key(pvc)
+        m = self.matchers.get(key)
+        if m is None:
+            m = self.matchers[key] = st.ClaimMatcher(
+                pvc, self.unbound_volumes_delay_binding.get(st.claim_class(pvc), []))
+        return m
 
 
 @dataclass(slots=True)
@@ -142,6 +159,7 @@ class AssumeCache:
         self.kind = kind
         self._key = key
         self.assumed: dict[str, Obj] = {}
+        self._index_memo: dict[str, tuple[Obj, str]] = {}
 
     def get_api(self, objects: ClusterObjects, key: str) -> Obj | None:
         """The stored object (``GetAPIObj``), None when absent."""
@@ -160,15 +178,24 @@ class AssumeCache:
         """The assumed object when current, else the stored one (``Get``); None when absent."""
         return self._overlay(key, objects.get(self.kind, key))
 
-    def list(self, objects: ClusterObjects, pred: Callable[[Obj], bool]) -> list[Obj]:
-        """Stored objects whose *stored* version satisfies ``pred``, each replaced by its assumed
-        version when current (``ByIndex``: the index is evaluated on the stored object)."""
+    def by_index(self, objects: ClusterObjects, index: Callable[[Obj], str], value: str) -> list[Obj]:
+        """``ByIndex``: stored objects whose ``index`` (evaluated on the stored object) is ``value``,
+        assumed versions swapped in. ``index`` results are memoized per stored object (by identity,
+        so an object replaced by the informer is re-indexed); one index function per cache."""
+        memo = self._index_memo
         out: list[Obj] = []
-        for obj in objects.list(self.kind):
-            if pred(obj):
-                cur = self._overlay(self._key(obj), obj)
+        store = objects.by_kind.get(self.kind, {})
+        for key, obj in store.items():
+            hit = memo.get(key)
+            if hit is None or hit[0] is not obj:
+                hit = memo[key] = (obj, index(obj))
+            if hit[1] == value:
+                cur = self._overlay(key, obj)
                 if cur is not None:
                     out.append(cur)
+        if len(memo) > 2 * len(store) + 1024:
+            for key in [k for k in memo if k not in store]:
+                del memo[key]
         return out
 
     def assume(self, objects: ClusterObjects, obj: Obj) -> None:
@@ -200,11 +227,6 @@ def _pv_key(pv: Obj) -> str:
 
 def _pvc_key(pvc: Obj) -> str:
     return st.claim_key(st.namespace(pvc), st.name(pvc))
-
-
-def _class_is(class_name: str) -> Callable[[Obj], bool]:
-    """The PV cache's ``storageclass`` index: PVs whose ``GetPersistentVolumeClass`` is ``class_name``."""
-    return lambda pv: st.pv_class(pv) == class_name
 
 
 def _pvc_size(pvc: Obj) -> Decimal:
@@ -276,7 +298,9 @@ class VolumeBinder:
                 out.unbound_claims_immediate.append(pvc)
         for pvc in out.unbound_claims_delay_binding:
             cls_name = st.claim_class(pvc)
-            out.unbound_volumes_delay_binding[cls_name] = self.pv_cache.list(objects, _class_is(cls_name))
+            if cls_name in out.unbound_volumes_delay_binding:
+                continue
+            out.unbound_volumes_delay_binding[cls_name] = self.pv_cache.by_index(objects, st.pv_class, cls_name)
         return out
 
     # -- filter ---------------------------------------------------------------------------------------
@@ -314,20 +338,19 @@ class VolumeBinder:
             to_match: list[Obj] = []
             to_provision: list[Obj] = []
             for pvc in claims.unbound_claims_delay_binding:
-                ann = st.annotations_of(pvc)
-                if st.ANN_SELECTED_NODE in ann:
-                    if ann[st.ANN_SELECTED_NODE] != node_name:
+                selected = st.annotation(pvc, st.ANN_SELECTED_NODE)
+                if selected is not None:
+                    if selected != node_name:
                         unbound_ok = False
                         return PodVolumes(), reasons()
                     to_provision.append(pvc)
                 else:
                     to_match.append(pvc)
             if to_match:
-                unbound_ok, static, unmatched = self._find_matching_volumes(
-                    to_match, claims.unbound_volumes_delay_binding, node_labels)
+                unbound_ok, static, unmatched = self._find_matching_volumes(to_match, claims, node_labels)
                 to_provision.extend(unmatched)
             if to_provision:
-                unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, to_provision, node)
+                unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node)
         return PodVolumes(static, dynamic), reasons()
 
     def _csi_node(self, objects: ClusterObjects, node_name: str) -> Obj | None:
@@ -347,7 +370,7 @@ class VolumeBinder:
                 return False, True
         return True, True
 
-    def _find_matching_volumes(self, claims: list[Obj], pvs_by_class: dict[str, list[Obj]],
+    def _find_matching_volumes(self, claims: list[Obj], pod_claims: PodVolumeClaims,
                                node_labels: dict[str, str]) -> tuple[bool, list[BindingInfo], list[Obj]]:
         """``findMatchingVolumes``: claims in increasing size order each take the smallest fitting PV
         not chosen before; returns (all matched, bindings, claims left for provisioning)."""
@@ -356,7 +379,7 @@ class VolumeBinder:
         unmatched: list[Obj] = []
         found = True
         for pvc in sorted(claims, key=_pvc_size):
-            pv = st.find_matching_volume(pvc, pvs_by_class.get(st.claim_class(pvc), []), node_labels, chosen)
+            pv = pod_claims.matcher(pvc).match(node_labels, chosen)
             if pv is None:
                 unmatched.append(pvc)
                 found = False
@@ -365,7 +388,7 @@ class VolumeBinder:
             bindings.append(BindingInfo(pvc, pv))
         return found, bindings, unmatched
 
-    def _check_volume_provisions(self, objects: ClusterObjects, claims: list[Obj],
+    def _check_volume_provisions(self, objects: ClusterObjects, pod_claims: PodVolumeClaims, claims: list[Obj],
                                  node: Obj) -> tuple[bool, bool, list[DynamicProvision]]:
         """``checkVolumeProvisions``: (provisioning possible, enough capacity, provisions)."""
         node_labels = st.labels(node)
@@ -383,14 +406,14 @@ class VolumeBinder:
                 return False, True, []
             if not st.match_topology_selector_terms(sc.get("allowedTopologies"), node_labels):
                 return False, True, []
-            ok, cap = self._has_enough_capacity(objects, provisioner, pvc, cls_name, node_labels)
+            ok, cap = self._has_enough_capacity(objects, pod_claims, provisioner, pvc, cls_name, node_labels)
             if not ok:
                 return True, False, []
             out.append(DynamicProvision(pvc, cap))
         return True, True, out
 
-    def _has_enough_capacity(self, objects: ClusterObjects, provisioner: str, pvc: Obj, class_name: str,
-                             node_labels: dict[str, str]) -> tuple[bool, Obj | None]:
+    def _has_enough_capacity(self, objects: ClusterObjects, pod_claims: PodVolumeClaims, provisioner: str,
+                             pvc: Obj, class_name: str, node_labels: dict[str, str]) -> tuple[bool, Obj | None]:
         """``hasEnoughCapacity``: capacity is checked only for a claim with a storage request whose
         provisioner is a CSIDriver with ``storageCapacity: true``; then some CSIStorageCapacity of the
         class, reachable from the node (``nodeTopology``), must allow a volume of that size
@@ -403,14 +426,11 @@ class VolumeBinder:
         if driver is None or st.spec(driver).get("storageCapacity") is not True:
             return True, None
         size_bytes = quantity.value(size)
-        caps = sorted(objects.list("CSIStorageCapacity"), key=lambda c: (st.namespace(c), st.name(c)))
-        for cap in caps:
-            if cap.get("storageClassName") != class_name:
-                continue
-            limit = st.volume_limit(cap)
-            if limit is None or quantity.value(limit) < size_bytes:
-                continue
-            if _node_has_access(cap, node_labels):
+        caps = pod_claims.capacities.get(class_name)
+        if caps is None:
+            caps = pod_claims.capacities[class_name] = _class_capacities(objects, class_name)
+        for limit, cap, topology in caps:
+            if limit >= size_bytes and topology is not None and topology.matches(node_labels):
                 return True, cap
         return False, None
 
@@ -466,16 +486,26 @@ class VolumeBinder:
             self.pvc_cache.restore(c)
 
 
-def _node_has_access(capacity: Obj, node_labels: dict[str, str]) -> bool:
-    """``nodeHasAccess``: the CSIStorageCapacity's ``nodeTopology`` label selector selects the node
-    (no topology or an invalid selector: no access)."""
-    topo = capacity.get("nodeTopology")
-    if topo is None:
-        return False
-    try:
-        return st.label_selector_matches(topo, node_labels)
-    except ValueError:
-        return False
+def _class_capacities(objects: ClusterObjects, class_name: str) -> list[tuple[int, Obj, LabelSelector | None]]:
+    """The class's CSIStorageCapacities as (``volumeLimit`` bytes, object, compiled ``nodeTopology``),
+    in namespace/name order (upstream's lister order is unspecified). A missing or malformed limit never
+    suffices; a missing or invalid topology gives no access (``nodeHasAccess``)."""
+    out: list[tuple[int, Obj, LabelSelector | None]] = []
+    for cap in sorted(objects.list("CSIStorageCapacity"), key=lambda c: (st.namespace(c), st.name(c))):
+        if cap.get("storageClassName") != class_name:
+            continue
+        limit = st.volume_limit(cap)
+        if limit is None:
+            continue
+        topo = cap.get("nodeTopology")
+        selector: LabelSelector | None = None
+        if isinstance(topo, dict):
+            try:
+                selector = parse_label_selector(topo)
+            except ValueError:
+                selector = None
+        out.append((quantity.value(limit), cap, selector))
+    return out
 
 
 def is_plugin_migrated_on_node(plugin_name: str, csi_node: Obj | None) -> bool:

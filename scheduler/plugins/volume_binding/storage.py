@@ -41,8 +41,11 @@ __all__ = [
     "ANN_MIGRATED_PLUGINS",
     "ANN_SELECTED_NODE",
     "NOT_SUPPORTED_PROVISIONER",
+    "ClaimMatcher",
     "PodVolumeRef",
     "StorageError",
+    "affinity_matches",
+    "annotation",
     "annotations_of",
     "capacity_value",
     "check_access_modes",
@@ -50,6 +53,7 @@ __all__ = [
     "claim_class",
     "claim_key",
     "claim_storage_request",
+    "compiled_node_affinity",
     "contains_access_mode",
     "cycle_objects",
     "deletion_timestamp",
@@ -162,6 +166,14 @@ def _str_map(v: object) -> dict[str, str]:
     return {str(k): x for k, x in v.items() if isinstance(x, str)}
 
 
+def annotation(o: Mapping[str, Any] | None, key: str) -> str | None:
+    """One annotation's value (None when absent or not a string); no copy of the map is made."""
+    meta_d = (o or {}).get("metadata")
+    ann = meta_d.get("annotations") if isinstance(meta_d, dict) else None
+    v = ann.get(key) if isinstance(ann, dict) else None
+    return v if isinstance(v, str) else None
+
+
 def annotations_of(o: Mapping[str, Any] | None) -> dict[str, str]:
     return _str_map(_meta(o).get("annotations"))
 
@@ -236,25 +248,25 @@ def volume_is_for_pod(pod: Mapping[str, Any], pvc: Mapping[str, Any]) -> str | N
 def claim_class(pvc: Mapping[str, Any]) -> str:
     """``GetPersistentVolumeClaimClass``: the beta annotation first, then ``spec.storageClassName``,
     else ``""``."""
-    ann = annotations_of(pvc)
-    if ANN_BETA_STORAGE_CLASS in ann:
-        return ann[ANN_BETA_STORAGE_CLASS]
+    beta = annotation(pvc, ANN_BETA_STORAGE_CLASS)
+    if beta is not None:
+        return beta
     v = spec(pvc).get("storageClassName")
     return v if isinstance(v, str) else ""
 
 
 def pv_class(pv: Mapping[str, Any]) -> str:
     """``GetPersistentVolumeClass``: the beta annotation first, then ``spec.storageClassName``."""
-    ann = annotations_of(pv)
-    if ANN_BETA_STORAGE_CLASS in ann:
-        return ann[ANN_BETA_STORAGE_CLASS]
+    beta = annotation(pv, ANN_BETA_STORAGE_CLASS)
+    if beta is not None:
+        return beta
     v = spec(pv).get("storageClassName")
     return v if isinstance(v, str) else ""
 
 
 def is_pvc_fully_bound(pvc: Mapping[str, Any]) -> bool:
     """``isPVCFullyBound``: ``spec.volumeName`` set and the ``bind-completed`` annotation present."""
-    return bool(spec(pvc).get("volumeName")) and ANN_BIND_COMPLETED in annotations_of(pvc)
+    return bool(spec(pvc).get("volumeName")) and annotation(pvc, ANN_BIND_COMPLETED) is not None
 
 
 def is_delay_binding_mode(pvc: Mapping[str, Any], storage_class: Mapping[str, Any] | None) -> bool:
@@ -372,21 +384,52 @@ def capacity_value(capacity: Mapping[str, Any] | None) -> int:
 
 # -- matching ---------------------------------------------------------------------------------------
 
+_NO_MATCH = False
+_AFFINITY_CACHE: dict[int, tuple[object, NodeSelector | bool]] = {}
+_AFFINITY_CACHE_MAX = 50_000
+
+
+def compiled_node_affinity(pv: Mapping[str, Any]) -> NodeSelector | bool:
+    """The PV's ``spec.nodeAffinity.required`` compiled once: True when there is none (every node
+    matches), False when it is malformed (no node matches), else a NodeSelector.
+
+    Compiled selectors are cached by the identity of the ``nodeAffinity`` object (which assumed copies
+    of a PV share), so a cluster's PVs are compiled once, not once per node per Pod.
+    """
+    na = spec(pv).get("nodeAffinity")
+    if na is None:
+        return True
+    hit = _AFFINITY_CACHE.get(id(na))
+    if hit is not None and hit[0] is na:
+        return hit[1]
+    compiled: NodeSelector | bool
+    if not isinstance(na, dict):
+        compiled = _NO_MATCH
+    elif na.get("required") is None:
+        compiled = True
+    else:
+        try:
+            compiled = NodeSelector.from_node_selector(na["required"])
+        except ValueError:
+            compiled = _NO_MATCH
+    if len(_AFFINITY_CACHE) >= _AFFINITY_CACHE_MAX:
+        _AFFINITY_CACHE.clear()
+    _AFFINITY_CACHE[id(na)] = (na, compiled)
+    return compiled
+
+
+def affinity_matches(compiled: NodeSelector | bool, node_labels: Mapping[str, str]) -> bool:
+    """Evaluate :func:`compiled_node_affinity` for a node built from ``node_labels`` only."""
+    if isinstance(compiled, bool):
+        return compiled
+    return compiled.match({"metadata": {"labels": node_labels}})
+
+
 def check_node_affinity(pv: Mapping[str, Any], node_labels: Mapping[str, str]) -> bool:
     """``CheckNodeAffinity``: True when the PV has no ``spec.nodeAffinity.required`` or one of its
     terms selects a node with ``node_labels`` (the node is built from labels only, so
     ``matchFields`` requirements are ignored, as upstream). A malformed affinity never matches."""
-    na = spec(pv).get("nodeAffinity")
-    if not isinstance(na, dict):
-        return na is None
-    required = na.get("required")
-    if required is None:
-        return True
-    try:
-        sel = NodeSelector.from_node_selector(required)
-    except ValueError:
-        return False
-    return sel.match({"metadata": {"labels": dict(node_labels)}})
+    return affinity_matches(compiled_node_affinity(pv), node_labels)
 
 
 def volume_mode_mismatch(pvc: Mapping[str, Any], pv: Mapping[str, Any]) -> bool:
@@ -416,67 +459,101 @@ def label_selector_matches(selector: object, obj_labels: Mapping[str, str]) -> b
     return parse_label_selector(selector).matches(obj_labels)
 
 
+class ClaimMatcher:
+    """``FindMatchingVolume`` on the scheduler path (a node given, delayBinding true,
+    VolumeAttributesClass on as in v1.37), split into the node-independent part, done once per claim
+    and cycle, and :meth:`match` per node.
+
+    Upstream walks the claim's class PVs in order: a PV pre-bound to the claim (``claimRef`` naming it)
+    is returned at once (None if its node affinity rejects the node); otherwise the smallest
+    ``Available`` PV with enough capacity, the same volume mode and VolumeAttributesClass, matching the
+    claim's selector, class, node affinity and access modes, not being deleted and not excluded (the
+    first one wins ties). The checks that do not depend on the node are applied here; the candidates
+    keep upstream's order (pre-bound PVs) or are sorted by (capacity, position) so the first one whose
+    node affinity matches is upstream's choice.
+
+    Raises (constructor): PodParseError: the claim's storage request is malformed. An invalid claim
+    ``spec.selector`` is raised by :meth:`match` (upstream fails FindMatchingVolume, i.e. Filter).
+    """
+
+    __slots__ = ("eligible", "error", "prebound")
+
+    def __init__(self, pvc: Mapping[str, Any], volumes: Iterable[Obj]) -> None:
+        request = claim_storage_request(pvc) or Decimal(0)
+        requested_class = claim_class(pvc)
+        pvc_spec = spec(pvc)
+        selector = pvc_spec.get("selector")
+        self.error: StorageError | None = None
+        self.prebound: list[tuple[Obj, NodeSelector | bool]] = []
+        self.eligible: list[tuple[Decimal, int, Obj, NodeSelector | bool]] = []
+        compiled = None
+        if selector is not None:
+            try:
+                if not isinstance(selector, dict):
+                    raise ValueError(f"label selector must be an object, got {selector!r}")
+                compiled = parse_label_selector(selector)
+            except ValueError as exc:
+                self.error = StorageError(f"error creating internal label selector for claim: "
+                                          f"{namespace(pvc)}/{name(pvc)}: {exc}")
+                return
+        claim_vac = pvc_spec.get("volumeAttributesClassName") or ""
+        for idx, pv in enumerate(volumes):
+            pv_spec = spec(pv)
+            bound_to_claim = is_volume_bound_to_claim(pv, pvc)
+            if pv_spec.get("claimRef") is not None and not bound_to_claim:
+                continue
+            qty = pv_capacity(pv)
+            if qty is None or qty < request:
+                continue
+            if volume_mode_mismatch(pvc, pv):
+                continue
+            if claim_vac != (pv_spec.get("volumeAttributesClassName") or ""):
+                continue
+            if deletion_timestamp(pv) is not None:
+                continue
+            affinity = compiled_node_affinity(pv)
+            if bound_to_claim:
+                self.prebound.append((pv, affinity))
+                continue
+            if status(pv).get("phase") != "Available":
+                continue
+            if compiled is not None and not compiled.matches(labels(pv)):
+                continue
+            if pv_class(pv) != requested_class:
+                continue
+            if not check_access_modes(pvc, pv):
+                continue
+            self.eligible.append((qty, idx, pv, affinity))
+        self.eligible.sort(key=lambda t: (t[0], t[1]))
+
+    def match(self, node_labels: Mapping[str, str], excluded: Mapping[str, Obj]) -> Obj | None:
+        """The PV upstream's FindMatchingVolume returns for a node with ``node_labels``, not taking PVs
+        named in ``excluded`` (those chosen for the Pod's other claims).
+
+        Raises:
+            StorageError: the claim's ``spec.selector`` is invalid.
+        """
+        if self.error is not None:
+            raise self.error
+        for pv, affinity in self.prebound:
+            if name(pv) in excluded:
+                continue
+            return pv if affinity_matches(affinity, node_labels) else None
+        for _, _, pv, affinity in self.eligible:
+            if name(pv) not in excluded and affinity_matches(affinity, node_labels):
+                return pv
+        return None
+
+
 def find_matching_volume(pvc: Mapping[str, Any], volumes: Iterable[Obj], node_labels: Mapping[str, str],
                          excluded: Mapping[str, Obj]) -> Obj | None:
-    """``FindMatchingVolume`` on the scheduler path (a node given, delayBinding true,
-    VolumeAttributesClass on as in v1.37).
-
-    A PV pre-bound to the claim (``claimRef`` naming it) is returned at once (None if its node
-    affinity rejects the node); otherwise the smallest ``Available`` PV of the claim's class with
-    enough capacity, the same volume mode and VolumeAttributesClass, matching the claim's selector,
-    node affinity and access modes, not being deleted and not in ``excluded`` (first one wins ties).
+    """``FindMatchingVolume`` for one node (see :class:`ClaimMatcher`, which the binder keeps per cycle).
 
     Raises:
         StorageError: the claim's ``spec.selector`` is invalid.
         PodParseError: the claim's storage request is malformed.
     """
-    request = claim_storage_request(pvc) or Decimal(0)
-    requested_class = claim_class(pvc)
-    pvc_spec = spec(pvc)
-    selector = pvc_spec.get("selector")
-    compiled = None
-    if selector is not None:
-        try:
-            if not isinstance(selector, dict):
-                raise ValueError(f"label selector must be an object, got {selector!r}")
-            compiled = parse_label_selector(selector)
-        except ValueError as exc:
-            raise StorageError(f"error creating internal label selector for claim: "
-                               f"{namespace(pvc)}/{name(pvc)}: {exc}") from exc
-    claim_vac = pvc_spec.get("volumeAttributesClassName") or ""
-    smallest: Obj | None = None
-    smallest_qty = Decimal(0)
-    for pv in volumes:
-        if name(pv) in excluded:
-            continue
-        pv_spec = spec(pv)
-        if pv_spec.get("claimRef") is not None and not is_volume_bound_to_claim(pv, pvc):
-            continue
-        qty = pv_capacity(pv)
-        if qty is None or qty < request:
-            continue
-        if volume_mode_mismatch(pvc, pv):
-            continue
-        if claim_vac != (pv_spec.get("volumeAttributesClassName") or ""):
-            continue
-        if deletion_timestamp(pv) is not None:
-            continue
-        affinity_ok = check_node_affinity(pv, node_labels)
-        if is_volume_bound_to_claim(pv, pvc):
-            return pv if affinity_ok else None
-        if _dict(pv.get("status")).get("phase") != "Available":
-            continue
-        if compiled is not None and not compiled.matches(labels(pv)):
-            continue
-        if pv_class(pv) != requested_class:
-            continue
-        if not affinity_ok:
-            continue
-        if not check_access_modes(pvc, pv):
-            continue
-        if smallest is None or smallest_qty > qty:
-            smallest, smallest_qty = pv, qty
-    return smallest
+    return ClaimMatcher(pvc, volumes).match(node_labels, excluded)
 
 
 def match_topology_selector_terms(terms: object, node_labels: Mapping[str, str]) -> bool:
