@@ -285,3 +285,24 @@ def test_no_args() -> None:
     with pytest.raises(ConfigError):
         NodeVolumeLimits.create({"x": 1}, None)
     assert isinstance(registry.get("NodeVolumeLimits")({}, None), NodeVolumeLimits)
+
+
+def test_counting_errors_of_existing_pods_are_not_short_cut() -> None:
+    # Far below the limit, but counting the node's Pods hits an inline EBS volume whose id cannot be
+    # translated: upstream returns that error for every Pod with volumes on the node.
+    objs = [csi_node("n1", [driver("ebs.csi.aws.com", 10), driver(DRIVER, 10)]), *bound_csi(1),
+            pod("x", [{"name": "d", "awsElasticBlockStore": {"volumeID": "aws://z/bad"}}], node_name="n1")]
+    _, s = filter_on(objs, pod("a", [pvc_vol("v", "c1")]))
+    assert s.code == Code.ERROR and "Invalid format for AWS volume (aws://z/bad)" in s.reasons[0]
+
+
+def test_limit_reached_by_attachments_and_pods() -> None:
+    objs = [csi_node("n1", [driver(DRIVER, 3)]), *bound_csi(1), *bound_csi(2), *bound_csi(3), *bound_csi(4),
+            {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": "va"},
+             "spec": {"attacher": DRIVER, "nodeName": "n1", "source": {"persistentVolumeName": "p3"}}},
+            pod("x", [pvc_vol("v", "c1"), pvc_vol("w", "c2")], node_name="n1")]
+    # Results checked with the Go oracle: a volume already used by a Pod on the node is not new, but one
+    # attached only through a VolumeAttachment still counts as new (upstream counts it twice).
+    assert filter_on(objs, pod("a", [pvc_vol("v", "c1")]))[1].is_success()
+    assert filter_on(objs, pod("a", [pvc_vol("v", "c3")]))[1].reasons == [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED]
+    assert filter_on(objs, pod("a", [pvc_vol("v", "c4")]))[1].reasons == [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED]

@@ -532,3 +532,16 @@ def test_in_tree_translation_error_is_a_filter_error_as_upstream() -> None:
     assert s.reasons == ["could not translate pv: failed to translate Kubernetes ID to EBS Volume ID Invalid "
                          "format for AWS volume (aws://z/bad)"]
     assert pl.filter(state, pi, snap.get("n2")).is_success()  # not migrated there: no translation
+
+
+def test_pv_class_index_follows_replaced_objects() -> None:
+    objs = [*NODES, storage_class("w", provisioner="kubernetes.io/no-provisioner"), pvc("c1", sc="w"),
+            pv("p1", "2Gi", "w")]
+    snap = snapshot_of(objs)
+    pl = VolumeBinding()
+    assert filter_all(pl, snap, pod("a", [pvc_vol("v", "c1")]))[2]["n1"] == []
+    moved = pv("p1", "2Gi", "other")
+    moved["metadata"]["resourceVersion"] = "2"
+    snap.objects.upsert("PersistentVolume", moved)
+    assert filter_all(pl, snap, pod("a", [pvc_vol("v", "c1")]))[2]["n1"] == [
+        "node(s) didn't find available persistent volumes to bind"]

@@ -310,3 +310,24 @@ def test_pv_translation_moves_zone_topology_to_the_csi_key() -> None:
                                      affinity=zone_affinity("z1")))
     assert ebs["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"] == [
         {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["z1"]}]
+
+
+def test_claim_matcher_order_rules() -> None:
+    c = pvc("c", size="1Gi", sc="w")
+    first, second = pv("a", "2Gi", "w"), pv("b", "2Gi", "w")
+    m = st.ClaimMatcher(c, [first, second])
+    assert m.match({}, {}) is first  # equal sizes: the first in list order
+    assert m.match({}, {"a": first}) is second
+    late_prebound = pv("z", "9Gi", "w", claim=("default", "c"))
+    assert st.ClaimMatcher(c, [first, late_prebound]).match({}, {}) is late_prebound
+    zonal = pv("s", "1Gi", "w", affinity=zone_affinity("z1"))
+    m = st.ClaimMatcher(c, [first, zonal])
+    assert m.match({ZONE: "z1"}, {}) is zonal and m.match({ZONE: "z2"}, {}) is first
+
+
+def test_compiled_affinity_is_shared_by_copies_and_recompiled_for_new_objects() -> None:
+    v = pv("p", affinity=zone_affinity("z1"))
+    copy_ = {**v, "spec": dict(v["spec"])}  # an assumed copy shares the nodeAffinity object
+    assert st.compiled_node_affinity(v) is st.compiled_node_affinity(copy_)
+    changed = pv("p", affinity=zone_affinity("z2"))
+    assert st.check_node_affinity(changed, {ZONE: "z2"}) and not st.check_node_affinity(v, {ZONE: "z2"})
