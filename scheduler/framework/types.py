@@ -615,8 +615,9 @@ class NodeInfo:
 
 
 def pod_pvc_keys(pod: Obj) -> list[str]:
-    """``namespace/claimName`` of each PVC-backed volume of the Pod (ephemeral volumes included,
-    named ``<pod>-<volume>`` as upstream)."""
+    """``namespace/claimName`` of each ``persistentVolumeClaim`` volume of the Pod (``PodPVCKeys`` in
+    ``pkg/scheduler/framework/types.go``: generic ephemeral volumes are not counted in v1.37, so
+    VolumeRestrictions' ReadWriteOncePod check does not see them either)."""
     meta = pod.get("metadata") or {}
     ns = str(meta.get("namespace") or "default")
     out: list[str] = []
@@ -626,8 +627,6 @@ def pod_pvc_keys(pod: Obj) -> list[str]:
         pvc = v.get("persistentVolumeClaim")
         if isinstance(pvc, dict) and pvc.get("claimName"):
             out.append(f"{ns}/{pvc['claimName']}")
-        elif v.get("ephemeral") is not None:
-            out.append(f"{ns}/{meta.get('name')}-{v.get('name')}")
     return out
 
 

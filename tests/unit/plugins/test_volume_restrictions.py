@@ -229,3 +229,18 @@ def test_no_args() -> None:
     with pytest.raises(ConfigError):
         VolumeRestrictions.create({"x": 1}, None)
     assert isinstance(registry.get("VolumeRestrictions")({}, None), VolumeRestrictions)
+
+
+def test_ephemeral_volume_of_a_scheduled_pod_is_not_a_read_write_once_pod_user() -> None:
+    # Upstream's PodPVCKeys counts only persistentVolumeClaim volumes, so a claim held through a generic
+    # ephemeral volume does not block a Pod naming it directly. The Go oracle schedules Pod a on both
+    # nodes (feasible n1, n2, nothing filtered).
+    claim = pvc("x-e", volume="p1", bound=True, modes=("ReadWriteOncePod",))
+    claim["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "x", "uid": "uid-x",
+                                             "controller": True}]
+    template = {"spec": {"accessModes": ["ReadWriteOncePod"], "resources": {"requests": {"storage": "1Gi"}}}}
+    objs = [node("n1"), node("n2"), pv("p1", claim=("default", "x-e")), claim,
+            pod("x", [{"name": "e", "ephemeral": {"volumeClaimTemplate": template}}], node_name="n1"),
+            pod("a", [pvc_vol("v", "x-e")])]
+    (res,) = run_py(objs)
+    assert (sorted(res["feasible"]), res["filtered"]) == (["n1", "n2"], {})
