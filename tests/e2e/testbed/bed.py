@@ -760,12 +760,7 @@ class Testbed:
                 if proc.poll() is not None:  # reaped: no zombie left behind
                     self._popen.pop(name, None)
                     return True
-            elif _proc_start_ticks(pid) is None:
-                # someone else's child (e.g. started by `testbed up`): init reaps it; give it a
-                # moment so that `pgrep` right after `down` does not show a <defunct> entry
-                gone_by = time.monotonic() + 2.0
-                while Path(f"/proc/{pid}").exists() and time.monotonic() < gone_by:
-                    time.sleep(0.05)
+            elif _proc_start_ticks(pid) is None:  # exited; init reaps it (see `down`)
                 return True
             time.sleep(0.05)
         return False
@@ -1077,10 +1072,17 @@ class Testbed:
             return []
         names = sorted(p.stem for p in self.pids_dir.glob("*.pid"))
         order = {ETCD: 2, APISERVER: 1}
-        stopped = []
+        stopped, pids = [], []
         for name in sorted(names, key=lambda n: order.get(n, 0)):
-            if self.stop(name, timeout):
+            pid = self.pid(name)
+            if self.stop(name, timeout) and pid is not None:
                 stopped.append(name)
+                pids.append(pid)
+        # Processes started by an earlier `testbed up` are init's children now, and init reaps
+        # them within ~2 s here; wait for that so `pgrep` right after `down` shows no <defunct>.
+        gone_by = time.monotonic() + 3.0
+        while any(Path(f"/proc/{p}").exists() for p in pids) and time.monotonic() < gone_by:
+            time.sleep(0.05)
         return stopped
 
     def status(self) -> list[ProcInfo]:
