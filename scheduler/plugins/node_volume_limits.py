@@ -39,6 +39,14 @@ from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Statu
 from scheduler.plugins.helpers import check_no_args
 from scheduler.plugins.volume_binding import csi_translation as csi
 from scheduler.plugins.volume_binding import storage as st
+from scheduler.queue.events import (
+    EVENT_ASSIGNED_POD_DELETE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+    Resource,
+)
 
 __all__ = ["ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED", "NAME", "NodeVolumeLimits", "get_volume_limits"]
 
@@ -153,6 +161,18 @@ class NodeVolumeLimits:
         """
         check_no_args(NAME, args)
         return cls()
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: CSINode added, or updated with a raised limit; an assigned Pod with
+        attachable volumes deleted; one of the Pod's claims added; a VolumeAttachment deleted."""
+        return [
+            ClusterEventWithHint(ClusterEvent(Resource.CSI_NODE, ActionType.ADD)),
+            ClusterEventWithHint(ClusterEvent(Resource.CSI_NODE, ActionType.UPDATE), _hint_csi_node_updated),
+            ClusterEventWithHint(EVENT_ASSIGNED_POD_DELETE, _hint_assigned_pod_deleted),
+            ClusterEventWithHint(ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, ActionType.ADD), _hint_pvc_added),
+            ClusterEventWithHint(ClusterEvent(Resource.VOLUME_ATTACHMENT, ActionType.DELETE),
+                                 _hint_volume_attachment_deleted),
+        ]
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: list[NodeInfo]) -> tuple[set[str] | None, Status]:
@@ -339,3 +359,66 @@ class NodeVolumeLimits:
                 continue
             out[f"{attacher}/{src.get('volumeHandle') or ''}"] = attacher
         return out
+
+
+# -- queueing hints (csi.go isSchedulableAfter*) -----------------------------------------------------------
+
+def _hint_csi_node_updated(pod: Obj, old: Any, new: Any) -> QueueingHint:
+    """Some driver's ``allocatable.count`` grew (a missing count counts as 0)."""
+    def counts(csi_node: Any) -> dict[str, int]:
+        out: dict[str, int] = {}
+        drivers = st.spec(csi_node).get("drivers") if isinstance(csi_node, dict) else None
+        for d in drivers if isinstance(drivers, list) else []:
+            if isinstance(d, dict) and isinstance(d.get("name"), str):
+                alloc = d.get("allocatable")
+                count = alloc.get("count") if isinstance(alloc, dict) else None
+                out[d["name"]] = count if isinstance(count, int) and not isinstance(count, bool) else 0
+        return out
+
+    before = counts(old)
+    return QueueingHint.QUEUE if any(c > before.get(n, 0) for n, c in counts(new).items()) \
+        else QueueingHint.QUEUE_SKIP
+
+
+def _hint_assigned_pod_deleted(pod: Obj, old: Any, new: Any) -> QueueingHint:
+    deleted = old if isinstance(old, dict) else new
+    vols = st.pod_volumes(deleted) if isinstance(deleted, dict) else []
+    if not vols:
+        return QueueingHint.QUEUE_SKIP
+    if not st.spec(deleted).get("nodeName") and not st.status(deleted).get("nominatedNodeName"):
+        return QueueingHint.QUEUE_SKIP
+    for v in vols:
+        if (v.get("persistentVolumeClaim") is not None or v.get("ephemeral") is not None
+                or csi.in_tree_plugin_for_volume(v) is not None):
+            return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def _hint_pvc_added(pod: Obj, old: Any, new: Any) -> QueueingHint:
+    if not isinstance(new, dict) or st.namespace(new) != st.namespace(pod):
+        return QueueingHint.QUEUE_SKIP
+    names = {ref.claim for ref in st.pod_volume_refs(pod)}
+    return QueueingHint.QUEUE if st.name(new) in names else QueueingHint.QUEUE_SKIP
+
+
+def _hint_volume_attachment_deleted(pod: Obj, old: Any, new: Any) -> QueueingHint:
+    """A Pod using a PVC, or an inline in-tree volume translating to the deleted attachment's attacher.
+
+    Raises:
+        csi.TranslationError: an inline volume cannot be translated (the queue treats it as Queue).
+    """
+    deleted = old if isinstance(old, dict) else new
+    attacher = st.spec(deleted).get("attacher") if isinstance(deleted, dict) else None
+    for v in st.pod_volumes(pod):
+        if v.get("persistentVolumeClaim") is not None:
+            return QueueingHint.QUEUE
+        plugin = csi.in_tree_plugin_for_volume(v)
+        if plugin is None:
+            continue
+        if plugin.plugin_name in csi.MIGRATION_ON:
+            driver, _ = csi.translate_inline_volume(v)
+        else:
+            driver = plugin.driver
+        if driver == attacher:
+            return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP

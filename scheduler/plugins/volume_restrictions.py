@@ -25,6 +25,14 @@ from typing import Any
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from scheduler.plugins.helpers import check_no_args
 from scheduler.plugins.volume_binding import storage as st
+from scheduler.queue.events import (
+    EVENT_ASSIGNED_POD_DELETE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    QueueingHint,
+    Resource,
+)
 
 __all__ = ["ERR_REASON_DISK_CONFLICT", "ERR_REASON_RWOP_CONFLICT", "NAME", "PRE_FILTER_STATE_KEY",
            "VolumeRestrictions", "is_volume_conflict"]
@@ -120,6 +128,15 @@ class VolumeRestrictions:
         check_no_args(NAME, args)
         return cls()
 
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: an assigned Pod deleted (hint: it held a conflicting disk or one of the
+        Pod's claims), a Node added, one of the Pod's claims added."""
+        return [
+            ClusterEventWithHint(EVENT_ASSIGNED_POD_DELETE, _hint_assigned_pod_deleted),
+            ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ADD)),
+            ClusterEventWithHint(ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, ActionType.ADD), _hint_pvc_added),
+        ]
+
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: list[NodeInfo]) -> tuple[set[str] | None, Status]:
         """Count references to the Pod's ReadWriteOncePod claims; Skip when there is nothing to check."""
@@ -180,3 +197,32 @@ class VolumeRestrictions:
         if s.conflicting_pvc_ref_count > 0:
             return Status(Code.UNSCHEDULABLE, [ERR_REASON_RWOP_CONFLICT], NAME)
         return Status.success()
+
+
+def _claim_names(pod: Obj) -> set[str]:
+    out: set[str] = set()
+    for v in st.pod_volumes(pod):
+        ref = v.get("persistentVolumeClaim")
+        if isinstance(ref, dict) and isinstance(ref.get("claimName"), str):
+            out.add(ref["claimName"])
+    return out
+
+
+def _hint_pvc_added(pod: Obj, old: Any, new: Any) -> QueueingHint:
+    if not isinstance(new, dict) or st.namespace(new) != st.namespace(pod):
+        return QueueingHint.QUEUE_SKIP
+    return QueueingHint.QUEUE if st.name(new) in _claim_names(pod) else QueueingHint.QUEUE_SKIP
+
+
+def _hint_assigned_pod_deleted(pod: Obj, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterAssignedPodDeleted``: same namespace, and the deleted Pod had a conflicting
+    disk or shared one of the Pod's claims (access modes are not looked up, as upstream)."""
+    deleted = old if isinstance(old, dict) else new
+    if not isinstance(deleted, dict) or st.namespace(deleted) != st.namespace(pod):
+        return QueueingHint.QUEUE_SKIP
+    for v in st.pod_volumes(pod):
+        if _needs_restrictions_check(v) and is_volume_conflict(v, deleted):
+            return QueueingHint.QUEUE
+    if _claim_names(pod) & _claim_names(deleted):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP

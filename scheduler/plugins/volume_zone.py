@@ -25,6 +25,7 @@ from typing import Any
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from scheduler.plugins.helpers import check_no_args
 from scheduler.plugins.volume_binding import storage as st
+from scheduler.queue.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 
 __all__ = ["ERR_REASON_CONFLICT", "NAME", "PRE_FILTER_STATE_KEY", "PVTopology", "VolumeZone"]
 
@@ -93,6 +94,17 @@ class VolumeZone:
         """
         check_no_args(NAME, args)
         return cls()
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: a WaitForFirstConsumer StorageClass added, a Node added or relabelled,
+        one of the Pod's claims added or updated, a PV added or its topology labels changed."""
+        add_update = ActionType.ADD | ActionType.UPDATE
+        return [
+            ClusterEventWithHint(ClusterEvent(Resource.STORAGE_CLASS, ActionType.ADD), _hint_storage_class_added),
+            ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
+            ClusterEventWithHint(ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, add_update), _hint_pvc_change),
+            ClusterEventWithHint(ClusterEvent(Resource.PERSISTENT_VOLUME, add_update), _hint_pv_change),
+        ]
 
     def _pv_by_pod(self, state: CycleState, pod: PodInfo) -> tuple[list[PVTopology], Status]:
         """``getPVbyPod``."""
@@ -165,3 +177,21 @@ class VolumeZone:
 
 def _unresolvable(msg: str) -> Status:
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg], NAME)
+
+
+def _hint_storage_class_added(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    return QueueingHint.QUEUE if new.get("volumeBindingMode") == "WaitForFirstConsumer" else QueueingHint.QUEUE_SKIP
+
+
+def _hint_pvc_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """``isPVCRequestedFromPod``: a ``persistentVolumeClaim`` volume of the Pod names the claim."""
+    if not isinstance(new, dict) or st.namespace(new) != st.namespace(pod):
+        return QueueingHint.QUEUE_SKIP
+    names = {ref.claim for ref in st.pod_volume_refs(pod) if not ref.ephemeral}
+    return QueueingHint.QUEUE if st.name(new) in names else QueueingHint.QUEUE_SKIP
+
+
+def _hint_pv_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    if old is None or pv_topologies(old) != pv_topologies(new):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP

@@ -53,6 +53,7 @@ from scheduler.plugins.volume_binding.binder import (
     VolumeBinder,
 )
 from scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, VolumeCapacityScorer, build_scorer_function
+from scheduler.queue.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 
 __all__ = [
     "DEFAULT_BIND_TIMEOUT_SECONDS",
@@ -181,6 +182,21 @@ class VolumeBinding:
             ConfigError: invalid args (see :meth:`VolumeBindingArgs.decode`).
         """
         return cls(VolumeBindingArgs.decode(args))
+
+    # -- queueing hints -------------------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: StorageClass / PVC / PV / Node / CSINode / CSIDriver / CSIStorageCapacity
+        changes, with upstream's queueing hints."""
+        add_update = ActionType.ADD | ActionType.UPDATE
+        return [
+            ClusterEventWithHint(ClusterEvent(Resource.STORAGE_CLASS, add_update), _hint_storage_class_change),
+            ClusterEventWithHint(ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, add_update), _hint_pvc_change),
+            ClusterEventWithHint(ClusterEvent(Resource.PERSISTENT_VOLUME, add_update)),
+            ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
+            ClusterEventWithHint(ClusterEvent(Resource.CSI_NODE, add_update), _hint_csi_node_change),
+            ClusterEventWithHint(ClusterEvent(Resource.CSI_DRIVER, ActionType.UPDATE), _hint_csi_driver_change),
+            ClusterEventWithHint(ClusterEvent(Resource.CSI_STORAGE_CAPACITY, add_update), _hint_capacity_change),
+        ]
 
     # -- PreFilter ------------------------------------------------------------------------------------
     def _pod_has_pvcs(self, state: CycleState, pod: PodInfo) -> tuple[bool, str | None]:
@@ -325,3 +341,52 @@ def _provision_class(pvc: dict[str, Any]) -> str:
     """``*pvc.Spec.StorageClassName`` (the beta annotation as a fallback where upstream would panic)."""
     v = st.spec(pvc).get("storageClassName")
     return v if isinstance(v, str) else st.claim_class(pvc)
+
+
+# -- queueing hints (volume_binding.go isSchedulableAfter*) -----------------------------------------------
+
+def _hint_pvc_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """A claim of the Pod (by name, ephemeral names included) in its namespace was added or updated."""
+    if not isinstance(new, dict) or st.namespace(new) != st.namespace(pod):
+        return QueueingHint.QUEUE_SKIP
+    names = {ref.claim for ref in st.pod_volume_refs(pod)}
+    return QueueingHint.QUEUE if st.name(new) in names else QueueingHint.QUEUE_SKIP
+
+
+def _hint_storage_class_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """Any new StorageClass; an update only when ``allowedTopologies`` changed."""
+    if old is None:
+        return QueueingHint.QUEUE
+    if (old.get("allowedTopologies") or None) != (new.get("allowedTopologies") or None):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def _hint_csi_node_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """Any new CSINode; an update only when its migrated-plugins annotation changed."""
+    if old is None:
+        return QueueingHint.QUEUE
+    if st.annotation(old, st.ANN_MIGRATED_PLUGINS) != st.annotation(new, st.ANN_MIGRATED_PLUGINS):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def _hint_csi_driver_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """A CSIDriver of one of the Pod's inline CSI volumes stopped tracking storage capacity."""
+    for v in st.pod_volumes(pod):
+        src = v.get("csi")
+        if not isinstance(src, dict) or src.get("driver") != st.name(new):
+            continue
+        if st.spec(old).get("storageCapacity") is True and st.spec(new).get("storageCapacity") is not True:
+            return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def _hint_capacity_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """Any new CSIStorageCapacity; an update only when its volume limit grew (or appeared)."""
+    if old is None:
+        return QueueingHint.QUEUE
+    new_limit, old_limit = st.volume_limit(new), st.volume_limit(old)
+    if new_limit is not None and (old_limit is None or quantity.value(new_limit) > quantity.value(old_limit)):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP

@@ -306,3 +306,26 @@ def test_limit_reached_by_attachments_and_pods() -> None:
     assert filter_on(objs, pod("a", [pvc_vol("v", "c1")]))[1].is_success()
     assert filter_on(objs, pod("a", [pvc_vol("v", "c3")]))[1].reasons == [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED]
     assert filter_on(objs, pod("a", [pvc_vol("v", "c4")]))[1].reasons == [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED]
+
+
+def test_queueing_hints() -> None:
+    from scheduler.plugins import node_volume_limits as nvl
+    from scheduler.queue.events import QueueingHint
+
+    queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
+    assert len(NodeVolumeLimits().events_to_register()) == 5
+    p = pod("a", [pvc_vol("v", "data")])
+    two, three = csi_node("n", [driver(DRIVER, 2)]), csi_node("n", [driver(DRIVER, 3)])
+    assert nvl._hint_csi_node_updated(p, two, three) == queue
+    assert nvl._hint_csi_node_updated(p, two, two) == skip
+    assert nvl._hint_csi_node_updated(p, csi_node("n", []), csi_node("n", [driver("new", 1)])) == queue
+    assert nvl._hint_assigned_pod_deleted(p, pod("x", [pvc_vol("v", "c")], node_name="n1"), None) == queue
+    assert nvl._hint_assigned_pod_deleted(p, pod("x", [pvc_vol("v", "c")]), None) == skip  # never placed
+    assert nvl._hint_assigned_pod_deleted(p, pod("x", [{"name": "t", "emptyDir": {}}], node_name="n1"), None) == skip
+    assert nvl._hint_pvc_added(p, None, pvc("data")) == queue
+    va = {"kind": "VolumeAttachment", "metadata": {"name": "va"}, "spec": {"attacher": "ebs.csi.aws.com"}}
+    assert nvl._hint_volume_attachment_deleted(p, va, None) == queue
+    inline = pod("b", [{"name": "d", "awsElasticBlockStore": {"volumeID": "vol-1"}}])
+    assert nvl._hint_volume_attachment_deleted(inline, va, None) == queue
+    gce = pod("b", [{"name": "d", "gcePersistentDisk": {"pdName": "x"}}])
+    assert nvl._hint_volume_attachment_deleted(gce, va, None) == skip

@@ -545,3 +545,45 @@ def test_pv_class_index_follows_replaced_objects() -> None:
     snap.objects.upsert("PersistentVolume", moved)
     assert filter_all(pl, snap, pod("a", [pvc_vol("v", "c1")]))[2]["n1"] == [
         "node(s) didn't find available persistent volumes to bind"]
+
+
+# -- queueing hints (volume_binding.go isSchedulableAfter*) ------------------------------------------------
+
+def test_events_registered() -> None:
+    from scheduler.queue.events import ActionType, Resource
+
+    events = {(e.event.resource, e.event.action_type) for e in VolumeBinding().events_to_register()}
+    add_update = ActionType.ADD | ActionType.UPDATE
+    assert events == {(Resource.STORAGE_CLASS, add_update), (Resource.PERSISTENT_VOLUME_CLAIM, add_update),
+                      (Resource.PERSISTENT_VOLUME, add_update),
+                      (Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                      (Resource.CSI_NODE, add_update), (Resource.CSI_DRIVER, ActionType.UPDATE),
+                      (Resource.CSI_STORAGE_CAPACITY, add_update)}
+
+
+def test_queueing_hints() -> None:
+    from scheduler.plugins.volume_binding import plugin as vb
+    from scheduler.queue.events import QueueingHint
+
+    queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
+    p = pod("a", [pvc_vol("v", "data"), {"name": "e", "ephemeral": {}},
+                  {"name": "i", "csi": {"driver": DRIVER}}])
+    assert vb._hint_pvc_change(p, None, pvc("data")) == queue
+    assert vb._hint_pvc_change(p, None, pvc("a-e")) == queue
+    assert vb._hint_pvc_change(p, None, pvc("other")) == skip
+    assert vb._hint_pvc_change(p, None, pvc("data", ns="elsewhere")) == skip
+    topo = [{"matchLabelExpressions": [{"key": ZONE, "values": ["z1"]}]}]
+    assert vb._hint_storage_class_change(p, None, storage_class("w")) == queue
+    assert vb._hint_storage_class_change(p, storage_class("w"), storage_class("w", topologies=topo)) == queue
+    assert vb._hint_storage_class_change(p, storage_class("w"), storage_class("w")) == skip
+    assert vb._hint_csi_node_change(p, None, csi_node("n1", [])) == queue
+    assert vb._hint_csi_node_change(p, csi_node("n1", []), csi_node("n1", [], migrated="kubernetes.io/gce-pd")) == queue
+    assert vb._hint_csi_node_change(p, csi_node("n1", []), csi_node("n1", [driver("x")])) == skip
+    assert vb._hint_csi_driver_change(p, csi_driver(DRIVER), csi_driver(DRIVER, storage_capacity=False)) == queue
+    assert vb._hint_csi_driver_change(p, csi_driver(DRIVER, False), csi_driver(DRIVER, True)) == skip
+    assert vb._hint_csi_driver_change(p, csi_driver("x"), csi_driver("x", storage_capacity=False)) == skip
+    small, big = capacity("c", "w", "5Gi", {}), capacity("c", "w", "10Gi", {})
+    assert vb._hint_capacity_change(p, None, small) == queue
+    assert vb._hint_capacity_change(p, small, big) == queue
+    assert vb._hint_capacity_change(p, big, small) == skip
+    assert vb._hint_capacity_change(p, small, capacity("c", "w", "50Gi", {}, max_size="5Gi")) == skip

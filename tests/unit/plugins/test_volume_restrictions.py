@@ -244,3 +244,19 @@ def test_ephemeral_volume_of_a_scheduled_pod_is_not_a_read_write_once_pod_user()
             pod("a", [pvc_vol("v", "x-e")])]
     (res,) = run_py(objs)
     assert (sorted(res["feasible"]), res["filtered"]) == (["n1", "n2"], {})
+
+
+def test_queueing_hints() -> None:
+    from scheduler.plugins import volume_restrictions as vr
+    from scheduler.queue.events import QueueingHint
+
+    queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
+    assert len(VolumeRestrictions().events_to_register()) == 3
+    p = pod("a", [{"name": "d", "gcePersistentDisk": {"pdName": "x"}}, pvc_vol("v", "data")])
+    assert vr._hint_assigned_pod_deleted(p, pod("x", [{"name": "d", "gcePersistentDisk": {"pdName": "x"}}]),
+                                         None) == queue
+    assert vr._hint_assigned_pod_deleted(p, pod("x", [pvc_vol("w", "data")]), None) == queue
+    assert vr._hint_assigned_pod_deleted(p, pod("x", [pvc_vol("w", "other")]), None) == skip
+    assert vr._hint_assigned_pod_deleted(p, pod("x", [pvc_vol("w", "data")], ns="b"), None) == skip
+    assert vr._hint_pvc_added(p, None, pvc("data")) == queue
+    assert vr._hint_pvc_added(p, None, pvc("nope")) == skip

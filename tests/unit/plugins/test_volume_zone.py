@@ -185,3 +185,19 @@ def test_no_args() -> None:
     with pytest.raises(ConfigError):
         VolumeZone.create({"foo": 1}, None)
     assert isinstance(registry.get("VolumeZone")({}, None), VolumeZone)
+
+
+def test_queueing_hints() -> None:
+    from scheduler.plugins import volume_zone as vz
+    from scheduler.queue.events import QueueingHint
+
+    queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
+    assert len(VolumeZone().events_to_register()) == 4
+    p = pod("a", [pvc_vol("v", "data"), {"name": "e", "ephemeral": {}}])
+    assert vz._hint_storage_class_added(p, None, storage_class("w")) == queue
+    assert vz._hint_storage_class_added(p, None, storage_class("i", "Immediate")) == skip
+    assert vz._hint_pvc_change(p, None, pvc("data")) == queue
+    assert vz._hint_pvc_change(p, None, pvc("a-e")) == skip  # ephemeral claims are not looked at
+    assert vz._hint_pv_change(p, None, pv("p")) == queue
+    assert vz._hint_pv_change(p, pv("p", labels={ZONE: "z1"}), pv("p", labels={ZONE: "z2"})) == queue
+    assert vz._hint_pv_change(p, pv("p", labels={ZONE: "z1"}), pv("p", labels={ZONE: "z1", "x": "y"})) == skip
