@@ -101,6 +101,7 @@ KINDS: tuple[WatchedKind, ...] = (
     WatchedKind("CSIDriver", "storage.k8s.io/v1", "csidrivers", False, Resource.CSI_DRIVER),
     WatchedKind("CSIStorageCapacity", "storage.k8s.io/v1", "csistoragecapacities", True,
                 Resource.CSI_STORAGE_CAPACITY),
+    WatchedKind("VolumeAttachment", "storage.k8s.io/v1", "volumeattachments", False, Resource.VOLUME_ATTACHMENT),
     WatchedKind("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True),
     WatchedKind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False),
     WatchedKind("ResourceClaim", "resource.k8s.io/v1", "resourceclaims", True, Resource.RESOURCE_CLAIM,

@@ -27,7 +27,7 @@ NAMESPACED_KINDS = (
 )
 CLUSTER_KINDS = (
     "Namespace", "PersistentVolume", "StorageClass", "CSINode", "CSIDriver", "ResourceSlice",
-    "DeviceClass", "PriorityClass",
+    "DeviceClass", "PriorityClass", "VolumeAttachment",
 )
 
 

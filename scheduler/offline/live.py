@@ -47,6 +47,7 @@ LIST_CALLS: tuple[tuple[str, str, str], ...] = (
     ("CSINodeList", "StorageV1Api", "list_csi_node"),
     ("CSIDriverList", "StorageV1Api", "list_csi_driver"),
     ("CSIStorageCapacityList", "StorageV1Api", "list_csi_storage_capacity_for_all_namespaces"),
+    ("VolumeAttachmentList", "StorageV1Api", "list_volume_attachment"),
     ("ResourceClaimList", "ResourceV1Api", "list_resource_claim_for_all_namespaces"),
     ("ResourceSliceList", "ResourceV1Api", "list_resource_slice"),
     ("DeviceClassList", "ResourceV1Api", "list_device_class"),

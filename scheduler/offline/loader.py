@@ -62,7 +62,7 @@ KNOWN_KINDS: frozenset[str] = frozenset(("Node", "Pod", *NAMESPACED_KINDS, *CLUS
 IGNORED_KINDS: frozenset[str] = frozenset((
     "Deployment", "DaemonSet", "Job", "CronJob", "HorizontalPodAutoscaler", "Endpoints", "EndpointSlice",
     "Event", "ConfigMap", "ServiceAccount", "ControllerRevision", "Lease", "ResourceClaimTemplate",
-    "VolumeAttachment", "LimitRange", "ResourceQuota",
+    "LimitRange", "ResourceQuota",
 ))
 """Kinds ``kubectl get all`` and friends print that no scheduling plugin reads: accepted and
 dropped, so a broad ``kubectl get ... -o yaml`` dump loads. Any other kind is an error."""
