@@ -180,9 +180,12 @@ class SchedulingLoop:
             if pf is not None:
                 # "" clears an earlier nomination (NominatingMode Override), a name sets it.
                 nominated = pf.nominated_node_name
-                victims = list(pf.victims)
                 if nominated:
-                    m.PREEMPTION_VICTIMS.observe(len(victims))
+                    m.PREEMPTION_VICTIMS.observe(len(pf.victims))
+                    # Victims already terminating need no second API call (prepareCandidateAsync).
+                    victims = [v for v in pf.victims if not (v.pod.get("metadata") or {}).get("deletionTimestamp")]
+                    if victims:
+                        self._mark_preempting(fw, pi.uid, True)
             message = result.message or "0/0 nodes are available"
             log.info("Unable to schedule pod; no fit; waiting pod=%s err=%s", pi.key, message)
             self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, message, start, RESULT_UNSCHEDULABLE,
@@ -324,14 +327,37 @@ class SchedulingLoop:
         if recreated:
             return
         pod = cached if cached is not None else pi.pod
-        self._spawn(self._report_failure(fw, pod, reason, message, nominated, victims or []))
-
-    async def _report_failure(self, fw: Framework, pod: Obj, reason: str, message: str, nominated: str | None,
-                              victims: list[PodInfo]) -> None:
         if victims:
-            await self.binder.delete_victims(victims, pod, fw.profile_name)
+            self._spawn(self._preempt(fw, pod, victims))
+        self._spawn(self._report_failure(fw, pod, reason, message, nominated))
+
+    async def _report_failure(self, fw: Framework, pod: Obj, reason: str, message: str,
+                              nominated: str | None) -> None:
         await self.binder.failed_scheduling(pod, message, fw.profile_name)
         await self.binder.update_pod_condition(pod, reason, message, nominated)
+
+    @staticmethod
+    def _mark_preempting(fw: Framework, uid: str, running: bool) -> None:
+        """Tell the PostFilter plugin (DefaultPreemption's asynchronous-preemption PreEnqueue) that
+        the evictions of ``uid`` run / are over."""
+        for pl in fw.post_filter_plugins:
+            fn = getattr(pl, "mark_preempting" if running else "preemption_finished", None)
+            if callable(fn):
+                fn(uid)
+
+    async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo]) -> None:
+        """``prepareCandidateAsync``: evict the victims (UID-preconditioned deletes with a
+        ``Preempted`` event each), then let the preemptor back in and activate it, so it does not
+        depend on the victims' deletion events reaching the queue after the PreEnqueue gate lifted."""
+        uid = str((preemptor.get("metadata") or {}).get("uid") or "")
+        try:
+            log.info("Start the preemption asynchronously preemptor=%s/%s numVictims=%d",
+                     (preemptor.get("metadata") or {}).get("namespace"), (preemptor.get("metadata") or {}).get("name"),
+                     len(victims))
+            await self.binder.delete_victims(victims, preemptor, fw.profile_name)
+        finally:
+            self._mark_preempting(fw, uid, False)
+            self.queue.activate([preemptor])
 
 
 class Housekeeping:

@@ -35,8 +35,10 @@ from scheduler.framework.interfaces import QueuedPodInfo as _BaseQueuedPodInfo
 from scheduler.framework.types import Code, PodInfo, PodParseError, Status
 from scheduler.queue.events import (
     BACKOFF_COMPLETE,
+    EVENT_FORCE_ACTIVATE,
     EVENT_UNSCHEDULABLE_TIMEOUT,
     EVENT_UNSCHEDULED_POD_ADD,
+    FORCE_ACTIVATE,
     POP_FROM_BACKOFF_Q,
     SCHEDULE_ATTEMPT_FAILURE,
     ClusterEvent,
@@ -726,6 +728,29 @@ class PriorityQueue:
             if queue == ACTIVE_Q or (self.pop_from_backoff_q and queue == BACKOFF_Q):
                 activated = True
         self._add_event_if_any_in_flight(ev, old, new)
+        if activated:
+            self._wake()
+        self._update_pending()
+
+    def activate(self, pods: Iterable[Obj]) -> None:
+        """``Activate``: move these Pods from the unschedulable Pods or backoffQ to activeQ now
+        (PreEnqueue still applies); a Pod in flight gets a ``ForceActivate`` event recorded so it
+        is requeued at once when it comes back."""
+        activated = False
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+            qpi = self._unschedulable.get(key)
+            from_backoff = False
+            if qpi is None:
+                qpi = self._backoff.delete(key) or self._error_backoff.delete(key)
+                from_backoff = qpi is not None
+            if qpi is not None:
+                if self._move_to_active(qpi, FORCE_ACTIVATE, from_backoff):
+                    activated = True
+                continue
+            if str(meta.get("uid") or "") in self._in_flight:
+                self._in_flight_events.append([EVENT_FORCE_ACTIVATE, None, pod])
         if activated:
             self._wake()
         self._update_pending()

@@ -292,3 +292,34 @@ async def test_metrics_and_health_endpoints(testbed: Testbed, api_client: client
                 text = await r.text()
             assert 'scheduler_pending_pods{queue="active"}' in text
             assert 'scheduler_cache_size{type="nodes"}' in text
+
+
+async def test_preemption_evicts_a_lower_priority_pod(testbed: Testbed, api_client: client.ApiClient,
+                                                     objs: Cleanup) -> None:
+    """A high-priority Pod that fits nowhere preempts a low-priority one: the victim is deleted (with a
+    ``Preempted`` event), the preemptor is nominated to the node and then bound there."""
+    sched_api = client.SchedulingV1Api(api_client)
+    low_pc, high_pc = unique_name("low"), unique_name("high")
+    await sched_api.create_priority_class({"metadata": {"name": low_pc}, "value": 100})
+    await sched_api.create_priority_class({"metadata": {"name": high_pc}, "value": 100000})
+    try:
+        node = await objs.node(unique_name("pre"), {"cpu": "2", "memory": "4Gi", "pods": "110"})
+        async with running_scheduler(testbed, "preemption"):
+            low = await objs.pod(unique_name("victim"), requests={"cpu": "1500m"}, spec={"priorityClassName": low_pc})
+            await wait_for_pod_scheduled(api_client, low)
+            high = await objs.pod(unique_name("preemptor"), requests={"cpu": "1500m"},
+                                  spec={"priorityClassName": high_pc})
+            bound = await wait_for_pod_scheduled(api_client, high, timeout=60)
+            assert bound.spec.node_name == node
+            preempted = await wait_for(lambda: events_of(api_client, low, "Preempted"), what="Preempted event")
+            assert preempted[0].note.startswith("Preempted by pod ") and preempted[0].note.endswith(f"on node {node}")
+            core = client.CoreV1Api(api_client)
+            assert low not in {p.metadata.name for p in (await core.list_namespaced_pod("default")).items}
+            # the attempt that preempted failed with the FitError plus DefaultPreemption's verdict, as upstream
+            failed = await events_of(api_client, high, "FailedScheduling")
+            assert failed and "1 Insufficient cpu." in failed[0].note
+            assert failed[0].note.endswith(
+                f" preemption: found a potential placement for pod on node {node}, preempting 1 victims")
+    finally:
+        for pc in (low_pc, high_pc):
+            await sched_api.delete_priority_class(pc)

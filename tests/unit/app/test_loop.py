@@ -243,3 +243,47 @@ def test_housekeeping_expires_and_publishes() -> None:
     from scheduler.app.metrics import REGISTRY
 
     assert REGISTRY.get_sample_value("scheduler_cache_size", {"type": "nodes"}) == 1
+
+
+class Preempting:
+    """A Filter that rejects every node plus a PostFilter that nominates n1 evicting one victim,
+    with DefaultPreemption's asynchronous-preemption hooks."""
+
+    name = "Preempting"
+
+    def __init__(self, victim: PodInfo) -> None:
+        self.victim = victim
+        self.marks: list[str] = []
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        return Status(Code.UNSCHEDULABLE, ["Insufficient cpu"])
+
+    def post_filter(self, state: CycleState, pod: PodInfo, statuses: dict[str, Status]) -> tuple[Any, Status]:
+        from scheduler.framework.interfaces import PostFilterResult
+
+        return PostFilterResult("n1", [self.victim]), Status.success()
+
+    def mark_preempting(self, uid: str) -> None:
+        self.marks.append(f"start {uid}")
+
+    def preemption_finished(self, uid: str) -> None:
+        self.marks.append(f"end {uid}")
+
+
+async def test_preemption_evicts_victims_and_nominates() -> None:
+    victim = PodInfo({"metadata": {"name": "low", "namespace": "default", "uid": "uid-low"},
+                      "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}})
+    plugin = Preempting(victim)
+    h = Harness(Framework("py-scheduler", [(PrioritySort(), 0), (plugin, 0), (DefaultBinder(), 0)]))
+    h.node("n1")
+    h.pod("high")
+    await h.cycle()
+    assert h.kube.deleted == [("default/low", "uid-low")]
+    assert plugin.marks == ["start uid-high", "end uid-high"]
+    preempted = [e for e in h.kube.events if e["reason"] == "Preempted"]
+    assert preempted and preempted[0]["regarding"]["name"] == "low"
+    assert preempted[0]["note"] == "Preempted by pod uid-high on node n1"
+    status = next(p for k, p in h.kube.status_patches if k == "default/high")["status"]
+    assert status["nominatedNodeName"] == "n1"
+    # the preemptor is activated once the evictions are done
+    assert h.queue.where("default", "high") in ("active", "backoff")

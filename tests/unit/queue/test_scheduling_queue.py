@@ -456,3 +456,20 @@ async def test_run_flushes_backoff_in_background() -> None:
         assert got is not None and got.pod_info.name == "a"
     finally:
         runner.cancel()
+
+
+def test_activate_moves_unschedulable_and_backoff_pods_and_marks_in_flight() -> None:
+    clock = Clock()
+    q = make_queue(clock)
+    for n in ("u", "b", "f"):
+        q.add(pod(n))
+    u, b, f = q.pop_nowait(), q.pop_nowait(), q.pop_nowait()
+    assert u is not None and b is not None and f is not None
+    fail(q, u, "NodeOnly")
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("n"))  # b and f see it in flight
+    assert fail(q, b, "NodeOnly") == BACKOFF_Q
+    q.activate([pod("u"), pod("b"), pod("f"), pod("unknown")])
+    assert q.where("default", "u") == ACTIVE_Q and q.where("default", "b") == ACTIVE_Q
+    # f was in flight: the ForceActivate event sends it straight back
+    f.unschedulable_plugins = frozenset({"PodDelete"})
+    assert q.add_unschedulable_if_not_present(f) == BACKOFF_Q
