@@ -587,3 +587,38 @@ def test_queueing_hints() -> None:
     assert vb._hint_capacity_change(p, small, big) == queue
     assert vb._hint_capacity_change(p, big, small) == skip
     assert vb._hint_capacity_change(p, small, capacity("c", "w", "50Gi", {}, max_size="5Gi")) == skip
+
+
+# Expected scores asserted by upstream's scorer_test.go (TestScore): (hdd requested, hdd capacity,
+# ssd requested, ssd capacity or None for a single class) -> score.
+UPSTREAM_DEFAULT_SHAPE_CASES = [
+    ((0, 100, None, None), 100), ((30, 100, None, None), 70), ((50, 100, None, None), 50),
+    ((100, 100, None, None), 0),
+    ((0, 100, 0, 100), 100), ((0, 100, 30, 100), 85), ((30, 100, 30, 100), 70), ((30, 100, 60, 100), 55),
+    ((50, 100, 50, 100), 50), ((50, 100, 100, 100), 25), ((100, 100, 100, 100), 0),
+]
+# "custom shape, multiple classes": utilization 50 -> 0, 80 -> 30, 100 -> 50 (already scaled to 0..100,
+# i.e. configured scores 0, 3, 5).
+UPSTREAM_CUSTOM_SHAPE_CASES = [
+    ((0, 100, 0, 100), 0), ((0, 100, 30, 100), 0), ((30, 100, 30, 100), 0), ((30, 100, 60, 100), 5),
+    ((50, 100, 100, 100), 25), ((90, 100, 90, 100), 40), ((100, 100, 100, 100), 50),
+]
+
+
+def _classes(case: tuple[int, int, int | None, int | None]) -> dict[str, StorageResource]:
+    hr, hc, sr, sc_ = case
+    out = {"hdd": StorageResource(hr, hc)}
+    if sr is not None and sc_ is not None:
+        out["ssd"] = StorageResource(sr, sc_)
+    return out
+
+
+@pytest.mark.parametrize(("case", "expected"), UPSTREAM_DEFAULT_SHAPE_CASES)
+def test_upstream_scorer_cases_default_shape(case: tuple[int, int, int | None, int | None], expected: int) -> None:
+    assert build_scorer_function(DEFAULT_SHAPE)(_classes(case)) == expected
+
+
+@pytest.mark.parametrize(("case", "expected"), UPSTREAM_CUSTOM_SHAPE_CASES)
+def test_upstream_scorer_cases_custom_shape(case: tuple[int, int, int | None, int | None], expected: int) -> None:
+    shape = [UtilizationShapePoint(50, 0), UtilizationShapePoint(80, 3), UtilizationShapePoint(100, 5)]
+    assert build_scorer_function(shape)(_classes(case)) == expected
