@@ -57,6 +57,9 @@ Obj = dict[str, Any]
 Delta = tuple[Obj | None, Obj | None]
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+STARTUP_LISTING_GRACE = 60.0
+"""Seconds after the initial sync during which kopf's listing events of a kind whose watch has not
+delivered anything yet are taken for kopf's own initial listing, not a re-list."""
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
@@ -419,6 +422,8 @@ class Informers:
         self.synced = asyncio.Event()
         self.unavailable: set[str] = set()
         self._listing_seen: dict[str, float] = {}
+        self._watching: set[str] = set()
+        self._synced_at = 0.0
         self._wake = asyncio.Event()
         self.events_seen = 0
         self.reconciles = 0
@@ -430,9 +435,15 @@ class Informers:
         if wk is None or not isinstance(obj, dict):
             return
         self.events_seen += 1
-        if etype is None and self.synced.is_set():
-            self._listing_seen[kind] = time.monotonic()
-            self._wake.set()
+        if etype is None:
+            # kopf lists at start too: only a listing after this kind's watch has delivered events
+            # (or well after start-up) is a re-list worth reconciling.
+            if self.synced.is_set() and (kind in self._watching or
+                                         time.monotonic() - self._synced_at > STARTUP_LISTING_GRACE):
+                self._listing_seen[kind] = time.monotonic()
+                self._wake.set()
+        else:
+            self._watching.add(kind)
         delta = self.store.apply(wk, etype, obj)
         if delta is not None:
             self.handlers.on_delta(wk, *delta)
@@ -491,6 +502,7 @@ class Informers:
                 delay = min(delay * 2, 10.0)
         if stop.is_set():
             return
+        self._synced_at = time.monotonic()
         self.synced.set()
         log.info("informer caches synced: %d objects", len(self.store))
         last_resync = time.monotonic()
