@@ -145,6 +145,9 @@ class SchedulingLoop:
             return
         log.debug("Attempting to schedule pod pod=%s", pi.key)
         start = time.perf_counter()
+        # ClearRejectorPlugins: this attempt's failure decides them (none for an internal error).
+        qpi.unschedulable_plugins = frozenset()
+        qpi.pending_plugins = frozenset()
         if qpi.parse_error is not None:
             qpi.unschedulable_plugins = frozenset({PARSE_ERROR_PLUGIN})
             self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, str(qpi.parse_error), start, RESULT_UNSCHEDULABLE)

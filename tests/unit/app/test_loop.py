@@ -287,3 +287,35 @@ async def test_preemption_evicts_victims_and_nominates() -> None:
     assert status["nominatedNodeName"] == "n1"
     # the preemptor is activated once the evictions are done
     assert h.queue.where("default", "high") in ("active", "backoff")
+
+
+class Flaky:
+    """Rejects first, then fails with an internal error."""
+
+    name = "Flaky"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        self.calls += 1
+        if self.calls == 1:
+            return Status(Code.UNSCHEDULABLE, ["flaky says no"])
+        return Status.error("backend unavailable")
+
+
+async def test_internal_error_after_rejection_is_an_error_not_a_rejection() -> None:
+    plugin = Flaky()
+    h = Harness(Framework("py-scheduler", [(PrioritySort(), 0), (plugin, 0), (DefaultBinder(), 0)]))
+    h.node("n1")
+    h.pod("a")
+    await h.cycle()
+    qpi = h.queue.get("default", "a")
+    assert qpi is not None and qpi.unschedulable_plugins == frozenset({"Flaky"})
+    h.queue.activate([h.pods["default/a"]])
+    await h.cycle()
+    qpi = h.queue.get("default", "a")
+    assert qpi is not None and qpi.unschedulable_plugins == frozenset() and qpi.consecutive_errors_count == 1
+    assert h.queue.where("default", "a") == BACKOFF_Q
+    cond = h.kube.status_patches[-1][1]["status"]["conditions"][0]
+    assert cond["reason"] == "SchedulerError" and "backend unavailable" in cond["message"]
