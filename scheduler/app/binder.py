@@ -119,17 +119,24 @@ class Binder:
     async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str] | None = None,
                    binding: Obj | None = None, fence: Callable[[], bool] | None = None) -> None:
         """PATCH the Pod's annotations first (when any), then POST the Binding; ``fence()`` is
-        checked before each write.
+        checked before each write and again right before each attempt goes on the wire (after the
+        client rate limiter and retry backoff, where a frozen process could otherwise wake up past
+        its lease and still send).
 
         Raises:
             NotLeader: the fence refused; NotFound: the Pod is gone; Conflict: already bound
             elsewhere (or recreated); KubeError: any other failure after retries.
         """
-        if annotations:
+
+        def guard() -> None:
             _check(fence)
-            await self.kube.patch_pod_annotations(pod.namespace, pod.name, annotations, uid=pod.uid or None)
-        _check(fence)
-        await self.kube.bind(pod.namespace, pod.name, pod.uid, node, binding)
+
+        if annotations:
+            guard()
+            await self.kube.patch_pod_annotations(pod.namespace, pod.name, annotations, uid=pod.uid or None,
+                                                  fence=guard)
+        guard()
+        await self.kube.bind(pod.namespace, pod.name, pod.uid, node, binding, fence=guard)
 
     async def event(self, pod: Obj, type_: str, reason: str, action: str, note: str, controller: str) -> None:
         """Record an events.k8s.io/v1 Event about ``pod``; failures are logged, never raised."""

@@ -29,7 +29,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,11 +194,17 @@ class Kube:
     # -- the one request path ------------------------------------------------------------------------
     async def request(self, method: str, path: str, *, body: Any = None, query: Mapping[str, Any] | None = None,
                       content_type: str = JSON, retries: int | None = None,
-                      timeout: float = DEFAULT_TIMEOUT, limiter: RateLimiter | None = None) -> Any:
+                      timeout: float = DEFAULT_TIMEOUT, limiter: RateLimiter | None = None,
+                      fence: Callable[[], None] | None = None) -> Any:
         """Send one API request and return the decoded JSON body (None for an empty body).
 
+        ``fence`` (when given) is called right before each attempt is sent, after the rate limiter
+        and any retry backoff: whatever it raises aborts the request unsent. Bindings use it so that
+        a process frozen (SIGSTOP, a long GC pause) while waiting for a token or a retry never sends
+        a write once its leader lease could have expired.
+
         Raises:
-            NotFound, Conflict, KubeError: the final failure after retries.
+            NotFound, Conflict, KubeError: the final failure after retries; whatever ``fence`` raises.
         """
         attempts = (self.retries if retries is None else retries) + 1
         delay = self.initial_backoff
@@ -207,6 +213,8 @@ class Kube:
              if v is not None]
         for attempt in range(attempts):
             await (limiter or self.limiter).acquire()
+            if fence is not None:
+                fence()
             retry_after: float | None = None
             try:
                 resp = await self.api.call_api(
@@ -277,30 +285,34 @@ class Kube:
         return pod
 
     # -- pod writes ----------------------------------------------------------------------------------
-    async def bind(self, namespace: str, name: str, uid: str, node: str, binding: Obj | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str, binding: Obj | None = None,
+                   fence: Callable[[], None] | None = None) -> None:
         """POST ``pods/binding`` (``DefaultBinder``): ``metadata.uid`` guards against a Pod recreated
-        under the same name.
+        under the same name. ``fence``: see :meth:`request`.
 
         Raises:
-            Conflict: already bound (or the UID differs); NotFound: the Pod is gone; KubeError.
+            Conflict: already bound (or the UID differs); NotFound: the Pod is gone; KubeError;
+            whatever ``fence`` raises.
         """
         body = binding or {"apiVersion": "v1", "kind": "Binding",
                            "metadata": {"name": name, "namespace": namespace, "uid": uid},
                            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-        await self.request("POST", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/binding", body=body)
+        await self.request("POST", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/binding", body=body,
+                           fence=fence)
 
     async def patch_pod_annotations(self, namespace: str, name: str, annotations: Mapping[str, str],
-                                    uid: str | None = None) -> Obj:
+                                    uid: str | None = None, fence: Callable[[], None] | None = None) -> Obj:
         """JSON-merge-patch ``metadata.annotations`` (with ``metadata.uid`` as a precondition when given).
+        ``fence``: see :meth:`request`.
 
         Raises:
-            NotFound, Conflict (UID mismatch), KubeError.
+            NotFound, Conflict (UID mismatch), KubeError; whatever ``fence`` raises.
         """
         meta: Obj = {"annotations": dict(annotations)}
         if uid:
             meta["uid"] = uid
         pod: Obj = await self.request("PATCH", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}",
-                                      body={"metadata": meta}, content_type=MERGE_PATCH)
+                                      body={"metadata": meta}, content_type=MERGE_PATCH, fence=fence)
         return pod
 
     async def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:

@@ -25,12 +25,18 @@ class FakeKube:
         self.lists: dict[str, tuple[list[Obj], str]] = {}
 
     # pods
-    async def bind(self, namespace: str, name: str, uid: str, node: str, binding: Obj | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str, binding: Obj | None = None,
+                   fence: Any = None) -> None:
+        if fence is not None:
+            fence()
         self.calls.append(("bind", (f"{namespace}/{name}", node, uid)))
         if self.bind_error is not None:
             raise self.bind_error
 
-    async def patch_pod_annotations(self, namespace: str, name: str, annotations: Any, uid: str | None = None) -> Obj:
+    async def patch_pod_annotations(self, namespace: str, name: str, annotations: Any, uid: str | None = None,
+                                    fence: Any = None) -> Obj:
+        if fence is not None:
+            fence()
         self.calls.append(("annotate", (f"{namespace}/{name}", dict(annotations))))
         return {}
 

@@ -1,0 +1,95 @@
+"""The bind fence is checked right before a Binding goes on the wire, not only before the request
+starts: a process frozen (SIGSTOP) while its Binding waits for a rate-limiter token or a retry
+backoff must not send it once its lease could have expired.
+
+Reproduces the fault suite's finding (tests/e2e/faults/test_faults.py::
+test_frozen_leader_does_not_bind_after_losing_the_lease): a leader stopped past its lease sent its
+queued Bindings after SIGCONT and got ``409 ... is already assigned`` from the new leader's work.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from scheduler.app.binder import Binder, NotLeader
+from scheduler.app.kube import Kube
+from scheduler.framework.types import PodInfo
+
+
+class _Resp:
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self._body = json.dumps(body).encode()
+        self.headers: dict[str, str] = {}
+
+    async def read(self) -> bytes:
+        return self._body
+
+    def release(self) -> None:
+        pass
+
+
+class _Api:
+    def __init__(self, responses: list[_Resp]) -> None:
+        self.responses = responses
+        self.sent: list[tuple[str, str]] = []
+
+    async def call_api(self, path: str, method: str, **_: Any) -> _Resp:
+        self.sent.append((method, path))
+        return self.responses.pop(0)
+
+
+def _pod() -> PodInfo:
+    return PodInfo({"metadata": {"name": "p", "namespace": "default", "uid": "u1"},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]}})
+
+
+async def test_fence_checked_after_waiting_for_the_rate_limiter() -> None:
+    api = _Api([_Resp(201, {}), _Resp(201, {})])
+    kube = Kube(api, qps=5, burst=1)  # type: ignore[arg-type]
+    valid = {"v": True}
+    await kube.request("GET", "/api")  # takes the only token: the Binding below has to wait ~0.2 s
+    assert api.sent == [("GET", "/api")]
+
+    original = kube.limiter.acquire
+
+    async def acquire_then_lose_lease() -> None:
+        await original()
+        valid["v"] = False  # the lease expired while the Binding was waiting for its token
+
+    kube.limiter.acquire = acquire_then_lose_lease  # type: ignore[method-assign]
+    binder = Binder(kube, "me")
+    with pytest.raises(NotLeader):
+        await binder.bind(_pod(), "n1", fence=lambda: valid["v"])
+    assert api.sent == [("GET", "/api")], "the Binding was sent after the lease could have expired"
+
+
+async def test_fence_checked_before_each_retry() -> None:
+    api = _Api([_Resp(503, {"reason": "ServiceUnavailable"}), _Resp(201, {})])
+    kube = Kube(api, qps=0, burst=1, retries=3)  # type: ignore[arg-type]
+    checks = {"n": 0}
+
+    def fence() -> bool:
+        checks["n"] += 1
+        return checks["n"] <= 2  # valid for the pre-check and the first attempt, then lost
+
+    with pytest.raises(NotLeader):
+        await Binder(kube, "me").bind(_pod(), "n1", fence=fence)
+    assert [m for m, _ in api.sent] == ["POST"], "the retry went out after the lease was lost"
+
+
+async def test_annotations_patch_is_fenced_too() -> None:
+    api = _Api([_Resp(200, {}), _Resp(201, {})])
+    kube = Kube(api, qps=0, burst=1)  # type: ignore[arg-type]
+    checks = {"n": 0}
+
+    def fence() -> bool:
+        checks["n"] += 1
+        return checks["n"] <= 1  # lost between the pre-check and the PATCH going out
+
+    with pytest.raises(NotLeader):
+        await Binder(kube, "me").bind(_pod(), "n1", {"gpu-scheduler/gpu-indices": "0"}, fence=fence)
+    assert api.sent == []
