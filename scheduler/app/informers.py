@@ -22,6 +22,12 @@ authoritative paged LIST through the adapter; whatever the store holds that the 
 that is not newer than the LIST is deleted. A reconcile runs at start (the initial sync that makes
 the scheduler ready), whenever kopf re-lists a kind (its listing events, ``type=None``, arriving
 after the initial sync), and every ``resync_period`` as a safety net.
+
+Measured on the e2e test bed (2 shared cores, apiserver and etcd on the same host), kopf embedded
+as here carried the Pod stream without falling behind: its initial listing of 3000 Pods arrived at
+~1900 events/s (0.43 ms CPU per event, handler included), and it kept pace with 256 Pod creations/s
+(the creating client's limit) and ~390 events/s of a 6000-Pod delete burst (the apiserver's
+limit). No separate kubernetes_asyncio watch was needed.
 """
 
 from __future__ import annotations
