@@ -28,6 +28,7 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -92,6 +93,8 @@ class RunResult:
     latencies: list[float] = field(default_factory=list)
     timed_out: bool = False
     rss_kib: int = 0
+    cpu_seconds: float = 0.0
+    """CPU time the scheduler process used during the run (robust to other load on the machine)."""
 
     @property
     def pods_per_second(self) -> float:
@@ -102,8 +105,18 @@ class RunResult:
         d = asdict(self)
         del d["latencies"]
         d.update(pods_per_second=round(self.pods_per_second, 1), p50_ms=round(percentile(lat, 50), 1),
+                 cpu_ms_per_pod=round(self.cpu_seconds * 1000 / self.bound, 2) if self.bound else 0.0,
                  p90_ms=round(percentile(lat, 90), 1), p99_ms=round(percentile(lat, 99), 1))
         return d
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by ``pid`` (``/proc/<pid>/stat``); 0.0 if unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def vm_hwm_kib(pid: int) -> int:
@@ -183,7 +196,10 @@ class PyScheduler(_Child):
         cfg_path = tb.dir / "py-scheduler.bench.yaml"
         cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
         self.port = port
-        super().__init__([sys.executable, "-m", "scheduler.cli", "run", "--kubeconfig", str(tb.kubeconfig),
+        # BENCH_PY_WRAP: interpreter arguments put before "-m scheduler.cli", e.g. a profiler:
+        # "-m cProfile -o /tmp/py.prof" or "-m pyinstrument -o /tmp/py.txt".
+        prefix = shlex.split(os.environ.get("BENCH_PY_WRAP", ""))
+        super().__init__([sys.executable, *prefix, "-m", "scheduler.cli", "run", "--kubeconfig", str(tb.kubeconfig),
                           "--config", str(cfg_path), "--no-leader-elect",
                           "--metrics-bind-address", f"127.0.0.1:{port}", "--v", str(verbosity)],
                          tb.logs_dir / "py-scheduler-bench.log")
@@ -404,9 +420,11 @@ async def run_throughput(opts: Options) -> list[RunResult]:
                     ns = f"bench-{kind}-{rnd}"
                     await sched.start()
                     try:
+                        pid = sched.pid
+                        cpu0 = cpu_seconds(pid) if pid else 0.0
                         res = await measure(api, ns, wl, opts.nodes, n_pods, kind, opts.timeout,
                                             opts.create_concurrency)
-                        pid = sched.pid
+                        res.cpu_seconds = (cpu_seconds(pid) - cpu0) if pid else 0.0
                         res.rss_kib = vm_hwm_kib(pid) if pid else 0
                     finally:
                         await sched.stop()
@@ -460,20 +478,26 @@ def format_result(r: RunResult) -> str:
     flag = "  TIMED OUT" if r.timed_out else ""
     return (f"{r.scheduler:<6} {r.workload:<20} nodes={r.nodes:<5} pods={r.bound}/{r.pods:<6} "
             f"{s['pods_per_second']:8.1f} pods/s  p50={s['p50_ms']:8.1f} ms  p90={s['p90_ms']:8.1f} ms  "
-            f"p99={s['p99_ms']:8.1f} ms  (create {r.create_seconds:.1f}s, RSS {r.rss_kib / 1024:.0f} MiB){flag}")
+            f"p99={s['p99_ms']:8.1f} ms  cpu/pod={s['cpu_ms_per_pod']:5.2f} ms  (create {r.create_seconds:.1f}s, "
+            f"RSS {r.rss_kib / 1024:.0f} MiB){flag}")
 
 
 def ratios(results: Sequence[RunResult]) -> dict[str, float]:
     """Medians over repetitions per scheduler, then py/kube and py/blind for throughput and p99."""
     by: dict[str, list[RunResult]] = {}
+    by_cpu: dict[str, float] = {}
     for r in results:
         by.setdefault(r.scheduler, []).append(r)
+    for k, v in by.items():
+        out_cpu = statistics.median(r.cpu_seconds * 1000 / r.bound for r in v if r.bound) if v else 0.0
+        by_cpu[k] = out_cpu
     med = {k: (statistics.median(r.pods_per_second for r in v),
                statistics.median(percentile([x * 1000 for x in r.latencies], 99) for r in v)) for k, v in by.items()}
     out: dict[str, float] = {}
     for k, (tput, p99) in med.items():
         out[f"{k}_pods_per_second"] = round(tput, 1)
         out[f"{k}_p99_ms"] = round(p99, 1)
+        out[f"{k}_cpu_ms_per_pod"] = round(by_cpu.get(k, 0.0), 2)
     if "py" in med:
         for other in ("kube", "blind"):
             if other in med and med[other][0] > 0:
