@@ -573,11 +573,15 @@ class DynamicResources:
                     node_statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
         """``PostFilter``: upstream deallocates one claim that is allocated but unavailable on every
         node and reserved for nobody else. py-scheduler does not write claims: it names the claim
-        (``state.data[NEEDS_API_DEALLOCATION_KEY]``) in an Unschedulable reason."""
+        (``state.data[NEEDS_API_DEALLOCATION_KEY]``) in an Unschedulable reason.
+
+        Without PreFilter state (an earlier PreFilter plugin rejected the Pod, so DynamicResources'
+        PreFilter never ran) upstream's ``getStateData`` fails with ``fwk.ErrNotFound``: an Error
+        ``not found``, which RunPostFilterPlugins returns in place of the preemption message."""
         try:
             s: DRAState = state.read(STATE_KEY)
         except KeyError:
-            return None, Status(Code.UNSCHEDULABLE)
+            return None, Status.error("not found", NAME)
         if not s.claims:
             return None, Status(Code.UNSCHEDULABLE)
         ext = s.extended_claim()
