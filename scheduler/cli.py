@@ -11,14 +11,17 @@ from typing import Annotated
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="An out-of-tree Kubernetes scheduler: kube-scheduler v1.37's default profile plus GPU plugins.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True,
+    help="An out-of-tree Kubernetes scheduler: kube-scheduler v1.37's default profile plus GPU plugins.",
+)
 
 
 @app.command()
 def run(
     kubeconfig: Annotated[Path | None, typer.Option(help="kubeconfig file; in-cluster config when omitted")] = None,
-    config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1)")] = None,
+    config: Annotated[Path | None, typer.Option(
+        help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1)")] = None,
     leader_elect: Annotated[bool | None, typer.Option("--leader-elect/--no-leader-elect",
                                                       help="Lease-based leader election (default: on)")] = None,
     lease_name: Annotated[str | None, typer.Option(help="Lease name (default py-scheduler)")] = None,
@@ -37,9 +40,11 @@ def run(
 
 @app.command()
 def explain(
-    snapshot: Annotated[Path | None, typer.Option(help="YAML/JSON snapshot (kubectl get ... -o yaml, or multi-doc)")] = None,
+    snapshot: Annotated[Path | None, typer.Option(
+        help="YAML/JSON snapshot (kubectl get ... -o yaml, or multi-doc)")] = None,
     kubeconfig: Annotated[Path | None, typer.Option(help="read the same objects from a live cluster")] = None,
-    pod: Annotated[str | None, typer.Option(help="NAMESPACE/NAME of the Pod to explain (default: every pending Pod)")] = None,
+    pod: Annotated[str | None, typer.Option(
+        help="NAMESPACE/NAME of the Pod to explain (default: every pending Pod)")] = None,
     config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")] = None,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json (JSON Lines)")] = "table",
 ) -> None:
@@ -51,7 +56,8 @@ def explain(
 
 @app.command()
 def simulate(
-    snapshot: Annotated[Path | None, typer.Argument(help="snapshot file (default: the bundled example cluster)")] = None,
+    snapshot: Annotated[Path | None, typer.Argument(
+        help="snapshot file (default: the bundled example cluster)")] = None,
     config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="add explain's table per Pod")] = False,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json")] = "table",
