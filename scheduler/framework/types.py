@@ -13,7 +13,7 @@ containers, restartable (sidecar) init containers, pod-level requests, overhead)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import IntEnum
@@ -233,18 +233,49 @@ def _with_defaults(rl: dict[str, Decimal], defaults: Mapping[str, Decimal]) -> d
 _NON_MISSING = {"cpu": Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000, "memory": Decimal(DEFAULT_MEMORY_REQUEST)}
 
 
-def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> dict[str, Decimal]:
-    """Effective requests of a Pod (``resourcehelper.PodRequests``), as exact Decimals.
+def is_pod_level_requests_set(spec: Mapping[str, Any]) -> bool:
+    """``resourcehelper.IsPodLevelRequestsSet``: ``spec.resources.requests`` names cpu, memory or a
+    ``hugepages-*`` resource (the resources pod-level requests apply to)."""
+    res = spec.get("resources")
+    reqs = res.get("requests") if isinstance(res, Mapping) else None
+    return isinstance(reqs, Mapping) and any(_pod_level_resource(str(k)) for k in reqs)
 
-    ``sum(containers)`` plus restartable (sidecar) init containers, ``max``-ed with each init
-    container's need (its requests plus the sidecars started before it), then pod-level requests
-    (``spec.resources.requests``, cpu / memory / hugepages only) override, then ``spec.overhead``
-    is added. For a bound Pod whose container status reports ``allocatedResources`` or
-    ``resources.requests`` the larger of spec and status counts (in-place resize, GA in 1.35+).
-    ``non_missing`` fills a resource missing from a container (the 100m / 200Mi defaults).
+
+def _pod_level_resource(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def pod_resize_infeasible(pod: Obj) -> bool:
+    """``resourcehelper.IsPodResizeInfeasible``: the first ``PodResizePending`` condition has reason
+    ``Infeasible``."""
+    status = pod.get("status")
+    conds = status.get("conditions") if isinstance(status, Mapping) else None
+    for c in conds if isinstance(conds, list) else []:
+        if isinstance(c, Mapping) and c.get("type") == "PodResizePending":
+            return bool(c.get("reason") == "Infeasible")
+    return False
+
+
+def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> dict[str, Decimal]:
+    """Effective requests of a Pod (``resourcehelper.PodRequests`` with the options kube-scheduler
+    v1.37 passes: ``UseStatusResources``, ``InPlacePodLevelResourcesVerticalScalingEnabled``, pod-level
+    resources on), as exact Decimals.
+
+    Each aggregate is ``sum(containers)`` plus restartable (sidecar) init containers, ``max``-ed with
+    each init container's need (its requests plus the sidecars started before it);
+    ``non_missing`` fills a resource a container lacks (the 100m / 200Mi scoring defaults). Three
+    aggregates are taken (``AggregateContainerRequests``): the spec's requests, the *allocated* ones
+    (a container status's ``allocatedResources``, else the spec) and the *actuated* ones (a container
+    status's ``resources.requests``, else ``allocatedResources``, else the spec); when the Pod status
+    carries pod-level ``allocatedResources`` and ``resources.requests`` those two replace the
+    container aggregates. The result is their per-resource maximum, without the spec when a
+    ``PodResizePending`` condition says ``Infeasible`` (then a container without status counts
+    nothing). Pod-level requests (``spec.resources.requests``: cpu / memory / hugepages) then
+    override, themselves max-ed with the pod-level status when ``status.resources`` is set; finally
+    ``spec.overhead`` is added.
 
     Raises:
-        PodParseError: a malformed quantity, naming the container field.
+        PodParseError: a malformed quantity or list, naming the field.
     """
     spec = pod.get("spec") or {}
     if not isinstance(spec, dict):
@@ -256,48 +287,80 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> 
     for key in ("resources", "overhead"):
         if spec.get(key) is not None and not isinstance(spec.get(key), dict):
             raise PodParseError(f"spec.{key}", spec.get(key), "expected an object")
+    status = pod.get("status") or {}
+    if not isinstance(status, dict):
+        status = {}
     statuses: dict[str, Obj] = {}
-    for key in ("containerStatuses", "initContainerStatuses"):
-        for cs in (pod.get("status") or {}).get(key) or []:
+    for key in ("initContainerStatuses", "containerStatuses"):  # containerStatuses win (findContainerStatus)
+        for cs in status.get(key) or []:
             if isinstance(cs, dict) and "name" in cs:
                 statuses[str(cs["name"])] = cs
+    infeasible = pod_resize_infeasible(pod)
     defaults = non_missing or {}
+    containers: list[tuple[Obj, str, bool]] = [
+        (c, f"spec.containers[{i}]", False) for i, c in enumerate(spec.get("containers") or [])]
+    containers += [(c, f"spec.initContainers[{i}]", True) for i, c in enumerate(spec.get("initContainers") or [])]
 
-    def container_requests(c: Obj, where: str) -> dict[str, Decimal]:
+    def spec_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
         res = c.get("resources") or {}
         if not isinstance(res, dict):
             raise PodParseError(f"{where}.resources", res, "expected an object")
-        reqs = parse_resource_list(res.get("requests"), f"{where}.resources.requests")
-        cs = statuses.get(str(c.get("name")))
-        if cs:
-            for src, sub in (("allocatedResources", None), ("resources", "requests")):
-                raw = cs.get(src)
-                if sub is not None and isinstance(raw, dict):
-                    raw = raw.get(sub)
-                if isinstance(raw, dict) and raw:
-                    _max(reqs, parse_resource_list(raw, f"status.containerStatuses[{c.get('name')}].{src}"))
-        return _with_defaults(reqs, defaults)
+        return parse_resource_list(res.get("requests"), f"{where}.resources.requests")
 
-    result: dict[str, Decimal] = {}
-    for i, c in enumerate(spec.get("containers") or []):
-        _add(result, container_requests(c, f"spec.containers[{i}]"))
-    sidecars: dict[str, Decimal] = {}
-    init_max: dict[str, Decimal] = {}
-    for i, c in enumerate(spec.get("initContainers") or []):
-        reqs = container_requests(c, f"spec.initContainers[{i}]")
-        if c.get("restartPolicy") == "Always":
-            _add(result, reqs)
-            _add(sidecars, reqs)
-            use = dict(sidecars)
-        else:
-            use = dict(reqs)
-            _add(use, sidecars)
-        _max(init_max, use)
-    _max(result, init_max)
-    pod_level = parse_resource_list((spec.get("resources") or {}).get("requests"), "spec.resources.requests")
-    for k, v in pod_level.items():
-        if k in ("cpu", "memory") or k.startswith("hugepages-"):
-            result[k] = v
+    def allocated_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
+        cs = statuses.get(str(c.get("name")))
+        if cs is not None and cs.get("allocatedResources") is not None:
+            return parse_resource_list(cs["allocatedResources"], f"status.containerStatuses[{c.get('name')}]"
+                                                                 ".allocatedResources")
+        return None if infeasible else spec_requests(c, where)
+
+    def actuated_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
+        cs = statuses.get(str(c.get("name")))
+        res = cs.get("resources") if cs is not None else None
+        if isinstance(res, dict) and res.get("requests") is not None:
+            return parse_resource_list(res["requests"], f"status.containerStatuses[{c.get('name')}]"
+                                                        ".resources.requests")
+        return allocated_requests(c, where)
+
+    def aggregate(get: Callable[[Obj, str], dict[str, Decimal] | None]) -> dict[str, Decimal]:
+        result: dict[str, Decimal] = {}
+        sidecars: dict[str, Decimal] = {}
+        init_max: dict[str, Decimal] = {}
+        for c, where, init in containers:
+            reqs = _with_defaults(get(c, where) or {}, defaults)
+            if not init:
+                _add(result, reqs)
+            elif c.get("restartPolicy") == "Always":
+                _add(result, reqs)
+                _add(sidecars, reqs)
+                _max(init_max, sidecars)
+            else:
+                use = dict(reqs)
+                _add(use, sidecars)
+                _max(init_max, use)
+        _max(result, init_max)
+        return result
+
+    pod_alloc, pod_res = status.get("allocatedResources"), status.get("resources")
+    pod_res_reqs = pod_res.get("requests") if isinstance(pod_res, dict) else None
+    if pod_alloc is not None and pod_res_reqs is not None:
+        allocated = parse_resource_list(pod_alloc, "status.allocatedResources")
+        actuated = parse_resource_list(pod_res_reqs, "status.resources.requests")
+    else:
+        allocated, actuated = aggregate(allocated_requests), aggregate(actuated_requests)
+    result = {} if infeasible else aggregate(spec_requests)
+    _max(result, actuated)
+    _max(result, allocated)
+
+    if is_pod_level_requests_set(spec):
+        effective = parse_resource_list(spec["resources"]["requests"], "spec.resources.requests")
+        if isinstance(pod_res, dict):
+            effective = {} if infeasible else effective
+            _max(effective, parse_resource_list(pod_res_reqs, "status.resources.requests"))
+            _max(effective, parse_resource_list(pod_alloc, "status.allocatedResources"))
+        for k, v in effective.items():
+            if _pod_level_resource(k):
+                result[k] = v
     _add(result, parse_resource_list(spec.get("overhead"), "spec.overhead"))
     return result
 
@@ -429,8 +492,7 @@ class PodInfo:
         self.priority: int = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
         reqs = pod_requests(pod)
         self.requests: Resource = Resource.from_decimals(reqs)
-        pod_level = (spec.get("resources") or {}).get("requests") or {}
-        if pod_level:
+        if is_pod_level_requests_set(spec):
             defaults = {k: v for k, v in _NON_MISSING.items() if k not in reqs}
             non0 = pod_requests(pod, defaults) if defaults else reqs
         else:
