@@ -1,14 +1,42 @@
 """Seeded generator of small random clusters for differential parity against upstream.
 
-A scenario is a list of Kubernetes objects (Nodes, bound Pods, 1-5 pending Pods, Namespaces,
-Services, ReplicaSets) built from one ``random.Random(seed)``, so ``(seed, index)`` names a
-scenario exactly. It deliberately covers every default plugin's awkward inputs: missing vs zero
-requests, init and sidecar containers, pod overhead, extended resources, host ports, PreferNoSchedule
-/ NoSchedule / NoExecute taints with partial tolerations, nodeSelector, required and preferred node
-affinity with matchFields, preferred and required pod (anti-)affinity across namespaces
-(namespaceSelector), topology spread constraints with minDomains and node inclusion policies,
-matchLabelKeys, images present on some nodes, Services selecting pods (system default spreading),
-priorities, and pods that fit nowhere.
+A scenario is a list of Kubernetes objects built from one ``random.Random(f"{seed}:{index}")``, so
+``(seed, index)`` names a scenario exactly: 2-30 Nodes, 0-200 bound Pods, 1-5 pending Pods and the
+objects the default plugins read. Every object is one the API server would accept (names unique,
+limits equal requests for extended resources, pod-level requests never below the containers',
+one spread constraint per (topologyKey, whenUnsatisfiable), ...).
+
+Each scenario switches on a random subset of feature families, so that any one scenario stays
+small but the stream covers every default plugin's inputs, including the awkward ones:
+
+* resources (NodeResourcesFit, BalancedAllocation): missing vs zero requests, init and sidecar
+  containers, pod overhead, pod-level ``spec.resources``, in-place resize state of bound Pods
+  (container ``allocatedResources`` / ``resources``, pod-level ``status.allocatedResources`` /
+  ``status.resources``, ``PodResizePending`` Infeasible / Deferred), extended resources
+  (``example.com/foo``, ``nvidia.com/gpu`` without GPU annotations), Pods that fit nowhere;
+* node selection: nodeSelector, required / preferred node affinity with matchFields, taints
+  (NoSchedule / PreferNoSchedule / NoExecute) with partial tolerations, unschedulable nodes,
+  ``status.declaredFeatures`` vs Pods needing ``RestartAllContainersOnContainerExits``, host ports
+  with ``hostIP`` and protocols, images present on some nodes;
+* Pod placement: preferred and required Pod (anti-)affinity across namespaces (``namespaces``,
+  ``namespaceSelector``), topology spread with minDomains, nodeAffinityPolicy / nodeTaintsPolicy,
+  matchLabelKeys, system default spreading over Services, ReplicaSets, StatefulSets and
+  ReplicationControllers;
+* volumes (VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits): StorageClasses
+  (Immediate, WaitForFirstConsumer with allowedTopologies, no-provisioner), bound / unbound / missing
+  PVCs, PVs with zone labels and node affinity, ReadWriteOncePod, CSINodes with attach limits and
+  migrated in-tree plugins, a CSIDriver with storageCapacity and CSIStorageCapacities,
+  VolumeAttachments, inline GCE PD / AWS EBS disks, generic ephemeral volumes not created yet;
+* DRA (DynamicResources): per-node ResourceSlices with attributes and capacities, DeviceClasses
+  with CEL selectors (one backing an extended resource), ResourceClaims with exactly / firstAvailable
+  / All requests and constraints, claims already allocated and reserved for bound Pods, shared claims;
+* preemption (DefaultPreemption): priorities, ``preemptionPolicy: Never``, PDBs with selectors and
+  ``disruptionsAllowed``, bound Pods with ``startTime``, terminating Pods (``deletionTimestamp``),
+  Pods in phase Succeeded / Failed, pending Pods with ``status.nominatedNodeName``.
+
+Pods never carry py-scheduler's GPU annotations (the oracle has no GPU plugins). Bound Pods that
+use PVCs get priority 5000, above every pending Pod, so they are never preemption victims (the
+oracle cannot drop a victim's claims from the snapshot's PVC reference counts).
 """
 
 from __future__ import annotations
@@ -19,6 +47,7 @@ from typing import Any
 Obj = dict[str, Any]
 
 ZONES = ["zone-a", "zone-b", "zone-c"]
+REGION_OF = {"zone-a": "region-1", "zone-b": "region-1", "zone-c": "region-2"}
 APPS = ["web", "db", "cache", "batch"]
 TIERS = ["frontend", "backend"]
 NAMESPACES = ["default", "team-a", "team-b"]
@@ -26,14 +55,34 @@ IMAGES = [("registry.example/web:1.0", 300 * 2**20), ("registry.example/db:2.1",
           ("registry.example/cache:7", 50 * 2**20), ("registry.example/ml:latest", 3000 * 2**20),
           ("busybox", 4 * 2**20)]
 EXTENDED = "example.com/foo"
+GPU = "nvidia.com/gpu"
+DRA_EXTENDED = "example.com/dra-gpu"
+ZONE_KEY = "topology.kubernetes.io/zone"
+REGION_KEY = "topology.kubernetes.io/region"
+BETA_ZONE_KEY = "failure-domain.beta.kubernetes.io/zone"
+HOST_KEY = "kubernetes.io/hostname"
+CSI = "csi.example.com"
+EBS_CSI = "ebs.csi.aws.com"
+DRA_DRIVER = "gpu.example.com"
+MODELS = ["a100", "h100", "l4"]
+DECLARED_FEATURES = sorted(["RestartAllContainersOnContainerExits", "InPlacePodLevelResourcesVerticalScaling",
+                            "ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers",
+                            "UserNamespacesHostNetworkSupport", "VolumeBindMountOptions"])
+PVC_POD_PRIORITY = 5000
 
 
 class Gen:
-    """One scenario builder over a private RNG."""
+    """One scenario builder over a private RNG; ``on`` holds the feature families switched on."""
 
     def __init__(self, rng: random.Random) -> None:
         self.r = rng
         self.uid = 0
+        self.on: set[str] = set()
+        self.objs: list[Obj] = []
+        self.nodes: list[Obj] = []
+        self.claim_seq = 0
+        self.pv_seq = 0
+        self.disk_seq = 0
 
     def chance(self, p: float) -> bool:
         return self.r.random() < p
@@ -49,35 +98,45 @@ class Gen:
     def mem(self) -> str:
         return self.r.choice(["0", "64Mi", "128Mi", "200Mi", "256Mi", "512Mi", "1Gi", "1.5Gi", "3Gi"])
 
-    def requests(self) -> Obj | None:
+    def requests(self, cpu_mem: bool = True) -> Obj | None:
         if self.chance(0.2):
             return None  # missing requests: non-zero defaults (100m / 200Mi) apply in scoring
         req: Obj = {}
-        if self.chance(0.85):
+        if cpu_mem and self.chance(0.85):
             req["cpu"] = self.cpu()
-        if self.chance(0.8):
+        if cpu_mem and self.chance(0.8):
             req["memory"] = self.mem()
         if self.chance(0.1):
             req["ephemeral-storage"] = self.r.choice(["1Gi", "5Gi"])
         if self.chance(0.08):
             req[EXTENDED] = str(self.r.randint(1, 3))
+        if "gpu" in self.on and self.chance(0.2):
+            req[GPU] = str(self.r.randint(1, 2))
+        if "dra" in self.on and self.chance(0.05):
+            req[DRA_EXTENDED] = "1"
         return req
 
-    def container(self, name: str) -> Obj:
+    def container(self, name: str, cpu_mem: bool = True) -> Obj:
         c: Obj = {"name": name, "image": self.r.choice(IMAGES)[0]}
-        req = self.requests()
+        req = self.requests(cpu_mem)
         if req is not None:
             c["resources"] = {"requests": req}
-            if EXTENDED in req:
-                c["resources"]["limits"] = {EXTENDED: req[EXTENDED]}
+            ext = {k: v for k, v in req.items() if k in (EXTENDED, GPU, DRA_EXTENDED)}
+            if ext:
+                c["resources"]["limits"] = ext
         return c
 
     # -- nodes ------------------------------------------------------------------------------
     def node(self, i: int) -> Obj:
         name = f"node-{i:02d}"
-        labels = {"kubernetes.io/hostname": name}
+        labels = {HOST_KEY: name}
         if self.chance(0.9):
-            labels["topology.kubernetes.io/zone"] = self.r.choice(ZONES)
+            zone = self.r.choice(ZONES)
+            labels[ZONE_KEY] = zone
+            if "volumes" in self.on:
+                labels[REGION_KEY] = REGION_OF[zone]
+                if self.chance(0.3):
+                    labels[BETA_ZONE_KEY] = zone
         if self.chance(0.4):
             labels["disk"] = self.r.choice(["ssd", "hdd"])
         if self.chance(0.3):
@@ -90,6 +149,8 @@ class Gen:
                       "ephemeral-storage": "100Gi"}
         if self.chance(0.25):
             alloc[EXTENDED] = str(self.r.randint(1, 8))
+        if "gpu" in self.on and self.chance(0.4):
+            alloc[GPU] = str(self.r.choice([1, 2, 4, 8]))
         taints = []
         if self.chance(0.25):
             taints.append({"key": "dedicated", "value": self.r.choice(["a", "b"]),
@@ -98,12 +159,17 @@ class Gen:
             taints.append({"key": "spot", "effect": "PreferNoSchedule"})
         images = [{"names": [img], "sizeBytes": size} for img, size in IMAGES if self.chance(0.3)]
         spec: Obj = {}
+        if self.chance(0.05):
+            spec["unschedulable"] = True
+            if self.chance(0.7):  # as the node lifecycle controller adds it
+                taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
         if taints:
             spec["taints"] = taints
-        if self.chance(0.04):
-            spec["unschedulable"] = True
+        status: Obj = {"allocatable": alloc, "capacity": dict(alloc), "images": images}
+        if "features" in self.on and self.chance(0.5):
+            status["declaredFeatures"] = sorted(self.r.sample(DECLARED_FEATURES, self.r.randint(1, 4)))
         return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
-                "spec": spec, "status": {"allocatable": alloc, "capacity": dict(alloc), "images": images}}
+                "spec": spec, "status": status}
 
     # -- pods -------------------------------------------------------------------------------
     def labels(self) -> Obj:
@@ -120,30 +186,67 @@ class Gen:
         return {"matchExpressions": [{"key": "app", "operator": self.r.choice(["In", "NotIn"]),
                                       "values": self.r.sample(APPS, 2)}]}
 
+    def ports(self) -> list[Obj]:
+        """One or two host ports; ``hostIP`` and protocol vary, never twice the same in a Pod."""
+        out: list[Obj] = []
+        seen: set[tuple[int, str]] = set()
+        for _ in range(self.r.choice([1, 1, 2])):
+            port: Obj = {"containerPort": self.r.choice([80, 53, 443]), "hostPort": self.r.choice([8080, 9090, 53]),
+                         "protocol": self.r.choice(["TCP", "TCP", "UDP", "SCTP"])}
+            if (port["hostPort"], port["protocol"]) in seen:
+                continue
+            seen.add((port["hostPort"], port["protocol"]))
+            if self.chance(0.4):
+                port["hostIP"] = self.r.choice(["127.0.0.1", "10.0.0.1", "0.0.0.0"])
+            out.append(port)
+        return out
+
     def pod_spec(self, pending: bool, node_names: list[str]) -> Obj:
-        spec: Obj = {"containers": [self.container(f"c{j}") for j in range(self.r.randint(1, 3))]}
+        pod_level = "resources" in self.on and self.chance(0.12)
+        n_containers = self.r.randint(1, 3)
+        spec: Obj = {"containers": [self.container(f"c{j}", cpu_mem=not pod_level) for j in range(n_containers)]}
         if self.chance(0.15):
-            spec["initContainers"] = [self.container("init0")]
+            spec["initContainers"] = [self.container("init0", cpu_mem=not pod_level)]
             if self.chance(0.5):
-                side = self.container("sidecar")
+                side = self.container("sidecar", cpu_mem=not pod_level)
                 side["restartPolicy"] = "Always"
                 spec["initContainers"].append(side)
+        if pod_level:
+            # Pod-level requests (cpu / memory); the containers ask for none of them, so the
+            # pod-level values are never below the containers' aggregate (API validation).
+            req: Obj = {}
+            if self.chance(0.8):
+                req["cpu"] = self.r.choice(["100m", "500m", "1", "2"])
+            if self.chance(0.8):
+                req["memory"] = self.r.choice(["128Mi", "512Mi", "1Gi", "2Gi"])
+            spec["resources"] = {"requests": req, "limits": dict(req)} if req else {"limits": {"cpu": "4"}}
         if self.chance(0.05):
             spec["overhead"] = {"cpu": "100m", "memory": "64Mi"}
-        if self.chance(0.06):
-            spec["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": self.r.choice([8080, 9090]),
-                                               "protocol": "TCP"}]
-        if self.chance(0.3):
-            spec["priority"] = self.r.choice([0, 100, 1000])
+        if self.chance(0.08):
+            spec["containers"][0]["ports"] = self.ports()
+        if "features" in self.on and self.chance(0.3):
+            c = spec["containers"][-1]
+            c["restartPolicy"] = "Never"
+            c["restartPolicyRules"] = [{"action": "RestartAllContainers",
+                                        "exitCodes": {"operator": "In", "values": [42]}}]
+        if self.chance(0.4 if "preemption" in self.on else 0.3):
+            spec["priority"] = self.r.choice([0, 100, 1000] if not pending else [0, 100, 1000, 2000])
         if not pending:
+            if self.chance(0.1):
+                spec["tolerations"] = [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute",
+                                        "tolerationSeconds": 300}]
             return spec
+        if "preemption" in self.on and self.chance(0.15):
+            spec["preemptionPolicy"] = "Never"
         if self.chance(0.4):
-            tols = []
+            tols: list[Obj] = []
             if self.chance(0.6):
                 tols.append({"key": "dedicated", "operator": "Equal", "value": self.r.choice(["a", "b"]),
-                             "effect": self.r.choice(["NoSchedule", "PreferNoSchedule", ""])})
+                             "effect": self.r.choice(["NoSchedule", "PreferNoSchedule", "", "NoExecute"])})
             if self.chance(0.4):
                 tols.append({"key": "spot", "operator": "Exists"})
+            if self.chance(0.1):
+                tols.append({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"})
             if self.chance(0.1):
                 tols.append({"operator": "Exists"})
             spec["tolerations"] = tols
@@ -158,22 +261,21 @@ class Gen:
                     t: Obj = {}
                     kind = self.r.random()
                     if kind < 0.5:
-                        t["matchExpressions"] = [{"key": "topology.kubernetes.io/zone", "operator": "In",
-                                                  "values": self.r.sample(ZONES, 2)}]
+                        t["matchExpressions"] = [{"key": ZONE_KEY, "operator": "In", "values": self.r.sample(ZONES, 2)}]
                     elif kind < 0.7:
                         t["matchExpressions"] = [{"key": "cores", "operator": self.r.choice(["Gt", "Lt"]),
                                                   "values": [str(self.r.choice([10, 20, 40]))]}]
                     elif kind < 0.85:
                         t["matchExpressions"] = [{"key": "pool", "operator": self.r.choice(["Exists", "DoesNotExist"])}]
                     else:
-                        t["matchFields"] = [{"key": "metadata.name", "operator": "In",
+                        t["matchFields"] = [{"key": "metadata.name", "operator": self.r.choice(["In", "NotIn"]),
                                              "values": self.r.sample(node_names, min(3, len(node_names)))}]
                     terms.append(t)
                 na["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
             if self.chance(0.7):
                 na["preferredDuringSchedulingIgnoredDuringExecution"] = [
                     {"weight": self.r.randint(1, 100), "preference": {"matchExpressions": [
-                        {"key": self.r.choice(["disk", "pool", "topology.kubernetes.io/zone"]), "operator": "In",
+                        {"key": self.r.choice(["disk", "pool", ZONE_KEY]), "operator": "In",
                          "values": [self.r.choice(["ssd", "hdd", "general", "memory", *ZONES])]}]}}
                     for _ in range(self.r.randint(1, 2))]
             aff["nodeAffinity"] = na
@@ -194,17 +296,17 @@ class Gen:
             tscs = []
             for _ in range(self.r.randint(1, 2)):
                 c: Obj = {"maxSkew": self.r.randint(1, 3),
-                          "topologyKey": self.r.choice(["topology.kubernetes.io/zone", "kubernetes.io/hostname"]),
+                          "topologyKey": self.r.choice([ZONE_KEY, HOST_KEY]),
                           "whenUnsatisfiable": self.r.choice(["DoNotSchedule", "ScheduleAnyway"]),
                           "labelSelector": self.selector()}
                 if c["whenUnsatisfiable"] == "DoNotSchedule" and self.chance(0.3):
                     c["minDomains"] = self.r.randint(1, 4)
-                if self.chance(0.2):
+                if self.chance(0.25):
                     c["nodeAffinityPolicy"] = self.r.choice(["Honor", "Ignore"])
-                if self.chance(0.2):
+                if self.chance(0.25):
                     c["nodeTaintsPolicy"] = self.r.choice(["Honor", "Ignore"])
-                if self.chance(0.15):
-                    c["matchLabelKeys"] = ["version"]
+                if self.chance(0.2):
+                    c["matchLabelKeys"] = self.r.choice([["version"], ["tier"], ["version", "tier"]])
                 tscs.append(c)
             # Only one constraint per (topologyKey, whenUnsatisfiable) is valid.
             seen: set[tuple[str, str]] = set()
@@ -213,8 +315,7 @@ class Gen:
         return spec
 
     def pod_affinity_term(self) -> Obj:
-        t: Obj = {"labelSelector": self.selector(),
-                  "topologyKey": self.r.choice(["topology.kubernetes.io/zone", "kubernetes.io/hostname"])}
+        t: Obj = {"labelSelector": self.selector(), "topologyKey": self.r.choice([ZONE_KEY, HOST_KEY])}
         roll = self.r.random()
         if roll < 0.2:
             t["namespaces"] = self.r.sample(NAMESPACES, 2)
@@ -222,6 +323,8 @@ class Gen:
             t["namespaceSelector"] = {"matchLabels": {"team": "yes"}}
         elif roll < 0.4:
             t["namespaceSelector"] = {}
+        if self.chance(0.1):
+            t["matchLabelKeys"] = ["version"]
         return t
 
     def pod(self, name: str, ns: str, node: str | None, node_names: list[str]) -> Obj:
@@ -229,19 +332,385 @@ class Gen:
                      "creationTimestamp": f"2026-01-01T00:{self.uid // 60 % 60:02d}:{self.uid % 60:02d}Z"}
         spec = self.pod_spec(node is None, node_names)
         spec["schedulerName"] = "default-scheduler"
+        status: Obj = {"phase": "Pending"}
+        pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
         if node is not None:
             spec["nodeName"] = node
-        pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
-                    "status": {"phase": "Running" if node else "Pending"}}
+            status["phase"] = "Running"
+            # Distinct start times (preemption prefers victims that started last).
+            status["startTime"] = f"2025-06-{1 + self.uid // 1440 % 28:02d}T{self.uid // 60 % 24:02d}:" \
+                                  f"{self.uid % 60:02d}:00Z"
+            if "preemption" in self.on and self.chance(0.06):
+                meta["deletionTimestamp"] = "2026-01-01T01:00:00Z"
+                meta["deletionGracePeriodSeconds"] = 30
+                meta["finalizers"] = ["example.com/hold"]
+            if self.chance(0.04):
+                status["phase"] = self.r.choice(["Succeeded", "Failed"])
+            if "resources" in self.on and self.chance(0.25):
+                self.resize_status(pod)
         return pod
+
+    def resize_status(self, pod: Obj) -> None:
+        """In-place resize state as the kubelet reports it: per container ``allocatedResources``
+        (the spec's requests with cpu / memory possibly resized, larger or smaller) and
+        ``resources.requests`` (the cpu / memory the runtime applied), pod-level
+        ``allocatedResources`` / ``resources`` (always with pod-level requests, sometimes without),
+        sometimes a ``PodResizePending`` condition (Infeasible or Deferred)."""
+        status = pod["status"]
+        spec = pod["spec"]
+
+        def resized(base: Obj) -> Obj:
+            out = dict(base)
+            for key, values in (("cpu", ["100m", "250m", "500m", "1", "2"]),
+                                ("memory", ["64Mi", "256Mi", "512Mi", "1Gi", "2Gi"])):
+                if self.chance(0.5):
+                    out[key] = self.r.choice(values)
+            return out
+
+        for key, skey in (("containers", "containerStatuses"), ("initContainers", "initContainerStatuses")):
+            sts = []
+            for c in spec.get(key) or []:
+                if key == "initContainers" and c.get("restartPolicy") != "Always":
+                    continue
+                cs: Obj = {"name": c["name"], "image": c["image"], "ready": True, "restartCount": 0,
+                           "imageID": "", "started": True}
+                reqs = (c.get("resources") or {}).get("requests") or {}
+                roll = self.r.random()
+                if roll < 0.8:
+                    cs["allocatedResources"] = resized(reqs)
+                if roll > 0.3:
+                    applied = {k: v for k, v in resized(reqs).items() if k in ("cpu", "memory")}
+                    if applied:
+                        cs["resources"] = {"requests": applied}
+                sts.append(cs)
+            if sts:
+                status[skey] = sts
+        if self.chance(0.8 if "resources" in spec else 0.2):
+            base = (spec.get("resources") or {}).get("requests") or {"cpu": "500m", "memory": "512Mi"}
+            status["allocatedResources"] = resized(base)
+            status["resources"] = {"requests": resized(base)}
+        if self.chance(0.3):
+            status["conditions"] = [{"type": "PodResizePending", "status": "True",
+                                     "reason": self.r.choice(["Infeasible", "Deferred"])}]
+
+
+# -- volumes ---------------------------------------------------------------------------------------
+def _node_zone(node: Obj) -> str | None:
+    zone = node["metadata"]["labels"].get(ZONE_KEY)
+    return zone if isinstance(zone, str) else None
+
+
+class Volumes:
+    """StorageClasses, PVs, PVCs, CSI objects of one scenario, and volumes for Pods."""
+
+    def __init__(self, g: Gen) -> None:
+        self.g = g
+        r = g.r
+        self.objs: list[Obj] = []
+        topo = None
+        if g.chance(0.4):
+            topo = [{"matchLabelExpressions": [{"key": ZONE_KEY, "values": r.sample(ZONES, r.randint(1, 2))}]}]
+        self.objs.append(_storage_class("fast", "WaitForFirstConsumer", CSI, topo))
+        self.objs.append(_storage_class("standard", "Immediate", CSI))
+        self.objs.append(_storage_class("local", "WaitForFirstConsumer", "kubernetes.io/no-provisioner"))
+        self.objs.append(_storage_class("ebs", "WaitForFirstConsumer", "kubernetes.io/aws-ebs"))
+        self.capacity_tracked = g.chance(0.5)
+        self.objs.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": CSI},
+                          "spec": {"attachRequired": True, "storageCapacity": self.capacity_tracked}})
+        if self.capacity_tracked:
+            for i, zone in enumerate(ZONES):
+                if g.chance(0.8):
+                    cap: Obj = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+                                "metadata": {"name": f"cap-{i}", "namespace": "kube-system"},
+                                "storageClassName": "fast", "capacity": r.choice(["0", "5Gi", "20Gi", "100Gi"]),
+                                "nodeTopology": {"matchLabels": {ZONE_KEY: zone}}}
+                    if g.chance(0.3):
+                        cap["maximumVolumeSize"] = r.choice(["2Gi", "10Gi"])
+                    self.objs.append(cap)
+        for n in g.nodes:
+            if g.chance(0.85):
+                name = n["metadata"]["name"]
+                drivers: list[Obj] = [{"name": CSI, "nodeID": name, "topologyKeys": [ZONE_KEY]}]
+                if g.chance(0.7):
+                    drivers[0]["allocatable"] = {"count": r.randint(1, 6)}
+                meta: Obj = {"name": name}
+                if g.chance(0.5):
+                    drivers.append({"name": EBS_CSI, "nodeID": name, "allocatable": {"count": r.randint(1, 4)}})
+                    meta["annotations"] = {"storage.alpha.kubernetes.io/migrated-plugins":
+                                           "kubernetes.io/aws-ebs,kubernetes.io/gce-pd"}
+                self.objs.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": meta,
+                                  "spec": {"drivers": drivers}})
+        # Static PVs waiting for claims: local ones pinned to a node, zonal CSI ones.
+        for _ in range(r.randint(0, 6)):
+            n = r.choice(g.nodes)
+            if g.chance(0.5):
+                self.pv("local", r.choice(["1Gi", "5Gi", "20Gi"]),
+                        affinity=[{"matchExpressions": [{"key": HOST_KEY, "operator": "In",
+                                                          "values": [n["metadata"]["name"]]}]}],
+                        source={"local": {"path": "/mnt/disk"}})
+            else:
+                zone = r.choice(ZONES)
+                self.pv("fast", r.choice(["1Gi", "5Gi", "20Gi"]), zone=zone)
+        self.pending_claims: list[Obj] = []
+
+    def pv(self, sc: str, size: str, *, zone: str | None = None, affinity: list[Obj] | None = None,
+           source: Obj | None = None, claim: Obj | None = None, modes: list[str] | None = None) -> Obj:
+        g = self.g
+        g.pv_seq += 1
+        name = f"pv-{g.pv_seq:03d}"
+        labels: Obj = {}
+        if zone is not None:
+            labels = {ZONE_KEY: zone, REGION_KEY: REGION_OF[zone]}
+            affinity = affinity or [{"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": [zone]}]}]
+        spec: Obj = {"capacity": {"storage": size}, "accessModes": modes or ["ReadWriteOnce"],
+                     "storageClassName": sc, "persistentVolumeReclaimPolicy": "Delete"}
+        spec.update(source or {"csi": {"driver": CSI, "volumeHandle": f"handle-{name}"}})
+        if affinity:
+            spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": affinity}}
+        phase = "Available"
+        if claim is not None:
+            spec["claimRef"] = {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                                "namespace": claim["metadata"]["namespace"], "name": claim["metadata"]["name"],
+                                "uid": claim["metadata"]["uid"]}
+            phase = "Bound"
+        obj = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name, "labels": labels},
+               "spec": spec, "status": {"phase": phase}}
+        self.objs.append(obj)
+        return obj
+
+    def pvc(self, ns: str, sc: str, size: str, modes: list[str], volume: str | None = None) -> Obj:
+        g = self.g
+        g.claim_seq += 1
+        meta: Obj = {"name": f"claim-{g.claim_seq:03d}", "namespace": ns, "uid": g.next_uid()}
+        spec: Obj = {"accessModes": modes, "resources": {"requests": {"storage": size}}, "storageClassName": sc,
+                     "volumeMode": "Filesystem"}
+        status: Obj = {"phase": "Pending"}
+        if volume is not None:
+            spec["volumeName"] = volume
+            meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+            status = {"phase": "Bound", "accessModes": modes, "capacity": {"storage": size}}
+        obj = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec, "status": status}
+        self.objs.append(obj)
+        return obj
+
+    def bound_volumes(self, pod: Obj, node: Obj) -> None:
+        """Volumes for a bound Pod, consistent with its node: a bound PVC on a PV reachable from the
+        node (zone or hostname), sometimes ReadWriteOncePod, and inline in-tree disks."""
+        g, r = self.g, self.g.r
+        vols: list[Obj] = []
+        ns = pod["metadata"]["namespace"]
+        for k in range(r.choice([1, 1, 2])):
+            modes = ["ReadWriteOncePod"] if g.chance(0.25) else ["ReadWriteOnce"]
+            zone = _node_zone(node)
+            claim = self.pvc(ns, "fast", "1Gi", modes)
+            if zone is not None and g.chance(0.7):
+                pv = self.pv("fast", "1Gi", zone=zone, claim=claim, modes=modes)
+            else:
+                pv = self.pv("fast", "1Gi", claim=claim, modes=modes, affinity=[{"matchExpressions": [
+                    {"key": HOST_KEY, "operator": "In", "values": [node["metadata"]["name"]]}]}])
+            claim["spec"]["volumeName"] = pv["metadata"]["name"]
+            claim["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+            claim["status"] = {"phase": "Bound", "accessModes": modes, "capacity": {"storage": "1Gi"}}
+            vols.append({"name": f"data{k}", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}})
+            self.pending_claims.append(claim)
+        if g.chance(0.3):
+            vols.append(self.disk("disk0"))
+        if g.chance(0.1):
+            g.disk_seq += 1
+            ebs_pv = self.pv("ebs", "1Gi", source={"awsElasticBlockStore": {"volumeID": f"vol-{g.disk_seq:04d}"}})
+            claim = self.pvc(ns, "ebs", "1Gi", ["ReadWriteOnce"], volume=ebs_pv["metadata"]["name"])
+            ebs_pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": ns,
+                                          "name": claim["metadata"]["name"], "uid": claim["metadata"]["uid"]}
+            ebs_pv["status"]["phase"] = "Bound"
+            vols.append({"name": "ebs", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}})
+        pod["spec"]["volumes"] = vols
+        pod["spec"]["priority"] = PVC_POD_PRIORITY
+        if g.chance(0.3):
+            self.objs.append({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+                              "metadata": {"name": f"va-{pod['metadata']['uid']}"},
+                              "spec": {"attacher": CSI, "nodeName": node["metadata"]["name"],
+                                       "source": {"persistentVolumeName": self.pv(
+                                           "fast", "1Gi", zone=_node_zone(node))["metadata"]["name"]}},
+                              "status": {"attached": True}})
+
+    def disk(self, name: str) -> Obj:
+        """An inline GCE PD or AWS EBS volume from a small pool, so Pods conflict on some nodes."""
+        g, r = self.g, self.g.r
+        if g.chance(0.5):
+            src: Obj = {"gcePersistentDisk": {"pdName": f"pd-{r.randint(1, 3)}", "fsType": "ext4"}}
+            if g.chance(0.4):
+                src["gcePersistentDisk"]["readOnly"] = True
+        else:
+            src = {"awsElasticBlockStore": {"volumeID": f"vol-inline-{r.randint(1, 3)}", "fsType": "ext4"}}
+        return {"name": name, **src}
+
+    def pending_volumes(self, pod: Obj) -> None:
+        """Volumes for a pending Pod: existing claims (bound, possibly ReadWriteOncePod and in use),
+        new unbound claims (WaitForFirstConsumer, Immediate, no-provisioner), a missing claim, inline
+        disks, a generic ephemeral volume whose claim is not created yet."""
+        g, r = self.g, self.g.r
+        ns = pod["metadata"]["namespace"]
+        vols: list[Obj] = []
+        for k in range(r.choice([1, 1, 2])):
+            roll = r.random()
+            same_ns = [c for c in self.pending_claims if c["metadata"]["namespace"] == ns]
+            if roll < 0.25 and same_ns:
+                claim = r.choice(same_ns)
+            elif roll < 0.55:
+                claim = self.pvc(ns, r.choice(["fast", "fast", "local"]), r.choice(["1Gi", "4Gi", "10Gi", "50Gi"]),
+                                 ["ReadWriteOncePod"] if g.chance(0.2) else ["ReadWriteOnce"])
+                self.pending_claims.append(claim)
+            elif roll < 0.65:
+                claim = self.pvc(ns, "standard", "1Gi", ["ReadWriteOnce"])
+            elif roll < 0.7:
+                vols.append({"name": f"v{k}", "persistentVolumeClaim": {"claimName": "does-not-exist"}})
+                continue
+            elif roll < 0.9:
+                vols.append(self.disk(f"v{k}"))
+                continue
+            else:
+                vols.append({"name": f"v{k}", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                    "accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
+                    "resources": {"requests": {"storage": "1Gi"}}}}}})
+                continue
+            vols.append({"name": f"v{k}", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}})
+        pod["spec"]["volumes"] = vols
+
+
+def _storage_class(name: str, mode: str, provisioner: str, topologies: list[Obj] | None = None) -> Obj:
+    o: Obj = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+              "provisioner": provisioner, "volumeBindingMode": mode, "reclaimPolicy": "Delete"}
+    if topologies:
+        o["allowedTopologies"] = topologies
+    return o
+
+
+# -- DRA -------------------------------------------------------------------------------------------
+class Dra:
+    """DeviceClasses, per-node ResourceSlices, and ResourceClaims for bound and pending Pods."""
+
+    def __init__(self, g: Gen) -> None:
+        self.g = g
+        r = g.r
+        self.objs: list[Obj] = [
+            _device_class("gpu", [f'device.driver == "{DRA_DRIVER}"']),
+            _device_class("big-gpu", [f'device.driver == "{DRA_DRIVER}"',
+                                      f'device.capacity["{DRA_DRIVER}"].memory.compareTo(quantity("48Gi")) >= 0']),
+            _device_class("dra-gpu", [f'device.driver == "{DRA_DRIVER}"'], ext=DRA_EXTENDED),
+        ]
+        self.devices: dict[str, list[str]] = {}  # node -> device names
+        for n in g.nodes:
+            if not g.chance(0.6):
+                continue
+            name = n["metadata"]["name"]
+            devs = []
+            for j in range(r.randint(1, 4)):
+                devs.append({"name": f"gpu-{j}",
+                             "attributes": {"model": {"string": r.choice(MODELS)}, "index": {"int": j},
+                                            "numa": {"int": r.randint(0, 1)}},
+                             "capacity": {"memory": {"value": r.choice(["24Gi", "40Gi", "80Gi"])}}})
+            self.devices[name] = [d["name"] for d in devs]
+            self.objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                              "metadata": {"name": f"{name}-{DRA_DRIVER}"},
+                              "spec": {"driver": DRA_DRIVER, "nodeName": name,
+                                       "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                                       "devices": devs}})
+        self.taken: set[tuple[str, str]] = set()
+        self.shareable: list[Obj] = []
+
+    def request(self) -> Obj:
+        g, r = self.g, self.g.r
+        cls = r.choice(["gpu", "gpu", "big-gpu"])
+        e: Obj = {"deviceClassName": cls}
+        if g.chance(0.08):
+            e["allocationMode"] = "All"
+        else:
+            e["allocationMode"] = "ExactCount"
+            e["count"] = r.choice([1, 1, 1, 2])
+        if g.chance(0.35):
+            e["selectors"] = [{"cel": {"expression": f'device.attributes["{DRA_DRIVER}"].model == '
+                                                     f'"{r.choice(MODELS)}"'}}]
+        return e
+
+    def claim(self, ns: str, allocated_on: str | None = None, pod: Obj | None = None) -> Obj:
+        g, r = self.g, self.g.r
+        g.claim_seq += 1
+        name = f"rc-{g.claim_seq:03d}"
+        reqs: list[Obj] = []
+        if allocated_on is not None:
+            reqs = [{"name": "r0", "exactly": {"deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]
+        else:
+            for i in range(r.choice([1, 1, 2])):
+                if g.chance(0.3):
+                    reqs.append({"name": f"r{i}", "firstAvailable": [
+                        {"name": f"s{j}", **self.request()} for j in range(r.randint(2, 3))]})
+                else:
+                    reqs.append({"name": f"r{i}", "exactly": self.request()})
+        spec: Obj = {"devices": {"requests": reqs}}
+        if allocated_on is None and len(reqs) == 2 and g.chance(0.4):
+            spec["devices"]["constraints"] = [{r.choice(["matchAttribute", "distinctAttribute"]):
+                                               f"{DRA_DRIVER}/{r.choice(['model', 'numa'])}"}]
+        obj: Obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                    "metadata": {"name": name, "namespace": ns, "uid": g.next_uid()}, "spec": spec}
+        if allocated_on is not None and pod is not None:
+            free = [d for d in self.devices.get(allocated_on, []) if (allocated_on, d) not in self.taken]
+            if not free:
+                return obj
+            dev = r.choice(free)
+            self.taken.add((allocated_on, dev))
+            obj["status"] = {
+                "allocation": {"devices": {"results": [{"request": "r0", "driver": DRA_DRIVER, "pool": allocated_on,
+                                                        "device": dev}]},
+                               "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                                   {"key": "metadata.name", "operator": "In", "values": [allocated_on]}]}]}},
+                "reservedFor": [{"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}]}
+            self.shareable.append(obj)
+        self.objs.append(obj)
+        return obj
+
+    def bound_claims(self, pod: Obj) -> None:
+        node = pod["spec"]["nodeName"]
+        if node not in self.devices:
+            return
+        c = self.claim(pod["metadata"]["namespace"], allocated_on=node, pod=pod)
+        if "status" in c:
+            pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": c["metadata"]["name"]}]
+            pod["status"]["resourceClaimStatuses"] = []
+
+    def pending_claims(self, pod: Obj) -> None:
+        g, r = self.g, self.g.r
+        ns = pod["metadata"]["namespace"]
+        refs = []
+        for i in range(r.choice([1, 1, 2])):
+            same_ns = [c for c in self.shareable if c["metadata"]["namespace"] == ns]
+            if same_ns and g.chance(0.15):
+                c = r.choice(same_ns)  # shared with a bound Pod: only its node will do
+            else:
+                c = self.claim(ns)
+                if g.chance(0.2):
+                    self.shareable.append(c)  # a later pending Pod may share it too
+            refs.append({"name": f"claim{i}", "resourceClaimName": c["metadata"]["name"]})
+        pod["spec"]["resourceClaims"] = refs
+
+
+def _device_class(name: str, selectors: list[str], ext: str | None = None) -> Obj:
+    spec: Obj = {"selectors": [{"cel": {"expression": e}} for e in selectors]}
+    if ext:
+        spec["extendedResourceName"] = ext
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+
+
+# -- scenario --------------------------------------------------------------------------------------
+FAMILIES = ("resources", "features", "volumes", "dra", "preemption", "gpu", "controllers")
 
 
 def scenario(seed: int, index: int) -> list[Obj]:
     """Scenario ``index`` of the stream seeded by ``seed``: a list of Kubernetes objects."""
     g = Gen(random.Random(f"{seed}:{index}"))
     r = g.r
+    g.on = {f for f in FAMILIES if r.random() < {"volumes": 0.3, "dra": 0.2, "gpu": 0.15}.get(f, 0.35)}
     n_nodes = r.randint(2, 30)
-    nodes = [g.node(i) for i in range(n_nodes)]
+    g.nodes = nodes = [g.node(i) for i in range(n_nodes)]
     names = [n["metadata"]["name"] for n in nodes]
     objs: list[Obj] = [
         {"apiVersion": "v1", "kind": "Namespace",
@@ -249,24 +718,75 @@ def scenario(seed: int, index: int) -> list[Obj]:
                                                                                     else {})}}}
         for ns in NAMESPACES]
     objs += nodes
+    vols = Volumes(g) if "volumes" in g.on else None
+    dra = Dra(g) if "dra" in g.on else None
     n_bound = r.choice([0, r.randint(0, 20), r.randint(0, 200)])
+    bound: list[Obj] = []
     for i in range(n_bound):
-        objs.append(g.pod(f"bound-{i:03d}", r.choice(NAMESPACES), r.choice(names), names))
+        node = r.choice(nodes)
+        p = g.pod(f"bound-{i:03d}", r.choice(NAMESPACES), node["metadata"]["name"], names)
+        if vols is not None and g.chance(0.15):
+            vols.bound_volumes(p, node)
+        if dra is not None and g.chance(0.2):
+            dra.bound_claims(p)
+        bound.append(p)
+    objs += bound
     if g.chance(0.4):
         app = r.choice(APPS)
-        objs.append({"apiVersion": "v1", "kind": "Service",
-                     "metadata": {"name": f"svc-{app}", "namespace": "default"},
+        objs.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"svc-{app}", "namespace": "default"},
                      "spec": {"selector": {"app": app}, "ports": [{"port": 80}]}})
     if g.chance(0.2):
-        app = r.choice(APPS)
-        objs.append({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                     "metadata": {"name": f"rs-{app}", "namespace": "default"},
-                     "spec": {"selector": {"matchLabels": {"app": app}},
-                              "template": {"metadata": {"labels": {"app": app}},
-                                           "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}})
+        objs.append(_controller("ReplicaSet", r.choice(APPS), r.choice(NAMESPACES)))
+    if "controllers" in g.on:
+        if g.chance(0.6):
+            objs.append(_controller("StatefulSet", r.choice(APPS), r.choice(NAMESPACES)))
+        if g.chance(0.5):
+            objs.append(_controller("ReplicationController", r.choice(APPS), r.choice(NAMESPACES)))
+    if "preemption" in g.on:
+        for i in range(r.randint(0, 2)):
+            app = r.choice(APPS)
+            ns = r.choice(NAMESPACES)
+            allowed = r.choice([0, 0, 1, 2])
+            matching = sum(1 for p in bound
+                           if p["metadata"]["namespace"] == ns and p["metadata"]["labels"]["app"] == app)
+            objs.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                         "metadata": {"name": f"pdb-{i}", "namespace": ns},
+                         "spec": {"minAvailable": max(matching - allowed, 0),
+                                  "selector": {"matchLabels": {"app": app}}},
+                         "status": {"disruptionsAllowed": allowed, "currentHealthy": matching,
+                                    "desiredHealthy": max(matching - allowed, 0), "expectedPods": matching,
+                                    "observedGeneration": 1}})
+    pending: list[Obj] = []
     for i in range(r.randint(1, 5)):
         p = g.pod(f"pending-{i}", r.choice(NAMESPACES), None, names)
         if g.chance(0.05):  # something that fits nowhere
             p["spec"]["containers"][0].setdefault("resources", {})["requests"] = {"cpu": "1000"}
-        objs.append(p)
+        elif "preemption" in g.on and g.chance(0.3):  # big and important: preemption candidates
+            p["spec"]["containers"][0]["resources"] = {"requests": {"cpu": r.choice(["2", "6", "12"]),
+                                                                    "memory": r.choice(["1Gi", "8Gi"])}}
+            p["spec"]["priority"] = r.choice([1000, 2000])
+        if "preemption" in g.on and g.chance(0.2):
+            p["status"]["nominatedNodeName"] = r.choice(names) if g.chance(0.9) else "node-gone"
+        if vols is not None and g.chance(0.5):
+            vols.pending_volumes(p)
+        if dra is not None and g.chance(0.5):
+            dra.pending_claims(p)
+        pending.append(p)
+    objs += pending
+    if vols is not None:
+        objs += vols.objs
+    if dra is not None:
+        objs += dra.objs
     return objs
+
+
+def _controller(kind: str, app: str, ns: str) -> Obj:
+    api = "v1" if kind == "ReplicationController" else "apps/v1"
+    selector: Obj = {"app": app} if kind == "ReplicationController" else {"matchLabels": {"app": app}}
+    spec: Obj = {"replicas": 3, "selector": selector,
+                 "template": {"metadata": {"labels": {"app": app}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+    if kind == "StatefulSet":
+        spec["serviceName"] = f"svc-{app}"
+    return {"apiVersion": api, "kind": kind, "metadata": {"name": f"{kind.lower()}-{app}", "namespace": ns},
+            "spec": spec}

@@ -36,8 +36,11 @@ def oracle_binary() -> Path:
     """Build (once per pinned version set and oracle source) and return the Go oracle binary.
 
     Cached beside the test bed's binaries as ``oracle-<hash of main.go + go.sum>``, so a second
-    run (or CI on the same machine) builds nothing.
+    run (or CI on the same machine) builds nothing. ``PARITY_ORACLE=<path>`` uses that binary instead.
     """
+    override = os.environ.get("PARITY_ORACLE")
+    if override:
+        return Path(override)
     import bed  # the test bed's build helpers: same cache directory and Go environment
 
     src = TESTBED / "oracle" / "main.go"
@@ -67,11 +70,60 @@ class _MinChoice(random.Random):
         return min(seq)
 
 
-def run_py(objects: list[Obj]) -> list[Obj]:
-    """py-scheduler's verdicts, via the explain code path, in queue order."""
+def _requests_gpu(pod: Obj) -> bool:
+    """True when a container of ``pod`` requests or limits ``nvidia.com/gpu``."""
+    spec = pod.get("spec") or {}
+    for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+        res = c.get("resources") or {}
+        if GPU_RESOURCE in (res.get("requests") or {}) or GPU_RESOURCE in (res.get("limits") or {}):
+            return True
+    return False
+
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def profile_for(objects: list[Obj]) -> Any:
+    """The py profile compared with upstream's default profile.
+
+    py-scheduler's default profile adds GPUFilter / GPUScore. They Skip for a Pod that asks for no
+    ``nvidia.com/gpu``, so those scenarios run the full py profile (checking that the GPU plugins
+    really change nothing). A pending Pod that does ask for ``nvidia.com/gpu`` makes them active, and
+    they may then legitimately reject nodes or change totals (whole-GPU accounting, NVLink scoring);
+    such scenarios run with ``multiPoint.disabled: [GPUFilter, GPUScore]`` so the plain
+    extended-resource path (NodeResourcesFit) is compared with upstream's.
+    """
+    from scheduler.framework.config import PluginSet, ProfileConfig
+
+    if any(o["kind"] == "Pod" and not (o.get("spec") or {}).get("nodeName") and _requests_gpu(o) for o in objects):
+        return ProfileConfig(scheduler_name="default-scheduler",
+                             plugins={"multiPoint": PluginSet(disabled=["GPUFilter", "GPUScore"])})
+    return ProfileConfig(scheduler_name="default-scheduler")
+
+
+def _priority(p: Obj) -> int:
+    prio = (p.get("spec") or {}).get("priority")
+    return prio if isinstance(prio, int) else 0
+
+
+def run_py(objects: list[Obj], oracle: list[Obj] | None = None) -> list[Obj]:
+    """py-scheduler's verdicts, via the explain code path, in queue order.
+
+    Each cycle follows the same sequence as the oracle (``tests/e2e/testbed/oracle/main.go``):
+    nominated Pods (every pending Pod's ``status.nominatedNodeName``) are seen by Filter and tried
+    first on their node; a placed Pod runs Reserve (Unreserve on failure) and is assumed; a Pod
+    that fits nowhere and preempts has its deleted victims removed from the snapshot, is nominated
+    to the chosen node, and lower-priority Pods nominated there lose their nomination.
+
+    Upstream picks at random among preemption candidates that rank equal on every criterion. When
+    ``oracle`` (its results for the same objects) names another node than py's for a Pod, and py's
+    own ranking puts that node level with py's choice, py continues with the oracle's node and its
+    victims on that node (the result's ``tie`` key lists both nodes), so later Pods stay
+    comparable; ``compare`` then checks the victims on the oracle's node instead of the node name.
+    """
     from scheduler.cache.snapshot import ClusterObjects, Snapshot
-    from scheduler.framework.config import ProfileConfig, build_framework
-    from scheduler.framework.runtime import Algorithm
+    from scheduler.framework.config import build_framework
+    from scheduler.framework.runtime import Algorithm, SchedulingError
     from scheduler.framework.types import PodInfo
 
     nodes = [o for o in objects if o["kind"] == "Node"]
@@ -81,26 +133,111 @@ def run_py(objects: list[Obj]) -> list[Obj]:
         if o["kind"] not in ("Node", "Pod"):
             cobj.upsert(o["kind"], o)
     snap = Snapshot.from_objects(nodes, [p for p in pods if p["spec"].get("nodeName")], cobj)
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(profile_for(objects))
     algo = Algorithm(rng=_MinChoice())
     pending = [p for p in pods if not p["spec"].get("nodeName")]
-    pending.sort(key=lambda p: (-(p["spec"].get("priority") or 0), p["metadata"].get("creationTimestamp", "")))
-    out: list[Obj] = []
+    pending.sort(key=lambda p: (-_priority(p), p["metadata"].get("creationTimestamp", "")))
+    current: dict[str, Obj] = {p["metadata"]["uid"]: p for p in pending}
+    nominated: dict[str, str] = {}  # pod uid -> node
     for p in pending:
+        nnn = (p.get("status") or {}).get("nominatedNodeName")
+        if nnn:
+            nominated[p["metadata"]["uid"]] = nnn
+
+    def nominator() -> dict[str, list[Any]]:
+        by_node: dict[str, list[Any]] = {}
+        for uid, node in nominated.items():
+            by_node.setdefault(node, []).append(PodInfo(current[uid]))
+        return by_node
+
+    out: list[Obj] = []
+    for idx, p0 in enumerate(pending):
+        uid = p0["metadata"]["uid"]
+        p = current[uid]
         pi = PodInfo(p)
-        res = algo.schedule(fw, snap, pi, explain=True)
-        out.append(res.to_json())
+        try:
+            res = algo.schedule(fw, snap, pi, explain=True, nominator=nominator())
+        except SchedulingError as exc:
+            out.append({"pod": pi.key, "feasible": [], "filtered": {}, "scores": {}, "totals": {},
+                        "selected": None, "message": None, "error": str(exc)})
+            nominated.pop(uid, None)
+            continue
+        r = res.to_json()
+        out.append(r)
         if res.selected is not None:
             state = res.state
-            if state is not None:
-                fw.run_reserve(state, pi, res.selected)
-            assumed = dict(p)
-            if state is not None and state.pod_annotations:
-                meta = dict(p["metadata"])
-                meta["annotations"] = {**(meta.get("annotations") or {}), **state.pod_annotations}
-                assumed["metadata"] = meta
-            snap.assume(PodInfo(assumed), res.selected)
+            assert state is not None
+            st = fw.run_reserve(state, pi, res.selected)
+            if not st.is_success():
+                fw.run_unreserve(state, pi, res.selected)
+                r["reserve"] = st.message()
+            else:
+                assumed = dict(p)
+                if state.pod_annotations:
+                    meta = dict(p["metadata"])
+                    meta["annotations"] = {**(meta.get("annotations") or {}), **state.pod_annotations}
+                    assumed["metadata"] = meta
+                snap.assume(PodInfo(assumed), res.selected)
+            nominated.pop(uid, None)
+            continue
+        pf = res.post_filter
+        if pf is None:
+            continue
+        nominated.pop(uid, None)
+        if not pf.nominated_node_name:
+            continue
+        node, victims = pf.nominated_node_name, list(pf.victims)
+        want = oracle[idx] if oracle is not None and idx < len(oracle) else None
+        if want is not None and want.get("nominated") and want["nominated"] != node:
+            tied = _preemption_tie(fw, res, pi, node, want["nominated"])
+            if tied is not None:
+                r["tie"] = sorted([node, want["nominated"]])
+                node, victims = want["nominated"], tied
+        deleted = [v for v in victims if not (v.pod.get("metadata") or {}).get("deletionTimestamp")]
+        r["nominated"] = node
+        if deleted:
+            r["victims"] = sorted(f"{v.namespace}/{v.name}" for v in deleted)
+        for v in deleted:
+            ni = snap.node_info_map[(v.pod.get("spec") or {}).get("nodeName") or node]
+            ni.remove_pod(v.uid)
+        snap.rebuild_lists()
+        for other, onode in list(nominated.items()):
+            if onode == node and _priority(current[other]) < pi.priority:
+                del nominated[other]
+                cleared = dict(current[other])
+                cleared["status"] = {k: v for k, v in (cleared.get("status") or {}).items()
+                                     if k != "nominatedNodeName"}
+                current[other] = cleared
+        nominated[uid] = node
     return out
+
+
+def _preemption_tie(fw: Any, res: Any, pod: Any, mine: str, theirs: str) -> list[Any] | None:
+    """py's victims on ``theirs`` when py's preemption ranks it level with ``mine`` on every
+    criterion of ``pickOneNodeForPreemption`` (so upstream may pick either), else None."""
+    from scheduler.framework.preemption import pick_one_node_for_preemption
+    from scheduler.framework.types import Code, Status
+
+    pl = fw.plugins.get("DefaultPreemption")
+    state, d = res.state, res.diagnosis
+    if pl is None or state is None or d is None or state.snapshot is None:
+        return None
+    statuses = dict(d.node_to_status)
+    if d.absent_nodes_status is not None:
+        for ni in state.snapshot.node_info_list:
+            statuses.setdefault(ni.name, d.absent_nodes_status)
+    absent = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+    candidates, _, _ = pl.evaluator.find_candidates(state, pod, list(state.snapshot.node_info_list),
+                                                    {k: statuses.get(k, absent) for k in statuses})
+    victims = {c.name: c.victims for c in candidates}
+    if mine not in victims or theirs not in victims:
+        return None
+    now = pl.now_ns()
+    a = pick_one_node_for_preemption({mine: victims[mine], theirs: victims[theirs]}, None, now)
+    b = pick_one_node_for_preemption({theirs: victims[theirs], mine: victims[mine]}, None, now)
+    if a == mine and b == theirs:
+        return list(victims[theirs].pods)
+    return None
 
 
 @dataclass
@@ -119,7 +256,8 @@ def _message(msg: str | None) -> str | None:
 
     Upstream picks among equally good preemption candidates in an order that depends on a random
     candidate offset and on map iteration (the same scenario run 8 times through the oracle
-    nominated node-02 seven times and node-04 once), so only the victim count is compared there.
+    nominated node-02 seven times and node-04 once), so only the victim count is compared there;
+    the victims themselves are compared on the node the oracle chose (see :func:`run_py`).
     """
     return _NOMINATED.sub("found a potential placement for pod on node <node>, preempting", msg) if msg else None
 
@@ -131,6 +269,9 @@ def compare(oracle: list[Obj], py: list[Obj]) -> list[Diff]:
         return [Diff("*", "pod order", [o["pod"] for o in oracle], [p["pod"] for p in py])]
     for o, p in zip(oracle, py, strict=True):
         name = o["pod"]
+        for key in ("error", "reserve"):
+            if o.get(key) != p.get(key):
+                diffs.append(Diff(name, key, o.get(key), p.get(key)))
         if sorted(o["feasible"]) != sorted(p["feasible"]):
             diffs.append(Diff(name, "feasible", sorted(o["feasible"]), sorted(p["feasible"])))
         for node, reasons in o["filtered"].items():
@@ -152,6 +293,10 @@ def compare(oracle: list[Obj], py: list[Obj]) -> list[Diff]:
             diffs.append(Diff(name, "selected", o["selected"], p["selected"]))
         if _message(o["message"]) != _message(p["message"]):
             diffs.append(Diff(name, "message", o["message"], p["message"]))
+        if o.get("nominated") != p.get("nominated"):
+            diffs.append(Diff(name, "nominated", o.get("nominated"), p.get("nominated")))
+        if (o.get("victims") or []) != (p.get("victims") or []):
+            diffs.append(Diff(name, "victims", o.get("victims"), p.get("victims")))
     return diffs
 
 
@@ -166,7 +311,7 @@ def run(n: int, seed: int, out_dir: Path, quiet: bool = False) -> tuple[int, int
         objs = scenario(seed, i)
         try:
             o = run_oracle(binary, objs)
-            p = run_py(objs)
+            p = run_py(objs, o)
             diffs = compare(o, p)
         except Exception as exc:  # a crash on either side is a difference too
             o, p, diffs = [], [], [Diff("*", "crash", None, f"{type(exc).__name__}: {exc}")]

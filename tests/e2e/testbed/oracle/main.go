@@ -5,9 +5,25 @@
 // FailedScheduling message. bench/parity compares it with py-scheduler explain.
 //
 // Input (stdin): {"objects": [<Kubernetes objects with apiVersion/kind>]}.
-// Pods with spec.nodeName are bound; the others are scheduled in the given
-// queue order (priority, then creationTimestamp), each assumed on its selected node (ties: smallest node name) before
-// the next. Output: one JSON object per pending Pod (JSON Lines).
+// Pods with spec.nodeName are bound; the others are scheduled in queue order
+// (priority, then creationTimestamp), one scheduling cycle each, as
+// schedule_one.go's schedulingCycle does it:
+//   - a Pod whose status.nominatedNodeName is set tries that node alone first
+//     (evaluateNominatedNode); Filter sees the pending Pods nominated to a node
+//     (RunFilterPluginsWithNominatedPods, here through a plain PodNominator
+//     seeded with every pending Pod's status.nominatedNodeName);
+//   - a placed Pod (ties: smallest node name) is assumed on the snapshot and
+//     runs the Reserve plugins (VolumeBinding assumes its PVs/PVCs,
+//     DynamicResources records its in-flight allocation), so every later Pod
+//     sees it; a Reserve failure runs Unreserve and forgets the Pod; its
+//     nomination is dropped. PreBind/Bind are not run (no API writes);
+//   - a Pod that fits nowhere runs PostFilter (DefaultPreemption, synchronous):
+//     the deleted victims leave the snapshot, the Pod is nominated to the chosen
+//     node and lower-priority Pods nominated there lose their nomination (as the
+//     preemption executor's clearNominatedNodeName); an empty nomination clears
+//     the Pod's own.
+//
+// Output: one JSON object per pending Pod (JSON Lines).
 package main
 
 import (
@@ -16,18 +32,22 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
@@ -62,6 +82,12 @@ type result struct {
 	// Victims are the Pods that preemption deleted for this Pod (namespace/name,
 	// sorted; Pods already terminating or deleted earlier are not deleted again).
 	Victims []string `json:"victims,omitempty"`
+	// Error is the scheduling error (a plugin returned Error, not a
+	// rejection): the FailedScheduling message of that cycle.
+	Error *string `json:"error,omitempty"`
+	// Reserve is the message of a failed Reserve (the Pod was selected, then
+	// unreserved and forgotten).
+	Reserve *string `json:"reserve,omitempty"`
 }
 
 // deleted records the Pods deleted through the fake client (preemption victims).
@@ -98,6 +124,11 @@ func run() error {
 		case *v1.Node:
 			nodes = append(nodes, o)
 		case *v1.Pod:
+			if o.Status.Phase == v1.PodSucceeded || o.Status.Phase == v1.PodFailed {
+				// kube-scheduler's Pod informer selects status.phase!=Succeeded,Failed
+				// (scheduler.go newPodInformer): terminal Pods are invisible to it.
+				continue
+			}
 			if o.Spec.NodeName != "" {
 				bound = append(bound, o)
 			} else {
@@ -168,10 +199,17 @@ func run() error {
 		return err
 	}
 	snapshot := internalcache.NewSnapshot(bound, nodes)
+	nom := newNominator()
+	for _, p := range pending {
+		if p.Status.NominatedNodeName != "" {
+			pi, _ := framework.NewPodInfo(p)
+			nom.add(pi, p.Status.NominatedNodeName)
+		}
+	}
 	recorder := func(string) events.EventRecorderLogger { return events.NewFakeRecorder(100) }
 	profiles, err := profile.NewMap(ctx, cfg.Profiles, plugins.NewInTreeRegistry(), recorder,
 		frameworkruntime.WithClientSet(client),
-		frameworkruntime.WithPodNominator(noNominations{}),
+		frameworkruntime.WithPodNominator(nom),
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
 		frameworkruntime.WithPodsInPreBind(frameworkruntime.NewPodsInPreBindMap()),
 		frameworkruntime.WithInformerFactory(factory),
@@ -183,8 +221,27 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	// VolumeBinding's PV / PVC assume caches are fed by event handlers the
+	// plugin registered on these informers: register one more handler each
+	// and wait until it has seen the initial list (handlers of one informer
+	// receive it together), then give the plugin's listeners a moment.
+	var volumeRegs []cache.ResourceEventHandlerRegistration
+	for _, inf := range []cache.SharedIndexInformer{factory.Core().V1().PersistentVolumeClaims().Informer(),
+		factory.Core().V1().PersistentVolumes().Informer()} {
+		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{})
+		if err != nil {
+			return err
+		}
+		volumeRegs = append(volumeRegs, reg)
+	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	for _, reg := range volumeRegs {
+		for !reg.HasSynced() {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	time.Sleep(2 * time.Millisecond)
 	// The ResourceClaim assume cache and the ResourceSlice tracker are fed by
 	// informer event handlers, which run after the informers report synced:
 	// wait until both hold every input object, or DynamicResources would see
@@ -217,43 +274,218 @@ func run() error {
 	fw := profiles[cfg.Profiles[0].SchedulerName]
 
 	out := json.NewEncoder(os.Stdout)
+	podLister := factory.Core().V1().Pods().Lister()
 	for _, pod := range pending {
+		// The preemptor is re-read through the Pod lister by DefaultPreemption:
+		// use the informer's copy, which carries any nomination cleared by an
+		// earlier preemption.
+		if cur, err := podLister.Pods(pod.Namespace).Get(pod.Name); err == nil {
+			pod = cur
+		}
 		deletedMu.Lock()
 		deleted = nil
 		deletedMu.Unlock()
-		res, err := schedule(ctx, fw, snapshot, pod)
+		res, state, pfNomination, err := schedule(ctx, fw, snapshot, pod)
 		if err != nil {
 			return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 		deletedMu.Lock()
-		if len(deleted) > 0 {
-			res.Victims = append([]string{}, deleted...)
-			sort.Strings(res.Victims)
-		}
+		victims := append([]string{}, deleted...)
 		deletedMu.Unlock()
-		if err := out.Encode(res); err != nil {
-			return err
+		if len(victims) > 0 {
+			sort.Strings(victims)
+			res.Victims = victims
 		}
-		if res.Selected != nil {
+		switch {
+		case res.Selected != nil:
 			assumed := pod.DeepCopy()
 			assumed.Spec.NodeName = *res.Selected
 			pi, _ := framework.NewPodInfo(assumed)
 			if err := snapshot.AssumePod(pi); err != nil {
 				return err
 			}
+			if st := fw.RunReservePluginsReserve(ctx, state, assumed, *res.Selected); !st.IsSuccess() {
+				fw.RunReservePluginsUnreserve(ctx, state, assumed, *res.Selected)
+				if err := snapshot.ForgetPod(logger, assumed); err != nil {
+					return err
+				}
+				msg := st.Message()
+				res.Reserve = &msg
+			}
+			nom.delete(pod.UID)
+		case res.Error != nil:
+			nom.delete(pod.UID)
+		case pfNomination != nil && pfNomination.Mode() == fwk.ModeOverride:
+			nom.delete(pod.UID)
+			if n := pfNomination.NominatedNodeName; n != "" {
+				if err := evict(ctx, snapshot, podLister, victims); err != nil {
+					return err
+				}
+				cleared := nom.clearLowerPriority(n, podPriority(pod))
+				if err := waitNominationsCleared(ctx, podLister, cleared); err != nil {
+					return err
+				}
+				pi, _ := framework.NewPodInfo(pod)
+				nom.add(pi, n)
+			}
+		}
+		if err := out.Encode(res); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// noNominations is a PodNominator with no nominated pods: the oracle's
-// scenarios start from a clean queue, so Filter and preemption see none.
-type noNominations struct{}
+// evict removes deleted preemption victims from their NodeInfo in the snapshot
+// (the cache drops a deleted Pod) once the informer has seen their deletion.
+// Snapshot.RemovePod needs a mutation session, whose NodeInfo clones lose the
+// image spread (ImageStateSummary.Snapshot drops Nodes), so the NodeInfo is
+// changed in place; the snapshot-wide lists keep the node (harmless: it is
+// only iterated for its Pods) and usedPVCRefCounts keep the victim's claims
+// (the generator gives Pods with PVCs a priority no pending Pod exceeds, so
+// they are never victims).
+func evict(ctx context.Context, snapshot *internalcache.Snapshot, lister corelisters.PodLister, victims []string) error {
+	logger := klog.FromContext(ctx)
+	for _, key := range victims {
+		ns, name, _ := strings.Cut(key, "/")
+		var victim *v1.Pod
+		for _, ni := range mustList(snapshot) {
+			for _, p := range ni.GetPods() {
+				if p.GetPod().Namespace == ns && p.GetPod().Name == name {
+					victim = p.GetPod()
+				}
+			}
+		}
+		if victim == nil {
+			return fmt.Errorf("victim %s not in the snapshot", key)
+		}
+		ni, err := snapshot.Get(victim.Spec.NodeName)
+		if err != nil {
+			return err
+		}
+		if err := ni.(*framework.NodeInfo).RemovePod(logger, victim); err != nil {
+			return err
+		}
+		for i := 0; ; i++ {
+			if _, err := lister.Pods(ns).Get(name); err != nil {
+				break
+			}
+			if i > 5000 {
+				return fmt.Errorf("victim %s still in the informer", key)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
 
-func (noNominations) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
-func (noNominations) DeleteNominatedPodIfExists(*v1.Pod)                            {}
-func (noNominations) UpdateNominatedPod(klog.Logger, *v1.Pod, fwk.PodInfo)          {}
-func (noNominations) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
+func mustList(snapshot *internalcache.Snapshot) []fwk.NodeInfo {
+	l, _ := snapshot.NodeInfos().List()
+	return l
+}
+
+// waitNominationsCleared waits until the informer shows the nominations that
+// the preemption executor cleared through the API.
+func waitNominationsCleared(ctx context.Context, lister corelisters.PodLister, pods []*v1.Pod) error {
+	for _, p := range pods {
+		for i := 0; ; i++ {
+			cur, err := lister.Pods(p.Namespace).Get(p.Name)
+			if err != nil || cur.Status.NominatedNodeName == "" {
+				break
+			}
+			if i > 5000 {
+				return fmt.Errorf("nomination of %s/%s not cleared", p.Namespace, p.Name)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// nominator is the scheduling queue's PodNominator reduced to a map: pending
+// Pods by nominated node, in nomination order.
+type nominator struct {
+	mu     sync.RWMutex
+	byNode map[string][]fwk.PodInfo
+	nodeOf map[types.UID]string
+}
+
+func newNominator() *nominator {
+	return &nominator{byNode: map[string][]fwk.PodInfo{}, nodeOf: map[types.UID]string{}}
+}
+
+func (n *nominator) add(pi fwk.PodInfo, node string) {
+	n.delete(pi.GetPod().UID)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.nodeOf[pi.GetPod().UID] = node
+	n.byNode[node] = append(n.byNode[node], pi)
+}
+
+func (n *nominator) delete(uid types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	node, ok := n.nodeOf[uid]
+	if !ok {
+		return
+	}
+	delete(n.nodeOf, uid)
+	var keep []fwk.PodInfo
+	for _, pi := range n.byNode[node] {
+		if pi.GetPod().UID != uid {
+			keep = append(keep, pi)
+		}
+	}
+	if len(keep) == 0 {
+		delete(n.byNode, node)
+	} else {
+		n.byNode[node] = keep
+	}
+}
+
+// clearLowerPriority drops the nominations to node of Pods with a priority
+// below prio (getLowerPriorityNominatedPods + clearNominatedNodeName) and
+// returns those Pods.
+func (n *nominator) clearLowerPriority(node string, prio int32) []*v1.Pod {
+	n.mu.RLock()
+	var lower []*v1.Pod
+	for _, pi := range n.byNode[node] {
+		if podPriority(pi.GetPod()) < prio {
+			lower = append(lower, pi.GetPod())
+		}
+	}
+	n.mu.RUnlock()
+	for _, p := range lower {
+		n.delete(p.UID)
+	}
+	return lower
+}
+
+func (n *nominator) AddNominatedPod(_ klog.Logger, pi fwk.PodInfo, ni *fwk.NominatingInfo) {
+	node := pi.GetPod().Status.NominatedNodeName
+	if ni.Mode() == fwk.ModeOverride {
+		node = ni.NominatedNodeName
+	}
+	if node == "" {
+		n.delete(pi.GetPod().UID)
+		return
+	}
+	n.add(pi, node)
+}
+func (n *nominator) DeleteNominatedPodIfExists(p *v1.Pod) { n.delete(p.UID) }
+func (n *nominator) UpdateNominatedPod(_ klog.Logger, old *v1.Pod, pi fwk.PodInfo) {
+	n.mu.RLock()
+	node, ok := n.nodeOf[old.UID]
+	n.mu.RUnlock()
+	if ok {
+		n.add(pi, node)
+	}
+}
+func (n *nominator) NominatedPodsForNode(node string) []fwk.PodInfo {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return append([]fwk.PodInfo(nil), n.byNode[node]...)
+}
 
 func podPriority(p *v1.Pod) int32 {
 	if p.Spec.Priority != nil {
@@ -262,14 +494,24 @@ func podPriority(p *v1.Pod) int32 {
 	return 0
 }
 
-func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcache.Snapshot, pod *v1.Pod) (*result, error) {
+// schedule runs one cycle (schedulePod) for pod and returns what it decided,
+// the cycle state (for Reserve) and PostFilter's nominating info. A plugin
+// Error ends the cycle with res.Error set, as schedulingCycle does.
+func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcache.Snapshot, pod *v1.Pod) (*result, fwk.CycleState, *fwk.NominatingInfo, error) {
 	res := &result{
 		Pod: pod.Namespace + "/" + pod.Name, Feasible: []string{}, Filtered: map[string][]string{},
 		Scores: map[string]map[string]int{}, Weights: map[string]int{}, Totals: map[string]int64{},
 	}
+	fail := func(err error) (*result, fwk.CycleState, *fwk.NominatingInfo, error) {
+		msg := err.Error()
+		res.Error = &msg
+		res.Feasible, res.Filtered = []string{}, map[string][]string{}
+		res.Scores, res.Totals = map[string]map[string]int{}, map[string]int64{}
+		return res, nil, nil, nil
+	}
 	allNodes, err := snapshot.NodeInfos().List()
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	state := framework.NewCycleState()
 	diagnosis := framework.Diagnosis{NodeToStatus: framework.NewDefaultNodeToStatus()}
@@ -277,7 +519,7 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 	var feasible []fwk.NodeInfo
 	if !s.IsSuccess() {
 		if !s.IsRejected() {
-			return nil, s.AsError()
+			return fail(s.AsError())
 		}
 		diagnosis.NodeToStatus.SetAbsentNodesStatus(s)
 		diagnosis.PreFilterMsg = s.Message()
@@ -285,27 +527,45 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 			res.Filtered[n.Node().Name] = s.Reasons()
 		}
 	} else {
-		for _, n := range allNodes {
-			name := n.Node().Name
-			if !preRes.AllNodes() && !preRes.NodeNames.Has(name) {
-				continue
-			}
-			st := fw.RunFilterPluginsWithNominatedPods(ctx, state, pod, n)
-			if st.IsSuccess() {
-				feasible = append(feasible, n)
-				res.Feasible = append(res.Feasible, name)
-			} else if st.Code() == fwk.Error {
-				return nil, st.AsError()
-			} else {
-				diagnosis.NodeToStatus.Set(name, st)
-				res.Filtered[name] = st.Reasons()
+		// evaluateNominatedNode: the nominated node alone first (PreFilterResult
+		// not applied); if it passes, no other node is filtered.
+		if nnn := pod.Status.NominatedNodeName; nnn != "" {
+			if n, err := snapshot.Get(nnn); err == nil {
+				st := fw.RunFilterPluginsWithNominatedPods(ctx, state, pod, n)
+				if st.IsSuccess() {
+					feasible = append(feasible, n)
+					res.Feasible = append(res.Feasible, nnn)
+				} else if st.Code() == fwk.Error {
+					return fail(st.AsError())
+				} else {
+					diagnosis.NodeToStatus.Set(nnn, st)
+					res.Filtered[nnn] = st.Reasons()
+				}
 			}
 		}
-		if !preRes.AllNodes() {
+		if len(feasible) == 0 {
 			for _, n := range allNodes {
 				name := n.Node().Name
-				if !preRes.NodeNames.Has(name) {
-					res.Filtered[name] = []string{"(excluded by PreFilterResult)"}
+				if !preRes.AllNodes() && !preRes.NodeNames.Has(name) {
+					continue
+				}
+				st := fw.RunFilterPluginsWithNominatedPods(ctx, state, pod, n)
+				if st.IsSuccess() {
+					feasible = append(feasible, n)
+					res.Feasible = append(res.Feasible, name)
+				} else if st.Code() == fwk.Error {
+					return fail(st.AsError())
+				} else {
+					diagnosis.NodeToStatus.Set(name, st)
+					res.Filtered[name] = st.Reasons()
+				}
+			}
+			if !preRes.AllNodes() {
+				for _, n := range allNodes {
+					name := n.Node().Name
+					if _, rejected := res.Filtered[name]; !preRes.NodeNames.Has(name) && !rejected {
+						res.Filtered[name] = []string{"(excluded by PreFilterResult)"}
+					}
 				}
 			}
 		}
@@ -319,20 +579,24 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 		// As schedule_one.go: the PostFilter message is kept whatever the code (a successful
 		// preemption adds "preemption: found a potential placement for pod on node ...").
 		diagnosis.PostFilterMsg = pfStatus.Message()
-		if pfResult != nil && pfResult.NominatingInfo != nil && pfResult.NominatedNodeName != "" {
-			nominated := pfResult.NominatedNodeName
+		var nominating *fwk.NominatingInfo
+		if pfResult != nil {
+			nominating = pfResult.NominatingInfo
+		}
+		if nominating != nil && nominating.NominatedNodeName != "" {
+			nominated := nominating.NominatedNodeName
 			res.Nominated = &nominated
 		}
 		msg := (&framework.FitError{Pod: pod, NumAllNodes: len(allNodes), Diagnosis: diagnosis}).Error()
 		res.Message = &msg
-		return res, nil
+		return res, state, nominating, nil
 	}
 	if s := fw.RunPreScorePlugins(ctx, state, pod, feasible); !s.IsSuccess() {
-		return nil, s.AsError()
+		return fail(s.AsError())
 	}
 	scores, s2 := fw.RunScorePlugins(ctx, state, pod, feasible)
 	if !s2.IsSuccess() {
-		return nil, s2.AsError()
+		return fail(s2.AsError())
 	}
 	weights := map[string]int{}
 	for _, pl := range fw.ListPlugins().Score.Enabled {
@@ -360,5 +624,5 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 		}
 	}
 	res.Selected = best
-	return res, nil
+	return res, state, nil, nil
 }
