@@ -228,7 +228,7 @@ class Framework:
                 if s.code == Code.UNSCHEDULABLE:
                     return_status = s
                     continue
-                raise SchedulingError(f"running PreFilter plugin {pl.name!r}: {s.message()}")
+                raise SchedulingError(f'running PreFilter plugin "{pl.name}": {s.message()}')
             if r is not None:
                 plugins_with_nodes.add(pl.name)
                 result = set(r) if result is None else result & r
@@ -247,7 +247,7 @@ class Framework:
             s = pl.filter(state, pod, node_info)
             if not s.is_success():
                 if not s.is_rejected():
-                    raise SchedulingError(f"running {pl.name!r} filter plugin: {s.message()}")
+                    raise SchedulingError(f'running "{pl.name}" filter plugin: {s.message()}')
                 if s.plugin != pl.name:
                     s = Status(s.code, list(s.reasons), pl.name)
                 return s
@@ -289,7 +289,7 @@ class Framework:
                 if not s.is_rejected():
                     for ni in nodes:  # re-run node by node: raise the error run_filter raises first
                         self.run_filter(state, pod, ni)
-                    raise SchedulingError(f"running {pl.name!r} filter plugin: {s.message()}")
+                    raise SchedulingError(f'running "{pl.name}" filter plugin: {s.message()}')
                 if s.plugin != pl.name:
                     s = Status(s.code, list(s.reasons), pl.name)
                 if out is None:
@@ -389,7 +389,7 @@ class Framework:
                 state.skip_score.add(pl.name)
                 continue
             if not s.is_success():
-                raise SchedulingError(f"running PreScore plugin {pl.name!r}: {s.message()}")
+                raise SchedulingError(f'running PreScore plugin "{pl.name}": {s.message()}')
 
     def run_score(self, state: CycleState, pod: PodInfo,
                   nodes: list[NodeInfo]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
@@ -409,7 +409,7 @@ class Framework:
                 # Optional batch form: the scores ``score`` would give, in node order (same Status).
                 values, s = batch(state, pod, nodes)
                 if not s.is_success():
-                    raise SchedulingError(f"plugin {pl.name!r} failed with: {s.message()}")
+                    raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
                 scores = dict(zip(names, values, strict=True))
             else:
                 scores = {}
@@ -417,13 +417,14 @@ class Framework:
                 for ni in nodes:
                     sc, s = f(state, pod, ni)
                     if s.code:
-                        raise SchedulingError(f"plugin {pl.name!r} failed with: {s.message()}")
+                        raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
                     scores[ni.name] = sc
             normalizer = self._normalizers.get(pl.name)
             if normalizer is not None:
                 s = normalizer.normalize_score(state, pod, scores)
                 if not s.is_success():
-                    raise SchedulingError(f"plugin {pl.name!r} failed with: {s.message()}")
+                    raise SchedulingError(
+                        f'running Normalize on Score plugins: plugin "{pl.name}" failed with: {s.message()}')
             self._observe("Score", pl.name, None, t0)
             per_plugin[pl.name] = scores
         acc = [0] * len(names)
@@ -433,7 +434,8 @@ class Framework:
             if values and (max(values) > MAX_NODE_SCORE or min(values) < 0):
                 sc = next(v for v in scores.values() if v > MAX_NODE_SCORE or v < 0)
                 raise SchedulingError(
-                    f"plugin {name!r} returns an invalid score {sc}, it should in the range of "
+                    f'applying score defaultWeights on Score plugins: plugin "{name}" returns an invalid score {sc}, '
+                    f"it should in the range of "
                     f"[0, {MAX_NODE_SCORE}] after normalizing")
             acc = [a + v * w for a, v in zip(acc, values, strict=True)]
         totals = dict(zip(names, acc, strict=True))
@@ -461,10 +463,14 @@ class Framework:
         return result, Status(Code.UNSCHEDULABLE, reasons)
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        """``RunReservePluginsReserve``; on failure the caller runs :meth:`run_unreserve`."""
+        """``RunReservePluginsReserve``; on failure the caller runs :meth:`run_unreserve`. A rejection
+        comes back as the plugin returned it; any other failure as an Error ``running Reserve plugin
+        "<name>": <message>``."""
         for pl in self.reserve_plugins:
             s = pl.reserve(state, pod, node_name)
             if not s.is_success():
+                if not s.is_rejected():
+                    return Status(Code.ERROR, [f'running Reserve plugin "{pl.name}": {s.message()}'], pl.name)
                 return Status(s.code, s.reasons, pl.name)
         return Status.success()
 
