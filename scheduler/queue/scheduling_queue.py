@@ -15,6 +15,13 @@ there are no locks; :meth:`PriorityQueue.pop` awaits the next Pod. Time comes fr
 upstream's ``time.Truncate``), so tests drive a fake clock.
 
 Pods are keyed by ``namespace/name`` as upstream; in-flight Pods by UID.
+
+The queue also holds the nominator (``nominator.go``): node name -> the pending Pods nominated to it
+(their ``status.nominatedNodeName``, or a nomination the scheduling loop made after preemption),
+kept on Add / Update / Delete and by the loop (:meth:`PriorityQueue.add_nominated_pod`,
+:meth:`PriorityQueue.delete_nominated_pod_if_exists`). :attr:`PriorityQueue.nominator` is that
+index as the runtime's ``Nominator`` mapping (``NominatedPodsForNode``) for
+``Algorithm.schedule(..., nominator=)``.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Protocol
@@ -231,6 +238,52 @@ class _HintFunction:
 
 _IN_FLIGHT_POD = object()
 
+PodLister = Callable[[str, str], Obj | None]
+"""``(namespace, name) -> Pod | None``: the informer's view of a Pod (upstream's ``podLister``)."""
+
+
+def nominated_node_name(pod: Obj) -> str:
+    """``status.nominatedNodeName`` of ``pod`` ("" when unset or not a string)."""
+    status = pod.get("status")
+    nnn = status.get("nominatedNodeName") if isinstance(status, dict) else None
+    return nnn if isinstance(nnn, str) else ""
+
+
+def _pod_ident(pod: Obj) -> tuple[str, str, str]:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or "")
+
+
+class NominatedPods(Mapping[str, Sequence[PodInfo]]):
+    """The queue's nominator seen as the runtime's ``Nominator`` (node name -> PodInfos nominated
+    there, in nomination order). Read-only and live: each lookup resolves the nominated Pods to their
+    current queued PodInfos (``PriorityQueue.NominatedPodsForNode``). ``len`` is the number of nodes
+    with nominations, so an empty nominator is falsy and Filter takes its no-nominated-Pods path."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue: PriorityQueue) -> None:
+        self._queue = queue
+
+    def __getitem__(self, node_name: str) -> Sequence[PodInfo]:
+        pods = self._queue.nominated_pods_for_node(node_name)
+        if not pods:
+            raise KeyError(node_name)
+        return pods
+
+    def get(self, node_name: str, default: Any = None) -> Any:  # Mapping.get without the KeyError round trip
+        pods = self._queue.nominated_pods_for_node(node_name)
+        return pods if pods else default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._queue._nominated_pods))
+
+    def __len__(self) -> int:
+        return len(self._queue._nominated_pods)
+
+    def __contains__(self, node_name: object) -> bool:
+        return node_name in self._queue._nominated_pods
+
 
 class PriorityQueue:
     """``PriorityQueue`` for all profiles of the process.
@@ -245,6 +298,9 @@ class PriorityQueue:
         now: clock in seconds (default ``time.time``).
         metrics: optional :class:`QueueMetrics`.
         pop_from_backoff_q: ``SchedulerPopFromBackoffQ`` (default on, as in v1.37).
+        pod_lister: the informer's Pods (:data:`PodLister`); the nominator asks it before nominating
+            a Pod (a Pod gone or already bound is not nominated). None: no check (tests, offline).
+            May be set later through the ``pod_lister`` attribute.
     """
 
     def __init__(self, frameworks: Mapping[str, Any], *,
@@ -253,8 +309,15 @@ class PriorityQueue:
                  pod_max_in_unschedulable_pods_duration: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
                  now: Callable[[], float] = time.time,
                  metrics: QueueMetrics | None = None,
-                 pop_from_backoff_q: bool = True) -> None:
+                 pop_from_backoff_q: bool = True,
+                 pod_lister: PodLister | None = None) -> None:
         self._now = now
+        self.pod_lister: PodLister | None = pod_lister
+        # The nominator (``nominator.go``): node -> [(namespace, name, uid)] in nomination order,
+        # and uid -> node.
+        self._nominated_pods: dict[str, list[tuple[str, str, str]]] = {}
+        self._nominated_pod_to_node: dict[str, str] = {}
+        self._nominator_view = NominatedPods(self)
         self.pod_initial_backoff = pod_initial_backoff
         self.pod_max_backoff = pod_max_backoff
         self.pod_max_in_unschedulable_pods_duration = pod_max_in_unschedulable_pods_duration
@@ -432,6 +495,8 @@ class PriorityQueue:
             self.update(existing.pod, pod)
             return
         qpi = self.new_queued_pod_info(pod)
+        # Before activeQ (as upstream), so the nomination is recorded even for a gated Pod.
+        self.add_nominated_pod(qpi.pod_info)
         if self._move_to_active(qpi, EVENT_UNSCHEDULED_POD_ADD.label(), False):
             self._wake()
         self._update_pending()
@@ -481,12 +546,14 @@ class PriorityQueue:
                 qpi = heap.get(key)
                 if qpi is not None:
                     self._replace_pod(qpi, new_pod)
+                    self.update_nominated_pod(old_pod, qpi.pod_info)
                     heap.add_or_update(qpi)
                     return
             qpi = self._unschedulable.get(key)
             if qpi is not None:
                 had_parse_error = qpi.parse_error is not None
                 self._replace_pod(qpi, new_pod)
+                self.update_nominated_pod(old_pod, qpi.pod_info)
                 if had_parse_error:
                     self._reason(qpi, -1)
                     qpi.unschedulable_plugins = qpi.unschedulable_plugins - {PARSE_ERROR_PLUGIN}
@@ -505,7 +572,8 @@ class PriorityQueue:
             self._update_pending()
 
     def delete(self, pod: Obj) -> None:
-        """``Delete``: drop the Pod from whichever sub-queue holds it."""
+        """``Delete``: drop the Pod from whichever sub-queue holds it, and its nomination."""
+        self.delete_nominated_pod_if_exists(pod)
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         for heap in (self._active, self._backoff, self._error_backoff):
@@ -807,6 +875,92 @@ class PriorityQueue:
         """Wake :meth:`pop` so it returns None."""
         self._closed = True
         self._wake()
+
+    # -- nominator ---------------------------------------------------------------------------------
+    @property
+    def nominator(self) -> NominatedPods:
+        """The nominated Pods per node as the runtime's ``Nominator`` mapping (a live view)."""
+        return self._nominator_view
+
+    def add_nominated_pod(self, pod_info: PodInfo, nominated_node: str | None = None) -> None:
+        """``AddNominatedPod``: (re)nominate a Pod, replacing any earlier nomination of its UID.
+
+        ``nominated_node`` None is ``ModeNoop`` (the Pod's own ``status.nominatedNodeName``); a
+        string is ``ModeOverride`` ("" clears the nomination). A Pod the lister does not know or
+        sees bound is not nominated.
+        """
+        pod = pod_info.pod
+        ns, name, uid = _pod_ident(pod)
+        self._delete_nominated(uid)
+        node = nominated_node if nominated_node is not None else nominated_node_name(pod)
+        if not node:
+            return
+        if self.pod_lister is not None:
+            current = self.pod_lister(ns, name)
+            if current is None:
+                log.debug("Pod doesn't exist in podLister, aborted adding it to the nominator pod=%s/%s", ns, name)
+                return
+            if (current.get("spec") or {}).get("nodeName"):
+                log.debug("Pod is already scheduled to a node, aborted adding it to the nominator pod=%s/%s node=%s",
+                          ns, name, (current.get("spec") or {}).get("nodeName"))
+                return
+        self._nominated_pod_to_node[uid] = node
+        refs = self._nominated_pods.setdefault(node, [])
+        if any(r[2] == uid for r in refs):
+            return
+        refs.append((ns, name, uid))
+
+    def update_nominated_pod(self, old_pod: Obj, new_pod_info: PodInfo) -> None:
+        """``UpdateNominatedPod``: follow a Pod update. When neither version carries a
+        ``nominatedNodeName`` but the nominator holds one for the Pod (set by the loop, the status
+        write not seen yet), that nomination is kept; otherwise the new version's applies."""
+        override: str | None = None
+        old_uid = _pod_ident(old_pod)[2]
+        if not nominated_node_name(old_pod) and not nominated_node_name(new_pod_info.pod):
+            override = self._nominated_pod_to_node.get(old_uid)
+        self._delete_nominated(old_uid)
+        self.add_nominated_pod(new_pod_info, override)
+
+    def delete_nominated_pod_if_exists(self, pod: Obj) -> None:
+        """``DeleteNominatedPodIfExists``: forget the Pod's nomination (assumed, bound or deleted)."""
+        self._delete_nominated(_pod_ident(pod)[2])
+
+    def _delete_nominated(self, uid: str) -> None:
+        node = self._nominated_pod_to_node.pop(uid, None)
+        if node is None:
+            return
+        refs = self._nominated_pods.get(node)
+        if refs is None:
+            return
+        for i, r in enumerate(refs):
+            if r[2] == uid:
+                del refs[i]
+                break
+        if not refs:
+            del self._nominated_pods[node]
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        """``NominatedPodsForNode``: the PodInfos nominated to ``node_name``, in nomination order.
+
+        Each resolves to the Pod's queued PodInfo (activeQ, backoffQ or the unschedulable Pods, by
+        ``namespace/name``); a Pod in none of them (in flight) is a bare Pod with only its name,
+        namespace and UID, as upstream's ``nominatedPodToInfo``.
+        """
+        refs = self._nominated_pods.get(node_name)
+        if not refs:
+            return []
+        out: list[PodInfo] = []
+        for ns, name, uid in refs:
+            qpi = self._get(f"{ns}/{name}")
+            if qpi is not None:
+                out.append(qpi.pod_info)
+            else:
+                out.append(PodInfo({"metadata": {"name": name, "namespace": ns, "uid": uid}, "spec": {}}))
+        return out
+
+    def nominated_node_of(self, uid: str) -> str | None:
+        """The node the Pod with ``uid`` is nominated to, or None."""
+        return self._nominated_pod_to_node.get(uid)
 
     # -- introspection -----------------------------------------------------------------------------
     def pending_pods(self) -> tuple[list[Obj], str]:
