@@ -10,10 +10,20 @@ FailedScheduling event, PodScheduled condition, nominated node). Metrics as
 ``pkg/scheduler/metrics``: ``schedule_attempts_total{result}``, attempt / algorithm durations,
 ``pod_scheduling_sli_duration_seconds{attempts}``, ``pod_scheduling_attempts``.
 
+Nominated Pods: Filter sees the queue's nominator (``Algorithm.schedule(..., nominator=queue.nominator)``,
+upstream's ``RunFilterPluginsWithNominatedPods``), so a Pod of lower priority cannot take the room a
+preemption freed for a nominated one; an assumed Pod leaves the nominator
+(``DeleteNominatedPodIfExists`` in ``assume``) and ``handleSchedulingFailure`` records the
+nomination PostFilter chose (``AddNominatedPod``).
+
 Differences from upstream, by design of this build: Reserve plugins run before the Pod is assumed,
 so annotations they ask for (``CycleState.pod_annotations``, e.g. GPU indices) are part of the
 assumed Pod the cache accounts; those annotations are PATCHed onto the Pod before the Binding.
-Every bind is fenced by ``leader.is_leader_valid()``.
+Every bind is fenced by ``leader.is_leader_valid()``. py-scheduler has no PreBind: a Pod whose
+PVCs VolumeBinding would bind / provision (``unbound_volumes_message``) or whose ResourceClaims
+DynamicResources would allocate or reserve (``NEEDS_API_ALLOCATION_KEY``) is unreserved right after
+Reserve and fails UnschedulableAndUnresolvable with that plugin's reason, never bound (it is retried
+on the events those plugins register, e.g. PVC / PV / ResourceClaim changes).
 """
 
 from __future__ import annotations
@@ -28,12 +38,16 @@ from typing import Any, Protocol
 
 from scheduler.app import metrics as m
 from scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder, NotLeader
-from scheduler.app.kube import Conflict, KubeError, NotFound
+from scheduler.app.kube import KubeError
 from scheduler.cache.cache import Cache, CacheError
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.interfaces import PostFilterResult
 from scheduler.framework.runtime import Algorithm, Diagnosis, Framework, SchedulingError, fit_error_message
-from scheduler.framework.types import CycleState, PodInfo, Status
+from scheduler.framework.types import Code, CycleState, PodInfo, Status
+from scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED, NEEDS_API_ALLOCATION_KEY
+from scheduler.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
+from scheduler.plugins.volume_binding import NAME as VOLUME_BINDING
+from scheduler.plugins.volume_binding import unbound_volumes_message
 from scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE
 from scheduler.queue.scheduling_queue import PARSE_ERROR_PLUGIN, PriorityQueue, QueuedPodInfo
 
@@ -70,7 +84,8 @@ class SchedulingLoop:
         cache, queue: the live cache and queue.
         binder: API writes.
         leader: leader election (fence).
-        pod_lister: ``(namespace, name) -> Pod | None`` from the informers.
+        pod_lister: ``(namespace, name) -> Pod | None`` from the informers; also given to the
+            queue's nominator when the queue has no ``pod_lister`` yet.
     """
 
     def __init__(self, *, frameworks: Mapping[str, Framework], algorithm: Algorithm, cache: Cache,
@@ -83,6 +98,8 @@ class SchedulingLoop:
         self.binder = binder
         self.leader = leader
         self.pod_lister = pod_lister
+        if queue.pod_lister is None:
+            queue.pod_lister = pod_lister
         self.snapshot = Snapshot(cache.objects)
         self._tasks: set[asyncio.Task[None]] = set()
         self.cycles = 0
@@ -158,7 +175,7 @@ class SchedulingLoop:
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
             return
         try:
-            result = self.algorithm.schedule(fw, self.snapshot, pi)
+            result = self.algorithm.schedule(fw, self.snapshot, pi, nominator=self.queue.nominator)
         except SchedulingError as exc:
             log.error("Error selecting node for pod pod=%s err=%s", pi.key, exc)
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
@@ -202,6 +219,10 @@ class SchedulingLoop:
         except Exception as exc:
             log.exception("Reserve failed for pod %s", pi.key)
             st = Status.error(f"{type(exc).__name__}: {exc}")
+        point = "Reserve"
+        if st.is_success():
+            point = "PreBind"
+            st = self._pre_bind_unsupported(state, node)
         if not st.is_success():
             self._unreserve(fw, state, pi, node)
             if st.is_rejected():
@@ -212,7 +233,7 @@ class SchedulingLoop:
                               RESULT_UNSCHEDULABLE, nominated="")
             else:
                 self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR,
-                              f"running Reserve plugin {st.plugin!r}: {st.message()}", start, RESULT_ERROR,
+                              f'running {point} plugin "{st.plugin}": {st.message()}', start, RESULT_ERROR,
                               nominated="")
             return
         annotations = dict(state.pod_annotations)
@@ -223,8 +244,26 @@ class SchedulingLoop:
             self._unreserve(fw, state, pi, node)
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
             return
+        # An assumed Pod is no longer nominated anywhere (``assume``).
+        self.queue.delete_nominated_pod_if_exists(assumed.pod)
         self._spawn(self._binding_cycle(fw, qpi, assumed, node, state, annotations, start,
                                         result.nodes_evaluated, len(result.feasible)))
+
+    @staticmethod
+    def _pre_bind_unsupported(state: CycleState, node: str) -> Status:
+        """After a successful Reserve: an UnschedulableAndUnresolvable status when binding the Pod
+        needs API writes upstream's PreBind would make and py-scheduler does not (VolumeBinding's
+        PV / PVC updates, DynamicResources' ResourceClaim status), else success."""
+        try:
+            msg = unbound_volumes_message(state, node)
+        except Exception as exc:  # a plugin-state bug must not bind a Pod whose volumes are not ready
+            log.exception("reading VolumeBinding's state failed")
+            return Status(Code.ERROR, [f"{type(exc).__name__}: {exc}"], VOLUME_BINDING)
+        if msg:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg], VOLUME_BINDING)
+        if state.data.get(NEEDS_API_ALLOCATION_KEY):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [API_ALLOCATION_UNSUPPORTED], DYNAMIC_RESOURCES)
+        return Status.success()
 
     @staticmethod
     def _assumed_pod_info(pi: PodInfo, node: str, annotations: Mapping[str, str]) -> PodInfo:
@@ -255,24 +294,24 @@ class SchedulingLoop:
             binder_plugin, "binding") else None
         try:
             await self.binder.bind(pi, node, annotations, binding, fence=self.leader.is_leader_valid)
-        except (NotFound, Conflict) as exc:
-            # The Pod is gone, was recreated, or is already bound: nothing to retry.
-            log.info("Not binding pod %s to %s: %s", pi.key, node, exc.message)
-            self._forget(fw, state, assumed, node)
-            m.SCHEDULE_ATTEMPTS.labels(RESULT_ERROR, fw.profile_name).inc()
-            return
         except (KubeError, NotLeader, Exception) as exc:
             if not isinstance(exc, KubeError | NotLeader):
                 log.exception("binding pod %s failed", pi.key)
             log.warning("Failed to bind pod pod=%s node=%s err=%s", pi.key, node, exc)
             self._forget(fw, state, assumed, node)
-            if isinstance(exc, NotLeader):
-                # Leadership is going away: keep the Pod for whoever leads next (maybe us again).
-                qpi.unschedulable_plugins = frozenset()
-                self._requeue(qpi)
-                return
             qpi.unschedulable_plugins = frozenset()
             qpi.pending_plugins = frozenset()
+            if isinstance(exc, NotLeader):
+                # Leadership is going away: keep the Pod (and its nomination, which assume dropped)
+                # for whoever leads next (maybe us again).
+                if self._requeue(qpi) is not None:
+                    self.queue.add_nominated_pod(qpi.pod_info)
+                return
+            # ``handleBindingCycleError``: whatever the API said -- 404 (the Pod is gone), 409 (bound
+            # elsewhere, or recreated: the Binding's UID precondition) or any other error -- goes
+            # through ``handleSchedulingFailure`` as an Error status: it requeues only a Pod that still
+            # exists unbound with the same UID, and reports FailedScheduling and PodScheduled=False
+            # (SchedulerError) unless the Pod was recreated.
             detail = exc.message if isinstance(exc, KubeError) else str(exc)
             msg = f"running Bind plugin \"DefaultBinder\": {detail}"
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, msg, start, RESULT_ERROR, nominated="")
@@ -320,18 +359,47 @@ class SchedulingLoop:
     def _failure(self, fw: Framework, qpi: QueuedPodInfo, reason: str, message: str, start: float, result: str,
                  nominated: str | None = None, victims: list[PodInfo] | None = None) -> None:
         """``handleSchedulingFailure``: requeue now; event, condition and preemption writes in the
-        background."""
+        background.
+
+        ``nominated`` is the NominatingInfo: None keeps the Pod's own ``nominatedNodeName``
+        (``ModeNoop``), "" clears it, a node name sets it (``ModeOverride``). As upstream, the Pod is
+        requeued (with the informer's latest version) only when the informer still has it unbound
+        with the same UID; a Pod gone or bound meanwhile is not requeued but still gets the
+        FailedScheduling event and the condition write; a recreated Pod gets neither. The
+        nomination goes to the queue's nominator at once; a requeued Pod also carries it in its
+        ``status.nominatedNodeName`` so its next attempt tries that node first, before the status
+        write comes back through the watch.
+        """
         m.SCHEDULE_ATTEMPTS.labels(result, fw.profile_name).inc()
         m.SCHEDULING_ATTEMPT_DURATION.labels(result, fw.profile_name).observe(time.perf_counter() - start)
         pi = qpi.pod_info
-        cached = self.pod_lister(pi.namespace, pi.name)
-        recreated = cached is not None and str((cached.get("metadata") or {}).get("uid") or "") != pi.uid
-        self._requeue(qpi)
-        if recreated:
-            return
-        pod = cached if cached is not None else pi.pod
+        pod = pi.pod
         if victims:
+            # Preemption started in PostFilter (prepareCandidateAsync), whatever happens to the Pod.
             self._spawn(self._preempt(fw, pod, victims))
+        cached = self.pod_lister(pi.namespace, pi.name)
+        if cached is None:
+            log.info("Pod doesn't exist in informer cache pod=%s", pi.key)
+            self.queue.done(pi.uid)
+            # AddNominatedPod's lister check: a Pod gone is not nominated (any earlier nomination goes).
+            self.queue.delete_nominated_pod_if_exists(pi.pod)
+        elif (cached.get("spec") or {}).get("nodeName"):
+            log.info("Pod has been assigned to node. Abort adding it back to queue. pod=%s node=%s", pi.key,
+                     (cached.get("spec") or {}).get("nodeName"))
+            self.queue.done(pi.uid)
+            self.queue.delete_nominated_pod_if_exists(pi.pod)  # nor is a Pod already bound
+        elif str((cached.get("metadata") or {}).get("uid") or "") != pi.uid:
+            log.info("Pod was recreated while handling scheduling failure. Skip requeueing and status updates. "
+                     "pod=%s oldUID=%s newUID=%s", pi.key, pi.uid, (cached.get("metadata") or {}).get("uid"))
+            self.queue.done(pi.uid)
+            return
+        else:
+            requeued = cached
+            if nominated:
+                requeued = {**cached, "status": {**(cached.get("status") or {}), "nominatedNodeName": nominated}}
+            self.queue.add_unschedulable_if_not_present(qpi, requeued)
+            self.queue.add_nominated_pod(qpi.pod_info, nominated)
+            pod = cached
         self._spawn(self._report_failure(fw, pod, reason, message, nominated))
 
     async def _report_failure(self, fw: Framework, pod: Obj, reason: str, message: str,
@@ -364,12 +432,24 @@ class SchedulingLoop:
 
 
 class Housekeeping:
-    """Once a second: expire assumed Pods past their safety TTL, publish cache sizes."""
+    """Once a second: expire assumed Pods past their safety TTL, publish cache sizes and the GPU
+    gauges (``py_scheduler_gpu_allocated`` / ``py_scheduler_gpu_free`` per node and model).
 
-    def __init__(self, cache: Cache, queue: PriorityQueue, period: float = 1.0) -> None:
+    Args:
+        cache, queue: the live cache and queue.
+        period: seconds between ticks.
+        snapshot: the Snapshot the GPU gauges are read from, brought up to date with
+            ``cache.update_snapshot`` on each tick (cheap: only NodeInfos changed since are cloned), so
+            assumed and bound Pods show at once. Pass the loop's ``snapshot`` to share its NodeInfos
+            (every cycle updates it again before use); None: a Snapshot of its own.
+    """
+
+    def __init__(self, cache: Cache, queue: PriorityQueue, period: float = 1.0,
+                 snapshot: Snapshot | None = None) -> None:
         self.cache = cache
         self.queue = queue
         self.period = period
+        self.snapshot = snapshot if snapshot is not None else Snapshot(cache.objects)
 
     def tick(self) -> None:
         for pi in self.cache.cleanup_assumed_pods():
@@ -377,6 +457,12 @@ class Housekeeping:
         m.CACHE_SIZE.labels("nodes").set(self.cache.node_count())
         m.CACHE_SIZE.labels("pods").set(self.cache.pod_count())
         m.CACHE_SIZE.labels("assumed_pods").set(self.cache.assumed_count())
+        try:
+            self.cache.update_snapshot(self.snapshot)
+        except CacheError as exc:  # rebuilt by update_snapshot; the gauges wait for the next tick
+            log.warning("housekeeping snapshot: %s", exc)
+            return
+        m.update_gpu_gauges(self.snapshot)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -122,6 +122,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     queue = PriorityQueue(frameworks, pod_initial_backoff=cfg.pod_initial_backoff_seconds,
                           pod_max_backoff=cfg.pod_max_backoff_seconds, metrics=QueueMetricsRecorder())
     informers = Informers(kube, EventHandlers(cache, queue, frameworks))
+    queue.pod_lister = informers.pod  # the nominator's podLister
     le = cfg.leader_election
     leader: LeaderElector | AlwaysLeader
     if le.leader_elect:
@@ -157,7 +158,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     ours = [
         asyncio.create_task(informers.run(stop), name="informers"),
         asyncio.create_task(queue.run(), name="queue flushes"),
-        asyncio.create_task(Housekeeping(cache, queue).run(stop), name="housekeeping"),
+        asyncio.create_task(Housekeeping(cache, queue, snapshot=loop.snapshot).run(stop), name="housekeeping"),
         asyncio.create_task(after_sync(leader.run(stop)), name="leader election"),
         asyncio.create_task(after_sync(loop.run(stop)), name="scheduling loop"),
     ]

@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 from scheduler.app.binder import Binder
-from scheduler.app.kube import Conflict, KubeError
+from scheduler.app.kube import Conflict, KubeError, NotFound
 from scheduler.app.leader import AlwaysLeader
 from scheduler.app.loop import Housekeeping, SchedulingLoop
 from scheduler.cache.cache import Cache
@@ -38,8 +38,8 @@ class Harness:
         self.fw = fw or build_framework(ProfileConfig())
         self.kube = FakeKube()
         self.cache = Cache()
-        self.queue = PriorityQueue({"py-scheduler": self.fw})
         self.pods: dict[str, Obj] = {}
+        self.queue = PriorityQueue({"py-scheduler": self.fw}, pod_lister=lambda ns, n: self.pods.get(f"{ns}/{n}"))
         self.leader = Leader()
         self.loop = SchedulingLoop(frameworks={"py-scheduler": self.fw}, algorithm=Algorithm(), cache=self.cache,
                                    queue=self.queue, binder=Binder(self.kube, "me_1"),  # type: ignore[arg-type]
@@ -99,17 +99,79 @@ async def test_fit_error_gives_event_condition_and_unschedulable_queue() -> None
     assert not any(c[0] == "bind" for c in h.kube.calls)
 
 
-async def test_bind_conflict_drops_the_pod_and_forgets_it() -> None:
+async def test_bind_conflict_on_a_pod_bound_elsewhere_reports_and_is_not_requeued() -> None:
+    # handleBindingCycleError -> handleSchedulingFailure: the informer shows the Pod bound, so it is not
+    # requeued, but upstream still records FailedScheduling and writes PodScheduled=False (SchedulerError).
     h = Harness()
     h.node("n1")
     h.pod("a")
-    h.kube.bind_error = Conflict(409, "Conflict", "pod a is already assigned to node n2")
-    await h.cycle()
-    assert not h.cache.is_assumed_pod(h.pods["default/a"])
+    msg = 'Operation cannot be fulfilled on pods/binding "a": pod a is already assigned to node "n2"'
+    h.kube.bind_error = Conflict(409, "Conflict", msg)
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None
+    h.pods["default/a"] = {**h.pods["default/a"], "spec": {**h.pods["default/a"]["spec"], "nodeName": "n2"}}
+    h.loop.schedule_one(qpi)
+    await h.loop.drain()
+    assert not h.cache.is_assumed_pod(qpi.pod)
     ni = h.cache.node_info("n1")
     assert ni is not None and not ni.pods
-    assert h.queue.where("default", "a") is None
-    assert not h.kube.events
+    assert h.queue.where("default", "a") is None and h.queue.in_flight_uids() == []
+    failed = [e for e in h.kube.events if e["reason"] == "FailedScheduling"]
+    assert [e["note"] for e in failed] == [f'running Bind plugin "DefaultBinder": {msg}']
+    assert failed[0]["regarding"]["uid"] == "uid-a"
+    key, patch = h.kube.status_patches[-1]
+    cond = patch["status"]["conditions"][0]
+    assert key == "default/a" and (cond["status"], cond["reason"]) == ("False", "SchedulerError")
+    assert cond["message"] == failed[0]["note"]
+
+
+async def test_bind_not_found_reports_and_is_not_requeued() -> None:
+    h = Harness()
+    h.node("n1")
+    h.pod("a")
+    h.kube.bind_error = NotFound(404, "NotFound", 'pods "a" not found')
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None
+    del h.pods["default/a"]  # the informer saw the deletion
+    h.loop.schedule_one(qpi)
+    await h.loop.drain()
+    assert h.cache.pod_count() == 0
+    assert h.queue.where("default", "a") is None and h.queue.in_flight_uids() == []
+    failed = [e for e in h.kube.events if e["reason"] == "FailedScheduling"]
+    assert [e["note"] for e in failed] == ['running Bind plugin "DefaultBinder": pods "a" not found']
+    # the condition write is still attempted (it fails with 404 against a real API server)
+    assert [k for k, _ in h.kube.status_patches] == ["default/a"]
+
+
+async def test_bind_not_found_with_stale_informer_requeues_to_error_backoff() -> None:
+    # The informer has not seen the deletion yet: upstream requeues (the Delete event removes it later).
+    h = Harness()
+    h.node("n1")
+    h.pod("a")
+    h.kube.bind_error = NotFound(404, "NotFound", 'pods "a" not found')
+    await h.cycle()
+    assert h.queue.where("default", "a") == BACKOFF_Q
+    qpi = h.queue.get("default", "a")
+    assert qpi is not None and qpi.consecutive_errors_count == 1 and not qpi.rejector_plugins()
+    assert [e["reason"] for e in h.kube.events] == ["FailedScheduling"]
+
+
+async def test_bind_conflict_on_a_recreated_pod_is_silent() -> None:
+    # The Binding's UID precondition failed: a new Pod of the same name exists. Upstream skips requeueing
+    # and status updates ("Pod was recreated while handling scheduling failure").
+    h = Harness()
+    h.node("n1")
+    h.pod("a")
+    h.kube.bind_error = Conflict(409, "Conflict", "Precondition failed: UID in precondition: uid-a, UID in "
+                                                  "object meta: uid-a2")
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None
+    h.pods["default/a"] = {**h.pods["default/a"], "metadata": {**h.pods["default/a"]["metadata"], "uid": "uid-a2"}}
+    h.loop.schedule_one(qpi)
+    await h.loop.drain()
+    assert h.cache.pod_count() == 0
+    assert h.queue.where("default", "a") is None and h.queue.in_flight_uids() == []
+    assert not h.kube.events and not h.kube.status_patches
 
 
 async def test_bind_error_goes_to_backoff_with_scheduler_error() -> None:

@@ -1,0 +1,198 @@
+"""The live loop with the plugins that landed after it, on the real default profile and a fake API:
+nominated Pods in Filter (the queue's nominator), VolumeBinding / DynamicResources Pods that would
+need PreBind's API writes (failed, unreserved, never bound, requeued by their plugin's events), and
+the GPU gauges of the Housekeeping tick."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.app import metrics as m
+from scheduler.app.loop import Housekeeping
+from scheduler.framework.types import PodInfo
+from scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
+from scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE, ActionType, ClusterEvent, Resource
+from scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
+from tests.unit.app.test_loop import Harness
+from tests.unit.plugins import test_dynamic_resources as dra
+from tests.unit.plugins import test_volume_helpers as vol
+
+Obj = dict[str, Any]
+
+
+def _binds(h: Harness) -> list[tuple[str, str]]:
+    return [(c[1][0], c[1][1]) for c in h.kube.calls if c[0] == "bind"]
+
+
+def _failed(h: Harness, name: str) -> list[str]:
+    return [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == name]
+
+
+# -- nominated Pods ------------------------------------------------------------------------------------
+async def test_lower_priority_pod_cannot_take_the_room_preemption_freed() -> None:
+    h = Harness()
+    h.node("n1", cpu="2")
+    h.node("n2", cpu="1")
+    victim = {"metadata": {"name": "victim", "namespace": "default", "uid": "uid-victim"},
+              "spec": {"nodeName": "n1", "priority": 0, "schedulerName": "py-scheduler",
+                       "containers": [{"name": "c", "resources": {"requests": {"cpu": "2"}}}]},
+              "status": {"phase": "Running"}}
+    h.cache.add_pod(victim)
+    high = h.pod("high", cpu="2", priority=100)
+
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None and qpi.key == "default/high"
+    h.loop.schedule_one(qpi)  # preemption: n1 nominated, the victim's eviction runs in the background
+    assert [p.key for p in h.queue.nominator.get("n1", [])] == ["default/high"]
+    queued = h.queue.get("default", "high")
+    assert queued is not None and queued.pod["status"]["nominatedNodeName"] == "n1"
+    assert "nominatedNodeName" not in (high.get("status") or {})  # the informer's object is not touched
+
+    h.cache.remove_pod(victim)  # the watch shows the victim gone: n1 is empty
+    h.pod("low", cpu="1", priority=0)
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None and qpi.key == "default/low"  # high waits for its preemption to finish
+    h.loop.schedule_one(qpi)
+    await h.loop.drain()
+    # Without the nominator, LeastAllocated would put low on the empty 2-CPU n1.
+    assert _binds(h) == [("default/low", "n2")]
+    assert h.kube.deleted == [("default/victim", "uid-victim")]
+    low_bound = {**h.pods["default/low"], "spec": {**h.pods["default/low"]["spec"], "nodeName": "n2"}}
+    h.cache.add_pod(low_bound)
+    h.queue.delete(low_bound)
+    h.pods["default/low"] = low_bound
+
+    # high was activated when its evictions finished; it goes to its nominated node and leaves the nominator.
+    await h.cycle()
+    assert _binds(h)[-1] == ("default/high", "n1")
+    assert h.queue.nominator.get("n1") is None and len(h.queue.nominator) == 0
+
+
+async def test_nominated_pod_of_higher_priority_blocks_its_node() -> None:
+    h = Harness()
+    h.node("n1", cpu="2")
+    p = h.pod("nominated", cpu="2", priority=100)
+    new = {**p, "metadata": {**p["metadata"], "resourceVersion": "2"}, "status": {"nominatedNodeName": "n1"}}
+    h.pods["default/nominated"] = new
+    h.queue.update(p, new)
+    assert [pi.key for pi in h.queue.nominator.get("n1", [])] == ["default/nominated"]
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None and qpi.key == "default/nominated"
+    qpi.unschedulable_plugins = frozenset({"NodeResourcesFit"})  # waiting in the unschedulable Pods
+    h.queue.add_unschedulable_if_not_present(qpi)
+    h.pod("low", cpu="1", priority=10)
+    await h.cycle()
+    assert _binds(h) == []
+    assert _failed(h, "low") == ["0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+                                 "1 No preemption victims found for incoming pod."]
+    # A nominated Pod of lower priority does not count (addGENominatedPods: priority >= the Pod's).
+    newer = {**new, "metadata": {**new["metadata"], "resourceVersion": "3"}, "spec": {**new["spec"], "priority": 5}}
+    h.pods["default/nominated"] = newer
+    h.queue.update(new, newer)
+    h.queue.activate([h.pods["default/low"]])
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None and qpi.key == "default/low"
+    h.loop.schedule_one(qpi)
+    await h.loop.drain()
+    assert _binds(h) == [("default/low", "n1")]
+
+
+# -- VolumeBinding -------------------------------------------------------------------------------------
+async def test_unbound_wait_for_first_consumer_claim_fails_unreserved_and_requeues_on_pvc_events() -> None:
+    h = Harness()
+    h.node("n1")
+    h.cache.objects.upsert("StorageClass", vol.storage_class("wffc"))
+    claim = vol.pvc("data", sc="wffc")
+    h.cache.objects.upsert("PersistentVolumeClaim", claim)
+    h.pod("a", volumes=[vol.pvc_vol("v", "data")])
+    await h.cycle()
+    assert _binds(h) == [] and not any(c[0] == "annotate" for c in h.kube.calls)
+    (note,) = _failed(h, "a")
+    assert note.startswith("0/1 nodes are available: 1 pod's volumes need binding before the Pod can run on node "
+                           "'n1' (provision PersistentVolumeClaim default/data on node n1); py-scheduler does not "
+                           "bind volumes (VolumeBinding PreBind is not implemented).")
+    cond = h.kube.status_patches[-1][1]["status"]["conditions"][0]
+    assert (cond["reason"], cond["message"]) == ("Unschedulable", note)
+    assert h.cache.pod_count() == 0
+    # Unreserve reverted the binder's assumed claim (else the next Pod would see it provisioned on n1).
+    assert h.fw.plugins["VolumeBinding"].binder.pvc_cache.assumed == {}
+    qpi = h.queue.get("default", "a")
+    assert qpi is not None and qpi.unschedulable_plugins == frozenset({"VolumeBinding"})
+    assert h.queue.where("default", "a") == UNSCHEDULABLE_Q
+    h.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, {"metadata": {"name": "x"}}, None)
+    assert h.queue.where("default", "a") == UNSCHEDULABLE_Q
+    newer = {**claim, "metadata": {**claim["metadata"], "resourceVersion": "2"}}
+    h.queue.move_all_to_active_or_backoff(ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, ActionType.UPDATE),
+                                          claim, newer)
+    assert h.queue.where("default", "a") != UNSCHEDULABLE_Q
+
+
+async def test_bound_claim_schedules_on_the_volume_node() -> None:
+    h = Harness()
+    h.node("n1")
+    h.node("n2")
+    h.cache.objects.upsert("PersistentVolume", vol.pv("pv1", claim=("default", "data"), affinity=[
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]}]))
+    h.cache.objects.upsert("PersistentVolumeClaim", vol.pvc("data", volume="pv1", bound=True))
+    h.pod("a", volumes=[vol.pvc_vol("v", "data")])
+    await h.cycle()
+    assert _binds(h) == [("default/a", "n2")] and _failed(h, "a") == []
+
+
+# -- DynamicResources ----------------------------------------------------------------------------------
+async def test_claim_needing_allocation_fails_unreserved_and_never_binds() -> None:
+    h = Harness()
+    h.node("n1")
+    h.cache.objects.upsert("DeviceClass", dra.dclass("gpu", [f'device.driver == "{dra.G}"']))
+    h.cache.objects.upsert("ResourceSlice", dra.rslice("s1", dra.G, "p1", node="n1", devices=[dra.dev("g0")]))
+    h.cache.objects.upsert("ResourceClaim", dra.claim("c", [{"name": "r", "exactly": dra.ex()}]))
+    h.pod("a", resourceClaims=dra.uses("c"))
+    await h.cycle()
+    assert _binds(h) == []
+    assert _failed(h, "a") == [f"0/1 nodes are available: 1 {API_ALLOCATION_UNSUPPORTED}."]
+    cond = h.kube.status_patches[-1][1]["status"]["conditions"][0]
+    assert cond["reason"] == "Unschedulable"
+    assert h.fw.plugins["DynamicResources"].in_flight_claims() == []  # Unreserve released the devices
+    qpi = h.queue.get("default", "a")
+    assert qpi is not None and qpi.unschedulable_plugins == frozenset({"DynamicResources"})
+    assert h.cache.pod_count() == 0
+
+
+# -- GPU gauges ----------------------------------------------------------------------------------------
+A100 = "NVIDIA-A100-SXM4-40GB"
+
+
+def _gauge(name: str, node: str) -> float | None:
+    return m.REGISTRY.get_sample_value(name, {"node": node, "model": A100})
+
+
+async def test_housekeeping_publishes_gpu_gauges_from_a_fresh_snapshot() -> None:
+    h = Harness()
+    h.cache.add_node({"metadata": {"name": "g1", "labels": {"kubernetes.io/hostname": "g1",
+                                                            "nvidia.com/gpu.product": A100,
+                                                            "nvidia.com/gpu.memory": "40960"}},
+                      "status": {"allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110",
+                                                 "nvidia.com/gpu": "4"}}})
+    hk = Housekeeping(h.cache, h.queue, snapshot=h.loop.snapshot)
+    hk.tick()
+    assert (_gauge("py_scheduler_gpu_allocated", "g1"), _gauge("py_scheduler_gpu_free", "g1")) == (0, 4)
+    h.pod("train", containers=[{"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "3"},
+                                                           "limits": {"nvidia.com/gpu": "3"}}}])
+    await h.cycle()
+    assert _binds(h) == [("default/train", "g1")]
+    # The loop's snapshot was taken before the Pod was assumed; the tick brings it up to date.
+    hk.tick()
+    assert (_gauge("py_scheduler_gpu_allocated", "g1"), _gauge("py_scheduler_gpu_free", "g1")) == (3, 1)
+    h.cache.remove_node(h.cache.node_info("g1").node)  # type: ignore[union-attr]
+    hk.tick()
+    assert _gauge("py_scheduler_gpu_allocated", "g1") is None
+
+
+def test_bare_nominated_pod_when_not_queued() -> None:
+    h = Harness()
+    h.pod("a", priority=1)
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None
+    h.queue.add_nominated_pod(qpi.pod_info, "n1")
+    (pi,) = h.queue.nominator["n1"]
+    assert isinstance(pi, PodInfo) and (pi.key, pi.uid, pi.priority) == ("default/a", "uid-a", 0)
