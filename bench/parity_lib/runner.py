@@ -284,6 +284,23 @@ def _reasons(reasons: list[str] | None) -> list[str] | None:
     return out
 
 
+_FILTER_ERROR = re.compile(r'^running "[^"]+" filter plugin: ')
+_NODE = re.compile(r"\bnode-\d+\b")
+
+
+def _error(msg: str | None) -> str | None:
+    """A scheduling error with node names masked when it comes from a Filter plugin.
+
+    Upstream filters nodes in parallel and the first node whose Filter returns an Error cancels
+    the others, so which node's error is reported depends on goroutine timing (the oracle run 10
+    times on scenario seed 2 #285 named node-18 8 times and node-25 twice; py-scheduler reports
+    the first in node order). The plugin and the rest of the message are still compared.
+    """
+    if msg is None or not _FILTER_ERROR.match(msg):
+        return msg
+    return _NODE.sub("<node>", msg)
+
+
 def compare(oracle: list[Obj], py: list[Obj]) -> list[Diff]:
     """Differences between the two sides, per Pod (empty: agree)."""
     diffs: list[Diff] = []
@@ -291,9 +308,10 @@ def compare(oracle: list[Obj], py: list[Obj]) -> list[Diff]:
         return [Diff("*", "pod order", [o["pod"] for o in oracle], [p["pod"] for p in py])]
     for o, p in zip(oracle, py, strict=True):
         name = o["pod"]
-        for key in ("error", "reserve"):
-            if o.get(key) != p.get(key):
-                diffs.append(Diff(name, key, o.get(key), p.get(key)))
+        if _error(o.get("error")) != _error(p.get("error")):
+            diffs.append(Diff(name, "error", o.get("error"), p.get("error")))
+        if o.get("reserve") != p.get("reserve"):
+            diffs.append(Diff(name, "reserve", o.get("reserve"), p.get("reserve")))
         if sorted(o["feasible"]) != sorted(p["feasible"]):
             diffs.append(Diff(name, "feasible", sorted(o["feasible"]), sorted(p["feasible"])))
         for node, reasons in o["filtered"].items():
