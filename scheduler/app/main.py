@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         le.resource_namespace = lease_namespace
     kc: Path | None = kubeconfig if kubeconfig is not None else (Path(cfg.kubeconfig) if cfg.kubeconfig else None)
     try:
-        return asyncio.run(_run(cfg, kc, metrics_bind_address))
+        return _event_loop_run(_run(cfg, kc, metrics_bind_address))
     except KeyboardInterrupt:
         return 0
 
@@ -198,6 +198,17 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
         await health.stop()
     log.info("stopped")
     return code
+
+
+def _event_loop_run(coro: Coroutine[Any, Any, int]) -> int:
+    """Run ``coro`` on uvloop when it is installed (a faster event loop and TLS: ~8% less CPU per
+    scheduled Pod on the bench, bench/RESULTS.md), else on asyncio's default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    result: int = uvloop.run(coro)
+    return result
 
 
 def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
