@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from scheduler.app import metrics as m
 from scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder, NotLeader
-from scheduler.app.kube import KubeError
+from scheduler.app.kube import Conflict, KubeError, NotFound
 from scheduler.cache.cache import Cache, CacheError
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.interfaces import PostFilterResult
@@ -297,6 +297,9 @@ class SchedulingLoop:
         except (KubeError, NotLeader, Exception) as exc:
             if not isinstance(exc, KubeError | NotLeader):
                 log.exception("binding pod %s failed", pi.key)
+            if isinstance(exc, NotFound | Conflict):
+                # The Pod is gone, was recreated, or is already bound: its Binding lost.
+                log.info("Not binding pod %s to %s: %s", pi.key, node, exc.message)
             log.warning("Failed to bind pod pod=%s node=%s err=%s", pi.key, node, exc)
             self._forget(fw, state, assumed, node)
             qpi.unschedulable_plugins = frozenset()
