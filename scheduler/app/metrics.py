@@ -183,14 +183,18 @@ def gpu_inventory(snapshot: Any, keys: Any = None) -> list[tuple[str, str, int, 
     annotated ``gpu-indices`` first, Pods bound by others allocated virtually), so the gauges agree with
     what GPUFilter sees. ``keys`` is a ``scheduler.plugins.gpu.model.GPUKeys`` (default prefix
     ``gpu-scheduler/``, resource ``nvidia.com/gpu``). Units: GPU devices. Nodes whose GPU labels are
-    malformed are skipped.
+    malformed are skipped, and so are nodes that declare no GPU at all (neither the resource in
+    ``status.allocatable`` nor the ``nvidia.com/gpu.count`` label) without deriving their GPU state,
+    so a large CPU-only cluster costs one dict lookup per node.
     """
     from scheduler.plugins.gpu.accounting import derive_state
-    from scheduler.plugins.gpu.model import GPUKeys
+    from scheduler.plugins.gpu.model import GFD_COUNT, GPUKeys
 
     k = keys if keys is not None else GPUKeys()
     rows: list[tuple[str, str, int, int]] = []
     for ni in snapshot.node_info_list:
+        if k.resource_name not in ni.allocatable.scalar and GFD_COUNT not in ni.labels:
+            continue  # total 0: derive_state would report no GPU
         st = derive_state(ni, k)
         if st.spec.error is not None or st.spec.total <= 0:
             continue
