@@ -146,7 +146,7 @@ class Gen:
         cpu = self.r.choice(["2", "4", "8", "16", "32"])
         mem = self.r.choice(["4Gi", "8Gi", "16Gi", "32Gi", "64Gi"])
         alloc: Obj = {"cpu": cpu, "memory": mem, "pods": str(self.r.choice([3, 10, 32, 110])),
-                      "ephemeral-storage": "100Gi"}
+                      "ephemeral-storage": self.r.choice(["4Gi", "20Gi", "100Gi"])}
         if self.chance(0.25):
             alloc[EXTENDED] = str(self.r.randint(1, 8))
         if "gpu" in self.on and self.chance(0.4):
@@ -455,13 +455,23 @@ class Volumes:
 
     def pv(self, sc: str, size: str, *, zone: str | None = None, affinity: list[Obj] | None = None,
            source: Obj | None = None, claim: Obj | None = None, modes: list[str] | None = None) -> Obj:
+        """A PV; with ``zone`` it carries zone / region labels and (mostly) a matching node
+        affinity. Some zonal PVs have labels only (as PVs from before node affinity, which only
+        VolumeZone checks), in GA or beta keys, some with a multi-zone ``a__b`` value."""
         g = self.g
         g.pv_seq += 1
         name = f"pv-{g.pv_seq:03d}"
         labels: Obj = {}
         if zone is not None:
             labels = {ZONE_KEY: zone, REGION_KEY: REGION_OF[zone]}
-            affinity = affinity or [{"matchExpressions": [{"key": ZONE_KEY, "operator": "In", "values": [zone]}]}]
+            if affinity is None and g.chance(0.3):
+                if g.chance(0.3):
+                    labels[ZONE_KEY] = "__".join(sorted({zone, g.r.choice(ZONES)}))
+                if g.chance(0.3):
+                    labels = {BETA_ZONE_KEY: labels[ZONE_KEY]}
+            else:
+                affinity = affinity or [{"matchExpressions": [{"key": ZONE_KEY, "operator": "In",
+                                                               "values": [zone]}]}]
         spec: Obj = {"capacity": {"storage": size}, "accessModes": modes or ["ReadWriteOnce"],
                      "storageClassName": sc, "persistentVolumeReclaimPolicy": "Delete"}
         spec.update(source or {"csi": {"driver": CSI, "volumeHandle": f"handle-{name}"}})
@@ -513,7 +523,7 @@ class Volumes:
             claim["status"] = {"phase": "Bound", "accessModes": modes, "capacity": {"storage": "1Gi"}}
             vols.append({"name": f"data{k}", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}})
             self.pending_claims.append(claim)
-        if g.chance(0.3):
+        if g.chance(0.5):
             vols.append(self.disk("disk0"))
         if g.chance(0.1):
             g.disk_seq += 1

@@ -286,6 +286,7 @@ def _reasons(reasons: list[str] | None) -> list[str] | None:
 
 _FILTER_ERROR = re.compile(r'^running "[^"]+" filter plugin: ')
 _NODE = re.compile(r"\bnode-\d+\b")
+_NODE_DEVICE = re.compile(r"\S+/node-\d+/\S+")  # a DRA device <driver>/<pool = node>/<device>
 
 
 def _error(msg: str | None) -> str | None:
@@ -294,11 +295,12 @@ def _error(msg: str | None) -> str | None:
     Upstream filters nodes in parallel and the first node whose Filter returns an Error cancels
     the others, so which node's error is reported depends on goroutine timing (the oracle run 10
     times on scenario seed 2 #285 named node-18 8 times and node-25 twice; py-scheduler reports
-    the first in node order). The plugin and the rest of the message are still compared.
+    the first in node order). Node names and DRA devices of per-node pools are masked; the plugin
+    and the rest of the message are still compared.
     """
     if msg is None or not _FILTER_ERROR.match(msg):
         return msg
-    return _NODE.sub("<node>", msg)
+    return _NODE.sub("<node>", _NODE_DEVICE.sub("<device>", msg))
 
 
 def compare(oracle: list[Obj], py: list[Obj]) -> list[Diff]:
@@ -340,8 +342,29 @@ def compare(oracle: list[Obj], py: list[Obj]) -> list[Diff]:
     return diffs
 
 
-def run(n: int, seed: int, out_dir: Path, quiet: bool = False) -> tuple[int, int]:
-    """Run ``n`` scenarios; write each differing one to ``out_dir``. Returns (agree, differ)."""
+def coverage(oracle: list[Obj], py: list[Obj], counts: dict[str, int]) -> None:
+    """Add what one scenario exercised (upstream's side) to ``counts``: Pods placed / unschedulable /
+    failing with an Error, preemptions (with victims), followed preemption ties, Reserve failures,
+    and per Filter reason the node rejections."""
+    for o in oracle:
+        counts["pods"] = counts.get("pods", 0) + 1
+        kind = ("error" if o.get("error") else "reserve failed" if o.get("reserve")
+                else "placed" if o.get("selected") else "unschedulable")
+        counts[kind] = counts.get(kind, 0) + 1
+        if o.get("nominated"):
+            counts["preempting"] = counts.get("preempting", 0) + 1
+            counts["victims"] = counts.get("victims", 0) + len(o.get("victims") or [])
+        for reasons in o.get("filtered", {}).values():
+            for r in reasons:
+                key = "reason: " + _NODE.sub("<node>", re.sub(r'"[^"]*"', '"…"', r))
+                counts[key] = counts.get(key, 0) + 1
+    counts["preemption ties followed"] = counts.get("preemption ties followed", 0) + sum(1 for p in py if p.get("tie"))
+
+
+def run(n: int, seed: int, out_dir: Path, quiet: bool = False, counts: dict[str, int] | None = None) -> tuple[int, int]:
+    """Run ``n`` scenarios; write each differing one to ``out_dir``. Returns (agree, differ).
+
+    ``counts`` (when given) receives :func:`coverage` over all scenarios."""
     from bench.parity_lib.generator import scenario
 
     binary = oracle_binary()
@@ -355,6 +378,8 @@ def run(n: int, seed: int, out_dir: Path, quiet: bool = False) -> tuple[int, int
             diffs = compare(o, p)
         except Exception as exc:  # a crash on either side is a difference too
             o, p, diffs = [], [], [Diff("*", "crash", None, f"{type(exc).__name__}: {exc}")]
+        if counts is not None:
+            coverage(o, p, counts)
         if diffs:
             differ += 1
             out_dir.mkdir(parents=True, exist_ok=True)
