@@ -433,6 +433,8 @@ class Informers:
     Attributes:
         store: the :class:`ObjectStore` (also the Pod lister of the scheduling loop).
         synced: set once every kind has been listed once (``WaitForCacheSync``).
+        consistent: set after the initial sync; cleared while a re-list (a watch gap: kopf re-lists
+            after ``410 Gone``) is being received and reconciled - the scheduling loop pauses then.
     """
 
     def __init__(self, kube: Kube, handlers: EventHandlers, kinds: Iterable[WatchedKind] = KINDS, *,
@@ -446,6 +448,8 @@ class Informers:
         self.synced = asyncio.Event()
         self.unavailable: set[str] = set()
         self._listing_seen: dict[str, float] = {}
+        self._last_listing: dict[str, float] = {}
+        self.consistent = asyncio.Event()
         self._watching: set[str] = set()
         self._synced_at = 0.0
         self._wake = asyncio.Event()
@@ -460,11 +464,21 @@ class Informers:
             return
         self.events_seen += 1
         if etype is None:
-            # kopf lists at start too: only a listing after this kind's watch has delivered events
-            # (or well after start-up) is a re-list worth reconciling.
-            if self.synced.is_set() and (kind in self._watching or
-                                         time.monotonic() - self._synced_at > STARTUP_LISTING_GRACE):
-                self._listing_seen[kind] = time.monotonic()
+            # kopf lists at start too: only a listing after this kind's watch has delivered events,
+            # a second listing burst of the kind (its first one was kopf's initial listing), or one
+            # well after start-up is a re-list worth reconciling. A re-list pauses scheduling until
+            # reconciled: kopf applies the listed objects at once but never says what vanished.
+            now = time.monotonic()
+            last = self._last_listing.get(kind)
+            self._last_listing[kind] = now
+            new_burst = last is not None and now - last > self.relist_quiet
+            if self.synced.is_set() and (kind in self._watching or new_burst or
+                                         now - self._synced_at > STARTUP_LISTING_GRACE):
+                if not self._listing_seen:
+                    log.info("kopf is re-listing %s (a watch gap): scheduling paused until the caches are "
+                             "reconciled", kind)
+                self._listing_seen[kind] = now
+                self.consistent.clear()
                 self._wake.set()
         else:
             self._watching.add(kind)
@@ -527,6 +541,7 @@ class Informers:
         if stop.is_set():
             return
         self._synced_at = time.monotonic()
+        self.consistent.set()
         self.synced.set()
         log.info("informer caches synced: %d objects", len(self.store))
         last_resync = time.monotonic()
@@ -543,10 +558,15 @@ class Informers:
             if quiet:
                 for k in quiet:
                     del self._listing_seen[k]
-                log.debug("kopf re-listed %s; reconciling", ", ".join(quiet))
-                if not await self._reconcile_kinds(KINDS_BY_NAME[k] for k in quiet):
+                # Every kind, not only those re-listed: the watches broke together, and a LIST of
+                # each taken now is a consistent cut from after the gap.
+                log.debug("kopf re-listed %s; reconciling every kind", ", ".join(quiet))
+                if not await self._reconcile_kinds(self.kinds):
                     for k in quiet:
                         self._listing_seen.setdefault(k, now)
+                if not self._listing_seen and not self.consistent.is_set():
+                    log.info("caches reconciled after the watch gap: scheduling resumed")
+                    self.consistent.set()
             if self.resync_period > 0 and now - last_resync >= self.resync_period:
                 last_resync = now
                 await self._reconcile_kinds(self.kinds)

@@ -90,8 +90,10 @@ class SchedulingLoop:
 
     def __init__(self, *, frameworks: Mapping[str, Framework], algorithm: Algorithm, cache: Cache,
                  queue: PriorityQueue, binder: Binder, leader: Leader,
-                 pod_lister: Callable[[str, str], Obj | None]) -> None:
+                 pod_lister: Callable[[str, str], Obj | None],
+                 cache_consistent: asyncio.Event | None = None) -> None:
         self.frameworks = dict(frameworks)
+        self.cache_consistent = cache_consistent
         self.algorithm = algorithm
         self.cache = cache
         self.queue = queue
@@ -105,11 +107,17 @@ class SchedulingLoop:
         self.cycles = 0
 
     # -- the loop ------------------------------------------------------------------------------------
+    def _paused(self) -> bool:
+        """The cache is being re-synchronised after a watch gap (``Informers.consistent`` cleared)."""
+        return self.cache_consistent is not None and not self.cache_consistent.is_set()
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Schedule until ``stop`` is set; only while leading (standbys keep the queue warm)."""
+        """Schedule until ``stop`` is set; only while leading (standbys keep the queue warm) and while
+        the cache is consistent (``cache_consistent``: no re-list after a watch gap in progress)."""
         while not stop.is_set():
-            if not self.leader.is_leader_valid():
-                waiter = asyncio.ensure_future(self.leader.leading.wait())
+            if not self.leader.is_leader_valid() or self._paused():
+                event = self.cache_consistent if self._paused() and self.cache_consistent else self.leader.leading
+                waiter = asyncio.ensure_future(event.wait())
                 stopper = asyncio.ensure_future(stop.wait())
                 try:
                     await asyncio.wait({waiter, stopper}, timeout=0.2, return_when=asyncio.FIRST_COMPLETED)
@@ -120,7 +128,7 @@ class SchedulingLoop:
             qpi = await self.queue.pop()
             if qpi is None:
                 return
-            if not self.leader.is_leader_valid() or stop.is_set():
+            if not self.leader.is_leader_valid() or stop.is_set() or self._paused():
                 self.queue.undo_pop(qpi)
                 continue
             try:

@@ -134,7 +134,8 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     else:
         leader = AlwaysLeader(identity)
     loop = SchedulingLoop(frameworks=frameworks, algorithm=Algorithm(cfg.percentage_of_nodes_to_score), cache=cache,
-                          queue=queue, binder=Binder(kube, identity), leader=leader, pod_lister=informers.pod)
+                          queue=queue, binder=Binder(kube, identity), leader=leader, pod_lister=informers.pod,
+                          cache_consistent=informers.consistent)
     stop = asyncio.Event()
 
     def ready() -> bool:
