@@ -20,10 +20,12 @@ Nothing here touches the API: the same code runs live, in ``explain`` / ``simula
 from __future__ import annotations
 
 import logging
+import operator
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from scheduler.cache.snapshot import Snapshot
@@ -401,6 +403,7 @@ class Framework:
         """
         plugins = [p for p in self.score_plugins if p.name not in state.skip_score]
         per_plugin: dict[str, dict[str, int]] = {}
+        per_plugin_values: list[tuple[str, list[int]]] = []
         names = [ni.name for ni in nodes]
         for pl in plugins:
             t0 = time.perf_counter()
@@ -419,25 +422,27 @@ class Framework:
                     if s.code:
                         raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
                     scores[ni.name] = sc
+                values = None
             normalizer = self._normalizers.get(pl.name)
             if normalizer is not None:
                 s = normalizer.normalize_score(state, pod, scores)
                 if not s.is_success():
                     raise SchedulingError(
                         f'running Normalize on Score plugins: plugin "{pl.name}" failed with: {s.message()}')
+                values = None
             self._observe("Score", pl.name, None, t0)
             per_plugin[pl.name] = scores
+            per_plugin_values.append((pl.name, values if values is not None else [scores[n] for n in names]))
         acc = [0] * len(names)
-        for name, scores in per_plugin.items():
-            w = self.score_weights[name]
-            values = [scores[n] for n in names]
+        for name, values in per_plugin_values:
             if values and (max(values) > MAX_NODE_SCORE or min(values) < 0):
-                sc = next(v for v in scores.values() if v > MAX_NODE_SCORE or v < 0)
+                sc = next(v for v in per_plugin[name].values() if v > MAX_NODE_SCORE or v < 0)
                 raise SchedulingError(
                     f'applying score defaultWeights on Score plugins: plugin "{name}" returns an invalid score {sc}, '
                     f"it should in the range of "
                     f"[0, {MAX_NODE_SCORE}] after normalizing")
-            acc = [a + v * w for a, v in zip(acc, values, strict=True)]
+            w = self.score_weights[name]
+            acc = list(map(operator.add, acc, values if w == 1 else map(operator.mul, values, repeat(w))))
         totals = dict(zip(names, acc, strict=True))
         return per_plugin, totals
 
