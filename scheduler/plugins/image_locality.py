@@ -122,16 +122,19 @@ class ImageLocality:
             return [], Status.error("ImageLocality: no snapshot in the cycle state", NAME)
         total = len(snapshot.node_info_list)
         names, count = _pod_images(pod)
+        none = calculate_priority(0, count)  # the score of a node holding none of the Pod's images
         out: list[int] = []
         for ni in nodes:
             states = ni.image_states
+            if not states:
+                out.append(none)
+                continue
             sum_scores = 0
-            if states:
-                for n in names:
-                    st = states.get(n)
-                    if st is not None:
-                        sum_scores += scaled_image_score(st.size, st.num_nodes, total)
-            out.append(calculate_priority(sum_scores, count))
+            for n in names:
+                st = states.get(n)
+                if st is not None:
+                    sum_scores += scaled_image_score(st.size, st.num_nodes, total)
+            out.append(calculate_priority(sum_scores, count) if sum_scores else none)
         return out, Status.success()
 
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:

@@ -143,16 +143,15 @@ class TaintToleration:
         """:meth:`score` for each of ``nodes`` in order (batch form); untainted nodes count 0."""
         if PRE_SCORE_STATE_KEY not in state.data:
             return [], Status.error(f'failed to read "{PRE_SCORE_STATE_KEY}" from cycleState: not found', NAME)
-        out: list[int] = []
-        for ni in nodes:
+        out = [0] * len(nodes)
+        for j, ni in enumerate(nodes):
             node = ni.node
             if node is None or not (node.get("spec") or {}).get("taints"):
-                out.append(0)
                 continue
             sc, st = self.score(state, pod, ni)
             if st.code:
-                return out, st
-            out.append(sc)
+                return out[:j], st
+            out[j] = sc
         return out, Status.success()
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> Status:
