@@ -111,3 +111,36 @@ def test_batch_equals_node_by_node_gpu_negative_and_cordoned() -> None:
             raw["spec"]["containers"][0]["resources"]["requests"]["memory"] = "-1"
         compared += _check(fw, snap, PodInfo(raw))
     assert compared > 30
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+def test_vectorized_resource_scores_equal_node_by_node(strategy: str) -> None:
+    """Enough nodes for the numpy path of the resource scorers: random allocatable / used amounts
+    (zero cpu or memory on some nodes, over-committed ones), against ``score`` node by node."""
+    rng = random.Random(17)
+    nodes = workloads.make_nodes(300)
+    for i, n in enumerate(nodes):
+        alloc = n["status"]["allocatable"]
+        alloc["cpu"] = "0" if i % 37 == 0 else f"{rng.randint(1, 64000)}m"
+        alloc["memory"] = "0" if i % 41 == 0 else str(rng.randint(1, 2**38))
+    bound = []
+    for i in range(900):
+        p = workloads.get_workload("SchedulingBasic").pod(i, "ns", "py-scheduler", f"b{i}")
+        req = p["spec"]["containers"][0]["resources"]["requests"]
+        req["cpu"] = f"{rng.randint(0, 9000)}m"
+        req["memory"] = str(rng.randint(0, 2**36))
+        if i % 5 == 0:
+            del req["cpu"]
+        p["spec"]["nodeName"] = workloads.node_name(rng.randrange(300))
+        bound.append(p)
+    snap = Snapshot.from_objects(nodes, bound)
+    args = {"scoringStrategy": {"type": strategy, "resources": [{"name": "cpu", "weight": 3},
+                                                                 {"name": "memory", "weight": 1}]}}
+    fw = build_framework(ProfileConfig(plugin_config={"NodeResourcesFit": args}))
+    compared = 0
+    for i in range(8):
+        raw = workloads.get_workload("SchedulingBasic").pod(5000 + i, "ns", "py-scheduler", f"u{i}")
+        raw["spec"]["containers"][0]["resources"]["requests"] = {"cpu": f"{rng.randint(0, 4000)}m",
+                                                                  "memory": str(rng.randint(0, 2**33))}
+        compared += _check(fw, snap, PodInfo(raw))
+    assert compared >= 16
