@@ -337,9 +337,9 @@ class Gen:
         if node is not None:
             spec["nodeName"] = node
             status["phase"] = "Running"
-            # Distinct start times (preemption prefers victims that started last).
-            status["startTime"] = f"2025-06-{1 + self.uid // 1440 % 28:02d}T{self.uid // 60 % 24:02d}:" \
-                                  f"{self.uid % 60:02d}:00Z"
+            # Start times from a few values: preemption prefers victims that started last, and
+            # equal ones leave candidates tied (upstream then picks at random).
+            status["startTime"] = f"2025-06-01T0{self.r.randint(0, 4)}:00:00Z"
             if "preemption" in self.on and self.chance(0.06):
                 meta["deletionTimestamp"] = "2026-01-01T01:00:00Z"
                 meta["deletionGracePeriodSeconds"] = 30

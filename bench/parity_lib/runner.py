@@ -345,7 +345,8 @@ def compare(oracle: list[Obj], py: list[Obj]) -> list[Diff]:
 def coverage(oracle: list[Obj], py: list[Obj], counts: dict[str, int]) -> None:
     """Add what one scenario exercised (upstream's side) to ``counts``: Pods placed / unschedulable /
     failing with an Error, preemptions (with victims), followed preemption ties, Reserve failures,
-    and per Filter reason the node rejections."""
+    the PostFilter outcomes (message tails, numbers masked) and per Filter reason the node
+    rejections."""
     for o in oracle:
         counts["pods"] = counts.get("pods", 0) + 1
         kind = ("error" if o.get("error") else "reserve failed" if o.get("reserve")
@@ -354,6 +355,11 @@ def coverage(oracle: list[Obj], py: list[Obj], counts: dict[str, int]) -> None:
         if o.get("nominated"):
             counts["preempting"] = counts.get("preempting", 0) + 1
             counts["victims"] = counts.get("victims", 0) + len(o.get("victims") or [])
+        msg = o.get("message") or ""
+        if ". " in msg:
+            tail = re.sub(r"\d+", "N", _NODE.sub("<node>", msg.split(". ", 1)[1]))
+            key = "PostFilter: " + (tail if not tail.startswith("preemption: N/N") else "preemption: N/N nodes ...")
+            counts[key] = counts.get(key, 0) + 1
         for reasons in o.get("filtered", {}).values():
             for r in reasons:
                 key = "reason: " + _NODE.sub("<node>", re.sub(r'"[^"]*"', '"…"', r))

@@ -29,9 +29,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import cmp_to_key
 from typing import Any, Protocol
 
+from scheduler.framework.gosort import sort_slice
 from scheduler.framework.interfaces import PostFilterResult
 from scheduler.framework.runtime import Diagnosis, fit_error_message
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
@@ -206,16 +206,10 @@ def more_important_pod(a: PodInfo, b: PodInfo, now_ns: int) -> bool:
 
 
 def sort_by_importance(pods: list[PodInfo], now_ns: int) -> None:
-    """Sort in place, most important first (stable for equally important Pods)."""
-
-    def cmp(a: PodInfo, b: PodInfo) -> int:
-        if more_important_pod(a, b, now_ns):
-            return -1
-        if more_important_pod(b, a, now_ns):
-            return 1
-        return 0
-
-    pods.sort(key=cmp_to_key(cmp))
+    """Sort in place, most important first, exactly as upstream's ``sort.Slice`` with
+    ``MoreImportantVictim`` (:func:`~scheduler.framework.gosort.sort_slice`): equally important Pods
+    (same priority and start time) end up in Go's order, which decides the victims reprieved."""
+    sort_slice(pods, lambda a, b: more_important_pod(a, b, now_ns))
 
 
 def earliest_pod_start_time(victims: Victims, now_ns: int) -> int | None:
