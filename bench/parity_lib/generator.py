@@ -461,6 +461,11 @@ class Volumes:
         g = self.g
         g.pv_seq += 1
         name = f"pv-{g.pv_seq:03d}"
+        if claim is None:
+            # Unique sizes: among equally small matching PVs upstream binds whichever its assume
+            # cache lists first (a map: the oracle run 10 times on seed 5 #381 chose either of two
+            # 20Gi PVs), and that choice shapes every later Pod using the claim.
+            size = f"{int(size.removesuffix('Gi')) * 1024 + g.pv_seq}Mi"
         labels: Obj = {}
         if zone is not None:
             labels = {ZONE_KEY: zone, REGION_KEY: REGION_OF[zone]}
