@@ -395,10 +395,12 @@ class InterPodAffinity:
         anti_nodes: list[NodeInfo] = (list(snap.have_pods_with_required_anti_affinity_list) if snap is not None
                                       else [n for n in nodes if n.pods_with_required_anti_affinity])
         for ni in anti_nodes:
-            labels = ni.labels
+            labels: Mapping[str, str] | None = None  # read only once a term matches (most never do)
             for ep in ni.pods_with_required_anti_affinity:
                 for t in pod_affinity_terms(ep).required_anti_affinity:
                     if t.matches(pod, s.namespace_labels):
+                        if labels is None:
+                            labels = ni.labels
                         tv = labels.get(t.topology_key)
                         if tv is not None:
                             pair = (t.topology_key, tv)
@@ -406,9 +408,13 @@ class InterPodAffinity:
 
         if s.affinity_terms or s.anti_affinity_terms:
             for ni in nodes:
-                labels = ni.labels
+                if not ni.pods:
+                    continue
+                labels = None
                 for ep in ni.pods:
                     if pod_matches_all_affinity_terms(s.affinity_terms, ep):
+                        if labels is None:
+                            labels = ni.labels
                         for t in s.affinity_terms:
                             tv = labels.get(t.topology_key)
                             if tv is not None:
@@ -416,6 +422,8 @@ class InterPodAffinity:
                                 s.affinity_counts[pair] = s.affinity_counts.get(pair, 0) + 1
                     for t in s.anti_affinity_terms:
                         if t.matches(ep, None):
+                            if labels is None:
+                                labels = ni.labels
                             tv = labels.get(t.topology_key)
                             if tv is not None:
                                 pair = (t.topology_key, tv)
@@ -521,16 +529,25 @@ class InterPodAffinity:
                     scores[tv] = scores.get(tv, 0) + weight
 
         hard = self.hard_pod_affinity_weight
+        own_terms = bool(pref_aff or pref_anti)
         for ni in all_nodes:
-            node_labels = ni.labels
-            if not node_labels:
+            pods = ni.pods if has_constraints else ni.pods_with_affinity
+            if not pods:
                 continue
-            for ep in (ni.pods if has_constraints else ni.pods_with_affinity):
+            node_labels: Mapping[str, str] | None = None  # read only for a Pod with something to score
+            for ep in pods:
+                ep_terms = pod_affinity_terms(ep)
+                if not own_terms and not ((hard > 0 and ep_terms.required_affinity) or ep_terms.preferred_affinity
+                                          or ep_terms.preferred_anti_affinity):
+                    continue
+                if node_labels is None:
+                    node_labels = ni.labels
+                if not node_labels:
+                    break
                 for w in pref_aff:
                     process(w.term, w.weight, ep, None, node_labels)
                 for w in pref_anti:
                     process(w.term, -w.weight, ep, None, node_labels)
-                ep_terms = pod_affinity_terms(ep)
                 if hard > 0:
                     for t in ep_terms.required_affinity:
                         process(t, hard, pod, ns_labels, node_labels)
