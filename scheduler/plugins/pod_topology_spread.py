@@ -94,6 +94,7 @@ MAX_INT32 = 2**31 - 1
 _INVALID_SCORE = -1
 _DO_NOT_SCHEDULE_EFFECTS = frozenset({EFFECT_NO_SCHEDULE, EFFECT_NO_EXECUTE})
 _MEMO_KEY = NAME
+_SUCCESS = Status.success()
 
 SYSTEM_DEFAULT_CONSTRAINTS: list[Obj] = [
     {"topologyKey": LABEL_HOSTNAME, "whenUnsatisfiable": SCHEDULE_ANYWAY, "maxSkew": 3},
@@ -310,6 +311,13 @@ class _InclusionContext:
         self.tolerations: list[Obj] = []
         if any(c.node_taints_policy == POLICY_HONOR for c in constraints):
             self.tolerations = parse_tolerations(pod)
+
+    def needs_match(self, c: TopologySpreadConstraint) -> bool:
+        """False when :meth:`match` is True for every node: affinity not honored (or the Pod has
+        neither nodeSelector nor required node affinity) and taints not honored."""
+        honors_affinity = c.node_affinity_policy == POLICY_HONOR and (
+            self.affinity.label_selector is not None or self.affinity.node_selector is not None)
+        return honors_affinity or c.node_taints_policy == POLICY_HONOR
 
     def match(self, c: TopologySpreadConstraint, node: Obj | None) -> bool:
         """``matchNodeInclusionPolicies``."""
@@ -559,18 +567,30 @@ class PodTopologySpread:
         except PodParseError as exc:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
         s = PreFilterState(constraints, [], [{} for _ in constraints])
+        # Per constraint: its key, its counts, its selector (None: selects everything, counts 0) and
+        # whether the node inclusion policies need checking for this Pod at all.
+        plan = [(c, c.topology_key, s.tp_value_to_match_num[i], None if c.selector.is_everything else c.selector,
+                 ctx.needs_match(c)) for i, c in enumerate(constraints)]
+        keys = [c.topology_key for c in constraints]
+        ns = pod.namespace
         for ni in nodes:
-            if ni.node is None:
+            node = ni.node
+            if node is None:
                 continue
-            labels = ni.labels
-            if not node_labels_match_spread_constraints(labels, constraints):
+            labels = (node.get("metadata") or {}).get("labels") or {}
+            if not all(k in labels for k in keys):
                 continue
-            for i, c in enumerate(constraints):
-                if not ctx.match(c, ni.node):
+            for c, key, counts, selector, check in plan:
+                if check and not ctx.match(c, node):
                     continue
-                value = labels[c.topology_key]
-                counts = s.tp_value_to_match_num[i]
-                counts[value] = counts.get(value, 0) + count_pods_match_selector(ni.pods, c.selector, pod.namespace)
+                n = 0
+                if selector is not None:
+                    for p in ni.pods:
+                        if p.namespace == ns and selector.matches(p.labels) and (
+                                p.pod.get("metadata") or {}).get("deletionTimestamp") is None:
+                            n += 1
+                value = labels[key]
+                counts[value] = counts.get(value, 0) + n
         for i in range(len(constraints)):
             paths = CriticalPaths()
             for value, num in s.tp_value_to_match_num[i].items():
@@ -616,6 +636,34 @@ class PodTopologySpread:
             counts = s.tp_value_to_match_num[i]
             counts[v] = counts.get(v, 0) + delta
             s.critical_paths[i].update(v, counts[v])
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (the runtime's batch form; None: all pass),
+        with each constraint's global minimum and the Pod's self-match computed once."""
+        s = state.data.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState):
+            return [self.filter(state, pod, ni) for ni in nodes]
+        if not s.constraints:
+            return None
+        plan = [(c.topology_key, s.tp_value_to_match_num[i], c.max_skew, s.min_match_num(i, c.min_domains),
+                 1 if c.selector.matches(pod.labels) else 0) for i, c in enumerate(s.constraints)]
+        out: list[Status] | None = None
+        for j, ni in enumerate(nodes):
+            labels = ni.labels
+            for key, counts, max_skew, min_match, self_match in plan:
+                tp_val = labels.get(key)
+                if tp_val is None:
+                    st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_NODE_LABEL_NOT_MATCH], NAME)
+                    break
+                if counts.get(tp_val, 0) + self_match - min_match > max_skew:
+                    st = Status(Code.UNSCHEDULABLE, [ERR_REASON_CONSTRAINTS_NOT_MATCH], NAME)
+                    break
+            else:
+                continue
+            if out is None:
+                out = [_SUCCESS] * len(nodes)
+            out[j] = st
+        return out
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
         """``Filter``: for each DoNotSchedule constraint, the node must have the topology key
