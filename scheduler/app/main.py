@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -152,17 +152,20 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
             log.error("cannot serve metrics/health on %r: %s", metrics_bind_address, exc)
             return 1
 
-    async def after_sync(coro: Awaitable[None]) -> None:
+    async def after_sync(start: Callable[[], Awaitable[None]]) -> None:
         await informers.synced.wait()
-        await coro
+        await start()  # created only now, so a cancellation before sync leaves no un-awaited coroutine
 
     ours = [
         asyncio.create_task(informers.run(stop), name="informers"),
         asyncio.create_task(queue.run(), name="queue flushes"),
         asyncio.create_task(Housekeeping(cache, queue, snapshot=loop.snapshot).run(stop), name="housekeeping"),
-        asyncio.create_task(after_sync(leader.run(stop)), name="leader election"),
-        asyncio.create_task(after_sync(loop.run(stop)), name="scheduling loop"),
+        asyncio.create_task(after_sync(lambda: leader.run(stop)), name="leader election"),
+        asyncio.create_task(after_sync(lambda: loop.run(stop)), name="scheduling loop"),
     ]
+    # Created before the snapshot of existing tasks: kopf cancels tasks it does not know as its own
+    # leftovers, and a cancelled stop_waiter would end the wait below with exit status 0.
+    stop_waiter = asyncio.create_task(stop.wait(), name="stop")
     existing = asyncio.all_tasks()
     kopf_stop = asyncio.Event()
     kopf_tasks = await kopf.spawn_tasks(registry=informers.build_registry(), settings=informers.build_settings(),
@@ -173,7 +176,6 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
             running.add_signal_handler(sig, _on_signal, sig, stop)
     kopf_runner = asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=existing), name="kopf")
 
-    stop_waiter = asyncio.create_task(stop.wait())
     await asyncio.wait({stop_waiter, kopf_runner, *ours}, return_when=asyncio.FIRST_COMPLETED)
     code = 0
     if kopf_runner.done() and not stop.is_set():

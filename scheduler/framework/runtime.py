@@ -171,7 +171,10 @@ class Framework:
 
         def point(proto: type, key: str) -> list[Any]:
             if enabled_points is not None and key in enabled_points:
-                return [self.plugins[n] for n in enabled_points[key] if n in self.plugins]
+                # Only plugins implementing this extension point: a profile may disable one plugin
+                # at "score" while the rest of its list comes from multiPoint.
+                return [self.plugins[n] for n in enabled_points[key]
+                        if n in self.plugins and isinstance(self.plugins[n], proto)]
             return [p for p, _ in plugins if isinstance(p, proto)]
 
         self.queue_sort: list[QueueSortPlugin] = point(QueueSortPlugin, "queueSort")
