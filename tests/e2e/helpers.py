@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import inspect
+import json
+import re
 import sys
 import time
 import uuid
@@ -258,6 +260,37 @@ async def wait_for_pod_scheduled(
     return await wait_for(bound, timeout=timeout, what=f"pod {namespace}/{name} to be bound to a node")
 
 
+class JsonView:
+    """Attribute access over an API JSON object with the generated models' snake_case names
+    (``e.regarding.name``, ``e.reporting_instance``); a missing field reads as None.
+
+    Used for events.k8s.io/v1 lists: kubernetes_asyncio's EventsV1Event model refuses Events
+    without ``eventTime`` (core/v1 Events written by other clients), failing the whole list.
+    """
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self._raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
+        value = self._raw.get(camel, self._raw.get(name))
+        if isinstance(value, Mapping):
+            return JsonView(value)
+        if isinstance(value, list):
+            return [JsonView(v) if isinstance(v, Mapping) else v for v in value]
+        return value
+
+
+async def events_v1(api: client.ApiClient, namespace: str = "default") -> list[Any]:
+    """events.k8s.io/v1 Events of ``namespace`` as :class:`JsonView` objects (raw JSON, see there)."""
+    resp = await client.EventsV1Api(api).list_namespaced_event(namespace, _preload_content=False)
+    try:
+        doc = json.loads(await resp.read())
+    finally:
+        resp.release()
+    return [JsonView(item) for item in doc.get("items") or []]
+
+
 async def pod_events(api: client.ApiClient, name: str, namespace: str = "default") -> list[tuple[str, str]]:
     """``(reason, message)`` of every event about Pod ``name``, from core/v1 and events.k8s.io/v1.
 
@@ -272,8 +305,7 @@ async def pod_events(api: client.ApiClient, name: str, namespace: str = "default
     for ev in core_list.items:
         seen.add(ev.metadata.uid)
         out.append((ev.reason or "", ev.message or ""))
-    new_list = await client.EventsV1Api(api).list_namespaced_event(namespace)
-    for ev in new_list.items:
+    for ev in await events_v1(api, namespace):
         reg = ev.regarding
         if ev.metadata.uid in seen or reg is None or reg.kind != "Pod" or reg.name != name:
             continue

@@ -31,6 +31,7 @@ from tests.e2e.helpers import (
     create_node,
     delete_node,
     delete_pod,
+    events_v1,
     unique_name,
     wait_for,
     wait_for_pod_scheduled,
@@ -109,9 +110,8 @@ async def objs(api_client: client.ApiClient) -> AsyncIterator[Objects]:
 
 async def failed_scheduling(api: client.ApiClient, pod: str, needle: str) -> list[str]:
     """Notes of the events.k8s.io/v1 FailedScheduling Events about ``pod`` that contain ``needle``."""
-    evs = await client.EventsV1Api(api).list_namespaced_event("default")
-    return [e.note for e in evs.items if e.regarding and e.regarding.name == pod and e.reason == "FailedScheduling"
-            and needle in (e.note or "")]
+    return [e.note for e in await events_v1(api)
+            if e.regarding and e.regarding.name == pod and e.reason == "FailedScheduling" and needle in (e.note or "")]
 
 
 async def assert_failed_not_bound(api: client.ApiClient, pod: str, needle: str) -> str:

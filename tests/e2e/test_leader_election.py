@@ -19,6 +19,7 @@ from tests.e2e.helpers import (
     create_pod,
     delete_node,
     delete_pod,
+    events_v1,
     unique_name,
     wait_for,
 )
@@ -83,9 +84,8 @@ async def pods_of(api: client.ApiClient, names: list[str]) -> dict[str, Any]:
 
 
 async def scheduled_events(api: client.ApiClient, names: list[str]) -> dict[str, list[Any]]:
-    evs = await client.EventsV1Api(api).list_namespaced_event("default")
     out: dict[str, list[Any]] = {n: [] for n in names}
-    for e in evs.items:
+    for e in await events_v1(api):
         if e.reason == "Scheduled" and e.regarding is not None and e.regarding.name in out:
             out[e.regarding.name].append(e)
     return out

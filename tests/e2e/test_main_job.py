@@ -25,6 +25,7 @@ from tests.e2e.helpers import (
     create_pod,
     delete_node,
     delete_pod,
+    events_v1,
     unique_name,
     wait_for,
     wait_for_pod_scheduled,
@@ -74,8 +75,7 @@ async def objs(api_client: client.ApiClient) -> AsyncIterator[Cleanup]:
 
 async def events_of(api: client.ApiClient, pod: str, reason: str) -> list[Any]:
     """events.k8s.io/v1 Events about ``pod`` with ``reason``."""
-    evs = await client.EventsV1Api(api).list_namespaced_event("default")
-    return [e for e in evs.items if e.regarding and e.regarding.name == pod and e.reason == reason]
+    return [e for e in await events_v1(api) if e.regarding and e.regarding.name == pod and e.reason == reason]
 
 
 async def condition(api: client.ApiClient, pod: str, ctype: str = "PodScheduled") -> Any:
