@@ -256,6 +256,41 @@ def pod_resize_infeasible(pod: Obj) -> bool:
     return False
 
 
+def is_extended_resource_name(name: str) -> bool:
+    """``IsExtendedResourceName``: a ``vendor/name`` resource outside the ``kubernetes.io/`` domain
+    and not a ``requests.`` quota name (``nvidia.com/gpu``)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def validate_pod_resources(spec: Obj) -> None:
+    """The API server's resource checks a snapshot file can skip (``ValidateResourceRequirements``,
+    ``validateResourceQuantityValue``): every request, limit and overhead quantity non-negative,
+    extended resources whole numbers.
+
+    Raises:
+        PodParseError: naming the field, e.g. ``spec.containers[0].resources.limits.nvidia.com/gpu``
+        with ``must be an integer``.
+    """
+    lists: list[tuple[object, str]] = []
+    for key in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(key) or []):
+            res = c.get("resources") if isinstance(c, dict) else None
+            if isinstance(res, dict):
+                lists += [(res.get(k), f"spec.{key}[{i}].resources.{k}") for k in ("requests", "limits")]
+    pod_res = spec.get("resources")
+    if isinstance(pod_res, dict):
+        lists += [(pod_res.get(k), f"spec.resources.{k}") for k in ("requests", "limits")]
+    lists.append((spec.get("overhead"), "spec.overhead"))
+    for rl, where in lists:
+        if not isinstance(rl, Mapping):
+            continue
+        for name, q in parse_resource_list(rl, where).items():
+            if q < 0:
+                raise PodParseError(f"{where}.{name}", rl[name], "must be greater than or equal to 0")
+            if is_extended_resource_name(name) and q != q.to_integral_value():
+                raise PodParseError(f"{where}.{name}", rl[name], "must be an integer")
+
+
 def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> dict[str, Decimal]:
     """Effective requests of a Pod (``resourcehelper.PodRequests`` with the options kube-scheduler
     v1.37 passes: ``UseStatusResources``, ``InPlacePodLevelResourcesVerticalScalingEnabled``, pod-level
@@ -363,6 +398,12 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> 
                 result[k] = v
     _add(result, parse_resource_list(spec.get("overhead"), "spec.overhead"))
     return result
+
+
+def _swap_remove(items: list[Any], i: int) -> None:
+    """Remove ``items[i]`` by moving the last element into its place (Go's ``removeFromSlice``)."""
+    items[i] = items[-1]
+    items.pop()
 
 
 class HostPortInfo:
@@ -490,6 +531,7 @@ class PodInfo:
             labels, dict) else {}
         prio = spec.get("priority")
         self.priority: int = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+        validate_pod_resources(spec)
         reqs = pod_requests(pod)
         self.requests: Resource = Resource.from_decimals(reqs)
         if is_pod_level_requests_set(spec):
@@ -622,13 +664,19 @@ class NodeInfo:
         self._update(p, 1)
 
     def remove_pod(self, uid: str) -> PodInfo | None:
-        """``NodeInfo.RemovePod`` by Pod UID; returns the removed PodInfo or None if absent."""
+        """``NodeInfo.RemovePod`` by Pod UID; returns the removed PodInfo or None if absent.
+
+        As upstream's ``removeFromSlice``, the last Pod of each list takes the removed one's place:
+        the order of ``pods`` after a removal is upstream's, which matters where upstream sorts
+        them unstably (preemption victims of equal importance)."""
         for i, p in enumerate(self.pods):
             if p.uid == uid:
-                del self.pods[i]
-                self.pods_with_affinity = [q for q in self.pods_with_affinity if q.uid != uid]
-                self.pods_with_required_anti_affinity = [
-                    q for q in self.pods_with_required_anti_affinity if q.uid != uid]
+                _swap_remove(self.pods, i)
+                for lst in (self.pods_with_affinity, self.pods_with_required_anti_affinity):
+                    for j, q in enumerate(lst):
+                        if q.uid == uid:
+                            _swap_remove(lst, j)
+                            break
                 self._update(p, -1)
                 return p
         return None

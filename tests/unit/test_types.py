@@ -104,3 +104,23 @@ def test_host_ports_are_a_set_as_upstream() -> None:
         ni.add_pod(PodInfo({"metadata": {"name": uid, "uid": uid}, "spec": spec}))
     ni.remove_pod("a")
     assert not ni.used_ports.check_conflict("0.0.0.0", "TCP", 8080)
+
+
+@pytest.mark.parametrize("spec, field, why", [
+    ({"containers": [c("a", cpu="-1")]}, "spec.containers[0].resources.requests.cpu", "greater than or equal to 0"),
+    ({"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "0.5"}}}]},
+     "spec.containers[0].resources.limits.nvidia.com/gpu", "must be an integer"),
+    ({"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "-1"}}}]},
+     "spec.containers[0].resources.limits.nvidia.com/gpu", "greater than or equal to 0"),
+    ({"containers": [], "overhead": {"memory": "-5Mi"}}, "spec.overhead.memory", "greater than or equal to 0"),
+])
+def test_values_the_api_server_rejects_fail_the_pod(spec: Any, field: str, why: str) -> None:
+    # Snapshot files skip API validation; such Pods must fail alone, not skew scores or GPU counts.
+    with pytest.raises(PodParseError) as exc:
+        PodInfo(pod(spec))
+    assert exc.value.field == field and why in str(exc.value)
+
+
+def test_fractional_non_extended_quantities_are_fine() -> None:
+    pi = PodInfo(pod({"containers": [c("a", cpu="0.5", **{"hugepages-2Mi": "2Mi"})]}))
+    assert pi.requests.milli_cpu == 500

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.framework.types import NodeInfo, PodInfo
+from scheduler.framework.types import NodeInfo, PodInfo, PodParseError
 from scheduler.plugins.gpu.model import (
     GB,
     MIB,
@@ -106,7 +106,8 @@ def test_bad_pod_annotations_name_the_annotation_and_value(ann: dict[str, str], 
 def test_bad_gpu_limit_quantity() -> None:
     raw = gpu_pod("p", 1, limits_only=True)
     raw["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "lots"
-    with pytest.raises(GPUParseError, match=r'spec.containers\[0\].resources.limits.nvidia.com/gpu="lots"'):
+    # PodInfo validates limits as the API server would, before the GPU plugin parses them.
+    with pytest.raises(PodParseError, match=r"'lots' for spec.containers\[0\].resources.limits.nvidia.com/gpu"):
         parse_request(PodInfo(raw), KEYS)
 
 
