@@ -406,12 +406,6 @@ def _swap_remove(items: list[Any], i: int) -> None:
     items.pop()
 
 
-def _swap_remove(items: list[Any], i: int) -> None:
-    """Remove ``items[i]`` by moving the last element into its place (Go's ``removeFromSlice``)."""
-    items[i] = items[-1]
-    items.pop()
-
-
 class HostPortInfo:
     """Host ports in use on a node (``framework.HostPortInfo``): ip -> {(protocol, port)}.
 
