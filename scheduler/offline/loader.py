@@ -171,8 +171,12 @@ def load_documents(path: Path) -> list[Any]:
             return [json.loads(text)]
         except json.JSONDecodeError:
             pass  # YAML flow style also starts with { or [: let the YAML parser decide
+        except RecursionError as exc:
+            raise SnapshotError(f"{path}: invalid JSON: nested too deeply") from exc
     try:
         docs = list(yaml.load_all(text, Loader=_SnapshotLoader))
+    except RecursionError as exc:
+        raise SnapshotError(f"{path}: invalid YAML: nested too deeply") from exc
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
@@ -231,6 +235,10 @@ def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
         val = meta.get(sub)
         if val is not None and not isinstance(val, dict):
             raise SnapshotError(f"{source}: {object_ref(kind, obj)}: metadata.{sub} is not a map")
+        for k, v in (val or {}).items():  # the API only stores strings; a list or map breaks every selector
+            if isinstance(v, list | dict):
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: invalid value {v!r} for "
+                                    f"metadata.{sub}[{k!r}]: not a string")
     for sub in ("spec", "status"):
         val = obj.get(sub)
         if val is not None and not isinstance(val, dict):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import IO
 
 from rich.console import Console
@@ -151,11 +152,17 @@ def node_usage(ni: NodeInfo) -> NodeUsage:
 
 
 def _cores(milli: int) -> str:
-    return f"{milli / 1000:g}"
+    try:
+        return f"{milli / 1000:g}"
+    except OverflowError:  # a huge (but valid) quantity: no float holds it
+        return f"{Decimal(milli) / 1000:.3e}"
 
 
 def _gib(b: int) -> str:
-    return f"{b / 2**30:.1f}"
+    try:
+        return f"{b / 2**30:.1f}"
+    except OverflowError:
+        return f"{Decimal(b) / 2**30:.3e}"
 
 
 def placement_table(rows: list[tuple[str, str | None, int | None, str | None]]) -> Table:
