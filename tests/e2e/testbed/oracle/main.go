@@ -246,19 +246,28 @@ func run() error {
 	// informer event handlers, which run after the informers report synced:
 	// wait until both hold every input object, or DynamicResources would see
 	// "could not find ResourceClaim" for claims that exist.
+	// The allocated-devices index of the claim tracker is fed by another
+	// handler, on the assume cache: wait until it holds every device that the
+	// input claims' status.allocation names too.
 	wantClaims, wantSlices := 0, 0
+	wantDevices := sets.New[string]()
 	var classes []string
 	for _, o := range others {
 		switch c := o.(type) {
 		case *resourceapi.ResourceClaim:
 			wantClaims++
+			if c.Status.Allocation != nil {
+				for _, r := range c.Status.Allocation.Devices.Results {
+					wantDevices.Insert(r.Driver + "/" + r.Pool + "/" + r.Device)
+				}
+			}
 		case *resourceapi.ResourceSlice:
 			wantSlices++
 		case *resourceapi.DeviceClass:
 			classes = append(classes, c.Name)
 		}
 	}
-	for i := 0; i < 5000; i++ {
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		slices, _ := tracker.ListPatchedResourceSlices()
 		classesKnown := true
 		for _, name := range classes {
@@ -266,8 +275,14 @@ func run() error {
 				classesKnown = false
 			}
 		}
-		if tracker.HasSynced() && len(claimCache.List(nil)) >= wantClaims && len(slices) >= wantSlices && classesKnown {
+		allocated, err := draManager.ResourceClaims().ListAllAllocatedDevices()
+		if tracker.HasSynced() && len(claimCache.List(nil)) >= wantClaims && len(slices) >= wantSlices && classesKnown &&
+			err == nil && allocated.Len() >= wantDevices.Len() {
 			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("DRA caches not in sync after 60s (claims %d/%d, slices %d/%d, allocated devices %d/%d)",
+				len(claimCache.List(nil)), wantClaims, len(slices), wantSlices, allocated.Len(), wantDevices.Len())
 		}
 		time.Sleep(time.Millisecond)
 	}
