@@ -47,7 +47,6 @@ import (
 	clientscheme "k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
@@ -221,27 +220,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	// VolumeBinding's PV / PVC assume caches are fed by event handlers the
-	// plugin registered on these informers: register one more handler each
-	// and wait until it has seen the initial list (handlers of one informer
-	// receive it together), then give the plugin's listeners a moment.
-	var volumeRegs []cache.ResourceEventHandlerRegistration
-	for _, inf := range []cache.SharedIndexInformer{factory.Core().V1().PersistentVolumeClaims().Informer(),
-		factory.Core().V1().PersistentVolumes().Informer()} {
-		reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{})
-		if err != nil {
-			return err
-		}
-		volumeRegs = append(volumeRegs, reg)
-	}
 	factory.Start(ctx.Done())
+	// VolumeBinding's PV / PVC caches read the informers' stores directly
+	// (passive_assume_cache.go), so a synced factory is enough for them.
 	factory.WaitForCacheSync(ctx.Done())
-	for _, reg := range volumeRegs {
-		for !reg.HasSynced() {
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
-	time.Sleep(2 * time.Millisecond)
 	// The ResourceClaim assume cache and the ResourceSlice tracker are fed by
 	// informer event handlers, which run after the informers report synced:
 	// wait until both hold every input object, or DynamicResources would see
