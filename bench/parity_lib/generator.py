@@ -781,7 +781,11 @@ def scenario(seed: int, index: int) -> list[Obj]:
                                                                     "memory": r.choice(["1Gi", "8Gi"])}}
             p["spec"]["priority"] = r.choice([1000, 2000])
         if "preemption" in g.on and g.chance(0.2):
-            p["status"]["nominatedNodeName"] = r.choice(names) if g.chance(0.9) else "node-gone"
+            # Often a node with a terminating Pod (PodEligibleToPreemptOthers refuses to preempt
+            # again while a lower-priority victim is still terminating there).
+            terminating = sorted({b["spec"]["nodeName"] for b in bound if b["metadata"].get("deletionTimestamp")})
+            p["status"]["nominatedNodeName"] = (r.choice(terminating) if terminating and g.chance(0.5)
+                                                else r.choice(names) if g.chance(0.9) else "node-gone")
         if vols is not None and g.chance(0.5):
             vols.pending_volumes(p)
         if dra is not None and g.chance(0.5):

@@ -208,7 +208,9 @@ def run_py(objects: list[Obj], oracle: list[Obj] | None = None) -> list[Obj]:
         r["nominated"] = node
         if deleted:
             r["victims"] = sorted(f"{v.namespace}/{v.name}" for v in deleted)
-        for v in deleted:
+        # In the oracle's order (namespace/name): with upstream's swap-remove the order of the
+        # node's remaining Pods depends on it, and so may a later preemption there.
+        for v in sorted(deleted, key=lambda v: f"{v.namespace}/{v.name}"):
             ni = snap.node_info_map[(v.pod.get("spec") or {}).get("nodeName") or node]
             ni.remove_pod(v.uid)
         snap.rebuild_lists()
