@@ -106,10 +106,12 @@ def build_cluster(workload: Workload, n_nodes: int, n_init: int) -> tuple[Snapsh
 
 def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: int = 20,
                n_init: int | None = None, seed: int = 1, breakdown: bool = False,
-               profiler: str = "", namespace: str = "bench") -> CycleResult:
+               profiler: str = "", namespace: str = "bench", gc_freeze: bool = False) -> CycleResult:
     """Schedule ``warmup + cycles`` Pods of ``workload`` on a fresh ``n_nodes`` cluster; time the last
     ``cycles``.
 
+    ``gc_freeze``: ``gc.freeze()`` the cluster once built, as ``py-scheduler run`` does after its
+    initial sync (without it Python's full collections of the growing heap show in the p99).
     ``n_init`` bound Pods first (default: one per node; for the GPU workload at most half of what the
     GPUs can hold). ``profiler``: ``""``, ``"cprofile"`` or ``"pyinstrument"`` (profiles the measured
     cycles only; the text report lands in ``profile_text``).
@@ -133,6 +135,8 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
 
     stop_profile: Callable[[], str] = lambda: ""  # noqa: E731
     gc.collect()
+    if gc_freeze:
+        gc.freeze()
     for k, raw in enumerate(pods):
         measured = k >= warmup
         if measured and k == warmup:
@@ -171,6 +175,8 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
                 res.scheduled += 1
     obs.active = False
     res.profile_text = stop_profile()
+    if gc_freeze:
+        gc.unfreeze()
     if breakdown and res.cycles:
         res.breakdown = {k: v / len(res.cycles) for k, v in sorted(obs.sums.items())}
     return res
