@@ -31,10 +31,16 @@ from tests.e2e.helpers import unique_name, wait_for
 from tests.e2e.scheduler_proc import SchedulerProcess
 
 
+def cpu_nodes_for(pods: int) -> int:
+    """4-CPU Nodes enough for ``pods`` burst Pods (at most 500m each: 8 a Node) with room to spare."""
+    return max(3, pods // 8 + 1)
+
+
 async def test_leader_sigkill_repeatedly(env: FaultEnv) -> None:
     """SIGKILL the leader several times in a row while Pods keep arriving; a fresh standby is started
     after each kill so two replicas always compete. Failover = kill -> the standby logs that it leads."""
-    for _ in range(3):
+    per_round = max(env.scale.burst // 2, 10) if env.scale.kills <= 3 else max(env.scale.burst // 4, 10)
+    for _ in range(cpu_nodes_for(per_round * env.scale.kills)):
         await env.node()
     for _ in range(2):
         await env.node(gpu=True)
@@ -42,7 +48,6 @@ async def test_leader_sigkill_repeatedly(env: FaultEnv) -> None:
     await first.wait_leading()
     env.replica("flt-le")
     names: list[str] = []
-    per_round = max(env.scale.burst // 2, 10)
     for _ in range(env.scale.kills):
         leader = await env.leader()
         before = bound_count(leader)
@@ -70,7 +75,7 @@ async def test_leader_sigkill_repeatedly(env: FaultEnv) -> None:
 async def test_control_plane_restart_mid_burst(env: FaultEnv, component: str) -> None:
     """Restart kube-apiserver (SIGTERM) or etcd (SIGKILL) while a burst is being bound; Pods created
     during the outage are retried by the test. All end bound once, without overcommit."""
-    for _ in range(4):
+    for _ in range(cpu_nodes_for(env.scale.burst)):
         await env.node()
     await env.node(gpu=True)
     sched = env.replica("flt-cp")
@@ -162,7 +167,7 @@ async def test_nodes_and_pods_deleted_in_flight(env: FaultEnv) -> None:
     sched = env.replica("flt-del")
     await sched.wait_leading()
     for _ in range(env.scale.churn_rounds):
-        bodies = env.burst_bodies(env.scale.burst * 2)
+        bodies = env.burst_bodies(min(env.scale.burst * 2, 150))
         creating = asyncio.ensure_future(env.create_all(bodies, spread=2.0))
         await wait_for(lambda: bound_count(sched) >= 5, timeout=60, interval=0.01, what="binding started")
         victims_nodes = [n for n in nodes if n in env.nodes][: max(1, len(env.nodes) // 2)]
@@ -236,7 +241,7 @@ async def test_frozen_leader_does_not_bind_after_losing_the_lease(env: FaultEnv)
     """SIGSTOP the leader (client throttled, so Bindings are queued inside it) for longer than the
     lease; the standby takes over and binds everything; after SIGCONT the old leader binds nothing
     and sends no Binding: its fence refuses (log line) and no Scheduled event names it afterwards."""
-    for _ in range(4):
+    for _ in range(cpu_nodes_for(env.scale.burst)):
         await env.node()
     a = env.replica("flt-stop-a", qps=4, burst=1)
     await a.wait_leading()
