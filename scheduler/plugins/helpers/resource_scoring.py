@@ -22,6 +22,7 @@ order as upstream. Quantities: milli-CPU for ``cpu``, bytes for ``memory`` / ``e
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -123,6 +124,7 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_qualified_name(value: str) -> bool:
     """``validation.IsQualifiedName``: ``[prefix/]name`` with a DNS-1123 subdomain prefix (at most 253
     characters) and a name of at most 63 alphanumerics, ``-``, ``_`` or ``.``, starting and ending
@@ -139,6 +141,7 @@ def is_qualified_name(value: str) -> bool:
     return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
 
 
+@functools.lru_cache(maxsize=4096)
 def is_extended_resource_name(name: str) -> bool:
     """``v1helper.IsExtendedResourceName``: a resource outside the ``kubernetes.io`` namespace (so it
     has a ``/`` and no ``kubernetes.io/``), not ``requests.``-prefixed, whose quota name
