@@ -344,6 +344,11 @@ class Gen:
                 meta["deletionTimestamp"] = "2026-01-01T01:00:00Z"
                 meta["deletionGracePeriodSeconds"] = 30
                 meta["finalizers"] = ["example.com/hold"]
+                if self.chance(0.7):  # evicted by an earlier preemption (PodTerminatingByPreemption)
+                    status["conditions"] = [{"type": "DisruptionTarget", "status": "True",
+                                             "reason": "PreemptionByScheduler",
+                                             "message": "default-scheduler: preempting to accommodate a higher "
+                                                        "priority pod"}]
             if self.chance(0.04):
                 status["phase"] = self.r.choice(["Succeeded", "Failed"])
             if "resources" in self.on and self.chance(0.25):
@@ -390,8 +395,8 @@ class Gen:
             status["allocatedResources"] = resized(base)
             status["resources"] = {"requests": resized(base)}
         if self.chance(0.3):
-            status["conditions"] = [{"type": "PodResizePending", "status": "True",
-                                     "reason": self.r.choice(["Infeasible", "Deferred"])}]
+            status.setdefault("conditions", []).append({"type": "PodResizePending", "status": "True",
+                                                        "reason": self.r.choice(["Infeasible", "Deferred"])})
 
 
 # -- volumes ---------------------------------------------------------------------------------------
