@@ -48,6 +48,10 @@ from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo
 log = logging.getLogger("scheduler.framework")
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
+PLUGIN_METRICS_SAMPLE_PERCENT = 10
+"""``pluginMetricsSamplePercent`` (schedule_one.go): per-plugin execution durations are recorded in
+this share of scheduling cycles only (extension-point durations in every cycle)."""
+_metrics_sampler = random.Random()  # not the tie-break RNG: seeded simulate/parity runs stay as they were
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
 
@@ -185,6 +189,9 @@ class Framework:
         self.score_plugins: list[ScorePlugin] = point(ScorePlugin, "score")
         self.reserve_plugins: list[ReservePlugin] = point(ReservePlugin, "reserve")
         self.score_weights = {p.name: self.weights.get(p.name) or 1 for p in self.score_plugins}
+        self.record_plugin_metrics = True
+        """Whether this cycle reports per-plugin durations to the observer; ``Algorithm.schedule``
+        draws it per cycle with probability :data:`PLUGIN_METRICS_SAMPLE_PERCENT` as upstream."""
         self._normalizers: dict[str, NormalizeScorePlugin] = {
             p.name: p for p in self.score_plugins if isinstance(p, NormalizeScorePlugin)}
         self.pre_filter_extensions: list[PreFilterExtensions] = [
@@ -201,7 +208,9 @@ class Framework:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _observe(self, point: str, plugin: str, status: Status | None, t0: float) -> None:
-        if self.observer is not None:
+        # Per-plugin durations only in sampled cycles (upstream's ShouldRecordPluginMetrics);
+        # extension-point durations always.
+        if self.observer is not None and (not plugin or self.record_plugin_metrics):
             code = "Success" if status is None else _code_name(status.code)
             self.observer(point, plugin, code, time.perf_counter() - t0)
 
@@ -549,6 +558,7 @@ class Algorithm:
     def _schedule(self, fw: Framework, snapshot: Snapshot, pod: PodInfo, explain: bool,
                   run_post_filter: bool) -> ScheduleResult:
         res = ScheduleResult(pod=pod.key, profile=fw.profile_name)
+        fw.record_plugin_metrics = _metrics_sampler.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         res.weights = dict(fw.score_weights)
         state = CycleState(snapshot)
         res.state = state
