@@ -594,9 +594,11 @@ class Algorithm:
         res.diagnosis = d  # also when a node fits: explain names the plugin that rejected each other node
         if pre_res is not None or not s.is_success():
             absent = d.absent_nodes_status
-            for ni in all_nodes:
-                if ni.name not in d.node_to_status and ni.name not in res.feasible and absent is not None:
-                    res.filtered[ni.name] = list(absent.reasons)
+            if absent is not None:
+                feasible_names = set(res.feasible)  # a set: the list made this O(nodes x feasible)
+                for ni in all_nodes:
+                    if ni.name not in d.node_to_status and ni.name not in feasible_names:
+                        res.filtered[ni.name] = list(absent.reasons)
 
         if not feasible:
             if run_post_filter and fw.post_filter_plugins:
