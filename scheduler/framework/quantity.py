@@ -58,11 +58,22 @@ def parse(raw: object) -> Decimal:
     raise QuantityError(f"invalid quantity {raw!r}")
 
 
+MAX_INT64 = 2**63 - 1
+MIN_INT64 = -(2**63)
+
+
+def _int64(v: int) -> int:
+    # Upstream returns an int64, which silently wraps for quantities beyond its range (the API accepts
+    # e.g. a Node allocatable cpu of "1e308"); saturating keeps a huge value huge, and every later
+    # float conversion (scoring) finite instead of raising OverflowError for every Pod.
+    return MAX_INT64 if v > MAX_INT64 else MIN_INT64 if v < MIN_INT64 else v
+
+
 def value(q: Decimal) -> int:
-    """``Quantity.Value()``: the quantity rounded up to an integer (bytes, counts)."""
-    return math.ceil(q)
+    """``Quantity.Value()``: the quantity rounded up to an integer (bytes, counts), saturated to int64."""
+    return _int64(math.ceil(q))
 
 
 def milli_value(q: Decimal) -> int:
-    """``Quantity.MilliValue()``: the quantity in thousandths, rounded up (milli-CPU)."""
-    return math.ceil(q * 1000)
+    """``Quantity.MilliValue()``: the quantity in thousandths, rounded up (milli-CPU), saturated to int64."""
+    return _int64(math.ceil(q * 1000))

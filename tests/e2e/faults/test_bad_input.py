@@ -170,6 +170,8 @@ async def test_generated_pods_through_the_api(env: FaultEnv) -> None:
     await env.node(gpu=True)
     await env.node({"cpu": "2", "memory": "4Gi", "pods": "3", "example.com/widget": "2"},
                    labels={"zone": "z1", "disk": "ssd"})
+    # the API accepts a 400-digit CPU count: scoring must not overflow (it once failed every Pod)
+    await env.node({"cpu": "9" * 400, "memory": "4Gi", "pods": "110"}, labels={"zone": "z2"})
     sched = env.replica("flt-bad")
     await sched.wait_leading()
     parts = generate_pods(SCALE.hypothesis_pods)
@@ -328,7 +330,11 @@ FIXED_CORPUS = {
     "not-a-mapping.yaml": "- 1\n- 2\n",
     "unknown-kind.yaml": "apiVersion: v1\nkind: Gadget\nmetadata: {name: g}\n",
     "bad-quantity.yaml": "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: 4 cores, memory: 8Gi}}\n",
-    "huge-number.yaml": "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: " + "9" * 400 + "}}\n",
+    "huge-number.yaml": ("kind: List\nitems:\n- kind: Node\n  metadata: {name: n1}\n"
+                         "  status: {allocatable: {cpu: '" + "9" * 400 + "', memory: 8Gi, pods: '110'}}\n"
+                         "- {kind: Node, metadata: {name: n2}, status: {allocatable: {cpu: '4', memory: 8Gi}}}\n"
+                         "- kind: Pod\n  metadata: {name: p, namespace: d}\n"
+                         "  spec: {containers: [{name: c, resources: {requests: {cpu: '1', memory: 1Gi}}}]}\n"),
     "wrong-types.json": json.dumps({"kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
                                    "spec": {"nodeName": "n1", "containers": {"c": 1}}}),
     "deep.json": "[" * 5000 + "]" * 5000,
