@@ -88,6 +88,10 @@ class NotLeader(RuntimeError):
     """The fence refused a write: this replica's leadership could have expired."""
 
 
+class NodeGone(RuntimeError):
+    """The chosen Node was deleted (as the informers know) before the Binding went out."""
+
+
 def _check(fence: Callable[[], bool] | None) -> None:
     if fence is not None and not fence():
         raise NotLeader("leader election lease could have expired; not binding")
@@ -117,19 +121,27 @@ class Binder:
         self._series: OrderedDict[tuple[str, str, str, str, str], _Series] = OrderedDict()
 
     async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str] | None = None,
-                   binding: Obj | None = None, fence: Callable[[], bool] | None = None) -> None:
+                   binding: Obj | None = None, fence: Callable[[], bool] | None = None,
+                   node_exists: Callable[[str], bool] | None = None) -> None:
         """PATCH the Pod's annotations first (when any), then POST the Binding; ``fence()`` is
         checked before each write and again right before each attempt goes on the wire (after the
         client rate limiter and retry backoff, where a frozen process could otherwise wake up past
         its lease and still send).
 
+        ``node_exists`` (when given) is asked at the same points: the API accepts a Binding to a Node
+        that no longer exists (upstream then relies on PodGC), so a Binding that waited (rate limiter,
+        retries) past the Node's deletion is not sent.
+
         Raises:
-            NotLeader: the fence refused; NotFound: the Pod is gone; Conflict: already bound
-            elsewhere (or recreated); KubeError: any other failure after retries.
+            NotLeader: the fence refused; NodeGone: the Node was deleted meanwhile; NotFound: the Pod
+            is gone; Conflict: already bound elsewhere (or recreated); KubeError: any other failure
+            after retries.
         """
 
         def guard() -> None:
             _check(fence)
+            if node_exists is not None and not node_exists(node):
+                raise NodeGone(f"node {node!r} was deleted before the Binding was sent")
 
         if annotations:
             guard()

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from scheduler.app import metrics as m
-from scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder, NotLeader
+from scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder, NodeGone, NotLeader
 from scheduler.app.kube import Conflict, KubeError, NotFound
 from scheduler.cache.cache import Cache, CacheError
 from scheduler.cache.snapshot import Snapshot
@@ -301,9 +301,10 @@ class SchedulingLoop:
         binding = binder_plugin.binding(pi, node) if binder_plugin is not None and hasattr(
             binder_plugin, "binding") else None
         try:
-            await self.binder.bind(pi, node, annotations, binding, fence=self.leader.is_leader_valid)
+            await self.binder.bind(pi, node, annotations, binding, fence=self.leader.is_leader_valid,
+                                   node_exists=self.cache.has_node)
         except (KubeError, NotLeader, Exception) as exc:
-            if not isinstance(exc, KubeError | NotLeader):
+            if not isinstance(exc, KubeError | NotLeader | NodeGone):
                 log.exception("binding pod %s failed", pi.key)
             if isinstance(exc, NotFound | Conflict):
                 # The Pod is gone, was recreated, or is already bound: its Binding lost.

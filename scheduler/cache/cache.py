@@ -449,6 +449,11 @@ class Cache:
     def assumed_count(self) -> int:
         return len(self._assumed)
 
+    def has_node(self, name: str) -> bool:
+        """Whether Node ``name`` exists (a node-less NodeInfo kept for its Pods does not count)."""
+        ni = self._nodes.get(name)
+        return ni is not None and ni.node is not None
+
     def node_names(self) -> list[str]:
         """Names of the Nodes in the tree, in node-tree order."""
         return self._tree.list()

@@ -93,3 +93,32 @@ async def test_annotations_patch_is_fenced_too() -> None:
     with pytest.raises(NotLeader):
         await Binder(kube, "me").bind(_pod(), "n1", {"gpu-scheduler/gpu-indices": "0"}, fence=fence)
     assert api.sent == []
+
+
+async def test_binding_to_a_node_deleted_meanwhile_is_not_sent() -> None:
+    """The API accepts a Binding to a missing Node; the binder asks the cache right before sending."""
+    from scheduler.app.binder import NodeGone
+
+    api = _Api([_Resp(201, {})])
+    kube = Kube(api, qps=0, burst=1)  # type: ignore[arg-type]
+    with pytest.raises(NodeGone):
+        await Binder(kube, "me").bind(_pod(), "n1", fence=lambda: True, node_exists=lambda n: n != "n1")
+    assert api.sent == []
+
+
+async def test_loop_requeues_a_pod_whose_node_went_away_before_binding() -> None:
+    """Found by the fault suite (test_nodes_and_pods_deleted_in_flight): Bindings queued behind the
+    client rate limiter were sent seconds after their Node's deletion had reached the cache."""
+    from tests.unit.app.test_loop import Harness
+
+    h = Harness()
+    h.node("n1")
+    h.pod("a")
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None
+    h.loop.schedule_one(qpi)  # assumed on n1; the Binding runs in the background
+    h.cache.remove_node({"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}}})
+    await h.loop.drain()
+    assert not any(c[0] == "bind" for c in h.kube.calls)
+    assert any("was deleted before the Binding was sent" in e.get("note", "") for e in h.kube.events)
+    assert not h.cache.is_assumed_pod(qpi.pod_info)
