@@ -34,7 +34,7 @@ Args: ``prefix``, ``resourceName`` (as GPUFilter), ``modelWeight``, ``memoryWeig
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -60,6 +60,9 @@ class PreScoreState:
 
     request: GPURequest
     max_queue: int
+    base_memo: dict[tuple[str, int | None, int, int, int], int] = field(default_factory=dict, compare=False)
+    """``base_milli`` per node description (product, memory, used memory, GPUs, queue): nodes that
+    describe their GPUs alike share one exact computation per cycle."""
 
 
 class GPUScore:
@@ -140,11 +143,19 @@ class GPUScore:
         return model, memory, queue
 
     def base_milli(self, ps: PreScoreState, st: NodeGPUState) -> int:
-        """``floor(1000 * base)`` in [0, 100000]."""
+        """``floor(1000 * base)`` in [0, 100000] (memoized in ``ps`` per node description: it depends
+        on nothing else of the node)."""
+        spec = st.spec
+        key = (spec.product, spec.memory_bytes, spec.used_memory_bytes, spec.total, spec.queue)
+        memo = ps.base_memo.get(key)
+        if memo is not None:
+            return memo
         model, memory, queue = self.parts(ps, st)
         wm, wmem, wq = self.weights
         base = MAX_NODE_SCORE * (wm * model + wmem * memory + wq * queue) / (wm + wmem + wq)
-        return int(base * _B_SCALE)
+        result = int(base * _B_SCALE)
+        ps.base_memo[key] = result
+        return result
 
     # -- NormalizeScore -----------------------------------------------------------------------------
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> Status:
