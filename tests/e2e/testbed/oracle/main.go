@@ -205,7 +205,14 @@ func run() error {
 			nom.add(pi, p.Status.NominatedNodeName)
 		}
 	}
-	recorder := func(string) events.EventRecorderLogger { return events.NewFakeRecorder(100) }
+	// Events (Preempted, one per victim) are discarded; the fake recorder's
+	// channel is drained so that a preemption with many victims never blocks.
+	fakeRecorder := events.NewFakeRecorder(100)
+	go func() {
+		for range fakeRecorder.Events {
+		}
+	}()
+	recorder := func(string) events.EventRecorderLogger { return fakeRecorder }
 	profiles, err := profile.NewMap(ctx, cfg.Profiles, plugins.NewInTreeRegistry(), recorder,
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithPodNominator(nom),
@@ -363,12 +370,12 @@ func evict(ctx context.Context, snapshot *internalcache.Snapshot, lister corelis
 		if err := ni.(*framework.NodeInfo).RemovePod(logger, victim); err != nil {
 			return err
 		}
-		for i := 0; ; i++ {
+		for deadline := time.Now().Add(60 * time.Second); ; {
 			if _, err := lister.Pods(ns).Get(name); err != nil {
 				break
 			}
-			if i > 5000 {
-				return fmt.Errorf("victim %s still in the informer", key)
+			if time.Now().After(deadline) {
+				return fmt.Errorf("victim %s still in the informer after 60s", key)
 			}
 			time.Sleep(time.Millisecond)
 		}
@@ -385,13 +392,13 @@ func mustList(snapshot *internalcache.Snapshot) []fwk.NodeInfo {
 // the preemption executor cleared through the API.
 func waitNominationsCleared(ctx context.Context, lister corelisters.PodLister, pods []*v1.Pod) error {
 	for _, p := range pods {
-		for i := 0; ; i++ {
+		for deadline := time.Now().Add(60 * time.Second); ; {
 			cur, err := lister.Pods(p.Namespace).Get(p.Name)
 			if err != nil || cur.Status.NominatedNodeName == "" {
 				break
 			}
-			if i > 5000 {
-				return fmt.Errorf("nomination of %s/%s not cleared", p.Namespace, p.Name)
+			if time.Now().After(deadline) {
+				return fmt.Errorf("nomination of %s/%s not cleared after 60s", p.Namespace, p.Name)
 			}
 			time.Sleep(time.Millisecond)
 		}
