@@ -520,41 +520,44 @@ class InterPodAffinity:
         ns_labels = _namespace_labels(objects, pod.namespace)
         topo: dict[str, dict[str, int]] = {}
 
-        def process(term: AffinityTerm, weight: int, target: PodInfo, target_ns_labels: Mapping[str, str] | None,
-                    node_labels: Mapping[str, str]) -> None:
-            if term.matches(target, target_ns_labels):
-                tv = node_labels.get(term.topology_key)
-                if tv is not None:
-                    scores = topo.setdefault(term.topology_key, {})
-                    scores[tv] = scores.get(tv, 0) + weight
+        def add(term: AffinityTerm, weight: int, node_labels: Mapping[str, str]) -> None:
+            tv = node_labels.get(term.topology_key)
+            if tv is not None:
+                scores = topo.setdefault(term.topology_key, {})
+                scores[tv] = scores.get(tv, 0) + weight
 
         hard = self.hard_pod_affinity_weight
-        own_terms = bool(pref_aff or pref_anti)
+        own = [(w.term, w.weight) for w in pref_aff] + [(w.term, -w.weight) for w in pref_anti]
         for ni in all_nodes:
             pods = ni.pods if has_constraints else ni.pods_with_affinity
             if not pods:
                 continue
-            node_labels: Mapping[str, str] | None = None  # read only for a Pod with something to score
+            # The node's labels are read only once a term matches (most never do); a node without
+            # labels scores nothing either way.
+            node_labels: Mapping[str, str] | None = None
             for ep in pods:
+                for term, weight in own:
+                    if term.matches(ep, None):
+                        if node_labels is None:
+                            node_labels = ni.labels
+                        add(term, weight, node_labels)
                 ep_terms = pod_affinity_terms(ep)
-                if not own_terms and not ((hard > 0 and ep_terms.required_affinity) or ep_terms.preferred_affinity
-                                          or ep_terms.preferred_anti_affinity):
-                    continue
-                if node_labels is None:
-                    node_labels = ni.labels
-                if not node_labels:
-                    break
-                for w in pref_aff:
-                    process(w.term, w.weight, ep, None, node_labels)
-                for w in pref_anti:
-                    process(w.term, -w.weight, ep, None, node_labels)
                 if hard > 0:
                     for t in ep_terms.required_affinity:
-                        process(t, hard, pod, ns_labels, node_labels)
+                        if t.matches(pod, ns_labels):
+                            if node_labels is None:
+                                node_labels = ni.labels
+                            add(t, hard, node_labels)
                 for w in ep_terms.preferred_affinity:
-                    process(w.term, w.weight, pod, ns_labels, node_labels)
+                    if w.term.matches(pod, ns_labels):
+                        if node_labels is None:
+                            node_labels = ni.labels
+                        add(w.term, w.weight, node_labels)
                 for w in ep_terms.preferred_anti_affinity:
-                    process(w.term, -w.weight, pod, ns_labels, node_labels)
+                    if w.term.matches(pod, ns_labels):
+                        if node_labels is None:
+                            node_labels = ni.labels
+                        add(w.term, -w.weight, node_labels)
         if not topo:
             return Status.skip()
         state.write(PRE_SCORE_STATE_KEY, PreScoreState(topo))
