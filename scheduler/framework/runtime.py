@@ -14,6 +14,14 @@ node twice if Pods of equal or higher priority are nominated there -- once with 
 cloned CycleState through PreFilterExtensions and to a cloned NodeInfo) and, if that passes, once
 without; both must pass. With no nominator the Filter pass is exactly ``RunFilterPlugins``.
 
+Batch forms (performance only, bench/RESULTS.md): a Filter plugin may also define
+``filter_nodes(state, pod, nodes) -> list[Status] | None`` and a Score plugin
+``score_nodes(state, pod, nodes) -> (list[int], Status)``; each must return exactly what ``filter`` /
+``score`` return node by node (``None``: every node passes). Filter then runs plugin by plugin over
+chunks of nodes no longer than the feasible nodes still missing, so the nodes evaluated, their
+statuses and the rotating start index are those of the node-by-node search
+(tests/unit/plugins/test_batch_hooks.py checks the plugins' forms).
+
 Nothing here touches the API: the same code runs live, in ``explain`` / ``simulate`` and in tests.
 """
 
