@@ -98,20 +98,27 @@ def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
                     continue
         return out
 
+    # component-helpers resource.PodRequests: sidecars (restartable init containers) run with the
+    # containers and with every init container started after them
     total: dict[str, int] = defaultdict(int)
     for c in spec.get("containers") or []:
         for k, v in reqs(c).items():
             total[k] += v
     sidecars: dict[str, int] = defaultdict(int)
+    init_max: dict[str, int] = defaultdict(int)
     for c in spec.get("initContainers") or []:
         r = reqs(c)
         if c.get("restartPolicy") == "Always":
             for k, v in r.items():
-                sidecars[k] += v
                 total[k] += v
-            continue
-        for k, v in r.items():
-            total[k] = max(total[k], v + sidecars[k])
+                sidecars[k] += v
+            step = dict(sidecars)
+        else:
+            step = {k: r.get(k, 0) + sidecars.get(k, 0) for k in set(r) | set(sidecars)}
+        for k, v in step.items():
+            init_max[k] = max(init_max[k], v)
+    for k, v in init_max.items():
+        total[k] = max(total[k], v)
     for k, v in (spec.get("overhead") or {}).items():
         try:
             total[k] += amount(k, v)

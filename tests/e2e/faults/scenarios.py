@@ -74,6 +74,7 @@ class Stats:
     failovers: list[float] = field(default_factory=list)
     in_flight_binds_to_deleted_nodes: int = 0
     bad_input: Counter[str] = field(default_factory=Counter)
+    lease_seconds: float = 0.0
 
     def fault(self, name: str, n: int = 1) -> None:
         self.faults[name] += n
@@ -83,6 +84,7 @@ class Stats:
         return {"scenarios": self.scenarios, "faults": dict(self.faults), "faults_total": sum(self.faults.values()),
                 "pods_scheduled": self.pods_scheduled, "pods_pending_with_reason": self.pods_pending,
                 "invariant_violations": len(self.violations), "violations": self.violations,
+                "lease_duration_seconds": self.lease_seconds,
                 "failover_seconds": {"n": len(fo), "median": statistics.median(fo) if fo else None,
                                      "max": fo[-1] if fo else None, "all": [round(x, 2) for x in fo]},
                 "in_flight_binds_to_deleted_nodes": self.in_flight_binds_to_deleted_nodes,
@@ -98,7 +100,8 @@ class Stats:
                f"invariant violations:   {len(self.violations)}"]
         if fo["n"]:
             out.append(f"leader failover:        median {fo['median']:.1f} s, max {fo['max']:.1f} s over {fo['n']} "
-                       f"kills ({', '.join(f'{x:.1f}' for x in fo['all'])})")
+                       f"takeovers (SIGKILL/SIGSTOP of the leader -> standby leads; lease "
+                       f"{self.lease_seconds:g} s): {', '.join(f'{x:.1f}' for x in fo['all'])}")
         if self.in_flight_binds_to_deleted_nodes:
             out.append(f"pods left on Nodes deleted after (or while) binding them (PodGC's job upstream): "
                        f"{self.in_flight_binds_to_deleted_nodes}")
@@ -165,6 +168,7 @@ class FaultEnv:
         self.external_binds = 0
         self.rng = random.Random(int(os.environ.get("FAULTS_SEED", "1")))
         STATS.scenarios.append(scenario)
+        STATS.lease_seconds = scale.lease[0]
 
     # -- replicas -------------------------------------------------------------------------------------
     def config_file(self, *, qps: float | None = None, burst: int | None = None) -> Path:
