@@ -9,37 +9,35 @@ cases through py-scheduler's explain path (``bench.parity_lib.runner.run_py``). 
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
 from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, PodInfo, Status
+from scheduler.framework.types import Code, Status
 from scheduler.plugins import registry
 from scheduler.plugins.node_volume_limits import (
     ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
     NodeVolumeLimits,
     get_volume_limits,
 )
-from tests.unit.plugins.test_volume_helpers import (
+from tests.unit.plugins.volume_objects import (
     DRIVER,
     ZONE,
+    Obj,
     bound_csi,
     csi_driver,
     csi_node,
     driver,
     node,
     pod,
+    pre_filter_with,
     pv,
     pvc,
     pvc_vol,
     run_py,
+    snapshot_with,
     storage_class,
     volume_view,
 )
-
-Obj = dict[str, Any]
 
 NODES = [node("n1", {ZONE: "z1"}), node("n2", {ZONE: "z2"}), node("n3", {ZONE: "z1"})]
 EBS = "ebs.csi.aws.com"
@@ -186,15 +184,9 @@ def test_matches_upstream_oracle(case: str) -> None:
 def filter_on(objs: list[Obj], p: Obj, node_name: str = "n1",
               pl: NodeVolumeLimits | None = None) -> tuple[Status, Status]:
     """(PreFilter status, Filter status on ``node_name``)."""
-    cobj = ClusterObjects()
-    for o in objs:
-        if o["kind"] != "Pod":
-            cobj.upsert(o["kind"], o)
-    snap = Snapshot.from_objects(NODES, [o for o in objs if o["kind"] == "Pod"], cobj)
-    state = CycleState(snap)
+    snap = snapshot_with(NODES, objs)
     pl = pl or NodeVolumeLimits.create({}, None)
-    pi = PodInfo(p)
-    _, pre = pl.pre_filter(state, pi, snap.node_info_list)
+    state, pi, pre = pre_filter_with(pl, snap, p)
     return pre, pl.filter(state, pi, snap.get(node_name))
 
 

@@ -9,8 +9,6 @@ reproduce it. No Go is needed to run them.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from scheduler.cache.snapshot import ClusterObjects, Snapshot
@@ -29,10 +27,11 @@ from scheduler.plugins.volume_binding import (
 from scheduler.plugins.volume_binding import storage as st
 from scheduler.plugins.volume_binding.binder import StorageResource
 from scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, build_scorer_function
-from tests.unit.plugins.test_volume_helpers import (
+from tests.unit.plugins.volume_objects import (
     DRIVER,
     REGION,
     ZONE,
+    Obj,
     capacity,
     csi_driver,
     csi_node,
@@ -47,8 +46,6 @@ from tests.unit.plugins.test_volume_helpers import (
     volume_view,
     zone_affinity,
 )
-
-Obj = dict[str, Any]
 
 NODES = [node("n1", {ZONE: "z1", REGION: "r1"}), node("n2", {ZONE: "z2", REGION: "r1"}),
          node("n3", {ZONE: "z3", REGION: "r1"})]

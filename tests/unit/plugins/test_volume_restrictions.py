@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
+from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.config import ConfigError
 from scheduler.framework.types import Code, CycleState, PodInfo
 from scheduler.plugins import registry
@@ -23,9 +23,18 @@ from scheduler.plugins.volume_restrictions import (
     VolumeRestrictions,
     is_volume_conflict,
 )
-from tests.unit.plugins.test_volume_helpers import node, pod, pv, pvc, pvc_vol, run_py, volume_view
-
-Obj = dict[str, Any]
+from tests.unit.plugins.volume_objects import (
+    Obj,
+    node,
+    pod,
+    pre_filter_with,
+    pv,
+    pvc,
+    pvc_vol,
+    run_py,
+    snapshot_with,
+    volume_view,
+)
 
 NODES = [node("n1"), node("n2"), node("n3")]
 
@@ -146,15 +155,9 @@ def test_matches_upstream_oracle(case: str) -> None:
 # -- plugin-level behaviour --------------------------------------------------------------------------------
 
 def setup(objs: list[Obj], p: Obj) -> tuple[VolumeRestrictions, CycleState, PodInfo, Snapshot, Any]:
-    cobj = ClusterObjects()
-    for o in objs:
-        if o["kind"] != "Pod":
-            cobj.upsert(o["kind"], o)
-    snap = Snapshot.from_objects(NODES, [o for o in objs if o["kind"] == "Pod"], cobj)
-    state = CycleState(snap)
+    snap = snapshot_with(NODES, objs)
     pl = VolumeRestrictions.create({}, None)
-    pi = PodInfo(p)
-    _, s = pl.pre_filter(state, pi, snap.node_info_list)
+    state, pi, s = pre_filter_with(pl, snap, p)
     return pl, state, pi, snap, s
 
 

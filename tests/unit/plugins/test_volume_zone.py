@@ -12,27 +12,28 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
+from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.config import ConfigError
 from scheduler.framework.types import Code, CycleState, PodInfo
 from scheduler.plugins import registry
 from scheduler.plugins.volume_zone import ERR_REASON_CONFLICT, PRE_FILTER_STATE_KEY, VolumeZone, pv_topologies
-from tests.unit.plugins.test_volume_helpers import (
+from tests.unit.plugins.volume_objects import (
     BETA_REGION,
     BETA_ZONE,
     REGION,
     ZONE,
+    Obj,
     node,
     pod,
+    pre_filter_with,
     pv,
     pvc,
     pvc_vol,
     run_py,
+    snapshot_with,
     storage_class,
     volume_view,
 )
-
-Obj = dict[str, Any]
 
 NODES = [node("n1", {ZONE: "z1", REGION: "r1"}), node("n2", {BETA_ZONE: "z2", BETA_REGION: "r1"}), node("n3"),
          node("n4", {ZONE: "z3", REGION: "r2"}), node("n5", {REGION: "r1"})]
@@ -127,14 +128,9 @@ def test_matches_upstream_oracle(case: str) -> None:
 # -- plugin-level behaviour --------------------------------------------------------------------------------
 
 def run_pre_filter(objs: list[Obj], p: Obj) -> tuple[VolumeZone, CycleState, PodInfo, Snapshot, Any]:
-    cobj = ClusterObjects()
-    for o in objs:
-        cobj.upsert(o["kind"], o)
-    snap = Snapshot.from_objects(NODES, [], cobj)
-    state = CycleState(snap)
+    snap = snapshot_with(NODES, objs)
     pl = VolumeZone.create({}, None)
-    pi = PodInfo(p)
-    _, s = pl.pre_filter(state, pi, snap.node_info_list)
+    state, pi, s = pre_filter_with(pl, snap, p)
     return pl, state, pi, snap, s
 
 
