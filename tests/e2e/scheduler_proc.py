@@ -15,6 +15,7 @@ predecessor's lease) and its output in ``<bed dir>/logs/<name>.log``. It dies wi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -22,10 +23,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 
-from tests.e2e.helpers import Testbed, unique_name, wait_for
+from kubernetes_asyncio import client
+
+from tests.e2e.helpers import Testbed, delete_node, delete_pod, unique_name, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -194,3 +197,14 @@ async def wait_exit(proc: SchedulerProcess, timeout: float = 30.0) -> int:
     rc = code()
     assert rc is not None
     return rc
+
+
+async def stop_and_clean_up(api: client.ApiClient, replicas: Iterable[SchedulerProcess], pods: Iterable[str],
+                            nodes: Iterable[str]) -> None:
+    """End of a test that ran its own replicas: terminate them, then delete its Pods (concurrently, errors
+    ignored) and its Nodes."""
+    for r in replicas:
+        r.terminate()
+    await asyncio.gather(*(delete_pod(api, p) for p in pods), return_exceptions=True)
+    for n in nodes:
+        await delete_node(api, n)

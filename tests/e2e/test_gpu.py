@@ -22,13 +22,12 @@ from tests.e2e.helpers import (
     PAUSE_IMAGE,
     Testbed,
     create_node,
-    delete_node,
     delete_pod,
     pod_events,
     unique_name,
     wait_for,
 )
-from tests.e2e.scheduler_proc import SchedulerProcess
+from tests.e2e.scheduler_proc import SchedulerProcess, stop_and_clean_up
 
 GROUP_LABEL = "py-scheduler-e2e/gpu-group"
 IDX = "gpu-scheduler/gpu-indices"
@@ -135,11 +134,7 @@ class GPUFleet:
         return used
 
     async def close(self) -> None:
-        for r in self.replicas:
-            r.terminate()
-        await asyncio.gather(*(delete_pod(self.api, p) for p in self.pods), return_exceptions=True)
-        for n in self.nodes:
-            await delete_node(self.api, n)
+        await stop_and_clean_up(self.api, self.replicas, self.pods, self.nodes)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ SIGTERMed leader releases the Lease so the standby takes over at once."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,13 +16,11 @@ from tests.e2e.helpers import (
     Testbed,
     create_node,
     create_pod,
-    delete_node,
-    delete_pod,
     events_v1,
     unique_name,
     wait_for,
 )
-from tests.e2e.scheduler_proc import SchedulerProcess, wait_exit
+from tests.e2e.scheduler_proc import SchedulerProcess, stop_and_clean_up, wait_exit
 
 GROUP_LABEL = "py-scheduler-e2e/group"
 
@@ -61,11 +58,7 @@ class Bed:
         return name
 
     async def close(self) -> None:
-        for r in self.replicas:
-            r.terminate()
-        await asyncio.gather(*(delete_pod(self.api, p) for p in self.pods), return_exceptions=True)
-        for n in self.nodes:
-            await delete_node(self.api, n)
+        await stop_and_clean_up(self.api, self.replicas, self.pods, self.nodes)
 
 
 @pytest.fixture
