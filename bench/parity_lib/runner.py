@@ -1,10 +1,14 @@
 """Differential parity: upstream's own framework (the Go oracle) vs py-scheduler on generated clusters.
 
-For each scenario both sides schedule the pending Pods in queue order, each Pod seeing the earlier
-ones assumed on their selected node; score ties are broken towards the smallest node name on both
-sides so the assumed placements stay comparable. Compared per Pod: the feasible set, every
-plugin's normalized score per node, totals, the selected node (any of the tied maxima counts) and
-the FailedScheduling message.
+For each scenario both sides run one scheduling cycle per pending Pod, in queue order, as
+``schedule_one.go`` does (nominated node first, Filter with nominated Pods, Reserve + assume,
+preemption evicting its victims and nominating the Pod); score ties are broken towards the
+smallest node name on both sides so the assumed placements stay comparable. Compared per Pod: the
+feasible set, Filter reasons per node, every plugin's normalized score per node, totals, the
+selected node (any of the tied maxima counts), the FailedScheduling message, scheduling errors,
+Reserve failures, the preemption nomination and its victims. Where upstream itself is not
+deterministic the comparison accepts any of its answers, never more (see :func:`run_py`,
+:func:`compare` and docs/parity.md).
 
 The py side runs the same code path as ``py-scheduler explain`` (``Algorithm.schedule`` with
 ``explain=True`` over a ``Snapshot.from_objects``, Reserve plugins, ``snapshot.assume``).
