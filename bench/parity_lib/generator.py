@@ -31,8 +31,13 @@ small but the stream covers every default plugin's inputs, including the awkward
   with CEL selectors (one backing an extended resource), ResourceClaims with exactly / firstAvailable
   / All requests and constraints, claims already allocated and reserved for bound Pods, shared claims;
 * preemption (DefaultPreemption): priorities, ``preemptionPolicy: Never``, PDBs with selectors and
-  ``disruptionsAllowed``, bound Pods with ``startTime``, terminating Pods (``deletionTimestamp``),
-  Pods in phase Succeeded / Failed, pending Pods with ``status.nominatedNodeName``.
+  ``disruptionsAllowed``, bound Pods with ``startTime`` from a few values (candidates and victims
+  tie), terminating Pods (``deletionTimestamp``, mostly with a scheduler ``DisruptionTarget``
+  condition), Pods in phase Succeeded / Failed, pending Pods with ``status.nominatedNodeName``
+  (often a node with a terminating Pod, sometimes a node that does not exist).
+
+Avoided on purpose: unclaimed PVs of equal size (upstream binds whichever its assume cache lists
+first, a map order), so that a scenario has one upstream answer.
 
 Pods never carry py-scheduler's GPU annotations (the oracle has no GPU plugins). Bound Pods that
 use PVCs get priority 5000, above every pending Pod, so they are never preemption victims (the
