@@ -110,8 +110,9 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     """Schedule ``warmup + cycles`` Pods of ``workload`` on a fresh ``n_nodes`` cluster; time the last
     ``cycles``.
 
-    ``gc_freeze``: ``gc.freeze()`` the cluster once built, as ``py-scheduler run`` does after its
-    initial sync (without it Python's full collections of the growing heap show in the p99).
+    ``gc_freeze``: ``gc.freeze()`` the cluster once built and use the live process's GC thresholds,
+    as ``py-scheduler run`` does (without them Python's full collections of the growing heap show in
+    the p99).
     ``n_init`` bound Pods first (default: one per node; for the GPU workload at most half of what the
     GPUs can hold). ``profiler``: ``""``, ``"cprofile"`` or ``"pyinstrument"`` (profiles the measured
     cycles only; the text report lands in ``profile_text``).
@@ -135,8 +136,12 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
 
     stop_profile: Callable[[], str] = lambda: ""  # noqa: E731
     gc.collect()
+    thresholds = gc.get_threshold()
     if gc_freeze:
+        from scheduler.app.main import GC_THRESHOLDS
+
         gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
     for k, raw in enumerate(pods):
         measured = k >= warmup
         if measured and k == warmup:
@@ -177,6 +182,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     res.profile_text = stop_profile()
     if gc_freeze:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
     if breakdown and res.cycles:
         res.breakdown = {k: v / len(res.cycles) for k, v in sorted(obs.sums.items())}
     return res
