@@ -37,7 +37,10 @@ def parse(raw: object) -> Decimal:
     if isinstance(raw, bool):
         raise QuantityError(f"invalid quantity {raw!r}")
     if isinstance(raw, int | float | Decimal):
-        return Decimal(str(raw))
+        d = Decimal(str(raw))
+        if not d.is_finite():  # a YAML .inf / .nan in a snapshot
+            raise QuantityError(f"invalid quantity {raw!r}")
+        return d
     if not isinstance(raw, str) or not raw.strip():
         raise QuantityError(f"invalid quantity {raw!r}")
     m = _NUMBER.match(raw)

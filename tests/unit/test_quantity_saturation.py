@@ -22,6 +22,16 @@ def test_value_and_milli_value_saturate_to_int64() -> None:
     assert quantity.value(quantity.parse("8Ei")) == quantity.MAX_INT64  # 2**63: one past int64
 
 
+def test_non_finite_numbers_are_not_quantities() -> None:
+    import math
+
+    import pytest
+
+    for raw in (math.inf, -math.inf, math.nan):
+        with pytest.raises(quantity.QuantityError):
+            quantity.parse(raw)
+
+
 def test_huge_allocatable_scores_without_overflow() -> None:
     ni = NodeInfo()
     ni.set_node({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "9" * 400, "memory": "8Gi",
