@@ -559,9 +559,12 @@ class Informers:
                 for k in quiet:
                     del self._listing_seen[k]
                 # Every kind, not only those re-listed: the watches broke together, and a LIST of
-                # each taken now is a consistent cut from after the gap.
+                # each taken now is a consistent cut from after the gap. Only the re-listed kinds'
+                # LISTs must succeed; the others are best effort (their own re-list follows anyway).
                 log.debug("kopf re-listed %s; reconciling every kind", ", ".join(quiet))
-                if not await self._reconcile_kinds(self.kinds):
+                ok = await self._reconcile_kinds(KINDS_BY_NAME[k] for k in quiet)
+                await self._reconcile_kinds(wk for wk in self.kinds if wk.kind not in quiet)
+                if not ok:
                     for k in quiet:
                         self._listing_seen.setdefault(k, now)
                 if not self._listing_seen and not self.consistent.is_set():

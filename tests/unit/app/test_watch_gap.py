@@ -86,3 +86,23 @@ async def test_loop_pauses_while_the_cache_is_inconsistent() -> None:
         stop.set()
         harness.queue.close()
         await asyncio.wait_for(task, timeout=5)
+
+
+async def test_a_failing_list_of_another_kind_does_not_keep_scheduling_paused() -> None:
+    h, cache, _ = handlers()
+    kube = _kube_listing_everything()
+    kube.lists["/api/v1/nodes"] = ([node("keep", 1), node("gone", 2)], "2")
+    inf = Informers(kube, h, relist_quiet=0.05, resync_period=0)  # type: ignore[arg-type]
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(inf.run(stop))
+    try:
+        await asyncio.wait_for(inf.synced.wait(), timeout=5)
+        del kube.lists["/api/v1/services"]  # Services cannot be listed right now
+        kube.lists["/api/v1/nodes"] = ([node("keep", 1)], "9")
+        inf._watching.add("Node")
+        inf.on_event("Node", None, node("keep", 1))
+        await asyncio.wait_for(inf.consistent.wait(), timeout=5)
+        assert cache.node_names() == ["keep"]
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=5)
