@@ -204,8 +204,8 @@ async def _dra_served(api: client.ApiClient) -> bool:
 
 async def test_claim_needing_allocation_is_not_bound(testbed: Testbed, api_client: client.ApiClient,
                                                      objs: Objects) -> None:
-    if not await _dra_served(api_client):
-        pytest.skip("resource.k8s.io/v1 is not served by the bed's kube-apiserver")
+    # DynamicResourceAllocation is GA in 1.37: the bed's kube-apiserver must serve resource.k8s.io/v1.
+    assert await _dra_served(api_client), "resource.k8s.io/v1 is not served by the bed's kube-apiserver"
     custom = client.CustomObjectsApi(api_client)
     g, v = "resource.k8s.io", "v1"
     dclass, rslice, claim = unique_name("e2e-gpu"), unique_name("slice"), unique_name("claim")
