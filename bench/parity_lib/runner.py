@@ -67,7 +67,7 @@ def run_oracle(binary: Path, objects: list[Obj]) -> list[Obj]:
     return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
-class _MinChoice(random.Random):
+class MinChoice(random.Random):
     """Tie-break towards the smallest node name (the oracle does the same)."""
 
     def choice(self, seq: Sequence[Any]) -> Any:
@@ -130,20 +130,15 @@ def run_py(objects: list[Obj], oracle: list[Obj] | None = None) -> list[Obj]:
     victims on that node (the result's ``tie`` key lists both nodes), so later Pods stay
     comparable; ``compare`` then checks the victims on the oracle's node instead of the node name.
     """
-    from scheduler.cache.snapshot import ClusterObjects, Snapshot
+    from scheduler.cache.snapshot import Snapshot
     from scheduler.framework.config import build_framework
     from scheduler.framework.runtime import Algorithm, SchedulingError
     from scheduler.framework.types import PodInfo
 
-    nodes = [o for o in objects if o["kind"] == "Node"]
     pods = [o for o in objects if o["kind"] == "Pod"]
-    cobj = ClusterObjects()
-    for o in objects:
-        if o["kind"] not in ("Node", "Pod"):
-            cobj.upsert(o["kind"], o)
-    snap = Snapshot.from_objects(nodes, [p for p in pods if p["spec"].get("nodeName")], cobj)
+    snap = Snapshot.from_object_list(objects)
     fw = build_framework(profile_for(objects))
-    algo = Algorithm(rng=_MinChoice())
+    algo = Algorithm(rng=MinChoice())
     pending = [p for p in pods if not p["spec"].get("nodeName")]
     pending.sort(key=lambda p: (-_priority(p), p["metadata"].get("creationTimestamp", "")))
     current: dict[str, Obj] = {p["metadata"]["uid"]: p for p in pending}

@@ -158,6 +158,29 @@ class Snapshot:
         snap.rebuild_lists()
         return snap
 
+    @classmethod
+    def from_object_list(cls, objects: Iterable[Obj]) -> Snapshot:
+        """A snapshot of a mixed object list (a snapshot file's or a test scenario's): Nodes are the
+        nodes, Pods with ``spec.nodeName`` are bound to them, every other kind goes to the
+        :class:`ClusterObjects`; pending Pods are left out.
+
+        Raises:
+            PodParseError: as :meth:`from_objects`.
+        """
+        nodes: list[Obj] = []
+        bound: list[Obj] = []
+        others = ClusterObjects()
+        for o in objects:
+            kind = o.get("kind")
+            if kind == "Node":
+                nodes.append(o)
+            elif kind == "Pod":
+                if (o.get("spec") or {}).get("nodeName"):
+                    bound.append(o)
+            else:
+                others.upsert(str(kind), o)
+        return cls.from_objects(nodes, bound, others)
+
     def rebuild_lists(self) -> None:
         """Recompute the affinity lists and PVC ref counts from ``node_info_list``."""
         self.have_pods_with_affinity_list = [n for n in self.node_info_list if n.pods_with_affinity]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
+from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.config import ProfileConfig, build_framework
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
@@ -67,13 +67,8 @@ def _check(fw: Framework, snap: Snapshot, pod: PodInfo) -> int:
 
 
 def _cluster(objects: list[Obj]) -> tuple[Snapshot, list[PodInfo]]:
-    nodes = [o for o in objects if o["kind"] == "Node"]
     pods = [o for o in objects if o["kind"] == "Pod"]
-    cobj = ClusterObjects()
-    for o in objects:
-        if o["kind"] not in ("Node", "Pod"):
-            cobj.upsert(o["kind"], o)
-    snap = Snapshot.from_objects(nodes, [p for p in pods if p["spec"].get("nodeName")], cobj)
+    snap = Snapshot.from_object_list(objects)
     pending = [PodInfo(p) for p in pods if not p["spec"].get("nodeName")]
     return snap, pending
 

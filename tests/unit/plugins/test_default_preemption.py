@@ -349,13 +349,8 @@ class _FixedRng(random.Random):
 def schedule_all(objects: list[Obj]) -> list[tuple[str, str | None, str | None, str | None, list[str]]]:
     """The scenario through the default profile in queue order, nominated Pods from the pending
     Pods' ``status.nominatedNodeName`` (dropped once placed), placed Pods assumed."""
-    nodes = [o for o in objects if o["kind"] == "Node"]
     pods = [o for o in objects if o["kind"] == "Pod"]
-    cobj = ClusterObjects()
-    for o in objects:
-        if o["kind"] not in ("Node", "Pod"):
-            cobj.upsert(o["kind"], o)
-    snap = Snapshot.from_objects(nodes, [p for p in pods if p["spec"].get("nodeName")], cobj)
+    snap = Snapshot.from_object_list(objects)
     fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
     dp = fw.plugins["DefaultPreemption"]
     dp.offset_rand = lambda n: 0

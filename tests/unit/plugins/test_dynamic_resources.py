@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
+from bench.parity_lib.runner import MinChoice
+from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.config import ConfigError, ProfileConfig, build_framework
 from scheduler.framework.runtime import Algorithm, SchedulingError
 from scheduler.framework.types import Code, CycleState, PodInfo
@@ -377,28 +378,15 @@ ORACLE: dict[str, Obj] = {
 
 
 # -- running the default profile the way explain does --------------------------------------------
-class _MinChoice(random.Random):
-    """Score ties go to the smallest node name, as in the oracle."""
-
-    def choice(self, seq: Sequence[Any]) -> Any:
-        return min(seq)
-
-
 def _snapshot(objects: list[Obj]) -> Snapshot:
-    cobj = ClusterObjects()
-    for o in objects:
-        if o["kind"] not in ("Node", "Pod"):
-            cobj.upsert(o["kind"], o)
-    nodes = [o for o in objects if o["kind"] == "Node"]
-    bound = [o for o in objects if o["kind"] == "Pod" and o["spec"].get("nodeName")]
-    return Snapshot.from_objects(nodes, bound, cobj)
+    return Snapshot.from_object_list(objects)
 
 
 def schedule(objects: list[Obj], reserve: bool = True) -> list[Any]:
     """Every pending Pod in queue order through the default profile (explain's code path)."""
     snap = _snapshot(objects)
     fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
-    algo = Algorithm(rng=_MinChoice())
+    algo = Algorithm(rng=MinChoice())
     out = []
     for p in (o for o in objects if o["kind"] == "Pod" and not o["spec"].get("nodeName")):
         pi = PodInfo(p)
@@ -807,7 +795,7 @@ def test_simulated_pre_bind_lets_later_pods_share_the_claim() -> None:
             claim("d", [{"name": "r", "exactly": ex(count=2)}]), pod("r", uses("d"), ts="2024-01-01T00:00:06Z")]
     snap = _snapshot(objs)
     fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
-    algo = Algorithm(rng=_MinChoice())
+    algo = Algorithm(rng=MinChoice())
     selected = []
     for p in (o for o in objs if o["kind"] == "Pod"):
         pi = PodInfo(p)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
+from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.config import ConfigError
 from scheduler.framework.types import Code, CycleState, PodInfo
 from scheduler.plugins import registry
@@ -329,13 +329,7 @@ def test_matches_upstream_oracle(case: str) -> None:
 # -- plugin-level behaviour --------------------------------------------------------------------------------
 
 def snapshot_of(objs: list[Obj]) -> Snapshot:
-    cobj = ClusterObjects()
-    for o in objs:
-        if o["kind"] not in ("Node", "Pod"):
-            cobj.upsert(o["kind"], o)
-    nodes = [o for o in objs if o["kind"] == "Node"]
-    pods = [o for o in objs if o["kind"] == "Pod" and o["spec"].get("nodeName")]
-    return Snapshot.from_objects(nodes, pods, cobj)
+    return Snapshot.from_object_list(objs)
 
 
 def filter_all(pl: VolumeBinding, snap: Snapshot, p: Obj) -> tuple[CycleState, PodInfo, dict[str, list[str]]]:
