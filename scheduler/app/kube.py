@@ -37,8 +37,10 @@ from urllib.parse import quote
 
 import aiohttp
 import orjson
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
+from yarl import URL
 
 log = logging.getLogger("scheduler.kube")
 
@@ -141,6 +143,34 @@ class Endpoint:
         return f"Endpoint(server={self.server!r}, token={'<set>' if self.token else None})"
 
 
+def resolve_env_once(api: k8s_client.ApiClient) -> None:
+    """Resolve the proxy environment once instead of on every request.
+
+    kubernetes_asyncio creates its aiohttp session with ``trust_env=True``, so aiohttp reads
+    ``~/.netrc`` (in a thread) and the proxy variables for *every* request: measured on the test bed,
+    0.67 ms of CPU per API call against 0.26 ms without (``bench/RESULTS.md``), with two writes per
+    scheduled Pod. Here the proxy for the API server (``HTTPS_PROXY`` / ``HTTP_PROXY`` /
+    ``NO_PROXY``, credentials kept) is looked up once and given to the REST client, and the session
+    stops consulting the environment. A ``proxy-url`` from the kubeconfig wins, as in client-go; the
+    API server's credentials come from the kubeconfig, never from ``.netrc`` (client-go ignores it).
+    """
+    rest = api.rest_client
+    session = getattr(rest, "pool_manager", None)
+    if not isinstance(session, aiohttp.ClientSession):
+        return
+    if not getattr(rest, "proxy", None):
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(str(api.configuration.host)))
+        except LookupError:
+            pass
+        else:
+            if auth is not None:
+                proxy = proxy.with_user(auth.login).with_password(auth.password)
+            rest.proxy = str(proxy)
+    if hasattr(session, "_trust_env"):
+        session._trust_env = False
+
+
 def _q(s: str) -> str:
     return quote(s, safe="")
 
@@ -176,7 +206,9 @@ class Kube:
             await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
         else:
             k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        return cls(k8s_client.ApiClient(configuration=cfg), qps=qps, burst=burst, retries=retries)
+        api = k8s_client.ApiClient(configuration=cfg)
+        resolve_env_once(api)
+        return cls(api, qps=qps, burst=burst, retries=retries)
 
     async def close(self) -> None:
         await self.api.close()

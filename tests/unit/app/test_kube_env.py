@@ -1,0 +1,75 @@
+"""``resolve_env_once``: the proxy environment is read once at connect, never per request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.app.kube import Kube
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://api.example.test:6443", insecure-skip-tls-verify: true%s}
+users:
+- name: u
+  user: {token: abc}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+"""
+
+
+async def _connect(tmp_path: Path, extra: str = "") -> Kube:
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(KUBECONFIG % extra)
+    return await Kube.connect(cfg)
+
+
+async def test_session_stops_reading_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    kube = await _connect(tmp_path)
+    try:
+        assert kube.api.rest_client.pool_manager.trust_env is False
+        assert not kube.api.rest_client.proxy
+    finally:
+        await kube.close()
+
+
+async def test_env_proxy_resolved_once_with_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://alice:s3cret@proxy.example.test:3128")
+    monkeypatch.setenv("https_proxy", "http://alice:s3cret@proxy.example.test:3128")
+    kube = await _connect(tmp_path)
+    try:
+        assert kube.api.rest_client.pool_manager.trust_env is False
+        assert kube.api.rest_client.proxy == "http://alice:s3cret@proxy.example.test:3128"
+    finally:
+        await kube.close()
+
+
+async def test_no_proxy_excludes_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example.test:3128")
+    monkeypatch.setenv("https_proxy", "http://proxy.example.test:3128")
+    monkeypatch.setenv("NO_PROXY", "api.example.test")
+    monkeypatch.setenv("no_proxy", "api.example.test")
+    kube = await _connect(tmp_path)
+    try:
+        assert not kube.api.rest_client.proxy
+    finally:
+        await kube.close()
+
+
+async def test_kubeconfig_proxy_url_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://env-proxy.example.test:3128")
+    monkeypatch.setenv("https_proxy", "http://env-proxy.example.test:3128")
+    kube = await _connect(tmp_path, ', proxy-url: "http://kc-proxy.example.test:8080"')
+    try:
+        assert kube.api.rest_client.proxy == "http://kc-proxy.example.test:8080"
+    finally:
+        await kube.close()
