@@ -24,9 +24,22 @@ import sys
 import time
 from typing import ClassVar, TextIO
 
-__all__ = ["KlogFormatter", "RedactingFilter", "setup_logging", "verbosity_level"]
+__all__ = ["KlogFormatter", "RedactingFilter", "setup_logging", "v", "verbosity_level"]
 
 _TOKEN = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9\-._~+/]+=*")
+
+
+_verbosity = 2
+"""The ``--v`` of the last :func:`setup_logging` (2, kube-scheduler's usual setting, until then)."""
+
+
+def v(level: int) -> bool:
+    """klog's ``V(level).Enabled()``: whether ``--v`` is at least ``level``.
+
+    For per-Pod lines upstream writes at ``V(2)`` (``Successfully bound pod to node``, ``Unable to
+    schedule pod; no fit; waiting``): below ``--v=2`` they are not even formatted, as upstream.
+    """
+    return _verbosity >= level
 
 
 def verbosity_level(v: int) -> int:
@@ -64,6 +77,8 @@ class RedactingFilter(logging.Filter):
 
 def setup_logging(v: int, stream: TextIO | None = None) -> None:
     """Configure the root logger for verbosity ``v`` (idempotent: replaces earlier handlers)."""
+    global _verbosity
+    _verbosity = v
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from scheduler.app import metrics as m
 from scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder, NodeGone, NotLeader
 from scheduler.app.kube import Conflict, KubeError, NotFound
+from scheduler.app.logging import v as klog_v
 from scheduler.cache.cache import Cache, CacheError
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.interfaces import PostFilterResult
@@ -215,7 +216,8 @@ class SchedulingLoop:
                     if victims:
                         self._mark_preempting(fw, pi.uid, True)
             message = result.message or "0/0 nodes are available"
-            log.info("Unable to schedule pod; no fit; waiting pod=%s err=%s", pi.key, message)
+            if klog_v(2):
+                log.info("Unable to schedule pod; no fit; waiting pod=%s err=%s", pi.key, message)
             self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, message, start, RESULT_UNSCHEDULABLE,
                           nominated=nominated, victims=victims)
             return
@@ -281,9 +283,7 @@ class SchedulingLoop:
             meta = dict(pi.pod.get("metadata") or {})
             meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
             pod["metadata"] = meta
-        assumed = PodInfo(pod)
-        assumed.parsed = pi.parsed
-        return assumed
+        return pi.derive(pod)
 
     def _unreserve(self, fw: Framework, state: CycleState, pi: PodInfo, node: str) -> None:
         try:
@@ -336,8 +336,9 @@ class SchedulingLoop:
         if qpi.initial_attempt_set:
             m.POD_SCHEDULING_SLI_DURATION.labels(_attempts_label(qpi.attempts)).observe(
                 max(self.queue.now() - qpi.initial_attempt_timestamp, 0.0))
-        log.info("Successfully bound pod to node pod=%s node=%s evaluatedNodes=%d feasibleNodes=%d",
-                 pi.key, node, evaluated, feasible)
+        if klog_v(2):
+            log.info("Successfully bound pod to node pod=%s node=%s evaluatedNodes=%d feasibleNodes=%d",
+                     pi.key, node, evaluated, feasible)
         await self.binder.scheduled(pi.pod, node, fw.profile_name)
 
     def _forget(self, fw: Framework, state: CycleState, assumed: PodInfo, node: str) -> None:

@@ -527,8 +527,11 @@ class PodInfo:
         self.name: str = str(meta.get("name") or "")
         self.key: str = f"{self.namespace}/{self.name}"
         labels = meta.get("labels") or {}
-        self.labels: dict[str, str] = {str(k): str(v) for k, v in labels.items()} if isinstance(
-            labels, dict) else {}
+        if not isinstance(labels, dict):
+            labels = {}
+        elif not all(type(k) is str and type(v) is str for k, v in labels.items()):
+            labels = {str(k): str(v) for k, v in labels.items()}
+        self.labels: dict[str, str] = labels  # the Pod's own dict when well-formed (memory: one copy)
         prio = spec.get("priority")
         self.priority: int = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
         validate_pod_resources(spec)
@@ -550,6 +553,16 @@ class PodInfo:
                     val, dict):
                 raise PodParseError(f"spec.affinity.{key}", val, "expected an object")
         self.parsed: dict[str, Any] = {}
+
+    def derive(self, pod: Obj) -> PodInfo:
+        """This PodInfo for ``pod``, another version of the same Pod that differs only in
+        ``spec.nodeName`` and ``metadata.annotations`` (the assumed Pod of a scheduling cycle), without
+        parsing it again; ``parsed`` (the plugins' memo) is shared."""
+        out = PodInfo.__new__(PodInfo)
+        for name in PodInfo.__slots__:
+            setattr(out, name, getattr(self, name))
+        out.pod = pod
+        return out
 
     @property
     def spec(self) -> Obj:

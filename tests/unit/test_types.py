@@ -124,3 +124,27 @@ def test_values_the_api_server_rejects_fail_the_pod(spec: Any, field: str, why: 
 def test_fractional_non_extended_quantities_are_fine() -> None:
     pi = PodInfo(pod({"containers": [c("a", cpu="0.5", **{"hugepages-2Mi": "2Mi"})]}))
     assert pi.requests.milli_cpu == 500
+
+
+def test_derive_shares_parse_and_swaps_pod() -> None:
+    """``PodInfo.derive``: the assumed Pod reuses the parse of the queued one."""
+    from scheduler.framework.types import PodInfo
+
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "labels": {"app": "x"}},
+           "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}]}}
+    pi = PodInfo(pod)
+    pi.parsed["k"] = 1
+    assumed_pod = {**pod, "spec": {**pod["spec"], "nodeName": "n1"}}
+    d = pi.derive(assumed_pod)
+    assert d.pod is assumed_pod and d.node_name == "n1" and pi.node_name == ""
+    assert d.requests.milli_cpu == 250 and d.requests.memory == 1 << 30
+    assert d.key == "ns/p" and d.uid == "u1" and d.labels == {"app": "x"}
+    assert d.parsed is pi.parsed
+
+
+def test_labels_coerced_to_strings_only_when_needed() -> None:
+    from scheduler.framework.types import PodInfo
+
+    labels = {"app": "x"}
+    assert PodInfo({"metadata": {"name": "p", "labels": labels}, "spec": {}}).labels is labels
+    assert PodInfo({"metadata": {"name": "p", "labels": {"n": 1}}, "spec": {}}).labels == {"n": "1"}

@@ -201,3 +201,18 @@ def test_verbosity_gates_score_lines_and_redacts_tokens() -> None:
     assert "Calculated node's final score" in buf2.getvalue()
     setup_logging(2, io.StringIO())
     assert not logging.getLogger("scheduler.loop").isEnabledFor(logging.DEBUG)
+
+
+def test_v2_lines_follow_verbosity() -> None:
+    """klog ``V(2)``: per-Pod binding lines are written at ``--v=2`` and above only."""
+    import io
+
+    from scheduler.app.logging import setup_logging, v
+
+    try:
+        setup_logging(1, io.StringIO())
+        assert not v(2) and v(1)
+        setup_logging(2, io.StringIO())
+        assert v(2) and not v(3)
+    finally:
+        setup_logging(2, io.StringIO())
