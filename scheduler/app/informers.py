@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -43,6 +44,7 @@ from typing import Any
 import kopf
 
 from scheduler.app.kube import Kube, KubeError, NotFound
+from scheduler.app.reflector import MIN_WATCH_TIMEOUT, Reflector
 from scheduler.cache.cache import Cache
 from scheduler.queue.events import (
     EVENT_ASSIGNED_POD_ADD,
@@ -67,6 +69,8 @@ STARTUP_LISTING_GRACE = 60.0
 """Seconds after the initial sync during which kopf's listing events of a kind whose watch has not
 delivered anything yet are taken for kopf's own initial listing, not a re-list."""
 TERMINAL_PHASES = ("Succeeded", "Failed")
+REFLECTED_KINDS = ("Pod",)
+"""Kinds watched by a :class:`~scheduler.app.reflector.Reflector` instead of kopf (the high-volume stream)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +210,14 @@ class ObjectStore:
             d = self.apply(wk, None, obj)
             if d is not None:
                 deltas.append(d)
+        deltas.extend(self.sweep(wk, seen, list_rv))
+        return deltas
+
+    def sweep(self, wk: WatchedKind, seen: set[str], list_rv: str) -> list[Delta]:
+        """The deletions of an authoritative LIST taken at ``list_rv`` whose items' keys are ``seen``
+        (already applied, e.g. page by page): every stored object of ``wk`` not seen and not newer than
+        the LIST is deleted and remembered (tombstone). Returns the ``(old, None)`` deltas."""
+        deltas: list[Delta] = []
         try:
             lrv: int | None = int(list_rv)
         except ValueError:
@@ -429,16 +441,22 @@ class Informers:
         kinds: what to watch (default :data:`KINDS`).
         resync_period: seconds between full reconciles (0: only on start and re-lists).
         relist_quiet: seconds without listing events before a re-list is reconciled.
+        reflect: kinds listed and watched by a :class:`Reflector` (default :data:`REFLECTED_KINDS`);
+            kopf watches the others.
+        min_watch_timeout: the reflectors' shortest watch ``timeoutSeconds`` (jittered up to twice it).
 
     Attributes:
         store: the :class:`ObjectStore` (also the Pod lister of the scheduling loop).
         synced: set once every kind has been listed once (``WaitForCacheSync``).
-        consistent: set after the initial sync; cleared while a re-list (a watch gap: kopf re-lists
-            after ``410 Gone``) is being received and reconciled - the scheduling loop pauses then.
+        consistent: set after the initial sync; cleared while a re-list (a watch gap: kopf or a
+            reflector re-lists after ``410 Gone``) is being received and reconciled - the scheduling
+            loop pauses then.
+        reflectors: kind -> its :class:`Reflector`.
     """
 
     def __init__(self, kube: Kube, handlers: EventHandlers, kinds: Iterable[WatchedKind] = KINDS, *,
-                 resync_period: float = 600.0, relist_quiet: float = 1.0) -> None:
+                 resync_period: float = 600.0, relist_quiet: float = 1.0,
+                 reflect: Iterable[str] = REFLECTED_KINDS, min_watch_timeout: float = MIN_WATCH_TIMEOUT) -> None:
         self.kube = kube
         self.handlers = handlers
         self.kinds = tuple(kinds)
@@ -455,6 +473,16 @@ class Informers:
         self._wake = asyncio.Event()
         self.events_seen = 0
         self.reconciles = 0
+        reflected = set(reflect)
+        self.reflectors: dict[str, Reflector] = {
+            wk.kind: Reflector(kube, wk, self.store, self._deliver,
+                               on_relist_start=functools.partial(self._gap_start, wk.kind),
+                               on_relist_end=functools.partial(self._gap_end, wk.kind),
+                               min_watch_timeout=min_watch_timeout)
+            for wk in self.kinds if wk.kind in reflected}
+        self._reflector_tasks: dict[str, asyncio.Task[None]] = {}
+        self._relisting: set[str] = set()
+        self._others_due: set[str] = set()
 
     # -- the event path ------------------------------------------------------------------------------
     def on_event(self, kind: str, etype: str | None, obj: Obj) -> None:
@@ -486,13 +514,61 @@ class Informers:
         if delta is not None:
             self.handlers.on_delta(wk, *delta)
 
+    def _deliver(self, wk: WatchedKind, old: Obj | None, new: Obj | None) -> None:
+        """The reflectors' event path: a delta straight to the handlers (no kopf, no listing heuristics)."""
+        self.handlers.on_delta(wk, old, new)
+
+    def _gap_start(self, kind: str, reason: str) -> None:
+        """A reflector re-lists after a watch gap: pause scheduling until it and the other kinds are
+        reconciled."""
+        if not self.synced.is_set():
+            return
+        if not self._relisting and not self._listing_seen:
+            log.info("re-listing %s (%s): scheduling paused until the caches are reconciled", kind, reason)
+        self._relisting.add(kind)
+        self.consistent.clear()
+
+    def _gap_end(self, kind: str, changes: int, ok: bool) -> None:
+        """A reflector's re-list finished (``ok``) or failed (it retries; scheduling stays paused)."""
+        if not ok or kind not in self._relisting:
+            return
+        self.reconciles += 1
+        if changes:
+            log.info("reconciled %s: %d change(s) the watch had not delivered", kind, changes)
+        self._relisting.discard(kind)
+        self._others_due.add(kind)
+        self._wake.set()
+
+    def _check_reflectors(self) -> None:
+        """Raise what a reflector task died of (a bug: API failures are retried inside)."""
+        for kind, task in self._reflector_tasks.items():
+            if task.done():
+                exc = None if task.cancelled() else task.exception()
+                raise RuntimeError(f"the {kind} reflector stopped unexpectedly: {exc!r}") from exc
+
+    def _start_reflector(self, kind: str, stop: asyncio.Event) -> None:
+        if kind in self._reflector_tasks:
+            return
+        task = asyncio.create_task(self.reflectors[kind].run(stop), name=f"{kind} reflector")
+        task.add_done_callback(lambda _: self._wake.set())
+        self._reflector_tasks[kind] = task
+
     def pod(self, namespace: str, name: str) -> Obj | None:
         """The informer's Pod (the lister of ``handleSchedulingFailure``)."""
         return self.store.get("Pod", f"{namespace}/{name}")
 
     # -- reconcile -----------------------------------------------------------------------------------
     async def reconcile(self, wk: WatchedKind) -> int:
-        """LIST ``wk`` and apply it; returns the number of deltas. Raises KubeError on failure."""
+        """LIST ``wk`` and apply it; returns the number of deltas. Raises KubeError on failure.
+
+        A reflected kind is re-listed through its reflector (pages applied as they arrive)."""
+        reflector = self.reflectors.get(wk.kind)
+        if reflector is not None:
+            n = await reflector.relist()
+            self.reconciles += 1
+            if n and self.synced.is_set():
+                log.info("reconciled %s: %d change(s) the watch had not delivered", wk.kind, n)
+            return n
         try:
             items, rv = await self.kube.list_objects(wk.list_path, field_selector=wk.field_selector)
         except NotFound:
@@ -522,12 +598,27 @@ class Informers:
         return ok
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Initial sync (retrying until every kind is listed), then reconcile re-lists and resync."""
+        """Initial sync (retrying until every kind is listed), then reconcile re-lists and resync.
+
+        The reflectors run as sub-tasks (their first LIST is their kind's initial sync) and are
+        stopped with this. Raises RuntimeError when a reflector dies of a bug."""
+        try:
+            await self._run(stop)
+        finally:
+            tasks = list(self._reflector_tasks.values())
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         pending = list(self.kinds)
         delay = 0.5
         while pending and not stop.is_set():
             failed = []
             for wk in pending:
+                if wk.kind in self.reflectors:
+                    self._start_reflector(wk.kind, stop)  # it lists (and retries) on its own
+                    continue
                 try:
                     await self.reconcile(wk)
                 except KubeError as exc:
@@ -538,6 +629,11 @@ class Informers:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=delay)
                 delay = min(delay * 2, 10.0)
+        while not stop.is_set() and not all(r.listed.is_set() for r in self.reflectors.values()):
+            self._check_reflectors()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_first(stop.wait(), *(r.listed.wait() for r in self.reflectors.values())),
+                                       timeout=1.0)
         if stop.is_set():
             return
         self._synced_at = time.monotonic()
@@ -553,7 +649,15 @@ class Informers:
                 await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=timeout)
             if stop.is_set():
                 return
+            self._check_reflectors()
             now = time.monotonic()
+            if self._others_due:
+                # A reflector re-listed after a gap: the other watches broke too; reconcile them now
+                # (best effort: a kind failing to LIST must not keep scheduling paused).
+                due, self._others_due = self._others_due, set()
+                log.debug("%s re-listed; reconciling every other kind", ", ".join(sorted(due)))
+                await self._reconcile_kinds(wk for wk in self.kinds if wk.kind not in due and
+                                            wk.kind not in self.reflectors)
             quiet = [k for k, t in self._listing_seen.items() if now - t >= self.relist_quiet]
             if quiet:
                 for k in quiet:
@@ -567,9 +671,9 @@ class Informers:
                 if not ok:
                     for k in quiet:
                         self._listing_seen.setdefault(k, now)
-                if not self._listing_seen and not self.consistent.is_set():
-                    log.info("caches reconciled after the watch gap: scheduling resumed")
-                    self.consistent.set()
+            if not self._listing_seen and not self._relisting and not self.consistent.is_set():
+                log.info("caches reconciled after the watch gap: scheduling resumed")
+                self.consistent.set()
             if self.resync_period > 0 and now - last_resync >= self.resync_period:
                 last_resync = now
                 await self._reconcile_kinds(self.kinds)
@@ -579,7 +683,8 @@ class Informers:
         """A private kopf registry: one silent event handler per kind plus the login handler."""
         registry = kopf.OperatorRegistry()
         for wk in self.kinds:
-            self._register(registry, wk)
+            if wk.kind not in self.reflectors:
+                self._register(registry, wk)
         kube = self.kube
 
         @kopf.on.login(registry=registry)
@@ -616,7 +721,7 @@ class Informers:
         settings.queueing.idle_timeout = 30.0
         settings.networking.error_backoffs = (0.5, 1, 2, 3, 5, 8)
         for wk in self.kinds:
-            if wk.field_selector:
+            if wk.field_selector and wk.kind not in self.reflectors:
                 settings.watching.field_selectors[(wk.group_version, wk.plural)] = wk.field_selector
         return settings
 

@@ -29,7 +29,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -429,3 +429,113 @@ class Kube:
         out: Obj = await self.request("PUT", self._lease_path(namespace, name), body=lease, retries=0,
                                       timeout=timeout)
         return out
+
+    # -- streaming reads (the reflector, scheduler.app.reflector) ----------------------------------
+    async def list_pages(self, path: str, *, field_selector: str | None = None, label_selector: str | None = None,
+                         limit: int = 500, timeout: float = 120.0) -> AsyncIterator[tuple[list[Obj], str]]:
+        """LIST a collection page by page: yields each page's items (``kind``/``apiVersion`` filled
+        in) with the list's resourceVersion, so a caller can apply a page and drop it before the next
+        one arrives (no second copy of a 30000-Pod list next to the store). A paged LIST is one
+        consistent snapshot: every page carries the resourceVersion of the first.
+
+        Upstream: ``client-go/tools/pager`` as used by ``tools/cache/reflector.go`` (``list``).
+
+        Raises:
+            KubeError: NotFound when the API does not exist on this cluster; a ``410`` when a continue
+            token expired (the caller starts over).
+        """
+        cont: str | None = None
+        rv = ""
+        while True:
+            doc = await self.request("GET", path, query={"limit": limit, "continue": cont,
+                                                         "fieldSelector": field_selector,
+                                                         "labelSelector": label_selector}, timeout=timeout)
+            kind = str(doc.get("kind") or "")
+            api_version = str(doc.get("apiVersion") or "")
+            item_kind = kind[:-4] if kind.endswith("List") else kind
+            items: list[Obj] = doc.get("items") or []
+            for it in items:
+                it.setdefault("kind", item_kind)
+                it.setdefault("apiVersion", api_version)
+            meta = doc.get("metadata") or {}
+            rv = rv or str(meta.get("resourceVersion") or "")
+            cont = meta.get("continue") or None
+            del doc
+            yield items, rv
+            if not cont:
+                return
+
+    async def watch(self, path: str, query: Mapping[str, Any], *, read_timeout: float = 400.0,
+                    connect_timeout: float = DEFAULT_TIMEOUT) -> AsyncIterator[Obj]:
+        """One WATCH request (``?watch=true`` plus ``query``: ``resourceVersion``,
+        ``allowWatchBookmarks``, ``timeoutSeconds``, ``fieldSelector``...): yields each event
+        (``{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": {...}}``) decoded with orjson as
+        its line arrives; returns when the server ends the stream (its ``timeoutSeconds``).
+
+        Same server, TLS and credentials as :meth:`request` (the kubernetes_asyncio ApiClient, whose
+        auth settings run the token refresh hook), one token of the client-side rate limit (client-go
+        throttles watches too), no retries: the caller (the reflector) decides how to resume. Lines of
+        any length are accepted (aiohttp's ``readline`` refuses lines over 128 KiB; a Pod can be larger).
+        ``read_timeout`` seconds without a byte (the server sends bookmarks about once a minute) count
+        as a broken connection.
+
+        Raises:
+            KubeError: the HTTP status of a refused watch (``410`` for a too old resourceVersion), or
+            status 0 for a connection error, a timeout, or a line that is not JSON.
+        """
+        await self.limiter.acquire()
+        q = [("watch", "true")] + [(k, str(v).lower() if isinstance(v, bool) else str(v))
+                                   for k, v in query.items() if v is not None]
+        try:
+            resp = await self.api.call_api(
+                path, "GET", query_params=q, header_params={"Accept": JSON}, auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=aiohttp.ClientTimeout(total=None, connect=connect_timeout, sock_read=read_timeout))
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise KubeError(0, type(exc).__name__, str(exc) or type(exc).__name__, "WATCH", path) from exc
+        done = False
+        try:
+            if not 200 <= resp.status < 300:
+                raise _error_for(resp.status, await resp.read(), "WATCH", path)
+            async for line in split_lines(resp.content.iter_any()):
+                try:
+                    event = _loads(line)
+                except ValueError as exc:
+                    raise KubeError(0, "DecodeError", f"watch event is not JSON: {line[:200]!r}", "WATCH",
+                                    path) from exc
+                yield event
+            done = True
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise KubeError(0, type(exc).__name__, str(exc) or type(exc).__name__, "WATCH", path) from exc
+        finally:
+            if done:
+                resp.release()
+            else:
+                resp.close()  # mid-stream (stopped, broken, refused): the connection cannot be reused
+
+
+async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Newline-delimited records from a byte stream (a watch body), of any length; blank lines are
+    skipped and a last record without a newline is still yielded. A record split over many chunks is
+    joined once (no quadratic re-concatenation)."""
+    parts: list[bytes] = []
+    async for chunk in chunks:
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                if start < len(chunk):
+                    parts.append(chunk[start:])
+                break
+            piece = chunk[start:nl]
+            if parts:
+                parts.append(piece)
+                piece = b"".join(parts)
+                parts = []
+            if piece.strip():
+                yield piece
+            start = nl + 1
+    if parts:
+        piece = b"".join(parts)
+        if piece.strip():
+            yield piece

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from collections.abc import AsyncIterator
 from typing import Any
 
 from scheduler.app.kube import Conflict, KubeError, NotFound
@@ -23,6 +25,9 @@ class FakeKube:
         self.leases: dict[str, Obj] = {}
         self._rv = 100
         self.lists: dict[str, tuple[list[Obj], str]] = {}
+        self.watch_feeds: dict[str, asyncio.Queue[Any]] = {}
+        self.watch_calls: list[tuple[str, dict[str, Any]]] = []
+        self.list_calls: list[str] = []
 
     # pods
     async def bind(self, namespace: str, name: str, uid: str, node: str, binding: Obj | None = None,
@@ -70,6 +75,28 @@ class FakeKube:
             raise NotFound(404, "NotFound", path)
         items, rv = self.lists[path]
         return copy.deepcopy(items), rv
+
+    # streaming (the reflector): LIST pages from ``lists``; a watch yields what is put into
+    # ``watch_feed(path)``: an event dict, an exception (raised), or None (the server ends the watch)
+    async def list_pages(self, path: str, *, limit: int = 500, **_: Any) -> AsyncIterator[tuple[list[Obj], str]]:
+        self.list_calls.append(path)
+        items, rv = await self.list_objects(path)
+        for i in range(0, max(len(items), 1), limit):
+            yield items[i:i + limit], rv
+
+    def watch_feed(self, path: str) -> asyncio.Queue[Any]:
+        return self.watch_feeds.setdefault(path, asyncio.Queue())
+
+    async def watch(self, path: str, query: Any, **_: Any) -> AsyncIterator[Obj]:
+        self.watch_calls.append((path, dict(query)))
+        feed = self.watch_feed(path)
+        while True:
+            ev = await feed.get()
+            if ev is None:
+                return
+            if isinstance(ev, BaseException):
+                raise ev
+            yield ev
 
     # leases
     async def get_lease(self, namespace: str, name: str, timeout: float = 0) -> Obj | None:

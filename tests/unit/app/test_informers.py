@@ -216,8 +216,11 @@ def test_kopf_registry_and_settings() -> None:
     h, _, _ = handlers()
     inf = Informers(FakeKube(), h)  # type: ignore[arg-type]
     registry = inf.build_registry()
-    assert len(list(registry._watching.get_all_handlers())) == len(inf.kinds)
+    # kopf watches every kind but the Pods (their reflector does, with the terminal-phase selector)
+    ids = {h.id for h in registry._watching.get_all_handlers()}
+    assert ids == {f"py-scheduler-{wk.kind}" for wk in inf.kinds if wk.kind != "Pod"}
+    assert set(inf.reflectors) == {"Pod"}
+    assert inf.reflectors["Pod"]._watch_query()["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
     settings = inf.build_settings()
     assert settings.peering.standalone and not settings.posting.enabled and settings.scanning.disabled
-    selectors = list(settings.watching.field_selectors.values())
-    assert selectors == ["status.phase!=Succeeded,status.phase!=Failed"]
+    assert list(settings.watching.field_selectors.values()) == []

@@ -1,11 +1,12 @@
-"""A watch gap (kopf re-lists after ``410 Gone``) is reconciled before anything is scheduled again.
+"""A watch gap (kopf or the Pod reflector re-lists after ``410 Gone``) is reconciled before anything is scheduled again.
 
 Reproduces the fault suite's finding (tests/e2e/faults/test_faults.py::test_watch_gap_410_gone):
 a Node deleted while the watches were down was never removed from the cache - the Node kind's watch
 had delivered no event since start-up, so its re-list was taken for kopf's initial listing - and
 Pods re-listed in the same gap were bound to the deleted Node within the second before any
 reconcile. Now a second listing burst of a kind is a re-list, it reconciles every kind, and the
-scheduling loop pauses (``Informers.consistent``) until that is done.
+scheduling loop pauses (``Informers.consistent``) until that is done. (The Pod reflector's own
+410 path: tests/unit/app/test_reflector.py.)
 """
 
 from __future__ import annotations
@@ -51,13 +52,16 @@ async def test_relist_reconciles_every_kind_then_resumes() -> None:
     try:
         await asyncio.wait_for(inf.synced.wait(), timeout=5)
         assert inf.consistent.is_set() and sorted(cache.node_names()) == ["gone", "keep"]
-        # the gap: Node "gone" deleted; only the Pod watch re-lists (its watch had run)
+        # the gap: Node "gone" deleted, Pod "p" created; only kopf's Service watch re-lists (its
+        # watch had run); the Pods come through their reflector, which has seen no 410 yet
         kube.lists["/api/v1/nodes"] = ([node("keep", 1)], "9")
-        inf._watching.add("Pod")
-        inf.on_event("Pod", None, pod("p", 8))
+        kube.lists["/api/v1/pods"] = ([pod("p", 8)], "9")
+        inf._watching.add("Service")
+        inf.on_event("Service", None, {"metadata": {"name": "s", "namespace": "default", "resourceVersion": "7"}})
         assert not inf.consistent.is_set()
         await asyncio.wait_for(inf.consistent.wait(), timeout=5)
         assert cache.node_names() == ["keep"]  # the Node LIST was part of the reconcile
+        assert inf.pod("default", "p") is not None  # and the Pods' (through the reflector's re-list)
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=5)
