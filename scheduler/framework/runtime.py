@@ -37,6 +37,13 @@ from itertools import repeat
 from typing import Any
 
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.batch import (
+    OpportunisticBatch,
+    PodSignature,
+    SignFragment,
+    SortedScoredNodes,
+    canonical_signature,
+)
 from scheduler.framework.interfaces import (
     FilterPlugin,
     NormalizeScorePlugin,
@@ -62,6 +69,12 @@ this share of scheduling cycles only (extension-point durations in every cycle).
 _metrics_sampler = random.Random()  # not the tie-break RNG: seeded simulate/parity runs stay as they were
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
+OPPORTUNISTIC_BATCHING_DEFAULT = True
+"""Feature gate ``OpportunisticBatching`` (beta, on by default in v1.37): a new :class:`Framework`
+gets an :class:`~scheduler.framework.batch.OpportunisticBatch` unless told otherwise
+(``Framework.set_opportunistic_batching(False)``; ``py-scheduler run --feature-gates
+OpportunisticBatching=false``)."""
+_SIGNATURE_MEMO = "OpportunisticBatching/signature"
 
 # Observer hooks (metrics): called with (extension_point, plugin or "", status code name, seconds).
 Observer = Callable[[str, str, str, float], None]
@@ -213,6 +226,126 @@ class Framework:
             bind = getattr(p, "bind_handle", None)
             if callable(bind):
                 bind(self)
+        self.batchable_plugins: list[Any] = []
+        self.enable_signatures = False
+        self.batch: OpportunisticBatch | None = None
+        self._compute_batchable_plugins()
+        self.set_opportunistic_batching(OPPORTUNISTIC_BATCHING_DEFAULT)
+
+    # -- OpportunisticBatching ------------------------------------------------------------------------
+    def set_opportunistic_batching(self, enabled: bool) -> None:
+        """Turn the ``OpportunisticBatching`` gate on or off for this profile (a new, empty batch
+        state when on)."""
+        self.batch = OpportunisticBatch(self) if enabled else None
+
+    def _compute_batchable_plugins(self) -> None:
+        """``computeBatchablePlugins``: the PreFilter, Filter, PreScore and Score plugins, each once,
+        must all define ``sign_pod``; otherwise signatures are off for the profile (py-scheduler has
+        no extenders, which would turn them off too)."""
+        seen: set[str] = set()
+        unsupported: list[str] = []
+        self.enable_signatures = True
+        candidates: list[Any] = [*self.pre_filter_plugins, *self.filter_plugins, *self.pre_score_plugins,
+                                 *self.score_plugins]
+        for pl in candidates:
+            if pl.name in seen:
+                continue
+            seen.add(pl.name)
+            if callable(getattr(pl, "sign_pod", None)):
+                self.batchable_plugins.append(pl)
+            else:
+                unsupported.append(pl.name)
+                self.enable_signatures = False
+        if unsupported:
+            log.info("Disabling signatures for profile because plugins do not support it profile=%s plugins=%s",
+                     self.profile_name, unsupported)
+
+    def sign_pod(self, pod: PodInfo, snapshot: Snapshot | None = None) -> PodSignature | None:
+        """``SignPod``: the Pod's signature in this profile, or None when signatures are off or some
+        plugin cannot sign it. Two Pods with equal signatures get the same Filter and Score results
+        on the same nodes. Memoized on ``pod.parsed`` (computed at the Pod's first attempt, not when
+        it is queued as upstream does). A plugin's ``sign_pod(pod, snapshot) -> (fragments, Status)``
+        that fails or raises makes the signature None (logged, never raised)."""
+        if not self.enable_signatures:
+            return None
+        memo = pod.parsed.get(_SIGNATURE_MEMO)
+        if isinstance(memo, tuple) and memo[0] is self:
+            sig: PodSignature | None = memo[1]
+            return sig
+        sig = self._sign_pod(pod, snapshot)
+        pod.parsed[_SIGNATURE_MEMO] = (self, sig)
+        return sig
+
+    def _sign_pod(self, pod: PodInfo, snapshot: Snapshot | None) -> PodSignature | None:
+        fragments: list[SignFragment] = []
+        for pl in self.batchable_plugins:
+            try:
+                frags, s = pl.sign_pod(pod, snapshot)
+            except Exception as exc:  # a plugin must never crash the cycle over a signature
+                log.error("SignPod failed for plugin plugin=%s pod=%s err=%s", pl.name, pod.key, exc)
+                return None
+            if not s.is_success():
+                if s.code == Code.ERROR:
+                    log.error("SignPod failed for plugin plugin=%s pod=%s err=%s", pl.name, pod.key, s.message())
+                log.debug("SignPod can't sign pod due to plugin plugin=%s pod=%s status=%s",
+                          pl.name, pod.key, s.message())
+                return None
+            if frags:
+                fragments.extend(frags)
+        try:
+            return canonical_signature(pod.scheduler_name, fragments)
+        except (TypeError, ValueError) as exc:
+            log.error("SignPod failed to marshal signature object pod=%s err=%s", pod.key, exc)
+            return None
+
+    def run_raw_score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> dict[str, int]:
+        """``RunRawScorePlugins``: plugin -> raw (not normalized) score of ``node_info`` for the Score
+        plugins not skipped in ``state``.
+
+        Raises:
+            SchedulingError: a Score plugin failed.
+        """
+        out: dict[str, int] = {}
+        for pl in self.score_plugins:
+            if pl.name in state.skip_score:
+                continue
+            sc, s = pl.score(state, pod, node_info)
+            if not s.is_success():
+                raise SchedulingError(f'plugin "{pl.name}" failed with: {s.message()}')
+            out[pl.name] = sc
+        return out
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, names: list[str],
+                         raw: dict[str, list[int]]) -> list[int]:
+        """``NormalizeScores``: the weighted totals of ``names`` (aligned lists) from their raw
+        scores (``raw[plugin][i]``; a plugin missing there counts 0), normalized over these nodes,
+        for the Score plugins not skipped in ``state``. ``raw`` is not modified.
+
+        Raises:
+            SchedulingError: a NormalizeScore failed or a normalized score is outside [0, 100].
+        """
+        totals = [0] * len(names)
+        for pl in self.score_plugins:
+            if pl.name in state.skip_score:
+                continue
+            col = raw.get(pl.name)
+            values = list(col) if col is not None else [0] * len(names)
+            normalizer = self._normalizers.get(pl.name)
+            if normalizer is not None:
+                scores = dict(zip(names, values, strict=True))
+                s = normalizer.normalize_score(state, pod, scores)
+                if not s.is_success():
+                    raise SchedulingError(
+                        f'running Normalize on Score plugins: plugin "{pl.name}" failed with: {s.message()}')
+                values = [scores[n] for n in names]
+            if values and (max(values) > MAX_NODE_SCORE or min(values) < 0):
+                bad = next(v for v in values if v > MAX_NODE_SCORE or v < 0)
+                raise SchedulingError(
+                    f'applying score defaultWeights on Score plugins: plugin "{pl.name}" returns an invalid score '
+                    f"{bad}, it should in the range of [0, {MAX_NODE_SCORE}] after normalizing")
+            w = self.score_weights[pl.name]
+            totals = [t + v * w for t, v in zip(totals, values, strict=True)]
+        return totals
 
     # -- helpers ----------------------------------------------------------------------------------
     def _observe(self, point: str, plugin: str, status: Status | None, t0: float) -> None:
@@ -413,10 +546,12 @@ class Framework:
             if not s.is_success():
                 raise SchedulingError(f'running PreScore plugin "{pl.name}": {s.message()}')
 
-    def run_score(self, state: CycleState, pod: PodInfo,
-                  nodes: list[NodeInfo]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    def run_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo],
+                  raw_out: dict[str, list[int]] | None = None) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
         """``RunScorePlugins`` + ``normalizeScores``: (plugin -> node -> normalized score, node ->
-        weighted total). Plugins whose PreScore returned Skip are left out.
+        weighted total). Plugins whose PreScore returned Skip are left out. With ``raw_out`` each
+        plugin's raw scores (before NormalizeScore, in ``nodes`` order) are stored there too
+        (``NodePluginScores.RawScores``, which OpportunisticBatching re-normalizes).
 
         Raises:
             SchedulingError: a Score / NormalizeScore error or a score outside [0, 100].
@@ -443,6 +578,8 @@ class Framework:
                         raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
                     scores[ni.name] = sc
                 values = None
+            if raw_out is not None:
+                raw_out[pl.name] = list(values) if values is not None else list(scores.values())
             normalizer = self._normalizers.get(pl.name)
             if normalizer is not None:
                 s = normalizer.normalize_score(state, pod, scores)
@@ -538,7 +675,7 @@ class Algorithm:
 
     def schedule(self, fw: Framework, snapshot: Snapshot, pod: PodInfo, *,
                  explain: bool = False, run_post_filter: bool = True,
-                 nominator: Nominator | None = None) -> ScheduleResult:
+                 nominator: Nominator | None = None, cycle: int | None = None) -> ScheduleResult:
         """Run one scheduling cycle for ``pod`` on ``snapshot`` (``schedulePod``).
 
         With ``explain`` every feasible node is scored even when only one is feasible. On no
@@ -551,20 +688,26 @@ class Algorithm:
         ``status.nominatedNodeName`` names a node of the snapshot is tried on that node alone first
         (``evaluateNominatedNode``).
 
+        ``cycle`` is the queue's scheduling cycle (``SchedulingQueue.SchedulingCycle``, one per Pod
+        popped). With it and the profile's OpportunisticBatching on (``fw.batch``), the Pod may be
+        placed on a node hint from the previous cycle's ranking (``GetNodeHint`` after PreFilter,
+        tried like a nominated node) and this cycle's ranking is stored for the next Pod
+        (``StoreScheduleResults``). None (explain, tests) never batches.
+
         Raises:
             SchedulingError: a plugin failed with an internal error (not a rejection).
         """
         if nominator is None:
-            return self._schedule(fw, snapshot, pod, explain, run_post_filter)
+            return self._schedule(fw, snapshot, pod, explain, run_post_filter, cycle)
         saved = fw.nominator
         fw.nominator = nominator
         try:
-            return self._schedule(fw, snapshot, pod, explain, run_post_filter)
+            return self._schedule(fw, snapshot, pod, explain, run_post_filter, cycle)
         finally:
             fw.nominator = saved
 
     def _schedule(self, fw: Framework, snapshot: Snapshot, pod: PodInfo, explain: bool,
-                  run_post_filter: bool) -> ScheduleResult:
+                  run_post_filter: bool, cycle: int | None = None) -> ScheduleResult:
         res = ScheduleResult(pod=pod.key, profile=fw.profile_name)
         fw.record_plugin_metrics = _metrics_sampler.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         res.weights = dict(fw.score_weights)
@@ -578,6 +721,9 @@ class Algorithm:
             res.diagnosis = d
             return res
 
+        batch = fw.batch if cycle is not None else None
+        signature: PodSignature | None = None
+        hint = ""
         t0 = time.perf_counter()
         pre_res, s, narrowing = fw.run_pre_filter(state, pod, all_nodes)
         fw._observe("PreFilter", "", s, t0)
@@ -587,7 +733,10 @@ class Algorithm:
             d.pre_filter_msg = s.message()
             d.add_plugin_status(s)
         else:
-            feasible = self._evaluate_nominated_node(fw, snapshot, state, pod, d, n_all)
+            if batch is not None and cycle is not None:
+                signature = fw.sign_pod(pod, snapshot)
+                hint = batch.get_node_hint(pod, signature, state, cycle, snapshot, self.rng)
+            feasible = self._evaluate_nominated_node(fw, snapshot, state, pod, d, n_all, hint)
         if s.is_success() and not feasible:
             nodes = all_nodes
             if pre_res is not None:
@@ -628,6 +777,8 @@ class Algorithm:
 
         if len(feasible) == 1 and not explain:
             res.selected = feasible[0].name
+            if batch is not None and cycle is not None:
+                batch.store_schedule_results(signature, hint, res.selected, None, cycle)
             return res
 
         t0 = time.perf_counter()
@@ -635,7 +786,8 @@ class Algorithm:
         fw._observe("PreScore", "", None, t0)
         res.skipped = [p.name for p in fw.score_plugins if p.name in state.skip_score]
         t0 = time.perf_counter()
-        res.scores, res.totals = fw.run_score(state, pod, feasible)
+        raw: dict[str, list[int]] | None = {} if batch is not None and signature is not None else None
+        res.scores, res.totals = fw.run_score(state, pod, feasible, raw)
         fw._observe("Score", "", None, t0)
         if log.isEnabledFor(logging.DEBUG):
             for plugin, scores in res.scores.items():
@@ -647,16 +799,38 @@ class Algorithm:
                 log.debug("Calculated node's final score for pod pod=%s node=%s score=%d",
                           pod.key, node, total)
         res.selected = self._select_host(feasible, res.totals)
+        if batch is not None and cycle is not None:
+            batch.store_schedule_results(signature, hint, res.selected,
+                                         self._other_nodes(feasible, res.selected, res.totals, raw), cycle)
         return res
 
+    def _other_nodes(self, feasible: list[NodeInfo], selected: str, totals: dict[str, int],
+                     raw: dict[str, list[int]] | None) -> SortedScoredNodes:
+        """The ranking stored for OpportunisticBatching: every feasible node but ``selected`` (what
+        upstream's heap holds after popping the best), with its raw scores (only kept when the Pod
+        has a signature; ``raw`` None: an unusable ranking that only reports its length)."""
+        names = [ni.name for ni in feasible]
+        k = names.index(selected)
+        del names[k]
+        cols: dict[str, list[int]] = {}
+        if raw is not None:
+            for plugin, col in raw.items():
+                c = list(col)
+                del c[k]
+                cols[plugin] = c
+        return SortedScoredNodes(names, [totals[n] for n in names], cols, self.rng)
+
     def _evaluate_nominated_node(self, fw: Framework, snapshot: Snapshot, state: CycleState, pod: PodInfo,
-                                 d: Diagnosis, n_all: int) -> list[NodeInfo]:
-        """``evaluateNominatedNode``: the Pod's ``status.nominatedNodeName`` alone through Filter
-        (PreFilterResult not applied, start index not advanced). [node] when it fits, else [] (a
-        rejection stays in the Diagnosis, as upstream). A missing node or malformed value is ignored."""
+                                 d: Diagnosis, n_all: int, hint: str = "") -> list[NodeInfo]:
+        """``evaluateNominatedNode``: the Pod's ``status.nominatedNodeName`` (else the batch ``hint``)
+        alone through Filter (PreFilterResult not applied, start index not advanced). [node] when it
+        fits, else [] (a rejection stays in the Diagnosis, as upstream). A missing node or malformed
+        value is ignored."""
         status = pod.pod.get("status")
         nnn = status.get("nominatedNodeName") if isinstance(status, dict) else None
         if not isinstance(nnn, str) or not nnn:
+            nnn = hint
+        if not nnn:
             return []
         ni = snapshot.node_info_map.get(nnn)
         if ni is None:

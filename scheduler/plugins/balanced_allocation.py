@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.types import CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins.helpers.resource_scoring import (
     DEFAULT_RESOURCES,
@@ -88,6 +89,12 @@ class NodeResourcesBalancedAllocation:
     ``PreScoreNodeResourcesBalancedAllocation``. No NormalizeScore."""
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go``): as
+        NodeResourcesFit's. ``snapshot`` is unused by most plugins."""
+        return signers.resources_sign_pod(pod, snapshot)
+
 
     def __init__(self, args: BalancedAllocationArgs | None = None, handle: Any = None) -> None:
         self.args = args or BalancedAllocationArgs()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.types import MAX_NODE_SCORE, CycleState, NodeInfo, PodInfo, Status
 from scheduler.plugins.helpers import check_no_args
 from scheduler.plugins.helpers.resource_scoring import go_div
@@ -101,6 +102,14 @@ class ImageLocality:
     count (``SnapshotSharedLister().NodeInfos().List()``)."""
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/imagelocality/image_locality.go``): the distinct
+        normalized image names of containers and init containers, sorted. ``snapshot`` is unused by most
+        plugins."""
+        names = {normalized_image_name(str(c.get("image") or "")) for c in signers.container_list(pod)}
+        return [(signers.IMAGE_NAMES_SIGNER_NAME, sorted(names))], Status.success()
+
 
     def __init__(self, handle: Any = None) -> None:
         self.handle = handle

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.cache.snapshot import ClusterObjects
+from scheduler.framework import signers
 from scheduler.framework.config import ConfigError
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -339,6 +340,18 @@ class InterPodAffinity:
     """
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/interpodaffinity/plugin.go``): refuses Pods with
+        podAffinity / podAntiAffinity; otherwise the Pod's labels (none with
+        ``ignorePreferredTermsOfExistingPods``). ``snapshot`` is unused by most plugins."""
+        aff = pod.spec.get("affinity")
+        if isinstance(aff, dict) and (aff.get("podAffinity") is not None or aff.get("podAntiAffinity") is not None):
+            return signers.cannot_sign("pods with InterPodAffinity are not signable")
+        if self.ignore_preferred_terms_of_existing_pods:
+            return [], Status.success()
+        return [(signers.LABELS_SIGNER_NAME, (pod.pod.get("metadata") or {}).get("labels"))], Status.success()
+
 
     def __init__(self, hard_pod_affinity_weight: int = 1, ignore_preferred_terms_of_existing_pods: bool = False,
                  ) -> None:

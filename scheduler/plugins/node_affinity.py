@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins.helpers.node_selector import (
@@ -71,6 +72,13 @@ class NodeAffinity:
     """
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go``): the Pod's node
+        affinity and nodeSelector. ``snapshot`` is unused by most plugins."""
+        return [(signers.NODE_AFFINITY_SIGNER_NAME, signers.node_affinity_signer(pod)),
+                (signers.NODE_SELECTOR_SIGNER_NAME, pod.spec.get("nodeSelector"))], Status.success()
+
 
     def __init__(self, added_node_selector: NodeSelector | None = None,
                  added_pref_terms: PreferredSchedulingTerms | None = None) -> None:

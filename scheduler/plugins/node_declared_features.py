@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins.helpers import check_no_args
@@ -135,6 +136,17 @@ class NodeDeclaredFeatures:
     """PreFilter (infer the Pod's required features; Skip when none) and Filter (subset check)."""
 
     name = NAME
+
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodedeclaredfeatures/nodedeclaredfeatures.go``):
+        the features the Pod requires (``InferForPodScheduling``); a malformed spec gives an Error (no
+        signature). ``snapshot`` is unused by most plugins."""
+        try:
+            fs = infer_for_pod_scheduling(pod.spec)
+        except PodParseError as exc:
+            return [], Status.error(str(exc))
+        return [(signers.FEATURES_SIGNER_NAME, sorted(fs))], Status.success()
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> NodeDeclaredFeatures:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 
 NAME = "NodeName"
@@ -18,6 +19,12 @@ class NodeName:
     """Filter: UnschedulableAndUnresolvable unless ``spec.nodeName`` is empty or this node."""
 
     name = NAME
+
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodename/node_name.go``): the Pod's
+        ``spec.nodeName``. ``snapshot`` is unused by most plugins."""
+        return [(signers.NODE_NAME_SIGNER_NAME, pod.spec.get("nodeName") or "")], Status.success()
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> NodeName:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import Code, CycleState, HostPortInfo, NodeInfo, PodInfo, Status
 from scheduler.plugins.helpers import check_no_args
@@ -43,6 +44,12 @@ class NodePorts:
     """PreFilter / Filter plugin (``nodeports.NodePorts``); state key ``PreFilterNodePorts``."""
 
     name = NAME
+
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeports/node_ports.go``): the Pod's host
+        ports. ``snapshot`` is unused by most plugins."""
+        return [(signers.HOST_PORTS_SIGNER_NAME, signers.host_ports_signer(pod))], Status.success()
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> NodePorts:

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Resource, Status
 from scheduler.plugins.helpers.resource_scoring import (
@@ -265,6 +266,13 @@ class NodeResourcesFit:
     """
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/noderesources/fit.go``): the Pod's effective
+        request; refuses a Pod asking for an extended resource a DeviceClass maps (DRA extended resources).
+        ``snapshot`` is unused by most plugins."""
+        return signers.resources_sign_pod(pod, snapshot)
+
 
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Any = None) -> None:
         self.args = args or NodeResourcesFitArgs()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins.helpers import check_no_args
@@ -33,6 +34,12 @@ class NodeUnschedulable:
     """PreFilter (no-op) and Filter on ``node.spec.unschedulable``."""
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go``): the
+        Pod's tolerations. ``snapshot`` is unused by most plugins."""
+        return signers.tolerations_fragment(pod)
+
 
     def __init__(self, enable_comparison_operators: bool = ENABLE_COMPARISON_OPERATORS_DEFAULT) -> None:
         self.enable_comparison_operators = enable_comparison_operators

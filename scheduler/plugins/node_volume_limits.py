@@ -35,6 +35,7 @@ import string
 from typing import Any
 
 from scheduler.cache.snapshot import ClusterObjects
+from scheduler.framework import signers
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from scheduler.plugins.helpers import check_no_args
 from scheduler.plugins.volume_binding import csi_translation as csi
@@ -146,6 +147,12 @@ class NodeVolumeLimits:
     """PreFilter + Filter (``nodevolumelimits.CSILimits``)."""
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodevolumelimits/csi.go``): the Pod's volume
+        sources but ConfigMaps and Secrets. ``snapshot`` is unused by most plugins."""
+        return signers.volumes_fragment(pod)
+
 
     def __init__(self, volume_limit_scaling: bool = True) -> None:
         self.volume_limit_scaling = volume_limit_scaling

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.cache.snapshot import ClusterObjects
+from scheduler.framework import signers
 from scheduler.framework.config import ConfigError
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -501,6 +502,18 @@ class PodTopologySpread:
     """
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/podtopologyspread/plugin.go``): no fragment;
+        refuses Pods with topologySpreadConstraints and every Pod when the profile has default constraints
+        (``defaultingType: System``, the default, has them: batching is then off). ``snapshot`` is unused by
+        most plugins."""
+        if pod.spec.get("topologySpreadConstraints"):
+            return signers.cannot_sign("pods with topology constraints are not signable")
+        if self.default_constraints:
+            return signers.cannot_sign("pods with default topology constraints are not signable")
+        return [], Status.success()
+
 
     def __init__(self, default_constraints: list[Obj] | None = None,
                  defaulting_type: str = SYSTEM_DEFAULTING) -> None:

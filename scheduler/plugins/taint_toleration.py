@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins.helpers import check_no_args
@@ -61,6 +62,12 @@ class TaintToleration:
     """
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go``): the
+        Pod's tolerations. ``snapshot`` is unused by most plugins."""
+        return signers.tolerations_fragment(pod)
+
 
     def __init__(self, enable_comparison_operators: bool = ENABLE_COMPARISON_OPERATORS_DEFAULT) -> None:
         self.enable_comparison_operators = enable_comparison_operators

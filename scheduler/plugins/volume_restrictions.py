@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from scheduler.plugins.helpers import check_no_args
 from scheduler.plugins.volume_binding import storage as st
@@ -117,6 +118,12 @@ class VolumeRestrictions:
     """PreFilter (+ AddPod / RemovePod) and Filter (``volumerestrictions.VolumeRestrictions``)."""
 
     name = NAME
+
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/volumerestrictions/volume_restrictions.go``):
+        the Pod's volume sources but ConfigMaps and Secrets. ``snapshot`` is unused by most plugins."""
+        return signers.volumes_fragment(pod)
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> VolumeRestrictions:

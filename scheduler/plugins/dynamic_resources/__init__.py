@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.framework import quantity as qty
+from scheduler.framework import signers
 from scheduler.framework.interfaces import PostFilterResult, PreFilterResult
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins.dynamic_resources.allocator import (
@@ -222,6 +223,14 @@ class DynamicResources:
     """
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``): no
+        fragment; refuses Pods with resource claims. ``snapshot`` is unused by most plugins."""
+        if pod.spec.get("resourceClaims"):
+            return signers.cannot_sign("pods with dra resource claims are not signable")
+        return [], Status.success()
+
 
     def __init__(self, filter_timeout: float = 10.0, binding_timeout: float = 600.0) -> None:
         self.filter_timeout = filter_timeout

@@ -9,8 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.framework.config import ConfigError
-from scheduler.framework.types import CycleState, PodInfo
-from scheduler.plugins.gpu.model import DEFAULT_PREFIX, DEFAULT_RESOURCE, GPUKeys, GPURequest, parse_request
+from scheduler.framework.signers import SignResult, cannot_sign
+from scheduler.framework.types import CycleState, PodInfo, Status
+from scheduler.plugins.gpu.model import (
+    DEFAULT_PREFIX,
+    DEFAULT_RESOURCE,
+    GPUKeys,
+    GPUParseError,
+    GPURequest,
+    parse_request,
+)
 from scheduler.plugins.gpu.model import validate_prefix as _validate_prefix
 
 PRE_FILTER_KEY = "PreFilterGPUFilter"
@@ -58,3 +66,23 @@ def request_for(state: CycleState, pod: PodInfo, keys: GPUKeys) -> GPURequest:
     if isinstance(req, GPURequest):
         return req
     return parse_request(pod, keys)
+
+
+GPU_REQUEST_SIGNER_NAME = "py-scheduler.GPURequest"
+"""Signature fragment of GPUFilter / GPUScore (no upstream counterpart)."""
+
+
+def gpu_sign_pod(pod: PodInfo, keys: GPUKeys) -> SignResult:
+    """GPUFilter's and GPUScore's ``sign_pod``: the parsed :class:`GPURequest` (GPU count from the
+    ``nvidia.com/gpu`` resource or ``gpu-count`` annotation, acceptable models, minimum memory per GPU
+    in bytes, NVLink requirement) plus the raw values of every GPU annotation the plugins read (so
+    Pods that differ in any of them never share a signature). A malformed GPU annotation or limit
+    refuses the signature (the Pod is rejected by PreFilter anyway)."""
+    try:
+        req = parse_request(pod, keys)
+    except GPUParseError:
+        return cannot_sign("pods with malformed GPU annotations are not signable")
+    ann = (pod.pod.get("metadata") or {}).get("annotations") or {}
+    raw = [ann.get(k) for k in keys.pod_annotation_keys()] if isinstance(ann, dict) else []
+    value = [req.count, [repr(m) for m in req.models], req.memory_bytes, req.nvlink, raw]
+    return [(GPU_REQUEST_SIGNER_NAME, value)], Status.success()

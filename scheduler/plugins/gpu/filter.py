@@ -35,10 +35,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from scheduler.plugins.gpu.accounting import derive_state, pick
-from scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, keys_from_args, request_for
+from scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, gpu_sign_pod, keys_from_args, request_for
 from scheduler.plugins.gpu.model import (
     GPUKeys,
     GPUParseError,
@@ -64,6 +65,13 @@ class GPUFilter:
     """PreFilter / Filter / Reserve for whole GPUs (module docstring gives the rules and reasons)."""
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (py-scheduler's own: no upstream counterpart): the Pod's GPU request (``nvidia.com/gpu``
+        count and the GPU annotations); refuses a Pod whose GPU annotations are malformed. ``snapshot`` is
+        unused by most plugins."""
+        return gpu_sign_pod(pod, self.keys)
+
 
     def __init__(self, keys: GPUKeys | None = None) -> None:
         self.keys = keys or GPUKeys()

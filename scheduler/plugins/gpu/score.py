@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from scheduler.framework import signers
 from scheduler.framework.config import ConfigError
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 from scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, largest_intact_group, pick
-from scheduler.plugins.gpu.common import check_args, keys_from_args, request_for
+from scheduler.plugins.gpu.common import check_args, gpu_sign_pod, keys_from_args, request_for
 from scheduler.plugins.gpu.model import GPUKeys, GPUParseError, GPURequest, model_matches
 
 NAME = "GPUScore"
@@ -69,6 +70,12 @@ class GPUScore:
     """PreScore / Score / NormalizeScore (the module docstring gives the formula)."""
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (py-scheduler's own: no upstream counterpart): as GPUFilter's. ``snapshot`` is unused by
+        most plugins."""
+        return gpu_sign_pod(pod, self.keys)
+
 
     def __init__(self, keys: GPUKeys | None = None, weights: tuple[int, int, int] = DEFAULT_WEIGHTS) -> None:
         self.keys = keys or GPUKeys()

@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.framework import quantity
+from scheduler.framework import quantity, signers
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins.helpers.resource_scoring import FieldErrors, UtilizationShapePoint, decode_shape
 from scheduler.plugins.volume_binding import csi_translation as csi
@@ -168,6 +168,12 @@ class VolumeBinding:
     """
 
     name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/volumebinding/volume_binding.go``): the Pod's
+        volume sources but ConfigMaps and Secrets. ``snapshot`` is unused by most plugins."""
+        return signers.volumes_fragment(pod)
+
 
     def __init__(self, args: VolumeBindingArgs | None = None, *, storage_capacity_scoring: bool = True) -> None:
         self.args = args or VolumeBindingArgs()
