@@ -29,13 +29,16 @@ def run(
     metrics_bind_address: Annotated[str, typer.Option(help="host:port for /metrics, /healthz, /livez, /readyz "
                                                       "(empty: off)")] = "0.0.0.0:10259",
     v: Annotated[int, typer.Option("--v", help="log verbosity (kube-scheduler style; 10 logs every plugin score)")] = 2,
+    feature_gates: Annotated[str, typer.Option(
+        help="kube-scheduler feature gates, e.g. OpportunisticBatching=false (on by default)")] = "",
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
     from scheduler.app.main import run_scheduler
 
     raise typer.Exit(run_scheduler(kubeconfig=kubeconfig, config=config, leader_elect=leader_elect,
                                    lease_name=lease_name, lease_namespace=lease_namespace,
-                                   metrics_bind_address=metrics_bind_address, verbosity=v))
+                                   metrics_bind_address=metrics_bind_address, verbosity=v,
+                                   feature_gates=feature_gates))
 
 
 @app.command()

@@ -184,7 +184,8 @@ class SchedulingLoop:
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
             return
         try:
-            result = self.algorithm.schedule(fw, self.snapshot, pi, nominator=self.queue.nominator)
+            result = self.algorithm.schedule(fw, self.snapshot, pi, nominator=self.queue.nominator,
+                                             cycle=self.queue.scheduling_cycle)
         except SchedulingError as exc:
             log.error("Error selecting node for pod pod=%s err=%s", pi.key, exc)
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
