@@ -106,7 +106,8 @@ def build_cluster(workload: Workload, n_nodes: int, n_init: int) -> tuple[Snapsh
 
 def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: int = 20,
                n_init: int | None = None, seed: int = 1, breakdown: bool = False,
-               profiler: str = "", namespace: str = "bench", gc_freeze: bool = False) -> CycleResult:
+               profiler: str = "", namespace: str = "bench", gc_freeze: bool = False,
+               batching: bool = False) -> CycleResult:
     """Schedule ``warmup + cycles`` Pods of ``workload`` on a fresh ``n_nodes`` cluster; time the last
     ``cycles``.
 
@@ -116,6 +117,10 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     ``n_init`` bound Pods first (default: one per node; for the GPU workload at most half of what the
     GPUs can hold). ``profiler``: ``""``, ``"cprofile"`` or ``"pyinstrument"`` (profiles the measured
     cycles only; the text report lands in ``profile_text``).
+    ``batching``: OpportunisticBatching as the live loop runs it (``cycle=`` advancing by one per
+    Pod); the profile then uses PodTopologySpread ``defaultingType: List`` without default
+    constraints, since the default System spreading makes every Pod unsignable (as upstream). Without
+    it, ``cycle`` is not passed and no Pod batches.
 
     Raises:
         ImportError: ``profiler="pyinstrument"`` and pyinstrument is not installed
@@ -127,7 +132,9 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
         n_init = min(n_init, max_pods(workload, n_nodes, n_init + n_nodes * GPUS_PER_NODE) // 2)
     snap, placed = build_cluster(workload, n_nodes, n_init)
     obs = _Breakdown()
-    fw = build_framework(ProfileConfig(scheduler_name=PROFILE_NAME), observer=obs if breakdown else None)
+    plugin_config = {"PodTopologySpread": {"defaultingType": "List"}} if batching else {}
+    fw = build_framework(ProfileConfig(scheduler_name=PROFILE_NAME, plugin_config=plugin_config),
+                         observer=obs if breakdown else None)
     algo = Algorithm(rng=random.Random(seed))
     res = CycleResult(workload.name, n_nodes, placed, build_seconds=time.perf_counter() - t0)
     total = max_pods(workload, n_nodes, placed + warmup + cycles) - placed
@@ -150,7 +157,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
         pi = PodInfo(raw)
         u0 = time.thread_time()
         c0 = time.perf_counter()
-        result = algo.schedule(fw, snap, pi)
+        result = algo.schedule(fw, snap, pi, cycle=k + 1 if batching else None)
         c1 = time.perf_counter()
         u1 = time.thread_time()
         node = result.selected

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import operator
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -352,11 +353,12 @@ class OpportunisticBatch:
             except SchedulingError:
                 self._flush(cycle_count, FLUSH_RESCORE_ERROR)
                 return False
-            names = [sn.names[i] for i in idx]
+            pick = operator.itemgetter(*idx) if len(idx) > 1 else (lambda c: (c[idx[0]],))
+            names = list(pick(sn.names))
             names.append(last.name)
             raw: dict[str, list[int]] = {}
             for plugin, col in sn.raw.items():
-                vals = [col[i] for i in idx]
+                vals = list(pick(col))
                 vals.append(fresh.get(plugin, 0))
                 raw[plugin] = vals
             for plugin, sc in fresh.items():
@@ -367,8 +369,7 @@ class OpportunisticBatch:
             except SchedulingError:
                 self._flush(cycle_count, FLUSH_NORMALIZE_ERROR)
                 return False
-            rnd = sn.randomizers or [0] * len(sn.names)
-            randomizers = [rnd[i] for i in idx]
+            randomizers = list(pick(sn.randomizers)) if sn.randomizers is not None else [0] * len(idx)
             randomizers.append(rng.getrandbits(62) if rng is not None else 0)
             self.state.sorted_nodes = SortedScoredNodes(names, totals, raw, randomizers=randomizers)
             return True

@@ -344,7 +344,7 @@ class Framework:
                     f'applying score defaultWeights on Score plugins: plugin "{pl.name}" returns an invalid score '
                     f"{bad}, it should in the range of [0, {MAX_NODE_SCORE}] after normalizing")
             w = self.score_weights[pl.name]
-            totals = [t + v * w for t, v in zip(totals, values, strict=True)]
+            totals = list(map(operator.add, totals, values if w == 1 else map(operator.mul, values, repeat(w))))
         return totals
 
     # -- helpers ----------------------------------------------------------------------------------
