@@ -14,7 +14,10 @@ the Pod was queued, here its ``creationTimestamp``; ties keep file order) and
 Differences from the live scheduler, on purpose: a tie between nodes with equal totals is broken
 with a ``random.Random(0)`` so output is reproducible; preemption (PostFilter) only *reports* the
 node it would nominate, it evicts nothing; with ``explain`` every feasible node is scored even
-when only one is feasible.
+when only one is feasible; OpportunisticBatching is off (``Algorithm.schedule`` gets no ``cycle``),
+so every Pod's table covers every node and no wall-clock batch age makes a run machine-dependent --
+a batched choice always has the best total of the full cycle (tests/unit/framework/test_batch.py),
+so placements differ from a batched live run at most by tie-breaking.
 """
 
 from __future__ import annotations
