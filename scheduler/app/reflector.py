@@ -204,7 +204,8 @@ class Reflector:
     # -- the loop ------------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """LIST, then WATCH and re-WATCH until ``stop`` is set (returns promptly then: the request in
-        flight is cancelled). Never raises on API failures: they are logged and retried."""
+        flight is cancelled). Never raises on API failures: they are logged and retried. Run again
+        after a stop, it resumes watching from :attr:`last_rv` (no LIST unless that is gone: 410)."""
         task = asyncio.ensure_future(self._loop())
         waiter = asyncio.ensure_future(stop.wait())
         try:
@@ -223,7 +224,8 @@ class Reflector:
     async def _loop(self) -> None:
         wk = self.wk
         delay = self.backoff_initial
-        need_list, gap_reason = True, ""
+        # run again after a stop: resume watching from last_rv (a 410 then re-lists)
+        need_list, gap_reason = not self.listed.is_set(), ""
         while True:
             if need_list:
                 if gap_reason and self.on_relist_start is not None:
