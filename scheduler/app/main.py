@@ -35,7 +35,7 @@ from scheduler.app.kube import Kube
 from scheduler.app.leader import AlwaysLeader, LeaderElector, new_identity
 from scheduler.app.logging import setup_logging
 from scheduler.app.loop import Housekeeping, QueueMetricsRecorder, SchedulingLoop
-from scheduler.app.metrics import framework_observer
+from scheduler.app.metrics import BatchMetricsRecorder, framework_observer
 from scheduler.cache.cache import Cache
 from scheduler.framework.config import (
     ConfigError,
@@ -62,7 +62,10 @@ def build_profiles(cfg: SchedulerConfig) -> dict[str, Framework]:
     for p in cfg.profiles:
         if p.scheduler_name in out:
             raise ConfigError(f"profiles: duplicate schedulerName {p.scheduler_name!r}")
-        out[p.scheduler_name] = build_framework(p, cfg, framework_observer(p.scheduler_name))
+        fw = build_framework(p, cfg, framework_observer(p.scheduler_name))
+        if fw.batch is not None:
+            fw.batch.recorder = BatchMetricsRecorder()
+        out[p.scheduler_name] = fw
     return out
 
 

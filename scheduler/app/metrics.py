@@ -233,3 +233,52 @@ def _label_sets(gauge: Gauge) -> list[tuple[str, str]]:
         for s in metric.samples:
             out.append((s.labels["node"], s.labels["model"]))
     return out
+
+
+# -- OpportunisticBatching (metrics.go: BatchAttemptStats, BatchCacheFlushed, BatchRescoreAttempts,
+# BatchRescoreDuration, GetNodeHintDuration, StoreScheduleResultsDuration) --------------------------
+BATCH_ATTEMPTS = Counter(
+    "scheduler_batch_attempts", "Counts of results when we attempt to use batching.",
+    ["profile", "result"], registry=REGISTRY)
+"""``scheduler_batch_attempts_total{profile,result}``: ``no_hint``, ``hint_used``, ``hint_not_used``."""
+
+BATCH_CACHE_FLUSHED = Counter(
+    "scheduler_batch_cache_flushed", "Counts of cache flushes by reason.", ["profile", "reason"], registry=REGISTRY)
+"""``scheduler_batch_cache_flushed_total{profile,reason}`` (reasons: ``scheduler.framework.batch.FLUSH_*``)."""
+
+BATCH_RESCORE_ATTEMPTS = Counter(
+    "scheduler_batch_rescore_attempts", "Counts of rescore attempts during opportunistic batching.",
+    ["profile"], registry=REGISTRY)
+
+BATCH_RESCORE_DURATION = Histogram(
+    "scheduler_batch_rescore_duration_seconds", "Latency for rescoring a node during opportunistic batching.",
+    ["profile"], buckets=exponential_buckets(0.00001, 2, 12), registry=REGISTRY)
+
+GET_NODE_HINT_DURATION = Histogram(
+    "scheduler_get_node_hint_duration_seconds", "Latency for getting a node hint.",
+    ["hinted", "profile"], buckets=exponential_buckets(0.00001, 2, 12), registry=REGISTRY)
+
+STORE_SCHEDULE_RESULTS_DURATION = Histogram(
+    "scheduler_store_schedule_results_duration_seconds", "Latency for storing scheduling results.",
+    ["profile"], buckets=exponential_buckets(0.00001, 2, 12), registry=REGISTRY)
+
+
+class BatchMetricsRecorder:
+    """The :class:`scheduler.framework.batch.BatchRecorder` of the live process (set on each
+    profile's ``fw.batch.recorder`` by ``scheduler.app.main``)."""
+
+    def attempt(self, profile: str, result: str) -> None:
+        BATCH_ATTEMPTS.labels(profile, result).inc()
+
+    def flushed(self, profile: str, reason: str) -> None:
+        BATCH_CACHE_FLUSHED.labels(profile, reason).inc()
+
+    def rescore(self, profile: str, seconds: float) -> None:
+        BATCH_RESCORE_ATTEMPTS.labels(profile).inc()
+        BATCH_RESCORE_DURATION.labels(profile).observe(seconds)
+
+    def hint_duration(self, hinted: str, profile: str, seconds: float) -> None:
+        GET_NODE_HINT_DURATION.labels(hinted, profile).observe(seconds)
+
+    def store_duration(self, profile: str, seconds: float) -> None:
+        STORE_SCHEDULE_RESULTS_DURATION.labels(profile).observe(seconds)

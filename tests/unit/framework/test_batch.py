@@ -503,3 +503,23 @@ def test_apply_feature_gates() -> None:
     finally:
         runtime.OPPORTUNISTIC_BATCHING_DEFAULT = True
     assert default_framework().batch is not None
+
+
+def test_live_metrics_recorder() -> None:
+    from scheduler.app.metrics import REGISTRY, BatchMetricsRecorder
+
+    fw = default_framework(**LIST_PTS)
+    assert fw.batch is not None
+    fw.batch.recorder = BatchMetricsRecorder()
+    fw.profile_name = "batch-metrics-test"
+    snap = cluster(10)
+    algo = Algorithm(rng=random.Random(0))
+    for i in range(3):
+        pi = PodInfo(mk_pod(f"m{i}", f"m-{i}"))
+        r = algo.schedule(fw, snap, pi, cycle=i + 1)
+        assert r.selected is not None
+        snap.assume(pi, r.selected)
+    labels = {"profile": "batch-metrics-test", "result": "hint_used"}
+    assert REGISTRY.get_sample_value("scheduler_batch_attempts_total", labels) == 2.0
+    assert REGISTRY.get_sample_value("scheduler_batch_attempts_total",
+                                     {"profile": "batch-metrics-test", "result": "no_hint"}) == 1.0
