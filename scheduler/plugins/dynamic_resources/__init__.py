@@ -608,6 +608,23 @@ class DynamicResources:
         return None, Status(Code.UNSCHEDULABLE)
 
     # -- Score -------------------------------------------------------------------------------------
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
+        """:meth:`score` for each of ``nodes`` in order (batch form): all 0 at once for a Pod without
+        claims, else node by node."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return [], Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.claims:
+            return [0] * len(nodes), Status.success()
+        out: list[int] = []
+        for ni in nodes:
+            sc, st = self.score(state, pod, ni)
+            if not st.is_success():
+                return [], st
+            out.append(sc)
+        return out, Status.success()
+
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
         """``Score``: 0 without claims or without a Filter result for the node; otherwise
         ``computeScore``: for every ``firstAvailable`` subrequest used, ``8 - its index``."""

@@ -316,6 +316,24 @@ class VolumeBinding:
                 r.requested += 0 if req is None else quantity.value(req)
         return self.scorer(classes), Status.success()
 
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
+        """:meth:`score` for each of ``nodes`` in order (batch form): all 0 at once when no node has
+        volume decisions (a Pod without claims, the common case), else node by node."""
+        if self.scorer is None:
+            return [0] * len(nodes), Status.success()
+        s = _read_state(state)
+        if s is None:
+            return [], Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.pod_volumes_by_node:
+            return [0] * len(nodes), Status.success()
+        out: list[int] = []
+        for ni in nodes:
+            sc, st_ = self.score(state, pod, ni)
+            if not st_.is_success():
+                return [], st_
+            out.append(sc)
+        return out, Status.success()
+
     # -- Reserve --------------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """Assume the node's decisions in memory; sets ``all_bound``. Error when the state is missing
