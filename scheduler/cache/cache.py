@@ -5,7 +5,8 @@ Upstream: ``pkg/scheduler/backend/cache/cache.go`` (``cacheImpl``: ``AddNode`` /
 Pod, ``UpdatePod``, ``RemovePod``, ``AssumePod``, ``ForgetPod``, ``RemoveAssumedPod``,
 ``UpdateSnapshot``: only NodeInfos whose generation is newer than the snapshot's are cloned, most
 recently changed first, the NodeInfo objects of the snapshot keep their identity, lists are rebuilt
-only when nodes come or go or a node's affinity-Pod status flips) and ``node_tree.go`` (zone
+only when nodes come or go or a node's affinity-Pod status flips; the snapshot's numpy node columns
+are refreshed for each cloned NodeInfo and rebuilt lazily when the node list changes) and ``node_tree.go`` (zone
 round-robin order).
 
 Assumed-Pod expiry: v1.37 has none (``durationToExpireAssumedPod`` and ``cleanupAssumedPods`` were
@@ -398,6 +399,7 @@ class Cache:
             for k, v in clone.pvc_ref_counts.items():
                 pvc_delta[k] = pvc_delta.get(k, 0) + v
             _assign(existing, clone)
+            snapshot.node_changed(existing)
         if self._nodes:
             snapshot.generation = max(snapshot.generation, next(reversed(self._nodes.values())).generation)
         if len(snapshot.node_info_map) > self._tree.num_nodes:
@@ -409,6 +411,7 @@ class Cache:
         if update_all:
             snapshot.node_info_list = [snapshot.node_info_map[n] for n in self._tree.list()
                                        if n in snapshot.node_info_map]
+            snapshot.invalidate_columns()
             snapshot.rebuild_lists()
         else:
             for k, d in pvc_delta.items():
@@ -429,6 +432,7 @@ class Cache:
             snapshot.node_info_map = {n: ni.clone() for n, ni in self._nodes.items() if ni.node is not None}
             snapshot.node_info_list = [snapshot.node_info_map[n] for n in self._tree.list()
                                        if n in snapshot.node_info_map]
+            snapshot.invalidate_columns()
             snapshot.rebuild_lists()
             raise CacheError(msg)
 

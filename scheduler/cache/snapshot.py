@@ -12,14 +12,18 @@ changed NodeInfos are cloned) or from plain objects (:meth:`Snapshot.from_object
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo, PodParseError, pod_pvc_keys
 
 Obj = dict[str, Any]
 
-__all__ = ["ClusterObjects", "Snapshot", "node_tree_order", "zone_key"]
+__all__ = ["ClusterObjects", "GatheredColumns", "NodeColumns", "Snapshot", "node_tree_order", "zone_key"]
 
 NAMESPACED_KINDS = (
     "Service", "ReplicaSet", "StatefulSet", "ReplicationController", "PersistentVolumeClaim",
@@ -100,6 +104,177 @@ def node_tree_order(nodes: Iterable[tuple[str, str]]) -> list[str]:
     return out
 
 
+# -- node columns ------------------------------------------------------------------------------------
+ALLOC_CPU, ALLOC_MEM, ALLOC_EPH, ALLOC_PODS, REQ_CPU, REQ_MEM, REQ_EPH, NZ_CPU, NZ_MEM, POD_COUNT = range(10)
+"""Row numbers of :attr:`NodeColumns.values`: allocatable milli-CPU / memory bytes / ephemeral-storage
+bytes / pod number, requested milli-CPU / memory / ephemeral-storage, non-zero requested milli-CPU /
+memory (100m / 200Mi defaults), number of Pods."""
+N_COLUMNS = 10
+FILTER_LIMIT = 1 << 62
+"""A node whose every column value lies in (-2**62, 2**62) can be compared as int64 (``alloc - used``
+cannot overflow); others take the Python path."""
+SCORE_LIMIT = 1 << 51
+"""A node whose allocatable / requested / non-zero requested cpu and memory lie in [0, 2**51) can be
+scored on the numpy path (with a Pod request below 2**51 the sums stay below 2**52, so ``* 100``
+fits int64 and float64 division sees exact integers); others take the Python path."""
+_SCORE_ROWS = (ALLOC_CPU, ALLOC_MEM, REQ_CPU, REQ_MEM, NZ_CPU, NZ_MEM)
+_GENERATION = attrgetter("generation")
+
+Int64Array = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+def node_column_values(ni: NodeInfo) -> tuple[list[int], bool, bool]:
+    """One node's column values in row order (see :data:`ALLOC_CPU` ...) and whether the node is
+    usable on the int64 filter path and on the numpy score path (:data:`FILTER_LIMIT`,
+    :data:`SCORE_LIMIT`). Values outside int64's comfort zone are replaced by 0 (the node is then
+    not usable on either path)."""
+    a, u, z = ni.allocatable, ni.requested, ni.non_zero_requested
+    row = [a.milli_cpu, a.memory, a.ephemeral_storage, a.allowed_pod_number, u.milli_cpu, u.memory,
+           u.ephemeral_storage, z.milli_cpu, z.memory, len(ni.pods)]
+    filter_ok = all(-FILTER_LIMIT < v < FILTER_LIMIT for v in row)
+    if not filter_ok:
+        row = [v if -FILTER_LIMIT < v < FILTER_LIMIT else 0 for v in row]
+        return row, False, False
+    score_ok = all(0 <= row[k] < SCORE_LIMIT for k in _SCORE_ROWS)
+    return row, True, score_ok
+
+
+class GatheredColumns:
+    """The columns of some nodes, in the order they were asked for.
+
+    Attributes:
+        values: int64 array of shape (:data:`N_COLUMNS`, len(nodes)); row ``ALLOC_CPU`` ... (a view
+            of the snapshot's columns when the nodes are a contiguous run of ``node_info_list``: do
+            not write to it).
+        filter_ok / score_ok: bool arrays (len(nodes),) telling which nodes may use the int64 filter
+            / numpy score path; None when every node may.
+    """
+
+    __slots__ = ("filter_ok", "score_ok", "values")
+
+    def __init__(self, values: Int64Array, filter_ok: BoolArray | None, score_ok: BoolArray | None) -> None:
+        self.values = values
+        self.filter_ok = filter_ok
+        self.score_ok = score_ok
+
+
+class NodeColumns:
+    """Resource columns of a Snapshot's nodes in ``node_info_list`` order (numpy, int64).
+
+    Resource Filter / Score plugins read whole chunks of nodes from here instead of walking
+    ``NodeInfo.allocatable`` / ``requested`` / ``non_zero_requested`` node by node (issue 9). There is
+    no upstream counterpart: kube-scheduler's Go loops read NodeInfo fields directly.
+
+    A node's position is found from its ``NodeInfo.generation`` (bumped on every change, kept by
+    ``clone``), so a NodeInfo changed behind the snapshot's back (or a clone with extra Pods) is never
+    matched to stale values: :meth:`gather` refreshes the column of a snapshot NodeInfo that changed
+    in place and returns None for a NodeInfo the snapshot does not hold (callers then take their
+    exact Python path).
+
+    Attributes:
+        values: int64 array (:data:`N_COLUMNS`, n).
+        filter_ok / score_ok: bool arrays (n,) (see :func:`node_column_values`); ``bad_filter`` /
+            ``bad_score`` count the False entries.
+        gens: the generation each column reflects; ``pos_by_gen`` / ``pos_by_name`` map back to
+            positions.
+        source: the ``node_info_list`` the columns were built from (identity decides freshness).
+    """
+
+    __slots__ = ("bad_filter", "bad_score", "filter_ok", "gens", "n", "pos_by_gen", "pos_by_name", "score_ok",
+                 "source", "values")
+
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        n = len(nodes)
+        self.source = nodes
+        self.n = n
+        self.values: Int64Array = np.zeros((N_COLUMNS, n), np.int64)
+        self.filter_ok: BoolArray = np.ones(n, np.bool_)
+        self.score_ok: BoolArray = np.ones(n, np.bool_)
+        self.gens: list[int] = [ni.generation for ni in nodes]
+        self.pos_by_gen: dict[int, int] = {g: i for i, g in enumerate(self.gens)}
+        self.pos_by_name: dict[str, int] = {ni.name: i for i, ni in enumerate(nodes)}
+        rows: list[list[int]] = []
+        for i, ni in enumerate(nodes):
+            row, f_ok, s_ok = node_column_values(ni)
+            rows.append(row)
+            if not f_ok:
+                self.filter_ok[i] = False
+            if not s_ok:
+                self.score_ok[i] = False
+        if rows:
+            self.values = np.array(rows, np.int64).T.copy()
+        self.bad_filter = int(n - np.count_nonzero(self.filter_ok))
+        self.bad_score = int(n - np.count_nonzero(self.score_ok))
+
+    def fresh_for(self, nodes: list[NodeInfo]) -> bool:
+        """Whether these columns were built for this very ``node_info_list`` (same object and length)."""
+        return self.source is nodes and len(nodes) == self.n
+
+    def refresh(self, ni: NodeInfo) -> bool:
+        """Re-read the column of ``ni`` (a NodeInfo of ``source``, changed in place). False when ``ni``
+        is not the snapshot's NodeInfo at its name's position (nothing changed)."""
+        i = self.pos_by_name.get(ni.name)
+        if i is None or self.source[i] is not ni:
+            return False
+        old = self.gens[i]
+        if self.pos_by_gen.get(old) == i:
+            del self.pos_by_gen[old]
+        self.gens[i] = ni.generation
+        self.pos_by_gen[ni.generation] = i
+        row, f_ok, s_ok = node_column_values(ni)
+        self.values[:, i] = row
+        if bool(self.filter_ok[i]) != f_ok:
+            self.filter_ok[i] = f_ok
+            self.bad_filter += -1 if f_ok else 1
+        if bool(self.score_ok[i]) != s_ok:
+            self.score_ok[i] = s_ok
+            self.bad_score += -1 if s_ok else 1
+        return True
+
+    def _positions(self, gens: list[int], nodes: Sequence[NodeInfo]) -> list[int] | None:
+        pos_by_gen = self.pos_by_gen
+        try:
+            return list(map(pos_by_gen.__getitem__, gens))
+        except KeyError:
+            pass
+        for ni, g in zip(nodes, gens, strict=True):
+            if g not in pos_by_gen and not self.refresh(ni):
+                return None
+        return list(map(pos_by_gen.__getitem__, gens))
+
+    def gather(self, nodes: Sequence[NodeInfo]) -> GatheredColumns | None:
+        """The columns of ``nodes`` in their order; None when one of them is not (a same-generation
+        copy of) a NodeInfo of the snapshot.
+
+        A contiguous run of ``node_info_list`` (also one wrapping around its end, as the rotating
+        start index of Filter produces) costs one attribute read per node and a list compare; any
+        other selection one dict lookup per node and a numpy take.
+        """
+        m = len(nodes)
+        gens = list(map(_GENERATION, nodes))
+        if m == 0:
+            return GatheredColumns(self.values[:, :0], None, None)
+        n = self.n
+        p0 = self.pos_by_gen.get(gens[0])
+        sel: slice | list[int] | None = None
+        if p0 is not None and m <= n:
+            end = p0 + m
+            if end <= n:
+                if self.gens[p0:end] == gens:
+                    sel = slice(p0, end)
+            elif self.gens[p0:] + self.gens[:end - n] == gens:
+                sel = list(range(p0, n)) + list(range(end - n))
+        if sel is None:
+            sel = self._positions(gens, nodes)
+            if sel is None:
+                return None
+        values = self.values[:, sel] if isinstance(sel, slice) else self.values.take(sel, axis=1)
+        f_ok = self.filter_ok[sel] if self.bad_filter else None
+        s_ok = self.score_ok[sel] if self.bad_score else None
+        return GatheredColumns(values, f_ok, s_ok)
+
+
 class Snapshot:
     """NodeInfos of one cycle (``cache.Snapshot``).
 
@@ -110,6 +285,10 @@ class Snapshot:
             least one such Pod (InterPodAffinity iterates only these).
         objects: the cluster's other objects (shared, read-only here).
         generation: the cache generation this snapshot reflects.
+
+    :meth:`columns` gives the nodes' resource quantities as numpy columns (:class:`NodeColumns`),
+    built on first use after the node list changed and kept up to date node by node by
+    :meth:`node_changed` (called by ``Cache.update_snapshot`` and :meth:`assume`).
     """
 
     def __init__(self, objects: ClusterObjects | None = None) -> None:
@@ -120,6 +299,7 @@ class Snapshot:
         self.objects: ClusterObjects = objects if objects is not None else ClusterObjects()
         self.generation: int = 0
         self.used_pvc_ref_counts: dict[str, int] = {}
+        self._columns: NodeColumns | None = None
 
     # -- construction from plain objects ---------------------------------------------------------
     @classmethod
@@ -192,6 +372,26 @@ class Snapshot:
                 counts[k] = counts.get(k, 0) + v
         self.used_pvc_ref_counts = counts
 
+    # -- node columns ----------------------------------------------------------------------------
+    def columns(self) -> NodeColumns:
+        """The :class:`NodeColumns` of ``node_info_list`` (rebuilt when the list object was replaced
+        or its length changed; O(nodes) then, O(1) otherwise)."""
+        cols = self._columns
+        if cols is None or not cols.fresh_for(self.node_info_list):
+            cols = self._columns = NodeColumns(self.node_info_list)
+        return cols
+
+    def node_changed(self, ni: NodeInfo) -> None:
+        """Bring the column of ``ni`` (a NodeInfo of this snapshot that changed in place) up to date;
+        nothing to do when no columns were built yet or the node list was replaced since."""
+        cols = self._columns
+        if cols is not None and cols.fresh_for(self.node_info_list):
+            cols.refresh(ni)
+
+    def invalidate_columns(self) -> None:
+        """Drop the columns (the next :meth:`columns` rebuilds them)."""
+        self._columns = None
+
     # -- reads -----------------------------------------------------------------------------------
     def get(self, name: str) -> NodeInfo:
         """NodeInfo by node name. Raises KeyError if the node is not in the snapshot."""
@@ -218,6 +418,7 @@ class Snapshot:
         pi.parsed = pod.parsed
         had_aff, had_anti = bool(ni.pods_with_affinity), bool(ni.pods_with_required_anti_affinity)
         ni.add_pod(pi)
+        self.node_changed(ni)
         if had_aff != bool(ni.pods_with_affinity) or had_anti != bool(ni.pods_with_required_anti_affinity):
             self.rebuild_lists()
         else:

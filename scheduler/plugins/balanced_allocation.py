@@ -32,6 +32,7 @@ from scheduler.plugins.helpers.resource_scoring import (
     balanced_resource_scorer,
     decode_resources,
     dra_pre_score_state,
+    node_columns_of,
 )
 
 __all__ = ["NAME", "PRE_SCORE_STATE_KEY", "BalancedAllocationArgs", "NodeResourcesBalancedAllocation"]
@@ -134,7 +135,7 @@ class NodeResourcesBalancedAllocation:
                     return out, st
                 out.append(sc)
             return out, Status.success()
-        return self.scorer.score_nodes(nodes, s.pod_requests, s.dra)
+        return self.scorer.score_nodes(nodes, s.pod_requests, s.dra, node_columns_of(state.snapshot, len(nodes)))
 
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
         """The balance score (50..100) of ``node_info``; 0 for a best-effort Pod when PreScore did

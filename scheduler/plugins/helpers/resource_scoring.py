@@ -33,6 +33,17 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.cache.snapshot import (
+    ALLOC_CPU,
+    ALLOC_MEM,
+    NZ_CPU,
+    NZ_MEM,
+    REQ_CPU,
+    REQ_MEM,
+    SCORE_LIMIT,
+    Int64Array,
+    NodeColumns,
+)
 from scheduler.framework import quantity
 from scheduler.framework.config import ConfigError
 from scheduler.framework.types import (
@@ -76,6 +87,7 @@ __all__ = [
     "least_resource_scorer",
     "most_requested_score",
     "most_resource_scorer",
+    "node_columns_of",
     "requested_to_capacity_ratio_scorer",
     "should_delegate_resource_to_dra",
 ]
@@ -448,28 +460,60 @@ _NUMPY_MAX_QUANTITY = 1 << 52
 differently: such batches take the plain loop."""
 
 
+def node_columns_of(snapshot: object, n_nodes: int) -> NodeColumns | None:
+    """The snapshot's :class:`~scheduler.cache.snapshot.NodeColumns` when a batch of ``n_nodes``
+    nodes is large enough for the numpy paths; None below that or for a missing snapshot or an
+    object without columns (e.g. a test double)."""
+    if n_nodes < _NUMPY_MIN_NODES:
+        return None
+    columns = getattr(snapshot, "columns", None)
+    if columns is None:
+        return None
+    cols = columns()
+    return cols if isinstance(cols, NodeColumns) else None
+
+
 def _score_columns(kind: str, nodes: Sequence[NodeInfo], use_requested: bool, pc: int, pm: int, wc: int,
-                   wm: int) -> list[int] | None:
+                   wm: int, columns: NodeColumns | None = None) -> list[int] | None:
     """The cpu + memory fast path of :meth:`ResourceAllocationScorer.score_nodes` over numpy columns
     (one int64 / float64 array per quantity): the same integer arithmetic, and for the balance score
     the same IEEE double operations in the same order (each numpy ufunc rounds like the Python
-    operator it replaces). None when a quantity is negative or too large (the caller loops)."""
+    operator it replaces). The columns come from the snapshot's :class:`NodeColumns` when
+    ``columns`` holds every node of ``nodes``, else from the NodeInfos. None when a quantity is
+    negative or too large (the caller loops)."""
     n = len(nodes)
-    try:
-        ac = np.fromiter([ni.allocatable.milli_cpu for ni in nodes], np.int64, n)
-        am = np.fromiter([ni.allocatable.memory for ni in nodes], np.int64, n)
-        if use_requested:
-            uc = np.fromiter([ni.requested.milli_cpu for ni in nodes], np.int64, n)
-            um = np.fromiter([ni.requested.memory for ni in nodes], np.int64, n)
-        else:
-            uc = np.fromiter([ni.non_zero_requested.milli_cpu for ni in nodes], np.int64, n)
-            um = np.fromiter([ni.non_zero_requested.memory for ni in nodes], np.int64, n)
-    except OverflowError:
-        return None
-    lo = min(int(ac.min()), int(am.min()), int(uc.min()), int(um.min()))
-    hi = max(int(ac.max()), int(am.max()), int(uc.max()) + pc, int(um.max()) + pm)
-    if lo < 0 or hi >= _NUMPY_MAX_QUANTITY:
-        return None
+    got = columns.gather(nodes) if columns is not None else None
+    if got is not None:
+        if got.score_ok is not None and not got.score_ok.all():
+            return None
+        if not (0 <= pc < SCORE_LIMIT and 0 <= pm < SCORE_LIMIT):
+            return None
+        v = got.values
+        ac, am = v[ALLOC_CPU], v[ALLOC_MEM]
+        uc, um = (v[REQ_CPU], v[REQ_MEM]) if use_requested else (v[NZ_CPU], v[NZ_MEM])
+    else:
+        try:
+            ac = np.fromiter([ni.allocatable.milli_cpu for ni in nodes], np.int64, n)
+            am = np.fromiter([ni.allocatable.memory for ni in nodes], np.int64, n)
+            if use_requested:
+                uc = np.fromiter([ni.requested.milli_cpu for ni in nodes], np.int64, n)
+                um = np.fromiter([ni.requested.memory for ni in nodes], np.int64, n)
+            else:
+                uc = np.fromiter([ni.non_zero_requested.milli_cpu for ni in nodes], np.int64, n)
+                um = np.fromiter([ni.non_zero_requested.memory for ni in nodes], np.int64, n)
+        except OverflowError:
+            return None
+        lo = min(int(ac.min()), int(am.min()), int(uc.min()), int(um.min()))
+        hi = max(int(ac.max()), int(am.max()), int(uc.max()) + pc, int(um.max()) + pm)
+        if lo < 0 or hi >= _NUMPY_MAX_QUANTITY:
+            return None
+    return _score_arrays(kind, ac, am, uc, um, pc, pm, wc, wm)
+
+
+def _score_arrays(kind: str, ac: Int64Array, am: Int64Array, uc: Int64Array, um: Int64Array, pc: int, pm: int,
+                  wc: int, wm: int) -> list[int]:
+    """:func:`_score_columns` on int64 arrays (allocatable ``ac`` / ``am``, already requested ``uc`` /
+    ``um``; milli-CPU and bytes, each in [0, 2**52) with the Pod's ``pc`` / ``pm`` added)."""
     rc, rm = uc + pc, um + pm
     has_c, has_m = ac != 0, am != 0
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -792,13 +836,15 @@ class ResourceAllocationScorer:
         return requested, allocated, allocatable
 
     def score_nodes(self, nodes: Sequence[NodeInfo], pod_requests_list: Sequence[int],
-                    dra: DRAPreScoreState | None = None) -> tuple[list[int], Status]:
+                    dra: DRAPreScoreState | None = None,
+                    columns: NodeColumns | None = None) -> tuple[list[int], Status]:
         """:meth:`score` of every node of ``nodes``, in order (the plugins' ``score_nodes``).
 
         The common configuration (resources exactly cpu then memory, any weights; LeastAllocated,
-        MostAllocated or the balance scorer; no DRA-backed resource) runs in one loop with the same
-        integer and float operations as :meth:`score`; anything else, and any node with a negative
-        quantity, goes through :meth:`score` node by node.
+        MostAllocated or the balance scorer; no DRA-backed resource) runs with the same integer and
+        float operations as :meth:`score`, over numpy columns for 32 nodes or more (``columns``: the
+        snapshot's :class:`NodeColumns`, read instead of the NodeInfos when they hold ``nodes``);
+        anything else, and any node with a negative quantity, goes through :meth:`score` node by node.
         """
         if not self.resources:
             return [], Status(Code.ERROR, ["resources not found"])
@@ -815,7 +861,7 @@ class ResourceAllocationScorer:
         wc, wm = self.resources[0].weight, self.resources[1].weight
         use_requested = self.use_requested
         if len(nodes) >= _NUMPY_MIN_NODES:
-            vectorized = _score_columns(kind, nodes, use_requested, pc, pm, wc, wm)
+            vectorized = _score_columns(kind, nodes, use_requested, pc, pm, wc, wm, columns)
             if vectorized is not None:
                 return vectorized, Status.success()
         scores: list[int] = []

@@ -5,14 +5,17 @@ cordoned-node cases. The runtime relies on this equivalence (scheduler/framework
 
 from __future__ import annotations
 
+import copy
 import random
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
+from scheduler.cache.cache import Cache
+from scheduler.cache.snapshot import POD_COUNT, NodeColumns, Snapshot
 from scheduler.framework.config import ProfileConfig, build_framework
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
@@ -30,9 +33,11 @@ def _key(st: Status) -> tuple[int, tuple[str, ...], str]:
     return int(st.code), tuple(st.reasons), st.plugin
 
 
-def _check(fw: Framework, snap: Snapshot, pod: PodInfo) -> int:
-    """Compare batch and node-by-node forms for every plugin of ``fw``; returns comparisons made."""
-    nodes: list[NodeInfo] = list(snap.node_info_list)
+def _check(fw: Framework, snap: Snapshot, pod: PodInfo, nodes: list[NodeInfo] | None = None) -> int:
+    """Compare batch and node-by-node forms for every plugin of ``fw`` on ``nodes`` (default: the
+    snapshot's list); returns comparisons made."""
+    if nodes is None:
+        nodes = list(snap.node_info_list)
     state = CycleState(snap)
     for pl in fw.pre_filter_plugins:
         _, s = pl.pre_filter(state, pod, nodes)
@@ -139,3 +144,184 @@ def test_vectorized_resource_scores_equal_node_by_node(strategy: str) -> None:
                                                                   "memory": str(rng.randint(0, 2**33))}
         compared += _check(fw, snap, PodInfo(raw))
     assert compared >= 16
+
+
+# -- snapshot node columns kept up to date incrementally --------------------------------------------
+def _assert_columns_match_fresh(snap: Snapshot) -> None:
+    """The snapshot's (incrementally maintained) columns equal columns built from scratch."""
+    cols = snap.columns()
+    fresh = NodeColumns(list(snap.node_info_list))
+    assert cols.n == fresh.n == len(snap.node_info_list)
+    assert np.array_equal(cols.values, fresh.values)
+    assert np.array_equal(cols.filter_ok, fresh.filter_ok)
+    assert np.array_equal(cols.score_ok, fresh.score_ok)
+    assert (cols.bad_filter, cols.bad_score) == (fresh.bad_filter, fresh.bad_score)
+    assert cols.gens == fresh.gens
+    assert cols.pos_by_gen == fresh.pos_by_gen
+
+
+def _pod(i: int, rng: random.Random, uid: str, node: str | None = None) -> Obj:
+    raw = workloads.get_workload(rng.choice(["SchedulingBasic", "GPU", "NodeAffinity"])).pod(
+        i, "ns", "py-scheduler", uid)
+    req = raw["spec"]["containers"][0]["resources"].setdefault("requests", {})
+    kind = i % 6
+    if kind == 1:
+        req["cpu"] = f"{rng.randint(1, 40000)}m"
+    elif kind == 2:
+        req["memory"] = str(rng.randint(1, 2**37))
+    elif kind == 3:
+        req.pop("cpu", None)
+        req.pop("memory", None)
+    elif kind == 4:
+        req["ephemeral-storage"] = f"{rng.randint(1, 200)}Gi"
+    if node is not None:
+        raw["spec"]["nodeName"] = node
+    return raw
+
+
+def _views(snap: Snapshot, rng: random.Random) -> list[list[NodeInfo]]:
+    """Node lists as the runtime passes them: the whole list, rotated runs (wrapping around the end)
+    and runs with holes (nodes rejected by earlier plugins / PreFilterResult)."""
+    nodes = list(snap.node_info_list)
+    n = len(nodes)
+    start = rng.randrange(n)
+    rotated = nodes[start:] + nodes[:start]
+    holes = [ni for ni in rotated if rng.random() < 0.8]
+    return [nodes, rotated[: max(40, n // 2)], holes]
+
+
+def test_columns_follow_cache_updates_and_batch_equals_node_by_node() -> None:
+    """Pods assumed / added / removed, nodes added / removed / resized (negative, huge, zero-pod
+    allocatable) through the Cache: after each ``update_snapshot`` the snapshot's columns equal
+    freshly built ones, are not rebuilt while the node list stays, and NodeResourcesFit /
+    BalancedAllocation batch forms equal node-by-node calls on whole, rotated and holed lists."""
+    rng = random.Random(23)
+    cache = Cache()
+    raw_nodes = workloads.make_nodes(80)
+    for node in raw_nodes[:70]:
+        cache.add_node(node)
+    present = set(range(70))
+    uid = 0
+    bound: dict[str, Obj] = {}
+    for i in range(200):
+        uid += 1
+        p = _pod(i, rng, f"b{uid}", workloads.node_name(rng.randrange(70)))
+        cache.add_pod(p)
+        bound[f"b{uid}"] = p
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    fw = build_framework(ProfileConfig())
+    kept_columns = snap.columns()
+    compared = 0
+    for step in range(30):
+        op = step % 6
+        if op == 0:  # assume a few Pods (the live loop's path)
+            for _ in range(3):
+                uid += 1
+                raw = _pod(uid, rng, f"a{uid}", workloads.node_name(rng.randrange(70)))
+                cache.assume_pod(PodInfo(raw))
+        elif op == 1:  # confirmed / new bound Pods and deletions
+            for _ in range(4):
+                uid += 1
+                p = _pod(uid, rng, f"b{uid}", workloads.node_name(rng.randrange(70)))
+                cache.add_pod(p)
+                bound[f"b{uid}"] = p
+            for key in rng.sample(sorted(bound), 3):
+                cache.remove_pod(bound.pop(key))
+        elif op == 2:  # node resized: negative memory, huge cpu, no pods, back to normal
+            i = rng.choice(sorted(present))
+            node = copy.deepcopy(raw_nodes[i])
+            alloc = node["status"]["allocatable"]
+            alloc.update(rng.choice([{"memory": "-1Gi"}, {"cpu": "9E"}, {"pods": "0"}, {"cpu": "0"},
+                                     {"memory": "16Ei"}, {}]))
+            cache.update_node(raw_nodes[i], node)
+            raw_nodes[i] = node
+        elif op == 3:  # a node comes: the columns are rebuilt for the new list
+            if step < 20:
+                cache.add_node(raw_nodes[70 + step // 6])
+                present.add(70 + step // 6)
+        elif op == 4:  # a node goes
+            i = rng.choice(sorted(present))
+            present.discard(i)
+            cache.remove_node(raw_nodes[i])
+        cache.update_snapshot(snap)
+        if op in (0, 1, 2, 5):
+            assert snap.columns() is kept_columns, "columns rebuilt although the node list did not change"
+        kept_columns = snap.columns()
+        _assert_columns_match_fresh(snap)
+        for _ in range(2):
+            uid += 1
+            pod = PodInfo(_pod(uid, rng, f"u{uid}"))
+            for view in _views(snap, rng):
+                compared += _check(fw, snap, pod, view)
+    assert compared > 300
+
+
+def test_columns_follow_snapshot_assume_and_in_place_changes() -> None:
+    """``Snapshot.assume`` refreshes the column of the node; a NodeInfo changed in place without
+    telling the snapshot (the offline engine's removal) is re-read on the next gather; a clone with
+    extra Pods (nominated Pods, preemption dry runs) is never matched to the snapshot's columns."""
+    rng = random.Random(31)
+    nodes = workloads.make_nodes(64)
+    bound = [_pod(i, rng, f"b{i}", workloads.node_name(rng.randrange(64))) for i in range(150)]
+    snap = Snapshot.from_objects(nodes, bound)
+    fw = build_framework(ProfileConfig())
+    cols = snap.columns()
+    compared = 0
+    for i in range(40):
+        pod = PodInfo(_pod(1000 + i, rng, f"u{i}"))
+        compared += _check(fw, snap, pod, _views(snap, rng)[1])
+        snap.assume(pod, workloads.node_name(rng.randrange(64)))
+        assert snap.columns() is cols
+        _assert_columns_match_fresh(snap)
+    assert compared > 60
+    victim = snap.node_info_list[5]
+    uid = victim.pods[0].uid if victim.pods else ""
+    if not victim.pods:
+        snap.assume(PodInfo(_pod(2000, rng, "x2000")), victim.name)
+        uid = "x2000"
+    victim.remove_pod(uid)  # behind the snapshot's back
+    got = cols.gather(snap.node_info_list)
+    assert got is not None
+    assert int(got.values[POD_COUNT, 5]) == len(victim.pods)
+    _assert_columns_match_fresh(snap)
+    clone = snap.node_info_list[7].clone()
+    clone.add_pod(PodInfo(_pod(3000, rng, "x3000", clone.name)))
+    assert cols.gather([*snap.node_info_list[:7], clone]) is None
+    unchanged_clone = snap.node_info_list[9].clone()
+    got = cols.gather([unchanged_clone])
+    assert got is not None and int(got.values[POD_COUNT, 0]) == len(unchanged_clone.pods)
+
+
+def test_vectorized_filter_reasons_equal_node_by_node() -> None:
+    """Enough nodes for NodeResourcesFit's array Filter, with full nodes, over-committed ones and
+    quantities outside int64's safe range: exact reasons and codes of ``filter`` for every node."""
+    rng = random.Random(41)
+    nodes = workloads.make_nodes(120)
+    for i, n in enumerate(nodes):
+        alloc = n["status"]["allocatable"]
+        alloc["cpu"] = f"{rng.randint(0, 8000)}m"
+        alloc["memory"] = str(rng.randint(0, 2**32))
+        alloc["pods"] = str(rng.randint(0, 4))
+        alloc["ephemeral-storage"] = f"{rng.randint(0, 50)}Gi"
+        if i % 29 == 0:
+            alloc["memory"] = "-2Gi"
+        if i % 31 == 0:
+            alloc["cpu"] = "8E"
+    bound = [_pod(i, rng, f"b{i}", workloads.node_name(rng.randrange(120))) for i in range(200)]
+    snap = Snapshot.from_objects(nodes, bound)
+    fw = build_framework(ProfileConfig())
+    fit = next(pl for pl in fw.filter_plugins if pl.name == "NodeResourcesFit")
+    failing = 0
+    for i in range(30):
+        raw = _pod(500 + i, rng, f"u{i}")
+        if i % 10 == 9:
+            raw["spec"]["containers"][0]["resources"]["requests"]["memory"] = "8Ei"
+        pod = PodInfo(raw)
+        for view in _views(snap, rng):
+            _check(fw, snap, pod, view)
+            state = CycleState(snap)
+            fit.pre_filter(state, pod, view)
+            got = fit.filter_nodes(state, pod, view)
+            failing += 0 if got is None else sum(1 for s in got if s.code)
+    assert failing > 100
