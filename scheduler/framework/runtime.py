@@ -34,7 +34,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
+
+import numpy as np
 
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.batch import (
@@ -75,6 +77,8 @@ gets an :class:`~scheduler.framework.batch.OpportunisticBatch` unless told other
 (``Framework.set_opportunistic_batching(False)``; ``py-scheduler run --feature-gates
 OpportunisticBatching=false``)."""
 _SIGNATURE_MEMO = "OpportunisticBatching/signature"
+_VALID_SCORE_BYTES = bytes(range(MAX_NODE_SCORE + 1))
+"""The bytes 0..MAX_NODE_SCORE: deleting them from a packed score column leaves nothing iff every score is in range."""
 
 # Observer hooks (metrics): called with (extension_point, plugin or "", status code name, seconds).
 Observer = Callable[[str, str, str, float], None]
@@ -142,10 +146,12 @@ class ScheduleResult:
             the search early on large clusters).
         feasible: nodes that passed every Filter, in evaluation order.
         filtered: node -> reasons of the Filter (or PreFilter) that rejected it.
-        scores: plugin -> node -> normalized score (0-100) before the weight.
+        scores: plugin -> node -> normalized score (0-100) before the weight (a property: built
+            from the score columns on first read, so the live loop, which never reads it, does not
+            pay for the dicts).
         weights: plugin -> weight.
         skipped: Score plugins whose PreScore returned Skip.
-        totals: node -> weighted sum.
+        totals: node -> weighted sum (a property built on first read, as ``scores``).
         nominated_node: set by PostFilter (preemption) when it found room; ``victims`` to delete.
     """
 
@@ -155,15 +161,44 @@ class ScheduleResult:
     nodes_evaluated: int = 0
     feasible: list[str] = field(default_factory=list)
     filtered: dict[str, list[str]] = field(default_factory=dict)
-    scores: dict[str, dict[str, int]] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
-    totals: dict[str, int] = field(default_factory=dict)
     message: str | None = None
     diagnosis: Diagnosis | None = None
     unresolvable: bool = False
     post_filter: PostFilterResult | None = None
     state: CycleState | None = None
+    score_names: list[str] = field(default_factory=list, repr=False)
+    """The scored nodes (``feasible`` when Score ran), aligned with ``score_columns`` and ``total_values``."""
+    score_columns: list[tuple[str, Sequence[int]]] = field(default_factory=list, repr=False)
+    """(plugin, normalized scores aligned with ``score_names``) per Score plugin run, in profile order."""
+    total_values: list[int] = field(default_factory=list, repr=False)
+    """Weighted totals aligned with ``score_names``."""
+    _scores: dict[str, dict[str, int]] | None = field(default=None, init=False, repr=False, compare=False)
+    _totals: dict[str, int] | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def scores(self) -> dict[str, dict[str, int]]:
+        """plugin -> node -> normalized score, built from ``score_columns`` once."""
+        if self._scores is None:
+            names = self.score_names
+            self._scores = {plugin: dict(zip(names, col, strict=True)) for plugin, col in self.score_columns}
+        return self._scores
+
+    @scores.setter
+    def scores(self, value: dict[str, dict[str, int]]) -> None:
+        self._scores = value
+
+    @property
+    def totals(self) -> dict[str, int]:
+        """node -> weighted total, built from ``total_values`` once."""
+        if self._totals is None:
+            self._totals = dict(zip(self.score_names, self.total_values, strict=True))
+        return self._totals
+
+    @totals.setter
+    def totals(self, value: dict[str, int]) -> None:
+        self._totals = value
 
     def to_json(self) -> dict[str, Any]:
         """The JSON Lines object of ``py-scheduler explain -o json`` (exact key set)."""
@@ -551,57 +586,118 @@ class Framework:
         """``RunScorePlugins`` + ``normalizeScores``: (plugin -> node -> normalized score, node ->
         weighted total). Plugins whose PreScore returned Skip are left out. With ``raw_out`` each
         plugin's raw scores (before NormalizeScore, in ``nodes`` order) are stored there too
-        (``NodePluginScores.RawScores``, which OpportunisticBatching re-normalizes).
+        (``NodePluginScores.RawScores``, which OpportunisticBatching re-normalizes). The dict form of
+        :meth:`score_columns`.
 
         Raises:
             SchedulingError: a Score / NormalizeScore error or a score outside [0, 100].
         """
-        plugins = [p for p in self.score_plugins if p.name not in state.skip_score]
-        per_plugin: dict[str, dict[str, int]] = {}
-        per_plugin_values: list[tuple[str, list[int]]] = []
         names = [ni.name for ni in nodes]
-        for pl in plugins:
-            t0 = time.perf_counter()
+        cols, totals = self.score_columns(state, pod, nodes, names, raw_out)
+        return ({plugin: dict(zip(names, col, strict=True)) for plugin, col in cols},
+                dict(zip(names, totals, strict=True)))
+
+    def score_columns(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], names: list[str],
+                      raw_out: dict[str, list[int]] | None = None) -> tuple[list[tuple[str, Sequence[int]]], list[int]]:
+        """:meth:`run_score` as columns: ([(plugin, normalized scores aligned with ``nodes``)], weighted
+        totals aligned with ``nodes``); ``names`` are the nodes' names. The live cycle's form: no
+        per-plugin dicts except the one a NormalizeScore plugin is handed (its interface edits a
+        node -> score dict in place). A column may be a ``bytes`` copy of the plugin's scores.
+
+        As upstream (``RunScorePlugins``): every Score plugin runs, then every NormalizeScore, then
+        the range check plugin by plugin in profile order (the first plugin with a score outside
+        [0, ``MAX_NODE_SCORE``] fails the cycle, naming that plugin and its first bad score in node
+        order) and the weighted sum.
+
+        Raises:
+            SchedulingError: a Score / NormalizeScore error or a score outside [0, 100].
+            ValueError: a plugin's ``score_nodes`` returned a list whose length differs from ``nodes``.
+        """
+        n = len(nodes)
+        record = self.observer is not None and self.record_plugin_metrics
+        cols: list[tuple[str, Sequence[int]]] = []
+        for pl in self.score_plugins:
+            if pl.name in state.skip_score:
+                continue
+            t0 = time.perf_counter() if record else 0.0
             batch = getattr(pl, "score_nodes", None)
+            values: list[int]
             if batch is not None:
                 # Optional batch form: the scores ``score`` would give, in node order (same Status).
                 values, s = batch(state, pod, nodes)
                 if not s.is_success():
                     raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
-                scores = dict(zip(names, values, strict=True))
+                if len(values) != n:
+                    raise ValueError(f"Score plugin {pl.name} returned {len(values)} scores for {n} nodes")
             else:
-                scores = {}
+                values = []
                 f = pl.score
                 for ni in nodes:
                     sc, s = f(state, pod, ni)
                     if s.code:
                         raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
-                    scores[ni.name] = sc
-                values = None
+                    values.append(sc)
             if raw_out is not None:
-                raw_out[pl.name] = list(values) if values is not None else list(scores.values())
+                raw_out[pl.name] = list(values)
             normalizer = self._normalizers.get(pl.name)
             if normalizer is not None:
+                scores = dict(zip(names, values, strict=True))
                 s = normalizer.normalize_score(state, pod, scores)
                 if not s.is_success():
                     raise SchedulingError(
                         f'running Normalize on Score plugins: plugin "{pl.name}" failed with: {s.message()}')
-                values = None
-            self._observe("Score", pl.name, None, t0)
-            per_plugin[pl.name] = scores
-            per_plugin_values.append((pl.name, values if values is not None else [scores[n] for n in names]))
-        acc = [0] * len(names)
-        for name, values in per_plugin_values:
-            if values and (max(values) > MAX_NODE_SCORE or min(values) < 0):
-                sc = next(v for v in per_plugin[name].values() if v > MAX_NODE_SCORE or v < 0)
-                raise SchedulingError(
-                    f'applying score defaultWeights on Score plugins: plugin "{name}" returns an invalid score {sc}, '
-                    f"it should in the range of "
-                    f"[0, {MAX_NODE_SCORE}] after normalizing")
-            w = self.score_weights[name]
-            acc = list(map(operator.add, acc, values if w == 1 else map(operator.mul, values, repeat(w))))
-        totals = dict(zip(names, acc, strict=True))
-        return per_plugin, totals
+                values = list(map(scores.__getitem__, names))
+            if record:
+                self._observe("Score", pl.name, None, t0)
+            cols.append((pl.name, values))
+        return self._weighted_totals(cols, n)
+
+    def _weighted_totals(self, cols: list[tuple[str, Sequence[int]]],
+                         n: int) -> tuple[list[tuple[str, Sequence[int]]], list[int]]:
+        """Range check (plugin by plugin, in order) and weighted sum of normalized columns of length
+        ``n``. Returns (the columns, each as an immutable copy, the totals).
+
+        Fast path: a column of ints in [0, 100] packs into ``bytes`` (``bytes()`` rejects anything
+        outside [0, 255] or not an integer; ``translate`` deleting the bytes 0-100 leaves nothing
+        iff every score is in range) and the totals are one numpy product of the weights and the
+        packed columns. A column that does not pack gets the plain check (and, when it passes, e.g.
+        float scores, every total is summed in Python as before).
+
+        Raises:
+            SchedulingError: a score outside [0, ``MAX_NODE_SCORE``] (upstream's message).
+        """
+        out: list[tuple[str, Sequence[int]]] = []
+        packed = True
+        for name, values in cols:
+            col: Sequence[int] | None
+            if type(values) is not list:  # bytes() of a buffer (a numpy array) would copy its memory
+                values = list(values)
+            try:
+                col = bytes(values)
+            except (TypeError, ValueError):
+                col = None
+            if col is None or col.translate(None, _VALID_SCORE_BYTES):
+                bad = next((v for v in values if v > MAX_NODE_SCORE or v < 0), None)
+                if bad is not None:
+                    raise SchedulingError(
+                        f'applying score defaultWeights on Score plugins: plugin "{name}" returns an invalid score '
+                        f"{bad}, it should in the range of [0, {MAX_NODE_SCORE}] after normalizing")
+                col = list(values)
+                packed = False
+            out.append((name, col))
+        if not out:
+            return out, [0] * n
+        weights = self.score_weights
+        if packed:
+            matrix = np.frombuffer(b"".join(cast(bytes, c) for _, c in out), dtype=np.uint8).reshape(len(out), n)
+            w = np.fromiter((weights[name] for name, _ in out), dtype=np.int64, count=len(out))
+            totals: list[int] = (w @ matrix.astype(np.int64)).tolist()
+            return out, totals
+        acc = [0] * n
+        for name, col in out:
+            wt = weights[name]
+            acc = list(map(operator.add, acc, col if wt == 1 else map(operator.mul, col, repeat(wt))))
+        return out, acc
 
     def run_post_filter(self, state: CycleState, pod: PodInfo,
                         node_statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
@@ -787,8 +883,12 @@ class Algorithm:
         res.skipped = [p.name for p in fw.score_plugins if p.name in state.skip_score]
         t0 = time.perf_counter()
         raw: dict[str, list[int]] | None = {} if batch is not None and signature is not None else None
-        res.scores, res.totals = fw.run_score(state, pod, feasible, raw)
+        names = res.feasible
+        res.score_names = names
+        res.score_columns, res.total_values = fw.score_columns(state, pod, feasible, names, raw)
         fw._observe("Score", "", None, t0)
+        if explain:
+            _ = res.scores, res.totals  # explain reads them: built now, from this cycle's columns
         if log.isEnabledFor(logging.DEBUG):
             for plugin, scores in res.scores.items():
                 w = fw.score_weights[plugin]
@@ -798,27 +898,27 @@ class Algorithm:
             for node, total in res.totals.items():
                 log.debug("Calculated node's final score for pod pod=%s node=%s score=%d",
                           pod.key, node, total)
-        res.selected = self._select_host(feasible, res.totals)
+        res.selected = self._select_host(names, res.total_values)
         if batch is not None and cycle is not None:
             batch.store_schedule_results(signature, hint, res.selected,
-                                         self._other_nodes(feasible, res.selected, res.totals, raw), cycle)
+                                         self._other_nodes(names, res.selected, res.total_values, raw), cycle)
         return res
 
-    def _other_nodes(self, feasible: list[NodeInfo], selected: str, totals: dict[str, int],
+    def _other_nodes(self, names: list[str], selected: str, totals: list[int],
                      raw: dict[str, list[int]] | None) -> SortedScoredNodes:
         """The ranking stored for OpportunisticBatching: every feasible node but ``selected`` (what
         upstream's heap holds after popping the best), with its raw scores (only kept when the Pod
-        has a signature; ``raw`` None: an unusable ranking that only reports its length)."""
-        names = [ni.name for ni in feasible]
+        has a signature; ``raw`` None: an unusable ranking that only reports its length). ``names``
+        and ``totals`` are aligned (the feasible nodes in evaluation order)."""
         k = names.index(selected)
-        del names[k]
+        others = names[:k] + names[k + 1:]
         cols: dict[str, list[int]] = {}
         if raw is not None:
             for plugin, col in raw.items():
                 c = list(col)
                 del c[k]
                 cols[plugin] = c
-        return SortedScoredNodes(names, [totals[n] for n in names], cols, self.rng)
+        return SortedScoredNodes(others, totals[:k] + totals[k + 1:], cols, self.rng)
 
     def _evaluate_nominated_node(self, fw: Framework, snapshot: Snapshot, state: CycleState, pod: PodInfo,
                                  d: Diagnosis, n_all: int, hint: str = "") -> list[NodeInfo]:
@@ -889,8 +989,10 @@ class Algorithm:
             self.next_start_node_index = (self.next_start_node_index + processed) % max(n_all, 1)
         return feasible
 
-    def _select_host(self, feasible: list[NodeInfo], totals: dict[str, int]) -> str:
-        """Highest total wins; ties are broken uniformly at random (``selectHost``)."""
-        best = max(totals.values())
-        top = [ni.name for ni in feasible if totals[ni.name] == best]
-        return top[0] if len(top) == 1 else self.rng.choice(top)
+    def _select_host(self, names: list[str], totals: list[int]) -> str:
+        """Highest total wins; ties are broken uniformly at random (``selectHost``). ``names`` and
+        ``totals`` are aligned, in evaluation order (the order ties are drawn from)."""
+        best = max(totals)
+        if totals.count(best) == 1:
+            return names[totals.index(best)]
+        return self.rng.choice([n for n, t in zip(names, totals, strict=True) if t == best])
