@@ -108,8 +108,12 @@ def node_tree_order(nodes: Iterable[tuple[str, str]]) -> list[str]:
 ALLOC_CPU, ALLOC_MEM, ALLOC_EPH, ALLOC_PODS, REQ_CPU, REQ_MEM, REQ_EPH, NZ_CPU, NZ_MEM, POD_COUNT = range(10)
 """Row numbers of :attr:`NodeColumns.values`: allocatable milli-CPU / memory bytes / ephemeral-storage
 bytes / pod number, requested milli-CPU / memory / ephemeral-storage, non-zero requested milli-CPU /
-memory (100m / 200Mi defaults), number of Pods."""
-N_COLUMNS = 10
+memory (100m / 200Mi defaults), number of Pods. Rows ``ALLOC_CPU:ALLOC_MEM + 1``, ``REQ_CPU:REQ_MEM +
+1`` and ``NZ_CPU:NZ_MEM + 1`` are adjacent (cpu then memory) so both resources slice as one block."""
+FREE_PODS, FREE_CPU, FREE_MEM, FREE_EPH = range(10, 14)
+"""Derived rows: allocatable pods - Pods, and allocatable - requested milli-CPU / memory /
+ephemeral-storage (what ``fitsRequest`` compares the Pod's request with); adjacent, in this order."""
+N_COLUMNS = 14
 FILTER_LIMIT = 1 << 62
 """A node whose every column value lies in (-2**62, 2**62) can be compared as int64 (``alloc - used``
 cannot overflow); others take the Python path."""
@@ -127,15 +131,16 @@ BoolArray = npt.NDArray[np.bool_]
 def node_column_values(ni: NodeInfo) -> tuple[list[int], bool, bool]:
     """One node's column values in row order (see :data:`ALLOC_CPU` ...) and whether the node is
     usable on the int64 filter path and on the numpy score path (:data:`FILTER_LIMIT`,
-    :data:`SCORE_LIMIT`). Values outside int64's comfort zone are replaced by 0 (the node is then
-    not usable on either path)."""
+    :data:`SCORE_LIMIT`). Values outside int64's comfort zone are replaced by 0 and the derived
+    ``FREE_*`` rows are 0 (the node is then not usable on either path)."""
     a, u, z = ni.allocatable, ni.requested, ni.non_zero_requested
     row = [a.milli_cpu, a.memory, a.ephemeral_storage, a.allowed_pod_number, u.milli_cpu, u.memory,
            u.ephemeral_storage, z.milli_cpu, z.memory, len(ni.pods)]
     filter_ok = all(-FILTER_LIMIT < v < FILTER_LIMIT for v in row)
     if not filter_ok:
-        row = [v if -FILTER_LIMIT < v < FILTER_LIMIT else 0 for v in row]
-        return row, False, False
+        return [v if -FILTER_LIMIT < v < FILTER_LIMIT else 0 for v in row] + [0, 0, 0, 0], False, False
+    row += [row[ALLOC_PODS] - row[POD_COUNT], row[ALLOC_CPU] - row[REQ_CPU], row[ALLOC_MEM] - row[REQ_MEM],
+            row[ALLOC_EPH] - row[REQ_EPH]]
     score_ok = all(0 <= row[k] < SCORE_LIMIT for k in _SCORE_ROWS)
     return row, True, score_ok
 

@@ -33,17 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.cache.snapshot import (
-    ALLOC_CPU,
-    ALLOC_EPH,
-    ALLOC_MEM,
-    ALLOC_PODS,
-    FILTER_LIMIT,
-    POD_COUNT,
-    REQ_CPU,
-    REQ_EPH,
-    REQ_MEM,
-)
+from scheduler.cache.snapshot import FILTER_LIMIT, FREE_EPH, FREE_PODS
 from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Resource, Status
@@ -230,6 +220,7 @@ class _PreScoreState:
 
 
 _SUCCESS = Status.success()
+_INT64_MIN = -(1 << 63)
 
 
 def fits_request(request: Resource, node_info: NodeInfo, ignored_resources: frozenset[str] = frozenset(),
@@ -335,14 +326,11 @@ class NodeResourcesFit:
             cols = node_columns_of(state.snapshot, len(nodes))
             got = cols.gather(nodes) if cols is not None else None
             if got is not None:
-                v = got.values
-                fail = v[POD_COUNT] >= v[ALLOC_PODS]
-                if rc > 0:
-                    fail |= v[ALLOC_CPU] - v[REQ_CPU] < rc
-                if rm > 0:
-                    fail |= v[ALLOC_MEM] - v[REQ_MEM] < rm
-                if re_ > 0:
-                    fail |= v[ALLOC_EPH] - v[REQ_EPH] < re_
+                # Rows FREE_PODS, FREE_CPU, FREE_MEM, FREE_EPH (allocatable - in use) against
+                # (1, cpu, memory, ephemeral-storage); a request <= 0 is not checked (int64 minimum).
+                need = np.array([[1], [rc if rc > 0 else _INT64_MIN], [rm if rm > 0 else _INT64_MIN],
+                                 [re_ if re_ > 0 else _INT64_MIN]], np.int64)
+                fail = (got.values[FREE_PODS:FREE_EPH + 1] < need).any(axis=0)
                 if got.filter_ok is not None:
                     fail |= ~got.filter_ok
                 if not fail.any():

@@ -489,8 +489,11 @@ def _score_columns(kind: str, nodes: Sequence[NodeInfo], use_requested: bool, pc
         if not (0 <= pc < SCORE_LIMIT and 0 <= pm < SCORE_LIMIT):
             return None
         v = got.values
-        ac, am = v[ALLOC_CPU], v[ALLOC_MEM]
-        uc, um = (v[REQ_CPU], v[REQ_MEM]) if use_requested else (v[NZ_CPU], v[NZ_MEM])
+        a2 = v[ALLOC_CPU:ALLOC_MEM + 1]
+        u2 = v[REQ_CPU:REQ_MEM + 1] if use_requested else v[NZ_CPU:NZ_MEM + 1]
+        if n and int(a2.min()) > 0:
+            return _score_blocks(kind, a2, u2, pc, pm, wc, wm)
+        ac, am, uc, um = a2[0], a2[1], u2[0], u2[1]
     else:
         try:
             ac = np.fromiter([ni.allocatable.milli_cpu for ni in nodes], np.int64, n)
@@ -508,6 +511,35 @@ def _score_columns(kind: str, nodes: Sequence[NodeInfo], use_requested: bool, pc
         if lo < 0 or hi >= _NUMPY_MAX_QUANTITY:
             return None
     return _score_arrays(kind, ac, am, uc, um, pc, pm, wc, wm)
+
+
+def _score_blocks(kind: str, a2: Int64Array, u2: Int64Array, pc: int, pm: int, wc: int, wm: int) -> list[int]:
+    """:func:`_score_arrays` when every node has cpu and memory: ``a2`` / ``u2`` are (2, m) blocks
+    (row 0 milli-CPU, row 1 bytes; allocatable > 0 and in-use >= 0, below 2**51) and both resources
+    are computed at once. Same integer operations and, for the balance score, the same IEEE double
+    operations in the same order as :func:`_balanced_two` (int64 / int64 converts both to double
+    first, as ``float(a) / float(b)``; the final ``50 + (50 + withPod - withoutPod) / 2`` only
+    involves integers below 2**8, exact in doubles)."""
+    r2 = u2 + np.array([[pc], [pm]], np.int64)
+    if kind == "balanced":
+        f = np.minimum(r2 / a2, 1.0)
+        g = np.minimum(u2 / a2, 1.0)
+        full = float(MAX_NODE_SCORE)
+        with_pod = np.trunc((1 - np.abs((f[0] - f[1]) / 2)) * full)
+        without_pod = np.trunc((1 - np.abs((g[0] - g[1]) / 2)) * full)
+        half = MAX_NODE_SCORE // 2
+        balanced: list[int] = (half + np.trunc((half + with_pod - without_pod) / 2)).astype(np.int64).tolist()
+        return balanced
+    if kind == "least":
+        per = a2 - r2
+        np.maximum(per, 0, out=per)
+    else:
+        per = np.minimum(r2, a2)
+    per *= MAX_NODE_SCORE
+    per //= a2
+    node_score = per[0] + per[1] if wc == 1 and wm == 1 else per[0] * wc + per[1] * wm
+    out: list[int] = (node_score // (wc + wm)).tolist()
+    return out
 
 
 def _score_arrays(kind: str, ac: Int64Array, am: Int64Array, uc: Int64Array, um: Int64Array, pc: int, pm: int,

@@ -113,16 +113,18 @@ def test_batch_equals_node_by_node_gpu_negative_and_cordoned() -> None:
     assert compared > 30
 
 
+@pytest.mark.parametrize("zeros", [True, False])
 @pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
-def test_vectorized_resource_scores_equal_node_by_node(strategy: str) -> None:
+def test_vectorized_resource_scores_equal_node_by_node(strategy: str, zeros: bool) -> None:
     """Enough nodes for the numpy path of the resource scorers: random allocatable / used amounts
-    (zero cpu or memory on some nodes, over-committed ones), against ``score`` node by node."""
-    rng = random.Random(17)
+    (with ``zeros``, zero cpu or memory on some nodes; over-committed ones), against ``score`` node by
+    node (NodeResourcesFit with the strategy, BalancedAllocation)."""
+    rng = random.Random(17 if zeros else 19)
     nodes = workloads.make_nodes(300)
     for i, n in enumerate(nodes):
         alloc = n["status"]["allocatable"]
-        alloc["cpu"] = "0" if i % 37 == 0 else f"{rng.randint(1, 64000)}m"
-        alloc["memory"] = "0" if i % 41 == 0 else str(rng.randint(1, 2**38))
+        alloc["cpu"] = "0" if zeros and i % 37 == 0 else f"{rng.randint(1, 64000)}m"
+        alloc["memory"] = "0" if zeros and i % 41 == 0 else str(rng.randint(1, 2**38))
     bound = []
     for i in range(900):
         p = workloads.get_workload("SchedulingBasic").pod(i, "ns", "py-scheduler", f"b{i}")
