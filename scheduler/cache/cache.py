@@ -238,9 +238,13 @@ class Cache:
         self._pod_states.pop(key, None)
         self._assumed.discard(key)
 
-    def _parse(self, pod: Obj) -> PodInfo | None:
+    def _parse(self, pod: Obj, prev: PodInfo | None = None) -> PodInfo | None:
+        """``pod`` parsed (None, logged and counted, when malformed). With ``prev``, the cached
+        PodInfo of an earlier version of the same Pod, its parse is reused when nothing it was parsed
+        from changed (``PodInfo.reparse``: e.g. the watch's bound version of an assumed Pod, whose
+        spec differs only in ``nodeName`` already set when it was assumed)."""
         try:
-            return PodInfo(pod)
+            return PodInfo(pod) if prev is None else prev.reparse(pod)
         except PodParseError as err:
             self.malformed_pods += 1
             meta = pod.get("metadata") or {}
@@ -253,7 +257,7 @@ class Cache:
         key = pod_key(pod)
         state = self._pod_states.get(key)
         if state is not None and key in self._assumed:
-            pi = self._parse(pod)
+            pi = self._parse(pod, state.pod_info)
             self._remove(state)
             if pi is not None:
                 self._add(pi, assumed=False)
@@ -282,7 +286,7 @@ class Cache:
         if state.pod_info.node_name != _node_name(new):
             log.error("Pod %s updated on a different node (%s -> %s) than previously added to",
                       state.pod_info.key, state.pod_info.node_name, _node_name(new))
-        pi = self._parse(new)
+        pi = self._parse(new, state.pod_info)
         self._remove(state)
         if pi is not None:
             self._add(pi, assumed=False)

@@ -564,6 +564,32 @@ class PodInfo:
         out.pod = pod
         return out
 
+    def reparse(self, pod: Obj) -> PodInfo:
+        """A PodInfo for ``pod``, a newer version of this Pod (the watch's bound version of an
+        assumed Pod, a status update): derived without parsing when nothing :meth:`__init__` reads
+        changed (:func:`same_parse_inputs`), else parsed as new. The plugins' memo ``parsed`` is
+        shared only when the annotations and ``status.startTime`` (read by memoized helpers:
+        GPU request, preemption start time) are equal too; otherwise the derived PodInfo starts
+        with an empty memo.
+
+        Raises:
+            PodParseError: ``pod`` had to be parsed and a field is malformed (as the constructor).
+        """
+        old = self.pod
+        if not same_parse_inputs(old, pod):
+            return PodInfo(pod)
+        out = self.derive(pod)
+        old_labels = old["metadata"].get("labels")
+        new_labels = pod["metadata"].get("labels")
+        if self.labels is old_labels and isinstance(new_labels, dict):
+            out.labels = new_labels  # the new version's own (equal) dict: the old Pod can be freed
+        old_status, new_status = old.get("status"), pod.get("status")
+        if old["metadata"].get("annotations") != pod["metadata"].get("annotations") or (
+                (old_status.get("startTime") if isinstance(old_status, dict) else None)
+                != (new_status.get("startTime") if isinstance(new_status, dict) else None)):
+            out.parsed = {}
+        return out
+
     @property
     def spec(self) -> Obj:
         spec: Obj = self.pod.get("spec") or {}
@@ -594,6 +620,55 @@ class PodInfo:
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
+
+
+_IDENTITY_KEYS = ("uid", "namespace", "name", "labels")
+_STATUS_KEYS = ("allocatedResources", "resources")
+
+
+def _resize_status_inputs(status: object) -> tuple[Any, ...]:
+    """The parts of a Pod status :func:`pod_requests` reads: per container name (container statuses
+    winning over init ones, as they are looked up) its ``allocatedResources`` and ``resources``,
+    leaving out statuses with neither (they count as no status: the spec's requests apply); the
+    pod-level ``allocatedResources`` / ``resources``; whether a ``PodResizePending`` condition says
+    ``Infeasible``."""
+    if not isinstance(status, dict):
+        status = {}
+    containers: dict[str, tuple[Any, Any]] = {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(key) or []:
+            if isinstance(cs, dict) and "name" in cs:
+                containers[str(cs["name"])] = (cs.get("allocatedResources"), cs.get("resources"))
+    return ({k: v for k, v in containers.items() if v != (None, None)}, status.get("allocatedResources"),
+            status.get("resources"), pod_resize_infeasible({"status": status}))
+
+
+def same_parse_inputs(old: object, new: object) -> bool:
+    """Whether :class:`PodInfo` would parse ``new`` exactly as ``old``: both Pods are objects with
+    object ``metadata`` whose uid, namespace, name and labels are equal, their ``spec`` is equal
+    (requests, ports, priority, affinity are all read from it) and so are the status fields
+    :func:`pod_requests` reads for in-place resize (:func:`_resize_status_inputs`). Conservative:
+    any other shape answers False (the caller then parses)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return False
+    om, nm = old.get("metadata"), new.get("metadata")
+    if not isinstance(om, dict) or not isinstance(nm, dict):
+        return False
+    for k in _IDENTITY_KEYS:
+        if om.get(k) != nm.get(k):
+            return False
+    if old.get("spec") != new.get("spec"):
+        return False
+    os_, ns_ = old.get("status"), new.get("status")
+    if os_ is ns_:
+        return True
+    # pod_requests reads a missing or non-object status as {}
+    os_ = os_ if isinstance(os_, dict) else {}
+    ns_ = ns_ if isinstance(ns_, dict) else {}
+    if not any(k in os_ or k in ns_ for k in (*_STATUS_KEYS, "initContainerStatuses", "containerStatuses",
+                                              "conditions")):
+        return True
+    return _resize_status_inputs(os_) == _resize_status_inputs(ns_)
 
 
 class NodeInfo:

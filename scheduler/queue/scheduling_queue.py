@@ -525,6 +525,14 @@ class PriorityQueue:
         return None
 
     def _replace_pod(self, qpi: QueuedPodInfo, pod: Obj) -> None:
+        if qpi.parse_error is None:
+            # Reuses the parse when the update leaves its inputs alone (e.g. our own status write,
+            # PodScheduled=False / nominatedNodeName, coming back through the watch).
+            try:
+                qpi.pod_info = qpi.pod_info.reparse(pod)
+                return
+            except PodParseError:
+                pass
         pi, err = parse_pod(pod)
         qpi.pod_info = pi
         qpi.parse_error = err
