@@ -33,7 +33,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Any, cast
 
 import numpy as np
@@ -995,4 +995,4 @@ class Algorithm:
         best = max(totals)
         if totals.count(best) == 1:
             return names[totals.index(best)]
-        return self.rng.choice([n for n, t in zip(names, totals, strict=True) if t == best])
+        return self.rng.choice(list(compress(names, map(operator.eq, totals, repeat(best)))))
