@@ -248,6 +248,16 @@ class NodeColumns:
                 return None
         return list(map(pos_by_gen.__getitem__, gens))
 
+    def _gathered(self, first: slice, second: slice | None = None) -> GatheredColumns:
+        """The columns of positions ``first`` (then ``second``: a run wrapping around the end)."""
+        if second is None:
+            return GatheredColumns(self.values[:, first], self.filter_ok[first] if self.bad_filter else None,
+                                   self.score_ok[first] if self.bad_score else None)
+        return GatheredColumns(
+            np.concatenate((self.values[:, first], self.values[:, second]), axis=1),
+            np.concatenate((self.filter_ok[first], self.filter_ok[second])) if self.bad_filter else None,
+            np.concatenate((self.score_ok[first], self.score_ok[second])) if self.bad_score else None)
+
     def gather(self, nodes: Sequence[NodeInfo]) -> GatheredColumns | None:
         """The columns of ``nodes`` in their order; None when one of them is not (a same-generation
         copy of) a NodeInfo of the snapshot.
@@ -262,19 +272,17 @@ class NodeColumns:
             return GatheredColumns(self.values[:, :0], None, None)
         n = self.n
         p0 = self.pos_by_gen.get(gens[0])
-        sel: slice | list[int] | None = None
         if p0 is not None and m <= n:
             end = p0 + m
             if end <= n:
                 if self.gens[p0:end] == gens:
-                    sel = slice(p0, end)
+                    return self._gathered(slice(p0, end))
             elif self.gens[p0:] + self.gens[:end - n] == gens:
-                sel = list(range(p0, n)) + list(range(end - n))
+                return self._gathered(slice(p0, n), slice(0, end - n))
+        sel = self._positions(gens, nodes)
         if sel is None:
-            sel = self._positions(gens, nodes)
-            if sel is None:
-                return None
-        values = self.values[:, sel] if isinstance(sel, slice) else self.values.take(sel, axis=1)
+            return None
+        values = self.values.take(sel, axis=1)
         f_ok = self.filter_ok[sel] if self.bad_filter else None
         s_ok = self.score_ok[sel] if self.bad_score else None
         return GatheredColumns(values, f_ok, s_ok)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import POD_COUNT, NodeColumns, Snapshot
+from scheduler.cache.snapshot import FREE_CPU, POD_COUNT, NodeColumns, Snapshot
 from scheduler.framework.config import ProfileConfig, build_framework
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
@@ -327,3 +327,29 @@ def test_vectorized_filter_reasons_equal_node_by_node() -> None:
             got = fit.filter_nodes(state, pod, view)
             failing += 0 if got is None else sum(1 for s in got if s.code)
     assert failing > 100
+
+
+def test_gather_runs_wraps_and_holes() -> None:
+    """``NodeColumns.gather`` returns the columns of the asked nodes in their order for contiguous
+    runs, runs wrapping around the end of ``node_info_list`` and selections with holes."""
+    rng = random.Random(43)
+    nodes = workloads.make_nodes(50)
+    nodes[4]["status"]["allocatable"]["memory"] = "-1Gi"  # score_ok False
+    nodes[9]["status"]["allocatable"]["cpu"] = "9E"  # filter_ok False
+    bound = [_pod(i, rng, f"b{i}", workloads.node_name(rng.randrange(50))) for i in range(120)]
+    snap = Snapshot.from_objects(nodes, bound)
+    cols = snap.columns()
+    assert (cols.bad_filter, cols.bad_score) == (1, 2)
+    listed = snap.node_info_list
+    for start, length, keep in [(0, 50, 1.0), (10, 20, 1.0), (35, 30, 1.0), (49, 50, 1.0), (20, 40, 0.6)]:
+        pos = [(start + j) % 50 for j in range(length) if rng.random() < keep]
+        got = cols.gather([listed[p] for p in pos])
+        assert got is not None
+        assert np.array_equal(got.values, cols.values[:, pos])
+        assert got.filter_ok is not None and got.score_ok is not None
+        assert got.filter_ok.tolist() == [bool(cols.filter_ok[p]) for p in pos]
+        assert got.score_ok.tolist() == [bool(cols.score_ok[p]) for p in pos]
+        for j, p in enumerate(pos):
+            ni = listed[p]
+            assert int(got.values[FREE_CPU, j]) == (
+                ni.allocatable.milli_cpu - ni.requested.milli_cpu if got.filter_ok[j] else 0)
