@@ -1,4 +1,5 @@
-"""``py-scheduler run``: wire config, API adapter, informers (kopf), cache, queue, leader election,
+"""``py-scheduler run``: wire config, API adapter, informers (the Pod reflector, kopf for the other
+kinds), cache, queue, leader election,
 the scheduling loop and the health/metrics server into one asyncio process.
 
 Upstream: ``cmd/kube-scheduler/app/server.go`` (``Run``: start the informers, wait for the caches
@@ -7,7 +8,7 @@ file) and ``pkg/scheduler/scheduler.go`` (one queue and one cache for all profil
 
 Shutdown (SIGTERM/SIGINT): stop popping, let in-flight bindings finish (5 s at most), release the
 Lease, stop kopf, exit 0. Exit codes: 0 after a clean shutdown, 1 for a bad configuration or
-kubeconfig, or when the watch machinery (kopf) dies.
+kubeconfig, or when the watch machinery (kopf, or the Pod reflector) dies.
 
 kopf runs embedded: :func:`kopf.spawn_tasks` / :func:`kopf.run_tasks` with our registry and settings
 (``scheduler.app.informers``). kopf installs SIGINT/SIGTERM handlers of its own; they are replaced
