@@ -72,6 +72,11 @@ class Leader(Protocol):
     def is_leader_valid(self) -> bool: ...
 
 
+_SCHEDULE_ATTEMPTS = m.Children(m.SCHEDULE_ATTEMPTS)
+_SCHEDULING_ATTEMPT_DURATION = m.Children(m.SCHEDULING_ATTEMPT_DURATION)
+_POD_SCHEDULING_SLI_DURATION = m.Children(m.POD_SCHEDULING_SLI_DURATION)
+
+
 def _attempts_label(attempts: int) -> str:
     return "15+" if attempts >= 15 else str(attempts)
 
@@ -331,11 +336,11 @@ class SchedulingLoop:
             return
         self.cache.finish_binding(assumed)
         elapsed = time.perf_counter() - start
-        m.SCHEDULE_ATTEMPTS.labels(RESULT_SCHEDULED, fw.profile_name).inc()
-        m.SCHEDULING_ATTEMPT_DURATION.labels(RESULT_SCHEDULED, fw.profile_name).observe(elapsed)
+        _SCHEDULE_ATTEMPTS(RESULT_SCHEDULED, fw.profile_name).inc()
+        _SCHEDULING_ATTEMPT_DURATION(RESULT_SCHEDULED, fw.profile_name).observe(elapsed)
         m.POD_SCHEDULING_ATTEMPTS.observe(qpi.attempts)
         if qpi.initial_attempt_set:
-            m.POD_SCHEDULING_SLI_DURATION.labels(_attempts_label(qpi.attempts)).observe(
+            _POD_SCHEDULING_SLI_DURATION(_attempts_label(qpi.attempts)).observe(
                 max(self.queue.now() - qpi.initial_attempt_timestamp, 0.0))
         if klog_v(2):
             log.info("Successfully bound pod to node pod=%s node=%s evaluatedNodes=%d feasibleNodes=%d",
@@ -384,8 +389,8 @@ class SchedulingLoop:
         ``status.nominatedNodeName`` so its next attempt tries that node first, before the status
         write comes back through the watch.
         """
-        m.SCHEDULE_ATTEMPTS.labels(result, fw.profile_name).inc()
-        m.SCHEDULING_ATTEMPT_DURATION.labels(result, fw.profile_name).observe(time.perf_counter() - start)
+        _SCHEDULE_ATTEMPTS(result, fw.profile_name).inc()
+        _SCHEDULING_ATTEMPT_DURATION(result, fw.profile_name).observe(time.perf_counter() - start)
         pi = qpi.pod_info
         pod = pi.pod
         if victims:
@@ -489,16 +494,25 @@ class Housekeeping:
 
 
 class QueueMetricsRecorder:
-    """:class:`scheduler.queue.scheduling_queue.QueueMetrics` on kube-scheduler's metrics."""
+    """:class:`scheduler.queue.scheduling_queue.QueueMetrics` on kube-scheduler's metrics (labelled
+    children memoized: the queue reports on every Pod event)."""
+
+    def __init__(self) -> None:
+        self._incoming = m.Children(m.QUEUE_INCOMING_PODS)
+        self._unschedulable = m.Children(m.UNSCHEDULABLE_PODS)
+        self._active = m.PENDING_PODS.labels("active")
+        self._backoff = m.PENDING_PODS.labels("backoff")
+        self._unschedulable_q = m.PENDING_PODS.labels("unschedulable")
+        self._gated = m.PENDING_PODS.labels("gated")
 
     def incoming(self, queue: str, event: str) -> None:
-        m.QUEUE_INCOMING_PODS.labels(queue, event).inc()
+        self._incoming(queue, event).inc()
 
     def pending(self, active: int, backoff: int, unschedulable: int, gated: int) -> None:
-        m.PENDING_PODS.labels("active").set(active)
-        m.PENDING_PODS.labels("backoff").set(backoff)
-        m.PENDING_PODS.labels("unschedulable").set(unschedulable)
-        m.PENDING_PODS.labels("gated").set(gated)
+        self._active.set(active)
+        self._backoff.set(backoff)
+        self._unschedulable_q.set(unschedulable)
+        self._gated.set(gated)
 
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
-        m.UNSCHEDULABLE_PODS.labels(plugin, profile).inc(delta)
+        self._unschedulable(plugin, profile).inc(delta)

@@ -149,6 +149,27 @@ GPU_FREE = Gauge(
 """GPUs free per node and model."""
 
 
+class Children:
+    """``metric.labels(*values)`` memoized per label-value tuple: the per-Pod metric updates skip
+    prometheus-client's label validation, locking and child lookup (~2.5% of the live process's CPU).
+    The children are prometheus-client's own, so the exposed values are unchanged. Not for metrics
+    whose children are ever ``remove``d or ``clear``ed (the GPU gauges): a memoized child would
+    outlive its removal."""
+
+    __slots__ = ("_children", "metric")
+
+    def __init__(self, metric: Any) -> None:
+        self.metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def __call__(self, *values: str) -> Any:
+        """The child for ``values`` (label values in the metric's label order)."""
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
+
+
 def framework_observer(profile: str) -> Observer:
     """The runtime's :data:`~scheduler.framework.runtime.Observer` hook for one profile.
 
@@ -158,12 +179,15 @@ def framework_observer(profile: str) -> Observer:
     a metrics failure is logged, not allowed to break a scheduling cycle.
     """
 
+    plugin_duration = Children(PLUGIN_EXECUTION_DURATION)
+    point_duration = Children(FRAMEWORK_EXTENSION_POINT_DURATION)
+
     def observe(extension_point: str, plugin: str, status: str, seconds: float) -> None:
         try:
             if plugin:
-                PLUGIN_EXECUTION_DURATION.labels(plugin, extension_point, status).observe(seconds)
+                plugin_duration(plugin, extension_point, status).observe(seconds)
             else:
-                FRAMEWORK_EXTENSION_POINT_DURATION.labels(extension_point, status, profile).observe(seconds)
+                point_duration(extension_point, status, profile).observe(seconds)
         except Exception:  # pragma: no cover - defensive; prometheus-client does not raise on valid labels
             log.exception("metrics observer failed for %s/%s", extension_point, plugin)
 
@@ -267,18 +291,26 @@ class BatchMetricsRecorder:
     """The :class:`scheduler.framework.batch.BatchRecorder` of the live process (set on each
     profile's ``fw.batch.recorder`` by ``scheduler.app.main``)."""
 
+    def __init__(self) -> None:
+        self._attempts = Children(BATCH_ATTEMPTS)
+        self._flushed = Children(BATCH_CACHE_FLUSHED)
+        self._rescores = Children(BATCH_RESCORE_ATTEMPTS)
+        self._rescore_duration = Children(BATCH_RESCORE_DURATION)
+        self._hint_duration = Children(GET_NODE_HINT_DURATION)
+        self._store_duration = Children(STORE_SCHEDULE_RESULTS_DURATION)
+
     def attempt(self, profile: str, result: str) -> None:
-        BATCH_ATTEMPTS.labels(profile, result).inc()
+        self._attempts(profile, result).inc()
 
     def flushed(self, profile: str, reason: str) -> None:
-        BATCH_CACHE_FLUSHED.labels(profile, reason).inc()
+        self._flushed(profile, reason).inc()
 
     def rescore(self, profile: str, seconds: float) -> None:
-        BATCH_RESCORE_ATTEMPTS.labels(profile).inc()
-        BATCH_RESCORE_DURATION.labels(profile).observe(seconds)
+        self._rescores(profile).inc()
+        self._rescore_duration(profile).observe(seconds)
 
     def hint_duration(self, hinted: str, profile: str, seconds: float) -> None:
-        GET_NODE_HINT_DURATION.labels(hinted, profile).observe(seconds)
+        self._hint_duration(hinted, profile).observe(seconds)
 
     def store_duration(self, profile: str, seconds: float) -> None:
-        STORE_SCHEDULE_RESULTS_DURATION.labels(profile).observe(seconds)
+        self._store_duration(profile).observe(seconds)

@@ -738,10 +738,13 @@ class Framework:
             pl.unreserve(state, pod, node_name)
 
 
+_CODE_NAMES = {Code.SUCCESS: "Success", Code.ERROR: "Error", Code.UNSCHEDULABLE: "Unschedulable",
+               Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable", Code.WAIT: "Wait",
+               Code.SKIP: "Skip", Code.PENDING: "Pending"}
+
+
 def _code_name(c: Code) -> str:
-    return {Code.SUCCESS: "Success", Code.ERROR: "Error", Code.UNSCHEDULABLE: "Unschedulable",
-            Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable", Code.WAIT: "Wait",
-            Code.SKIP: "Skip", Code.PENDING: "Pending"}[c]
+    return _CODE_NAMES[c]
 
 
 def num_feasible_nodes_to_find(percentage: int | None, global_percentage: int, num_all_nodes: int) -> int:
