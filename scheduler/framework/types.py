@@ -209,6 +209,25 @@ def parse_resource_list(rl: Mapping[str, object] | None, where: str) -> dict[str
     return out
 
 
+ParseMemo = dict[int, tuple[object, dict[str, Decimal]]]
+"""id(ResourceList) -> (the ResourceList, its parse): one Pod's quantities parsed once while
+:class:`PodInfo` validates them and aggregates them twice (with and without the scoring defaults).
+The parsed dicts handed out must not be modified."""
+
+
+def _parse_memo(rl: Mapping[str, object] | None, where: str, memo: ParseMemo | None) -> dict[str, Decimal]:
+    """:func:`parse_resource_list` through ``memo`` (keyed by the ResourceList object, which the memo
+    keeps alive so its id cannot be reused). Raises as :func:`parse_resource_list`."""
+    if memo is None or not rl:
+        return parse_resource_list(rl, where)
+    hit = memo.get(id(rl))
+    if hit is not None and hit[0] is rl:
+        return hit[1]
+    out = parse_resource_list(rl, where)
+    memo[id(rl)] = (rl, out)
+    return out
+
+
 def _add(into: dict[str, Decimal], rl: Mapping[str, Decimal]) -> None:
     for k, v in rl.items():
         into[k] = into.get(k, Decimal(0)) + v
@@ -262,10 +281,12 @@ def is_extended_resource_name(name: str) -> bool:
     return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
 
 
-def validate_pod_resources(spec: Obj) -> None:
+def validate_pod_resources(spec: Obj, memo: ParseMemo | None = None) -> None:
     """The API server's resource checks a snapshot file can skip (``ValidateResourceRequirements``,
     ``validateResourceQuantityValue``): every request, limit and overhead quantity non-negative,
     extended resources whole numbers.
+
+    ``memo``: shares the parsed quantities with :func:`pod_requests` (see :data:`ParseMemo`).
 
     Raises:
         PodParseError: naming the field, e.g. ``spec.containers[0].resources.limits.nvidia.com/gpu``
@@ -284,14 +305,15 @@ def validate_pod_resources(spec: Obj) -> None:
     for rl, where in lists:
         if not isinstance(rl, Mapping):
             continue
-        for name, q in parse_resource_list(rl, where).items():
+        for name, q in _parse_memo(rl, where, memo).items():
             if q < 0:
                 raise PodParseError(f"{where}.{name}", rl[name], "must be greater than or equal to 0")
             if is_extended_resource_name(name) and q != q.to_integral_value():
                 raise PodParseError(f"{where}.{name}", rl[name], "must be an integer")
 
 
-def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> dict[str, Decimal]:
+def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None,
+                 memo: ParseMemo | None = None) -> dict[str, Decimal]:
     """Effective requests of a Pod (``resourcehelper.PodRequests`` with the options kube-scheduler
     v1.37 passes: ``UseStatusResources``, ``InPlacePodLevelResourcesVerticalScalingEnabled``, pod-level
     resources on), as exact Decimals.
@@ -307,7 +329,8 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> 
     ``PodResizePending`` condition says ``Infeasible`` (then a container without status counts
     nothing). Pod-level requests (``spec.resources.requests``: cpu / memory / hugepages) then
     override, themselves max-ed with the pod-level status when ``status.resources`` is set; finally
-    ``spec.overhead`` is added.
+    ``spec.overhead`` is added. ``memo`` shares the containers' parsed spec requests between calls
+    on the same Pod (:data:`ParseMemo`).
 
     Raises:
         PodParseError: a malformed quantity or list, naming the field.
@@ -340,7 +363,7 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> 
         res = c.get("resources") or {}
         if not isinstance(res, dict):
             raise PodParseError(f"{where}.resources", res, "expected an object")
-        return parse_resource_list(res.get("requests"), f"{where}.resources.requests")
+        return _parse_memo(res.get("requests"), f"{where}.resources.requests", memo)
 
     def allocated_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
         cs = statuses.get(str(c.get("name")))
@@ -381,6 +404,8 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None) -> 
     if pod_alloc is not None and pod_res_reqs is not None:
         allocated = parse_resource_list(pod_alloc, "status.allocatedResources")
         actuated = parse_resource_list(pod_res_reqs, "status.resources.requests")
+    elif not statuses and not infeasible:
+        allocated = actuated = {}  # no container status: both aggregates are the spec's (below)
     else:
         allocated, actuated = aggregate(allocated_requests), aggregate(actuated_requests)
     result = {} if infeasible else aggregate(spec_requests)
@@ -534,14 +559,15 @@ class PodInfo:
         self.labels: dict[str, str] = labels  # the Pod's own dict when well-formed (memory: one copy)
         prio = spec.get("priority")
         self.priority: int = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
-        validate_pod_resources(spec)
-        reqs = pod_requests(pod)
+        memo: ParseMemo = {}
+        validate_pod_resources(spec, memo)
+        reqs = pod_requests(pod, memo=memo)
         self.requests: Resource = Resource.from_decimals(reqs)
         if is_pod_level_requests_set(spec):
             defaults = {k: v for k, v in _NON_MISSING.items() if k not in reqs}
-            non0 = pod_requests(pod, defaults) if defaults else reqs
+            non0 = pod_requests(pod, defaults, memo) if defaults else reqs
         else:
-            non0 = pod_requests(pod, _NON_MISSING)
+            non0 = pod_requests(pod, _NON_MISSING, memo)
         self.non0_cpu: int = quantity.milli_value(non0.get("cpu", Decimal(0)))
         self.non0_mem: int = quantity.value(non0.get("memory", Decimal(0)))
         self.ports: list[tuple[str, str, int]] = host_ports(pod)
