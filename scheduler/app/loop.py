@@ -495,7 +495,9 @@ class Housekeeping:
 
 class QueueMetricsRecorder:
     """:class:`scheduler.queue.scheduling_queue.QueueMetrics` on kube-scheduler's metrics (labelled
-    children memoized: the queue reports on every Pod event)."""
+    children memoized: the queue reports on every Pod event). ``scheduler_pending_pods`` is written
+    only for the counts that moved since this recorder's last report, so a process has one recorder
+    (its queue's)."""
 
     def __init__(self) -> None:
         self._incoming = m.Children(m.QUEUE_INCOMING_PODS)
@@ -504,15 +506,19 @@ class QueueMetricsRecorder:
         self._backoff = m.PENDING_PODS.labels("backoff")
         self._unschedulable_q = m.PENDING_PODS.labels("unschedulable")
         self._gated = m.PENDING_PODS.labels("gated")
+        self._last_pending: tuple[int, int, int, int] | None = None
 
     def incoming(self, queue: str, event: str) -> None:
         self._incoming(queue, event).inc()
 
     def pending(self, active: int, backoff: int, unschedulable: int, gated: int) -> None:
-        self._active.set(active)
-        self._backoff.set(backoff)
-        self._unschedulable_q.set(unschedulable)
-        self._gated.set(gated)
+        # The queue reports after every change; a gauge whose count did not move is not set again.
+        now = (active, backoff, unschedulable, gated)
+        last = self._last_pending
+        self._last_pending = now
+        for i, child in enumerate((self._active, self._backoff, self._unschedulable_q, self._gated)):
+            if last is None or last[i] != now[i]:
+                child.set(now[i])
 
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
         self._unschedulable(plugin, profile).inc(delta)

@@ -34,8 +34,12 @@ def test_queue_recorder_and_observer_values() -> None:
     rec.pending(3, 2, 1, 7)
     assert [_value("scheduler_pending_pods", {"queue": q}) for q in ("active", "backoff", "unschedulable", "gated")] \
         == [3, 2, 1, 7]
+    rec.pending(3, 5, 1, 0)  # only the moved counts are written again
+    assert [_value("scheduler_pending_pods", {"queue": q}) for q in ("active", "backoff", "unschedulable", "gated")] \
+        == [3, 5, 1, 0]
     rec.pending(0, 0, 0, 0)
-    assert _value("scheduler_pending_pods", {"queue": "gated"}) == 0
+    assert [_value("scheduler_pending_pods", {"queue": q}) for q in ("active", "backoff", "unschedulable", "gated")] \
+        == [0, 0, 0, 0]
     ub = {"plugin": "MemoPlugin", "profile": "memo-test"}
     base = _value("scheduler_unschedulable_pods", ub)
     rec.unschedulable_reason("MemoPlugin", "memo-test", 1)
