@@ -23,7 +23,8 @@ from scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo, PodP
 
 Obj = dict[str, Any]
 
-__all__ = ["ClusterObjects", "GatheredColumns", "NodeColumns", "Snapshot", "node_tree_order", "zone_key"]
+__all__ = ["ClusterObjects", "GatheredColumns", "NodeColumns", "ScalarColumn", "Snapshot", "node_tree_order",
+           "zone_key"]
 
 NAMESPACED_KINDS = (
     "Service", "ReplicaSet", "StatefulSet", "ReplicationController", "PersistentVolumeClaim",
@@ -145,6 +146,51 @@ def node_column_values(ni: NodeInfo) -> tuple[list[int], bool, bool]:
     return row, True, score_ok
 
 
+Selection = tuple[slice] | tuple[slice, slice] | list[int]
+"""Positions in ``node_info_list``: one run, a run wrapping around the end, or any positions."""
+
+
+def _select(arr: npt.NDArray[Any], sel: Selection) -> npt.NDArray[Any]:
+    """``arr[..., sel]`` along the last axis (a view for one run)."""
+    if isinstance(sel, list):
+        return arr.take(sel, axis=-1)
+    if len(sel) == 1:
+        return arr[..., sel[0]]
+    return np.concatenate((arr[..., sel[0]], arr[..., sel[1]]), axis=-1)
+
+
+class ScalarColumn:
+    """One scalar resource (``nvidia.com/gpu``, ``hugepages-2Mi``, ...) over a snapshot's nodes.
+
+    Attributes:
+        alloc: int64 (n,) allocatable ``Value()`` (0 where the node does not list it).
+        free: int64 (n,) allocatable - requested.
+        ok: bool (n,): both within (-2**62, 2**62) (others are 0 and take the Python path); ``bad``
+            counts the False entries.
+    """
+
+    __slots__ = ("alloc", "bad", "free", "ok")
+
+    def __init__(self, name: str, nodes: Sequence[NodeInfo]) -> None:
+        n = len(nodes)
+        self.alloc: Int64Array = np.zeros(n, np.int64)
+        self.free: Int64Array = np.zeros(n, np.int64)
+        self.ok: BoolArray = np.ones(n, np.bool_)
+        self.bad = 0
+        for i, ni in enumerate(nodes):
+            self.set(i, name, ni)
+
+    def set(self, i: int, name: str, ni: NodeInfo) -> None:
+        """Re-read position ``i`` from ``ni``."""
+        a = ni.allocatable.scalar.get(name, 0)
+        f = a - ni.requested.scalar.get(name, 0)
+        ok = -FILTER_LIMIT < a < FILTER_LIMIT and -FILTER_LIMIT < f < FILTER_LIMIT
+        self.alloc[i], self.free[i] = (a, f) if ok else (0, 0)
+        if bool(self.ok[i]) != ok:
+            self.ok[i] = ok
+            self.bad += -1 if ok else 1
+
+
 class GatheredColumns:
     """The columns of some nodes, in the order they were asked for.
 
@@ -154,14 +200,25 @@ class GatheredColumns:
             not write to it).
         filter_ok / score_ok: bool arrays (len(nodes),) telling which nodes may use the int64 filter
             / numpy score path; None when every node may.
+        columns / selection: where the nodes sit, for :meth:`scalar`.
     """
 
-    __slots__ = ("filter_ok", "score_ok", "values")
+    __slots__ = ("columns", "filter_ok", "score_ok", "selection", "values")
 
-    def __init__(self, values: Int64Array, filter_ok: BoolArray | None, score_ok: BoolArray | None) -> None:
+    def __init__(self, values: Int64Array, filter_ok: BoolArray | None, score_ok: BoolArray | None,
+                 columns: NodeColumns, selection: Selection) -> None:
         self.values = values
         self.filter_ok = filter_ok
         self.score_ok = score_ok
+        self.columns = columns
+        self.selection = selection
+
+    def scalar(self, name: str) -> tuple[Int64Array, Int64Array, BoolArray | None]:
+        """(allocatable, allocatable - requested, ok mask or None when all ok) of scalar resource
+        ``name`` for these nodes (the snapshot's :class:`ScalarColumn`, built on first use)."""
+        col = self.columns.scalar(name)
+        sel = self.selection
+        return _select(col.alloc, sel), _select(col.free, sel), _select(col.ok, sel) if col.bad else None
 
 
 class NodeColumns:
@@ -186,8 +243,8 @@ class NodeColumns:
         source: the ``node_info_list`` the columns were built from (identity decides freshness).
     """
 
-    __slots__ = ("bad_filter", "bad_score", "filter_ok", "gens", "n", "pos_by_gen", "pos_by_name", "score_ok",
-                 "source", "values")
+    __slots__ = ("bad_filter", "bad_score", "filter_ok", "gens", "n", "pos_by_gen", "pos_by_name", "scalars",
+                 "score_ok", "source", "values")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         n = len(nodes)
@@ -199,6 +256,7 @@ class NodeColumns:
         self.gens: list[int] = [ni.generation for ni in nodes]
         self.pos_by_gen: dict[int, int] = {g: i for i, g in enumerate(self.gens)}
         self.pos_by_name: dict[str, int] = {ni.name: i for i, ni in enumerate(nodes)}
+        self.scalars: dict[str, ScalarColumn] = {}
         rows: list[list[int]] = []
         for i, ni in enumerate(nodes):
             row, f_ok, s_ok = node_column_values(ni)
@@ -235,7 +293,17 @@ class NodeColumns:
         if bool(self.score_ok[i]) != s_ok:
             self.score_ok[i] = s_ok
             self.bad_score += -1 if s_ok else 1
+        for name, col in self.scalars.items():
+            col.set(i, name, ni)
         return True
+
+    def scalar(self, name: str) -> ScalarColumn:
+        """The :class:`ScalarColumn` of resource ``name`` (built over ``source`` on first use, then
+        kept up to date by :meth:`refresh`)."""
+        col = self.scalars.get(name)
+        if col is None:
+            col = self.scalars[name] = ScalarColumn(name, self.source)
+        return col
 
     def _positions(self, gens: list[int], nodes: Sequence[NodeInfo]) -> list[int] | None:
         pos_by_gen = self.pos_by_gen
@@ -248,15 +316,9 @@ class NodeColumns:
                 return None
         return list(map(pos_by_gen.__getitem__, gens))
 
-    def _gathered(self, first: slice, second: slice | None = None) -> GatheredColumns:
-        """The columns of positions ``first`` (then ``second``: a run wrapping around the end)."""
-        if second is None:
-            return GatheredColumns(self.values[:, first], self.filter_ok[first] if self.bad_filter else None,
-                                   self.score_ok[first] if self.bad_score else None)
-        return GatheredColumns(
-            np.concatenate((self.values[:, first], self.values[:, second]), axis=1),
-            np.concatenate((self.filter_ok[first], self.filter_ok[second])) if self.bad_filter else None,
-            np.concatenate((self.score_ok[first], self.score_ok[second])) if self.bad_score else None)
+    def _gathered(self, sel: Selection) -> GatheredColumns:
+        return GatheredColumns(_select(self.values, sel), _select(self.filter_ok, sel) if self.bad_filter else None,
+                               _select(self.score_ok, sel) if self.bad_score else None, self, sel)
 
     def gather(self, nodes: Sequence[NodeInfo]) -> GatheredColumns | None:
         """The columns of ``nodes`` in their order; None when one of them is not (a same-generation
@@ -269,23 +331,20 @@ class NodeColumns:
         m = len(nodes)
         gens = list(map(_GENERATION, nodes))
         if m == 0:
-            return GatheredColumns(self.values[:, :0], None, None)
+            return self._gathered((slice(0, 0),))
         n = self.n
         p0 = self.pos_by_gen.get(gens[0])
         if p0 is not None and m <= n:
             end = p0 + m
             if end <= n:
                 if self.gens[p0:end] == gens:
-                    return self._gathered(slice(p0, end))
+                    return self._gathered((slice(p0, end),))
             elif self.gens[p0:] + self.gens[:end - n] == gens:
-                return self._gathered(slice(p0, n), slice(0, end - n))
+                return self._gathered((slice(p0, n), slice(0, end - n)))
         sel = self._positions(gens, nodes)
         if sel is None:
             return None
-        values = self.values.take(sel, axis=1)
-        f_ok = self.filter_ok[sel] if self.bad_filter else None
-        s_ok = self.score_ok[sel] if self.bad_score else None
-        return GatheredColumns(values, f_ok, s_ok)
+        return self._gathered(sel)
 
 
 class Snapshot:

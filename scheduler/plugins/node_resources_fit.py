@@ -33,7 +33,18 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.cache.snapshot import FILTER_LIMIT, FREE_EPH, FREE_PODS
+from scheduler.cache.snapshot import (
+    ALLOC_CPU,
+    ALLOC_EPH,
+    ALLOC_MEM,
+    FILTER_LIMIT,
+    FREE_CPU,
+    FREE_EPH,
+    FREE_MEM,
+    FREE_PODS,
+    BoolArray,
+    GatheredColumns,
+)
 from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Resource, Status
@@ -220,7 +231,8 @@ class _PreScoreState:
 
 
 _SUCCESS = Status.success()
-_INT64_MIN = -(1 << 63)
+_MAX_VECTORIZED_CHECKS = 60
+"""Per-node failure patterns are int64 bit sets: at most this many checked resources."""
 
 
 def fits_request(request: Resource, node_info: NodeInfo, ignored_resources: frozenset[str] = frozenset(),
@@ -308,34 +320,28 @@ class NodeResourcesFit:
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
         """:meth:`filter` for each of ``nodes`` in order (the runtime's batch form; None: all fit).
 
-        A node where the Pod clearly fits (pod count, cpu, memory, ephemeral storage and every
-        scalar within allocatable - requested) passes at once: ignored and DRA-delegated resources
-        only ever remove failures. Any other node goes through :meth:`filter`, which gives upstream's
-        reasons in ``fitsRequest``'s order. With 32 nodes or more of the snapshot and a Pod asking
-        for no scalar resource, the "clearly fits" test is array comparisons over the snapshot's
-        :class:`~scheduler.cache.snapshot.NodeColumns` (nodes whose quantities exceed int64's safe
-        range are sent to :meth:`filter` too).
+        With 32 nodes or more of the snapshot, ``fitsRequest`` runs as array comparisons over the
+        snapshot's :class:`~scheduler.cache.snapshot.NodeColumns` (pods, cpu, memory,
+        ephemeral-storage and each requested scalar resource: lacking where request > allocatable -
+        in use, unresolvable where request > allocatable, DRA-delegated where the node has none and a
+        DeviceClass maps it) and a Status is built only for failing nodes, with upstream's reasons in
+        ``fitsRequest``'s order; nodes whose quantities exceed int64's safe range go through
+        :meth:`filter`. Otherwise a node where the Pod clearly fits passes at once (ignored and
+        DRA-delegated resources only ever remove failures) and any other node goes through
+        :meth:`filter`.
         """
         try:
             s: _PreFilterState = state.read(PRE_FILTER_STATE_KEY)
         except KeyError:
             return [self.filter(state, pod, ni) for ni in nodes]
+        cols = node_columns_of(state.snapshot, len(nodes))
+        got = cols.gather(nodes) if cols is not None else None
+        if got is not None:
+            done, statuses = self._filter_columns(state, pod, nodes, s, got)
+            if done:
+                return statuses
         req = s.request
         rc, rm, re_, scalar = req.milli_cpu, req.memory, req.ephemeral_storage, list(req.scalar.items())
-        if (not any(q > 0 for _, q in scalar) and rc < FILTER_LIMIT and rm < FILTER_LIMIT and re_ < FILTER_LIMIT):
-            cols = node_columns_of(state.snapshot, len(nodes))
-            got = cols.gather(nodes) if cols is not None else None
-            if got is not None:
-                # Rows FREE_PODS, FREE_CPU, FREE_MEM, FREE_EPH (allocatable - in use) against
-                # (1, cpu, memory, ephemeral-storage); a request <= 0 is not checked (int64 minimum).
-                need = np.array([[1], [rc if rc > 0 else _INT64_MIN], [rm if rm > 0 else _INT64_MIN],
-                                 [re_ if re_ > 0 else _INT64_MIN]], np.int64)
-                fail = (got.values[FREE_PODS:FREE_EPH + 1] < need).any(axis=0)
-                if got.filter_ok is not None:
-                    fail |= ~got.filter_ok
-                if not fail.any():
-                    return None
-                return self._filter_failing(state, pod, nodes, np.flatnonzero(fail).tolist())
         out: list[Status] | None = None
         for j, ni in enumerate(nodes):
             a, u = ni.allocatable, ni.requested
@@ -352,18 +358,69 @@ class NodeResourcesFit:
                 out[j] = st
         return out
 
-    def _filter_failing(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo],
-                        positions: list[int]) -> list[Status] | None:
-        """:meth:`filter` on ``nodes[j]`` for each ``j`` of ``positions`` (the others fit): the
-        statuses of ``nodes`` in order, None when every node fits after all."""
+    def _filter_columns(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], s: _PreFilterState,
+                        got: GatheredColumns) -> tuple[bool, list[Status] | None]:
+        """The array form of :meth:`filter_nodes`: (True, its result), or (False, None) when a request
+        is beyond int64's safe range or too many resources are requested (the caller loops)."""
+        req = s.request
+        v = got.values
+        fallback = ~got.filter_ok if got.filter_ok is not None else None
+        # (reason, lacking, request > whole allocatable) in fitsRequest's order
+        checks: list[tuple[str, BoolArray, BoolArray | None]] = [("Too many pods", v[FREE_PODS] < 1, None)]
+        for amount, free_row, alloc_row, reason in ((req.milli_cpu, FREE_CPU, ALLOC_CPU, "Insufficient cpu"),
+                                                    (req.memory, FREE_MEM, ALLOC_MEM, "Insufficient memory"),
+                                                    (req.ephemeral_storage, FREE_EPH, ALLOC_EPH,
+                                                     "Insufficient ephemeral-storage")):
+            if amount > 0:
+                if amount >= FILTER_LIMIT:
+                    return False, None
+                checks.append((reason, v[free_row] < amount, v[alloc_row] < amount))
+        ignored, groups = self.args.ignored_resources, self.args.ignored_resource_groups
+        for name, q in req.scalar.items():
+            if q <= 0:  # fitsRequest skips 0 and never finds a negative request lacking
+                continue
+            if is_extended_resource_name(name) and (
+                    name in ignored or (groups and name.split("/", 1)[0] in groups)):
+                continue
+            if q >= FILTER_LIMIT or len(checks) >= _MAX_VECTORIZED_CHECKS:
+                return False, None
+            alloc, free, ok = got.scalar(name)
+            lacking = free < q
+            if s.resolver and s.resolver.get(name) is not None:
+                lacking &= alloc > 0  # shouldDelegateResourceToDRA: left to DynamicResources
+            checks.append((f"Insufficient {name}", lacking, alloc < q))
+            if ok is not None:
+                fallback = ~ok if fallback is None else fallback | ~ok
+        # one code per node: bit k + 1 = check k lacking, bit 0 = unresolvable, -1 = Python path
+        pattern = np.zeros(len(nodes), np.int64)
+        unresolvable = np.zeros(len(nodes), np.bool_)
+        for k, (_, lacking, unres) in enumerate(checks):
+            pattern |= lacking.astype(np.int64) << (k + 1)
+            if unres is not None:
+                unresolvable |= lacking & unres
+        pattern |= unresolvable
+        if fallback is not None:
+            pattern[fallback] = -1
+        failing = np.flatnonzero(pattern)
+        if not len(failing):
+            return True, None
         out: list[Status] | None = None
-        for j in positions:
-            st = self.filter(state, pod, nodes[j])
-            if st.code:
-                if out is None:
-                    out = [_SUCCESS] * len(nodes)
-                out[j] = st
-        return out
+        made: dict[int, tuple[Code, list[str]]] = {}
+        for j, c in zip(failing.tolist(), pattern[failing].tolist(), strict=True):
+            if c == -1:
+                st = self.filter(state, pod, nodes[j])
+                if not st.code:
+                    continue
+            else:
+                entry = made.get(c)
+                if entry is None:
+                    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if c & 1 else Code.UNSCHEDULABLE
+                    entry = made[c] = (code, [r for k, (r, _, _) in enumerate(checks) if c >> (k + 1) & 1])
+                st = Status(entry[0], list(entry[1]), NAME)
+            if out is None:
+                out = [_SUCCESS] * len(nodes)
+            out[j] = st
+        return True, out
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
         """Unschedulable(AndUnresolvable) with one ``Insufficient ...`` / ``Too many pods`` reason per

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import FREE_CPU, POD_COUNT, NodeColumns, Snapshot
+from scheduler.cache.snapshot import FREE_CPU, POD_COUNT, ClusterObjects, NodeColumns, Snapshot
 from scheduler.framework.config import ProfileConfig, build_framework
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
@@ -160,6 +160,10 @@ def _assert_columns_match_fresh(snap: Snapshot) -> None:
     assert (cols.bad_filter, cols.bad_score) == (fresh.bad_filter, fresh.bad_score)
     assert cols.gens == fresh.gens
     assert cols.pos_by_gen == fresh.pos_by_gen
+    for name, col in cols.scalars.items():
+        new = fresh.scalar(name)
+        assert np.array_equal(col.alloc, new.alloc) and np.array_equal(col.free, new.free), name
+        assert np.array_equal(col.ok, new.ok) and col.bad == new.bad, name
 
 
 def _pod(i: int, rng: random.Random, uid: str, node: str | None = None) -> Obj:
@@ -215,6 +219,7 @@ def test_columns_follow_cache_updates_and_batch_equals_node_by_node() -> None:
     fw = build_framework(ProfileConfig())
     kept_columns = snap.columns()
     compared = 0
+    scalars_seen: set[str] = set()
     for step in range(30):
         op = step % 6
         if op == 0:  # assume a few Pods (the live loop's path)
@@ -256,7 +261,9 @@ def test_columns_follow_cache_updates_and_batch_equals_node_by_node() -> None:
             pod = PodInfo(_pod(uid, rng, f"u{uid}"))
             for view in _views(snap, rng):
                 compared += _check(fw, snap, pod, view)
+        scalars_seen.update(snap.columns().scalars)
     assert compared > 300
+    assert "nvidia.com/gpu" in scalars_seen
 
 
 def test_columns_follow_snapshot_assume_and_in_place_changes() -> None:
@@ -353,3 +360,51 @@ def test_gather_runs_wraps_and_holes() -> None:
             ni = listed[p]
             assert int(got.values[FREE_CPU, j]) == (
                 ni.allocatable.milli_cpu - ni.requested.milli_cpu if got.filter_ok[j] else 0)
+
+
+@pytest.mark.parametrize("ignore", [False, True])
+def test_vectorized_filter_scalar_resources_equal_node_by_node(ignore: bool) -> None:
+    """NodeResourcesFit's array Filter with scalar requests: GPUs on 10% of the nodes, an extended
+    resource a DeviceClass maps (left to DynamicResources on nodes without it), hugepages, huge and
+    zero requests, ``ignoredResources`` / ``ignoredResourceGroups``: the same statuses as ``filter``."""
+    rng = random.Random(47)
+    nodes = workloads.make_nodes(90)
+    for i, n in enumerate(nodes):
+        alloc = n["status"]["allocatable"]
+        if i % 3 == 0:
+            alloc["example.com/dongle"] = str(rng.randint(0, 3))
+        if i % 4 == 0:
+            alloc["hugepages-2Mi"] = f"{rng.randint(0, 8) * 2}Mi"
+        if i % 23 == 0:
+            alloc["example.com/dongle"] = "9E"
+        if i % 5 == 0:
+            alloc["cpu"] = f"{rng.randint(0, 2000)}m"
+    bound = list(workloads.init_pods(workloads.get_workload("GPU"), 90, 20))
+    objects = ClusterObjects()
+    objects.upsert("DeviceClass", {"kind": "DeviceClass", "metadata": {"name": "dongles"},
+                                   "spec": {"extendedResourceName": "example.com/dongle"}})
+    snap = Snapshot.from_objects(nodes, bound, objects)
+    args = {"ignoredResources": ["example.com/dongle"], "ignoredResourceGroups": ["nvidia.com"]} if ignore else {}
+    fw = build_framework(ProfileConfig(plugin_config={"NodeResourcesFit": args}))
+    fit = next(pl for pl in fw.filter_plugins if pl.name == "NodeResourcesFit")
+    failing = 0
+    for i in range(24):
+        raw = workloads.get_workload("GPU").pod(700 + i, "ns", "py-scheduler", f"u{i}")
+        req = raw["spec"]["containers"][0]["resources"]["requests"]
+        lim = raw["spec"]["containers"][0]["resources"].setdefault("limits", {})
+        if i % 3 == 0:
+            req["example.com/dongle"] = lim["example.com/dongle"] = str(rng.randint(0, 3))
+        if i % 4 == 1:
+            req["hugepages-2Mi"] = lim["hugepages-2Mi"] = f"{rng.randint(1, 6) * 2}Mi"
+        if i % 8 == 5:
+            req["example.com/dongle"] = lim["example.com/dongle"] = "8E"
+        if i % 6 == 2:
+            req["cpu"] = "1500m"
+        pod = PodInfo(raw)
+        for view in _views(snap, rng):
+            _check(fw, snap, pod, view)
+            state = CycleState(snap)
+            fit.pre_filter(state, pod, view)
+            got = fit.filter_nodes(state, pod, view)
+            failing += 0 if got is None else sum(1 for s in got if s.code)
+    assert failing > 200
