@@ -8,6 +8,11 @@ A Snapshot is built either from the live :class:`~scheduler.cache.cache.Cache` (
 changed NodeInfos are cloned) or from plain objects (:meth:`Snapshot.from_objects`, used by
 ``explain``, ``simulate`` and tests). Besides NodeInfos it carries the other objects plugins read
 (Services, ReplicaSets, Namespaces, PVCs, ...) in :class:`ClusterObjects`.
+
+It also keeps the nodes' resource quantities as numpy columns (:class:`NodeColumns`, no upstream
+counterpart): NodeResourcesFit's Filter and the resource scorers read a chunk of nodes as arrays
+instead of walking NodeInfos (issue 9). The columns are built on first use after the node list
+changes and refreshed node by node where the snapshot is brought up to date.
 """
 
 from __future__ import annotations
