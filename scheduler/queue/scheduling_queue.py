@@ -330,6 +330,7 @@ class PriorityQueue:
         self._backoff = _Heap(self._less_backoff_with_priority if pop_from_backoff_q else self._less_backoff)
         self._error_backoff = _Heap(self._less_backoff)
         self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._gated_keys: set[str] = set()  # keys of the gated Pods in _unschedulable
         self._in_flight: dict[str, list[Any]] = {}
         self._in_flight_events: deque[list[Any]] = deque()
         self._sched_cycle = 0
@@ -398,9 +399,15 @@ class PriorityQueue:
         for plugin in plugins if plugins is not None else qpi.rejector_plugins():
             self._metrics.unschedulable_reason(plugin, qpi.pod_info.scheduler_name, delta)
 
+    def _unschedulable_pop(self, key: str) -> QueuedPodInfo | None:
+        self._gated_keys.discard(key)
+        return self._unschedulable.pop(key, None)
+
     def _update_pending(self) -> None:
         if self._metrics is not None:
-            gated = sum(1 for q in self._unschedulable.values() if q.gated)
+            # A running set, not a scan of the unschedulable Pods on every queue event (O(1) per event
+            # with thousands of unschedulable Pods).
+            gated = len(self._gated_keys)
             self._metrics.pending(len(self._active), len(self._backoff) + len(self._error_backoff),
                                   len(self._unschedulable) - gated, gated)
 
@@ -430,6 +437,10 @@ class PriorityQueue:
     # -- moves -------------------------------------------------------------------------------------
     def _to_unschedulable(self, qpi: QueuedPodInfo, event: str) -> None:
         self._unschedulable[qpi.key] = qpi
+        if qpi.gated:
+            self._gated_keys.add(qpi.key)
+        else:
+            self._gated_keys.discard(qpi.key)
         self._incoming(GATED if qpi.gated else UNSCHEDULABLE_Q, event)
 
     def _move_to_active(self, qpi: QueuedPodInfo, event: str, moves_from_backoff: bool) -> bool:
@@ -443,7 +454,7 @@ class PriorityQueue:
         if not qpi.initial_attempt_set:
             qpi.initial_attempt_timestamp = self._now()
             qpi.initial_attempt_set = True
-        self._unschedulable.pop(qpi.key, None)
+        self._unschedulable_pop(qpi.key)
         self._active.add_or_update(qpi)
         self._incoming(ACTIVE_Q, event)
         return True
@@ -456,7 +467,7 @@ class PriorityQueue:
                 qpi.was_flushed_from_unschedulable = False
                 self._to_unschedulable(qpi, event)
                 return False
-        self._unschedulable.pop(qpi.key, None)
+        self._unschedulable_pop(qpi.key)
         if qpi.rejector_plugins():
             self._error_backoff.delete(qpi.key)
             self._backoff.add_or_update(qpi)
@@ -590,7 +601,7 @@ class PriorityQueue:
                 self._reason(qpi, -1)
                 break
         else:
-            qpi = self._unschedulable.pop(key, None)
+            qpi = self._unschedulable_pop(key)
             if qpi is not None:
                 self._reason(qpi, -1)
         self._update_pending()
@@ -799,7 +810,7 @@ class PriorityQueue:
             hint = self._worth_requeuing(qpi, ev, old, new)
             if hint == QueueingStrategy.SKIP:
                 continue
-            self._unschedulable.pop(qpi.key, None)
+            self._unschedulable_pop(qpi.key)
             queue = self._requeue(qpi, hint, ev.label())
             if queue == ACTIVE_Q or (self.pop_from_backoff_q and queue == BACKOFF_Q):
                 activated = True
@@ -981,7 +992,7 @@ class PriorityQueue:
 
     def lengths(self) -> dict[str, int]:
         """Pods per sub-queue (``active``, ``backoff``, ``unschedulable``, ``gated``, ``in_flight``)."""
-        gated = sum(1 for q in self._unschedulable.values() if q.gated)
+        gated = len(self._gated_keys)
         return {ACTIVE_Q: len(self._active), BACKOFF_Q: len(self._backoff) + len(self._error_backoff),
                 UNSCHEDULABLE_Q: len(self._unschedulable) - gated, GATED: gated, "in_flight": len(self._in_flight)}
 

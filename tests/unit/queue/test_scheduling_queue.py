@@ -473,3 +473,45 @@ def test_activate_moves_unschedulable_and_backoff_pods_and_marks_in_flight() -> 
     # f was in flight: the ForceActivate event sends it straight back
     f.unschedulable_plugins = frozenset({"PodDelete"})
     assert q.add_unschedulable_if_not_present(f) == BACKOFF_Q
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_gated_count_matches_a_scan_under_random_operations(seed: int) -> None:
+    """The pending gauges' gated count is kept as a running set (not a scan per queue event); after
+    any sequence of adds, gate changes, failures, events and deletions it equals a full scan."""
+    import random
+
+    rng = random.Random(seed)
+    clock = Clock()
+    m = RecordingMetrics()
+    q = make_queue(clock, metrics=m)
+    live: dict[str, dict[str, Any]] = {}
+    for step in range(400):
+        op = rng.random()
+        name = f"p{rng.randrange(25)}"
+        gates = [{"name": "example.com/wait"}] if rng.random() < 0.5 else []
+        new = pod(name, **({"schedulingGates": gates} if gates else {}))
+        new["metadata"]["resourceVersion"] = str(step + 2)
+        if op < 0.3:
+            if name in live:
+                q.update(live[name], new)
+            else:
+                q.add(new)
+            live[name] = new
+        elif op < 0.45 and name in live:
+            q.delete(live.pop(name))
+        elif op < 0.7:
+            qpi = q.pop_nowait()
+            if qpi is not None:
+                fail(q, qpi, "NodeOnlyFilter")
+        elif op < 0.85:
+            q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node(f"n{step}"))
+        else:
+            clock.step(rng.choice([0.5, 2, 20, 400]))
+            q.flush_backoff_q_completed()
+            q.flush_unschedulable_pods_leftover()
+        scan = sum(1 for x in q._unschedulable.values() if x.gated)
+        assert len(q._gated_keys) == scan
+        assert q.lengths()["gated"] == scan
+        if m.last_pending != (0, 0, 0, 0):
+            assert m.last_pending[3] == scan or step == 0
