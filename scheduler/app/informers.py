@@ -649,11 +649,14 @@ class Informers:
         log.info("informer caches synced: %d objects", len(self.store))
         last_resync = time.monotonic()
         while not stop.is_set():
-            self._wake.clear()
             timeout = self.relist_quiet if self._listing_seen else (
                 max(self.resync_period - (time.monotonic() - last_resync), 0.1) if self.resync_period > 0 else 3600.0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(_first(stop.wait(), self._wake.wait()), timeout=timeout)
+            # Cleared after waking, not before waiting: a wake-up set while this loop was busy (a
+            # reflector's re-list ending during a resync) is then seen by the next wait instead of
+            # being lost, which left scheduling paused until the next resync.
+            self._wake.clear()
             if stop.is_set():
                 return
             self._check_reflectors()

@@ -454,9 +454,12 @@ class Kube:
             api_version = str(doc.get("apiVersion") or "")
             item_kind = kind[:-4] if kind.endswith("List") else kind
             items: list[Obj] = doc.get("items") or []
+            if not isinstance(items, list):
+                raise KubeError(0, "DecodeError", f"LIST items is not a list: {str(items)[:200]}", "GET", path)
             for it in items:
-                it.setdefault("kind", item_kind)
-                it.setdefault("apiVersion", api_version)
+                if isinstance(it, dict):  # anything else is the caller's to skip
+                    it.setdefault("kind", item_kind)
+                    it.setdefault("apiVersion", api_version)
             meta = doc.get("metadata") or {}
             rv = rv or str(meta.get("resourceVersion") or "")
             cont = meta.get("continue") or None

@@ -117,7 +117,9 @@ class Reflector:
     async def relist(self) -> int:
         """A paged LIST applied page by page to the store, then the deletions of what it lacked;
         returns the number of deltas (changes the watch had not delivered). Moves :attr:`last_rv` to
-        the list's resourceVersion. One LIST at a time (a concurrent caller waits for its turn).
+        the list's resourceVersion unless a running watch moved it meanwhile (a resync racing the
+        watch). Items without object metadata are skipped (logged). One LIST at a time (a concurrent
+        caller waits for its turn).
 
         Raises:
             KubeError: the LIST failed (the store keeps what was applied so far; nothing is deleted).
@@ -127,10 +129,14 @@ class Reflector:
             seen: set[str] = set()
             changes = 0
             list_rv = ""
+            rv_before = self.last_rv
             async for items, rv in self.kube.list_pages(wk.list_path, field_selector=wk.field_selector,
                                                         limit=self.page_limit):
                 list_rv = rv
                 for obj in items:
+                    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+                        log.warning("%s list: ignoring an item without object metadata: %.200r", wk.kind, obj)
+                        continue
                     seen.add(wk.key(obj))
                     delta = self.store.apply(wk, None, obj)
                     if delta is not None:
@@ -141,7 +147,9 @@ class Reflector:
                 changes += 1
                 self.on_delta(wk, old, new)
             self.lists += 1
-            if list_rv:
+            # A re-LIST racing a running watch (the informers' resync) must not move the watch's
+            # resourceVersion back: the watch moved it while the LIST ran, it is the newer one.
+            if list_rv and self.last_rv == rv_before:
                 self.last_rv = list_rv
             return changes
 
@@ -177,7 +185,13 @@ class Reflector:
                     if is_expired(status, reason, message):
                         raise ResourceExpired(message or reason)
                     raise KubeError(status, reason or "WatchError", message, "WATCH", wk.list_path)
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                meta = obj.get("metadata")
+                if not isinstance(meta, dict):
+                    # a stream that breaks here must not kill the reflector (the scheduler with it)
+                    log.warning("%s watch: ignoring a %s event without object metadata: %.200r", wk.kind, etype,
+                                event)
+                    continue
+                rv = str(meta.get("resourceVersion") or "")
                 if etype == "BOOKMARK":
                     if rv:
                         self.last_rv = rv
