@@ -350,7 +350,10 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None,
         status = {}
     statuses: dict[str, Obj] = {}
     for key in ("initContainerStatuses", "containerStatuses"):  # containerStatuses win (findContainerStatus)
-        for cs in status.get(key) or []:
+        listed = status.get(key) or []
+        if not isinstance(listed, list):
+            raise PodParseError(f"status.{key}", listed, "expected a list of container statuses")
+        for cs in listed:
             if isinstance(cs, dict) and "name" in cs:
                 statuses[str(cs["name"])] = cs
     infeasible = pod_resize_infeasible(pod)
@@ -662,7 +665,10 @@ def _resize_status_inputs(status: object) -> tuple[Any, ...]:
         status = {}
     containers: dict[str, tuple[Any, Any]] = {}
     for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in status.get(key) or []:
+        listed = status.get(key) or []
+        if not isinstance(listed, list):
+            return (key, listed)  # malformed (PodInfo raises on it): equal to nothing a parse succeeded on
+        for cs in listed:
             if isinstance(cs, dict) and "name" in cs:
                 containers[str(cs["name"])] = (cs.get("allocatedResources"), cs.get("resources"))
     return ({k: v for k, v in containers.items() if v != (None, None)}, status.get("allocatedResources"),
