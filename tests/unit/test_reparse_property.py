@@ -282,3 +282,34 @@ def test_malformed_status_lists_raise_pod_parse_error_from_both_paths() -> None:
                     assert exc.field == f"status.{key}"
                 else:
                     raise AssertionError(f"{key}={bad!r} accepted")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pod_versions(), st.booleans())
+def test_parse_memo_changes_nothing_also_with_shared_resource_lists(versions: tuple[Obj, Obj], alias: bool) -> None:
+    """``PodInfo`` parses each ResourceList once (``ParseMemo``, keyed by the list object); its
+    requests equal :func:`pod_requests` without a memo, also when one ResourceList object is shared by
+    several containers (YAML anchors in a snapshot file give exactly that)."""
+    from decimal import Decimal
+
+    from scheduler.framework import quantity
+    from scheduler.framework.types import Resource, is_pod_level_requests_set, pod_requests
+
+    pod, _ = versions
+    if alias:
+        shared = {"cpu": "300m", "memory": "32Mi"}
+        for key in ("containers", "initContainers"):
+            for c in pod["spec"].get(key) or []:
+                c["resources"] = {"requests": shared, "limits": shared}
+    try:
+        pi = PodInfo(pod)
+    except PodParseError:
+        return
+    reqs = pod_requests(copy.deepcopy(pod))
+    assert pi.requests == Resource.from_decimals(reqs)
+    defaults = {"cpu": Decimal(100) / 1000, "memory": Decimal(200 * 1024 * 1024)}
+    if is_pod_level_requests_set(pod["spec"]):
+        defaults = {k: v for k, v in defaults.items() if k not in reqs}
+    non0 = pod_requests(copy.deepcopy(pod), defaults) if defaults else reqs
+    assert pi.non0_cpu == quantity.milli_value(non0.get("cpu", Decimal(0)))
+    assert pi.non0_mem == quantity.value(non0.get("memory", Decimal(0)))
