@@ -709,6 +709,9 @@ class NodeInfo:
     Attributes:
         node: the Node as Kubernetes JSON (``None`` for a node whose object is gone but whose pods
             are still cached, as upstream).
+        unschedulable / has_taints: ``spec.unschedulable`` / a non-empty ``spec.taints`` of the Node
+            as of ``set_node`` (set a new Node object with ``set_node``; a node-less NodeInfo may keep
+            stale True values, which only send callers to their node-by-node path).
         pods: PodInfos bound or assumed to this node.
         pods_with_affinity, pods_with_required_anti_affinity: subsets used by InterPodAffinity.
         requested: sum of the pods' requests (milli-CPU, bytes, scalar ints).
@@ -723,13 +726,15 @@ class NodeInfo:
     allocatable quantity; callers treat such a node as having no allocatable resources.
     """
 
-    __slots__ = ("allocatable", "generation", "image_states", "name", "node", "non_zero_requested",
+    __slots__ = ("allocatable", "generation", "has_taints", "image_states", "name", "node", "non_zero_requested",
                  "pods", "pods_with_affinity", "pods_with_required_anti_affinity", "pvc_ref_counts",
-                 "requested", "used_ports")
+                 "requested", "unschedulable", "used_ports")
 
     def __init__(self, node: Obj | None = None, pods: Iterable[PodInfo] = ()) -> None:
         self.node: Obj | None = None
         self.name: str = ""
+        self.unschedulable = False
+        self.has_taints = False
         self.pods: list[PodInfo] = []
         self.pods_with_affinity: list[PodInfo] = []
         self.pods_with_required_anti_affinity: list[PodInfo] = []
@@ -750,6 +755,10 @@ class NodeInfo:
         """``NodeInfo.SetNode``: replace the Node object and recompute allocatable."""
         self.node = node
         self.name = str((node.get("metadata") or {}).get("name") or "")
+        spec = node.get("spec")
+        # Read once per Node version: the node-by-node Filters skip every node without them at once.
+        self.unschedulable = bool(isinstance(spec, dict) and spec.get("unschedulable"))
+        self.has_taints = bool(isinstance(spec, dict) and spec.get("taints"))
         alloc = (node.get("status") or {}).get("allocatable")
         try:
             self.allocatable = Resource.from_list(alloc, "node.status.allocatable")
@@ -828,6 +837,8 @@ class NodeInfo:
         c = NodeInfo.__new__(NodeInfo)
         c.node = self.node
         c.name = self.name
+        c.unschedulable = self.unschedulable
+        c.has_taints = self.has_taints
         c.pods = list(self.pods)
         c.pods_with_affinity = list(self.pods_with_affinity)
         c.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)

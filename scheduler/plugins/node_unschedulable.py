@@ -10,6 +10,7 @@ node's candidate Pod give UnschedulableAndUnresolvable naming the field.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from scheduler.framework import signers
@@ -28,6 +29,7 @@ ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 _UNSCHEDULABLE_TAINT = {"key": TAINT_NODE_UNSCHEDULABLE, "effect": EFFECT_NO_SCHEDULE}
+_UNSCHEDULABLE = attrgetter("unschedulable")
 
 
 class NodeUnschedulable:
@@ -60,6 +62,8 @@ class NodeUnschedulable:
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
         """:meth:`filter` for each of ``nodes`` in order (batch form; None: all pass)."""
+        if not any(map(_UNSCHEDULABLE, nodes)):
+            return None
         out: list[Status] | None = None
         for j, ni in enumerate(nodes):
             node = ni.node

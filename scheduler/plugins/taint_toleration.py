@@ -22,6 +22,7 @@ with UnschedulableAndUnresolvable naming the field and value.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from scheduler.framework import signers
@@ -48,6 +49,7 @@ ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 
 _DO_NOT_SCHEDULE = frozenset({EFFECT_NO_SCHEDULE, EFFECT_NO_EXECUTE})
 _SUCCESS = Status.success()
+_HAS_TAINTS = attrgetter("has_taints")
 
 
 @dataclass(slots=True)
@@ -103,6 +105,8 @@ class TaintToleration:
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
         """:meth:`filter` for each of ``nodes`` in order (batch form; None: all pass). Nodes
         without taints pass at once."""
+        if not any(map(_HAS_TAINTS, nodes)):
+            return None
         out: list[Status] | None = None
         for j, ni in enumerate(nodes):
             node = ni.node
@@ -151,6 +155,8 @@ class TaintToleration:
         if PRE_SCORE_STATE_KEY not in state.data:
             return [], Status.error(f'failed to read "{PRE_SCORE_STATE_KEY}" from cycleState: not found', NAME)
         out = [0] * len(nodes)
+        if not any(map(_HAS_TAINTS, nodes)):
+            return out, Status.success()
         for j, ni in enumerate(nodes):
             node = ni.node
             if node is None or not (node.get("spec") or {}).get("taints"):
