@@ -6,6 +6,10 @@ Run as ``python -m bench.bench_lib.blind --server URL --ca F --cert F --key F [-
 blind-binder] [--qps 5000 --burst 5000]``. It lists the nodes once, then watches Pods with
 ``spec.schedulerName=<name>,spec.nodeName=`` and POSTs a Binding for each (client-side token bucket
 as kube-scheduler's ``clientConnection.qps/burst``). Prints ``ready`` once it watches.
+
+``--events``: after each Binding also POST the ``Scheduled`` Event (events.k8s.io/v1) kube-scheduler
+and py-scheduler record for every bound Pod (``schedule_one.go`` ``finishBinding``), so the ceiling
+includes the API server's cost of the writes every upstream-faithful scheduler makes per Pod.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import asyncio
 import contextlib
 import itertools
 import sys
+import time
 
 from bench.bench_lib.kubeapi import Api, ApiError, Endpoint, binding
 
@@ -23,7 +28,19 @@ def endpoint_from_args(args: argparse.Namespace) -> Endpoint:
     return Endpoint(args.server, args.ca, args.cert, args.key)
 
 
-async def run(endpoint: Endpoint, scheduler_name: str, qps: float, burst: int, connections: int) -> None:
+def scheduled_event(ns: str, name: str, uid: str, node: str) -> dict[str, object]:
+    """The ``Scheduled`` Event of a bound Pod, shaped as kube-scheduler's (events.k8s.io/v1)."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    return {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": ns},
+            "eventTime": now, "reportingController": "blind-binder", "reportingInstance": "blind-binder",
+            "action": "Binding", "reason": "Scheduled", "type": "Normal",
+            "note": f"Successfully assigned {ns}/{name} to {node}",
+            "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid}}
+
+
+async def run(endpoint: Endpoint, scheduler_name: str, qps: float, burst: int, connections: int,
+              events: bool = False) -> None:
     """Bind forever (until cancelled)."""
     async with Api(endpoint, qps=qps, burst=burst, connections=connections) as api:
         nodes = await api.request("GET", "/api/v1/nodes")
@@ -35,9 +52,12 @@ async def run(endpoint: Endpoint, scheduler_name: str, qps: float, burst: int, c
         tasks: set[asyncio.Task[None]] = set()
         seen: set[str] = set()
 
-        async def bind(ns: str, name: str, node: str) -> None:
+        async def bind(ns: str, name: str, uid: str, node: str) -> None:
             try:
                 await api.request("POST", f"/api/v1/namespaces/{ns}/pods/{name}/binding", binding(ns, name, node))
+                if events:
+                    await api.request("POST", f"/apis/events.k8s.io/v1/namespaces/{ns}/events",
+                                      scheduled_event(ns, name, uid, node))
             except ApiError as exc:
                 print(f"bind {ns}/{name}: {exc}", file=sys.stderr)
 
@@ -48,7 +68,7 @@ async def run(endpoint: Endpoint, scheduler_name: str, qps: float, burst: int, c
             if uid in seen:
                 return
             seen.add(uid)
-            t = asyncio.ensure_future(bind(str(meta["namespace"]), str(meta["name"]), next(rr)))
+            t = asyncio.ensure_future(bind(str(meta["namespace"]), str(meta["name"]), uid, next(rr)))
             tasks.add(t)
             t.add_done_callback(tasks.discard)
 
@@ -76,9 +96,11 @@ def main() -> int:
     ap.add_argument("--qps", type=float, default=5000.0)
     ap.add_argument("--burst", type=int, default=5000)
     ap.add_argument("--connections", type=int, default=100)
+    ap.add_argument("--events", action="store_true", help="also POST the Scheduled Event of each bound Pod")
     args = ap.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run(endpoint_from_args(args), args.scheduler_name, args.qps, args.burst, args.connections))
+        asyncio.run(run(endpoint_from_args(args), args.scheduler_name, args.qps, args.burst, args.connections,
+                        args.events))
     return 0
 
 

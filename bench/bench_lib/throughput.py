@@ -55,7 +55,10 @@ import bed  # noqa: E402  (the e2e test bed: build + process management)
 
 Obj = dict[str, Any]
 
-SCHEDULER_NAMES = {"py": "py-scheduler", "kube": "default-scheduler", "blind": "blind-binder"}
+SCHEDULER_NAMES = {"py": "py-scheduler", "kube": "default-scheduler", "blind": "blind-binder",
+                   "blindev": "blind-binder"}
+"""``blindev``: the blind binder that also records each Pod's ``Scheduled`` Event (the API server's
+ceiling for the two writes an upstream-faithful scheduler makes per Pod)."""
 APISERVER_ARGS = ("--max-requests-inflight=3000", "--max-mutating-requests-inflight=1500")
 
 
@@ -221,9 +224,12 @@ class PyScheduler(_Child):
 class BlindBinder(_Child):
     kind = "blind"
 
-    def __init__(self, tb: BenchBed, endpoint: Endpoint, qps: float, burst: int) -> None:
+    def __init__(self, tb: BenchBed, endpoint: Endpoint, qps: float, burst: int, events: bool = False) -> None:
+        if events:
+            self.kind = "blindev"
         super().__init__([sys.executable, "-m", "bench.bench_lib.blind", *endpoint.argv(),
-                          "--scheduler-name", SCHEDULER_NAMES["blind"], "--qps", str(qps), "--burst", str(burst)],
+                          "--scheduler-name", SCHEDULER_NAMES["blind"], "--qps", str(qps), "--burst", str(burst),
+                          *(["--events"] if events else [])],
                          tb.logs_dir / "blind-binder.log")
 
     async def start(self) -> None:
@@ -393,9 +399,9 @@ def make_scheduler(kind: str, tb: BenchBed, endpoint: Endpoint, opts: Options) -
         return PyScheduler(tb, opts.qps, opts.burst, opts.verbosity, _free_port())
     if kind == "kube":
         return KubeScheduler(tb, opts.qps, opts.burst, opts.verbosity)
-    if kind == "blind":
-        return BlindBinder(tb, endpoint, opts.qps, opts.burst)
-    raise ValueError(f"unknown scheduler {kind!r} (py, kube, blind)")
+    if kind in ("blind", "blindev"):
+        return BlindBinder(tb, endpoint, opts.qps, opts.burst, events=kind == "blindev")
+    raise ValueError(f"unknown scheduler {kind!r} (py, kube, blind, blindev)")
 
 
 def endpoint_of(tb: BenchBed) -> Endpoint:
@@ -499,7 +505,7 @@ def ratios(results: Sequence[RunResult]) -> dict[str, float]:
         out[f"{k}_p99_ms"] = round(p99, 1)
         out[f"{k}_cpu_ms_per_pod"] = round(by_cpu.get(k, 0.0), 2)
     if "py" in med:
-        for other in ("kube", "blind"):
+        for other in ("kube", "blind", "blindev"):
             if other in med and med[other][0] > 0:
                 out[f"py/{other}_throughput"] = round(med["py"][0] / med[other][0], 3)
             if other in med and med["py"][1] > 0:
