@@ -25,9 +25,12 @@ the field (upstream's ``AsStatus(err)``).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
@@ -52,6 +55,33 @@ ERR_REASON_CONFLICT = "pod affinity terms conflict"
 _ARG_KEYS = frozenset({"apiVersion", "kind", "addedAffinity"})
 _ADDED_AFFINITY_KEYS = frozenset({"requiredDuringSchedulingIgnoredDuringExecution",
                                   "preferredDuringSchedulingIgnoredDuringExecution"})
+
+
+_MEMO_AFFINITIES = 16
+"""Distinct required affinities whose per-node results :meth:`NodeAffinity.filter_nodes` keeps."""
+_MEMO_KEY = NAME + "/required-key"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PASS, _FAIL_ENFORCED, _FAIL_POD = 0, 1, 2
+
+
+def _required_key(pod: PodInfo) -> bytes | None:
+    """Everything the Pod's required node affinity is compiled from (``spec.nodeSelector`` and
+    ``spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution``) as canonical JSON;
+    memoized on the PodInfo; None when it cannot be serialized."""
+    memo = pod.parsed
+    if _MEMO_KEY in memo:
+        key: bytes | None = memo[_MEMO_KEY]
+        return key
+    spec = pod.spec
+    aff = spec.get("affinity")
+    node_aff = aff.get("nodeAffinity") if isinstance(aff, Mapping) else None
+    required = node_aff.get(_REQUIRED) if isinstance(node_aff, Mapping) else None
+    try:
+        key = orjson.dumps([spec.get("nodeSelector"), required], option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        key = None
+    memo[_MEMO_KEY] = key
+    return key
 
 
 @dataclass(slots=True)
@@ -84,6 +114,8 @@ class NodeAffinity:
                  added_pref_terms: PreferredSchedulingTerms | None = None) -> None:
         self.added_node_selector = added_node_selector
         self.added_pref_terms = added_pref_terms
+        # required-affinity key -> node name -> (the Node object it was computed on, _PASS / _FAIL_*)
+        self._memo: OrderedDict[bytes, dict[str, tuple[Mapping[str, Any] | None, int]]] = OrderedDict()
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> NodeAffinity:
@@ -167,6 +199,53 @@ class NodeAffinity:
         if node_names:
             return node_names, Status.success()
         return None, Status.success()
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (batch form; None: all pass).
+
+        A node's verdict for one required affinity (the Pod's nodeSelector and required terms, plus
+        the plugin's added affinity) only changes with the Node object, so it is memoized per
+        (affinity, node name) together with the Node object it was computed on and reused while
+        the node still has that very object (a Node update replaces it): a stream of Pods with the
+        same affinity matches each node once, not once per cycle. At most
+        :data:`_MEMO_AFFINITIES` affinities are kept (least recently used dropped).
+        """
+        key = _required_key(pod)
+        try:
+            required = state.read(PRE_FILTER_STATE_KEY).required
+        except KeyError:
+            key = None
+        if key is None:
+            out_each = [self.filter(state, pod, ni) for ni in nodes]
+            return out_each if any(st.code for st in out_each) else None
+        memo = self._memo.get(key)
+        if memo is None:
+            memo = self._memo[key] = {}
+            while len(self._memo) > _MEMO_AFFINITIES:
+                self._memo.popitem(last=False)
+        else:
+            self._memo.move_to_end(key)
+        added = self.added_node_selector
+        out: list[Status] | None = None
+        for j, ni in enumerate(nodes):
+            node = ni.node
+            e = memo.get(ni.name)
+            if e is not None and e[0] is node:
+                verdict = e[1]
+            else:
+                if added is not None and not added.match(node):
+                    verdict = _FAIL_ENFORCED
+                elif not required.match(node):
+                    verdict = _FAIL_POD
+                else:
+                    verdict = _PASS
+                memo[ni.name] = (node, verdict)
+            if verdict:
+                if out is None:
+                    out = [Status.success()] * len(nodes)
+                out[j] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                [ERR_REASON_ENFORCED if verdict == _FAIL_ENFORCED else ERR_REASON_POD], NAME)
+        return out
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
         """UnschedulableAndUnresolvable when the added or the Pod's required affinity rejects the node."""

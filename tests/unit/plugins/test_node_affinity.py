@@ -14,6 +14,7 @@ from scheduler.framework.config import ConfigError
 from scheduler.framework.runtime import Algorithm, Framework
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from scheduler.plugins import registry
+from scheduler.plugins.helpers.node_selector import RequiredNodeAffinity
 from scheduler.plugins.node_affinity import (
     ERR_REASON_CONFLICT,
     ERR_REASON_ENFORCED,
@@ -329,3 +330,55 @@ def test_runtime_narrows_to_named_nodes() -> None:
     res = Algorithm().schedule(fw, Snapshot.from_objects(nodes), conflict)
     assert res.selected is None
     assert res.message == "0/4 nodes are available: pod affinity terms conflict."
+
+
+def _batch(pl: NodeAffinity, p: PodInfo, nodes: list[NodeInfo]) -> list[int]:
+    state = CycleState()
+    _, st = pl.pre_filter(state, p, nodes)
+    assert st.is_success()
+    out = pl.filter_nodes(state, p, nodes)
+    return [0 if out is None else int(s.code) for s in (out or [Status.success()] * len(nodes))]
+
+
+def test_filter_nodes_memo_reused_across_pods_and_refreshed_on_node_update() -> None:
+    """The batch Filter memoizes each node's verdict per required affinity and Node object: a second
+    Pod with the same affinity reuses it, a replaced Node object (a Node update) is matched again,
+    a different affinity has its own verdicts, and every answer equals node-by-node Filter."""
+    pl = NodeAffinity()
+    zone_a = required({"matchExpressions": [expr("zone", "In", "a")]})
+    nodes = [node(f"n{i}", {"zone": "a" if i % 3 == 0 else "b"}) for i in range(9)]
+    calls = 0
+    real = RequiredNodeAffinity.match
+
+    def counting(self: RequiredNodeAffinity, n: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        return real(self, n)
+
+    RequiredNodeAffinity.match = counting  # type: ignore[method-assign]
+    try:
+        first = _batch(pl, pod(affinity=zone_a), nodes)
+        assert calls == 9
+        assert first == [0 if i % 3 == 0 else int(Code.UNSCHEDULABLE_AND_UNRESOLVABLE) for i in range(9)]
+        assert _batch(pl, PodInfo({"metadata": {"name": "q", "uid": "v"}, "spec": {"affinity": zone_a}}),
+                      nodes) == first
+        assert calls == 9  # reused
+        nodes[1].set_node({"metadata": {"name": "n1", "labels": {"zone": "a"}}})  # a Node update
+        again = _batch(pl, pod(affinity=zone_a), nodes)
+        assert calls == 10 and again[1] == 0
+        other = _batch(pl, pod(nodeSelector={"zone": "b"}), nodes)
+        assert calls == 19
+        for p, got in ((pod(affinity=zone_a), again), (pod(nodeSelector={"zone": "b"}), other)):
+            assert got == [int(run_filter(pl, p, ni)[2].code) for ni in nodes]
+    finally:
+        RequiredNodeAffinity.match = real  # type: ignore[method-assign]
+
+
+def test_filter_nodes_memo_is_bounded() -> None:
+    from scheduler.plugins import node_affinity as na
+
+    pl = NodeAffinity()
+    nodes = [node(f"n{i}", {"k": str(i)}) for i in range(3)]
+    for i in range(na._MEMO_AFFINITIES + 5):
+        _batch(pl, pod(nodeSelector={"k": str(i % 3), "x": str(i)}), nodes)
+    assert len(pl._memo) == na._MEMO_AFFINITIES
