@@ -26,9 +26,14 @@ internal error; the API server never lets such a Pod through).
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from scheduler.cache.snapshot import ClusterObjects
 from scheduler.framework import signers
@@ -331,6 +336,89 @@ class _InclusionContext:
         return True
 
 
+# -- per-node count memo (no upstream counterpart: issue 9) ----------------------------------------
+
+_GENERATION = attrgetter("generation")
+_COUNT_MEMOS = 16
+"""Count memos kept per plugin instance (LRU): one per (keys, selector, namespace) in use."""
+
+SelectorKey = tuple[bool, tuple[tuple[str, str, frozenset[str]], ...]]
+
+
+def selector_key(sel: LabelSelector) -> SelectorKey:
+    """A hashable value identifying what ``sel`` matches (two Pods' equal selectors share it)."""
+    return sel.nothing, tuple((r.key, r.op, r.values) for r in sel.requirements)
+
+
+class _CountMemo:
+    """PreFilter's per-node contributions for one (constraint keys, topology key, selector,
+    namespace), in the order of the node list they were computed for.
+
+    ``gens[i]`` is the ``NodeInfo.generation`` position ``i`` reflects (generations are unique and
+    bumped on every NodeInfo change, a snapshot clone keeps its source's), ``values[i]`` the node's
+    topology value (None: no Node object or a constraint key missing, the node is not counted),
+    ``counts[i]`` its matching Pods; ``totals`` / ``domains`` are the sums per topology value (Pods,
+    nodes). Node objects are assumed immutable (the informers replace them), as elsewhere.
+    """
+
+    __slots__ = ("counts", "domains", "gens", "totals", "values")
+
+    def __init__(self) -> None:
+        self.gens: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self.values: list[str | None] = []
+        self.counts: list[int] = []
+        self.totals: dict[str, int] = {}
+        self.domains: dict[str, int] = {}
+
+    def _set(self, i: int, value: str | None, count: int) -> None:
+        old = self.values[i]
+        if old is not None:
+            self.totals[old] -= self.counts[i]
+            d = self.domains[old] - 1
+            if d:
+                self.domains[old] = d
+            else:
+                del self.domains[old]
+                del self.totals[old]
+        self.values[i] = value
+        self.counts[i] = count
+        if value is not None:
+            self.totals[value] = self.totals.get(value, 0) + count
+            self.domains[value] = self.domains.get(value, 0) + 1
+
+    def update(self, nodes: list[NodeInfo], keys: tuple[str, ...], key: str, selector: LabelSelector | None,
+               namespace: str) -> dict[str, int]:
+        """Bring the memo up to date with ``nodes`` (only positions whose generation changed are
+        re-read; all of them when the node count changed) and return a copy of the totals."""
+        n = len(nodes)
+        gens = np.fromiter(map(_GENERATION, nodes), np.int64, n)
+        if len(self.gens) != n:
+            self.values = [None] * n
+            self.counts = [0] * n
+            self.totals = {}
+            self.domains = {}
+            changed: Iterable[int] = range(n)
+        else:
+            changed = np.flatnonzero(gens != self.gens).tolist()
+        for i in changed:
+            ni = nodes[i]
+            node = ni.node
+            value: str | None = None
+            cnt = 0
+            if node is not None:
+                labels = (node.get("metadata") or {}).get("labels") or {}
+                if all(k in labels for k in keys):
+                    value = labels[key]
+                    if selector is not None:
+                        for p in ni.pods:
+                            if p.namespace == namespace and selector.matches(p.labels) and (
+                                    p.pod.get("metadata") or {}).get("deletionTimestamp") is None:
+                                cnt += 1
+            self._set(i, value, cnt)
+        self.gens = gens
+        return dict(self.totals)
+
+
 # -- PreFilter state ------------------------------------------------------------------------------
 
 class CriticalPaths:
@@ -527,6 +615,8 @@ class PodTopologySpread:
                                                                 where)
         self._default_soft = filter_topology_spread_constraints(self.default_constraints, {}, SCHEDULE_ANYWAY,
                                                                 where)
+        self._count_memos: OrderedDict[tuple[tuple[str, ...], str, SelectorKey | None, str], _CountMemo] = (
+            OrderedDict())
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> PodTopologySpread:
@@ -580,30 +670,36 @@ class PodTopologySpread:
         except PodParseError as exc:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
         s = PreFilterState(constraints, [], [{} for _ in constraints])
-        # Per constraint: its key, its counts, its selector (None: selects everything, counts 0) and
-        # whether the node inclusion policies need checking for this Pod at all.
-        plan = [(c, c.topology_key, s.tp_value_to_match_num[i], None if c.selector.is_everything else c.selector,
-                 ctx.needs_match(c)) for i, c in enumerate(constraints)]
-        keys = [c.topology_key for c in constraints]
+        keys = tuple(c.topology_key for c in constraints)
         ns = pod.namespace
-        for ni in nodes:
-            node = ni.node
-            if node is None:
-                continue
-            labels = (node.get("metadata") or {}).get("labels") or {}
-            if not all(k in labels for k in keys):
-                continue
-            for c, key, counts, selector, check in plan:
-                if check and not ctx.match(c, node):
+        # Per constraint needing the node inclusion policies: its key, its counts, its selector (None:
+        # selects everything, counts 0). The others come from the per-node count memo.
+        plan = []
+        for i, c in enumerate(constraints):
+            selector = None if c.selector.is_everything else c.selector
+            if ctx.needs_match(c):
+                plan.append((c, c.topology_key, s.tp_value_to_match_num[i], selector))
+            else:
+                s.tp_value_to_match_num[i] = self._memo_counts(nodes, keys, c.topology_key, selector, ns)
+        if plan:
+            for ni in nodes:
+                node = ni.node
+                if node is None:
                     continue
-                n = 0
-                if selector is not None:
-                    for p in ni.pods:
-                        if p.namespace == ns and selector.matches(p.labels) and (
-                                p.pod.get("metadata") or {}).get("deletionTimestamp") is None:
-                            n += 1
-                value = labels[key]
-                counts[value] = counts.get(value, 0) + n
+                labels = (node.get("metadata") or {}).get("labels") or {}
+                if not all(k in labels for k in keys):
+                    continue
+                for c, key, counts, selector in plan:
+                    if not ctx.match(c, node):
+                        continue
+                    n = 0
+                    if selector is not None:
+                        for p in ni.pods:
+                            if p.namespace == ns and selector.matches(p.labels) and (
+                                    p.pod.get("metadata") or {}).get("deletionTimestamp") is None:
+                                n += 1
+                    value = labels[key]
+                    counts[value] = counts.get(value, 0) + n
         for i in range(len(constraints)):
             paths = CriticalPaths()
             for value, num in s.tp_value_to_match_num[i].items():
@@ -611,6 +707,28 @@ class PodTopologySpread:
             s.critical_paths.append(paths)
         state.write(PRE_FILTER_STATE_KEY, s)
         return None, Status.success()
+
+    def _memo_counts(self, nodes: list[NodeInfo], keys: tuple[str, ...], key: str, selector: LabelSelector | None,
+                     namespace: str) -> dict[str, int]:
+        """PreFilter's matching-Pod count per value of topology key ``key`` over ``nodes`` (those
+        with a Node object and every key of ``keys``; ``selector`` None counts 0), for a constraint
+        whose node inclusion policies let every node in: what upstream's loop over all nodes gives,
+        from :class:`_CountMemo` (a stream of Pods with the same constraint re-reads only the nodes
+        that changed since the previous cycle). A new dict the caller may change."""
+        mkey = (keys, key, None if selector is None else selector_key(selector), namespace)
+        memos = self._count_memos
+        memo = memos.get(mkey)
+        if memo is None:
+            memo = memos[mkey] = _CountMemo()
+            while len(memos) > _COUNT_MEMOS:
+                memos.popitem(last=False)
+        else:
+            memos.move_to_end(mkey)
+        try:
+            return memo.update(nodes, keys, key, selector, namespace)
+        except BaseException:
+            del memos[mkey]  # half-updated: start over next time
+            raise
 
     def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node_info: NodeInfo) -> Status:
         """``AddPod``: count ``to_add`` on ``node_info`` in the PreFilter state."""
