@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from scheduler.cache.snapshot import ClusterObjects
@@ -328,6 +329,165 @@ def _objects(state: CycleState) -> ClusterObjects:
     return objs if isinstance(objs, ClusterObjects) else ClusterObjects()
 
 
+# -- cross-cycle index (issue 9) ------------------------------------------------------------------
+
+_INDEX_MEMO_KEY = NAME + ".index"
+_GENERATION = attrgetter("generation")
+_BLOCK = 64
+_MAX_INDEXES = 2
+_KIND_HARD, _KIND_PREFERRED, _KIND_PREFERRED_ANTI = 0, 1, 2
+
+SelectorKey = tuple[bool, frozenset[tuple[str, str, frozenset[str]]]]
+TermKey = tuple[frozenset[str], SelectorKey, str, SelectorKey]
+
+
+def _selector_key(sel: LabelSelector) -> SelectorKey:
+    """A value key of a compiled selector: two selectors with the same key match the same label sets
+    (requirements are ANDed, so their order and duplicates do not matter)."""
+    return sel.nothing, frozenset((r.key, r.op, r.values) for r in sel.requirements)
+
+
+def term_key(t: AffinityTerm) -> TermKey:
+    """A value key of an AffinityTerm: everything ``matches`` reads plus the topology key. Terms of
+    different Pods with equal keys match the same Pods and count at the same topology pairs."""
+    return t.namespaces, _selector_key(t.selector), t.topology_key, _selector_key(t.namespace_selector)
+
+
+@dataclass(frozen=True, slots=True)
+class _PodIndexKeys:
+    """What one existing Pod contributes to :class:`AffinityIndex` (memoized in ``pod.parsed``):
+    its label class, its required anti-affinity terms and its scoring terms (kind, weight), keyed."""
+
+    label_class: tuple[str, frozenset[tuple[str, str]]]
+    anti: tuple[tuple[TermKey, AffinityTerm], ...]
+    score: tuple[tuple[tuple[int, TermKey, int], AffinityTerm], ...]
+
+
+def _pod_index_keys(p: PodInfo) -> _PodIndexKeys:
+    memo = p.parsed.get(_INDEX_MEMO_KEY)
+    if isinstance(memo, _PodIndexKeys):
+        return memo
+    terms = pod_affinity_terms(p)
+    score: list[tuple[tuple[int, TermKey, int], AffinityTerm]] = []
+    score.extend(((_KIND_HARD, term_key(t), 0), t) for t in terms.required_affinity)
+    score.extend(((_KIND_PREFERRED, term_key(w.term), w.weight), w.term) for w in terms.preferred_affinity)
+    score.extend(((_KIND_PREFERRED_ANTI, term_key(w.term), w.weight), w.term) for w in terms.preferred_anti_affinity)
+    keys = _PodIndexKeys((p.namespace, frozenset(p.labels.items())),
+                         tuple((term_key(t), t) for t in terms.required_anti_affinity), tuple(score))
+    p.parsed[_INDEX_MEMO_KEY] = keys
+    return keys
+
+
+class _Group:
+    """Equal terms (or Pods of one label class) across the cluster: ``rep`` is one of them,
+    ``counts`` maps a topology pair (terms) or a node position (Pod classes) to how many of them
+    are there; ``refs`` counts every member (also those on nodes without the topology key)."""
+
+    __slots__ = ("counts", "key", "owner", "refs", "rep")
+
+    def __init__(self, owner: dict[Any, _Group], key: Any, rep: Any) -> None:
+        self.owner = owner
+        self.key = key
+        self.rep = rep
+        self.refs = 0
+        self.counts: dict[Any, int] = {}
+
+
+Entry = tuple[_Group, Any]
+
+
+def _enter(owner: dict[Any, _Group], key: Any, rep: Any, count_key: Any, entries: list[Entry]) -> None:
+    g = owner.get(key)
+    if g is None:
+        g = owner[key] = _Group(owner, key, rep)
+    g.refs += 1
+    if count_key is not None:
+        g.counts[count_key] = g.counts.get(count_key, 0) + 1
+    entries.append((g, count_key))
+
+
+def _leave(entries: list[Entry]) -> None:
+    for g, count_key in entries:
+        if count_key is not None:
+            n = g.counts[count_key] - 1
+            if n:
+                g.counts[count_key] = n
+            else:
+                del g.counts[count_key]
+        g.refs -= 1
+        if not g.refs:
+            del g.owner[g.key]
+
+
+class AffinityIndex:
+    """The Pods of one Snapshot's ``node_info_list`` aggregated for InterPodAffinity's PreFilter and
+    PreScore, kept across cycles (no upstream counterpart: kube-scheduler walks every node's Pods in
+    each cycle; this gives the same counts from one visit per distinct term / label class).
+
+    * ``anti``: existing Pods' required anti-affinity terms (only Pods in
+      ``pods_with_required_anti_affinity``, as upstream's PreFilter), grouped by :func:`term_key`;
+      counts per topology pair (key, the node's value) where the node has the key;
+    * ``score``: existing Pods' required affinity (kind 0), preferred affinity (1) and preferred
+      anti-affinity (2) terms (Pods in ``pods_with_affinity``), grouped by (kind, term key, weight);
+      counts per topology pair;
+    * ``classes``: every Pod grouped by (namespace, labels) -- all ``AffinityTerm.matches(pod, None)``
+      reads; counts per node position in ``node_info_list``.
+
+    :meth:`sync` brings it up to date: a rebuild when the list object or its length changed, else
+    the nodes whose ``NodeInfo.generation`` changed (a Pod added / removed, a new Node object) are
+    re-entered. A NodeInfo mutated without a generation bump (never done by the cache or
+    ``Snapshot.assume``) would go unnoticed.
+    """
+
+    __slots__ = ("anti", "classes", "entries", "gens", "nodes", "score")
+
+    def __init__(self, nodes: list[NodeInfo]) -> None:
+        self.nodes = nodes
+        self.gens: list[int] = list(map(_GENERATION, nodes))
+        self.anti: dict[Any, _Group] = {}
+        self.score: dict[Any, _Group] = {}
+        self.classes: dict[Any, _Group] = {}
+        self.entries: list[list[Entry]] = [self._enter_node(i, ni) for i, ni in enumerate(nodes)]
+
+    def fresh_for(self, nodes: list[NodeInfo]) -> bool:
+        """Built for this very list object (and length): :meth:`sync` can update it in place."""
+        return self.nodes is nodes and len(self.gens) == len(nodes)
+
+    def _enter_node(self, i: int, ni: NodeInfo) -> list[Entry]:
+        entries: list[Entry] = []
+        if not ni.pods:
+            return entries
+        labels = ni.labels
+        for p in ni.pods:
+            _enter(self.classes, _pod_index_keys(p).label_class, p, i, entries)
+        for p in ni.pods_with_required_anti_affinity:
+            for key, t in _pod_index_keys(p).anti:
+                tv = labels.get(t.topology_key)
+                _enter(self.anti, key, t, None if tv is None else (t.topology_key, tv), entries)
+        for p in ni.pods_with_affinity:
+            for skey, t in _pod_index_keys(p).score:
+                tv = labels.get(t.topology_key)
+                _enter(self.score, skey, t, None if tv is None else (t.topology_key, tv), entries)
+        return entries
+
+    def sync(self) -> None:
+        """Re-enter the nodes whose generation changed since the last call (the list must be
+        :meth:`fresh_for` it)."""
+        nodes = self.nodes
+        gens = list(map(_GENERATION, nodes))
+        old = self.gens
+        if gens == old:
+            return
+        for b in range(0, len(gens), _BLOCK):
+            if gens[b:b + _BLOCK] == old[b:b + _BLOCK]:
+                continue
+            for i in range(b, min(b + _BLOCK, len(gens))):
+                if gens[i] != old[i]:
+                    _leave(self.entries[i])
+                    self.entries[i] = self._enter_node(i, nodes[i])
+        self.gens = gens
+
+
 # -- the plugin -----------------------------------------------------------------------------------
 
 class InterPodAffinity:
@@ -357,6 +517,25 @@ class InterPodAffinity:
                  ) -> None:
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
         self.ignore_preferred_terms_of_existing_pods = ignore_preferred_terms_of_existing_pods
+        self._indexes: list[AffinityIndex] = []  # most recently used first, at most _MAX_INDEXES
+        self.use_index = True
+        """False: PreFilter / PreScore walk every node's Pods as upstream does (the reference the
+        :class:`AffinityIndex` is tested against)."""
+
+    def affinity_index(self, nodes: list[NodeInfo]) -> AffinityIndex:
+        """The :class:`AffinityIndex` of a Snapshot's ``node_info_list`` (this very list object),
+        brought up to date; built on first use (O(Pods)), then O(nodes) generation compares plus the
+        changed nodes' Pods per call. The indexes of the last two lists are kept (the live snapshot
+        and, say, an explain snapshot do not evict each other)."""
+        for i, idx in enumerate(self._indexes):
+            if idx.fresh_for(nodes):
+                idx.sync()
+                if i:
+                    self._indexes.insert(0, self._indexes.pop(i))
+                return idx
+        idx = AffinityIndex(nodes)
+        self._indexes = [idx, *self._indexes[:_MAX_INDEXES - 1]]
+        return idx
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> InterPodAffinity:
@@ -405,6 +584,55 @@ class InterPodAffinity:
         s.namespace_labels = _namespace_labels(objects, pod.namespace)
 
         snap = state.snapshot
+        if self.use_index and snap is not None and nodes is snap.node_info_list:
+            self._pre_filter_counts_indexed(s, pod, self.affinity_index(nodes))
+        else:
+            self._pre_filter_counts_scan(s, pod, nodes, snap)
+        if not s.existing_anti_affinity_counts and not s.affinity_terms and not s.anti_affinity_terms:
+            return None, Status.skip()
+        state.write(PRE_FILTER_STATE_KEY, s)
+        return None, Status.success()
+
+    @staticmethod
+    def _pre_filter_counts_indexed(s: PreFilterState, pod: PodInfo, index: AffinityIndex) -> None:
+        """PreFilter's three topology-pair counters from the :class:`AffinityIndex` of all nodes:
+        one ``matches`` per distinct existing anti-affinity term and per label class of Pods (the
+        counts :meth:`_pre_filter_counts_scan` gives)."""
+        counts = s.existing_anti_affinity_counts
+        ns_labels = s.namespace_labels
+        for g in index.anti.values():
+            if g.counts and g.rep.matches(pod, ns_labels):
+                for pair, n in g.counts.items():
+                    counts[pair] = counts.get(pair, 0) + n
+        aff, anti = s.affinity_terms, s.anti_affinity_terms
+        if not aff and not anti:
+            return
+        nodes = index.nodes
+        aff_counts, anti_counts = s.affinity_counts, s.anti_affinity_counts
+        for g in index.classes.values():
+            rep = g.rep
+            if aff and pod_matches_all_affinity_terms(aff, rep):
+                for pos, n in g.counts.items():
+                    labels = nodes[pos].labels
+                    for t in aff:
+                        tv = labels.get(t.topology_key)
+                        if tv is not None:
+                            pair = (t.topology_key, tv)
+                            aff_counts[pair] = aff_counts.get(pair, 0) + n
+            for t in anti:
+                if t.matches(rep, None):
+                    key = t.topology_key
+                    for pos, n in g.counts.items():
+                        tv = nodes[pos].labels.get(key)
+                        if tv is not None:
+                            pair = (key, tv)
+                            anti_counts[pair] = anti_counts.get(pair, 0) + n
+
+    @staticmethod
+    def _pre_filter_counts_scan(s: PreFilterState, pod: PodInfo, nodes: list[NodeInfo], snap: Any) -> None:
+        """PreFilter's counters node by node, as upstream: existing anti-affinity over the snapshot's
+        ``have_pods_with_required_anti_affinity_list`` (``nodes`` with such Pods without a
+        snapshot), the Pod's own terms over ``nodes``."""
         anti_nodes: list[NodeInfo] = (list(snap.have_pods_with_required_anti_affinity_list) if snap is not None
                                       else [n for n in nodes if n.pods_with_required_anti_affinity])
         for ni in anti_nodes:
@@ -441,11 +669,6 @@ class InterPodAffinity:
                             if tv is not None:
                                 pair = (t.topology_key, tv)
                                 s.anti_affinity_counts[pair] = s.anti_affinity_counts.get(pair, 0) + 1
-
-        if not s.existing_anti_affinity_counts and not s.affinity_terms and not s.anti_affinity_terms:
-            return None, Status.skip()
-        state.write(PRE_FILTER_STATE_KEY, s)
-        return None, Status.success()
 
     def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node_info: NodeInfo) -> Status:
         """``AddPod``: account for ``to_add`` placed on ``node_info``."""
@@ -518,10 +741,6 @@ class InterPodAffinity:
         if self.ignore_preferred_terms_of_existing_pods and not has_constraints:
             return Status.skip()
         snap = state.snapshot
-        if snap is not None:
-            all_nodes = list(snap.node_info_list if has_constraints else snap.have_pods_with_affinity_list)
-        else:
-            all_nodes = list(nodes) if has_constraints else [n for n in nodes if n.pods_with_affinity]
         terms = pod_affinity_terms(pod)
         if terms.errors:
             return Status.error("failed to parse pod: " + "; ".join(terms.errors), NAME)
@@ -531,6 +750,60 @@ class InterPodAffinity:
         pref_anti = [WeightedAffinityTerm(_merge_namespaces(w.term, objects), w.weight)
                      for w in terms.preferred_anti_affinity]
         ns_labels = _namespace_labels(objects, pod.namespace)
+        own = [(w.term, w.weight) for w in pref_aff] + [(w.term, -w.weight) for w in pref_anti]
+        if snap is not None and self.use_index:
+            topo = self._pre_score_indexed(pod, own, ns_labels, self.affinity_index(snap.node_info_list))
+        else:
+            if snap is not None:
+                all_nodes = list(snap.node_info_list if has_constraints else snap.have_pods_with_affinity_list)
+            else:
+                all_nodes = list(nodes) if has_constraints else [n for n in nodes if n.pods_with_affinity]
+            topo = self._pre_score_scan(pod, own, ns_labels, all_nodes, has_constraints)
+        if not topo:
+            return Status.skip()
+        state.write(PRE_SCORE_STATE_KEY, PreScoreState(topo))
+        return Status.success()
+
+    def _pre_score_indexed(self, pod: PodInfo, own: list[tuple[AffinityTerm, int]],
+                           ns_labels: Mapping[str, str] | None, index: AffinityIndex) -> dict[str, dict[str, int]]:
+        """PreScore's topology scores from the :class:`AffinityIndex` of all nodes: the Pod's own
+        (signed) preferred terms ``own`` once per label class of Pods, existing Pods' terms once per
+        distinct (kind, term, weight). A (key, value) entry exists iff some term matched at a node
+        with that key, as in :meth:`_pre_score_scan`."""
+        topo: dict[str, dict[str, int]] = {}
+        if own:
+            nodes = index.nodes
+            for g in index.classes.values():
+                rep = g.rep
+                for term, weight in own:
+                    if term.matches(rep, None):
+                        key = term.topology_key
+                        for pos, n in g.counts.items():
+                            tv = nodes[pos].labels.get(key)
+                            if tv is not None:
+                                scores = topo.setdefault(key, {})
+                                scores[tv] = scores.get(tv, 0) + weight * n
+        hard = self.hard_pod_affinity_weight
+        for g in index.score.values():
+            if not g.counts:
+                continue
+            kind, _, w = g.key
+            if kind == _KIND_HARD:
+                if hard <= 0:
+                    continue
+                weight = hard
+            else:
+                weight = w if kind == _KIND_PREFERRED else -w
+            if g.rep.matches(pod, ns_labels):
+                for (key, tv), n in g.counts.items():
+                    scores = topo.setdefault(key, {})
+                    scores[tv] = scores.get(tv, 0) + weight * n
+        return topo
+
+    def _pre_score_scan(self, pod: PodInfo, own: list[tuple[AffinityTerm, int]], ns_labels: Mapping[str, str] | None,
+                        all_nodes: list[NodeInfo], has_constraints: bool) -> dict[str, dict[str, int]]:
+        """PreScore's topology scores node by node, as upstream: every Pod of ``all_nodes`` when
+        ``has_constraints`` (the Pod has preferred terms), else their Pods with affinity."""
         topo: dict[str, dict[str, int]] = {}
 
         def add(term: AffinityTerm, weight: int, node_labels: Mapping[str, str]) -> None:
@@ -540,7 +813,6 @@ class InterPodAffinity:
                 scores[tv] = scores.get(tv, 0) + weight
 
         hard = self.hard_pod_affinity_weight
-        own = [(w.term, w.weight) for w in pref_aff] + [(w.term, -w.weight) for w in pref_anti]
         for ni in all_nodes:
             pods = ni.pods if has_constraints else ni.pods_with_affinity
             if not pods:
@@ -571,10 +843,7 @@ class InterPodAffinity:
                         if node_labels is None:
                             node_labels = ni.labels
                         add(w.term, -w.weight, node_labels)
-        if not topo:
-            return Status.skip()
-        state.write(PRE_SCORE_STATE_KEY, PreScoreState(topo))
-        return Status.success()
+        return topo
 
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
         """``Score``: the sum of ``topology_score[key][node's value]`` over the keys the node has

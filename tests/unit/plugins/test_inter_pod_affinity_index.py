@@ -1,0 +1,217 @@
+"""InterPodAffinity's cross-cycle AffinityIndex gives exactly the PreFilter counters, Filter verdicts
+and PreScore topology scores of upstream's node-by-node walk (``use_index = False``), on random
+clusters, and stays exact while the same Snapshot changes between cycles: a Pod assumed on a node,
+a Pod removed, a Node relabelled (new Node object), a node list replaced."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from scheduler.cache.snapshot import ClusterObjects, Snapshot
+from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo
+from scheduler.plugins.inter_pod_affinity import (
+    PRE_FILTER_STATE_KEY,
+    PRE_SCORE_STATE_KEY,
+    AffinityIndex,
+    InterPodAffinity,
+    PreFilterState,
+    PreScoreState,
+)
+
+Obj = dict[str, Any]
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+RACK = "rack"
+TOPOLOGY_KEYS = (ZONE, HOST, RACK)
+APPS = ("a", "b", "c")
+NAMESPACES = ("default", "ns1", "ns2")
+
+
+def _node(rng: random.Random, i: int) -> Obj:
+    labels = {HOST: f"n{i}"}
+    if rng.random() < 0.85:
+        labels[ZONE] = f"z{rng.randrange(3)}"
+    if rng.random() < 0.5:
+        labels[RACK] = f"r{rng.randrange(4)}"
+    return {"metadata": {"name": f"n{i}", "labels": labels}}
+
+
+def _term(rng: random.Random) -> Obj:
+    t: Obj = {"topologyKey": rng.choice(TOPOLOGY_KEYS)}
+    r = rng.random()
+    if r < 0.6:
+        t["labelSelector"] = {"matchLabels": {"app": rng.choice(APPS)}}
+    elif r < 0.85:
+        t["labelSelector"] = {"matchExpressions": [
+            {"key": "app", "operator": rng.choice(("In", "NotIn")), "values": rng.sample(APPS, 2)}]}
+    else:
+        t["labelSelector"] = {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}
+    r = rng.random()
+    if r < 0.15:
+        t["namespaces"] = rng.sample(NAMESPACES, 2)
+    elif r < 0.3:
+        t["namespaceSelector"] = rng.choice(({}, {"matchLabels": {"team": "x"}}))
+    return t
+
+
+def _affinity(rng: random.Random) -> Obj | None:
+    if rng.random() < 0.3:
+        return None
+    aff: Obj = {}
+    for kind in ("podAffinity", "podAntiAffinity"):
+        sec: Obj = {}
+        if rng.random() < 0.35:
+            sec["requiredDuringSchedulingIgnoredDuringExecution"] = [_term(rng) for _ in range(rng.randrange(1, 3))]
+        if rng.random() < 0.4:
+            sec["preferredDuringSchedulingIgnoredDuringExecution"] = [
+                {"weight": rng.choice((0, 1, 5, 100)), "podAffinityTerm": _term(rng)}
+                for _ in range(rng.randrange(1, 3))]
+        if sec:
+            aff[kind] = sec
+    return aff or None
+
+
+def _pod(rng: random.Random, name: str, node: str | None = None) -> Obj:
+    labels = {"app": rng.choice(APPS)}
+    if rng.random() < 0.4:
+        labels["tier"] = rng.choice(("web", "db"))
+    ns = rng.choice(NAMESPACES)
+    spec: Obj = {}
+    if node:
+        spec["nodeName"] = node
+    aff = _affinity(rng)
+    if aff:
+        spec["affinity"] = aff
+    return {"metadata": {"name": name, "namespace": ns, "uid": f"{ns}/{name}", "labels": labels}, "spec": spec}
+
+
+def _objects() -> ClusterObjects:
+    objs = ClusterObjects()
+    objs.upsert("Namespace", {"metadata": {"name": "default", "labels": {}}})
+    objs.upsert("Namespace", {"metadata": {"name": "ns1", "labels": {"team": "x"}}})
+    objs.upsert("Namespace", {"metadata": {"name": "ns2", "labels": {"team": "y"}}})
+    return objs
+
+
+def _cluster(rng: random.Random, n_nodes: int, n_pods: int) -> Snapshot:
+    nodes = [_node(rng, i) for i in range(n_nodes)]
+    pods = [_pod(rng, f"e{j}", f"n{rng.randrange(n_nodes)}") for j in range(n_pods)]
+    return Snapshot.from_objects(nodes, pods, _objects())
+
+
+def _cycle(pl: InterPodAffinity, snap: Snapshot, pi: PodInfo) -> tuple[Any, ...]:
+    """PreFilter, Filter on every node, PreScore: everything the index feeds, comparable."""
+    state = CycleState(snap)
+    _, pf = pl.pre_filter(state, pi, snap.node_info_list)
+    out: list[Any] = [int(pf.code), tuple(pf.reasons)]
+    s = state.data.get(PRE_FILTER_STATE_KEY)
+    if isinstance(s, PreFilterState):
+        out += [s.existing_anti_affinity_counts, s.affinity_counts, s.anti_affinity_counts]
+        statuses = [pl.filter(state, pi, ni) for ni in snap.node_info_list]
+        out.append([(int(st.code), tuple(st.reasons)) for st in statuses])
+    ps = pl.pre_score(state, pi, snap.node_info_list)
+    out += [int(ps.code), tuple(ps.reasons)]
+    sc = state.data.get(PRE_SCORE_STATE_KEY)
+    if isinstance(sc, PreScoreState):
+        out.append(sc.topology_score)
+    return tuple(out)
+
+
+def _check(indexed: InterPodAffinity, reference: InterPodAffinity, snap: Snapshot, rng: random.Random,
+           n: int = 12) -> int:
+    """Compare the indexed plugin and the reference on ``n`` random incoming Pods; returns how many
+    cycles reached PreScore with a score state (so the test knows it exercised scoring)."""
+    scored = 0
+    for k in range(n):
+        pi = PodInfo(_pod(rng, f"in{k}"))
+        got = _cycle(indexed, snap, pi)
+        want = _cycle(reference, snap, pi)
+        assert got == want, pi.pod
+        if got[-1] and isinstance(got[-1], dict):
+            scored += 1
+    return scored
+
+
+def _plugins(**args: Any) -> tuple[InterPodAffinity, InterPodAffinity]:
+    indexed = InterPodAffinity.create(dict(args), None)
+    reference = InterPodAffinity.create(dict(args), None)
+    reference.use_index = False
+    return indexed, reference
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_index_matches_node_by_node_walk_on_random_clusters(seed: int) -> None:
+    rng = random.Random(seed)
+    snap = _cluster(rng, rng.randrange(3, 25), rng.randrange(0, 60))
+    args = {"hardPodAffinityWeight": rng.choice((0, 1, 7))}
+    indexed, reference = _plugins(**args)
+    _check(indexed, reference, snap, rng)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_index_stays_exact_as_the_snapshot_changes(seed: int) -> None:
+    """One Snapshot, one plugin: the index built in the first cycle is synced (not rebuilt) through
+    assumed Pods, removed Pods and relabelled Nodes, and keeps giving the reference's results."""
+    rng = random.Random(100 + seed)
+    snap = _cluster(rng, 12, 30)
+    indexed, reference = _plugins()
+    scored = _check(indexed, reference, snap, rng, 4)
+    index = indexed.affinity_index(snap.node_info_list)
+    for step in range(30):
+        ni: NodeInfo = rng.choice(snap.node_info_list)
+        what = rng.randrange(3)
+        if what == 0:
+            snap.assume(PodInfo(_pod(rng, f"s{seed}-{step}")), ni.name)
+        elif what == 1 and ni.pods:
+            assert ni.remove_pod(rng.choice(ni.pods).uid) is not None
+            snap.rebuild_lists()
+        else:
+            node = _node(rng, int(ni.name[1:]))
+            ni.set_node(node)  # a new Node object: new labels, new generation
+        scored += _check(indexed, reference, snap, rng, 3)
+        assert indexed.affinity_index(snap.node_info_list) is index  # synced in place, never rebuilt
+    assert scored > 0
+
+
+def test_relabelled_node_moves_its_pods_counts() -> None:
+    """An existing anti-affinity Pod on a node moved from zone z0 to z1 blocks z1, no longer z0."""
+    nodes = [{"metadata": {"name": f"n{i}", "labels": {HOST: f"n{i}", ZONE: f"z{i % 2}"}}} for i in range(4)]
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": ZONE}]}}
+    existing = {"metadata": {"name": "e", "namespace": "default", "uid": "e", "labels": {"app": "b"}},
+                "spec": {"nodeName": "n0", "affinity": anti}}
+    snap = Snapshot.from_objects(nodes, [existing], _objects())
+    pl = InterPodAffinity.create({}, None)
+    incoming = PodInfo({"metadata": {"name": "p", "namespace": "default", "uid": "p", "labels": {"app": "a"}},
+                        "spec": {}})
+
+    def blocked() -> list[str]:
+        state = CycleState(snap)
+        pl.pre_filter(state, incoming, snap.node_info_list)
+        return [ni.name for ni in snap.node_info_list if pl.filter(state, incoming, ni).code == Code.UNSCHEDULABLE]
+
+    assert sorted(blocked()) == ["n0", "n2"]
+    snap.get("n0").set_node({"metadata": {"name": "n0", "labels": {HOST: "n0", ZONE: "z1"}}})
+    assert sorted(blocked()) == ["n0", "n1", "n3"]
+    snap.get("n0").remove_pod("e")
+    snap.rebuild_lists()
+    assert blocked() == []
+
+
+def test_a_replaced_node_list_rebuilds_and_two_lists_are_kept() -> None:
+    rng = random.Random(7)
+    snap_a = _cluster(rng, 6, 12)
+    snap_b = _cluster(rng, 9, 20)
+    pl = InterPodAffinity.create({}, None)
+    ia = pl.affinity_index(snap_a.node_info_list)
+    ib = pl.affinity_index(snap_b.node_info_list)
+    assert ia is not ib
+    assert pl.affinity_index(snap_a.node_info_list) is ia  # the live snapshot survives an explain snapshot
+    snap_a.node_info_list = list(snap_a.node_info_list)  # the cache replaces the list when nodes come / go
+    ia2 = pl.affinity_index(snap_a.node_info_list)
+    assert ia2 is not ia and isinstance(ia2, AffinityIndex)
+    indexed, reference = _plugins()
+    _check(indexed, reference, snap_a, rng, 6)
