@@ -31,7 +31,8 @@ required there is no placement; otherwise whole groups are filled in order of mo
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.framework.types import NodeInfo, PodInfo
 from scheduler.plugins.gpu.model import GPUKeys, NodeGPUSpec, parse_node, pod_gpu_usage
@@ -52,6 +53,9 @@ class NodeGPUState:
         virtual: the UIDs whose indices were assigned virtually (no usable annotation).
         free: indices nobody holds.
         overcommitted: GPUs held by Pods beyond what the node has (0 normally).
+        derived: results of pure functions of this state and a request (GPUFilter's verdict,
+            GPUScore's intact group size), keyed by their caller; the state is memoized per NodeInfo
+            generation, so a stream of Pods asking alike computes them once per node version.
     """
 
     spec: NodeGPUSpec
@@ -59,6 +63,7 @@ class NodeGPUState:
     virtual: frozenset[str]
     free: frozenset[int]
     overcommitted: int = 0
+    derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def free_in(self, group: tuple[int, ...]) -> tuple[int, ...]:
         """The free indices of one group, ascending."""

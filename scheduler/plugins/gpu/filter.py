@@ -38,7 +38,7 @@ from typing import Any
 from scheduler.framework import signers
 from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from scheduler.plugins.gpu.accounting import derive_state, pick
+from scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, pick
 from scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, gpu_sign_pod, keys_from_args, request_for
 from scheduler.plugins.gpu.model import (
     GPUKeys,
@@ -57,6 +57,31 @@ ERR_MODEL = "node(s) didn't match the requested GPU model"
 ERR_MEMORY = "node(s) had insufficient GPU memory"
 ERR_UNKNOWN_MEMORY = "node(s) had unknown GPU memory"
 ERR_NVLINK = "node(s) had no NVLink group with enough free GPUs"
+
+_SUCCESS = Status.success()
+
+
+def _compute_verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
+    """The checks of the module docstring, in order: the first failing one's (code, reason)."""
+    spec = st.spec
+    if spec.error is not None:
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, spec.error
+    if req.count > spec.total:
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_INSUFFICIENT
+    if req.models and not any(model_matches(m, spec.product) for m in req.models):
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_MODEL
+    if req.memory_bytes > 0:
+        if spec.memory_bytes is None:
+            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_UNKNOWN_MEMORY
+        if spec.memory_bytes < req.memory_bytes:
+            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_MEMORY
+    if len(st.free) < req.count:
+        return Code.UNSCHEDULABLE, ERR_INSUFFICIENT
+    if req.nvlink and pick(st, req.count, True) is None:
+        resolvable = any(len(g) >= req.count for g in spec.groups)
+        return (Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE), ERR_NVLINK
+    return None
+
 
 __all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MODEL", "ERR_NVLINK", "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
 
@@ -110,28 +135,45 @@ class GPUFilter:
             return Status.success()
         return self.check(req, node_info)
 
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (the runtime's batch form; None: all pass),
+        with the request read once."""
+        try:
+            req = request_for(state, pod, self.keys)
+        except GPUParseError as exc:
+            return [Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME) for _ in nodes]
+        if req.count <= 0:
+            return None
+        out: list[Status] | None = None
+        keys = self.keys
+        for j, ni in enumerate(nodes):
+            verdict = self._verdict(req, derive_state(ni, keys))
+            if verdict is None:
+                continue
+            if out is None:
+                out = [_SUCCESS] * len(nodes)
+            out[j] = Status(verdict[0], [verdict[1]], NAME)
+        return out
+
     def check(self, req: GPURequest, node_info: NodeInfo) -> Status:
         """Filter for an already-parsed request (also used by tooling that explains a placement)."""
-        st = derive_state(node_info, self.keys)
-        spec = st.spec
-        if spec.error is not None:
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [spec.error], NAME)
-        if req.count > spec.total:
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_INSUFFICIENT], NAME)
-        if req.models and not any(model_matches(m, spec.product) for m in req.models):
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MODEL], NAME)
-        if req.memory_bytes > 0:
-            if spec.memory_bytes is None:
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_UNKNOWN_MEMORY], NAME)
-            if spec.memory_bytes < req.memory_bytes:
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MEMORY], NAME)
-        if len(st.free) < req.count:
-            return Status(Code.UNSCHEDULABLE, [ERR_INSUFFICIENT], NAME)
-        if req.nvlink and pick(st, req.count, True) is None:
-            resolvable = any(len(g) >= req.count for g in spec.groups)
-            code = Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-            return Status(code, [ERR_NVLINK], NAME)
-        return Status.success()
+        verdict = self._verdict(req, derive_state(node_info, self.keys))
+        if verdict is None:
+            return Status.success()
+        return Status(verdict[0], [verdict[1]], NAME)
+
+    @staticmethod
+    def _verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
+        """The failing (code, reason) of the module docstring's checks, None when the node fits;
+        memoized in ``st.derived`` per request (a pure function of both)."""
+        key = (NAME, req)
+        derived = st.derived
+        if key in derived:
+            got: tuple[Code, str] | None = derived[key]
+            return got
+        verdict = _compute_verdict(req, st)
+        derived[key] = verdict
+        return verdict
 
     # -- Reserve ------------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:

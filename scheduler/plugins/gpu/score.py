@@ -124,13 +124,30 @@ class GPUScore:
         ps = state.data.get(PRE_SCORE_KEY)
         if not isinstance(ps, PreScoreState):
             return 0, Status(Code.ERROR, [f"reading {PRE_SCORE_KEY!r} from cycleState: not found"], NAME)
-        st = derive_state(node_info, self.keys)
+        return self._raw(ps, derive_state(node_info, self.keys)), Status.success()
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
+        """:meth:`score` for each of ``nodes`` in order (the runtime's batch form)."""
+        ps = state.data.get(PRE_SCORE_KEY)
+        if not isinstance(ps, PreScoreState):
+            return [], Status(Code.ERROR, [f"reading {PRE_SCORE_KEY!r} from cycleState: not found"], NAME)
+        keys = self.keys
+        raw = self._raw
+        return [raw(ps, derive_state(ni, keys)) for ni in nodes], Status.success()
+
+    def _raw(self, ps: PreScoreState, st: NodeGPUState) -> int:
+        """``b * 1000 + t`` of one node (0 for malformed GPU metadata); ``t`` memoized in
+        ``st.derived`` per (count, NVLink) (a pure function of the node state and those)."""
         if st.spec.error is not None:
-            return 0, Status.success()
+            return 0
         b = self.base_milli(ps, st)
-        indices = pick(st, ps.request.count, ps.request.nvlink)
-        t = 0 if indices is None else min(largest_intact_group(st, indices), _T_LIMIT)
-        return b * _B_SCALE + t, Status.success()
+        req = ps.request
+        key = (NAME, req.count, req.nvlink)
+        t: int | None = st.derived.get(key)
+        if t is None:
+            indices = pick(st, req.count, req.nvlink)
+            t = st.derived[key] = 0 if indices is None else min(largest_intact_group(st, indices), _T_LIMIT)
+        return b * _B_SCALE + t
 
     def parts(self, ps: PreScoreState, st: NodeGPUState) -> tuple[Fraction, Fraction, Fraction]:
         """(model, memory, queue) fractions in [0, 1] for one node (module docstring)."""
