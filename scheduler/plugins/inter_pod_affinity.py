@@ -724,6 +724,70 @@ class InterPodAffinity:
                     return Status(Code.UNSCHEDULABLE, [ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH], NAME)
         return Status.success()
 
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (batch form; None: all pass).
+
+        The three checks are decided once per cycle as lookups on each node's labels: the affinity
+        terms' topology keys, the anti-affinity terms' blocked values per key, and the existing
+        Pods' blocked values per label key (a node is rejected when one of its (key, value) pairs is
+        counted: the same as walking every label of the node, with one lookup per counted key; the
+        counters never hold a None value, as a missing label and a null one count nowhere).
+        """
+        s = state.data.get(PRE_FILTER_STATE_KEY)
+        if not isinstance(s, PreFilterState):
+            return [self.filter(state, pod, ni) for ni in nodes]
+        aff = [t.topology_key for t in s.affinity_terms]
+        aff_counts = s.affinity_counts
+        # With no matching Pod anywhere, a node passes the affinity check iff it has every key and the
+        # Pod matches its own terms (the first Pod of a self-affine group).
+        self_affine = bool(aff) and not aff_counts and pod_matches_all_affinity_terms(s.affinity_terms, s.pod)
+        anti: list[tuple[str, set[Any]]] = []
+        if s.anti_affinity_counts:
+            for t in s.anti_affinity_terms:
+                vals = {v for (k, v), n in s.anti_affinity_counts.items() if k == t.topology_key and n > 0}
+                if vals:
+                    anti.append((t.topology_key, vals))
+        existing: dict[str, set[Any]] = {}
+        for (k, v), n in s.existing_anti_affinity_counts.items():
+            if n > 0:
+                existing.setdefault(k, set()).add(v)
+        if not aff and not anti and not existing:
+            return None
+        out: list[Status] | None = None
+        for j, ni in enumerate(nodes):
+            labels = ni.labels
+            reason = ""
+            code = Code.UNSCHEDULABLE
+            if aff:
+                pods_exist = True
+                for key in aff:
+                    tv = labels.get(key)
+                    if tv is None:
+                        reason = ERR_REASON_AFFINITY_RULES_NOT_MATCH
+                        break
+                    if pods_exist and aff_counts.get((key, tv), 0) <= 0:
+                        pods_exist = False
+                else:
+                    if not pods_exist and not self_affine:
+                        reason = ERR_REASON_AFFINITY_RULES_NOT_MATCH
+                if reason:
+                    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            if not reason:
+                for key, vals in anti:
+                    if labels.get(key) in vals:
+                        reason = ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH
+                        break
+            if not reason:
+                for key, vals in existing.items():
+                    if labels.get(key) in vals:
+                        reason = ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
+                        break
+            if reason:
+                if out is None:
+                    out = [Status.success()] * len(nodes)
+                out[j] = Status(code, [reason], NAME)
+        return out
+
     # -- PreScore / Score / NormalizeScore -------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
         """``PreScore``: sum, per topology (key, value), the weights of

@@ -112,12 +112,23 @@ def _cycle(pl: InterPodAffinity, snap: Snapshot, pi: PodInfo) -> tuple[Any, ...]
         out += [s.existing_anti_affinity_counts, s.affinity_counts, s.anti_affinity_counts]
         statuses = [pl.filter(state, pi, ni) for ni in snap.node_info_list]
         out.append([(int(st.code), tuple(st.reasons)) for st in statuses])
+        assert _batch(pl, state, pi, snap.node_info_list) == out[-1]
     ps = pl.pre_score(state, pi, snap.node_info_list)
     out += [int(ps.code), tuple(ps.reasons)]
     sc = state.data.get(PRE_SCORE_STATE_KEY)
     if isinstance(sc, PreScoreState):
         out.append(sc.topology_score)
     return tuple(out)
+
+
+def _batch(pl: InterPodAffinity, state: CycleState, pi: PodInfo, nodes: list[NodeInfo]) -> list[tuple[int, Any]]:
+    """``filter_nodes`` as (code, reasons) per node, checking each status names the plugin."""
+    got = pl.filter_nodes(state, pi, nodes)
+    if got is None:
+        return [(int(Code.SUCCESS), ())] * len(nodes)
+    assert len(got) == len(nodes)
+    assert all(st.plugin == pl.name for st in got if st.code)
+    return [(int(st.code), tuple(st.reasons)) for st in got]
 
 
 def _check(indexed: InterPodAffinity, reference: InterPodAffinity, snap: Snapshot, rng: random.Random,
@@ -215,3 +226,38 @@ def test_a_replaced_node_list_rebuilds_and_two_lists_are_kept() -> None:
     assert ia2 is not ia and isinstance(ia2, AffinityIndex)
     indexed, reference = _plugins()
     _check(indexed, reference, snap_a, rng, 6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_filter_nodes_equals_filter_after_add_and_remove_pod(seed: int) -> None:
+    """PreFilterExtensions change the counters (to zero and below too): the batch Filter still gives
+    each node what Filter gives."""
+    rng = random.Random(300 + seed)
+    snap = _cluster(rng, 10, 25)
+    pl = InterPodAffinity.create({}, None)
+    checked = 0
+    for k in range(10):
+        pi = PodInfo(_pod(rng, f"in{k}"))
+        state = CycleState(snap)
+        _, st = pl.pre_filter(state, pi, snap.node_info_list)
+        if not st.is_success():
+            continue
+        for _ in range(4):
+            ni = rng.choice(snap.node_info_list)
+            other = PodInfo(_pod(rng, f"x{k}", ni.name))
+            if rng.random() < 0.5:
+                assert pl.add_pod(state, pi, other, ni).is_success()
+            else:
+                assert pl.remove_pod(state, pi, other, ni).is_success()
+            want = [(int(s.code), tuple(s.reasons)) for s in (pl.filter(state, pi, n) for n in snap.node_info_list)]
+            assert _batch(pl, state, pi, snap.node_info_list) == want
+            checked += 1
+    assert checked > 0
+
+
+def test_filter_nodes_without_prefilter_state_is_the_error_filter_gives() -> None:
+    snap = _cluster(random.Random(1), 3, 2)
+    pl = InterPodAffinity.create({}, None)
+    pi = PodInfo(_pod(random.Random(2), "p"))
+    got = pl.filter_nodes(CycleState(snap), pi, snap.node_info_list)
+    assert got is not None and [s.code for s in got] == [Code.ERROR] * 3
