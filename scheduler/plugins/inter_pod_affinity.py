@@ -923,6 +923,24 @@ class InterPodAffinity:
                 total += values.get(v, 0)
         return total, Status.success()
 
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
+        """:meth:`score` for each of ``nodes`` in order (batch form): one lookup per node and topology
+        key of the state (a missing or null label scores nothing, as no value counted is None).
+        Without PreScore state every score is 0 and the Status is Score's error."""
+        s = state.data.get(PRE_SCORE_STATE_KEY)
+        if not isinstance(s, PreScoreState):
+            return [0] * len(nodes), Status.error(f'failed to read "{PRE_SCORE_STATE_KEY}" from cycleState: not found',
+                                                  NAME)
+        items: list[tuple[str, dict[Any, int]]] = list(s.topology_score.items())
+        if not items:
+            return [0] * len(nodes), Status.success()
+        all_labels = [ni.labels for ni in nodes]
+        if len(items) == 1:
+            key, values = items[0]
+            get = values.get
+            return [get(labels.get(key), 0) for labels in all_labels], Status.success()
+        return [sum(values.get(labels.get(key), 0) for key, values in items) for labels in all_labels], Status.success()
+
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> Status:
         """``NormalizeScore``: ``int(100.0 * ((score - min) / (max - min)))`` in float64, truncated;
         every node 0 when max == min."""
@@ -934,7 +952,9 @@ class InterPodAffinity:
         min_count = min(scores.values())
         max_count = max(scores.values())
         diff = max_count - min_count
-        for name, sc in scores.items():
-            f = float(MAX_NODE_SCORE) * (float(sc - min_count) / float(diff)) if diff > 0 else 0.0
-            scores[name] = int(f)
+        if diff > 0:
+            top, fdiff = float(MAX_NODE_SCORE), float(diff)
+            scores.update({name: int(top * (float(sc - min_count) / fdiff)) for name, sc in scores.items()})
+        else:
+            scores.update(dict.fromkeys(scores, 0))
         return Status.success()

@@ -117,6 +117,11 @@ def _cycle(pl: InterPodAffinity, snap: Snapshot, pi: PodInfo) -> tuple[Any, ...]
     out += [int(ps.code), tuple(ps.reasons)]
     sc = state.data.get(PRE_SCORE_STATE_KEY)
     if isinstance(sc, PreScoreState):
+        one = [pl.score(state, pi, ni) for ni in snap.node_info_list]
+        many, st = pl.score_nodes(state, pi, snap.node_info_list)
+        assert st.is_success() and all(s.is_success() for _, s in one)
+        assert many == [v for v, _ in one]
+        out.append(many)
         out.append(sc.topology_score)
     return tuple(out)
 
@@ -261,3 +266,33 @@ def test_filter_nodes_without_prefilter_state_is_the_error_filter_gives() -> Non
     pi = PodInfo(_pod(random.Random(2), "p"))
     got = pl.filter_nodes(CycleState(snap), pi, snap.node_info_list)
     assert got is not None and [s.code for s in got] == [Code.ERROR] * 3
+
+
+def test_score_nodes_without_prescore_state_is_scores_error() -> None:
+    snap = _cluster(random.Random(3), 3, 2)
+    pl = InterPodAffinity.create({}, None)
+    pi = PodInfo(_pod(random.Random(4), "p"))
+    values, st = pl.score_nodes(CycleState(snap), pi, snap.node_info_list)
+    one = pl.score(CycleState(snap), pi, snap.node_info_list[0])[1]
+    assert values == [0, 0, 0] and st.code == Code.ERROR and st.reasons == one.reasons
+
+
+def test_score_nodes_sums_several_topology_keys_and_normalize_truncates() -> None:
+    nodes = [{"metadata": {"name": f"n{i}", "labels": {HOST: f"n{i}", ZONE: f"z{i % 2}", RACK: f"r{i % 3}"}}}
+             for i in range(6)]
+    nodes.append({"metadata": {"name": "bare", "labels": {}}})
+    snap = Snapshot.from_objects(nodes, [], _objects())
+    pl = InterPodAffinity.create({}, None)
+    state = CycleState(snap)
+    state.write(PRE_SCORE_STATE_KEY, PreScoreState({ZONE: {"z0": 3, "z1": -2}, RACK: {"r1": 5}}))
+    pi = PodInfo(_pod(random.Random(5), "p"))
+    values, st = pl.score_nodes(state, pi, snap.node_info_list)
+    assert st.is_success()
+    assert values == [pl.score(state, pi, ni)[0] for ni in snap.node_info_list]
+    by_name = dict(zip((ni.name for ni in snap.node_info_list), values, strict=True))
+    assert by_name == {"n0": 3, "n1": 3, "n2": 3, "n3": -2, "n4": 8, "n5": -2, "bare": 0}
+    assert pl.normalize_score(state, pi, by_name).is_success()
+    # (score - min) / (max - min) * 100 truncated: (3 + 2) / 10 -> 50, (0 + 2) / 10 -> 20.
+    assert by_name == {"n0": 50, "n1": 50, "n2": 50, "n3": 0, "n4": 100, "n5": 0, "bare": 20}
+    flat = {"a": 4, "b": 4}
+    assert pl.normalize_score(state, pi, flat).is_success() and flat == {"a": 0, "b": 0}
