@@ -361,10 +361,12 @@ class _CountMemo:
     nodes). Node objects are assumed immutable (the informers replace them), as elsewhere.
     """
 
-    __slots__ = ("counts", "domains", "gens", "totals", "values")
+    __slots__ = ("counts", "domains", "gen_list", "gens", "pos_by_gen", "totals", "values")
 
     def __init__(self) -> None:
         self.gens: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self.gen_list: list[int] = []
+        self.pos_by_gen: dict[int, int] = {}
         self.values: list[str | None] = []
         self.counts: list[int] = []
         self.totals: dict[str, int] = {}
@@ -392,16 +394,25 @@ class _CountMemo:
         re-read; all of them when the node count changed) and return a copy of the totals."""
         n = len(nodes)
         gens = np.fromiter(map(_GENERATION, nodes), np.int64, n)
-        if len(self.gens) != n:
+        full = len(self.gens) != n
+        if full:
             self.values = [None] * n
             self.counts = [0] * n
             self.totals = {}
             self.domains = {}
+            self.gen_list = gens.tolist()
+            self.pos_by_gen = dict(zip(self.gen_list, range(n), strict=True))
             changed: Iterable[int] = range(n)
         else:
             changed = np.flatnonzero(gens != self.gens).tolist()
+        gen_list, pos_by_gen = self.gen_list, self.pos_by_gen
         for i in changed:
             ni = nodes[i]
+            if not full:
+                if pos_by_gen.get(gen_list[i]) == i:
+                    del pos_by_gen[gen_list[i]]
+                gen_list[i] = ni.generation
+                pos_by_gen[ni.generation] = i
             node = ni.node
             value: str | None = None
             cnt = 0
@@ -417,6 +428,22 @@ class _CountMemo:
             self._set(i, value, cnt)
         self.gens = gens
         return dict(self.totals)
+
+    def values_for(self, nodes: Sequence[NodeInfo], gens: list[int]) -> list[str | None] | None:
+        """The memoized topology values of ``nodes`` (``gens`` their generations) when they are a
+        run of the memo's node list, possibly wrapping around its end (as Filter's rotating start
+        gives them) and unchanged since; None otherwise."""
+        m = len(gens)
+        n = len(self.gen_list)
+        p0 = self.pos_by_gen.get(gens[0]) if m else None
+        if p0 is None or m > n:
+            return None
+        end = p0 + m
+        if end <= n:
+            return self.values[p0:end] if self.gen_list[p0:end] == gens else None
+        if self.gen_list[p0:] + self.gen_list[:end - n] == gens:
+            return self.values[p0:] + self.values[:end - n]
+        return None
 
 
 # -- PreFilter state ------------------------------------------------------------------------------
@@ -458,15 +485,21 @@ class CriticalPaths:
 @dataclass(slots=True)
 class PreFilterState:
     """``preFilterState``: the DoNotSchedule constraints, per constraint the matching-Pod count per
-    topology value (``tp_value_to_match_num``) and its critical paths."""
+    topology value (``tp_value_to_match_num``) and its critical paths.
+
+    ``value_memos`` (no upstream counterpart, not compared): per constraint the PreFilter count memo
+    holding the nodes' topology values, when every constraint had one; Filter's batch form reads a
+    chunk's values from them (checked against the nodes' generations) instead of each node's labels.
+    """
 
     constraints: list[TopologySpreadConstraint] = field(default_factory=list)
     critical_paths: list[CriticalPaths] = field(default_factory=list)
     tp_value_to_match_num: list[dict[str, int]] = field(default_factory=list)
+    value_memos: list[_CountMemo] | None = field(default=None, compare=False, repr=False)
 
     def clone(self) -> PreFilterState:
         return PreFilterState(self.constraints, [p.clone() for p in self.critical_paths],
-                              [dict(m) for m in self.tp_value_to_match_num])
+                              [dict(m) for m in self.tp_value_to_match_num], self.value_memos)
 
     def min_match_num(self, i: int, min_domains: int) -> int:
         """``minMatchNum``: the global minimum, 0 when fewer than ``min_domains`` domains exist."""
@@ -675,12 +708,16 @@ class PodTopologySpread:
         # Per constraint needing the node inclusion policies: its key, its counts, its selector (None:
         # selects everything, counts 0). The others come from the per-node count memo.
         plan = []
+        memos: list[_CountMemo] = []
         for i, c in enumerate(constraints):
             selector = None if c.selector.is_everything else c.selector
             if ctx.needs_match(c):
                 plan.append((c, c.topology_key, s.tp_value_to_match_num[i], selector))
             else:
-                s.tp_value_to_match_num[i] = self._memo_counts(nodes, keys, c.topology_key, selector, ns)
+                memo, s.tp_value_to_match_num[i] = self._memo_counts(nodes, keys, c.topology_key, selector, ns)
+                memos.append(memo)
+        if not plan:
+            s.value_memos = memos
         if plan:
             for ni in nodes:
                 node = ni.node
@@ -709,12 +746,12 @@ class PodTopologySpread:
         return None, Status.success()
 
     def _memo_counts(self, nodes: list[NodeInfo], keys: tuple[str, ...], key: str, selector: LabelSelector | None,
-                     namespace: str) -> dict[str, int]:
+                     namespace: str) -> tuple[_CountMemo, dict[str, int]]:
         """PreFilter's matching-Pod count per value of topology key ``key`` over ``nodes`` (those
         with a Node object and every key of ``keys``; ``selector`` None counts 0), for a constraint
         whose node inclusion policies let every node in: what upstream's loop over all nodes gives,
         from :class:`_CountMemo` (a stream of Pods with the same constraint re-reads only the nodes
-        that changed since the previous cycle). A new dict the caller may change."""
+        that changed since the previous cycle). Returns the memo and a new dict the caller may change."""
         mkey = (keys, key, None if selector is None else selector_key(selector), namespace)
         memos = self._count_memos
         memo = memos.get(mkey)
@@ -725,7 +762,7 @@ class PodTopologySpread:
         else:
             memos.move_to_end(mkey)
         try:
-            return memo.update(nodes, keys, key, selector, namespace)
+            return memo, memo.update(nodes, keys, key, selector, namespace)
         except BaseException:
             del memos[mkey]  # half-updated: start over next time
             raise
@@ -778,6 +815,11 @@ class PodTopologySpread:
             return None
         plan = [(c.topology_key, s.tp_value_to_match_num[i], c.max_skew, s.min_match_num(i, c.min_domains),
                  1 if c.selector.matches(pod.labels) else 0) for i, c in enumerate(s.constraints)]
+        if s.value_memos is not None and nodes:
+            gens = list(map(_GENERATION, nodes))
+            cols = [m.values_for(nodes, gens) for m in s.value_memos]
+            if all(col is not None for col in cols):
+                return self._filter_values(state, pod, nodes, [col for col in cols if col is not None], plan)
         out: list[Status] | None = None
         for j, ni in enumerate(nodes):
             labels = ni.labels
@@ -794,6 +836,49 @@ class PodTopologySpread:
             if out is None:
                 out = [_SUCCESS] * len(nodes)
             out[j] = st
+        return out
+
+    def _filter_values(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo], cols: list[list[str | None]],
+                       plan: list[tuple[str, dict[str, int], int, int, int]]) -> list[Status] | None:
+        """:meth:`filter_nodes` from the nodes' memoized topology values ``cols`` (one list per
+        constraint, aligned with ``nodes``; None: the node lacks some key or its Node, decided by
+        :meth:`filter`). A node fails a constraint when ``count + self_match - min_match > maxSkew``,
+        i.e. when its value's count exceeds ``maxSkew + min_match - self_match``."""
+        out: list[Status] | None = None
+        limits = [(counts, max_skew + min_match - self_match) for _, counts, max_skew, min_match, self_match in plan]
+        if len(cols) == 1 and limits[0][1] >= 0:
+            # One constraint, no value absent from the counts failing: only the values over the limit
+            # fail (None: decided by filter).
+            counts, limit = limits[0]
+            col = cols[0]
+            failing: set[str | None] = {v for v, c in counts.items() if c > limit}
+            failing.add(None)
+            for j in [j for j, v in enumerate(col) if v in failing]:
+                if col[j] is None:
+                    st = self.filter(state, pod, nodes[j])
+                    if not st.code:
+                        continue
+                else:
+                    st = Status(Code.UNSCHEDULABLE, [ERR_REASON_CONSTRAINTS_NOT_MATCH], NAME)
+                if out is None:
+                    out = [_SUCCESS] * len(nodes)
+                out[j] = st
+            return out
+        for j in range(len(nodes)):
+            found: Status | None = None
+            for c_col, (counts, limit) in zip(cols, limits, strict=True):
+                v = c_col[j]
+                if v is None:
+                    found = self.filter(state, pod, nodes[j])
+                    break
+                if counts.get(v, 0) > limit:
+                    found = Status(Code.UNSCHEDULABLE, [ERR_REASON_CONSTRAINTS_NOT_MATCH], NAME)
+                    break
+            if found is None or not found.code:
+                continue
+            if out is None:
+                out = [_SUCCESS] * len(nodes)
+            out[j] = found
         return out
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
