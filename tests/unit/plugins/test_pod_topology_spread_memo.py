@@ -155,7 +155,8 @@ def test_returned_counts_are_the_callers() -> None:
 def _status_keys(pl: PodTopologySpread, state: CycleState, pod: PodInfo,
                  nodes: list[NodeInfo]) -> tuple[list[tuple[int, tuple[str, ...]]], list[tuple[int, tuple[str, ...]]]]:
     got = pl.filter_nodes(state, pod, nodes)
-    batch: list[tuple[int, tuple[str, ...]]] = [(0, ())] * len(nodes) if got is None else [(int(s.code), tuple(s.reasons)) for s in got]
+    batch: list[tuple[int, tuple[str, ...]]] = (
+        [(0, ())] * len(nodes) if got is None else [(int(s.code), tuple(s.reasons)) for s in got])
     one = [(int(s.code), tuple(s.reasons)) for s in (pl.filter(state, pod, ni) for ni in nodes)]
     return batch, one
 
