@@ -293,31 +293,20 @@ class Kube:
     # -- reads ---------------------------------------------------------------------------------------
     async def list_objects(self, path: str, *, field_selector: str | None = None, label_selector: str | None = None,
                            limit: int = 500, timeout: float = 120.0) -> tuple[list[Obj], str]:
-        """LIST a collection (``/api/v1/pods``, ``/apis/apps/v1/replicasets``) in pages; returns the
-        items (with ``kind``/``apiVersion`` filled in) and the list's resourceVersion.
+        """LIST a collection (``/api/v1/pods``, ``/apis/apps/v1/replicasets``) in pages
+        (:meth:`list_pages`, collected); returns the items (with ``kind``/``apiVersion`` filled in;
+        anything that is not an object is dropped) and the list's resourceVersion.
 
         Raises:
             KubeError: NotFound when the API does not exist on this cluster.
         """
         items: list[Obj] = []
-        cont: str | None = None
-        rv = ""
-        while True:
-            doc = await self.request("GET", path, query={"limit": limit, "continue": cont,
-                                                         "fieldSelector": field_selector,
-                                                         "labelSelector": label_selector}, timeout=timeout)
-            kind = str(doc.get("kind") or "")
-            api_version = str(doc.get("apiVersion") or "")
-            item_kind = kind[:-4] if kind.endswith("List") else kind
-            for it in doc.get("items") or []:
-                it.setdefault("kind", item_kind)
-                it.setdefault("apiVersion", api_version)
-                items.append(it)
-            meta = doc.get("metadata") or {}
-            rv = str(meta.get("resourceVersion") or rv)
-            cont = meta.get("continue") or None
-            if not cont:
-                return items, rv
+        list_rv = ""
+        async for page, page_rv in self.list_pages(path, field_selector=field_selector,
+                                                   label_selector=label_selector, limit=limit, timeout=timeout):
+            items.extend(it for it in page if isinstance(it, dict))
+            list_rv = page_rv
+        return items, list_rv
 
     async def get_pod(self, namespace: str, name: str) -> Obj | None:
         """The Pod, or None when it does not exist."""

@@ -359,28 +359,32 @@ class Framework:
         Raises:
             SchedulingError: a NormalizeScore failed or a normalized score is outside [0, 100].
         """
-        totals = [0] * len(names)
+        cols: list[tuple[str, Sequence[int]]] = []
         for pl in self.score_plugins:
             if pl.name in state.skip_score:
                 continue
             col = raw.get(pl.name)
             values = list(col) if col is not None else [0] * len(names)
-            normalizer = self._normalizers.get(pl.name)
-            if normalizer is not None:
-                scores = dict(zip(names, values, strict=True))
-                s = normalizer.normalize_score(state, pod, scores)
-                if not s.is_success():
-                    raise SchedulingError(
-                        f'running Normalize on Score plugins: plugin "{pl.name}" failed with: {s.message()}')
-                values = [scores[n] for n in names]
-            if values and (max(values) > MAX_NODE_SCORE or min(values) < 0):
-                bad = next(v for v in values if v > MAX_NODE_SCORE or v < 0)
-                raise SchedulingError(
-                    f'applying score defaultWeights on Score plugins: plugin "{pl.name}" returns an invalid score '
-                    f"{bad}, it should in the range of [0, {MAX_NODE_SCORE}] after normalizing")
-            w = self.score_weights[pl.name]
-            totals = list(map(operator.add, totals, values if w == 1 else map(operator.mul, values, repeat(w))))
-        return totals
+            cols.append((pl.name, self._normalized(state, pod, pl.name, names, values)))
+        return self._weighted_totals(cols, len(names))[1]
+
+    def _normalized(self, state: CycleState, pod: PodInfo, plugin: str, names: list[str],
+                    values: list[int]) -> list[int]:
+        """``values`` (plugin ``plugin``'s raw scores of ``names``, aligned) after its NormalizeScore,
+        or ``values`` itself when it has none.
+
+        Raises:
+            SchedulingError: the NormalizeScore failed (upstream's message).
+        """
+        normalizer = self._normalizers.get(plugin)
+        if normalizer is None:
+            return values
+        scores = dict(zip(names, values, strict=True))
+        s = normalizer.normalize_score(state, pod, scores)
+        if not s.is_success():
+            raise SchedulingError(
+                f'running Normalize on Score plugins: plugin "{plugin}" failed with: {s.message()}')
+        return list(map(scores.__getitem__, names))
 
     # -- helpers ----------------------------------------------------------------------------------
     def _observe(self, point: str, plugin: str, status: Status | None, t0: float) -> None:
@@ -639,14 +643,7 @@ class Framework:
                     values.append(sc)
             if raw_out is not None:
                 raw_out[pl.name] = list(values)
-            normalizer = self._normalizers.get(pl.name)
-            if normalizer is not None:
-                scores = dict(zip(names, values, strict=True))
-                s = normalizer.normalize_score(state, pod, scores)
-                if not s.is_success():
-                    raise SchedulingError(
-                        f'running Normalize on Score plugins: plugin "{pl.name}" failed with: {s.message()}')
-                values = list(map(scores.__getitem__, names))
+            values = self._normalized(state, pod, pl.name, names, values)
             if record:
                 self._observe("Score", pl.name, None, t0)
             cols.append((pl.name, values))

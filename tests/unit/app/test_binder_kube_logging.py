@@ -145,7 +145,9 @@ async def test_list_pages_and_fills_kind() -> None:
                    "items": [{"metadata": {"name": "b"}}]}),
     ])
     items, rv = await k.list_objects("/api/v1/nodes")
-    assert [i["metadata"]["name"] for i in items] == ["a", "b"] and rv == "8"
+    # The list's resourceVersion is the first page's (client-go's pager; a real paged LIST repeats it
+    # on every page - this fake does not, to tell them apart).
+    assert [i["metadata"]["name"] for i in items] == ["a", "b"] and rv == "7"
     assert all(i["kind"] == "Node" and i["apiVersion"] == "v1" for i in items)
 
 
