@@ -27,11 +27,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
+
+from scheduler.app.informers import WatchedKind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "testbed"))
 import bed
@@ -311,3 +314,15 @@ async def pod_events(api: client.ApiClient, name: str, namespace: str = "default
             continue
         out.append((ev.reason or "", ev.note or ""))
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class NamespacedPods(WatchedKind):
+    """The Pods of one namespace (the LIST and WATCH path ``/api/v1/namespaces/{ns}/pods``): a
+    reflector test on the shared bed sees only its own Pods."""
+
+    ns: str = "default"
+
+    @property
+    def list_path(self) -> str:
+        return f"/api/v1/namespaces/{self.ns}/pods"

@@ -15,30 +15,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio import client
 
-from scheduler.app.informers import ObjectStore, WatchedKind
+from scheduler.app.informers import ObjectStore
 from scheduler.app.kube import Kube, KubeError
 from scheduler.app.reflector import Reflector
 from scheduler.queue.events import Resource
 from tests.e2e.faults.scenarios import etcd_compact
-from tests.e2e.helpers import Testbed, create_pod, delete_pod, unique_name, wait_for
+from tests.e2e.helpers import NamespacedPods, Testbed, create_pod, delete_pod, unique_name, wait_for
 
 Obj = dict[str, Any]
 
-
-@dataclass(frozen=True, slots=True)
-class NamespacedPods(WatchedKind):
-    """The Pods of one namespace (``/api/v1/namespaces/{ns}/pods``)."""
-
-    ns: str = "default"
-
-    @property
-    def list_path(self) -> str:
-        return f"/api/v1/namespaces/{self.ns}/pods"
 
 
 class CompactingSource:

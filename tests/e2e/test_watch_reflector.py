@@ -13,7 +13,6 @@ equal to a fresh LIST (same keys, same resourceVersions).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -23,20 +22,10 @@ from scheduler.app.kube import Kube
 from scheduler.app.reflector import Reflector
 from scheduler.queue.events import Resource
 from tests.e2e.faults.scenarios import etcd_compact
-from tests.e2e.helpers import Testbed, create_pod, delete_pod, unique_name, wait_for
+from tests.e2e.helpers import NamespacedPods, Testbed, create_pod, delete_pod, unique_name, wait_for
 
 Obj = dict[str, Any]
 
-
-@dataclass(frozen=True, slots=True)
-class NamespacedPods(WatchedKind):
-    """The Pods of one namespace (the LIST and WATCH path ``/api/v1/namespaces/{ns}/pods``)."""
-
-    ns: str = "default"
-
-    @property
-    def list_path(self) -> str:
-        return f"/api/v1/namespaces/{self.ns}/pods"
 
 
 def _rvs(objs: list[Obj], wk: WatchedKind) -> dict[str, str]:

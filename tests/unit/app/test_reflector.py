@@ -165,7 +165,7 @@ class Recorder:
 
 
 def _reflector(kube: FakeKube, rec: Recorder, store: ObjectStore | None = None) -> Reflector:
-    return Reflector(kube, POD, store or ObjectStore(), rec.on_delta,  # type: ignore[arg-type]
+    return Reflector(kube, POD, store if store is not None else ObjectStore(), rec.on_delta,  # type: ignore[arg-type]
                      on_relist_start=rec.gaps.append, on_relist_end=lambda n, ok: rec.ends.append((n, ok)),
                      min_watch_timeout=60, backoff_initial=0.01, backoff_max=0.02, rand=lambda: 0.5)
 
