@@ -65,6 +65,8 @@ ERR_REASON_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod affinity rules"
 ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't match pod anti-affinity rules"
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
+_INDEX_KEY = NAME + "/index"
+"""CycleState key of the AffinityIndex PreFilter brought up to date (PreScore reuses it: one sync per cycle)."""
 _MEMO_KEY = NAME
 _MIN_HARD_WEIGHT = 0
 _MAX_HARD_WEIGHT = 100
@@ -590,7 +592,9 @@ class InterPodAffinity:
             # without bringing the index up to date (O(nodes) per cycle at 5000 nodes).
             return None, Status.skip()
         if self.use_index and snap is not None and nodes is snap.node_info_list:
-            self._pre_filter_counts_indexed(s, pod, self.affinity_index(nodes))
+            index = self.affinity_index(nodes)
+            state.data[_INDEX_KEY] = index
+            self._pre_filter_counts_indexed(s, pod, index)
         else:
             self._pre_filter_counts_scan(s, pod, nodes, snap)
         if not s.existing_anti_affinity_counts and not s.affinity_terms and not s.anti_affinity_terms:
@@ -823,7 +827,10 @@ class InterPodAffinity:
         if snap is not None and not own and not snap.have_pods_with_affinity_list:
             return Status.skip()  # nothing can match: no index update (O(nodes)) needed
         if snap is not None and self.use_index:
-            topo = self._pre_score_indexed(pod, own, ns_labels, self.affinity_index(snap.node_info_list))
+            index = state.data.get(_INDEX_KEY)
+            if not (isinstance(index, AffinityIndex) and index.fresh_for(snap.node_info_list)):
+                index = self.affinity_index(snap.node_info_list)  # PreFilter skipped or ran on another list
+            topo = self._pre_score_indexed(pod, own, ns_labels, index)
         else:
             if snap is not None:
                 all_nodes = list(snap.node_info_list if has_constraints else snap.have_pods_with_affinity_list)
