@@ -13,7 +13,7 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 RUN pip install --no-cache-dir build==1.2.2.post1
 COPY pyproject.toml README.md ./
-COPY scheduler/ ./scheduler/
+COPY py_scheduler/ ./py_scheduler/
 RUN python -m build --wheel --outdir /dist . \
     && pip wheel --no-cache-dir --wheel-dir /wheels /dist/*.whl
 

@@ -6,8 +6,8 @@ install:
 	$(PY) -m pip install -q -e '.[dev]'
 
 lint:
-	$(PY) -m ruff check scheduler tests bench
-	$(PY) -m mypy --strict scheduler
+	$(PY) -m ruff check py_scheduler tests bench
+	$(PY) -m mypy --strict py_scheduler
 	bash .ci/lint-dockerfile
 
 # Known vulnerabilities in the project's dependency closure (pip-audit; see .ci/audit: never fails

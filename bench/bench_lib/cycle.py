@@ -1,6 +1,6 @@
 """In-process scheduling-cycle benchmark: the time of one ``Algorithm.schedule`` on a ``Snapshot``.
 
-No API server: the cluster is built with :func:`scheduler.cache.snapshot.Snapshot.from_objects` from
+No API server: the cluster is built with :func:`py_scheduler.cache.snapshot.Snapshot.from_objects` from
 :mod:`bench.bench_lib.workloads` (N nodes, ``init`` Pods of the workload already bound), then
 ``warmup + cycles`` new Pods of the workload are scheduled one after the other exactly like the live
 loop does it: ``Algorithm.schedule`` (timed: the "cycle"), then Reserve and an in-memory assume onto
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.bench_lib.workloads import GPUS_PER_NODE, Workload, init_pods, make_nodes, max_pods
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ProfileConfig, build_framework
-from scheduler.framework.runtime import Algorithm
-from scheduler.framework.types import PodInfo
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.runtime import Algorithm
+from py_scheduler.framework.types import PodInfo
 
 Obj = dict[str, Any]
 
@@ -145,7 +145,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     gc.collect()
     thresholds = gc.get_threshold()
     if gc_freeze:
-        from scheduler.app.main import GC_THRESHOLDS
+        from py_scheduler.app.main import GC_THRESHOLDS
 
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)

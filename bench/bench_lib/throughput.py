@@ -1,6 +1,6 @@
 """Live throughput / latency / memory benchmark on the e2e test bed (etcd + kube-apiserver).
 
-For each scheduler under test (``py``: ``python -m scheduler.cli run``; ``kube``: upstream
+For each scheduler under test (``py``: ``python -m py_scheduler.cli run``; ``kube``: upstream
 kube-scheduler v1.37 from the bed; ``blind``: :mod:`bench.bench_lib.blind`), on the same nodes and
 with the same client QPS / burst:
 
@@ -199,10 +199,10 @@ class PyScheduler(_Child):
         cfg_path = tb.dir / "py-scheduler.bench.yaml"
         cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
         self.port = port
-        # BENCH_PY_WRAP: interpreter arguments put before "-m scheduler.cli", e.g. a profiler:
+        # BENCH_PY_WRAP: interpreter arguments put before "-m py_scheduler.cli", e.g. a profiler:
         # "-m cProfile -o /tmp/py.prof" or "-m pyinstrument -o /tmp/py.txt".
         prefix = shlex.split(os.environ.get("BENCH_PY_WRAP", ""))
-        super().__init__([sys.executable, *prefix, "-m", "scheduler.cli", "run", "--kubeconfig", str(tb.kubeconfig),
+        super().__init__([sys.executable, *prefix, "-m", "py_scheduler.cli", "run", "--kubeconfig", str(tb.kubeconfig),
                           "--config", str(cfg_path), "--no-leader-elect",
                           "--metrics-bind-address", f"127.0.0.1:{port}", "--v", str(verbosity)],
                          tb.logs_dir / "py-scheduler-bench.log")

@@ -97,7 +97,7 @@ def profile_for(objects: list[Obj]) -> Any:
     such scenarios run with ``multiPoint.disabled: [GPUFilter, GPUScore]`` so the plain
     extended-resource path (NodeResourcesFit) is compared with upstream's.
     """
-    from scheduler.framework.config import PluginSet, ProfileConfig
+    from py_scheduler.framework.config import PluginSet, ProfileConfig
 
     if any(o["kind"] == "Pod" and not (o.get("spec") or {}).get("nodeName") and _requests_gpu(o) for o in objects):
         return ProfileConfig(scheduler_name="default-scheduler",
@@ -130,10 +130,10 @@ def run_py(objects: list[Obj], oracle: list[Obj] | None = None) -> list[Obj]:
     victims on that node (the result's ``tie`` key lists both nodes), so later Pods stay
     comparable; ``compare`` then checks the victims on the oracle's node instead of the node name.
     """
-    from scheduler.cache.snapshot import Snapshot
-    from scheduler.framework.config import build_framework
-    from scheduler.framework.runtime import Algorithm, SchedulingError
-    from scheduler.framework.types import PodInfo
+    from py_scheduler.cache.snapshot import Snapshot
+    from py_scheduler.framework.config import build_framework
+    from py_scheduler.framework.runtime import Algorithm, SchedulingError
+    from py_scheduler.framework.types import PodInfo
 
     pods = [o for o in objects if o["kind"] == "Pod"]
     snap = Snapshot.from_object_list(objects)
@@ -226,8 +226,8 @@ def run_py(objects: list[Obj], oracle: list[Obj] | None = None) -> list[Obj]:
 
 def _filter_errors(fw: Any, snap: Any, pod: Any, nominator: Any) -> set[str]:
     """Every Filter error message py-scheduler gives ``pod``, node by node (PreFilter run once)."""
-    from scheduler.framework.runtime import SchedulingError
-    from scheduler.framework.types import CycleState
+    from py_scheduler.framework.runtime import SchedulingError
+    from py_scheduler.framework.types import CycleState
 
     state = CycleState(snap)
     _, status, _ = fw.run_pre_filter(state, pod, snap.node_info_list)
@@ -249,8 +249,8 @@ def _filter_errors(fw: Any, snap: Any, pod: Any, nominator: Any) -> set[str]:
 def _preemption_tie(fw: Any, res: Any, pod: Any, mine: str, theirs: str) -> list[Any] | None:
     """py's victims on ``theirs`` when py's preemption ranks it level with ``mine`` on every
     criterion of ``pickOneNodeForPreemption`` (so upstream may pick either), else None."""
-    from scheduler.framework.preemption import pick_one_node_for_preemption
-    from scheduler.framework.types import Code, Status
+    from py_scheduler.framework.preemption import pick_one_node_for_preemption
+    from py_scheduler.framework.types import Code, Status
 
     pl = fw.plugins.get("DefaultPreemption")
     state, d = res.state, res.diagnosis

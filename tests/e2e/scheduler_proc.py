@@ -7,7 +7,7 @@ Usage::
         ...
         sched.final_scores("default/pod-a")   # {"node": total} from the --v 10 log
 
-The process runs ``sys.executable -m scheduler.cli run --kubeconfig <admin> --v 10`` with a
+The process runs ``sys.executable -m py_scheduler.cli run --kubeconfig <admin> --v 10`` with a
 metrics port picked by the OS, its own Lease (unique name by default, so tests never wait for a
 predecessor's lease) and its output in ``<bed dir>/logs/<name>.log``. It dies with the test process
 (PR_SET_PDEATHSIG). Waiting is by polling the log with a timeout, never by sleeping blindly.
@@ -65,7 +65,7 @@ class SchedulerProcess:
         self.log_path = log_path
         self.lease_name = lease_name
         self.lease_namespace = lease_namespace
-        self.argv = [sys.executable, "-m", "scheduler.cli", "run", "--kubeconfig", str(kubeconfig),
+        self.argv = [sys.executable, "-m", "py_scheduler.cli", "run", "--kubeconfig", str(kubeconfig),
                      "--v", str(verbosity), "--metrics-bind-address", "127.0.0.1:0",
                      "--lease-name", lease_name, "--lease-namespace", lease_namespace,
                      "--leader-elect" if leader_elect else "--no-leader-elect", *extra_args]

@@ -238,7 +238,7 @@ async def run_scheduler(kubeconfig: Path, config: Path, log: Path) -> AsyncItera
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with log.open("wb") as out:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scheduler.cli", "run", "--kubeconfig", str(kubeconfig), "--config", str(config),
+            sys.executable, "-m", "py_scheduler.cli", "run", "--kubeconfig", str(kubeconfig), "--config", str(config),
             "--metrics-bind-address", f"127.0.0.1:{port}", "--v", "4",
             stdout=out, stderr=asyncio.subprocess.STDOUT, cwd=REPO, env=env)
     try:

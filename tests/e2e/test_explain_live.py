@@ -23,7 +23,7 @@ NOBODY = "nobody-serves-this-scheduler"
 
 async def _explain(kubeconfig: Path, *args: str) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scheduler.cli", "explain", "--kubeconfig", str(kubeconfig), *args,
+        sys.executable, "-m", "py_scheduler.cli", "explain", "--kubeconfig", str(kubeconfig), *args,
         cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     assert proc.returncode is not None

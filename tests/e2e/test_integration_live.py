@@ -24,7 +24,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
+from py_scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
 from tests.e2e.helpers import (
     PAUSE_IMAGE,
     Testbed,

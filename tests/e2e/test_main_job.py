@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from scheduler.plugins import registry
+from py_scheduler.plugins import registry
 from tests.e2e.helpers import (
     Testbed,
     create_node,

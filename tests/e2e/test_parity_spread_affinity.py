@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from bench.parity_lib.runner import oracle_binary
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
-from scheduler.framework.types import CycleState, PodInfo
-from scheduler.plugins.inter_pod_affinity import InterPodAffinity
-from scheduler.plugins.pod_topology_spread import PodTopologySpread
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.types import CycleState, PodInfo
+from py_scheduler.plugins.inter_pod_affinity import InterPodAffinity
+from py_scheduler.plugins.pod_topology_spread import PodTopologySpread
 
 Obj = dict[str, Any]
 HOST = "kubernetes.io/hostname"

@@ -19,10 +19,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from scheduler.app.informers import ObjectStore
-from scheduler.app.kube import Kube, KubeError
-from scheduler.app.reflector import Reflector
-from scheduler.queue.events import Resource
+from py_scheduler.app.informers import ObjectStore
+from py_scheduler.app.kube import Kube, KubeError
+from py_scheduler.app.reflector import Reflector
+from py_scheduler.queue.events import Resource
 from tests.e2e.faults.scenarios import etcd_compact
 from tests.e2e.helpers import NamespacedPods, Testbed, create_pod, delete_pod, unique_name, wait_for
 

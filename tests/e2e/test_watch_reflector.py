@@ -1,4 +1,4 @@
-"""The Pod reflector (``scheduler.app.reflector``) against the real kube-apiserver of the test bed.
+"""The Pod reflector (``py_scheduler.app.reflector``) against the real kube-apiserver of the test bed.
 
 One reflector over the Pods of a fresh namespace (its namespaced path keeps other tests' Pods out; a
 ``metadata.namespace=`` field selector on the cluster-wide path does not do: kube-apiserver 1.37's
@@ -17,10 +17,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from scheduler.app.informers import ObjectStore, WatchedKind
-from scheduler.app.kube import Kube
-from scheduler.app.reflector import Reflector
-from scheduler.queue.events import Resource
+from py_scheduler.app.informers import ObjectStore, WatchedKind
+from py_scheduler.app.kube import Kube
+from py_scheduler.app.reflector import Reflector
+from py_scheduler.queue.events import Resource
 from tests.e2e.faults.scenarios import etcd_compact
 from tests.e2e.helpers import NamespacedPods, Testbed, create_pod, delete_pod, unique_name, wait_for
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.config import (
+from py_scheduler.framework.config import (
     API_VERSION,
     KIND,
     ConfigError,
@@ -229,7 +229,7 @@ def test_not_an_object() -> None:
 
 def test_bad_plugin_args_surface_from_build_frameworks() -> None:
     """Args content is the plugin's to validate; build_frameworks prefixes its ConfigError with the name."""
-    from scheduler.plugins import registry
+    from py_scheduler.plugins import registry
 
     class Picky:
         name = "NodeName"
@@ -326,7 +326,7 @@ profiles:
     kubeconfig = tmp_path / "nowhere.kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "scheduler.cli", "run", "--config", str(p), "--kubeconfig", str(kubeconfig),
+        [sys.executable, "-m", "py_scheduler.cli", "run", "--config", str(p), "--kubeconfig", str(kubeconfig),
          "--metrics-bind-address", "127.0.0.1:0", "--no-leader-elect"],
         capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode != 0

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
-from scheduler.framework.interfaces import NormalizeScorePlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
-from scheduler.framework.types import Code, CycleState, PodInfo
-from scheduler.plugins import registry
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.interfaces import NormalizeScorePlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
+from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins import registry
 
 GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "golden" / "score_vectors.jsonl"
 

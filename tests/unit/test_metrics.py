@@ -10,9 +10,9 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.app import metrics as m
-from scheduler.app.health import HealthServer, parse_bind_address
-from scheduler.cache.snapshot import Snapshot
+from py_scheduler.app import metrics as m
+from py_scheduler.app.health import HealthServer, parse_bind_address
+from py_scheduler.cache.snapshot import Snapshot
 
 # (exposed name, type, label names, upstream bucket spec (start, factor, count) or None)
 EXPECTED: list[tuple[Any, str, str, tuple[str, ...], tuple[float, float, int] | None]] = [
@@ -95,9 +95,9 @@ def test_framework_observer_routes_by_plugin() -> None:
 
 def test_framework_observer_is_called_by_the_runtime() -> None:
     """End to end through Algorithm.schedule: the runtime reports Filter/Score timings per profile."""
-    from scheduler.framework.config import PluginSet, ProfileConfig, build_framework
-    from scheduler.framework.runtime import Algorithm
-    from scheduler.framework.types import PodInfo
+    from py_scheduler.framework.config import PluginSet, ProfileConfig, build_framework
+    from py_scheduler.framework.runtime import Algorithm
+    from py_scheduler.framework.types import PodInfo
 
     prof = ProfileConfig(scheduler_name="obs-rt", plugins={"multiPoint": PluginSet(
         enabled=[("PrioritySort", None), ("NodeName", None), ("DefaultBinder", None)], disabled=["*"])})

@@ -3,10 +3,10 @@ sample config disabled ImageLocality at ``score`` and crashed every cycle)."""
 
 from __future__ import annotations
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import parse_config
-from scheduler.framework.runtime import Algorithm
-from scheduler.framework.types import PodInfo
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import parse_config
+from py_scheduler.framework.runtime import Algorithm
+from py_scheduler.framework.types import PodInfo
 
 NODES = [{"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
           "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}} for n in ("a", "b")]
@@ -15,7 +15,7 @@ POD = {"metadata": {"name": "p", "namespace": "default", "uid": "u"},
 
 
 def frameworks(plugins: dict[str, object]) -> dict[str, object]:
-    from scheduler.framework.config import build_frameworks
+    from py_scheduler.framework.config import build_frameworks
 
     cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                         "profiles": [{"schedulerName": "py-scheduler", "plugins": plugins}]})

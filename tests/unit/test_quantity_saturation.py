@@ -9,8 +9,8 @@ wraps); saturating keeps the value huge and finite.
 
 from __future__ import annotations
 
-from scheduler.framework import quantity
-from scheduler.framework.types import NodeInfo, PodInfo
+from py_scheduler.framework import quantity
+from py_scheduler.framework.types import NodeInfo, PodInfo
 
 
 def test_value_and_milli_value_saturate_to_int64() -> None:

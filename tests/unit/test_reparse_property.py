@@ -1,5 +1,5 @@
 """Property tests of ``PodInfo.reparse`` / ``same_parse_inputs`` / ``PodInfo.derive``
-(``scheduler/framework/types.py``): for random Pods and random newer versions (any mix of changed
+(``py_scheduler/framework/types.py``): for random Pods and random newer versions (any mix of changed
 requests, init / sidecar containers, pod-level resources, overhead, ports, priority, labels,
 annotations, nodeName, tolerations, affinity, spread constraints, images, volumes, claims, GPU
 annotations and limits, in-place-resize status fields, conditions, startTime, phase,
@@ -22,18 +22,18 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework.preemption import pod_start_time_ns
-from scheduler.framework.types import PodInfo, PodParseError, same_parse_inputs
-from scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
-from scheduler.plugins.dynamic_resources import DynamicResources
-from scheduler.plugins.gpu.model import GPUKeys, parse_request
-from scheduler.plugins.helpers.node_selector import preferred_node_affinity, required_node_affinity
-from scheduler.plugins.helpers.tolerations import parse_tolerations
-from scheduler.plugins.image_locality import _pod_images
-from scheduler.plugins.inter_pod_affinity import pod_affinity_terms
-from scheduler.plugins.node_resources_fit import NodeResourcesFit
-from scheduler.plugins.node_volume_limits import _plain_pvc_volume_count
-from scheduler.plugins.pod_topology_spread import _pod_constraints
+from py_scheduler.framework.preemption import pod_start_time_ns
+from py_scheduler.framework.types import PodInfo, PodParseError, same_parse_inputs
+from py_scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from py_scheduler.plugins.dynamic_resources import DynamicResources
+from py_scheduler.plugins.gpu.model import GPUKeys, parse_request
+from py_scheduler.plugins.helpers.node_selector import preferred_node_affinity, required_node_affinity
+from py_scheduler.plugins.helpers.tolerations import parse_tolerations
+from py_scheduler.plugins.image_locality import _pod_images
+from py_scheduler.plugins.inter_pod_affinity import pod_affinity_terms
+from py_scheduler.plugins.node_resources_fit import NodeResourcesFit
+from py_scheduler.plugins.node_volume_limits import _plain_pvc_volume_count
+from py_scheduler.plugins.pod_topology_spread import _pod_constraints
 
 Obj = dict[str, Any]
 
@@ -249,7 +249,7 @@ def test_reparse_equals_a_fresh_parse_fields_and_memoized_helpers(versions: tupl
 def test_derived_assumed_pod_answers_as_a_fresh_parse(versions: tuple[Obj, Obj]) -> None:
     """The loop's assumed Pod (``_assumed_pod_info``: the queued Pod with ``spec.nodeName`` and our
     annotations) is a ``derive`` sharing the memo: every field and helper answer equals a fresh parse."""
-    from scheduler.app.loop import SchedulingLoop
+    from py_scheduler.app.loop import SchedulingLoop
 
     old, _ = versions
     try:
@@ -292,8 +292,8 @@ def test_parse_memo_changes_nothing_also_with_shared_resource_lists(versions: tu
     several containers (YAML anchors in a snapshot file give exactly that)."""
     from decimal import Decimal
 
-    from scheduler.framework import quantity
-    from scheduler.framework.types import Resource, is_pod_level_requests_set, pod_requests
+    from py_scheduler.framework import quantity
+    from py_scheduler.framework.types import Resource, is_pod_level_requests_set, pod_requests
 
     pod, _ = versions
     if alias:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.types import NodeInfo, PodInfo, PodParseError
+from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError
 
 
 def pod(spec: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def test_fractional_non_extended_quantities_are_fine() -> None:
 
 def test_derive_shares_parse_and_swaps_pod() -> None:
     """``PodInfo.derive``: the assumed Pod reuses the parse of the queued one."""
-    from scheduler.framework.types import PodInfo
+    from py_scheduler.framework.types import PodInfo
 
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "labels": {"app": "x"}},
            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}]}}
@@ -143,7 +143,7 @@ def test_derive_shares_parse_and_swaps_pod() -> None:
 
 
 def test_labels_coerced_to_strings_only_when_needed() -> None:
-    from scheduler.framework.types import PodInfo
+    from py_scheduler.framework.types import PodInfo
 
     labels = {"app": "x"}
     assert PodInfo({"metadata": {"name": "p", "labels": labels}, "spec": {}}).labels is labels

@@ -312,7 +312,7 @@ def _assert_clean(code: int, stdout: str, stderr: str, what: str) -> None:
        output=st.sampled_from(["table", "json"]))
 def test_mutated_snapshots_give_a_result_or_one_error_line(tmp_path_factory: pytest.TempPathFactory, text: str,
                                                            command: str, output: str) -> None:
-    from scheduler.cli import app
+    from py_scheduler.cli import app
 
     path = tmp_path_factory.mktemp("snap") / "cluster.yaml"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
@@ -351,12 +351,12 @@ FIXED_CORPUS = {
 
 
 async def test_fixed_corpus_through_the_command_line(tmp_path: Path) -> None:
-    """The real ``python -m scheduler.cli`` on each file, explain and simulate (in parallel)."""
+    """The real ``python -m py_scheduler.cli`` on each file, explain and simulate (in parallel)."""
 
     async def run(name: str, command: str) -> None:
         path = tmp_path / name
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "scheduler.cli", *snapshot_args(command, path), cwd=REPO,
+            sys.executable, "-m", "py_scheduler.cli", *snapshot_args(command, path), cwd=REPO,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
         assert proc.returncode is not None

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-_LOGGERS = ("", "scheduler", "scheduler.framework", "kopf", "aiohttp", "kubernetes_asyncio", "asyncio",
+_LOGGERS = ("", "py_scheduler", "py_scheduler.framework", "kopf", "aiohttp", "kubernetes_asyncio", "asyncio",
             "kubernetes_asyncio.client.rest")
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.app.binder import Binder, NotLeader
-from scheduler.app.kube import Kube
-from scheduler.framework.types import PodInfo
+from py_scheduler.app.binder import Binder, NotLeader
+from py_scheduler.app.kube import Kube
+from py_scheduler.framework.types import PodInfo
 
 
 class _Resp:
@@ -97,7 +97,7 @@ async def test_annotations_patch_is_fenced_too() -> None:
 
 async def test_binding_to_a_node_deleted_meanwhile_is_not_sent() -> None:
     """The API accepts a Binding to a missing Node; the binder asks the cache right before sending."""
-    from scheduler.app.binder import NodeGone
+    from py_scheduler.app.binder import NodeGone
 
     api = _Api([_Resp(201, {})])
     kube = Kube(api, qps=0, burst=1)  # type: ignore[arg-type]

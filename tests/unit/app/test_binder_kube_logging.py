@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from scheduler.app.binder import Binder, pod_condition_patch, truncate_message
-from scheduler.app.kube import Conflict, Kube, KubeError, NotFound, RateLimiter
-from scheduler.app.logging import setup_logging
+from py_scheduler.app.binder import Binder, pod_condition_patch, truncate_message
+from py_scheduler.app.kube import Conflict, Kube, KubeError, NotFound, RateLimiter
+from py_scheduler.app.logging import setup_logging
 from tests.unit.app.fakes import FakeKube
 
 # -- binder ----------------------------------------------------------------------------------------
@@ -190,26 +190,26 @@ def test_endpoint_hides_token() -> None:
 def test_verbosity_gates_score_lines_and_redacts_tokens() -> None:
     buf = io.StringIO()
     setup_logging(4, buf)
-    logging.getLogger("scheduler.framework").debug("Plugin scored node for pod pod=a")
-    logging.getLogger("scheduler.loop").debug("Attempting to schedule pod pod=a")
+    logging.getLogger("py_scheduler.framework").debug("Plugin scored node for pod pod=a")
+    logging.getLogger("py_scheduler.loop").debug("Attempting to schedule pod pod=a")
     logging.getLogger("kopf.objects").info("Handler succeeded")
-    logging.getLogger("scheduler.kube").warning("header Authorization: Bearer abc.def-123")
+    logging.getLogger("py_scheduler.kube").warning("header Authorization: Bearer abc.def-123")
     out = buf.getvalue()
     assert "Plugin scored" not in out and "Attempting to schedule" in out and "Handler succeeded" not in out
     assert "abc.def-123" not in out and "Bearer <redacted>" in out
     buf2 = io.StringIO()
     setup_logging(10, buf2)
-    logging.getLogger("scheduler.framework").debug("Calculated node's final score for pod pod=a node=n score=1")
+    logging.getLogger("py_scheduler.framework").debug("Calculated node's final score for pod pod=a node=n score=1")
     assert "Calculated node's final score" in buf2.getvalue()
     setup_logging(2, io.StringIO())
-    assert not logging.getLogger("scheduler.loop").isEnabledFor(logging.DEBUG)
+    assert not logging.getLogger("py_scheduler.loop").isEnabledFor(logging.DEBUG)
 
 
 def test_v2_lines_follow_verbosity() -> None:
     """klog ``V(2)``: per-Pod binding lines are written at ``--v=2`` and above only."""
     import io
 
-    from scheduler.app.logging import setup_logging, v
+    from py_scheduler.app.logging import setup_logging, v
 
     try:
         setup_logging(1, io.StringIO())

@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from scheduler.app.informers import KINDS_BY_NAME, EventHandlers, Informers, ObjectStore
-from scheduler.cache.cache import Cache
-from scheduler.framework.runtime import Framework
-from scheduler.framework.types import PodInfo
-from scheduler.plugins.queue_sort import PrioritySort
-from scheduler.queue.scheduling_queue import ACTIVE_Q, PriorityQueue
+from py_scheduler.app.informers import KINDS_BY_NAME, EventHandlers, Informers, ObjectStore
+from py_scheduler.cache.cache import Cache
+from py_scheduler.framework.runtime import Framework
+from py_scheduler.framework.types import PodInfo
+from py_scheduler.plugins.queue_sort import PrioritySort
+from py_scheduler.queue.scheduling_queue import ACTIVE_Q, PriorityQueue
 from tests.unit.app.fakes import FakeKube
 
 POD = KINDS_BY_NAME["Pod"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.app.kube import Kube
+from py_scheduler.app.kube import Kube
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

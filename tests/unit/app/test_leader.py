@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from scheduler.app.kube import KubeError
-from scheduler.app.leader import AlwaysLeader, LeaderElector
+from py_scheduler.app.kube import KubeError
+from py_scheduler.app.leader import AlwaysLeader, LeaderElector
 from tests.unit.app.fakes import FakeKube
 
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from scheduler.app.binder import Binder
-from scheduler.app.kube import Conflict, KubeError, NotFound
-from scheduler.app.leader import AlwaysLeader
-from scheduler.app.loop import Housekeeping, SchedulingLoop
-from scheduler.cache.cache import Cache
-from scheduler.framework.config import ProfileConfig, build_framework
-from scheduler.framework.runtime import Algorithm, Framework
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from scheduler.plugins.default_binder import DefaultBinder
-from scheduler.plugins.queue_sort import PrioritySort
-from scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q, PriorityQueue
+from py_scheduler.app.binder import Binder
+from py_scheduler.app.kube import Conflict, KubeError, NotFound
+from py_scheduler.app.leader import AlwaysLeader
+from py_scheduler.app.loop import Housekeeping, SchedulingLoop
+from py_scheduler.cache.cache import Cache
+from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.default_binder import DefaultBinder
+from py_scheduler.plugins.queue_sort import PrioritySort
+from py_scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q, PriorityQueue
 from tests.unit.app.fakes import FakeKube
 
 Obj = dict[str, Any]
@@ -302,7 +302,7 @@ def test_housekeeping_expires_and_publishes() -> None:
     h = Harness()
     h.node("n1")
     Housekeeping(h.cache, h.queue).tick()
-    from scheduler.app.metrics import REGISTRY
+    from py_scheduler.app.metrics import REGISTRY
 
     assert REGISTRY.get_sample_value("scheduler_cache_size", {"type": "nodes"}) == 1
 
@@ -321,7 +321,7 @@ class Preempting:
         return Status(Code.UNSCHEDULABLE, ["Insufficient cpu"])
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: dict[str, Status]) -> tuple[Any, Status]:
-        from scheduler.framework.interfaces import PostFilterResult
+        from py_scheduler.framework.interfaces import PostFilterResult
 
         return PostFilterResult("n1", [self.victim]), Status.success()
 

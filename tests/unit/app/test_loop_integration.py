@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.app import metrics as m
-from scheduler.app.loop import Housekeeping
-from scheduler.framework.types import PodInfo
-from scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
-from scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE, ActionType, ClusterEvent, Resource
-from scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
+from py_scheduler.app import metrics as m
+from py_scheduler.app.loop import Housekeeping
+from py_scheduler.framework.types import PodInfo
+from py_scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
+from py_scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE, ActionType, ClusterEvent, Resource
+from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
 from tests.unit.plugins import test_volume_helpers as vol

@@ -14,10 +14,10 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
-from scheduler.app.informers import KINDS, KINDS_BY_NAME, Informers, ObjectStore
-from scheduler.app.kube import Kube, KubeError, split_lines
-from scheduler.app.reflector import Reflector
-from scheduler.queue.scheduling_queue import ACTIVE_Q
+from py_scheduler.app.informers import KINDS, KINDS_BY_NAME, Informers, ObjectStore
+from py_scheduler.app.kube import Kube, KubeError, split_lines
+from py_scheduler.app.reflector import Reflector
+from py_scheduler.queue.scheduling_queue import ACTIVE_Q
 from tests.unit.app.fakes import FakeKube
 from tests.unit.app.test_informers import handlers, node, pod
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from scheduler.app.informers import KINDS, Informers
+from py_scheduler.app.informers import KINDS, Informers
 from tests.unit.app.fakes import FakeKube
 from tests.unit.app.test_informers import handlers, node, pod
 from tests.unit.app.test_loop import Harness

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.cache import Cache, CacheError
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.types import PodInfo
+from py_scheduler.cache.cache import Cache, CacheError
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.types import PodInfo
 
 
 class Clock:

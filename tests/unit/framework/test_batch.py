@@ -1,4 +1,4 @@
-"""OpportunisticBatching (scheduler/framework/batch.py), ported from upstream's
+"""OpportunisticBatching (py_scheduler/framework/batch.py), ported from upstream's
 ``pkg/scheduler/framework/runtime/batch_test.go`` plus end-to-end checks through ``Algorithm.schedule``."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework import batch as batch_mod
-from scheduler.framework.batch import MAX_BATCH_AGE, OpportunisticBatch, SortedScoredNodes
-from scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
-from scheduler.framework.runtime import Algorithm, Framework
-from scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework import batch as batch_mod
+from py_scheduler.framework.batch import MAX_BATCH_AGE, OpportunisticBatch, SortedScoredNodes
+from py_scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
+from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 
 Obj = dict[str, Any]
 
@@ -490,8 +490,8 @@ def test_gate_off_never_hints() -> None:
 
 
 def test_apply_feature_gates() -> None:
-    from scheduler.app.main import apply_feature_gates
-    from scheduler.framework import runtime
+    from py_scheduler.app.main import apply_feature_gates
+    from py_scheduler.framework import runtime
 
     try:
         assert apply_feature_gates("OpportunisticBatching=false") == {"OpportunisticBatching": False}
@@ -506,7 +506,7 @@ def test_apply_feature_gates() -> None:
 
 
 def test_live_metrics_recorder() -> None:
-    from scheduler.app.metrics import REGISTRY, BatchMetricsRecorder
+    from py_scheduler.app.metrics import REGISTRY, BatchMetricsRecorder
 
     fw = default_framework(**LIST_PTS)
     assert fw.batch is not None

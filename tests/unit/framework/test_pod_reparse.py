@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.cache import Cache
-from scheduler.framework.types import PodInfo, PodParseError, same_parse_inputs
-from scheduler.queue.scheduling_queue import PriorityQueue
+from py_scheduler.cache.cache import Cache
+from py_scheduler.framework.types import PodInfo, PodParseError, same_parse_inputs
+from py_scheduler.queue.scheduling_queue import PriorityQueue
 
 Obj = dict[str, Any]
 

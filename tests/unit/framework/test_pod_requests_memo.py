@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.types import _NON_MISSING, PodInfo, PodParseError, pod_requests
+from py_scheduler.framework.types import _NON_MISSING, PodInfo, PodParseError, pod_requests
 
 Obj = dict[str, Any]
 

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.runtime import Algorithm, Framework, SchedulingError
-from scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.runtime import Algorithm, Framework, SchedulingError
+from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 
 
 def _node(name: str) -> dict[str, Any]:

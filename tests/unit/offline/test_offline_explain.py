@@ -9,12 +9,12 @@ from typing import Any
 from offline_objects import PREFER_SSD, node, pod, two_node_case, write_list
 from typer.testing import CliRunner
 
-from scheduler.cli import app
-from scheduler.framework.runtime import ScheduleResult
-from scheduler.framework.types import Code, Status
-from scheduler.offline.engine import OfflineScheduler, queue_order
-from scheduler.offline.loader import load_snapshot_file, pending_pods
-from scheduler.offline.render import make_console, print_explain
+from py_scheduler.cli import app
+from py_scheduler.framework.runtime import ScheduleResult
+from py_scheduler.framework.types import Code, Status
+from py_scheduler.offline.engine import OfflineScheduler, queue_order
+from py_scheduler.offline.loader import load_snapshot_file, pending_pods
+from py_scheduler.offline.render import make_console, print_explain
 
 JSON_KEYS = ["pod", "profile", "nodes_evaluated", "filtered", "feasible", "scores", "weights", "skipped", "totals",
              "selected", "message"]
@@ -115,7 +115,7 @@ def test_bound_pod_is_explained_as_if_it_arrived_now(tmp_path: Path) -> None:
 def test_gpu_reserve_annotations_reach_the_assumed_pod() -> None:
     """Reserve plugins' Pod annotations (GPU indices) are kept on the assumed copy, so the next Pod
     on the node gets other GPUs."""
-    from scheduler.offline.loader import bundled_example_path
+    from py_scheduler.offline.loader import bundled_example_path
 
     data = load_snapshot_file(bundled_example_path())
     sched = OfflineScheduler.from_data(data, None)
@@ -154,7 +154,7 @@ def test_table_prints_failed_scheduling_and_reasons_verbatim() -> None:
     res = ScheduleResult(pod="ns/p", profile="py-scheduler", nodes_evaluated=1,
                          filtered={"n1": ["waiting for [a b] gates"]},
                          message="0/1 nodes are available: 1 waiting for [a b] gates.")
-    from scheduler.framework.runtime import Diagnosis
+    from py_scheduler.framework.runtime import Diagnosis
 
     res.diagnosis = Diagnosis(node_to_status={"n1": Status(Code.UNSCHEDULABLE, ["waiting for [a b] gates"], "X")})
     import io

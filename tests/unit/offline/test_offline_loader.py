@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from offline_objects import node, pod, write_list, write_multidoc
 
-from scheduler.offline.engine import queue_order
-from scheduler.offline.loader import (
+from py_scheduler.offline.engine import queue_order
+from py_scheduler.offline.loader import (
     SnapshotError,
     bundled_example_path,
     load_snapshot_file,

@@ -10,8 +10,8 @@ import pytest
 from offline_objects import node, pod, write_list
 from typer.testing import CliRunner
 
-from scheduler.cli import app
-from scheduler.offline.loader import bundled_example_path, load_snapshot_file, pending_pods
+from py_scheduler.cli import app
+from py_scheduler.offline.loader import bundled_example_path, load_snapshot_file, pending_pods
 
 runner = CliRunner()
 

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
-from scheduler.framework.types import CycleState, PodInfo
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.types import CycleState, PodInfo
 
 GOLDEN = Path(__file__).resolve().parents[3].parent / "shared" / "golden" / "score_vectors.jsonl"
 

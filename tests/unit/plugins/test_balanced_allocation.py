@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, PodInfo
-from scheduler.plugins import registry
-from scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
-from scheduler.plugins.helpers.resource_scoring import balanced_resource_score, balanced_resource_scorer
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from py_scheduler.plugins.helpers.resource_scoring import balanced_resource_score, balanced_resource_scorer
 
 
 def node(name: str, cpu: str, memory: str, **extra: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The optional batch forms ``filter_nodes`` / ``score_nodes`` give exactly what ``filter`` / ``score``
 give node by node (same statuses, same scores, same order), on the parity generator's random
 clusters (taints, extended resources, images, overhead, sidecars...) plus GPU, negative-quantity and
-cordoned-node cases. The runtime relies on this equivalence (scheduler/framework/runtime.py)."""
+cordoned-node cases. The runtime relies on this equivalence (py_scheduler/framework/runtime.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.cache.cache import Cache
-from scheduler.cache.snapshot import FREE_CPU, POD_COUNT, ClusterObjects, NodeColumns, Snapshot
-from scheduler.framework.config import ProfileConfig, build_framework
-from scheduler.framework.runtime import Framework
-from scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.cache.cache import Cache
+from py_scheduler.cache.snapshot import FREE_CPU, POD_COUNT, ClusterObjects, NodeColumns, Snapshot
+from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.runtime import Framework
+from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))

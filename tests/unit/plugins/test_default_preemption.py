@@ -18,26 +18,26 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
-from scheduler.framework.config import ConfigError, ProfileConfig, build_framework
-from scheduler.framework.preemption import (
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.config import ConfigError, ProfileConfig, build_framework
+from py_scheduler.framework.preemption import (
     Victims,
     compile_pdbs,
     filter_pods_with_pdb_violation,
     pick_one_node_for_preemption,
     pod_terminating_by_preemption,
 )
-from scheduler.framework.runtime import Algorithm, Framework, SchedulingError
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from scheduler.plugins import registry
-from scheduler.plugins.default_preemption import (
+from py_scheduler.framework.runtime import Algorithm, Framework, SchedulingError
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.default_preemption import (
     ERR_POLICY_NEVER,
     ERR_TERMINATING_VICTIM,
     ERR_WAITING_FOR_PREEMPTION,
     DefaultPreemption,
     DefaultPreemptionArgs,
 )
-from scheduler.plugins.node_resources_fit import NodeResourcesFit
+from py_scheduler.plugins.node_resources_fit import NodeResourcesFit
 
 Obj = dict[str, Any]
 

@@ -20,19 +20,19 @@ from typing import Any
 import pytest
 
 from bench.parity_lib.runner import MinChoice
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError, ProfileConfig, build_framework
-from scheduler.framework.runtime import Algorithm, SchedulingError
-from scheduler.framework.types import Code, CycleState, PodInfo
-from scheduler.plugins.dynamic_resources import (
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError, ProfileConfig, build_framework
+from py_scheduler.framework.runtime import Algorithm, SchedulingError
+from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins.dynamic_resources import (
     ALLOCATIONS_KEY,
     NEEDS_API_ALLOCATION_KEY,
     NEEDS_API_DEALLOCATION_KEY,
     DynamicResources,
     simulated_pre_bind,
 )
-from scheduler.plugins.dynamic_resources.allocator import AllocationTimeout, Allocator
-from scheduler.plugins.helpers import cel
+from py_scheduler.plugins.dynamic_resources.allocator import AllocationTimeout, Allocator
+from py_scheduler.plugins.helpers import cel
 
 Obj = dict[str, Any]
 G = "gpu.example.com"

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.types import PodInfo, PodParseError
-from scheduler.plugins.helpers import check_no_args
-from scheduler.plugins.helpers.node_selector import (
+from py_scheduler.framework.types import PodInfo, PodParseError
+from py_scheduler.plugins.helpers import check_no_args
+from py_scheduler.plugins.helpers.node_selector import (
     LabelSelector,
     NodeSelector,
     PreferredSchedulingTerms,
@@ -23,8 +23,8 @@ from scheduler.plugins.helpers.node_selector import (
     preferred_node_affinity,
     required_node_affinity,
 )
-from scheduler.plugins.helpers.normalize import default_normalize_score, go_div
-from scheduler.plugins.helpers.tolerations import (
+from py_scheduler.plugins.helpers.normalize import default_normalize_score, go_div
+from py_scheduler.plugins.helpers.tolerations import (
     find_untolerated_taint,
     parse_tolerations,
     taint_to_string,
@@ -351,7 +351,7 @@ def test_go_div_truncates_toward_zero() -> None:
 
 
 def test_check_no_args() -> None:
-    from scheduler.framework.config import ConfigError
+    from py_scheduler.framework.config import ConfigError
 
     check_no_args("X", {})
     check_no_args("X", {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "XArgs"})

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, PodInfo
-from scheduler.plugins import registry
-from scheduler.plugins.image_locality import ImageLocality, calculate_priority, normalized_image_name
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.image_locality import ImageLocality, calculate_priority, normalized_image_name
 
 MB = 1024 * 1024
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from _golden_runner import case_id, golden_cases, run_scores
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, PodInfo
-from scheduler.plugins.inter_pod_affinity import (
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo
-from scheduler.plugins.inter_pod_affinity import (
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo
+from py_scheduler.plugins.inter_pod_affinity import (
     PRE_FILTER_STATE_KEY,
     PRE_SCORE_STATE_KEY,
     AffinityIndex,

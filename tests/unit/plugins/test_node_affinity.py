@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.runtime import Algorithm, Framework
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
-from scheduler.plugins import registry
-from scheduler.plugins.helpers.node_selector import RequiredNodeAffinity
-from scheduler.plugins.node_affinity import (
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.helpers.node_selector import RequiredNodeAffinity
+from py_scheduler.plugins.node_affinity import (
     ERR_REASON_CONFLICT,
     ERR_REASON_ENFORCED,
     ERR_REASON_POD,
@@ -375,7 +375,7 @@ def test_filter_nodes_memo_reused_across_pods_and_refreshed_on_node_update() -> 
 
 
 def test_filter_nodes_memo_is_bounded() -> None:
-    from scheduler.plugins import node_affinity as na
+    from py_scheduler.plugins import node_affinity as na
 
     pl = NodeAffinity()
     nodes = [node(f"n{i}", {"k": str(i)}) for i in range(3)]

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
-from scheduler.plugins import registry
-from scheduler.plugins.node_declared_features import (
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.node_declared_features import (
     ERR_REASON_UNSATISFIED,
     REGISTERED_FEATURES,
     NodeDeclaredFeatures,

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.runtime import Algorithm, Framework
-from scheduler.framework.types import Code, CycleState, PodInfo, Status
-from scheduler.plugins import registry
-from scheduler.plugins.node_ports import ERR_REASON, PRE_FILTER_STATE_KEY, NodePorts
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.node_ports import ERR_REASON, PRE_FILTER_STATE_KEY, NodePorts
 
 
 def node(name: str) -> dict[str, Any]:

@@ -11,18 +11,18 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.runtime import Algorithm, Framework
-from scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
-from scheduler.plugins import registry
-from scheduler.plugins.helpers.resource_scoring import (
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.helpers.resource_scoring import (
     UtilizationShapePoint,
     build_broken_linear_function,
     go_div,
     go_round,
 )
-from scheduler.plugins.node_resources_fit import NodeResourcesFit
+from py_scheduler.plugins.node_resources_fit import NodeResourcesFit
 
 MI = 1024 * 1024
 GI = 1024 * MI

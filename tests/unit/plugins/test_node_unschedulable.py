@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from scheduler.plugins import registry
-from scheduler.plugins.node_unschedulable import NodeUnschedulable
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.node_unschedulable import NodeUnschedulable
 
 UNSCHEDULABLE = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node(s) were unschedulable"], "NodeUnschedulable")
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, Status
-from scheduler.plugins import registry
-from scheduler.plugins.node_volume_limits import (
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, Status
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.node_volume_limits import (
     ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
     NodeVolumeLimits,
     get_volume_limits,
@@ -301,8 +301,8 @@ def test_limit_reached_by_attachments_and_pods() -> None:
 
 
 def test_queueing_hints() -> None:
-    from scheduler.plugins import node_volume_limits as nvl
-    from scheduler.queue.events import QueueingHint
+    from py_scheduler.plugins import node_volume_limits as nvl
+    from py_scheduler.queue.events import QueueingHint
 
     queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
     assert len(NodeVolumeLimits().events_to_register()) == 5

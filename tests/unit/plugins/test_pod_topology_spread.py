@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from _golden_runner import case_id, golden_cases, run_scores
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, PodInfo
-from scheduler.plugins.pod_topology_spread import (
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
     ERR_REASON_NODE_LABEL_NOT_MATCH,
     NAME,

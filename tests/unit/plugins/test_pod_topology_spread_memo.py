@@ -9,9 +9,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.types import CycleState, NodeInfo, PodInfo
-from scheduler.plugins.pod_topology_spread import (
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo
+from py_scheduler.plugins.pod_topology_spread import (
     PRE_FILTER_STATE_KEY,
     PodTopologySpread,
     PreFilterState,

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.runtime import Algorithm, Framework
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from scheduler.plugins import registry
-from scheduler.plugins.node_affinity import NodeAffinity
-from scheduler.plugins.taint_toleration import ERR_REASON_UNTOLERATED, TaintToleration
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.node_affinity import NodeAffinity
+from py_scheduler.plugins.taint_toleration import ERR_REASON_UNTOLERATED, TaintToleration
 
 GOLDEN = Path(__file__).resolve().parents[3].parent / "shared" / "golden" / "score_vectors.jsonl"
 UNTOLERATED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node(s) had untolerated taint(s)"], "TaintToleration")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, PodInfo
-from scheduler.plugins import registry
-from scheduler.plugins.helpers.resource_scoring import UtilizationShapePoint
-from scheduler.plugins.volume_binding import (
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.helpers.resource_scoring import UtilizationShapePoint
+from py_scheduler.plugins.volume_binding import (
     STATE_KEY,
     VolumeBinding,
     VolumeBindingArgs,
@@ -24,9 +24,9 @@ from scheduler.plugins.volume_binding import (
     pre_bind_plan,
     unbound_volumes_message,
 )
-from scheduler.plugins.volume_binding import storage as st
-from scheduler.plugins.volume_binding.binder import StorageResource
-from scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, build_scorer_function
+from py_scheduler.plugins.volume_binding import storage as st
+from py_scheduler.plugins.volume_binding.binder import StorageResource
+from py_scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, build_scorer_function
 from tests.unit.plugins.volume_objects import (
     DRIVER,
     REGION,
@@ -541,7 +541,7 @@ def test_pv_class_index_follows_replaced_objects() -> None:
 # -- queueing hints (volume_binding.go isSchedulableAfter*) ------------------------------------------------
 
 def test_events_registered() -> None:
-    from scheduler.queue.events import ActionType, Resource
+    from py_scheduler.queue.events import ActionType, Resource
 
     events = {(e.event.resource, e.event.action_type) for e in VolumeBinding().events_to_register()}
     add_update = ActionType.ADD | ActionType.UPDATE
@@ -553,8 +553,8 @@ def test_events_registered() -> None:
 
 
 def test_queueing_hints() -> None:
-    from scheduler.plugins.volume_binding import plugin as vb
-    from scheduler.queue.events import QueueingHint
+    from py_scheduler.plugins.volume_binding import plugin as vb
+    from py_scheduler.queue.events import QueueingHint
 
     queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
     p = pod("a", [pvc_vol("v", "data"), {"name": "e", "ephemeral": {}},

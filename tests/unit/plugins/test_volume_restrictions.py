@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, PodInfo
-from scheduler.plugins import registry
-from scheduler.plugins.volume_restrictions import (
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.volume_restrictions import (
     ERR_REASON_DISK_CONFLICT,
     ERR_REASON_RWOP_CONFLICT,
     PRE_FILTER_STATE_KEY,
@@ -250,8 +250,8 @@ def test_ephemeral_volume_of_a_scheduled_pod_is_not_a_read_write_once_pod_user()
 
 
 def test_queueing_hints() -> None:
-    from scheduler.plugins import volume_restrictions as vr
-    from scheduler.queue.events import QueueingHint
+    from py_scheduler.plugins import volume_restrictions as vr
+    from py_scheduler.queue.events import QueueingHint
 
     queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
     assert len(VolumeRestrictions().events_to_register()) == 3

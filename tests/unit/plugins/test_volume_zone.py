@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, PodInfo
-from scheduler.plugins import registry
-from scheduler.plugins.volume_zone import ERR_REASON_CONFLICT, PRE_FILTER_STATE_KEY, VolumeZone, pv_topologies
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.volume_zone import ERR_REASON_CONFLICT, PRE_FILTER_STATE_KEY, VolumeZone, pv_topologies
 from tests.unit.plugins.volume_objects import (
     BETA_REGION,
     BETA_ZONE,
@@ -184,8 +184,8 @@ def test_no_args() -> None:
 
 
 def test_queueing_hints() -> None:
-    from scheduler.plugins import volume_zone as vz
-    from scheduler.queue.events import QueueingHint
+    from py_scheduler.plugins import volume_zone as vz
+    from py_scheduler.queue.events import QueueingHint
 
     queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
     assert len(VolumeZone().events_to_register()) == 4

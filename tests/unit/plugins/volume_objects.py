@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scheduler.cache.snapshot import ClusterObjects, Snapshot
-from scheduler.framework.interfaces import PreFilterPlugin
-from scheduler.framework.types import CycleState, PodInfo, Status
-from scheduler.plugins.volume_binding import storage as st
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.interfaces import PreFilterPlugin
+from py_scheduler.framework.types import CycleState, PodInfo, Status
+from py_scheduler.plugins.volume_binding import storage as st
 
 Obj = dict[str, Any]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.framework.runtime import Framework
-from scheduler.plugins.queue_sort import PrioritySort
-from scheduler.queue.scheduling_queue import PriorityQueue, nominated_node_name
+from py_scheduler.framework.runtime import Framework
+from py_scheduler.plugins.queue_sort import PrioritySort
+from py_scheduler.queue.scheduling_queue import PriorityQueue, nominated_node_name
 
 Obj = dict[str, Any]
 

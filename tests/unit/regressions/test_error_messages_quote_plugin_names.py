@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.runtime import Framework, SchedulingError
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.framework.runtime import Framework, SchedulingError
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from tests.unit.regressions._util import node, pod, run
 
 D = "gpu.example.com"

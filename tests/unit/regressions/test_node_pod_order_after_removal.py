@@ -13,7 +13,7 @@ Upstream: ``pkg/scheduler/framework/types.go`` (``removeFromSlice``, ``NodeInfo.
 
 from __future__ import annotations
 
-from scheduler.framework.types import NodeInfo, PodInfo
+from py_scheduler.framework.types import NodeInfo, PodInfo
 from tests.unit.regressions._util import ctr, node, pod, run
 
 T = "2025-06-01T00:00:00Z"

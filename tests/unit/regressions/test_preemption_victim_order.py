@@ -5,7 +5,7 @@ times): ``SelectVictimsOnNode`` sorts the node's lower-priority Pods with Go's `
 important first) and reprieves them in that order. ``sort.Slice`` is not stable: for more than 12
 Pods, Pods of equal priority and start time end up in pdqsort's order, not in node order as
 py-scheduler's stable sort left them, so different Pods were reprieved and evicted. py-scheduler
-now sorts with a port of Go's algorithm (``scheduler.framework.gosort.sort_slice``).
+now sorts with a port of Go's algorithm (``py_scheduler.framework.gosort.sort_slice``).
 
 Upstream: ``framework/plugins/defaultpreemption/default_preemption.go`` (``SelectVictimsOnNode``),
 ``framework/preemption/util.go`` (``MoreImportantVictim``), Go ``src/sort/zsortfunc.go``.
@@ -13,7 +13,7 @@ Upstream: ``framework/plugins/defaultpreemption/default_preemption.go`` (``Selec
 
 from __future__ import annotations
 
-from scheduler.framework.gosort import sort_slice
+from py_scheduler.framework.gosort import sort_slice
 from tests.unit.regressions._util import ctr, node, pod, run
 
 T = "2025-06-01T00:00:00Z"

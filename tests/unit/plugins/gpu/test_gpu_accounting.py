@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo
-from scheduler.plugins.gpu.accounting import clear_memo, derive_state, largest_intact_group, pick
-from scheduler.plugins.gpu.filter import GPUFilter
-from scheduler.plugins.gpu.model import GPUKeys
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo
+from py_scheduler.plugins.gpu.accounting import clear_memo, derive_state, largest_intact_group, pick
+from py_scheduler.plugins.gpu.filter import GPUFilter
+from py_scheduler.plugins.gpu.model import GPUKeys
 from tests.unit.plugins.gpu.gpu_objects import a100_node, gpu_node, gpu_pod, h100_node
 
 Obj = dict[str, Any]

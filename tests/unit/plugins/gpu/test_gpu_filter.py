@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import Code, CycleState, PodInfo, Status
-from scheduler.plugins.gpu.accounting import clear_memo
-from scheduler.plugins.gpu.filter import (
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
+from py_scheduler.plugins.gpu.accounting import clear_memo
+from py_scheduler.plugins.gpu.filter import (
     ERR_INSUFFICIENT,
     ERR_MEMORY,
     ERR_MODEL,

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ProfileConfig, build_framework
-from scheduler.framework.runtime import Algorithm, Framework, ScheduleResult
-from scheduler.framework.types import PodInfo
-from scheduler.plugins.gpu.accounting import clear_memo
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult
+from py_scheduler.framework.types import PodInfo
+from py_scheduler.plugins.gpu.accounting import clear_memo
 from tests.unit.plugins.gpu.gpu_objects import a100_node, cpu_node, gpu_pod, h100_node, l4_node
 
 Obj = dict[str, Any]

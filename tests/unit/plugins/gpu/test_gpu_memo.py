@@ -8,11 +8,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
-from scheduler.plugins.gpu.accounting import clear_memo
-from scheduler.plugins.gpu.filter import GPUFilter
-from scheduler.plugins.gpu.score import GPUScore
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.gpu.accounting import clear_memo
+from py_scheduler.plugins.gpu.filter import GPUFilter
+from py_scheduler.plugins.gpu.score import GPUScore
 from tests.unit.plugins.gpu.gpu_objects import A100_40, A100_80, H100_80, gpu_node, gpu_pod
 
 Obj = dict[str, Any]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.framework.types import NodeInfo, PodInfo, PodParseError
-from scheduler.plugins.gpu.model import (
+from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError
+from py_scheduler.plugins.gpu.model import (
     GB,
     MIB,
     GPUKeys,

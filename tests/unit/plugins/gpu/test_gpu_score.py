@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.config import ConfigError
-from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, PodInfo
-from scheduler.plugins.gpu.accounting import clear_memo
-from scheduler.plugins.gpu.score import GPUScore
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, PodInfo
+from py_scheduler.plugins.gpu.accounting import clear_memo
+from py_scheduler.plugins.gpu.score import GPUScore
 from tests.unit.plugins.gpu.gpu_objects import A100_40, a100_node, gpu_node, gpu_pod, h100_node, l4_node
 
 Obj = dict[str, Any]

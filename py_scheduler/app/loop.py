@@ -1,0 +1,524 @@
+"""The scheduling loop: one cycle per Pod, binding in the background.
+
+Upstream: ``pkg/scheduler/schedule_one.go``: ``ScheduleOne`` (pop; skip a Pod being deleted or
+already assumed), ``schedulingCycle`` (``UpdateSnapshot``, ``SchedulePod``, PostFilter on a
+FitError, Reserve, assume), ``runBindingCycle`` in a goroutine (here an asyncio task) so the next
+cycle starts at once, ``handleBindingCycleError`` (Unreserve, ForgetPod, the freed room offered to
+other Pods as an ``AssignedPodDelete`` event, the Pod back to the queue) and
+``handleSchedulingFailure`` (requeue with the informer's latest Pod unless it is gone or bound,
+FailedScheduling event, PodScheduled condition, nominated node). Metrics as
+``pkg/scheduler/metrics``: ``schedule_attempts_total{result}``, attempt / algorithm durations,
+``pod_scheduling_sli_duration_seconds{attempts}``, ``pod_scheduling_attempts``.
+
+Nominated Pods: Filter sees the queue's nominator (``Algorithm.schedule(..., nominator=queue.nominator)``,
+upstream's ``RunFilterPluginsWithNominatedPods``), so a Pod of lower priority cannot take the room a
+preemption freed for a nominated one; an assumed Pod leaves the nominator
+(``DeleteNominatedPodIfExists`` in ``assume``) and ``handleSchedulingFailure`` records the
+nomination PostFilter chose (``AddNominatedPod``).
+
+Differences from upstream, by design of this build: Reserve plugins run before the Pod is assumed,
+so annotations they ask for (``CycleState.pod_annotations``, e.g. GPU indices) are part of the
+assumed Pod the cache accounts; those annotations are PATCHed onto the Pod before the Binding.
+Every bind is fenced by ``leader.is_leader_valid()``. py-scheduler has no PreBind: a Pod whose
+PVCs VolumeBinding would bind / provision (``unbound_volumes_message``) or whose ResourceClaims
+DynamicResources would allocate or reserve (``NEEDS_API_ALLOCATION_KEY``) is unreserved right after
+Reserve and fails UnschedulableAndUnresolvable with that plugin's reason, never bound (it is retried
+on the events those plugins register, e.g. PVC / PV / ResourceClaim changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from py_scheduler.app import metrics as m
+from py_scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder, NodeGone, NotLeader
+from py_scheduler.app.kube import Conflict, KubeError, NotFound
+from py_scheduler.app.logging import v as klog_v
+from py_scheduler.cache.cache import Cache, CacheError
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.runtime import Algorithm, Diagnosis, Framework, SchedulingError, fit_error_message
+from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
+from py_scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED, NEEDS_API_ALLOCATION_KEY
+from py_scheduler.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
+from py_scheduler.plugins.volume_binding import NAME as VOLUME_BINDING
+from py_scheduler.plugins.volume_binding import unbound_volumes_message
+from py_scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE
+from py_scheduler.queue.scheduling_queue import PARSE_ERROR_PLUGIN, PriorityQueue, QueuedPodInfo
+
+log = logging.getLogger("py_scheduler.loop")
+
+Obj = dict[str, Any]
+
+RESULT_SCHEDULED = "scheduled"
+RESULT_UNSCHEDULABLE = "unschedulable"
+RESULT_ERROR = "error"
+
+
+class Leader(Protocol):
+    """What the loop needs of leader election (``LeaderElector`` or ``AlwaysLeader``)."""
+
+    identity: str
+    leading: asyncio.Event
+
+    def is_leader(self) -> bool: ...
+
+    def is_leader_valid(self) -> bool: ...
+
+
+_SCHEDULE_ATTEMPTS = m.Children(m.SCHEDULE_ATTEMPTS)
+_SCHEDULING_ATTEMPT_DURATION = m.Children(m.SCHEDULING_ATTEMPT_DURATION)
+_POD_SCHEDULING_SLI_DURATION = m.Children(m.POD_SCHEDULING_SLI_DURATION)
+
+
+def _attempts_label(attempts: int) -> str:
+    return "15+" if attempts >= 15 else str(attempts)
+
+
+class SchedulingLoop:
+    """Pops Pods and schedules them, one cycle at a time.
+
+    Args:
+        frameworks: schedulerName -> Framework (one per profile).
+        algorithm: the process's :class:`Algorithm` (rotating start index, tie-break RNG).
+        cache, queue: the live cache and queue.
+        binder: API writes.
+        leader: leader election (fence).
+        pod_lister: ``(namespace, name) -> Pod | None`` from the informers; also given to the
+            queue's nominator when the queue has no ``pod_lister`` yet.
+    """
+
+    def __init__(self, *, frameworks: Mapping[str, Framework], algorithm: Algorithm, cache: Cache,
+                 queue: PriorityQueue, binder: Binder, leader: Leader,
+                 pod_lister: Callable[[str, str], Obj | None],
+                 cache_consistent: asyncio.Event | None = None) -> None:
+        self.frameworks = dict(frameworks)
+        self.cache_consistent = cache_consistent
+        self.algorithm = algorithm
+        self.cache = cache
+        self.queue = queue
+        self.binder = binder
+        self.leader = leader
+        self.pod_lister = pod_lister
+        if queue.pod_lister is None:
+            queue.pod_lister = pod_lister
+        self.snapshot = Snapshot(cache.objects)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.cycles = 0
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def _paused(self) -> bool:
+        """The cache is being re-synchronised after a watch gap (``Informers.consistent`` cleared)."""
+        return self.cache_consistent is not None and not self.cache_consistent.is_set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Schedule until ``stop`` is set; only while leading (standbys keep the queue warm) and while
+        the cache is consistent (``cache_consistent``: no re-list after a watch gap in progress)."""
+        while not stop.is_set():
+            if not self.leader.is_leader_valid() or self._paused():
+                event = self.cache_consistent if self._paused() and self.cache_consistent else self.leader.leading
+                waiter = asyncio.ensure_future(event.wait())
+                stopper = asyncio.ensure_future(stop.wait())
+                try:
+                    await asyncio.wait({waiter, stopper}, timeout=0.2, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                    stopper.cancel()
+                continue
+            qpi = await self.queue.pop()
+            if qpi is None:
+                return
+            if not self.leader.is_leader_valid() or stop.is_set() or self._paused():
+                self.queue.undo_pop(qpi)
+                continue
+            try:
+                self.schedule_one(qpi)
+            except Exception:  # a bug in a cycle must not stop scheduling
+                log.exception("scheduling cycle for pod %s failed", qpi.key)
+                self.queue.done(qpi.uid)
+            self.cycles += 1
+            await asyncio.sleep(0)  # let watch events and bindings run between cycles
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout`` seconds) for background bindings and API writes."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- one cycle -----------------------------------------------------------------------------------
+    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        """``scheduleOnePod``: the synchronous scheduling cycle of one popped Pod."""
+        pi = qpi.pod_info
+        fw = self.frameworks.get(pi.scheduler_name)
+        if fw is None:
+            log.error("profile not found for scheduler name %q, pod %s", pi.scheduler_name, pi.key)
+            self.queue.done(pi.uid)
+            return
+        meta = pi.pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            log.debug("Skip schedule deleting pod pod=%s", pi.key)
+            self._spawn(self.binder.failed_scheduling(pi.pod, f"skip schedule deleting pod: {pi.key}",
+                                                      fw.profile_name))
+            self.queue.done(pi.uid)
+            return
+        if self.cache.is_assumed_pod(pi):
+            self.queue.done(pi.uid)
+            return
+        log.debug("Attempting to schedule pod pod=%s", pi.key)
+        start = time.perf_counter()
+        # ClearRejectorPlugins: this attempt's failure decides them (none for an internal error).
+        qpi.unschedulable_plugins = frozenset()
+        qpi.pending_plugins = frozenset()
+        if qpi.parse_error is not None:
+            qpi.unschedulable_plugins = frozenset({PARSE_ERROR_PLUGIN})
+            self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, str(qpi.parse_error), start, RESULT_UNSCHEDULABLE)
+            return
+        try:
+            self.cache.update_snapshot(self.snapshot)
+        except CacheError as exc:
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
+            return
+        try:
+            result = self.algorithm.schedule(fw, self.snapshot, pi, nominator=self.queue.nominator,
+                                             cycle=self.queue.scheduling_cycle)
+        except SchedulingError as exc:
+            log.error("Error selecting node for pod pod=%s err=%s", pi.key, exc)
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
+            return
+        except Exception as exc:
+            log.exception("Error selecting node for pod pod=%s", pi.key)
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, f"{type(exc).__name__}: {exc}", start, RESULT_ERROR,
+                          nominated="")
+            return
+        finally:
+            m.SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - start)
+
+        if result.selected is None:
+            d = result.diagnosis or Diagnosis()
+            qpi.unschedulable_plugins = frozenset(d.unschedulable_plugins)
+            qpi.pending_plugins = frozenset(d.pending_plugins)
+            nominated: str | None = "" if not fw.post_filter_plugins else None
+            victims: list[PodInfo] = []
+            if fw.post_filter_plugins and result.nodes_evaluated > 0:
+                m.PREEMPTION_ATTEMPTS.inc()
+            pf: PostFilterResult | None = result.post_filter
+            if pf is not None:
+                # "" clears an earlier nomination (NominatingMode Override), a name sets it.
+                nominated = pf.nominated_node_name
+                if nominated:
+                    m.PREEMPTION_VICTIMS.observe(len(pf.victims))
+                    # Victims already terminating need no second API call (prepareCandidateAsync).
+                    victims = [v for v in pf.victims if not (v.pod.get("metadata") or {}).get("deletionTimestamp")]
+                    if victims:
+                        self._mark_preempting(fw, pi.uid, True)
+            message = result.message or "0/0 nodes are available"
+            if klog_v(2):
+                log.info("Unable to schedule pod; no fit; waiting pod=%s err=%s", pi.key, message)
+            self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, message, start, RESULT_UNSCHEDULABLE,
+                          nominated=nominated, victims=victims)
+            return
+
+        node = result.selected
+        state = result.state if result.state is not None else CycleState(self.snapshot)
+        try:
+            st = fw.run_reserve(state, pi, node)
+        except Exception as exc:
+            log.exception("Reserve failed for pod %s", pi.key)
+            st = Status.error(f"{type(exc).__name__}: {exc}")
+        point = "Reserve"
+        if st.is_success():
+            point = "PreBind"
+            st = self._pre_bind_unsupported(state, node)
+        if not st.is_success():
+            self._unreserve(fw, state, pi, node)
+            if st.is_rejected():
+                d = Diagnosis(node_to_status={node: st})
+                d.add_plugin_status(st)
+                qpi.unschedulable_plugins = frozenset(d.unschedulable_plugins)
+                self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, fit_error_message(1, d), start,
+                              RESULT_UNSCHEDULABLE, nominated="")
+            else:
+                self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR,
+                              f'running {point} plugin "{st.plugin}": {st.message()}', start, RESULT_ERROR,
+                              nominated="")
+            return
+        annotations = dict(state.pod_annotations)
+        assumed = self._assumed_pod_info(pi, node, annotations)
+        try:
+            self.cache.assume_pod(assumed)
+        except CacheError as exc:
+            self._unreserve(fw, state, pi, node)
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
+            return
+        # An assumed Pod is no longer nominated anywhere (``assume``).
+        self.queue.delete_nominated_pod_if_exists(assumed.pod)
+        self._spawn(self._binding_cycle(fw, qpi, assumed, node, state, annotations, start,
+                                        result.nodes_evaluated, len(result.feasible)))
+
+    @staticmethod
+    def _pre_bind_unsupported(state: CycleState, node: str) -> Status:
+        """After a successful Reserve: an UnschedulableAndUnresolvable status when binding the Pod
+        needs API writes upstream's PreBind would make and py-scheduler does not (VolumeBinding's
+        PV / PVC updates, DynamicResources' ResourceClaim status), else success."""
+        try:
+            msg = unbound_volumes_message(state, node)
+        except Exception as exc:  # a plugin-state bug must not bind a Pod whose volumes are not ready
+            log.exception("reading VolumeBinding's state failed")
+            return Status(Code.ERROR, [f"{type(exc).__name__}: {exc}"], VOLUME_BINDING)
+        if msg:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg], VOLUME_BINDING)
+        if state.data.get(NEEDS_API_ALLOCATION_KEY):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [API_ALLOCATION_UNSUPPORTED], DYNAMIC_RESOURCES)
+        return Status.success()
+
+    @staticmethod
+    def _assumed_pod_info(pi: PodInfo, node: str, annotations: Mapping[str, str]) -> PodInfo:
+        pod = copy.copy(pi.pod)
+        pod["spec"] = {**(pi.pod.get("spec") or {}), "nodeName": node}
+        if annotations:
+            meta = dict(pi.pod.get("metadata") or {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+            pod["metadata"] = meta
+        return pi.derive(pod)
+
+    def _unreserve(self, fw: Framework, state: CycleState, pi: PodInfo, node: str) -> None:
+        try:
+            fw.run_unreserve(state, pi, node)
+        except Exception:
+            log.exception("Unreserve failed for pod %s", pi.key)
+
+    # -- binding cycle -------------------------------------------------------------------------------
+    async def _binding_cycle(self, fw: Framework, qpi: QueuedPodInfo, assumed: PodInfo, node: str,
+                             state: CycleState, annotations: dict[str, str], start: float,
+                             evaluated: int, feasible: int) -> None:
+        pi = qpi.pod_info
+        self.queue.done(pi.uid)
+        binder_plugin = fw.plugins.get("DefaultBinder")
+        binding = binder_plugin.binding(pi, node) if binder_plugin is not None and hasattr(
+            binder_plugin, "binding") else None
+        try:
+            await self.binder.bind(pi, node, annotations, binding, fence=self.leader.is_leader_valid,
+                                   node_exists=self.cache.has_node)
+        except (KubeError, NotLeader, Exception) as exc:
+            if not isinstance(exc, KubeError | NotLeader | NodeGone):
+                log.exception("binding pod %s failed", pi.key)
+            if isinstance(exc, NotFound | Conflict):
+                # The Pod is gone, was recreated, or is already bound: its Binding lost.
+                log.info("Not binding pod %s to %s: %s", pi.key, node, exc.message)
+            log.warning("Failed to bind pod pod=%s node=%s err=%s", pi.key, node, exc)
+            self._forget(fw, state, assumed, node)
+            qpi.unschedulable_plugins = frozenset()
+            qpi.pending_plugins = frozenset()
+            if isinstance(exc, NotLeader):
+                # Leadership is going away: keep the Pod (and its nomination, which assume dropped)
+                # for whoever leads next (maybe us again).
+                if self._requeue(qpi) is not None:
+                    self.queue.add_nominated_pod(qpi.pod_info)
+                return
+            # ``handleBindingCycleError``: whatever the API said -- 404 (the Pod is gone), 409 (bound
+            # elsewhere, or recreated: the Binding's UID precondition) or any other error -- goes
+            # through ``handleSchedulingFailure`` as an Error status: it requeues only a Pod that still
+            # exists unbound with the same UID, and reports FailedScheduling and PodScheduled=False
+            # (SchedulerError) unless the Pod was recreated.
+            detail = exc.message if isinstance(exc, KubeError) else str(exc)
+            msg = f"running Bind plugin \"DefaultBinder\": {detail}"
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, msg, start, RESULT_ERROR, nominated="")
+            return
+        self.cache.finish_binding(assumed)
+        elapsed = time.perf_counter() - start
+        _SCHEDULE_ATTEMPTS(RESULT_SCHEDULED, fw.profile_name).inc()
+        _SCHEDULING_ATTEMPT_DURATION(RESULT_SCHEDULED, fw.profile_name).observe(elapsed)
+        m.POD_SCHEDULING_ATTEMPTS.observe(qpi.attempts)
+        if qpi.initial_attempt_set:
+            _POD_SCHEDULING_SLI_DURATION(_attempts_label(qpi.attempts)).observe(
+                max(self.queue.now() - qpi.initial_attempt_timestamp, 0.0))
+        if klog_v(2):
+            log.info("Successfully bound pod to node pod=%s node=%s evaluatedNodes=%d feasibleNodes=%d",
+                     pi.key, node, evaluated, feasible)
+        await self.binder.scheduled(pi.pod, node, fw.profile_name)
+
+    def _forget(self, fw: Framework, state: CycleState, assumed: PodInfo, node: str) -> None:
+        """``unreserveAndForget`` + the ``AssignedPodDelete`` event for the freed room."""
+        self._unreserve(fw, state, assumed, node)
+        try:
+            self.cache.forget_pod(assumed)
+        except CacheError as exc:
+            log.error("ForgetPod failed: %s", exc)
+            return
+        self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed.pod, None,
+                                                 lambda p: (p.get("metadata") or {}).get("uid") != assumed.uid)
+
+    def _requeue(self, qpi: QueuedPodInfo) -> str | None:
+        """Put the Pod back with the informer's latest version, unless it is gone, bound or recreated
+        (then only end its in-flight state). Returns the sub-queue or None."""
+        pi = qpi.pod_info
+        cached = self.pod_lister(pi.namespace, pi.name)
+        if cached is None:
+            log.info("Pod doesn't exist in informer cache pod=%s", pi.key)
+        elif (cached.get("spec") or {}).get("nodeName"):
+            log.info("Pod has been assigned to node. Abort adding it back to queue. pod=%s node=%s", pi.key,
+                     (cached.get("spec") or {}).get("nodeName"))
+        elif str((cached.get("metadata") or {}).get("uid") or "") != pi.uid:
+            log.info("Pod was recreated while handling scheduling failure. Skip requeueing pod=%s", pi.key)
+        else:
+            return self.queue.add_unschedulable_if_not_present(qpi, cached)
+        self.queue.done(pi.uid)
+        return None
+
+    def _failure(self, fw: Framework, qpi: QueuedPodInfo, reason: str, message: str, start: float, result: str,
+                 nominated: str | None = None, victims: list[PodInfo] | None = None) -> None:
+        """``handleSchedulingFailure``: requeue now; event, condition and preemption writes in the
+        background.
+
+        ``nominated`` is the NominatingInfo: None keeps the Pod's own ``nominatedNodeName``
+        (``ModeNoop``), "" clears it, a node name sets it (``ModeOverride``). As upstream, the Pod is
+        requeued (with the informer's latest version) only when the informer still has it unbound
+        with the same UID; a Pod gone or bound meanwhile is not requeued but still gets the
+        FailedScheduling event and the condition write; a recreated Pod gets neither. The
+        nomination goes to the queue's nominator at once; a requeued Pod also carries it in its
+        ``status.nominatedNodeName`` so its next attempt tries that node first, before the status
+        write comes back through the watch.
+        """
+        _SCHEDULE_ATTEMPTS(result, fw.profile_name).inc()
+        _SCHEDULING_ATTEMPT_DURATION(result, fw.profile_name).observe(time.perf_counter() - start)
+        pi = qpi.pod_info
+        pod = pi.pod
+        if victims:
+            # Preemption started in PostFilter (prepareCandidateAsync), whatever happens to the Pod.
+            self._spawn(self._preempt(fw, pod, victims))
+        cached = self.pod_lister(pi.namespace, pi.name)
+        if cached is None:
+            log.info("Pod doesn't exist in informer cache pod=%s", pi.key)
+            self.queue.done(pi.uid)
+            # AddNominatedPod's lister check: a Pod gone is not nominated (any earlier nomination goes).
+            self.queue.delete_nominated_pod_if_exists(pi.pod)
+        elif (cached.get("spec") or {}).get("nodeName"):
+            log.info("Pod has been assigned to node. Abort adding it back to queue. pod=%s node=%s", pi.key,
+                     (cached.get("spec") or {}).get("nodeName"))
+            self.queue.done(pi.uid)
+            self.queue.delete_nominated_pod_if_exists(pi.pod)  # nor is a Pod already bound
+        elif str((cached.get("metadata") or {}).get("uid") or "") != pi.uid:
+            log.info("Pod was recreated while handling scheduling failure. Skip requeueing and status updates. "
+                     "pod=%s oldUID=%s newUID=%s", pi.key, pi.uid, (cached.get("metadata") or {}).get("uid"))
+            self.queue.done(pi.uid)
+            return
+        else:
+            requeued = cached
+            if nominated:
+                requeued = {**cached, "status": {**(cached.get("status") or {}), "nominatedNodeName": nominated}}
+            self.queue.add_unschedulable_if_not_present(qpi, requeued)
+            self.queue.add_nominated_pod(qpi.pod_info, nominated)
+            pod = cached
+        self._spawn(self._report_failure(fw, pod, reason, message, nominated))
+
+    async def _report_failure(self, fw: Framework, pod: Obj, reason: str, message: str,
+                              nominated: str | None) -> None:
+        await self.binder.failed_scheduling(pod, message, fw.profile_name)
+        await self.binder.update_pod_condition(pod, reason, message, nominated)
+
+    @staticmethod
+    def _mark_preempting(fw: Framework, uid: str, running: bool) -> None:
+        """Tell the PostFilter plugin (DefaultPreemption's asynchronous-preemption PreEnqueue) that
+        the evictions of ``uid`` run / are over."""
+        for pl in fw.post_filter_plugins:
+            fn = getattr(pl, "mark_preempting" if running else "preemption_finished", None)
+            if callable(fn):
+                fn(uid)
+
+    async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo]) -> None:
+        """``prepareCandidateAsync``: evict the victims (UID-preconditioned deletes with a
+        ``Preempted`` event each), then let the preemptor back in and activate it, so it does not
+        depend on the victims' deletion events reaching the queue after the PreEnqueue gate lifted."""
+        uid = str((preemptor.get("metadata") or {}).get("uid") or "")
+        try:
+            log.info("Start the preemption asynchronously preemptor=%s/%s numVictims=%d",
+                     (preemptor.get("metadata") or {}).get("namespace"), (preemptor.get("metadata") or {}).get("name"),
+                     len(victims))
+            await self.binder.delete_victims(victims, preemptor, fw.profile_name)
+        finally:
+            self._mark_preempting(fw, uid, False)
+            self.queue.activate([preemptor])
+
+
+class Housekeeping:
+    """Once a second: expire assumed Pods past their safety TTL, publish cache sizes and the GPU
+    gauges (``py_scheduler_gpu_allocated`` / ``py_scheduler_gpu_free`` per node and model).
+
+    Args:
+        cache, queue: the live cache and queue.
+        period: seconds between ticks.
+        snapshot: the Snapshot the GPU gauges are read from, brought up to date with
+            ``cache.update_snapshot`` on each tick (cheap: only NodeInfos changed since are cloned), so
+            assumed and bound Pods show at once. Pass the loop's ``snapshot`` to share its NodeInfos
+            (every cycle updates it again before use); None: a Snapshot of its own.
+    """
+
+    def __init__(self, cache: Cache, queue: PriorityQueue, period: float = 1.0,
+                 snapshot: Snapshot | None = None) -> None:
+        self.cache = cache
+        self.queue = queue
+        self.period = period
+        self.snapshot = snapshot if snapshot is not None else Snapshot(cache.objects)
+
+    def tick(self) -> None:
+        for pi in self.cache.cleanup_assumed_pods():
+            self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pi.pod, None)
+        m.CACHE_SIZE.labels("nodes").set(self.cache.node_count())
+        m.CACHE_SIZE.labels("pods").set(self.cache.pod_count())
+        m.CACHE_SIZE.labels("assumed_pods").set(self.cache.assumed_count())
+        try:
+            self.cache.update_snapshot(self.snapshot)
+        except CacheError as exc:  # rebuilt by update_snapshot; the gauges wait for the next tick
+            log.warning("housekeeping snapshot: %s", exc)
+            return
+        m.update_gpu_gauges(self.snapshot)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.tick()
+            except Exception:
+                log.exception("housekeeping failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.period)
+
+
+class QueueMetricsRecorder:
+    """:class:`py_scheduler.queue.scheduling_queue.QueueMetrics` on kube-scheduler's metrics (labelled
+    children memoized: the queue reports on every Pod event). ``scheduler_pending_pods`` is written
+    only for the counts that moved since this recorder's last report, so a process has one recorder
+    (its queue's)."""
+
+    def __init__(self) -> None:
+        self._incoming = m.Children(m.QUEUE_INCOMING_PODS)
+        self._unschedulable = m.Children(m.UNSCHEDULABLE_PODS)
+        self._active = m.PENDING_PODS.labels("active")
+        self._backoff = m.PENDING_PODS.labels("backoff")
+        self._unschedulable_q = m.PENDING_PODS.labels("unschedulable")
+        self._gated = m.PENDING_PODS.labels("gated")
+        self._last_pending: tuple[int, int, int, int] | None = None
+
+    def incoming(self, queue: str, event: str) -> None:
+        self._incoming(queue, event).inc()
+
+    def pending(self, active: int, backoff: int, unschedulable: int, gated: int) -> None:
+        # The queue reports after every change; a gauge whose count did not move is not set again.
+        now = (active, backoff, unschedulable, gated)
+        last = self._last_pending
+        self._last_pending = now
+        for i, child in enumerate((self._active, self._backoff, self._unschedulable_q, self._gated)):
+            if last is None or last[i] != now[i]:
+                child.set(now[i])
+
+    def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
+        self._unschedulable(plugin, profile).inc(delta)

@@ -1,0 +1,140 @@
+"""Plugin extension points, as Protocols (``staging/src/k8s.io/kube-scheduler/framework/interface.go``).
+
+A plugin is a class with a ``name`` (upstream's plugin name) and one method per extension point it
+implements. The runtime finds the extension points by ``isinstance`` against these
+runtime-checkable Protocols, as upstream does with Go interfaces. Plugins never touch the API:
+they read the cycle's :class:`~py_scheduler.cache.snapshot.Snapshot` (``state.snapshot``) and the
+PodInfo / NodeInfo they are handed.
+
+Shapes:
+    pre_filter(state, pod, nodes) -> (PreFilterResult | None, Status)
+        ``PreFilterResult`` is a set of node names the Pod may go to (``None``: all nodes).
+        Status Skip means "my Filter is not needed for this Pod".
+    filter(state, pod, node_info) -> Status
+    pre_score(state, pod, nodes) -> Status       (Skip: my Score is not needed)
+    score(state, pod, node_info) -> (int, Status)
+    normalize_score(state, pod, scores) -> Status  (edits ``scores`` in place; node name -> int)
+    reserve(state, pod, node_name) -> Status / unreserve(state, pod, node_name) -> None
+    post_filter(state, pod, node_statuses) -> (PostFilterResult | None, Status)
+    less(a, b) -> bool                           (QueueSort)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+
+PreFilterResult = set[str] | None
+
+
+@dataclass(slots=True)
+class QueuedPodInfo:
+    """A Pod in the scheduling queue (``framework.QueuedPodInfo``).
+
+    ``timestamp`` is the time (seconds, monotonic) it entered activeQ; ``initial_attempt_timestamp``
+    the first time it was queued; ``attempts`` the scheduling attempts so far;
+    ``unschedulable_plugins`` the plugins that rejected it last time.
+    """
+
+    pod_info: PodInfo
+    timestamp: float = 0.0
+    initial_attempt_timestamp: float = 0.0
+    attempts: int = 0
+    unschedulable_plugins: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class PostFilterResult:
+    """``fwk.PostFilterResult``: the node nominated for the Pod by preemption, and the victims
+    (PodInfos) to delete through the API."""
+
+    nominated_node_name: str
+    victims: list[PodInfo]
+
+
+class Plugin(Protocol):
+    name: str
+
+
+@runtime_checkable
+class QueueSortPlugin(Protocol):
+    name: str
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    name: str
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]: ...
+
+
+@runtime_checkable
+class PreFilterExtensions(Protocol):
+    """``PreFilterExtensions``: keep PreFilter state right when the cycle adds or removes a Pod on a
+    node (preemption dry runs, nominated pods)."""
+
+    name: str
+
+    def add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node_info: NodeInfo) -> Status: ...
+
+    def remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo,
+                   node_info: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status: ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    name: str
+
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    node_statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    name: str
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    name: str
+
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]: ...
+
+
+@runtime_checkable
+class NormalizeScorePlugin(Protocol):
+    """Score plugins that also normalize (``ScoreExtensions().NormalizeScore``)."""
+
+    name: str
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> Status: ...
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    name: str
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+class PluginFactory(Protocol):
+    """``func(args, handle) (Plugin, error)``: builds a plugin from its pluginConfig args (a dict,
+    possibly empty). Raises ``py_scheduler.framework.config.ConfigError`` on bad args."""
+
+    def __call__(self, args: dict[str, Any], handle: Any) -> Any: ...

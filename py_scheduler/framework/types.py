@@ -1,0 +1,905 @@
+"""Core scheduling types: Status, Resource, PodInfo, NodeInfo, CycleState.
+
+Objects are plain Kubernetes JSON dicts (as the API returns them, camelCase keys). A Pod is parsed
+once into a :class:`PodInfo` when it enters the cache or the queue; a malformed field raises
+:class:`PodParseError` there, never inside a plugin.
+
+Upstream: ``pkg/scheduler/framework/types.go`` (NodeInfo, PodInfo, Resource, FitError),
+``staging/src/k8s.io/kube-scheduler/framework/interface.go`` (Status codes) and
+``staging/src/k8s.io/component-helpers/resource/helpers.go`` (``PodRequests``: containers, init
+containers, restartable (sidecar) init containers, pod-level requests, overhead).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import IntEnum
+from typing import Any
+
+from py_scheduler.framework import quantity
+
+__all__ = [
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "MAX_NODE_SCORE",
+    "Code",
+    "CycleState",
+    "HostPortInfo",
+    "ImageStateSummary",
+    "NodeInfo",
+    "PodInfo",
+    "PodParseError",
+    "Resource",
+    "Status",
+    "is_scalar_resource_name",
+]
+
+Obj = dict[str, Any]
+
+MAX_NODE_SCORE = 100
+"""``fwk.MaxNodeScore``: scores after NormalizeScore lie in [0, 100]."""
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""``schedutil.DefaultMilliCPURequest``: milli-CPU assumed for a container with no CPU request."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""``schedutil.DefaultMemoryRequest``: bytes assumed for a container with no memory request."""
+
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+
+
+class PodParseError(ValueError):
+    """A Pod field the scheduler cannot interpret (e.g. a malformed quantity or annotation).
+
+    ``field`` names the offending field (``spec.containers[0].resources.requests.cpu``), ``value``
+    the raw value; ``str()`` is the message shown in the FailedScheduling event.
+    """
+
+    def __init__(self, field: str, value: object, why: str = "") -> None:
+        self.field = field
+        self.value = value
+        msg = f"invalid value {value!r} for {field}"
+        if why:
+            msg += f": {why}"
+        super().__init__(msg)
+
+
+class Code(IntEnum):
+    """Status codes of ``fwk.Code`` (same order as upstream)."""
+
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+    PENDING = 6
+
+
+@dataclass(slots=True)
+class Status:
+    """Result of one plugin call (``fwk.Status``): a code, reasons in upstream wording, the plugin.
+
+    ``reasons`` feed the FitError histogram (``"1 Insufficient cpu"``); ``message()`` joins them with
+    ``", "`` as upstream does.
+    """
+
+    code: Code = Code.SUCCESS
+    reasons: list[str] = field(default_factory=list)
+    plugin: str = ""
+
+    @classmethod
+    def success(cls) -> Status:
+        return _SUCCESS
+
+    @classmethod
+    def unschedulable(cls, *reasons: str, plugin: str = "", unresolvable: bool = False) -> Status:
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return cls(code, list(reasons), plugin)
+
+    @classmethod
+    def error(cls, message: str, plugin: str = "") -> Status:
+        return cls(Code.ERROR, [message], plugin)
+
+    @classmethod
+    def skip(cls) -> Status:
+        return cls(Code.SKIP)
+
+    def is_success(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    def is_skip(self) -> bool:
+        return self.code == Code.SKIP
+
+    def is_rejected(self) -> bool:
+        """Unschedulable, UnschedulableAndUnresolvable or Pending (``Status.IsRejected``)."""
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+_SUCCESS = Status()
+
+
+def is_scalar_resource_name(name: str) -> bool:
+    """``schedutil.IsScalarResourceName``: extended (``vendor/x``), ``kubernetes.io/`` prefixed,
+    ``hugepages-*`` and ``attachable-volumes-*`` resources; cpu, memory, pods and ephemeral-storage
+    are not scalar."""
+    return "/" in name or name.startswith(("hugepages-", "attachable-volumes-"))
+
+
+@dataclass(slots=True)
+class Resource:
+    """Resource amounts as integers (``framework.Resource``).
+
+    ``milli_cpu`` in milli-CPU, ``memory`` and ``ephemeral_storage`` in bytes,
+    ``allowed_pod_number`` a count, ``scalar`` maps other resource names (``nvidia.com/gpu``,
+    ``hugepages-2Mi``) to ``Quantity.Value()`` integers.
+    """
+
+    milli_cpu: int = 0
+    memory: int = 0
+    ephemeral_storage: int = 0
+    allowed_pod_number: int = 0
+    scalar: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_list(cls, rl: Mapping[str, object] | None, where: str = "resources") -> Resource:
+        """Build from a ResourceList dict (``{"cpu": "2", "memory": "4Gi"}``).
+
+        Raises:
+            PodParseError: a value is not a valid quantity (``where`` prefixes the field name).
+        """
+        return cls.from_decimals(parse_resource_list(rl, where))
+
+    @classmethod
+    def from_decimals(cls, rl: Mapping[str, Decimal]) -> Resource:
+        """``Resource.Add`` over already-parsed quantities (MilliValue for cpu, Value for the rest)."""
+        r = cls()
+        for name, q in rl.items():
+            if name == "cpu":
+                r.milli_cpu += quantity.milli_value(q)
+            elif name == "memory":
+                r.memory += quantity.value(q)
+            elif name == "pods":
+                r.allowed_pod_number += quantity.value(q)
+            elif name == "ephemeral-storage":
+                r.ephemeral_storage += quantity.value(q)
+            elif is_scalar_resource_name(name):
+                r.scalar[name] = r.scalar.get(name, 0) + quantity.value(q)
+        return r
+
+    def clone(self) -> Resource:
+        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number,
+                        dict(self.scalar))
+
+    def get(self, name: str) -> int:
+        """Amount of one resource by its Kubernetes name (milli-CPU for ``cpu``)."""
+        if name == "cpu":
+            return self.milli_cpu
+        if name == "memory":
+            return self.memory
+        if name == "ephemeral-storage":
+            return self.ephemeral_storage
+        if name == "pods":
+            return self.allowed_pod_number
+        return self.scalar.get(name, 0)
+
+
+def parse_resource_list(rl: Mapping[str, object] | None, where: str) -> dict[str, Decimal]:
+    """Parse a ResourceList into exact Decimals.
+
+    Raises:
+        PodParseError: naming ``where.<resource>`` and the raw value.
+    """
+    out: dict[str, Decimal] = {}
+    if not rl:
+        return out
+    if not isinstance(rl, Mapping):
+        raise PodParseError(where, rl, "expected a map of resource name to quantity")
+    for name, raw in rl.items():
+        try:
+            out[str(name)] = quantity.parse(raw)
+        except quantity.QuantityError as exc:
+            raise PodParseError(f"{where}.{name}", raw, "not a valid quantity") from exc
+    return out
+
+
+ParseMemo = dict[int, tuple[object, dict[str, Decimal]]]
+"""id(ResourceList) -> (the ResourceList, its parse): one Pod's quantities parsed once while
+:class:`PodInfo` validates them and aggregates them twice (with and without the scoring defaults).
+The parsed dicts handed out must not be modified."""
+
+
+def _parse_memo(rl: Mapping[str, object] | None, where: str, memo: ParseMemo | None) -> dict[str, Decimal]:
+    """:func:`parse_resource_list` through ``memo`` (keyed by the ResourceList object, which the memo
+    keeps alive so its id cannot be reused). Raises as :func:`parse_resource_list`."""
+    if memo is None or not rl:
+        return parse_resource_list(rl, where)
+    hit = memo.get(id(rl))
+    if hit is not None and hit[0] is rl:
+        return hit[1]
+    out = parse_resource_list(rl, where)
+    memo[id(rl)] = (rl, out)
+    return out
+
+
+def _add(into: dict[str, Decimal], rl: Mapping[str, Decimal]) -> None:
+    for k, v in rl.items():
+        into[k] = into.get(k, Decimal(0)) + v
+
+
+def _max(into: dict[str, Decimal], rl: Mapping[str, Decimal]) -> None:
+    for k, v in rl.items():
+        if k not in into or v > into[k]:
+            into[k] = v
+
+
+def _with_defaults(rl: dict[str, Decimal], defaults: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    if not defaults:
+        return rl
+    out = dict(rl)
+    for k, v in defaults.items():
+        if k not in rl:
+            out[k] = v
+    return out
+
+
+_NON_MISSING = {"cpu": Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000, "memory": Decimal(DEFAULT_MEMORY_REQUEST)}
+
+
+def is_pod_level_requests_set(spec: Mapping[str, Any]) -> bool:
+    """``resourcehelper.IsPodLevelRequestsSet``: ``spec.resources.requests`` names cpu, memory or a
+    ``hugepages-*`` resource (the resources pod-level requests apply to)."""
+    res = spec.get("resources")
+    reqs = res.get("requests") if isinstance(res, Mapping) else None
+    return isinstance(reqs, Mapping) and any(_pod_level_resource(str(k)) for k in reqs)
+
+
+def _pod_level_resource(name: str) -> bool:
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def pod_resize_infeasible(pod: Obj) -> bool:
+    """``resourcehelper.IsPodResizeInfeasible``: the first ``PodResizePending`` condition has reason
+    ``Infeasible``."""
+    status = pod.get("status")
+    conds = status.get("conditions") if isinstance(status, Mapping) else None
+    for c in conds if isinstance(conds, list) else []:
+        if isinstance(c, Mapping) and c.get("type") == "PodResizePending":
+            return bool(c.get("reason") == "Infeasible")
+    return False
+
+
+def is_extended_resource_name(name: str) -> bool:
+    """``IsExtendedResourceName``: a ``vendor/name`` resource outside the ``kubernetes.io/`` domain
+    and not a ``requests.`` quota name (``nvidia.com/gpu``)."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def validate_pod_resources(spec: Obj, memo: ParseMemo | None = None) -> None:
+    """The API server's resource checks a snapshot file can skip (``ValidateResourceRequirements``,
+    ``validateResourceQuantityValue``): every request, limit and overhead quantity non-negative,
+    extended resources whole numbers.
+
+    ``memo``: shares the parsed quantities with :func:`pod_requests` (see :data:`ParseMemo`).
+
+    Raises:
+        PodParseError: naming the field, e.g. ``spec.containers[0].resources.limits.nvidia.com/gpu``
+        with ``must be an integer``.
+    """
+    lists: list[tuple[object, str]] = []
+    for key in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(key) or []):
+            res = c.get("resources") if isinstance(c, dict) else None
+            if isinstance(res, dict):
+                lists += [(res.get(k), f"spec.{key}[{i}].resources.{k}") for k in ("requests", "limits")]
+    pod_res = spec.get("resources")
+    if isinstance(pod_res, dict):
+        lists += [(pod_res.get(k), f"spec.resources.{k}") for k in ("requests", "limits")]
+    lists.append((spec.get("overhead"), "spec.overhead"))
+    for rl, where in lists:
+        if not isinstance(rl, Mapping):
+            continue
+        for name, q in _parse_memo(rl, where, memo).items():
+            if q < 0:
+                raise PodParseError(f"{where}.{name}", rl[name], "must be greater than or equal to 0")
+            if is_extended_resource_name(name) and q != q.to_integral_value():
+                raise PodParseError(f"{where}.{name}", rl[name], "must be an integer")
+
+
+def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None,
+                 memo: ParseMemo | None = None) -> dict[str, Decimal]:
+    """Effective requests of a Pod (``resourcehelper.PodRequests`` with the options kube-scheduler
+    v1.37 passes: ``UseStatusResources``, ``InPlacePodLevelResourcesVerticalScalingEnabled``, pod-level
+    resources on), as exact Decimals.
+
+    Each aggregate is ``sum(containers)`` plus restartable (sidecar) init containers, ``max``-ed with
+    each init container's need (its requests plus the sidecars started before it);
+    ``non_missing`` fills a resource a container lacks (the 100m / 200Mi scoring defaults). Three
+    aggregates are taken (``AggregateContainerRequests``): the spec's requests, the *allocated* ones
+    (a container status's ``allocatedResources``, else the spec) and the *actuated* ones (a container
+    status's ``resources.requests``, else ``allocatedResources``, else the spec); when the Pod status
+    carries pod-level ``allocatedResources`` and ``resources.requests`` those two replace the
+    container aggregates. The result is their per-resource maximum, without the spec when a
+    ``PodResizePending`` condition says ``Infeasible`` (then a container without status counts
+    nothing). Pod-level requests (``spec.resources.requests``: cpu / memory / hugepages) then
+    override, themselves max-ed with the pod-level status when ``status.resources`` is set; finally
+    ``spec.overhead`` is added. ``memo`` shares the containers' parsed spec requests between calls
+    on the same Pod (:data:`ParseMemo`).
+
+    Raises:
+        PodParseError: a malformed quantity or list, naming the field.
+    """
+    spec = pod.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise PodParseError("spec", spec, "expected an object")
+    for key in ("containers", "initContainers"):
+        items = spec.get(key)
+        if items is not None and (not isinstance(items, list) or not all(isinstance(c, dict) for c in items)):
+            raise PodParseError(f"spec.{key}", items, "expected a list of containers")
+    for key in ("resources", "overhead"):
+        if spec.get(key) is not None and not isinstance(spec.get(key), dict):
+            raise PodParseError(f"spec.{key}", spec.get(key), "expected an object")
+    status = pod.get("status") or {}
+    if not isinstance(status, dict):
+        status = {}
+    statuses: dict[str, Obj] = {}
+    for key in ("initContainerStatuses", "containerStatuses"):  # containerStatuses win (findContainerStatus)
+        listed = status.get(key) or []
+        if not isinstance(listed, list):
+            raise PodParseError(f"status.{key}", listed, "expected a list of container statuses")
+        for cs in listed:
+            if isinstance(cs, dict) and "name" in cs:
+                statuses[str(cs["name"])] = cs
+    infeasible = pod_resize_infeasible(pod)
+    defaults = non_missing or {}
+    containers: list[tuple[Obj, str, bool]] = [
+        (c, f"spec.containers[{i}]", False) for i, c in enumerate(spec.get("containers") or [])]
+    containers += [(c, f"spec.initContainers[{i}]", True) for i, c in enumerate(spec.get("initContainers") or [])]
+
+    def spec_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
+        res = c.get("resources") or {}
+        if not isinstance(res, dict):
+            raise PodParseError(f"{where}.resources", res, "expected an object")
+        return _parse_memo(res.get("requests"), f"{where}.resources.requests", memo)
+
+    def allocated_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
+        cs = statuses.get(str(c.get("name")))
+        if cs is not None and cs.get("allocatedResources") is not None:
+            return parse_resource_list(cs["allocatedResources"], f"status.containerStatuses[{c.get('name')}]"
+                                                                 ".allocatedResources")
+        return None if infeasible else spec_requests(c, where)
+
+    def actuated_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
+        cs = statuses.get(str(c.get("name")))
+        res = cs.get("resources") if cs is not None else None
+        if isinstance(res, dict) and res.get("requests") is not None:
+            return parse_resource_list(res["requests"], f"status.containerStatuses[{c.get('name')}]"
+                                                        ".resources.requests")
+        return allocated_requests(c, where)
+
+    def aggregate(get: Callable[[Obj, str], dict[str, Decimal] | None]) -> dict[str, Decimal]:
+        result: dict[str, Decimal] = {}
+        sidecars: dict[str, Decimal] = {}
+        init_max: dict[str, Decimal] = {}
+        for c, where, init in containers:
+            reqs = _with_defaults(get(c, where) or {}, defaults)
+            if not init:
+                _add(result, reqs)
+            elif c.get("restartPolicy") == "Always":
+                _add(result, reqs)
+                _add(sidecars, reqs)
+                _max(init_max, sidecars)
+            else:
+                use = dict(reqs)
+                _add(use, sidecars)
+                _max(init_max, use)
+        _max(result, init_max)
+        return result
+
+    pod_alloc, pod_res = status.get("allocatedResources"), status.get("resources")
+    pod_res_reqs = pod_res.get("requests") if isinstance(pod_res, dict) else None
+    if pod_alloc is not None and pod_res_reqs is not None:
+        allocated = parse_resource_list(pod_alloc, "status.allocatedResources")
+        actuated = parse_resource_list(pod_res_reqs, "status.resources.requests")
+    elif not statuses and not infeasible:
+        allocated = actuated = {}  # no container status: both aggregates are the spec's (below)
+    else:
+        allocated, actuated = aggregate(allocated_requests), aggregate(actuated_requests)
+    result = {} if infeasible else aggregate(spec_requests)
+    _max(result, actuated)
+    _max(result, allocated)
+
+    if is_pod_level_requests_set(spec):
+        effective = parse_resource_list(spec["resources"]["requests"], "spec.resources.requests")
+        if isinstance(pod_res, dict):
+            effective = {} if infeasible else effective
+            _max(effective, parse_resource_list(pod_res_reqs, "status.resources.requests"))
+            _max(effective, parse_resource_list(pod_alloc, "status.allocatedResources"))
+        for k, v in effective.items():
+            if _pod_level_resource(k):
+                result[k] = v
+    _add(result, parse_resource_list(spec.get("overhead"), "spec.overhead"))
+    return result
+
+
+def _swap_remove(items: list[Any], i: int) -> None:
+    """Remove ``items[i]`` by moving the last element into its place (Go's ``removeFromSlice``)."""
+    items[i] = items[-1]
+    items.pop()
+
+
+class HostPortInfo:
+    """Host ports in use on a node (``framework.HostPortInfo``): ip -> {(protocol, port)}.
+
+    A set, as upstream: two Pods holding the same (ip, protocol, port) (which a healthy cluster
+    never has) count once, and removing either frees it. ``0.0.0.0`` conflicts with every IP.
+    """
+
+    __slots__ = ("_ports",)
+
+    def __init__(self) -> None:
+        self._ports: dict[str, set[tuple[str, int]]] = {}
+
+    def clone(self) -> HostPortInfo:
+        h = HostPortInfo()
+        h._ports = {ip: set(v) for ip, v in self._ports.items()}
+        return h
+
+    def add(self, ip: str, protocol: str, port: int) -> None:
+        self._ports.setdefault(ip or "0.0.0.0", set()).add((protocol or "TCP", port))
+
+    def remove(self, ip: str, protocol: str, port: int) -> None:
+        ip = ip or "0.0.0.0"
+        d = self._ports.get(ip)
+        if d is None:
+            return
+        d.discard((protocol or "TCP", port))
+        if not d:
+            del self._ports[ip]
+
+    def check_conflict(self, ip: str, protocol: str, port: int) -> bool:
+        """True when (ip, protocol, port) is taken (``HostPortInfo.CheckConflict``)."""
+        if port <= 0:
+            return False
+        ip = ip or "0.0.0.0"
+        key = (protocol or "TCP", port)
+        if ip == "0.0.0.0":
+            return any(key in d for d in self._ports.values())
+        return any(key in self._ports.get(k, ()) for k in (ip, "0.0.0.0"))
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self._ports.values())
+
+
+def host_ports(pod: Obj) -> list[tuple[str, str, int]]:
+    """``schedutil.GetHostPorts``: (hostIP, protocol, hostPort) of every container port with a
+    hostPort, sidecar init containers included."""
+    spec = pod.get("spec") or {}
+    out: list[tuple[str, str, int]] = []
+    containers = list(spec.get("containers") or [])
+    containers += [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    for i, c in enumerate(containers):
+        ports = c.get("ports") or []
+        if not isinstance(ports, list) or not all(isinstance(p, dict) for p in ports):
+            raise PodParseError(f"spec.containers[{i}].ports", ports, "expected a list of ports")
+        for p in ports:
+            hp = p.get("hostPort")
+            if isinstance(hp, int) and not isinstance(hp, bool) and hp > 0:
+                out.append((str(p.get("hostIP") or "0.0.0.0"), str(p.get("protocol") or "TCP"), hp))
+    return out
+
+
+@dataclass(slots=True)
+class ImageStateSummary:
+    """``fwk.ImageStateSummary``: an image's size in bytes and the nodes that hold it.
+
+    One summary object per image name is shared by every NodeInfo listing the image (as in
+    upstream's cache), so ``num_nodes`` stays current as nodes come and go.
+    """
+
+    size: int
+    nodes: set[str] = field(default_factory=set)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.nodes)
+
+
+_generation = itertools.count(1)
+
+
+def next_generation() -> int:
+    """A process-wide increasing counter stamped on every NodeInfo change (snapshot diffing)."""
+    return next(_generation)
+
+
+class PodInfo:
+    """A Pod parsed once (``framework.PodInfo``).
+
+    Attributes:
+        pod: the Pod as Kubernetes JSON (read-only by convention).
+        uid, namespace, name, key (``namespace/name``).
+        requests: effective requests (:func:`pod_requests`) as a :class:`Resource`.
+        non0_cpu: milli-CPU with 100m per container lacking a CPU request.
+        non0_mem: bytes with 200Mi per container lacking a memory request.
+        priority: ``spec.priority`` (0 when unset).
+        ports: host ports (ip, protocol, port).
+        parsed: per-plugin memo of parsed structures (affinity terms, selectors), keyed by plugin.
+
+    Raises (constructor):
+        PodParseError: a malformed quantity in any container, init container, pod-level request or
+        overhead.
+    """
+
+    __slots__ = ("key", "labels", "name", "namespace", "non0_cpu", "non0_mem", "parsed", "pod", "ports",
+                 "priority", "requests", "uid")
+
+    def __init__(self, pod: Obj) -> None:
+        if not isinstance(pod, dict):
+            raise PodParseError("pod", pod, "expected an object")
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        if not isinstance(meta, dict):
+            raise PodParseError("metadata", meta, "expected an object")
+        if not isinstance(spec, dict):
+            raise PodParseError("spec", spec, "expected an object")
+        self.pod: Obj = pod
+        self.uid: str = str(meta.get("uid") or "")
+        self.namespace: str = str(meta.get("namespace") or "default")
+        self.name: str = str(meta.get("name") or "")
+        self.key: str = f"{self.namespace}/{self.name}"
+        labels = meta.get("labels") or {}
+        if not isinstance(labels, dict):
+            labels = {}
+        elif not all(type(k) is str and type(v) is str for k, v in labels.items()):
+            labels = {str(k): str(v) for k, v in labels.items()}
+        self.labels: dict[str, str] = labels  # the Pod's own dict when well-formed (memory: one copy)
+        prio = spec.get("priority")
+        self.priority: int = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+        memo: ParseMemo = {}
+        validate_pod_resources(spec, memo)
+        reqs = pod_requests(pod, memo=memo)
+        self.requests: Resource = Resource.from_decimals(reqs)
+        if is_pod_level_requests_set(spec):
+            defaults = {k: v for k, v in _NON_MISSING.items() if k not in reqs}
+            non0 = pod_requests(pod, defaults, memo) if defaults else reqs
+        else:
+            non0 = pod_requests(pod, _NON_MISSING, memo)
+        self.non0_cpu: int = quantity.milli_value(non0.get("cpu", Decimal(0)))
+        self.non0_mem: int = quantity.value(non0.get("memory", Decimal(0)))
+        self.ports: list[tuple[str, str, int]] = host_ports(pod)
+        aff = spec.get("affinity")
+        if aff is not None and not isinstance(aff, dict):
+            raise PodParseError("spec.affinity", aff, "expected an object")
+        for key, val in (aff or {}).items():
+            if key in ("podAffinity", "podAntiAffinity", "nodeAffinity") and val is not None and not isinstance(
+                    val, dict):
+                raise PodParseError(f"spec.affinity.{key}", val, "expected an object")
+        self.parsed: dict[str, Any] = {}
+
+    def derive(self, pod: Obj) -> PodInfo:
+        """This PodInfo for ``pod``, another version of the same Pod that differs only in
+        ``spec.nodeName`` and ``metadata.annotations`` (the assumed Pod of a scheduling cycle), without
+        parsing it again; ``parsed`` (the plugins' memo) is shared."""
+        out = PodInfo.__new__(PodInfo)
+        for name in PodInfo.__slots__:
+            setattr(out, name, getattr(self, name))
+        out.pod = pod
+        return out
+
+    def reparse(self, pod: Obj) -> PodInfo:
+        """A PodInfo for ``pod``, a newer version of this Pod (the watch's bound version of an
+        assumed Pod, a status update): derived without parsing when nothing :meth:`__init__` reads
+        changed (:func:`same_parse_inputs`), else parsed as new. The plugins' memo ``parsed`` is
+        shared only when the annotations and ``status.startTime`` (read by memoized helpers:
+        GPU request, preemption start time) are equal too; otherwise the derived PodInfo starts
+        with an empty memo.
+
+        Raises:
+            PodParseError: ``pod`` had to be parsed and a field is malformed (as the constructor).
+        """
+        old = self.pod
+        if not same_parse_inputs(old, pod):
+            return PodInfo(pod)
+        out = self.derive(pod)
+        old_labels = old["metadata"].get("labels")
+        new_labels = pod["metadata"].get("labels")
+        if self.labels is old_labels and isinstance(new_labels, dict):
+            out.labels = new_labels  # the new version's own (equal) dict: the old Pod can be freed
+        old_status, new_status = old.get("status"), pod.get("status")
+        if old["metadata"].get("annotations") != pod["metadata"].get("annotations") or (
+                (old_status.get("startTime") if isinstance(old_status, dict) else None)
+                != (new_status.get("startTime") if isinstance(new_status, dict) else None)):
+            out.parsed = {}
+        return out
+
+    @property
+    def spec(self) -> Obj:
+        spec: Obj = self.pod.get("spec") or {}
+        return spec
+
+    @property
+    def node_name(self) -> str:
+        return str(self.spec.get("nodeName") or "")
+
+    @property
+    def scheduler_name(self) -> str:
+        return str(self.spec.get("schedulerName") or "default-scheduler")
+
+    @property
+    def affinity(self) -> Obj:
+        aff: Obj = self.spec.get("affinity") or {}
+        return aff
+
+    def has_affinity(self) -> bool:
+        """``podWithAffinity``: the Pod has pod affinity or pod anti-affinity."""
+        a = self.affinity
+        return bool(a.get("podAffinity") or a.get("podAntiAffinity"))
+
+    def has_required_anti_affinity(self) -> bool:
+        """``podWithRequiredAntiAffinity``."""
+        anti = self.affinity.get("podAntiAffinity") or {}
+        return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key})"
+
+
+_IDENTITY_KEYS = ("uid", "namespace", "name", "labels")
+_STATUS_KEYS = ("allocatedResources", "resources")
+
+
+def _resize_status_inputs(status: object) -> tuple[Any, ...]:
+    """The parts of a Pod status :func:`pod_requests` reads: per container name (container statuses
+    winning over init ones, as they are looked up) its ``allocatedResources`` and ``resources``,
+    leaving out statuses with neither (they count as no status: the spec's requests apply); the
+    pod-level ``allocatedResources`` / ``resources``; whether a ``PodResizePending`` condition says
+    ``Infeasible``."""
+    if not isinstance(status, dict):
+        status = {}
+    containers: dict[str, tuple[Any, Any]] = {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        listed = status.get(key) or []
+        if not isinstance(listed, list):
+            return (key, listed)  # malformed (PodInfo raises on it): equal to nothing a parse succeeded on
+        for cs in listed:
+            if isinstance(cs, dict) and "name" in cs:
+                containers[str(cs["name"])] = (cs.get("allocatedResources"), cs.get("resources"))
+    return ({k: v for k, v in containers.items() if v != (None, None)}, status.get("allocatedResources"),
+            status.get("resources"), pod_resize_infeasible({"status": status}))
+
+
+def same_parse_inputs(old: object, new: object) -> bool:
+    """Whether :class:`PodInfo` would parse ``new`` exactly as ``old``: both Pods are objects with
+    object ``metadata`` whose uid, namespace, name and labels are equal, their ``spec`` is equal
+    (requests, ports, priority, affinity are all read from it) and so are the status fields
+    :func:`pod_requests` reads for in-place resize (:func:`_resize_status_inputs`). Conservative:
+    any other shape answers False (the caller then parses)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return False
+    om, nm = old.get("metadata"), new.get("metadata")
+    if not isinstance(om, dict) or not isinstance(nm, dict):
+        return False
+    for k in _IDENTITY_KEYS:
+        if om.get(k) != nm.get(k):
+            return False
+    if old.get("spec") != new.get("spec"):
+        return False
+    os_, ns_ = old.get("status"), new.get("status")
+    if os_ is ns_:
+        return True
+    # pod_requests reads a missing or non-object status as {}
+    os_ = os_ if isinstance(os_, dict) else {}
+    ns_ = ns_ if isinstance(ns_, dict) else {}
+    if not any(k in os_ or k in ns_ for k in (*_STATUS_KEYS, "initContainerStatuses", "containerStatuses",
+                                              "conditions")):
+        return True
+    return _resize_status_inputs(os_) == _resize_status_inputs(ns_)
+
+
+class NodeInfo:
+    """Aggregated node state (``framework.NodeInfo``).
+
+    Attributes:
+        node: the Node as Kubernetes JSON (``None`` for a node whose object is gone but whose pods
+            are still cached, as upstream).
+        unschedulable / has_taints: ``spec.unschedulable`` / a non-empty ``spec.taints`` of the Node
+            as of ``set_node`` (set a new Node object with ``set_node``; a node-less NodeInfo may keep
+            stale True values, which only send callers to their node-by-node path).
+        pods: PodInfos bound or assumed to this node.
+        pods_with_affinity, pods_with_required_anti_affinity: subsets used by InterPodAffinity.
+        requested: sum of the pods' requests (milli-CPU, bytes, scalar ints).
+        non_zero_requested: same with the 100m / 200Mi defaults for missing cpu / memory.
+        allocatable: ``status.allocatable``.
+        used_ports: host ports in use.
+        image_states: image name -> ImageStateSummary (filled by the cache / snapshot).
+        pvc_ref_counts: ``namespace/claim`` -> number of pods on the node using it.
+        generation: bumped on every change.
+
+    Raises (``set_node``): PodParseError (with field ``node.status.allocatable.X``) on a malformed
+    allocatable quantity; callers treat such a node as having no allocatable resources.
+    """
+
+    __slots__ = ("allocatable", "generation", "has_taints", "image_states", "name", "node", "non_zero_requested",
+                 "pods", "pods_with_affinity", "pods_with_required_anti_affinity", "pvc_ref_counts",
+                 "requested", "unschedulable", "used_ports")
+
+    def __init__(self, node: Obj | None = None, pods: Iterable[PodInfo] = ()) -> None:
+        self.node: Obj | None = None
+        self.name: str = ""
+        self.unschedulable = False
+        self.has_taints = False
+        self.pods: list[PodInfo] = []
+        self.pods_with_affinity: list[PodInfo] = []
+        self.pods_with_required_anti_affinity: list[PodInfo] = []
+        self.requested = Resource()
+        self.non_zero_requested = Resource()
+        self.allocatable = Resource()
+        self.used_ports = HostPortInfo()
+        self.image_states: dict[str, ImageStateSummary] = {}
+        self.pvc_ref_counts: dict[str, int] = {}
+        self.generation = next_generation()
+        if node is not None:
+            self.set_node(node)
+        for p in pods:
+            self.add_pod(p)
+
+    # -- node ---------------------------------------------------------------------------------
+    def set_node(self, node: Obj) -> None:
+        """``NodeInfo.SetNode``: replace the Node object and recompute allocatable."""
+        self.node = node
+        self.name = str((node.get("metadata") or {}).get("name") or "")
+        spec = node.get("spec")
+        # Read once per Node version: the node-by-node Filters skip every node without them at once.
+        self.unschedulable = bool(isinstance(spec, dict) and spec.get("unschedulable"))
+        self.has_taints = bool(isinstance(spec, dict) and spec.get("taints"))
+        alloc = (node.get("status") or {}).get("allocatable")
+        try:
+            self.allocatable = Resource.from_list(alloc, "node.status.allocatable")
+        except PodParseError:
+            self.allocatable = Resource()
+            raise
+        finally:
+            self.generation = next_generation()
+
+    @property
+    def labels(self) -> dict[str, str]:
+        if self.node is None:
+            return {}
+        labels: dict[str, str] = (self.node.get("metadata") or {}).get("labels") or {}
+        return labels
+
+    @property
+    def taints(self) -> list[Obj]:
+        if self.node is None:
+            return []
+        taints: list[Obj] = (self.node.get("spec") or {}).get("taints") or []
+        return taints
+
+    # -- pods ---------------------------------------------------------------------------------
+    def add_pod(self, p: PodInfo) -> None:
+        """``NodeInfo.AddPodInfo``."""
+        self.pods.append(p)
+        if p.has_affinity():
+            self.pods_with_affinity.append(p)
+        if p.has_required_anti_affinity():
+            self.pods_with_required_anti_affinity.append(p)
+        self._update(p, 1)
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        """``NodeInfo.RemovePod`` by Pod UID; returns the removed PodInfo or None if absent.
+
+        As upstream's ``removeFromSlice``, the last Pod of each list takes the removed one's place:
+        the order of ``pods`` after a removal is upstream's, which matters where upstream sorts
+        them unstably (preemption victims of equal importance)."""
+        for i, p in enumerate(self.pods):
+            if p.uid == uid:
+                _swap_remove(self.pods, i)
+                for lst in (self.pods_with_affinity, self.pods_with_required_anti_affinity):
+                    for j, q in enumerate(lst):
+                        if q.uid == uid:
+                            _swap_remove(lst, j)
+                            break
+                self._update(p, -1)
+                return p
+        return None
+
+    def _update(self, p: PodInfo, sign: int) -> None:
+        r = self.requested
+        r.milli_cpu += sign * p.requests.milli_cpu
+        r.memory += sign * p.requests.memory
+        r.ephemeral_storage += sign * p.requests.ephemeral_storage
+        for k, v in p.requests.scalar.items():
+            r.scalar[k] = r.scalar.get(k, 0) + sign * v
+        self.non_zero_requested.milli_cpu += sign * p.non0_cpu
+        self.non_zero_requested.memory += sign * p.non0_mem
+        for ip, proto, port in p.ports:
+            if sign > 0:
+                self.used_ports.add(ip, proto, port)
+            else:
+                self.used_ports.remove(ip, proto, port)
+        for claim in pod_pvc_keys(p.pod):
+            n = self.pvc_ref_counts.get(claim, 0) + sign
+            if n > 0:
+                self.pvc_ref_counts[claim] = n
+            else:
+                self.pvc_ref_counts.pop(claim, None)
+        self.generation = next_generation()
+
+    def clone(self) -> NodeInfo:
+        """A copy whose lists and counters can change without touching this one (``Snapshot``)."""
+        c = NodeInfo.__new__(NodeInfo)
+        c.node = self.node
+        c.name = self.name
+        c.unschedulable = self.unschedulable
+        c.has_taints = self.has_taints
+        c.pods = list(self.pods)
+        c.pods_with_affinity = list(self.pods_with_affinity)
+        c.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)
+        c.requested = self.requested.clone()
+        c.non_zero_requested = self.non_zero_requested.clone()
+        c.allocatable = self.allocatable.clone()
+        c.used_ports = self.used_ports.clone()
+        c.image_states = dict(self.image_states)
+        c.pvc_ref_counts = dict(self.pvc_ref_counts)
+        c.generation = self.generation
+        return c
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"
+
+
+def pod_pvc_keys(pod: Obj) -> list[str]:
+    """``namespace/claimName`` of each ``persistentVolumeClaim`` volume of the Pod (``PodPVCKeys`` in
+    ``pkg/scheduler/framework/types.go``: generic ephemeral volumes are not counted in v1.37, so
+    VolumeRestrictions' ReadWriteOncePod check does not see them either)."""
+    meta = pod.get("metadata") or {}
+    ns = str(meta.get("namespace") or "default")
+    out: list[str] = []
+    for v in (pod.get("spec") or {}).get("volumes") or []:
+        if not isinstance(v, dict):
+            continue
+        pvc = v.get("persistentVolumeClaim")
+        if isinstance(pvc, dict) and pvc.get("claimName"):
+            out.append(f"{ns}/{pvc['claimName']}")
+    return out
+
+
+class CycleState:
+    """Per-cycle scratch space shared by a profile's plugins (``fwk.CycleState``).
+
+    ``data`` holds plugin state keyed by the plugin's own key (``"PreFilterNodeResourcesFit"``);
+    ``skip_filter`` / ``skip_score`` hold the names of plugins whose PreFilter / PreScore returned
+    Skip; ``snapshot`` is the Snapshot of this cycle; ``pod_annotations`` are annotations that
+    Reserve plugins ask the binder to write on the Pod before the Binding (GPU indices).
+    """
+
+    __slots__ = ("data", "pod_annotations", "skip_filter", "skip_score", "snapshot")
+
+    def __init__(self, snapshot: Any = None) -> None:
+        self.data: dict[str, Any] = {}
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+        self.snapshot: Any = snapshot
+        self.pod_annotations: dict[str, str] = {}
+
+    def read(self, key: str) -> Any:
+        """Plugin state by key; raises KeyError (upstream ``ErrNotFound``) if absent."""
+        return self.data[key]
+
+    def write(self, key: str, value: Any) -> None:
+        self.data[key] = value
+
+    def clone(self) -> CycleState:
+        c = CycleState(self.snapshot)
+        c.data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self.data.items()}
+        c.skip_filter = set(self.skip_filter)
+        c.skip_score = set(self.skip_score)
+        c.pod_annotations = dict(self.pod_annotations)
+        return c

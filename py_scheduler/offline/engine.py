@@ -1,0 +1,234 @@
+"""Offline scheduling: the live scheduler's cycle, run in memory on a snapshot.
+
+Each pending Pod goes through the same :class:`~py_scheduler.framework.runtime.Algorithm` the live
+scheduler uses (PreFilter, Filter, PostFilter, PreScore, Score, NormalizeScore, selectHost), in
+queue order; a placed Pod then runs the profile's Reserve plugins and is *assumed* on its node in
+the snapshot, so every later Pod sees it. Nothing is written to any API server.
+
+Upstream: ``pkg/scheduler/schedule_one.go`` (``ScheduleOne``: ``schedulePod``, then
+``RunReservePluginsReserve`` and ``assume``; a Reserve failure runs Unreserve and fails the Pod),
+``framework/plugins/queuesort/priority_sort.go`` (queue order: priority descending, then the time
+the Pod was queued, here its ``creationTimestamp``; ties keep file order) and
+``backend/cache/cache.go`` (``AssumePod``).
+
+Differences from the live scheduler, on purpose: a tie between nodes with equal totals is broken
+with a ``random.Random(0)`` so output is reproducible; preemption (PostFilter) only *reports* the
+node it would nominate, it evicts nothing; with ``explain`` every feasible node is scored even
+when only one is feasible; OpportunisticBatching is off (``Algorithm.schedule`` gets no ``cycle``),
+so every Pod's table covers every node and no wall-clock batch age makes a run machine-dependent --
+a batched choice always has the best total of the full cycle (tests/unit/framework/test_batch.py),
+so placements differ from a batched live run at most by tie-breaking.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
+from py_scheduler.framework.types import CycleState, PodInfo, PodParseError
+from py_scheduler.offline.loader import ClusterData, creation_timestamp, pod_key
+
+__all__ = ["OfflineScheduler", "Outcome", "ProfileError", "load_frameworks", "queue_order"]
+
+Obj = dict[str, Any]
+
+
+class ProfileError(Exception):
+    """The scheduler configuration cannot be loaded or built; ``str()`` is one line."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One Pod's offline cycle.
+
+    Attributes:
+        pod: the Pod object as it was scheduled (a copy, ``spec.nodeName`` cleared).
+        result: the :class:`ScheduleResult` (``selected`` None when the Pod does not fit or could
+            not be parsed; then ``message`` says why).
+        annotations: annotations Reserve plugins recorded on the assumed Pod (GPU indices).
+        score: the selected node's weighted total, or None (not placed, or a single feasible
+            node that was not scored).
+    """
+
+    pod: Obj
+    result: ScheduleResult
+    annotations: dict[str, str]
+
+    @property
+    def key(self) -> str:
+        return self.result.pod
+
+    @property
+    def score(self) -> int | None:
+        sel = self.result.selected
+        return self.result.totals.get(sel) if sel is not None else None
+
+
+def load_frameworks(config: Path | None) -> tuple[dict[str, Framework], str, int]:
+    """Build every profile of ``config`` (the default configuration when None).
+
+    Returns (schedulerName -> Framework, the default profile's name, the global
+    percentageOfNodesToScore). The default profile is ``py-scheduler`` when configured, else the
+    first profile.
+
+    Raises:
+        ProfileError: the file cannot be loaded (or this build cannot load configuration files),
+        or a profile cannot be built (unknown plugin, bad args).
+    """
+    from py_scheduler.framework import config as cfgmod
+
+    if config is None:
+        cfg = cfgmod.SchedulerConfig()
+    else:
+        loader: Callable[[Path], Any] | None = getattr(cfgmod, "load_config", None)
+        if loader is None:
+            raise ProfileError(f"{config}: --config is not supported by this build yet "
+                               "(py_scheduler.framework.config.load_config is missing)")
+        try:
+            cfg = loader(config)
+        except cfgmod.ConfigError as exc:
+            msg = str(exc)
+            raise ProfileError(msg if msg.startswith(str(config)) else f"{config}: {msg}") from exc
+        except OSError as exc:
+            raise ProfileError(f"{config}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        fws = cfgmod.build_frameworks(cfg)
+    except cfgmod.ConfigError as exc:
+        where = f"{config}: " if config is not None else ""
+        raise ProfileError(f"{where}{exc}") from exc
+    if not fws:
+        raise ProfileError(f"{config}: no profiles configured")
+    default = cfgmod.DEFAULT_SCHEDULER_NAME if cfgmod.DEFAULT_SCHEDULER_NAME in fws else next(iter(fws))
+    return fws, default, int(cfg.percentage_of_nodes_to_score)
+
+
+def _raw_priority(pod: Obj) -> int:
+    prio = (pod.get("spec") or {}).get("priority")
+    return prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+
+
+def queue_order(pods: list[Obj], file_order: dict[str, int] | None = None) -> list[Obj]:
+    """PrioritySort order: ``spec.priority`` descending, then ``creationTimestamp`` ascending, then
+    position in the snapshot file (Pods without a timestamp after dated ones)."""
+    order = file_order or {}
+    return sorted(pods, key=lambda p: (-_raw_priority(p), creation_timestamp(p), order.get(pod_key(p), 0)))
+
+
+class OfflineScheduler:
+    """Schedules Pods one after another on one :class:`Snapshot`, assuming each placed Pod.
+
+    ``frameworks`` maps schedulerName -> Framework; a Pod naming no configured profile uses
+    ``default_profile``. One :class:`Algorithm` (rotating start index, seeded tie-breaks) serves all
+    Pods, as the single live scheduling loop does.
+    """
+
+    def __init__(self, frameworks: dict[str, Framework], default_profile: str, snapshot: Snapshot,
+                 percentage_of_nodes_to_score: int = 0, seed: int = 0) -> None:
+        self.frameworks = frameworks
+        self.default_profile = default_profile
+        self.snapshot = snapshot
+        self.algorithm = Algorithm(percentage_of_nodes_to_score, rng=random.Random(seed))
+
+    @classmethod
+    def from_data(cls, data: ClusterData, config: Path | None) -> OfflineScheduler:
+        """Snapshot of ``data`` plus the frameworks of ``config``.
+
+        Raises:
+            ProfileError: see :func:`load_frameworks`.
+            py_scheduler.offline.loader.SnapshotError: a malformed Node / bound Pod.
+        """
+        fws, default, pct = load_frameworks(config)
+        return cls(fws, default, data.snapshot(), pct)
+
+    def framework_for(self, pod: Obj) -> Framework:
+        """The profile named by ``spec.schedulerName``, else the default profile."""
+        name = (pod.get("spec") or {}).get("schedulerName")
+        if isinstance(name, str) and name in self.frameworks:
+            return self.frameworks[name]
+        return self.frameworks[self.default_profile]
+
+    def unbind(self, pod: Obj) -> Obj:
+        """For explaining a bound Pod: take it off its node in the snapshot and return a pending copy
+        (``spec.nodeName`` cleared), so it is scheduled as if it had just arrived."""
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        if isinstance(node, str) and node in self.snapshot.node_info_map:
+            self.snapshot.node_info_map[node].remove_pod(uid)
+            self.snapshot.rebuild_lists()
+        pending = dict(pod)
+        pending["spec"] = {k: v for k, v in spec.items() if k != "nodeName"}
+        return pending
+
+    def schedule(self, pod: Obj, *, explain: bool = True, assume: bool = True) -> Outcome:
+        """Run one cycle for ``pod`` and, when it fits and ``assume`` is set, Reserve + assume it.
+
+        Never raises for a bad Pod or a failing plugin: a :class:`PodParseError`, a
+        :class:`SchedulingError` or a Reserve rejection comes back as ``result.message`` with
+        ``selected`` None.
+        """
+        fw = self.framework_for(pod)
+        key = pod_key(pod)
+        try:
+            pod_info = PodInfo(pod)
+        except PodParseError as exc:
+            return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=str(exc),
+                                               weights=dict(fw.score_weights)), {})
+        except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong JSON type
+            return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=f"malformed Pod: {exc}",
+                                               weights=dict(fw.score_weights)), {})
+        try:
+            res = self.algorithm.schedule(fw, self.snapshot, pod_info, explain=explain)
+        except SchedulingError as exc:
+            return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=str(exc),
+                                               weights=dict(fw.score_weights)), {})
+        except PodParseError as exc:  # a plugin parsing a Pod field lazily
+            return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=str(exc),
+                                               weights=dict(fw.score_weights)), {})
+        if res.selected is None or not assume:
+            return Outcome(pod, res, {})
+        return Outcome(pod, res, self._reserve_and_assume(fw, res, pod_info, res.selected))
+
+    def _reserve_and_assume(self, fw: Framework, res: ScheduleResult, pod_info: PodInfo, node: str) -> dict[str, str]:
+        state = res.state if res.state is not None else CycleState(self.snapshot)
+        try:
+            st = fw.run_reserve(state, pod_info, node)
+        except PodParseError as exc:
+            msg = str(exc)
+        else:
+            msg = f"running Reserve plugin {st.plugin!r}: {st.message()}" if not st.is_success() else ""
+        if msg:
+            fw.run_unreserve(state, pod_info, node)
+            res.message = msg
+            res.selected = None
+            return {}
+        annotations = dict(state.pod_annotations)
+        assumed = copy.copy(pod_info.pod)
+        if annotations:
+            meta = dict(assumed.get("metadata") or {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+            assumed["metadata"] = meta
+            info = PodInfo(assumed)
+            info.parsed = pod_info.parsed
+        else:
+            info = pod_info
+        self.snapshot.assume(info, node)
+        return annotations
+
+    def run(self, pods: list[Obj], *, explain: bool = True,
+            progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+        """Schedule ``pods`` in the given order (call :func:`queue_order` first), each seeing the
+        earlier placements. ``progress`` is called after each Pod."""
+        out = []
+        for pod in pods:
+            o = self.schedule(pod, explain=explain)
+            out.append(o)
+            if progress is not None:
+                progress(o)
+        return out

@@ -1,0 +1,367 @@
+"""Snapshot files -> cluster objects -> :class:`~py_scheduler.cache.snapshot.Snapshot`.
+
+A snapshot file is what ``kubectl get nodes,pods,... -A -o yaml`` prints (a ``v1/List``), a typed
+list (``NodeList``, whose items carry no ``kind``), a multi-document YAML stream, a single JSON
+object or a JSON List. Lists may nest. Every object is checked once here, so the scheduling code
+that runs on it later never meets a malformed Node or bound Pod:
+
+* a Node needs ``metadata.name`` and valid ``status.allocatable`` quantities;
+* a Pod needs ``metadata.name``; a *bound* Pod (``spec.nodeName``) needs valid requests, because it
+  counts against its node. A *pending* Pod with a bad quantity is kept: explain / simulate report it
+  with its :class:`~py_scheduler.framework.types.PodParseError` message, as the live scheduler would;
+* other kinds (Services, PVCs, ResourceSlices, ...) need ``metadata.name`` and go into
+  :class:`~py_scheduler.cache.snapshot.ClusterObjects`.
+
+Offline stand-ins for what the API server would have filled in: a Pod without ``metadata.uid``
+gets a stable one derived from its namespace/name (plugins key state by UID), and a Pod without
+``spec.priority`` gets the value of its ``priorityClassName`` (or of the ``globalDefault``
+PriorityClass) when the snapshot holds that PriorityClass, as the Priority admission plugin does
+(``plugin/pkg/admission/priority/admission.go``).
+
+Every problem raises :class:`SnapshotError` whose message is one line naming the file and the
+object (``Pod default/web-1``) or the document index.
+
+Upstream: the object shapes are the API's (``k8s.io/api``); the node / pod bookkeeping is
+``pkg/scheduler/backend/cache/snapshot.go`` via :meth:`Snapshot.from_objects`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from py_scheduler.cache.snapshot import CLUSTER_KINDS, NAMESPACED_KINDS, ClusterObjects, Snapshot
+from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError
+
+__all__ = [
+    "IGNORED_KINDS",
+    "KNOWN_KINDS",
+    "ClusterData",
+    "SnapshotError",
+    "bundled_example_path",
+    "load_documents",
+    "load_snapshot_file",
+    "object_ref",
+    "parse_objects",
+    "pending_pods",
+]
+
+Obj = dict[str, Any]
+
+KNOWN_KINDS: frozenset[str] = frozenset(("Node", "Pod", *NAMESPACED_KINDS, *CLUSTER_KINDS))
+"""Kinds the scheduler reads; each goes to the node list, the pod list or ClusterObjects."""
+
+IGNORED_KINDS: frozenset[str] = frozenset((
+    "Deployment", "DaemonSet", "Job", "CronJob", "HorizontalPodAutoscaler", "Endpoints", "EndpointSlice",
+    "Event", "ConfigMap", "ServiceAccount", "ControllerRevision", "Lease", "ResourceClaimTemplate",
+    "LimitRange", "ResourceQuota",
+))
+"""Kinds ``kubectl get all`` and friends print that no scheduling plugin reads: accepted and
+dropped, so a broad ``kubectl get ... -o yaml`` dump loads. Any other kind is an error."""
+
+OFFLINE_UID_NAMESPACE = uuid.UUID("5c0e6a3e-7f1c-4d1e-9d57-6f0a9c1e2b33")
+
+_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _SnapshotLoader(_BaseLoader):  # type: ignore[misc]
+    """Safe YAML loader (libyaml when available) that keeps timestamps as strings, as the API's
+    JSON has them (``creationTimestamp: 2025-01-15T10:00:00Z`` unquoted stays a string)."""
+
+
+_SnapshotLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be loaded; ``str()`` is one line naming the file and the object."""
+
+
+@dataclass(slots=True)
+class ClusterData:
+    """The objects of one snapshot.
+
+    Attributes:
+        source: where they came from (file path or ``kubeconfig <path>``), for messages.
+        nodes: Node objects in file order.
+        pods: Pod objects in file order (bound and pending).
+        objects: every other kind, keyed as :class:`ClusterObjects` does.
+        order: Pod key (``namespace/name``) -> position in the file (queue tie-break).
+    """
+
+    source: str
+    nodes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    objects: ClusterObjects = field(default_factory=ClusterObjects)
+    order: dict[str, int] = field(default_factory=dict)
+
+    def snapshot(self) -> Snapshot:
+        """A fresh :class:`Snapshot` of these objects (bound Pods counted on their nodes).
+
+        Raises:
+            SnapshotError: a Node or bound Pod with a malformed quantity (normally caught earlier by
+            :func:`parse_objects`).
+        """
+        try:
+            return Snapshot.from_objects(self.nodes, self.pods, self.objects)
+        except PodParseError as exc:
+            raise SnapshotError(f"{self.source}: {exc}") from exc
+        except (AttributeError, TypeError, ValueError) as exc:  # not caught by parse_objects: a bug
+            raise SnapshotError(f"{self.source}: malformed object: {exc}") from exc
+
+    def find_pod(self, key: str) -> Obj | None:
+        """The Pod ``namespace/name`` (a bare name means namespace ``default``), or None."""
+        if "/" not in key:
+            key = f"default/{key}"
+        for p in self.pods:
+            if pod_key(p) == key:
+                return p
+        return None
+
+
+def bundled_example_path() -> Path:
+    """Path of the example GPU cluster shipped in the package (``py_scheduler/offline/examples``)."""
+    return Path(str(resources.files("py_scheduler.offline").joinpath("examples/cluster.yaml")))
+
+
+def object_ref(kind: str, obj: Obj) -> str:
+    """``Kind namespace/name`` (namespaced) or ``Kind name``; ``?`` for a missing name."""
+    raw = obj.get("metadata")
+    meta: Obj = raw if isinstance(raw, dict) else {}
+    name = meta.get("name") or "?"
+    if kind == "Pod" or kind in NAMESPACED_KINDS:
+        return f"{kind} {meta.get('namespace') or 'default'}/{name}"
+    return f"{kind} {name}"
+
+
+def pod_key(pod: Obj) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+
+
+def load_documents(path: Path) -> list[Any]:
+    """Read a YAML (possibly multi-document) or JSON file into its top-level documents.
+
+    Empty documents (``---`` separators, comments only) are dropped.
+
+    Raises:
+        SnapshotError: the file is missing / unreadable or is neither valid JSON nor valid YAML.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise SnapshotError(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise SnapshotError(f"{path}: is a directory, expected a YAML or JSON file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnapshotError(f"{path}: cannot read: {exc}") from exc
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError:
+            pass  # YAML flow style also starts with { or [: let the YAML parser decide
+        except RecursionError as exc:
+            raise SnapshotError(f"{path}: invalid JSON: nested too deeply") from exc
+    try:
+        docs = list(yaml.load_all(text, Loader=_SnapshotLoader))
+    except RecursionError as exc:
+        raise SnapshotError(f"{path}: invalid YAML: nested too deeply") from exc
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SnapshotError(f"{path}: invalid YAML{where}: {problem}") from exc
+    return [d for d in docs if d is not None]
+
+
+def _flatten(docs: list[Any], source: str) -> Iterator[tuple[str, str, Obj]]:
+    """Yield (kind, location, object) for every object, expanding Lists (nested too).
+
+    ``location`` names the document (``document 2``, ``document 1 item 5``) for objects whose
+    name is missing. Items of a typed list (``NodeList``) get the list's element kind.
+    """
+
+    def walk(obj: Any, where: str, inherited_kind: str) -> Iterator[tuple[str, str, Obj]]:
+        if isinstance(obj, list):  # a bare JSON array of objects
+            for i, item in enumerate(obj, 1):
+                yield from walk(item, f"{where} item {i}", inherited_kind)
+            return
+        if not isinstance(obj, dict):
+            raise SnapshotError(f"{source}: {where}: expected a Kubernetes object (a mapping), got "
+                                f"{type(obj).__name__}")
+        kind = obj.get("kind") or inherited_kind
+        if not isinstance(kind, str) or not kind:
+            raise SnapshotError(f"{source}: {where}: object has no kind")
+        if kind.endswith("List") and "items" in obj:
+            items = obj.get("items")
+            if items is None:
+                return
+            if not isinstance(items, list):
+                raise SnapshotError(f"{source}: {where}: {kind}.items is not a list")
+            elem = kind[: -len("List")] if kind != "List" else ""
+            for i, item in enumerate(items, 1):
+                yield from walk(item, f"{where} item {i}", elem)
+            return
+        yield kind, where, obj
+
+    for n, doc in enumerate(docs, 1):
+        yield from walk(doc, f"document {n}", "")
+
+
+def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        raise SnapshotError(f"{source}: {kind} at {where}: missing metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise SnapshotError(f"{source}: {kind} at {where}: missing metadata.name")
+    ns = meta.get("namespace")
+    if ns is not None and not isinstance(ns, str):
+        raise SnapshotError(f"{source}: {object_ref(kind, obj)}: metadata.namespace is not a string")
+    for sub in ("labels", "annotations"):
+        val = meta.get(sub)
+        if val is not None and not isinstance(val, dict):
+            raise SnapshotError(f"{source}: {object_ref(kind, obj)}: metadata.{sub} is not a map")
+        for k, v in (val or {}).items():  # the API only stores strings; a list or map breaks every selector
+            if isinstance(v, list | dict):
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: invalid value {v!r} for "
+                                    f"metadata.{sub}[{k!r}]: not a string")
+    for sub in ("spec", "status"):
+        val = obj.get(sub)
+        if val is not None and not isinstance(val, dict):
+            raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {sub} is not a map")
+    return name
+
+
+def parse_objects(docs: list[Any], source: str) -> ClusterData:
+    """Sort the documents' objects by kind and validate Nodes and bound Pods.
+
+    Raises:
+        SnapshotError: unknown kind, object without a name, duplicate Node / Pod, malformed
+        allocatable on a Node, malformed requests on a bound Pod.
+    """
+    data = ClusterData(source)
+    node_names: set[str] = set()
+    pod_keys: set[str] = set()
+    for kind, where, obj in _flatten(docs, source):
+        if kind in IGNORED_KINDS:
+            continue
+        if kind not in KNOWN_KINDS:
+            hint = ""
+            meta = obj.get("metadata")
+            if isinstance(meta, dict) and meta.get("name"):
+                ns = meta.get("namespace")
+                hint = f" ({ns + '/' if isinstance(ns, str) and ns else ''}{meta['name']})"
+            raise SnapshotError(f"{source}: {where}: unknown kind {kind!r}{hint}; expected one of "
+                                f"{', '.join(sorted(KNOWN_KINDS))}")
+        name = _name_of(kind, where, obj, source)
+        if kind == "Node":
+            if name in node_names:
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: duplicate Node")
+            try:
+                NodeInfo(obj)
+            except PodParseError as exc:
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc
+            except (AttributeError, TypeError, ValueError) as exc:
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: malformed Node: {exc}") from exc
+            node_names.add(name)
+            data.nodes.append(obj)
+        elif kind == "Pod":
+            key = pod_key(obj)
+            if key in pod_keys:
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: duplicate Pod")
+            pod_keys.add(key)
+            data.order[key] = len(data.pods)
+            data.pods.append(obj)
+        else:
+            data.objects.upsert(kind, obj)
+    for pod in data.pods:
+        _fill_pod_defaults(pod, data.objects)
+        spec = pod.get("spec") or {}
+        if spec.get("nodeName") and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            try:
+                NodeInfo().add_pod(PodInfo(pod))  # what Snapshot.from_objects will do with it
+            except PodParseError as exc:
+                raise SnapshotError(f"{source}: {object_ref('Pod', pod)} (bound to {spec['nodeName']}): "
+                                    f"{exc}") from exc
+            except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong JSON type
+                raise SnapshotError(f"{source}: {object_ref('Pod', pod)} (bound to {spec['nodeName']}): "
+                                    f"malformed Pod: {exc}") from exc
+    return data
+
+
+def _fill_pod_defaults(pod: Obj, objects: ClusterObjects) -> None:
+    """What the API server would have set: a UID, and spec.priority from the PriorityClass."""
+    meta = pod.setdefault("metadata", {})
+    if not meta.get("uid"):
+        meta["uid"] = str(uuid.uuid5(OFFLINE_UID_NAMESPACE, pod_key(pod)))
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        spec = pod["spec"] = {}
+    if spec.get("priority") is not None:
+        return
+    pc_name = spec.get("priorityClassName")
+    pc: Obj | None = None
+    if isinstance(pc_name, str) and pc_name:
+        pc = objects.get("PriorityClass", pc_name)
+    else:
+        defaults = [p for p in objects.list("PriorityClass") if p.get("globalDefault")]
+        pc = defaults[0] if defaults else None
+    value = (pc or {}).get("value")
+    if isinstance(value, int) and not isinstance(value, bool):
+        spec["priority"] = value
+
+
+def load_snapshot_file(path: Path) -> ClusterData:
+    """Load and validate a snapshot file.
+
+    Raises:
+        SnapshotError: see :func:`load_documents` and :func:`parse_objects`.
+    """
+    return parse_objects(load_documents(path), str(path))
+
+
+def creation_timestamp(pod: Obj) -> float:
+    """``metadata.creationTimestamp`` as seconds since the epoch; ``inf`` when absent or invalid
+    (such Pods queue after dated ones, in file order)."""
+    raw = (pod.get("metadata") or {}).get("creationTimestamp")
+    if isinstance(raw, dt.datetime):  # YAML parses unquoted timestamps itself
+        ts = raw if raw.tzinfo else raw.replace(tzinfo=dt.UTC)
+        return ts.timestamp()
+    if not isinstance(raw, str) or not raw:
+        return float("inf")
+    try:
+        ts = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return float("inf")
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=dt.UTC)
+    return ts.timestamp()
+
+
+def pending_pods(data: ClusterData) -> list[Obj]:
+    """Pods a scheduler would try: no ``spec.nodeName``, phase Pending (or unset), not being
+    deleted, no scheduling gates. File order; the caller sorts them in queue order."""
+    out = []
+    for p in data.pods:
+        spec = p.get("spec") or {}
+        status = p.get("status") or {}
+        if spec.get("nodeName") or status.get("phase") not in (None, "", "Pending"):
+            continue
+        if (p.get("metadata") or {}).get("deletionTimestamp") or spec.get("schedulingGates"):
+            continue
+        out.append(p)
+    return out

@@ -1,0 +1,207 @@
+"""Rich tables for ``py-scheduler explain`` and ``py-scheduler simulate``.
+
+Explain: one table per Pod, nodes as rows and Score plugins as columns. A cell holds the plugin's
+*weighted* points (normalized score 0-100 times the plugin's weight, the number kube-scheduler adds
+up; ``--v=10`` logs the same values), the ``Total`` column their sum (``prioritizeNodes``). The
+selected node comes first and is marked; nodes a Filter (or PreFilter) rejected follow with the
+plugin and its reasons, in upstream wording. When nothing fits, the FailedScheduling message
+(``FitError.Error()``) is printed under the table.
+
+Simulate: a placement table (Pod, node, total score or the FailedScheduling message) and a
+per-node summary of CPU (cores), memory (GiB) and GPUs (``nvidia.com/gpu``) requested before and
+after, against allocatable.
+
+All text that comes from objects (names, reasons) is passed as :class:`rich.text.Text`, never as
+markup, so reasons such as ``[a b]`` print verbatim.
+
+Upstream: the numbers are those of ``pkg/scheduler/schedule_one.go`` (``prioritizeNodes``) and
+``framework/types.go`` (``FitError``); the layout is ours.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import IO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from py_scheduler.framework.runtime import ScheduleResult
+from py_scheduler.framework.types import NodeInfo
+
+__all__ = ["GPU_RESOURCE", "NodeUsage", "explain_table", "make_console", "node_summary_table", "node_usage",
+           "placement_table", "print_explain"]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+SELECTED_MARK = "✔ selected"
+NON_TTY_WIDTH = 1000
+"""Console width when output is not a terminal (pipes, files, tests): wide enough that neither the
+tables (every Score plugin is a column) nor FailedScheduling messages wrap, so output stays
+grep-able. Tables are only as wide as their content."""
+
+
+def make_console(file: IO[str] | None = None, stderr: bool = False) -> Console:
+    """A Console on stdout (or stderr) that does not wrap tables when the output is not a TTY."""
+    out = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    is_tty = bool(getattr(out, "isatty", lambda: False)())
+    if is_tty:
+        return Console(file=out, highlight=False)
+    return Console(file=out, width=NON_TTY_WIDTH, highlight=False, no_color=True, force_terminal=False)
+
+
+def _plugin_header(name: str, weight: int) -> Text:
+    return Text(f"{name}\n×{weight}", justify="right")
+
+
+def explain_table(res: ScheduleResult) -> Table:
+    """The per-node table of one :class:`ScheduleResult` (see the module docstring)."""
+    title = Text(f"Pod {res.pod}", style="bold")
+    title.append(f"  (profile {res.profile})", style="dim")
+    table = Table(title=title, title_justify="left", show_lines=False)
+    table.add_column("Node", no_wrap=True)
+    plugins = [p for p in res.weights if p in res.scores]
+    for p in plugins:
+        table.add_column(_plugin_header(p, res.weights[p]), justify="right")
+    table.add_column("Total", justify="right", style="bold")
+    table.add_column("Result")
+
+    feasible = sorted(res.feasible, key=lambda n: (n != res.selected, -res.totals.get(n, 0), n))
+    for node in feasible:
+        cells: list[Text] = [Text(node, style="bold green" if node == res.selected else "")]
+        for p in plugins:
+            sc = res.scores[p].get(node)
+            cells.append(Text("–" if sc is None else str(sc * res.weights[p])))
+        total = res.totals.get(node)
+        cells.append(Text("–" if total is None else str(total)))
+        cells.append(Text(SELECTED_MARK, style="bold green") if node == res.selected else Text("feasible"))
+        table.add_row(*cells)
+
+    statuses = res.diagnosis.node_to_status if res.diagnosis is not None else {}
+    for node in sorted(res.filtered):
+        st = statuses.get(node)
+        reason = ", ".join(res.filtered[node]) or "rejected"
+        text = Text("✘ ", style="red")
+        if st is not None and st.plugin:
+            text.append(f"{st.plugin}: ", style="bold")
+        text.append(reason)
+        table.add_row(Text(node, style="dim"), *[Text("") for _ in plugins], Text("–"), text)
+
+    notes = []
+    if res.skipped:
+        notes.append("PreScore skipped: " + ", ".join(res.skipped))
+    n_all = len(res.feasible) + len(res.filtered)
+    if res.nodes_evaluated and res.nodes_evaluated < n_all:
+        notes.append(f"{res.nodes_evaluated} of {n_all} nodes evaluated (percentageOfNodesToScore)")
+    if plugins:
+        notes.append("cells: normalized score × weight")
+    if notes:
+        table.caption = Text("; ".join(notes))
+        table.caption_justify = "left"
+    return table
+
+
+def print_explain(console: Console, res: ScheduleResult) -> None:
+    """Print one Pod's explain table and, when it does not fit, its FailedScheduling message."""
+    if not res.feasible and not res.filtered:
+        head = Text(f"Pod {res.pod}", style="bold")
+        head.append(f"  (profile {res.profile})", style="dim")
+        console.print(head)
+    else:
+        console.print(explain_table(res))
+    if res.selected is None:
+        msg = Text("FailedScheduling: ", style="bold red")
+        msg.append(res.message or "no node selected")
+        console.print(msg, soft_wrap=True)
+        if res.post_filter is not None and res.post_filter.nominated_node_name:
+            pf = res.post_filter
+            note = Text(f"preemption would nominate node {pf.nominated_node_name}")
+            if pf.victims:
+                note.append(" by evicting " + ", ".join(v.key for v in pf.victims))
+            note.append(" (simulated only: nothing is evicted)")
+            console.print(note, soft_wrap=True)
+    console.print()
+
+
+@dataclass(slots=True)
+class NodeUsage:
+    """Requested vs allocatable of one node: milli-CPU, bytes of memory, GPU count."""
+
+    name: str
+    cpu_alloc: int
+    cpu_used: int
+    mem_alloc: int
+    mem_used: int
+    gpu_alloc: int
+    gpu_used: int
+    pods: int
+
+    def to_json(self) -> dict[str, int | str]:
+        return {"milli_cpu_allocatable": self.cpu_alloc, "milli_cpu_requested": self.cpu_used,
+                "memory_allocatable": self.mem_alloc, "memory_requested": self.mem_used,
+                "gpu_allocatable": self.gpu_alloc, "gpu_requested": self.gpu_used, "pods": self.pods}
+
+
+def node_usage(ni: NodeInfo) -> NodeUsage:
+    """The :class:`NodeUsage` of a NodeInfo (its ``requested`` against ``allocatable``)."""
+    return NodeUsage(ni.name, ni.allocatable.milli_cpu, ni.requested.milli_cpu, ni.allocatable.memory,
+                     ni.requested.memory, ni.allocatable.scalar.get(GPU_RESOURCE, 0),
+                     ni.requested.scalar.get(GPU_RESOURCE, 0), len(ni.pods))
+
+
+def _cores(milli: int) -> str:
+    try:
+        return f"{milli / 1000:g}"
+    except OverflowError:  # a huge (but valid) quantity: no float holds it
+        return f"{Decimal(milli) / 1000:.3e}"
+
+
+def _gib(b: int) -> str:
+    try:
+        return f"{b / 2**30:.1f}"
+    except OverflowError:
+        return f"{Decimal(b) / 2**30:.3e}"
+
+
+def placement_table(rows: list[tuple[str, str | None, int | None, str | None]]) -> Table:
+    """Rows of (pod key, node or None, total score or None, message when not placed)."""
+    table = Table(title=Text("Placements", style="bold"), title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("Pod", no_wrap=True)
+    table.add_column("Node", no_wrap=True)
+    table.add_column("Score", justify="right")
+    table.add_column("Result")
+    for i, (pod, node, score, message) in enumerate(rows, 1):
+        if node is not None:
+            table.add_row(str(i), Text(pod), Text(node, style="green"), "–" if score is None else str(score),
+                          Text("scheduled", style="green"))
+        else:
+            table.add_row(str(i), Text(pod), Text("–", style="red"), "–", Text(message or "not scheduled"))
+    return table
+
+
+def node_summary_table(before: list[NodeUsage], after: list[NodeUsage]) -> Table:
+    """Per node: CPU cores, memory GiB, GPUs requested before → after / allocatable, and Pods."""
+    table = Table(title=Text("Nodes (requested before → after / allocatable)", style="bold"),
+                  title_justify="left")
+    table.add_column("Node", no_wrap=True)
+    table.add_column("CPU (cores)", justify="right")
+    table.add_column("Memory (GiB)", justify="right")
+    table.add_column("GPUs", justify="right")
+    table.add_column("Pods", justify="right")
+    prev = {u.name: u for u in before}
+    for u in after:
+        b = prev.get(u.name, u)
+
+        def cell(old: str, new: str, alloc: str, changed: bool) -> Text:
+            return Text(f"{old} → {new} / {alloc}", style="bold" if changed else "")
+
+        gpus = (cell(str(b.gpu_used), str(u.gpu_used), str(u.gpu_alloc), b.gpu_used != u.gpu_used)
+                if u.gpu_alloc or u.gpu_used or b.gpu_used else Text("–"))
+        table.add_row(Text(u.name),
+                      cell(_cores(b.cpu_used), _cores(u.cpu_used), _cores(u.cpu_alloc), b.cpu_used != u.cpu_used),
+                      cell(_gib(b.mem_used), _gib(u.mem_used), _gib(u.mem_alloc), b.mem_used != u.mem_used),
+                      gpus, Text(f"{b.pods} → {u.pods}", style="bold" if b.pods != u.pods else ""))
+    return table

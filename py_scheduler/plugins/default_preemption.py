@@ -1,0 +1,329 @@
+"""DefaultPreemption: the PostFilter that makes room for a Pod by evicting lower-priority Pods.
+
+Upstream: ``pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go``
+(``PostFilter``: the evaluator's message prefixed with ``preemption: ``; ``calculateNumCandidates``,
+``GetOffsetAndNumCandidates``, ``SelectVictimsOnNode``, ``PodEligibleToPreemptOthers``, async
+``PreEnqueue`` / ``EventsToRegister``), the evaluator in ``framework/preemption/`` (here
+:mod:`py_scheduler.framework.preemption`), and ``apis/config/v1/defaults.go`` /
+``apis/config/validation/validation_pluginargs.go`` (``DefaultPreemptionArgs``:
+``minCandidateNodesPercentage`` 10, ``minCandidateNodesAbsolute`` 100).
+
+How one PostFilter call goes (all in memory; the live loop performs the evictions):
+
+1. Not eligible when ``spec.preemptionPolicy`` is ``Never`` (``not eligible due to
+   preemptionPolicy=Never.``) or when the Pod already has a nominated node holding a lower-priority
+   Pod that is terminating because of preemption (``not eligible due to a terminating pod on the
+   nominated node.``) -- unless Filter found that node UnschedulableAndUnresolvable.
+2. Candidate nodes are those Filter rejected as Unschedulable. For each, from a random offset
+   (``offset_rand``, injectable) and on a clone of the CycleState and NodeInfo: every Pod of lower
+   priority is removed (PreFilterExtensions RemovePod), Filter is run with nominated Pods; if the
+   Pod fits, victims are reprieved one by one, most important first (PDB-violating ones before the
+   others), and a victim stays evicted only when adding it back makes Filter fail.
+3. The best candidate is picked (fewest PDB violations, lowest highest-victim priority, smallest
+   sum of priorities, fewest victims, latest start time, first) and returned as
+   ``PostFilterResult(node, victims)`` with ``preemption: found a potential placement for pod on
+   node <node>, preempting <n> victims``.
+4. No candidate: ``PostFilterResult("", [])`` (clear the nomination) and ``preemption: 0/N nodes
+   are available: <histogram>.`` whose reasons are ``No preemption victims found for incoming
+   pod`` (no lower-priority Pod on the node), the Filter reason that still fails with every victim
+   gone (``Insufficient cpu``), or ``Preemption is not helpful for scheduling`` (every other node).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.preemption import (
+    PDB,
+    Evaluator,
+    ScoreFunc,
+    Victims,
+    filter_pods_with_pdb_violation,
+    pod_terminating_by_preemption,
+    sort_by_importance,
+)
+from py_scheduler.framework.runtime import Framework, SchedulingError
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.helpers.resource_scoring import FieldErrors
+from py_scheduler.queue.events import (
+    EVENT_ASSIGNED_POD_DELETE,
+    ClusterEventWithHint,
+    QueueingHint,
+)
+
+__all__ = [
+    "ERR_NO_VICTIMS",
+    "ERR_POLICY_NEVER",
+    "ERR_TERMINATING_VICTIM",
+    "ERR_WAITING_FOR_PREEMPTION",
+    "NAME",
+    "DefaultPreemption",
+    "DefaultPreemptionArgs",
+]
+
+NAME = "DefaultPreemption"
+ERR_NO_VICTIMS = "No preemption victims found for incoming pod"
+ERR_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
+ERR_TERMINATING_VICTIM = "not eligible due to a terminating pod on the nominated node."
+ERR_WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
+MESSAGE_PREFIX = "preemption: "
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultPreemptionArgs:
+    """``DefaultPreemptionArgs`` after defaulting.
+
+    ``min_candidate_nodes_percentage`` (0-100, default 10) and ``min_candidate_nodes_absolute``
+    (>= 0, default 100): the dry run stops after ``max(N * pct / 100, abs)`` candidates (at most N,
+    the number of potential nodes), once one of them violates no PodDisruptionBudget.
+    """
+
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+
+    @classmethod
+    def from_dict(cls, args: dict[str, Any] | None) -> DefaultPreemptionArgs:
+        """Decode, default and validate ``pluginConfig[DefaultPreemption].args``.
+
+        Raises:
+            ConfigError: ``minCandidateNodesPercentage: Invalid value: 120: not in valid range [0,
+                100]``, ``minCandidateNodesAbsolute: Invalid value: -1: not in valid range [0, inf)``,
+                both zero (``cannot be zero at the same time as ...``), a non-integer value or an
+                unknown field (all problems together).
+        """
+        errs = FieldErrors()
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            errs.invalid("args", args, "must be an object")
+            errs.raise_if_any()
+            raise AssertionError("unreachable")
+        errs.unknown_fields("", args, ("kind", "apiVersion", "minCandidateNodesPercentage",
+                                       "minCandidateNodesAbsolute"))
+
+        def int32(key: str, default: int) -> int | None:
+            raw = args.get(key)
+            if raw is None:
+                return default
+            if isinstance(raw, bool) or not isinstance(raw, int):
+                errs.invalid(key, raw, "must be an integer")
+                return None
+            if not _INT32_MIN <= raw <= _INT32_MAX:
+                errs.invalid(key, raw, "must be a 32-bit integer")
+                return None
+            return raw
+
+        pct = int32("minCandidateNodesPercentage", 10)
+        absolute = int32("minCandidateNodesAbsolute", 100)
+        if pct is not None and not 0 <= pct <= 100:
+            errs.invalid("minCandidateNodesPercentage", pct, "not in valid range [0, 100]")
+        if absolute is not None and absolute < 0:
+            errs.invalid("minCandidateNodesAbsolute", absolute, "not in valid range [0, inf)")
+        if pct == 0 and absolute == 0:
+            errs.invalid("minCandidateNodesPercentage", pct,
+                         "cannot be zero at the same time as minCandidateNodesAbsolute")
+            errs.invalid("minCandidateNodesAbsolute", absolute,
+                         "cannot be zero at the same time as minCandidateNodesPercentage")
+        errs.raise_if_any()
+        assert pct is not None and absolute is not None
+        return cls(pct, absolute)
+
+
+class DefaultPreemption:
+    """PostFilter (and PreEnqueue while an asynchronous preemption is in flight).
+
+    Attributes:
+        args: the validated :class:`DefaultPreemptionArgs`.
+        fh: the profile's :class:`Framework` (bound by the framework after construction); its
+            Filter, PreFilterExtensions and nominator are used for the dry runs.
+        offset_rand: ``n -> offset in [0, n)`` where the dry run starts (upstream
+            ``rand.Int31n``); tests inject a fixed one.
+        now_ns: clock in Unix nanoseconds (start time of Pods that have not started).
+        is_eligible_pod: extra victim filter ``(node_info, victim, preemptor) -> bool`` beyond
+            "lower priority" (upstream ``IsEligiblePod``; default: always).
+        evaluator: the generic :class:`~py_scheduler.framework.preemption.Evaluator`.
+    """
+
+    name = NAME
+
+    def __init__(self, args: DefaultPreemptionArgs | None = None, handle: Any = None, *,
+                 offset_rand: Callable[[int], int] | None = None,
+                 now_ns: Callable[[], int] | None = None) -> None:
+        self.args = args or DefaultPreemptionArgs()
+        self.fh: Framework | None = handle if isinstance(handle, Framework) else None
+        self.offset_rand: Callable[[int], int] = offset_rand or random.Random().randrange
+        self.now_ns: Callable[[], int] = now_ns or time.time_ns
+        self.is_eligible_pod: Callable[[NodeInfo, PodInfo, PodInfo], bool] = lambda _ni, _victim, _pod: True
+        self.evaluator = Evaluator(NAME, self, lambda: self.now_ns())
+        self._preempting: set[str] = set()
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> DefaultPreemption:
+        """Factory for the registry.
+
+        Raises:
+            ConfigError: invalid args (see :meth:`DefaultPreemptionArgs.from_dict`).
+        """
+        return cls(DefaultPreemptionArgs.from_dict(args), handle)
+
+    def bind_handle(self, fh: Framework) -> None:
+        """Called by :class:`Framework` once the profile is assembled (upstream passes ``fh`` to
+        ``New``)."""
+        self.fh = fh
+
+    # -- PostFilter -----------------------------------------------------------------------------
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    node_statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
+        """``PostFilter``: :meth:`Evaluator.preempt`, its message prefixed with ``preemption: ``.
+
+        ``node_statuses``: node name -> this cycle's Filter status (missing nodes count as
+        UnschedulableAndUnresolvable). Never raises for bad Pod input: an internal failure in every
+        dry run is an Error status.
+        """
+        result, status = self.evaluator.preempt(state, pod, node_statuses)
+        msg = status.message()
+        if msg:
+            return result, Status(status.code, [MESSAGE_PREFIX + msg], status.plugin)
+        return result, status
+
+    def calculate_num_candidates(self, num_nodes: int) -> int:
+        """``calculateNumCandidates``: ``max(num_nodes * pct / 100, abs)`` capped at ``num_nodes``."""
+        n = num_nodes * self.args.min_candidate_nodes_percentage // 100
+        n = max(n, self.args.min_candidate_nodes_absolute)
+        return min(n, num_nodes)
+
+    def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        """``GetOffsetAndNumCandidates``: (random offset in ``[0, num_nodes)``, candidates to find)."""
+        return self.offset_rand(num_nodes), self.calculate_num_candidates(num_nodes)
+
+    def pod_eligible_to_preempt_others(self, state: CycleState, pod: PodInfo,
+                                       nominated_node_status: Status) -> tuple[bool, str]:
+        """``PodEligibleToPreemptOthers``: (eligible, reason when not)."""
+        if pod.spec.get("preemptionPolicy") == "Never":
+            return False, ERR_POLICY_NEVER
+        status = pod.pod.get("status")
+        nnn = status.get("nominatedNodeName") if isinstance(status, dict) else None
+        if isinstance(nnn, str) and nnn:
+            if nominated_node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True, ""
+            snapshot = state.snapshot
+            ni = snapshot.node_info_map.get(nnn) if snapshot is not None else None
+            if ni is not None:
+                for p in ni.pods:
+                    if self._preemption_allowed(ni, p, pod) and pod_terminating_by_preemption(p.pod):
+                        return False, ERR_TERMINATING_VICTIM
+        return True, ""
+
+    def _preemption_allowed(self, node_info: NodeInfo, victim: PodInfo, preemptor: PodInfo) -> bool:
+        """``isPreemptionAllowed``: lower priority and :attr:`is_eligible_pod`."""
+        return victim.priority < preemptor.priority and self.is_eligible_pod(node_info, victim, preemptor)
+
+    def ordered_score_funcs(self, nodes_to_victims: Mapping[str, Victims]) -> list[ScoreFunc] | None:
+        """``OrderedScoreFuncs``: None (the default criteria)."""
+        return None
+
+    def select_victims_on_node(self, state: CycleState, pod: PodInfo, node_info: NodeInfo,
+                               pdbs: Sequence[PDB]) -> tuple[list[PodInfo], int, Status]:
+        """``SelectVictimsOnNode`` on a cloned ``state`` and ``node_info`` (both are modified).
+
+        Returns (victims most important first, number of PDB violations, status): status
+        UnschedulableAndUnresolvable ``No preemption victims found for incoming pod`` when no Pod
+        has lower priority, the Filter status when the Pod does not fit even with all of them
+        gone, Error when a PreFilterExtensions or Filter plugin fails.
+        """
+        fh = self.fh
+        if fh is None:
+            return [], 0, Status(Code.ERROR, ["DefaultPreemption is not bound to a framework"])
+        now = self.now_ns()
+        potential = [p for p in node_info.pods if self._preemption_allowed(node_info, p, pod)]
+        if not potential:
+            return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_NO_VICTIMS])
+
+        def remove(p: PodInfo) -> Status:
+            if not p.uid:
+                return Status(Code.ERROR, ["cannot get cache key for pod with empty UID"])
+            if node_info.remove_pod(p.uid) is None:
+                return Status(Code.ERROR, [f"no corresponding pod {p.name} in pods of node {node_info.name}"])
+            return fh.run_pre_filter_extension_remove_pod(state, pod, p, node_info)
+
+        def add(p: PodInfo) -> Status:
+            node_info.add_pod(p)
+            return fh.run_pre_filter_extension_add_pod(state, pod, p, node_info)
+
+        def fits() -> Status:
+            try:
+                return fh.run_filter_with_nominated_pods(state, pod, node_info)
+            except SchedulingError as exc:
+                return Status(Code.ERROR, [str(exc)])
+
+        for p in potential:
+            s = remove(p)
+            if not s.is_success():
+                return [], 0, Status(Code.ERROR, s.reasons)
+        s = fits()
+        if not s.is_success():
+            return [], 0, s
+
+        sort_by_importance(potential, now)
+        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+        victims: list[PodInfo] = []
+
+        def reprieve(p: PodInfo) -> tuple[bool, Status]:
+            s = add(p)
+            if not s.is_success():
+                return False, Status(Code.ERROR, s.reasons)
+            if fits().is_success():  # an Error counts as "does not fit", as upstream
+                return True, Status.success()
+            s = remove(p)
+            if not s.is_success():
+                return False, Status(Code.ERROR, s.reasons)
+            victims.append(p)
+            return False, Status.success()
+
+        num_violating = 0
+        for p, count in violating:
+            ok, st = reprieve(p)
+            if st.code == Code.ERROR:
+                return [], 0, st
+            if not ok:
+                num_violating += count
+        for p in non_violating:
+            _, st = reprieve(p)
+            if st.code == Code.ERROR:
+                return [], 0, st
+        if violating and non_violating:
+            sort_by_importance(victims, now)
+        return victims, num_violating, Status.success()
+
+    # -- asynchronous preemption bookkeeping (PreEnqueue) -----------------------------------------
+    def mark_preempting(self, pod_uid: str) -> None:
+        """The live loop calls this before it starts evicting the victims of ``pod_uid``'s
+        preemption; until :meth:`preemption_finished` the Pod is held out of activeQ."""
+        self._preempting.add(pod_uid)
+
+    def preemption_finished(self, pod_uid: str) -> None:
+        """The evictions for ``pod_uid`` are done (or failed): let the Pod back in."""
+        self._preempting.discard(pod_uid)
+
+    def is_pod_running_preemption(self, pod_uid: str) -> bool:
+        """``Executor.IsPodRunningPreemption``."""
+        return pod_uid in self._preempting
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """``PreEnqueue`` (SchedulerAsyncPreemption, on by default): UnschedulableAndUnresolvable
+        ``waiting for the preemption for this pod to be finished`` while its evictions run."""
+        if pod.uid in self._preempting:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_WAITING_FOR_PREEMPTION], NAME)
+        return Status.success()
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: assigned-Pod deletion with a hint that always Skips (the plugins
+        whose rejection preemption resolves decide when to requeue)."""
+        return [ClusterEventWithHint(EVENT_ASSIGNED_POD_DELETE, lambda _pod, _old, _new: QueueingHint.QUEUE_SKIP)]

@@ -1,0 +1,839 @@
+"""DynamicResources: Pods that use ResourceClaims (DRA, resource.k8s.io/v1) fit only nodes where
+their claims are or can be allocated.
+
+Upstream: ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go`` (PreFilter,
+Filter, PostFilter, Score / ``computeScore``, NormalizeScore, Reserve, Unreserve, the reason strings),
+``claims.go`` (``claimStore``), ``dra_manager.go`` (allocated devices, in-flight allocations),
+``extendeddynamicresources.go`` (extended resources backed by DRA) and
+``k8s.io/dynamic-resource-allocation/resourceclaim/resourceclaim.go`` (``Name``, ``IsForPod``,
+``IsReservedForPod``). The allocator is :mod:`.allocator`, selectors are evaluated by
+:mod:`py_scheduler.plugins.helpers.cel`.
+
+Skip rules, as upstream: PreFilter returns Skip for a Pod without claims (and without extended
+resources backed by a DeviceClass), so Filter does not run; there is no PreScore, so Score always
+runs and gives 0 on every node for such a Pod (the upstream oracle shows
+``"DynamicResources": {"A": 0, "B": 0}``); NormalizeScore is ``DefaultNormalizeScore``.
+
+Every rejection from this plugin is ``UnschedulableAndUnresolvable`` (upstream's
+``statusUnschedulable``); broken claims / classes / CEL give ``Error`` (the Pod is retried).
+
+Not implemented by py-scheduler (clear reasons instead of a wrong placement):
+
+* writing ``ResourceClaim.status`` (allocation, ``reservedFor``) through the API. Reserve records
+  the allocation in the CycleState (``state.data[ALLOCATIONS_KEY]``: claim ``namespace/name`` ->
+  AllocationResult JSON) and sets ``state.data[NEEDS_API_ALLOCATION_KEY] = True`` when a claim
+  must be allocated or reserved for the Pod; the live loop must then fail the Pod with
+  :data:`API_ALLOCATION_UNSUPPORTED` (and call Unreserve) instead of binding it. ``explain`` /
+  ``simulate`` keep the allocation in flight so later Pods see the devices as taken; calling
+  :func:`simulated_pre_bind` after Reserve also writes it into the in-memory ResourceClaims (what
+  upstream's PreBind does through the API), so later Pods can share the claim.
+* PostFilter's deallocation of a claim allocated elsewhere (an API write): the reason says so.
+* admin access, consumable capacity, partitionable devices (counters), binding conditions:
+  UnschedulableAndUnresolvable naming the feature. DeviceTaintRules are not read (taints in the
+  ResourceSlices are honoured).
+
+Extended resources backed by a DeviceClass (``DRAExtendedResource``) are allocated like upstream
+(the special ``<extended-resources>`` claim with one request per container) on nodes whose device
+plugins do not advertise them.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from py_scheduler.framework import quantity as qty
+from py_scheduler.framework import signers
+from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.plugins.dynamic_resources.allocator import (
+    AllocationError,
+    AllocationTimeout,
+    Allocator,
+    DeviceID,
+    FailedAllocationOnNode,
+    claim_ref,
+)
+from py_scheduler.plugins.helpers.node_selector import NodeSelector
+from py_scheduler.plugins.helpers.normalize import default_normalize_score
+from py_scheduler.plugins.helpers.resource_scoring import DeviceClassResolver, is_dra_extended_resource_name
+
+__all__ = [
+    "ALLOCATIONS_KEY",
+    "API_ALLOCATION_UNSUPPORTED",
+    "NAME",
+    "NEEDS_API_ALLOCATION_KEY",
+    "NEEDS_API_DEALLOCATION_KEY",
+    "DRAState",
+    "DynamicResources",
+    "simulated_pre_bind",
+]
+
+log = logging.getLogger("py_scheduler.plugins.dynamic_resources")
+
+Obj = dict[str, Any]
+
+NAME = "DynamicResources"
+STATE_KEY = NAME
+NEEDS_API_ALLOCATION_KEY = "DynamicResources/needs-api-allocation"
+"""CycleState key set to True by Reserve when ResourceClaim status must be written (allocation
+and/or ``reservedFor``) before the Pod may be bound."""
+ALLOCATIONS_KEY = "DynamicResources/allocations"
+"""CycleState key: claim ``namespace/name`` -> AllocationResult JSON chosen by Reserve."""
+NEEDS_API_DEALLOCATION_KEY = "DynamicResources/needs-api-deallocation"
+"""CycleState key: claim ``namespace/name`` PostFilter would deallocate upstream."""
+API_ALLOCATION_UNSUPPORTED = ("DynamicResources: allocating ResourceClaims through the API is not supported by "
+                              "py-scheduler yet")
+"""The reason the live loop gives a Pod whose Reserve set :data:`NEEDS_API_ALLOCATION_KEY`."""
+
+FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE = 8
+"""``resourceapi.FirstAvailableDeviceRequestMaxSize``: Score adds ``8 - index`` per subrequest used."""
+SPECIAL_CLAIM_NAME = "<extended-resources>"
+EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+DRA_OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
+
+UNSUPPORTED_PREFIX = "DynamicResources: "
+UNSUPPORTED_SUFFIX = " is not supported by py-scheduler"
+
+
+def _unsupported(what: str) -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [f"{UNSUPPORTED_PREFIX}{what}{UNSUPPORTED_SUFFIX}"], NAME)
+
+
+def _unresolvable(reason: str) -> Status:
+    """``statusUnschedulable``: every DRA rejection is UnschedulableAndUnresolvable."""
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [reason], NAME)
+
+
+def _meta(obj: Obj) -> Obj:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def _uid(claim: Obj) -> str:
+    return str(_meta(claim).get("uid") or claim_ref(claim))
+
+
+def _allocation(claim: Obj) -> Obj | None:
+    st = claim.get("status")
+    if not isinstance(st, dict):
+        return None
+    a = st.get("allocation")
+    return a if isinstance(a, dict) else None
+
+
+def _results(allocation: Obj | None) -> list[Obj]:
+    if not allocation:
+        return []
+    devices = allocation.get("devices") or {}
+    res = devices.get("results") if isinstance(devices, dict) else None
+    return [r for r in res or [] if isinstance(r, dict)]
+
+
+def _requests(claim: Obj) -> list[Obj]:
+    devices = ((claim.get("spec") or {}).get("devices") or {})
+    reqs = devices.get("requests") if isinstance(devices, dict) else None
+    return [r for r in reqs or [] if isinstance(r, dict)]
+
+
+@dataclass(slots=True)
+class _PodClaim:
+    name: str
+    claim_name: str | None
+    template_name: str | None
+
+
+@dataclass(slots=True)
+class DRAState:
+    """``stateData``: the Pod's claims (user claims, then the special extended-resource claim),
+    per-claim node selectors of existing allocations, the allocator, per-node Filter results.
+
+    ``node_allocations[node]`` holds the AllocationResults of the claims without allocation, in
+    claim order. ``clone()`` returns the same object, as upstream.
+    """
+
+    claims: list[Obj] = field(default_factory=list)
+    num_user: int = 0
+    available_on: list[NodeSelector | None] = field(default_factory=list)
+    allocations: list[Obj | None] = field(default_factory=list)
+    allocator: Allocator | None = None
+    unavailable: set[int] = field(default_factory=set)
+    node_allocations: dict[str, list[Obj]] = field(default_factory=dict)
+    ext_resources: dict[str, int] = field(default_factory=dict)
+    resolver: DeviceClassResolver | None = None
+    pod_spec: Obj = field(default_factory=dict)
+
+    def clone(self) -> DRAState:
+        return self
+
+    def to_allocate(self) -> list[tuple[int, Obj]]:
+        return [(i, c) for i, c in enumerate(self.claims) if _allocation(c) is None]
+
+    def extended_claim(self) -> Obj | None:
+        return self.claims[self.num_user] if len(self.claims) > self.num_user else None
+
+
+class _Unschedulable(Exception):
+    """A reason for ``statusUnschedulable`` found while collecting the Pod's claims."""
+
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(raw: object, path: str) -> float:
+    """A Go ``time.Duration`` string (``"10s"``, ``"1m30s"``, ``"-1s"``) in seconds.
+
+    Raises:
+        ConfigError: not a duration, naming ``path``.
+    """
+    from py_scheduler.framework.config import ConfigError
+
+    if not isinstance(raw, str) or not raw:
+        raise ConfigError(f"{path}: invalid duration {raw!r}")
+    sign = -1.0 if raw.startswith("-") else 1.0
+    body = raw.lstrip("+-")
+    if body == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for m in _DURATION_RE.finditer(body):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(body) or pos == 0:
+        raise ConfigError(f"{path}: invalid duration {raw!r}")
+    return sign * total
+
+
+class DynamicResources:
+    """PreFilter / Filter / PostFilter / Score / NormalizeScore / Reserve / Unreserve of DRA.
+
+    Args (``DynamicResourcesArgs``): ``filterTimeout`` (duration, default 10s, 0 disables, must
+    not be negative), ``bindingTimeout`` (duration, default 600s, at least 1s; accepted for
+    compatibility, py-scheduler does no PreBind).
+
+    The plugin keeps the claims it allocated in Reserve "in flight" (upstream's
+    ``SignalClaimPendingAllocation``) until Unreserve or until the claim's status shows an
+    allocation: their devices count as taken and another Pod sharing such a claim waits.
+    """
+
+    name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``): no
+        fragment; refuses Pods with resource claims. ``snapshot`` is unused by most plugins."""
+        if pod.spec.get("resourceClaims"):
+            return signers.cannot_sign("pods with dra resource claims are not signable")
+        return [], Status.success()
+
+
+    def __init__(self, filter_timeout: float = 10.0, binding_timeout: float = 600.0) -> None:
+        self.filter_timeout = filter_timeout
+        self.binding_timeout = binding_timeout
+        # claim UID -> [claim with status.allocation, sharers]
+        self._in_flight: dict[str, list[Any]] = {}
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> DynamicResources:
+        """Validate ``DynamicResourcesArgs``.
+
+        Raises:
+            ConfigError: an unknown field, an unparsable duration, ``filterTimeout`` < 0 or
+                ``bindingTimeout`` < 1s (upstream's messages).
+        """
+        from py_scheduler.framework.config import ConfigError
+
+        args = dict(args or {})
+        extra = sorted(set(args) - {"apiVersion", "kind", "filterTimeout", "bindingTimeout"})
+        if extra:
+            raise ConfigError(f"DynamicResourcesArgs: unknown field(s) {extra}")
+        ft = 10.0
+        if args.get("filterTimeout") is not None:
+            ft = parse_duration(args["filterTimeout"], "filterTimeout")
+            if ft < 0:
+                raise ConfigError(f"filterTimeout: Invalid value: {args['filterTimeout']!r}: must be zero or positive")
+        bt = 600.0
+        if args.get("bindingTimeout") is not None:
+            bt = parse_duration(args["bindingTimeout"], "bindingTimeout")
+            if bt < 1:
+                raise ConfigError(f"bindingTimeout: Invalid value: {args['bindingTimeout']!r}: must be at least 1 "
+                                  f"second")
+        return cls(ft, bt)
+
+    # -- claims of a Pod --------------------------------------------------------------------------
+    @staticmethod
+    def _pod_claims(pod: PodInfo) -> list[_PodClaim]:
+        """``spec.resourceClaims`` parsed once per Pod.
+
+        Raises:
+            PodParseError: not a list of objects with string names.
+        """
+        memo = pod.parsed.get(NAME)
+        if memo is not None:
+            claims: list[_PodClaim] = memo
+            return claims
+        raw = pod.spec.get("resourceClaims")
+        out: list[_PodClaim] = []
+        if raw is not None:
+            if not isinstance(raw, list):
+                raise PodParseError("spec.resourceClaims", raw, "expected a list of PodResourceClaims")
+            for i, rc in enumerate(raw):
+                if not isinstance(rc, dict):
+                    raise PodParseError(f"spec.resourceClaims[{i}]", rc, "expected an object")
+                vals = []
+                for k in ("name", "resourceClaimName", "resourceClaimTemplateName"):
+                    v = rc.get(k)
+                    if v is not None and not isinstance(v, str):
+                        raise PodParseError(f"spec.resourceClaims[{i}].{k}", v, "expected a string")
+                    vals.append(v)
+                out.append(_PodClaim(str(vals[0] or ""), vals[1], vals[2]))
+        pod.parsed[NAME] = out
+        return out
+
+    def _collect_claims(self, pod: PodInfo, objects: Any) -> list[Obj]:
+        """``foreachPodResourceClaim``: the ResourceClaim of each ``spec.resourceClaims`` entry.
+
+        Raises:
+            _Unschedulable: upstream's reason (claim not generated yet, not found, being deleted,
+                not owned by the Pod, no source set).
+            PodParseError: malformed ``spec.resourceClaims``.
+        """
+        out: list[Obj] = []
+        statuses = (pod.pod.get("status") or {}).get("resourceClaimStatuses") or []
+        for pc in self._pod_claims(pod):
+            must_check_owner = False
+            if pc.claim_name is not None:
+                claim_name: str | None = pc.claim_name
+            elif pc.template_name is not None:
+                found = False
+                claim_name = None
+                for st in statuses if isinstance(statuses, list) else []:
+                    if isinstance(st, dict) and st.get("name") == pc.name:
+                        found = True
+                        rcn = st.get("resourceClaimName")
+                        claim_name = str(rcn) if rcn else None
+                        must_check_owner = True
+                        break
+                if not found:
+                    raise _Unschedulable(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet')
+            else:
+                raise _Unschedulable(f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{pc.name}": none of '
+                                     f"the supported fields are set")
+            if claim_name is None:
+                continue
+            claim = objects.get("ResourceClaim", f"{pod.namespace}/{claim_name}") if objects is not None else None
+            if not isinstance(claim, dict):
+                raise _Unschedulable(f'could not find ResourceClaim "{pod.namespace}/{claim_name}"')
+            meta = _meta(claim)
+            if meta.get("deletionTimestamp"):
+                raise _Unschedulable(f'resourceclaim "{meta.get("name")}" is being deleted')
+            if must_check_owner and not _controlled_by(claim, pod.uid):
+                raise _Unschedulable(f"ResourceClaim {pod.namespace}/{meta.get('name')} was not created for Pod "
+                                     f"{pod.namespace}/{pod.name} (Pod is not owner)")
+            out.append(claim)
+        return out
+
+    # -- PreFilter -------------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
+        """``PreFilter``: Skip without claims; UnschedulableAndUnresolvable when a claim is missing,
+        being allocated for another Pod, or names a missing DeviceClass; otherwise prepares the
+        allocator over the ResourceSlices and the devices already allocated."""
+        s = DRAState()
+        state.write(STATE_KEY, s)
+        objects = getattr(state.snapshot, "objects", None)
+        try:
+            user_claims = self._collect_claims(pod, objects)
+        except _Unschedulable as exc:
+            return None, _unresolvable(str(exc))
+        except PodParseError as exc:
+            return None, _unresolvable(str(exc))
+        ext_claim = self._pre_filter_extended(pod, objects, s)
+        claims = list(user_claims) + ([ext_claim] if ext_claim is not None else [])
+        if not claims:
+            return None, Status.skip()
+        self._forget_stale_in_flight(objects)
+
+        num_to_allocate = 0
+        available: list[NodeSelector | None] = []
+        for claim in claims:
+            alloc = _allocation(claim)
+            if alloc is not None:
+                ns = alloc.get("nodeSelector")
+                sel: NodeSelector | None = None
+                if ns is not None:
+                    try:
+                        sel = NodeSelector.from_node_selector(ns)
+                    except ValueError as exc:
+                        return None, Status.error(str(exc), NAME)
+                    if sel.errors:
+                        return None, Status.error("; ".join(sel.errors), NAME)
+                available.append(sel)
+                continue
+            available.append(None)
+            num_to_allocate += 1
+            if _uid(claim) in self._in_flight:
+                return None, _unresolvable(f"resource claim {claim_ref(claim)} is in the process of being allocated")
+            if claim is ext_claim:
+                continue
+            st = self._validate_requests(claim, objects)
+            if st is not None:
+                return None, st
+
+        s.claims = claims
+        s.num_user = len(user_claims)
+        s.available_on = available
+        s.allocations = [None] * len(claims)
+        if num_to_allocate > 0:
+            classes = {str(_meta(dc).get("name") or ""): dc for dc in (objects.list("DeviceClass") if objects
+                                                                        is not None else []) if isinstance(dc, dict)}
+            slices = [sl for sl in (objects.list("ResourceSlice") if objects is not None else [])
+                      if isinstance(sl, dict)]
+            s.allocator = Allocator(self._allocated_devices(objects), classes, slices)
+        return None, Status.success()
+
+    def _validate_requests(self, claim: Obj, objects: Any) -> Status | None:
+        """The request checks of PreFilter: each (sub)request names an existing DeviceClass; features
+        py-scheduler does not model are refused here with a reason naming them."""
+        for req in _requests(claim):
+            rname = str(req.get("name") or "")
+            exactly = req.get("exactly")
+            subs = req.get("firstAvailable") or []
+            if isinstance(exactly, dict):
+                if exactly.get("adminAccess"):
+                    return _unsupported(f"admin access (request {rname} of claim {claim_ref(claim)})")
+                if exactly.get("capacity") is not None:
+                    return _unsupported(f"consumable capacity (capacity requests in request {rname} of claim "
+                                        f"{claim_ref(claim)})")
+                st = self._validate_device_class(objects, str(exactly.get("deviceClassName") or ""), rname)
+                if st is not None:
+                    return st
+            elif isinstance(subs, list) and subs:
+                for sub in subs:
+                    if not isinstance(sub, dict):
+                        return Status.error(f"request {rname}: unsupported request type", NAME)
+                    qual = f"{rname}/{sub.get('name') or ''}"
+                    if sub.get("capacity") is not None:
+                        return _unsupported(f"consumable capacity (capacity requests in request {qual} of claim "
+                                            f"{claim_ref(claim)})")
+                    st = self._validate_device_class(objects, str(sub.get("deviceClassName") or ""), qual)
+                    if st is not None:
+                        return st
+            else:
+                return _unresolvable(f"resource claim {claim_ref(claim)}, request {rname}: unknown request type")
+        return None
+
+    @staticmethod
+    def _validate_device_class(objects: Any, class_name: str, request_name: str) -> Status | None:
+        """``validateDeviceClass``."""
+        if not class_name:
+            return Status.error(f"request {request_name}: unsupported request type", NAME)
+        if objects is None or objects.get("DeviceClass", class_name) is None:
+            return _unresolvable(f"request {request_name}: device class {class_name} does not exist")
+        return None
+
+    def _allocated_devices(self, objects: Any) -> set[DeviceID]:
+        """``GatherAllocatedState``: devices of every claim's ``status.allocation`` plus the in-flight
+        allocations; admin-access results do not count, shared (``shareID``) results are not
+        dedicated."""
+        out: set[DeviceID] = set()
+        claims = [c for c in (objects.list("ResourceClaim") if objects is not None else []) if isinstance(c, dict)]
+        claims += [entry[0] for entry in self._in_flight.values()]
+        for claim in claims:
+            for r in _results(_allocation(claim)):
+                if r.get("adminAccess") or r.get("shareID") is not None:
+                    continue
+                out.add((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
+        return out
+
+    def _forget_stale_in_flight(self, objects: Any) -> None:
+        """Drop in-flight entries whose claim now shows an allocation (written by someone) or is gone."""
+        for uid, (claim, _n) in list(self._in_flight.items()):
+            if _meta(claim).get("name") == SPECIAL_CLAIM_NAME:
+                continue
+            cur = objects.get("ResourceClaim", claim_ref(claim)) if objects is not None else None
+            if cur is None or (_uid(cur) == uid and _allocation(cur) is not None):
+                del self._in_flight[uid]
+
+    def _pre_filter_extended(self, pod: PodInfo, objects: Any, s: DRAState) -> Obj | None:
+        """``preFilterExtendedResources``: the special claim when the Pod requests an extended
+        resource that a DeviceClass backs (an existing extended-resource claim owned by the Pod, or
+        an in-memory one without requests)."""
+        scalar = {k: v for k, v in pod.requests.scalar.items() if v != 0 and is_dra_extended_resource_name(k)}
+        if not scalar or objects is None:
+            return None
+        resolver = DeviceClassResolver(objects.list("DeviceClass"))
+        if not any(resolver.get(k) is not None for k in scalar):
+            return None
+        s.ext_resources = scalar
+        s.resolver = resolver
+        s.pod_spec = pod.spec
+        for c in objects.list("ResourceClaim", pod.namespace):
+            meta = _meta(c)
+            if (meta.get("annotations") or {}).get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) != "true":
+                continue
+            for ref in meta.get("ownerReferences") or []:
+                if (isinstance(ref, dict) and ref.get("name") == pod.name and ref.get("controller")
+                        and ref.get("uid") == pod.uid):
+                    found: Obj = c
+                    return found
+        return {"metadata": {"namespace": pod.namespace, "name": SPECIAL_CLAIM_NAME,
+                             "uid": f"{pod.uid or pod.key}-extended-resources",
+                             "annotations": {EXTENDED_RESOURCE_CLAIM_ANNOTATION: "true"},
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod.name,
+                                                  "uid": pod.uid, "controller": True}]},
+                "spec": {}}
+
+    # -- Filter ------------------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """``Filter``: allocated claims must be reachable from the node; the others must be
+        allocatable from the node's devices (``cannot allocate all claims`` otherwise)."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.claims:
+            return Status.success()
+        node = node_info.node or {}
+        node_ext_claim, st = self._filter_extended(s, node_info)
+        if st is not None:
+            return st
+        if node_ext_claim is None and s.num_user == 0:
+            return Status.success()
+
+        unavailable: list[int] = []
+        declared = (node.get("status") or {}).get("declaredFeatures") or []
+        for i, claim in enumerate(s.claims):
+            sel = s.available_on[i]
+            if sel is not None and not sel.match(node):
+                unavailable.append(i)
+                continue
+            alloc = _allocation(claim)
+            needs_ops = any(r.get("skipNodeOperations") for r in _results(alloc))
+            if needs_ops and DRA_OPTIONAL_NODE_OPERATIONS not in declared:
+                unavailable.append(i)
+                continue
+            if any(r.get("bindingConditions") for r in _results(alloc)):
+                return _unsupported(f"binding conditions on allocated claim {claim_ref(claim)}")
+
+        allocations: list[Obj] = []
+        if s.allocator is not None:
+            ext = s.extended_claim()
+            to_alloc = [node_ext_claim if (c is ext and node_ext_claim is not None) else c for _, c in s.to_allocate()]
+            deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
+            try:
+                result, skipped = s.allocator.allocate(node, to_alloc, deadline)
+            except AllocationTimeout:
+                return Status.error(f"node {node_info.name}: timed out trying to allocate devices", NAME)
+            except FailedAllocationOnNode as exc:
+                return _unresolvable(str(exc))
+            except AllocationError as exc:
+                return Status.error(str(exc), NAME)
+            if result is None or len(result) != len(to_alloc):
+                if skipped:
+                    return _unsupported(" and ".join(sorted(skipped)) +
+                                        " (devices that could satisfy the claims were skipped)")
+                return _unresolvable("cannot allocate all claims")
+            allocations = result
+        if unavailable:
+            s.unavailable.update(unavailable)
+            return _unresolvable("resourceclaim not available on the node")
+        if s.allocator is not None:
+            s.node_allocations[node_info.name] = allocations
+        return Status.success()
+
+    def _filter_extended(self, s: DRAState, node_info: NodeInfo) -> tuple[Obj | None, Status | None]:
+        """``filterExtendedResources``: None when the node's device plugins provide every extended
+        resource; DRA-provided extended resources are not supported by py-scheduler."""
+        ext = s.extended_claim()
+        if ext is None:
+            return None, None
+        if ((ext.get("spec") or {}).get("devices") or {}).get("requests") is not None:
+            return None, _unresolvable("cannot schedule extended resource claim")
+        need: list[str] = []
+        resolver = s.resolver or DeviceClassResolver()
+        for name, q in s.ext_resources.items():
+            if q == 0:
+                continue
+            ok = name in node_info.allocatable.scalar
+            backed = resolver.get(name) is not None
+            if backed and node_info.allocatable.scalar.get(name, 0) == 0:
+                need.append(name)
+            elif not ok:
+                return None, _unresolvable("cannot fit resource")
+        if s.num_user == 0 and not need:
+            return None, None
+        if _allocation(ext) is not None:
+            return None, None
+        node_claim = copy.deepcopy(ext)
+        try:
+            reqs = _extended_resource_requests(s.pod_spec, {n: s.ext_resources[n] for n in need}, resolver)
+        except (TypeError, ValueError, AttributeError) as exc:
+            return None, _unresolvable(f"invalid extended resource request: {exc}")
+        node_claim["spec"] = {"devices": {"requests": reqs}}
+        return node_claim, None
+
+    # -- PostFilter ------------------------------------------------------------------------------
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    node_statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
+        """``PostFilter``: upstream deallocates one claim that is allocated but unavailable on every
+        node and reserved for nobody else. py-scheduler does not write claims: it names the claim
+        (``state.data[NEEDS_API_DEALLOCATION_KEY]``) in an Unschedulable reason.
+
+        Without PreFilter state (an earlier PreFilter plugin rejected the Pod, so DynamicResources'
+        PreFilter never ran) upstream's ``getStateData`` fails with ``fwk.ErrNotFound``: an Error
+        ``not found``, which RunPostFilterPlugins returns in place of the preemption message."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return None, Status.error("not found", NAME)
+        if not s.claims:
+            return None, Status(Code.UNSCHEDULABLE)
+        ext = s.extended_claim()
+        for i in sorted(s.unavailable):
+            claim = s.claims[i]
+            if claim is ext:
+                continue
+            reserved = (claim.get("status") or {}).get("reservedFor") or []
+            if not reserved or (len(reserved) == 1 and isinstance(reserved[0], dict)
+                                and reserved[0].get("uid") == pod.uid):
+                state.write(NEEDS_API_DEALLOCATION_KEY, claim_ref(claim))
+                return None, Status(Code.UNSCHEDULABLE, [
+                    f"DynamicResources: deallocating ResourceClaim {claim_ref(claim)} through the API is not "
+                    f"supported by py-scheduler yet"], NAME)
+        return None, Status(Code.UNSCHEDULABLE)
+
+    # -- Score -------------------------------------------------------------------------------------
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
+        """:meth:`score` for each of ``nodes`` in order (batch form): all 0 at once for a Pod without
+        claims, else node by node."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return [], Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.claims:
+            return [0] * len(nodes), Status.success()
+        out: list[int] = []
+        for ni in nodes:
+            sc, st = self.score(state, pod, ni)
+            if not st.is_success():
+                return [], st
+            out.append(sc)
+        return out, Status.success()
+
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
+        """``Score``: 0 without claims or without a Filter result for the node; otherwise
+        ``computeScore``: for every ``firstAvailable`` subrequest used, ``8 - its index``."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return 0, Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.claims:
+            return 0, Status.success()
+        allocations = s.node_allocations.get(node_info.name)
+        if allocations is None:
+            return 0, Status.success()
+        score = 0
+        k = 0
+        for claim in s.claims:
+            alloc = _allocation(claim)
+            if alloc is None:
+                if k >= len(allocations):
+                    return 0, Status.error(f"number of allocations {len(allocations)} is smaller than number of "
+                                           f"claims needing allocation", NAME)
+                alloc = allocations[k]
+                k += 1
+            used = {str(r.get("request") or "") for r in _results(alloc)}
+            used = {u for u in used if len(u.split("/")) == 2}
+            for req in _requests(claim):
+                if req.get("exactly") is not None:
+                    continue
+                for i, sub in enumerate(req.get("firstAvailable") or []):
+                    if isinstance(sub, dict) and f"{req.get('name') or ''}/{sub.get('name') or ''}" in used:
+                        score += FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE - i
+        return score, Status.success()
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> Status:
+        """``DefaultNormalizeScore(MaxNodeScore, false)``."""
+        default_normalize_score(100, False, scores)
+        return Status.success()
+
+    # -- Reserve -----------------------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``Reserve``: take the node's allocation from Filter, keep it in flight, record it in the
+        CycleState and flag that the claims' status must be written through the API."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.claims:
+            return Status.success()
+        recorded: dict[str, Obj] = {}
+        needs_write = any(_allocation(c) is not None and not _reserved_for(c, pod.uid)
+                          for c in s.claims[:s.num_user])
+        to_alloc = s.to_allocate()
+        if to_alloc and s.allocator is not None:
+            user_to_alloc = any(i < s.num_user for i, _ in to_alloc)
+            allocations = s.node_allocations.get(node_name)
+            if not allocations:
+                if not user_to_alloc:
+                    return self._flag(state, needs_write, recorded)
+                return Status.error("claim allocation not found for node", NAME)
+            if len(allocations) != len(to_alloc):
+                return Status.error(f"internal error, have {len(allocations)} allocations, {len(to_alloc)} claims to "
+                                    f"allocate, want {len(to_alloc)} claims", NAME)
+            for (i, claim), alloc in zip(to_alloc, allocations, strict=True):
+                s.allocations[i] = alloc
+                allocated = copy.deepcopy(claim)
+                allocated["status"] = dict(allocated.get("status") or {}, allocation=alloc)
+                uid = _uid(claim)
+                entry = self._in_flight.get(uid)
+                if entry is not None:
+                    entry[1] += 1
+                else:
+                    self._in_flight[uid] = [allocated, 1]
+                recorded[claim_ref(claim)] = alloc
+            needs_write = True
+        return self._flag(state, needs_write, recorded)
+
+    @staticmethod
+    def _flag(state: CycleState, needs_write: bool, recorded: dict[str, Obj]) -> Status:
+        if recorded:
+            state.write(ALLOCATIONS_KEY, recorded)
+        if needs_write:
+            state.write(NEEDS_API_ALLOCATION_KEY, True)
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """``Unreserve``: release the in-flight allocations of this Pod's claims (idempotent)."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return
+        for i, claim in enumerate(s.claims):
+            if s.allocations[i] is None:
+                continue
+            uid = _uid(claim)
+            entry = self._in_flight.get(uid)
+            if entry is None:
+                continue
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self._in_flight[uid]
+            s.allocations[i] = None
+        state.data.pop(NEEDS_API_ALLOCATION_KEY, None)
+        state.data.pop(ALLOCATIONS_KEY, None)
+
+    def in_flight_claims(self) -> list[str]:
+        """``namespace/name`` of the claims whose allocation is in flight (Reserved, not yet written)."""
+        return sorted(claim_ref(entry[0]) for entry in self._in_flight.values())
+
+
+def _container_request(index: int, container: Obj, resource: str, class_name: str,
+                        reusable: list[Obj | None]) -> Obj | None:
+    """``createResourceRequestAndMappings``: the device request of one container for ``resource``
+    (named ``container-<index>-request-<position of resource in the sorted request names>``), less
+    what ``reusable`` requests of later long-lived containers already provide; None if none needed."""
+    creqs = (container.get("resources") or {}).get("requests") or {}
+    if not isinstance(creqs, dict) or resource not in creqs:
+        return None
+    q = qty.parse(creqs[resource])
+    if q != q.to_integral_value() or q == 0:
+        return None
+    crq = int(q)
+    total = 0
+    for r in reusable:
+        if r is not None:
+            total += int(r["exactly"]["count"])
+            if total >= crq:
+                return None
+    ridx = sorted(str(k) for k in creqs).index(resource)
+    return {"name": f"container-{index}-request-{ridx}",
+            "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": crq - total}}
+
+
+def _extended_resource_requests(spec: Obj, resources: dict[str, int], resolver: DeviceClassResolver) -> list[Obj]:
+    """``createRequestsAndMappings``: the device requests of the special claim for the extended
+    resources the node must provide through DRA: one per long-lived container (regular and sidecar
+    init containers) plus the largest one of the short-lived init containers, sorted by name."""
+    inits = [c for c in spec.get("initContainers") or [] if isinstance(c, dict)]
+    containers = inits + [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    long_lived = [i for i, c in enumerate(containers) if i >= len(inits) or c.get("restartPolicy") == "Always"]
+    short_lived = [i for i in range(len(inits)) if i not in long_lived]
+    out: list[Obj] = []
+    for resource in sorted(resources):
+        dc = resolver.get(resource)
+        if dc is None:
+            continue
+        class_name = str(_meta(dc).get("name") or "")
+        long_reqs: list[Obj | None] = [None] * len(containers)
+        for i in long_lived:
+            long_reqs[i] = _container_request(i, containers[i], resource, class_name, [])
+        biggest: Obj | None = None
+        for i in short_lived:
+            r = _container_request(i, containers[i], resource, class_name, long_reqs[i:])
+            if r is not None and (biggest is None or biggest["exactly"]["count"] < r["exactly"]["count"]):
+                biggest = r
+        if biggest is not None:
+            out.append(biggest)
+        out.extend(r for r in long_reqs if r is not None)
+    out.sort(key=lambda r: str(r["name"]))
+    return out
+
+
+def simulated_pre_bind(state: CycleState, pod: PodInfo) -> list[str]:
+    """What upstream's PreBind writes, applied to the cycle's in-memory ClusterObjects (for
+    ``explain`` / ``simulate`` only, never for the live informers' objects): each claim of the Pod
+    gets ``status.allocation`` (from Reserve) and the Pod in ``status.reservedFor``. Later Pods
+    then see those claims allocated (and may share them) instead of "in the process of being
+    allocated". Returns the ``namespace/name`` of the claims written; the in-flight entries are
+    dropped by the next PreFilter. The special extended-resource claim is created under the name
+    ``<pod>-extended-resources``.
+    """
+    try:
+        s: DRAState = state.read(STATE_KEY)
+    except KeyError:
+        return []
+    objects = getattr(state.snapshot, "objects", None)
+    if objects is None or not s.claims:
+        return []
+    written: list[str] = []
+    for i, claim in enumerate(s.claims):
+        alloc = s.allocations[i] or _allocation(claim)
+        if alloc is None:
+            continue
+        new = copy.deepcopy(claim)
+        meta = _meta(new)
+        if meta.get("name") == SPECIAL_CLAIM_NAME:
+            meta["name"] = f"{pod.name}-extended-resources"
+        status = dict(new.get("status") or {})
+        status["allocation"] = alloc
+        reserved = [r for r in status.get("reservedFor") or [] if isinstance(r, dict)]
+        if not any(r.get("uid") == pod.uid for r in reserved):
+            reserved.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
+        status["reservedFor"] = reserved
+        new["status"] = status
+        new["metadata"] = meta
+        objects.upsert("ResourceClaim", new)
+        written.append(claim_ref(new))
+    return written
+
+
+def _controlled_by(claim: Obj, pod_uid: str) -> bool:
+    """``metav1.IsControlledBy``: the claim's controller owner reference is the Pod."""
+    for ref in _meta(claim).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return bool(ref.get("uid")) and ref.get("uid") == pod_uid
+    return False
+
+
+def _reserved_for(claim: Obj, pod_uid: str) -> bool:
+    """``IsReservedForPod``: the Pod is in ``status.reservedFor``."""
+    for r in (claim.get("status") or {}).get("reservedFor") or []:
+        if isinstance(r, dict) and r.get("uid") == pod_uid:
+            return True
+    return False

@@ -1,0 +1,861 @@
+"""Structured-parameters device allocator (what DynamicResources' Filter runs per node).
+
+Upstream: ``k8s.io/dynamic-resource-allocation@v0.37.2/structured/internal/incubating/``
+(``allocator_incubating.go``: ``Allocate``, ``validateDeviceRequest``, ``allocateOne``,
+``isSelectable``, ``selectorsMatch``, ``allocateDevice``, ``createNodeSelector``, the
+``matchAttribute`` constraint, device taints; ``constraint.go``: ``distinctAttribute``;
+``pools_incubating.go``: ``GatherPools``, ``NodeMatches``, ``buildPool``,
+``checkSlicesInPool``; ``compatibility_groups.go``). v1.37's default feature set (DRAConsumableCapacity,
+DRADeviceBindingConditions on) selects the *incubating* variant in ``structured/allocator.go``.
+
+The search is upstream's exhaustive first-fit: claims in order, requests in order, each device
+from the pools sorted by (driver, pool), slices sorted by name, devices in slice order;
+``firstAvailable`` subrequests are tried in priority order; combinations (not permutations) of
+devices within one request. The first full solution wins.
+
+What py-scheduler does not allocate (the device is skipped and, when nothing else fits, the node is
+rejected with a reason naming the feature, see :attr:`Allocator.skipped_features`): devices that
+consume counters (partitionable devices), devices that allow multiple allocations or have capacity
+request policies (consumable capacity), devices with binding conditions or ``bindsToNode``.
+
+Objects are plain resource.k8s.io/v1 JSON dicts. Device IDs are ``(driver, pool, device)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from py_scheduler.plugins.helpers import cel
+from py_scheduler.plugins.helpers.node_selector import NodeSelector
+
+__all__ = [
+    "ALLOCATION_RESULTS_MAX_SIZE",
+    "AllocationError",
+    "AllocationTimeout",
+    "Allocator",
+    "DeviceID",
+    "FailedAllocationOnNode",
+    "claim_ref",
+    "node_matches",
+]
+
+log = logging.getLogger("py_scheduler.plugins.dynamic_resources")
+
+Obj = dict[str, Any]
+DeviceID = tuple[str, str, str]
+
+ALLOCATION_RESULTS_MAX_SIZE = 32
+"""``resourceapi.AllocationResultsMaxSize``: devices one claim may get."""
+
+MODE_EXACT_COUNT = "ExactCount"
+MODE_ALL = "All"
+
+FEATURE_PARTITIONABLE = "partitionable devices (consumesCounters)"
+FEATURE_CONSUMABLE_CAPACITY = "consumable capacity (allowMultipleAllocations / capacity requestPolicy)"
+FEATURE_BINDING_CONDITIONS = "device binding conditions (bindingConditions / bindsToNode)"
+
+
+class AllocationError(Exception):
+    """Something wrong with a claim or class (upstream returns the error: the Filter fails with
+    Error and the Pod is retried). ``str()`` is upstream's message."""
+
+
+class FailedAllocationOnNode(Exception):
+    """``ErrFailedAllocationOnNode``: not fatal, the node is rejected with ``str()`` as reason."""
+
+
+class AllocationTimeout(Exception):
+    """The Filter timeout (``filterTimeout``) expired during the search."""
+
+
+class _Stop(Exception):
+    """``errAllocationResultMaxSizeExceeded``: backtrack more aggressively."""
+
+
+def claim_ref(claim: Mapping[str, Any]) -> str:
+    """``klog.KObj(claim)``: ``namespace/name``."""
+    meta = claim.get("metadata") or {}
+    return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+
+
+def node_matches(node: Mapping[str, Any] | None, node_name: str, all_nodes: bool, node_selector: object) -> bool:
+    """``NodeMatches``: a node name, all nodes, or a node selector (one of them).
+
+    Raises:
+        AllocationError: an unparsable node selector (``failed to parse node selector``).
+    """
+    if node_name:
+        return node is not None and str((node.get("metadata") or {}).get("name") or "") == node_name
+    if all_nodes:
+        return True
+    if node_selector is not None:
+        try:
+            sel = NodeSelector.from_node_selector(node_selector if isinstance(node_selector, Mapping) else None)
+        except ValueError as exc:
+            raise AllocationError(f"failed to parse node selector: {exc}") from exc
+        if not isinstance(node_selector, Mapping):
+            raise AllocationError(f"failed to parse node selector {node_selector!r}")
+        return sel.match(node)
+    return False
+
+
+# -- slices and pools --------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Slice:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    count: int
+    node_name: str
+    all_nodes: bool
+    node_selector: Any
+    per_device: bool
+    shared_counters: bool
+    devices: list[Obj]
+
+    @classmethod
+    def parse(cls, obj: Mapping[str, Any]) -> _Slice | None:
+        """A ResourceSlice, or None when its shape is unusable (logged; API validation prevents it)."""
+        spec = obj.get("spec")
+        if not isinstance(spec, Mapping):
+            return None
+        pool = spec.get("pool") or {}
+        devices = spec.get("devices") or []
+        if not isinstance(pool, Mapping) or not isinstance(devices, list):
+            return None
+        gen, count = pool.get("generation", 0), pool.get("resourceSliceCount", 0)
+        if not isinstance(gen, int) or not isinstance(count, int):
+            return None
+        return cls(
+            name=str((obj.get("metadata") or {}).get("name") or ""),
+            driver=str(spec.get("driver") or ""),
+            pool=str(pool.get("name") or ""),
+            generation=gen,
+            count=count,
+            node_name=str(spec.get("nodeName") or ""),
+            all_nodes=bool(spec.get("allNodes")),
+            node_selector=spec.get("nodeSelector"),
+            per_device=bool(spec.get("perDeviceNodeSelection")),
+            shared_counters=bool(spec.get("sharedCounters")),
+            devices=[d for d in devices if isinstance(d, dict)],
+        )
+
+    def uses_compatibility_groups(self) -> bool:
+        """``sliceUsesCompatibilityGroups`` (DRADeviceCompatibilityGroups is off in v1.37)."""
+        for d in self.devices:
+            for c in d.get("consumesCounters") or []:
+                if isinstance(c, Mapping) and c.get("compatibilityGroups"):
+                    return True
+        return False
+
+
+@dataclass(slots=True)
+class _Pool:
+    driver: str
+    pool: str
+    incomplete: bool = False
+    invalid: bool = False
+    invalid_reason: str = ""
+    slices: list[_Slice] = field(default_factory=list)
+
+    @property
+    def pool_id(self) -> str:
+        return f"{self.driver}/{self.pool}"
+
+
+def gather_pools(slices_for_node: Iterable[_Slice], node: Mapping[str, Any],
+                 all_slices: list[_Slice]) -> list[_Pool]:
+    """``GatherPools``: the pools with devices reachable from ``node``, sorted by (driver, pool);
+    pools with binding conditions last. Outdated slices are ignored; a pool missing slices is
+    ``incomplete``; duplicate device names make it ``invalid``.
+
+    Raises:
+        AllocationError: a malformed node selector on a slice or device.
+    """
+    pools: dict[tuple[str, str], list[_Slice]] = {}
+    for sl in slices_for_node:
+        if sl.uses_compatibility_groups():
+            continue
+        if sl.node_name or sl.all_nodes or sl.node_selector is not None:
+            relevant = node_matches(node, sl.node_name, sl.all_nodes, sl.node_selector)
+        elif sl.per_device:
+            relevant = any(node_matches(node, str(d.get("nodeName") or ""), bool(d.get("allNodes")),
+                                        d.get("nodeSelector")) for d in sl.devices)
+        else:
+            continue
+        if not relevant:
+            continue
+        pid = (sl.driver, sl.pool)
+        cur = pools.get(pid)
+        if cur is None or sl.generation > cur[0].generation:
+            pools[pid] = [sl]
+        elif sl.generation == cur[0].generation:
+            cur.append(sl)
+    result: list[_Pool] = []
+    with_binding: list[_Pool] = []
+    for (driver, pool_name), pslices in pools.items():
+        want = pslices[0].count
+        complete_slices: list[_Slice] | None = None
+        if len(pslices) != want:
+            gen = pslices[0].generation
+            all_for_pool: list[_Slice] = []
+            obsolete = False
+            for sl in all_slices:
+                if sl.driver != driver or sl.pool != pool_name:
+                    continue
+                if sl.generation == gen:
+                    all_for_pool.append(sl)
+                elif sl.generation > gen:
+                    obsolete = True
+                    break
+            if obsolete:
+                continue
+            all_for_pool = [s for s in all_for_pool if not s.uses_compatibility_groups()]
+            if len(all_for_pool) != want:
+                result.append(_Pool(driver, pool_name, incomplete=True))
+                continue
+            complete_slices = all_for_pool
+        p = _build_pool(driver, pool_name, pslices, complete_slices)
+        if any(d.get("bindingConditions") is not None for s in p.slices for d in s.devices):
+            with_binding.append(p)
+        else:
+            result.append(p)
+    result.sort(key=lambda p: (p.driver, p.pool))
+    with_binding.sort(key=lambda p: (p.driver, p.pool))
+    return result + with_binding
+
+
+def _build_pool(driver: str, pool: str, slices: list[_Slice], _all: list[_Slice] | None) -> _Pool:
+    """``buildPool``: device slices sorted by name (counter-set slices carry no devices to
+    allocate); duplicate device names make the pool invalid."""
+    device_slices = sorted((s for s in slices if not s.shared_counters), key=lambda s: s.name)
+    names: set[str] = set()
+    for s in device_slices:
+        for d in s.devices:
+            n = str(d.get("name") or "")
+            if n in names:
+                return _Pool(driver, pool, invalid=True, invalid_reason=f"duplicate device name {n}")
+            names.add(n)
+    return _Pool(driver, pool, slices=device_slices)
+
+
+# -- requests ------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Request:
+    """``requestAccessor`` over an ``exactly`` request or a ``firstAvailable`` subrequest."""
+
+    name: str
+    class_name: str
+    mode: str
+    count: int
+    admin_access: bool
+    has_admin_access: bool
+    selectors: list[Any]
+    tolerations: list[Any]
+    capacity: Any
+    derived: Any
+
+    @classmethod
+    def from_exact(cls, name: str, ex: Mapping[str, Any]) -> _Request:
+        return cls._from(name, ex, admin=ex.get("adminAccess"))
+
+    @classmethod
+    def from_sub(cls, sub: Mapping[str, Any]) -> _Request:
+        return cls._from(str(sub.get("name") or ""), sub, admin=None)
+
+    @classmethod
+    def _from(cls, name: str, m: Mapping[str, Any], admin: object) -> _Request:
+        count = m.get("count")
+        return cls(
+            name=name,
+            class_name=str(m.get("deviceClassName") or ""),
+            # The API server defaults allocationMode to ExactCount and count to 1.
+            mode=str(m.get("allocationMode") or MODE_EXACT_COUNT),
+            count=count if isinstance(count, int) and not isinstance(count, bool) else 1,
+            admin_access=admin is True,
+            has_admin_access=admin is not None,
+            selectors=list(m.get("selectors") or []),
+            tolerations=[t for t in m.get("tolerations") or [] if isinstance(t, Mapping)],
+            capacity=m.get("capacity"),
+            derived=m.get("derivedAttributes"),
+        )
+
+
+@dataclass(slots=True)
+class _Candidate:
+    id: DeviceID
+    device: Obj
+    slice: _Slice
+
+
+@dataclass(slots=True)
+class _RequestData:
+    request: _Request
+    parent: str | None
+    device_class: Obj | None
+    num_devices: int = 0
+    selected_sub: int = 0
+    all_devices: list[_Candidate] = field(default_factory=list)
+
+    def request_name(self) -> str:
+        return f"{self.parent}/{self.request.name}" if self.parent is not None else self.request.name
+
+
+@dataclass(slots=True)
+class _Result:
+    request: str
+    parent: str | None
+    id: DeviceID
+    device: Obj
+    slice: _Slice
+    tolerations: list[Any]
+
+    def request_name(self) -> str:
+        return f"{self.parent}/{self.request}" if self.parent is not None else self.request
+
+
+# -- constraints ------------------------------------------------------------------------------
+def _lookup_attribute(device: Mapping[str, Any], driver: str, name: str) -> Mapping[str, Any] | None:
+    """``lookupAttribute``: the fully qualified name, or the bare id when the domain is the driver."""
+    attrs = device.get("attributes") or {}
+    if not isinstance(attrs, Mapping):
+        return None
+    v = attrs.get(name)
+    if isinstance(v, Mapping):
+        return v
+    domain, sep, ident = name.partition("/")
+    if not sep or domain != driver:
+        return None
+    v = attrs.get(ident)
+    return v if isinstance(v, Mapping) else None
+
+
+_SCALAR_KEYS = ("string", "int", "bool", "version")
+
+
+def _scalar(attr: Mapping[str, Any]) -> tuple[str, Any] | None:
+    for k in _SCALAR_KEYS:
+        if attr.get(k) is not None:
+            return k, attr[k]
+    return None
+
+
+class _Constraint:
+    def __init__(self, requests: Iterable[str], attribute: str) -> None:
+        self.requests = set(requests)
+        self.attribute = attribute
+
+    def applies(self, request: str, sub: str | None) -> bool:
+        if not self.requests:
+            return True
+        if sub is None:
+            return request in self.requests
+        return request in self.requests or f"{request}/{sub}" in self.requests
+
+    def add(self, request: str, sub: str | None, device: Obj, did: DeviceID) -> bool:
+        raise NotImplementedError
+
+    def remove(self, request: str, sub: str | None) -> None:
+        raise NotImplementedError
+
+
+class _MatchAttribute(_Constraint):
+    """``matchAttributeConstraint``: every device has the attribute, all with the same value."""
+
+    def __init__(self, requests: Iterable[str], attribute: str) -> None:
+        super().__init__(requests, attribute)
+        self.value: tuple[str, Any] | None = None
+        self.num = 0
+
+    def add(self, request: str, sub: str | None, device: Obj, did: DeviceID) -> bool:
+        if not self.applies(request, sub):
+            return True
+        attr = _lookup_attribute(device, did[0], self.attribute)
+        if attr is None:
+            return False
+        if self.num == 0:
+            self.value = _scalar(attr)
+            self.num = 1
+            return True
+        v = _scalar(attr)
+        if v is None or self.value is None or v != self.value:
+            return False
+        self.num += 1
+        return True
+
+    def remove(self, request: str, sub: str | None) -> None:
+        if self.applies(request, sub):
+            self.num -= 1
+
+
+class _DistinctAttribute(_Constraint):
+    """``distinctAttributeConstraint``: every device has the attribute, all values differ."""
+
+    def __init__(self, requests: Iterable[str], attribute: str) -> None:
+        super().__init__(requests, attribute)
+        self.values: list[tuple[str, Any] | None] = []
+
+    def add(self, request: str, sub: str | None, device: Obj, did: DeviceID) -> bool:
+        if not self.applies(request, sub):
+            return True
+        attr = _lookup_attribute(device, did[0], self.attribute)
+        if attr is None:
+            return False
+        v = _scalar(attr)
+        if v is None or v in self.values:
+            return False
+        self.values.append(v)
+        return True
+
+    def remove(self, request: str, sub: str | None) -> None:
+        if self.applies(request, sub):
+            self.values.pop()
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """``resourceclaim.ToleratesTaint`` (device tolerations: Equal / Exists)."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration.get("key") != taint.get("key"):
+        return False
+    op = toleration.get("operator") or "Equal"
+    if op == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return op == "Exists"
+
+
+def _taint_prevents_allocation(device: Mapping[str, Any], request: _Request) -> bool:
+    """``taintPreventsAllocation``: an untolerated NoSchedule / NoExecute taint."""
+    for taint in device.get("taints") or []:
+        if not isinstance(taint, Mapping):
+            continue
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
+                _tolerates(t, taint) for t in request.tolerations):
+            return True
+    return False
+
+
+def _unsupported_feature(device: Mapping[str, Any]) -> str | None:
+    """The feature py-scheduler cannot allocate this device under, or None."""
+    if device.get("consumesCounters"):
+        return FEATURE_PARTITIONABLE
+    if device.get("allowMultipleAllocations"):
+        return FEATURE_CONSUMABLE_CAPACITY
+    for cap in (device.get("capacity") or {}).values():
+        if isinstance(cap, Mapping) and cap.get("requestPolicy") is not None:
+            return FEATURE_CONSUMABLE_CAPACITY
+    if device.get("bindingConditions") or device.get("bindsToNode"):
+        return FEATURE_BINDING_CONDITIONS
+    return None
+
+
+# -- the allocator -------------------------------------------------------------------------------
+class Allocator:
+    """``structured.Allocator`` for one scheduling cycle (built in PreFilter, used by every Filter).
+
+    Args:
+        allocated: device IDs already allocated to some claim (``AllocatedDevices``).
+        classes: DeviceClass name -> object.
+        slices: every ResourceSlice (JSON).
+        cel_cache: shared ``(expression, device id) -> bool`` memo for this cycle.
+    """
+
+    def __init__(self, allocated: set[DeviceID], classes: Mapping[str, Obj], slices: Iterable[Mapping[str, Any]],
+                 cel_cache: dict[tuple[str, DeviceID], bool] | None = None) -> None:
+        self.allocated = allocated
+        self.classes = classes
+        self.all_slices: list[_Slice] = []
+        for obj in slices:
+            sl = _Slice.parse(obj)
+            if sl is None:
+                log.warning("ignoring malformed ResourceSlice %s", (obj.get("metadata") or {}).get("name"))
+                continue
+            self.all_slices.append(sl)
+        self.on_node: dict[str, list[_Slice]] = {}
+        self.shared: list[_Slice] = []
+        for sl in self.all_slices:
+            if sl.node_name:
+                self.on_node.setdefault(sl.node_name, []).append(sl)
+            else:
+                self.shared.append(sl)
+        self.cel_cache: dict[tuple[str, DeviceID], bool] = cel_cache if cel_cache is not None else {}
+        self._device_vars: dict[DeviceID, Any] = {}
+
+    def allocate(self, node: Mapping[str, Any], claims: list[Obj],
+                 deadline: float | None = None) -> tuple[list[Obj] | None, set[str]]:
+        """``Allocator.Allocate``: one allocation result per claim (same order), or None when the
+        claims do not fit on ``node``; plus the unsupported features of devices that were skipped.
+        ``deadline`` is a ``time.monotonic()`` instant (the Filter timeout).
+
+        Raises:
+            AllocationError: a broken claim or class (missing class, bad CEL, unknown constraint, ...).
+            FailedAllocationOnNode: nothing fits and some pool was invalid.
+            AllocationTimeout: ``deadline`` passed.
+        """
+        run = _Run(self, node, claims, deadline)
+        return run.allocate(), run.skipped_features
+
+    def device_var(self, did: DeviceID, device: Obj) -> Any:
+        v = self._device_vars.get(did)
+        if v is None:
+            v = cel.device_variable(did[0], device)
+            self._device_vars[did] = v
+        return v
+
+
+class _Run:
+    """``allocator``: the state of one ``Allocate`` call."""
+
+    def __init__(self, a: Allocator, node: Mapping[str, Any], claims: list[Obj], deadline: float | None) -> None:
+        self.a = a
+        self.deadline = deadline
+        self.node = node
+        self.node_name = str((node.get("metadata") or {}).get("name") or "")
+        self.claims = claims
+        self.pools: list[_Pool] = []
+        self.request_data: dict[tuple[int, int, int], _RequestData] = {}
+        self.constraints: list[list[_Constraint]] = [[] for _ in claims]
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.results: list[list[_Result]] = [[] for _ in claims]
+        self.matches: dict[tuple[DeviceID, tuple[int, int, int]], bool] = {}
+        self.skipped_features: set[str] = set()
+
+    # -- setup ------------------------------------------------------------------------------
+    def allocate(self) -> list[Obj] | None:
+        slices = self.a.on_node.get(self.node_name, []) + self.a.shared
+        self.pools = gather_pools(slices, self.node, self.a.all_slices)
+        for ci, claim in enumerate(self.claims):
+            min_devices = 0
+            devices = ((claim.get("spec") or {}).get("devices") or {})
+            for ri, req in enumerate(devices.get("requests") or []):
+                name = str(req.get("name") or "")
+                subs = req.get("firstAvailable") or []
+                if subs:
+                    lowest: int | None = None
+                    for si, sub in enumerate(subs):
+                        rd = self._validate(_Request.from_sub(sub), name, (ci, ri, si))
+                        self.request_data[(ci, ri, si)] = rd
+                        lowest = rd.num_devices if lowest is None else min(lowest, rd.num_devices)
+                    per_request = lowest or 0
+                else:
+                    rd = self._validate(_Request.from_exact(name, req.get("exactly") or {}), None, (ci, ri, 0))
+                    self.request_data[(ci, ri, 0)] = rd
+                    per_request = rd.num_devices
+                if per_request > ALLOCATION_RESULTS_MAX_SIZE - min_devices:
+                    raise AllocationError(
+                        f"claim {claim_ref(claim)}, request {name}: adding {per_request} devices exceeds the claim "
+                        f"limit of {ALLOCATION_RESULTS_MAX_SIZE}, with {min_devices} already accounted for")
+                min_devices += per_request
+            cons: list[_Constraint] = []
+            for i, c in enumerate(devices.get("constraints") or []):
+                reqs = [str(r) for r in (c.get("requests") or [])] if isinstance(c, Mapping) else []
+                if isinstance(c, Mapping) and c.get("matchAttribute"):
+                    cons.append(_MatchAttribute(reqs, str(c["matchAttribute"])))
+                elif isinstance(c, Mapping) and c.get("distinctAttribute"):
+                    cons.append(_DistinctAttribute(reqs, str(c["distinctAttribute"])))
+                else:
+                    raise AllocationError(f"claim {claim_ref(claim)}, constraint #{i}: empty constraint "
+                                          f"(unsupported constraint type?)")
+            self.constraints[ci] = cons
+
+        if not self._allocate_one(0, 0, 0, 0, False, (0, 0, 0)):
+            if any(p.invalid for p in self.pools):
+                raise FailedAllocationOnNode("invalid resource pools were encountered")
+            return None
+        out: list[Obj] = []
+        for ci in range(len(self.claims)):
+            results = []
+            for r in self.results[ci]:
+                item: Obj = {"request": r.request_name(), "driver": r.id[0], "pool": r.id[1], "device": r.id[2]}
+                if r.tolerations:
+                    item["tolerations"] = r.tolerations
+                results.append(item)
+            alloc: Obj = {"devices": {"results": results}}
+            ns = self._node_selector(self.results[ci])
+            if ns is not None:
+                alloc["nodeSelector"] = ns
+            out.append(alloc)
+        return out
+
+    def _validate(self, request: _Request, parent: str | None, key: tuple[int, int, int]) -> _RequestData:
+        """``validateDeviceRequest``."""
+        claim = self.claims[key[0]]
+        rname = request.name
+        rd = _RequestData(request, parent, None)
+        if request.derived:
+            raise AllocationError(f"claim {claim_ref(claim)}, request {rname}: cannot handle request with derived "
+                                  f"attributes, the feature is disabled")
+        for i, sel in enumerate(request.selectors):
+            if not isinstance(sel, Mapping) or not isinstance(sel.get("cel"), Mapping):
+                raise AllocationError(f"claim {claim_ref(claim)}, request {rname}, selector #{i}: CEL expression "
+                                      f"empty (unsupported selector type?)")
+        if not request.class_name:
+            raise AllocationError(f"claim {claim_ref(claim)}, request {rname}: missing device class name "
+                                  f"(unsupported request type?)")
+        dc = self.a.classes.get(request.class_name)
+        if dc is None:
+            raise AllocationError(f"claim {claim_ref(claim)}, request {rname}: could not retrieve device class "
+                                  f"{request.class_name}: deviceclass.resource.k8s.io \"{request.class_name}\" "
+                                  f"not found")
+        rd.device_class = dc
+        if request.mode == MODE_EXACT_COUNT:
+            rd.num_devices = request.count
+        elif request.mode == MODE_ALL:
+            for pool in self.pools:
+                if pool.incomplete:
+                    raise AllocationError(f"claim {claim_ref(claim)}, request {rname}: asks for all devices, but "
+                                          f"resource pool {pool.pool_id} is currently being updated")
+                if pool.invalid:
+                    raise AllocationError(f"claim {claim_ref(claim)}, request {rname}: asks for all devices, but "
+                                          f"resource pool {pool.pool_id} is currently invalid")
+                for sl in pool.slices:
+                    for d in sl.devices:
+                        did = (sl.driver, sl.pool, str(d.get("name") or ""))
+                        if self._selectable(key, rd, sl, did, d):
+                            rd.all_devices.append(_Candidate(did, d, sl))
+            rd.num_devices = len(rd.all_devices)
+        else:
+            raise AllocationError(f"claim {claim_ref(claim)}, request {rname}: unsupported count mode "
+                                  f"{request.mode}")
+        return rd
+
+    # -- search -----------------------------------------------------------------------------
+    def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool,
+                      start: tuple[int, int, int]) -> bool:
+        """``allocateOne``: True when everything from this device on got allocated.
+
+        Raises:
+            _Stop: the result size limit was hit (more aggressive backtracking).
+            AllocationTimeout: the deadline passed.
+        """
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise AllocationTimeout
+        if ci >= len(self.claims):
+            return True
+        claim = self.claims[ci]
+        requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+        if ri >= len(requests):
+            try:
+                return self._allocate_one(ci + 1, 0, 0, 0, False, (0, 0, 0))
+            except _Stop:
+                return False
+        key = (ci, ri, si)
+        rd = self.request_data[key]
+        if not in_sub and rd.parent is not None:
+            all_exceeded = True
+            sub = 0
+            while (ci, ri, sub) in self.request_data:
+                try:
+                    ok = self._allocate_one(ci, ri, sub, 0, True, (0, 0, 0))
+                except _Stop:
+                    sub += 1
+                    continue
+                all_exceeded = False
+                if ok:
+                    rd.selected_sub = sub
+                    return True
+                sub += 1
+            if all_exceeded:
+                raise _Stop
+            return False
+
+        request = rd.request
+        if request.mode == MODE_ALL and not rd.all_devices:
+            return False
+        if di >= rd.num_devices:
+            return self._allocate_one(ci, ri + 1, 0, 0, False, (0, 0, 0))
+        if rd.num_devices - di > ALLOCATION_RESULTS_MAX_SIZE - len(self.results[ci]):
+            raise _Stop
+
+        if request.mode == MODE_ALL:
+            cand = rd.all_devices[di]
+            undo = self._allocate_device(ci, ri, si, cand, must=True)
+            if undo is None:
+                return False
+            try:
+                done = self._allocate_one(ci, ri, si, di + 1, in_sub, (0, 0, 0))
+            except BaseException:
+                undo()
+                raise
+            if not done:
+                undo()
+            return done
+
+        for pi in range(start[0], len(self.pools)):
+            pool = self.pools[pi]
+            if pool.incomplete or pool.invalid:
+                continue
+            s_start = start[1] if pi == start[0] else 0
+            for sli in range(s_start, len(pool.slices)):
+                sl = pool.slices[sli]
+                d_start = start[2] if pi == start[0] and sli == start[1] else 0
+                for dvi in range(d_start, len(sl.devices)):
+                    d = sl.devices[dvi]
+                    did = (pool.driver, pool.pool, str(d.get("name") or ""))
+                    if request.admin_access:
+                        if ci in self.allocating.get(did, ()):
+                            continue
+                    elif self._in_use(did):
+                        continue
+                    if not self._selectable(key, rd, sl, did, d):
+                        continue
+                    undo = self._allocate_device(ci, ri, si, _Candidate(did, d, sl), must=False)
+                    if undo is None:
+                        continue
+                    try:
+                        done = self._allocate_one(ci, ri, si, di + 1, in_sub, (pi, sli, dvi + 1))
+                    except BaseException:
+                        undo()
+                        raise
+                    if done:
+                        return True
+                    undo()
+        return False
+
+    def _in_use(self, did: DeviceID) -> bool:
+        return did in self.a.allocated or bool(self.allocating.get(did))
+
+    def _selectable(self, key: tuple[int, int, int], rd: _RequestData, sl: _Slice, did: DeviceID, d: Obj) -> bool:
+        """``isSelectable``: class selectors, then request selectors, then per-device node selection."""
+        mk = (did, key)
+        hit = self.matches.get(mk)
+        if hit is not None:
+            return hit
+        ok = True
+        if rd.device_class is not None:
+            ok = self._selectors_match(key, d, did, rd.device_class,
+                                       list((rd.device_class.get("spec") or {}).get("selectors") or []))
+        if ok:
+            ok = self._selectors_match(key, d, did, None, rd.request.selectors)
+        if ok and sl.per_device:
+            ok = node_matches(self.node, str(d.get("nodeName") or ""), bool(d.get("allNodes")), d.get("nodeSelector"))
+        self.matches[mk] = ok
+        return ok
+
+    def _selectors_match(self, key: tuple[int, int, int], d: Obj, did: DeviceID, dc: Obj | None,
+                         selectors: list[Any]) -> bool:
+        """``selectorsMatch``: every CEL selector must match.
+
+        Raises:
+            AllocationError: ``class X: selector #i: CEL compile error: ...`` / ``... CEL runtime error``.
+        """
+        who = (f"class {(dc.get('metadata') or {}).get('name')}" if dc is not None
+               else f"claim {claim_ref(self.claims[key[0]])}")
+        for i, sel in enumerate(selectors):
+            expr = str(((sel or {}).get("cel") or {}).get("expression") or "") if isinstance(sel, Mapping) else ""
+            ck = (expr, did)
+            cached = self.a.cel_cache.get(ck)
+            if cached is None:
+                compiled = cel.compile_selector(expr)
+                if compiled.error is not None:
+                    raise AllocationError(f"{who}: selector #{i}: CEL compile error: {compiled.error}")
+                try:
+                    cached = cel.device_matches(compiled, self.a.device_var(did, d))
+                except cel.CELCompileError as exc:
+                    raise AllocationError(f"{who}: selector #{i}: CEL compile error: {exc}") from exc
+                except cel.CELRuntimeError as exc:
+                    raise AllocationError(f"{who}: selector #{i} on device {'/'.join(did)}: CEL runtime error: "
+                                          f"{exc}") from exc
+                self.a.cel_cache[ck] = cached
+            if not cached:
+                return False
+        return True
+
+    def _allocate_device(self, ci: int, ri: int, si: int, cand: _Candidate, must: bool) -> Callable[[], None] | None:
+        """``allocateDevice``: mark ``cand`` used if it is free, tolerated and satisfies the claim's
+        constraints; returns the rollback, or None when it cannot be used.
+
+        Raises:
+            AllocationError: ``must`` and a constraint rejects the device.
+        """
+        rd = self.request_data[(ci, ri, si)]
+        request = rd.request
+        did = cand.id
+        if request.admin_access and ci in self.allocating.get(did, ()):
+            return None
+        if not request.admin_access and self._in_use(did):
+            return None
+        base = rd.parent if rd.parent is not None else request.name
+        sub = request.name if rd.parent is not None else None
+        if _taint_prevents_allocation(cand.device, request):
+            return None
+        added: list[_Constraint] = []
+        for c in self.constraints[ci]:
+            if not c.add(base, sub, cand.device, did):
+                for a in reversed(added):
+                    a.remove(base, sub)
+                if must:
+                    raise AllocationError(
+                        f"claim {claim_ref(self.claims[ci])}, request {request.name}: cannot add device "
+                        f"{'/'.join(did)} because a claim constraint would not be satisfied")
+                return None
+            added.append(c)
+        feature = _unsupported_feature(cand.device)
+        if feature is not None:
+            # Upstream could use this device; py-scheduler cannot model it, so it is not a candidate.
+            for a in reversed(added):
+                a.remove(base, sub)
+            self.skipped_features.add(feature)
+            return None
+        self.allocating.setdefault(did, set()).add(ci)
+        self.results[ci].append(_Result(request.name, rd.parent, did, cand.device, cand.slice,
+                                        list(request.tolerations)))
+        n = len(self.results[ci])
+
+        def undo() -> None:
+            del self.results[ci][n - 1:]
+            self.allocating[did].discard(ci)
+            for a in reversed(added):
+                a.remove(base, sub)
+
+        return undo
+
+    def _node_selector(self, results: list[_Result]) -> Obj | None:
+        """``createNodeSelector``: the node itself when a device is node-local, else the merged
+        single-term selectors of the slices, else None (available everywhere).
+
+        Raises:
+            AllocationError: a slice selector with more than one term.
+        """
+        fields: list[Obj] = []
+        exprs: list[Obj] = []
+        for r in results:
+            if r.slice.per_device:
+                node_name, selector = str(r.device.get("nodeName") or ""), r.device.get("nodeSelector")
+            else:
+                node_name, selector = r.slice.node_name, r.slice.node_selector
+            if node_name or r.device.get("bindsToNode"):
+                return {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [self.node_name]}]}]}
+            if isinstance(selector, Mapping):
+                terms = selector.get("nodeSelectorTerms") or []
+                if len(terms) == 1 and isinstance(terms[0], Mapping):
+                    _merge(terms[0].get("matchFields") or [], fields)
+                    _merge(terms[0].get("matchExpressions") or [], exprs)
+                elif len(terms) > 1:
+                    raise AllocationError(f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms")
+        if fields or exprs:
+            term: Obj = {}
+            if exprs:
+                term["matchExpressions"] = exprs
+            if fields:
+                term["matchFields"] = fields
+            return {"nodeSelectorTerms": [term]}
+        return None
+
+
+def _merge(src: Iterable[Any], dst: list[Obj]) -> None:
+    """``addNewNodeSelectorRequirements``: append requirements not already present (same key,
+    operator and value set)."""
+    for req in src:
+        if not isinstance(req, Mapping):
+            continue
+        vals = set(req.get("values") or [])
+        if not any(e.get("key") == req.get("key") and e.get("operator") == req.get("operator")
+                   and set(e.get("values") or []) == vals for e in dst):
+            dst.append(dict(req))

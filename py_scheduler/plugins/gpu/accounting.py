@@ -1,0 +1,157 @@
+"""Per-GPU accounting: which GPU indices of a node each Pod holds, derived from the NodeInfo.
+
+Not an upstream plugin (py-scheduler's issue 6); it plays the role upstream's
+``pkg/scheduler/framework/plugins/noderesources/fit.go`` plays for whole-resource counting, at the
+granularity of GPU indices, and relies on the cache semantics of
+``pkg/scheduler/backend/cache/cache.go`` (a NodeInfo holds every bound and assumed Pod; deleted and
+finished Pods leave it).
+
+The allocation of a node is a pure function of its :class:`~py_scheduler.framework.types.NodeInfo`:
+
+1. Pods holding GPUs (``nvidia.com/gpu`` or the ``gpu-count`` annotation) are taken in a fixed
+   order: ``metadata.creationTimestamp``, then ``namespace/name``, then UID.
+2. A Pod whose ``gpu-indices`` annotation lists exactly as many distinct, in-range indices as it
+   holds GPUs, none taken by an earlier Pod, keeps those indices.
+3. Every other Pod holding GPUs (bound by another scheduler, or with a missing / malformed /
+   conflicting annotation) is allocated *virtually* to the lowest free indices, in the same order,
+   so free counts never exceed reality. GPUs wanted beyond the node's total are ``overcommitted``.
+
+Restart and leader failover therefore rebuild every allocation from the API objects, and a deleted
+or finished Pod frees its indices as soon as the cache drops it. The derived state is memoized by
+``(keys, node name, node_info.generation)``: every NodeInfo change bumps the generation, and a
+snapshot's clone of an unchanged NodeInfo keeps it.
+
+Index choice (:func:`pick`, used by both Filter and Reserve, deterministic): among NVLink groups
+with at least ``count`` free GPUs take the one with the fewest free GPUs (best fit; ties: lowest
+index), and in it the ``count`` lowest free indices. When no single group fits: with NVLink
+required there is no placement; otherwise whole groups are filled in order of most free GPUs
+(ties: lowest index), the lowest free indices of each first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from py_scheduler.framework.types import NodeInfo, PodInfo
+from py_scheduler.plugins.gpu.model import GPUKeys, NodeGPUSpec, parse_node, pod_gpu_usage
+
+__all__ = ["MEMO_CAPACITY", "NodeGPUState", "clear_memo", "derive_state", "largest_intact_group", "pick"]
+
+MEMO_CAPACITY = 8192
+"""Derived node states kept (LRU); a few per node of a large cluster."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGPUState:
+    """A node's GPUs and who holds which.
+
+    Attributes:
+        spec: the node's parsed description.
+        allocations: Pod UID (``namespace/name`` when the UID is empty) -> indices held.
+        virtual: the UIDs whose indices were assigned virtually (no usable annotation).
+        free: indices nobody holds.
+        overcommitted: GPUs held by Pods beyond what the node has (0 normally).
+        derived: results of pure functions of this state and a request (GPUFilter's verdict,
+            GPUScore's intact group size), keyed by their caller; the state is memoized per NodeInfo
+            generation, so a stream of Pods asking alike computes them once per node version.
+    """
+
+    spec: NodeGPUSpec
+    allocations: dict[str, tuple[int, ...]]
+    virtual: frozenset[str]
+    free: frozenset[int]
+    overcommitted: int = 0
+    derived: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def free_in(self, group: tuple[int, ...]) -> tuple[int, ...]:
+        """The free indices of one group, ascending."""
+        return tuple(i for i in group if i in self.free)
+
+
+def _pod_order(p: PodInfo) -> tuple[str, str, str]:
+    ts = (p.pod.get("metadata") or {}).get("creationTimestamp")
+    return (str(ts) if ts is not None else "", p.key, p.uid)
+
+
+def _compute(ni: NodeInfo, keys: GPUKeys) -> NodeGPUState:
+    spec = parse_node(ni, keys)
+    total = spec.total
+    taken: set[int] = set()
+    allocations: dict[str, tuple[int, ...]] = {}
+    pending: list[tuple[str, int]] = []
+    for p in sorted(ni.pods, key=_pod_order):
+        count, indices = pod_gpu_usage(p, keys)
+        if count <= 0:
+            continue
+        owner = p.uid or p.key
+        if (indices is not None and len(indices) == count and all(i < total for i in indices)
+                and not taken.intersection(indices)):
+            taken.update(indices)
+            allocations[owner] = indices
+        else:
+            pending.append((owner, count))
+    virtual: set[str] = set()
+    over = 0
+    for owner, count in pending:
+        free = [i for i in range(total) if i not in taken][:count]
+        over += count - len(free)
+        taken.update(free)
+        allocations[owner] = tuple(free)
+        virtual.add(owner)
+    return NodeGPUState(spec, allocations, frozenset(virtual),
+                        frozenset(i for i in range(total) if i not in taken), over)
+
+
+_memo: OrderedDict[tuple[GPUKeys, str, int], NodeGPUState] = OrderedDict()
+
+
+def derive_state(ni: NodeInfo, keys: GPUKeys) -> NodeGPUState:
+    """The node's :class:`NodeGPUState` (memoized by generation). Never raises."""
+    k = (keys, ni.name, ni.generation)
+    st = _memo.get(k)
+    if st is not None:
+        _memo.move_to_end(k)
+        return st
+    st = _compute(ni, keys)
+    _memo[k] = st
+    if len(_memo) > MEMO_CAPACITY:
+        _memo.popitem(last=False)
+    return st
+
+
+def clear_memo() -> None:
+    """Forget every memoized node state (tests; a "restart")."""
+    _memo.clear()
+
+
+def pick(st: NodeGPUState, count: int, nvlink: bool) -> tuple[int, ...] | None:
+    """The indices a Pod wanting ``count`` GPUs gets on this node (module docstring), or None.
+
+    None when fewer than ``count`` GPUs are free, or with ``nvlink`` when no NVLink group has
+    ``count`` free GPUs.
+    """
+    if count <= 0:
+        return ()
+    if len(st.free) < count:
+        return None
+    per_group = [fg for fg in (st.free_in(g) for g in st.spec.groups) if fg]
+    fitting = [fg for fg in per_group if len(fg) >= count]
+    if fitting:
+        best = min(fitting, key=lambda fg: (len(fg), fg[0]))
+        return best[:count]
+    if nvlink:
+        return None
+    out: list[int] = []
+    for fg in sorted(per_group, key=lambda fg: (-len(fg), fg[0])):
+        out.extend(fg[:count - len(out)])
+        if len(out) == count:
+            break
+    return tuple(sorted(out))
+
+
+def largest_intact_group(st: NodeGPUState, taken: tuple[int, ...] = ()) -> int:
+    """Size of the largest NVLink group whose GPUs are all free once ``taken`` is held too (0: none)."""
+    gone = set(taken)
+    return max((len(g) for g in st.spec.groups if all(i in st.free and i not in gone for i in g)), default=0)

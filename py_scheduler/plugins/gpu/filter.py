@@ -1,0 +1,207 @@
+"""GPUFilter: whole-GPU feasibility with model, memory and NVLink constraints, and index choice.
+
+Not an upstream plugin (py-scheduler's issue 6); its shape and wording follow upstream's
+``pkg/scheduler/framework/plugins/noderesources/fit.go`` (PreFilter parses the Pod once into
+CycleState, Filter compares it with the NodeInfo, a request larger than the node's whole capacity
+is UnschedulableAndUnresolvable) and ``framework/interface.go`` (PreFilter Skip, Reserve).
+
+Extension points:
+    PreFilter: parses the Pod's request (:func:`~py_scheduler.plugins.gpu.model.parse_request`);
+        Skip when it asks for no GPU; UnschedulableAndUnresolvable naming the annotation and value
+        when an annotation is malformed.
+    Filter: in this order, the first failing check decides:
+        1. node labels / annotations malformed -> UnschedulableAndUnresolvable, reason
+           ``node(s) had invalid label <key>="<value>": <why>``;
+        2. count > node's GPUs -> UnschedulableAndUnresolvable ``node(s) had insufficient free GPUs``;
+        3. no requested model matches -> UnschedulableAndUnresolvable
+           ``node(s) didn't match the requested GPU model``;
+        4. memory requested and node memory unknown -> UnschedulableAndUnresolvable
+           ``node(s) had unknown GPU memory``; memory per GPU < request ->
+           UnschedulableAndUnresolvable ``node(s) had insufficient GPU memory``;
+        5. free GPUs < count -> Unschedulable ``node(s) had insufficient free GPUs``;
+        6. NVLink required and no group has ``count`` free GPUs ->
+           ``node(s) had no NVLink group with enough free GPUs``, Unschedulable when some group is
+           large enough (preemption may free it), else UnschedulableAndUnresolvable.
+    Reserve: picks the indices on the chosen node (:func:`~py_scheduler.plugins.gpu.accounting.pick`,
+        the same deterministic choice Filter checked) and sets
+        ``state.pod_annotations["<prefix>gpu-indices"] = "i,j"``; the binder writes it on the Pod
+        before the Binding. Unreserve does nothing: the allocation is derived from the Pods.
+
+Args: ``prefix`` (default ``gpu-scheduler/``), ``resourceName`` (default ``nvidia.com/gpu``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from py_scheduler.framework import signers
+from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, pick
+from py_scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, gpu_sign_pod, keys_from_args, request_for
+from py_scheduler.plugins.gpu.model import (
+    GPUKeys,
+    GPUParseError,
+    GPURequest,
+    format_indices,
+    model_matches,
+    parse_request,
+)
+
+log = logging.getLogger("py_scheduler.plugins.gpu")
+
+NAME = "GPUFilter"
+ERR_INSUFFICIENT = "node(s) had insufficient free GPUs"
+ERR_MODEL = "node(s) didn't match the requested GPU model"
+ERR_MEMORY = "node(s) had insufficient GPU memory"
+ERR_UNKNOWN_MEMORY = "node(s) had unknown GPU memory"
+ERR_NVLINK = "node(s) had no NVLink group with enough free GPUs"
+
+_SUCCESS = Status.success()
+
+
+def _compute_verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
+    """The checks of the module docstring, in order: the first failing one's (code, reason)."""
+    spec = st.spec
+    if spec.error is not None:
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, spec.error
+    if req.count > spec.total:
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_INSUFFICIENT
+    if req.models and not any(model_matches(m, spec.product) for m in req.models):
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_MODEL
+    if req.memory_bytes > 0:
+        if spec.memory_bytes is None:
+            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_UNKNOWN_MEMORY
+        if spec.memory_bytes < req.memory_bytes:
+            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_MEMORY
+    if len(st.free) < req.count:
+        return Code.UNSCHEDULABLE, ERR_INSUFFICIENT
+    if req.nvlink and pick(st, req.count, True) is None:
+        resolvable = any(len(g) >= req.count for g in spec.groups)
+        return (Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE), ERR_NVLINK
+    return None
+
+
+__all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MODEL", "ERR_NVLINK", "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
+
+
+class GPUFilter:
+    """PreFilter / Filter / Reserve for whole GPUs (module docstring gives the rules and reasons)."""
+
+    name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (py-scheduler's own: no upstream counterpart): the Pod's GPU request (``nvidia.com/gpu``
+        count and the GPU annotations); refuses a Pod whose GPU annotations are malformed. ``snapshot`` is
+        unused by most plugins."""
+        return gpu_sign_pod(pod, self.keys)
+
+
+    def __init__(self, keys: GPUKeys | None = None) -> None:
+        self.keys = keys or GPUKeys()
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> GPUFilter:
+        """Build from pluginConfig args ``{prefix, resourceName}``.
+
+        Raises:
+            ConfigError: an unknown field or a bad value, naming the field.
+        """
+        args = args or {}
+        check_args(args, {"prefix", "resourceName"})
+        return cls(keys_from_args(args))
+
+    # -- PreFilter --------------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
+        """Parse the Pod once; Skip for Pods asking for no GPU."""
+        try:
+            req = parse_request(pod, self.keys)
+        except GPUParseError as exc:
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        state.write(PRE_FILTER_KEY, req)
+        if req.count <= 0:
+            return None, Status.skip()
+        return None, Status.success()
+
+    # -- Filter -----------------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """The checks of the module docstring, in order."""
+        try:
+            req = request_for(state, pod, self.keys)
+        except GPUParseError as exc:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        if req.count <= 0:
+            return Status.success()
+        return self.check(req, node_info)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (the runtime's batch form; None: all pass),
+        with the request read once."""
+        try:
+            req = request_for(state, pod, self.keys)
+        except GPUParseError as exc:
+            return [Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME) for _ in nodes]
+        if req.count <= 0:
+            return None
+        out: list[Status] | None = None
+        keys = self.keys
+        for j, ni in enumerate(nodes):
+            verdict = self._verdict(req, derive_state(ni, keys))
+            if verdict is None:
+                continue
+            if out is None:
+                out = [_SUCCESS] * len(nodes)
+            out[j] = Status(verdict[0], [verdict[1]], NAME)
+        return out
+
+    def check(self, req: GPURequest, node_info: NodeInfo) -> Status:
+        """Filter for an already-parsed request (also used by tooling that explains a placement)."""
+        verdict = self._verdict(req, derive_state(node_info, self.keys))
+        if verdict is None:
+            return Status.success()
+        return Status(verdict[0], [verdict[1]], NAME)
+
+    @staticmethod
+    def _verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
+        """The failing (code, reason) of the module docstring's checks, None when the node fits;
+        memoized in ``st.derived`` per request (a pure function of both)."""
+        key = (NAME, req)
+        derived = st.derived
+        if key in derived:
+            got: tuple[Code, str] | None = derived[key]
+            return got
+        verdict = _compute_verdict(req, st)
+        derived[key] = verdict
+        return verdict
+
+    # -- Reserve ------------------------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """Pick the GPU indices on ``node_name`` and record them in ``state.pod_annotations``.
+
+        Returns Error when the node is not in the cycle's snapshot, Unschedulable when the node has
+        no placement any more (the caller then runs Unreserve and retries the Pod).
+        """
+        try:
+            req = request_for(state, pod, self.keys)
+        except GPUParseError as exc:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        if req.count <= 0:
+            return Status.success()
+        snapshot = state.snapshot
+        node_info = snapshot.node_info_map.get(node_name) if snapshot is not None else None
+        if node_info is None:
+            return Status(Code.ERROR, [f"node {node_name!r} not found in the snapshot"], NAME)
+        s = self.check(req, node_info)
+        if not s.is_success():
+            return s
+        indices = pick(derive_state(node_info, self.keys), req.count, req.nvlink)
+        if indices is None:  # pragma: no cover - check() succeeded, so pick() has a placement
+            return Status(Code.UNSCHEDULABLE, [ERR_INSUFFICIENT], NAME)
+        state.pod_annotations[self.keys.gpu_indices] = format_indices(indices)
+        log.debug("GPU indices reserved pod=%s node=%s indices=%s", pod.key, node_name, indices)
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """Drop the indices annotation from the cycle; nothing else (the allocation is derived)."""
+        state.pod_annotations.pop(self.keys.gpu_indices, None)

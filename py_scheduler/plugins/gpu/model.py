@@ -1,0 +1,584 @@
+"""GPU request and node description parsing, and the GPU model matching rule.
+
+Not an upstream plugin: py-scheduler's own extension (issue 6). It follows the conventions of
+upstream's plugins (``pkg/scheduler/framework/plugins/noderesources/fit.go`` for how an extended
+resource's request is read and how reasons are worded) and reads the labels NVIDIA GPU Feature
+Discovery publishes (``nvidia.com/gpu.product``, ``nvidia.com/gpu.memory`` in MiB,
+``nvidia.com/gpu.count``).
+
+Units: GPU counts are integers; memory sizes are integer **bytes** internally. ``*-gb`` annotations
+and labels are decimal gigabytes (1 GB = 10^9 bytes, fractions allowed, as in card names like
+"40GB"); ``nvidia.com/gpu.memory`` is MiB (2^20 bytes), as GFD reports it.
+
+Pod inputs (``<prefix>`` is ``gpu-scheduler/`` unless configured):
+    - GPU count: the ``nvidia.com/gpu`` extended resource (requests; a container with only a
+      limit uses the limit, as the API server's defaulting does), or the annotation
+      ``<prefix>gpu-count`` when the Pod asks for no extended resource. When both are set they
+      must agree.
+    - ``<prefix>gpu-model``: one model (``A100``) or a comma-separated preference list
+      (``H100,A100``).
+    - ``<prefix>gpu-memory-gb``: minimum memory per GPU.
+    - ``<prefix>nvlink-required``: ``"true"`` / ``"false"``.
+    - ``<prefix>gpu-indices``: the GPU indices the scheduler picked (written by Reserve).
+
+Node inputs: allocatable ``nvidia.com/gpu`` (else label ``nvidia.com/gpu.count``), product from
+``nvidia.com/gpu.product`` (else label ``<prefix>gpu-model``), per-GPU memory from
+``nvidia.com/gpu.memory`` (else label ``<prefix>gpu-memory-gb``), NVLink groups from the annotation
+``<prefix>nvlink-groups`` (else label ``<prefix>max-nvlink-group-size``), and the scoring metrics
+``<prefix>used-memory-gb`` and ``<prefix>current-queue`` (annotations).
+
+Model matching (:func:`model_matches`): both strings are lower-cased and split into tokens on
+``-``, ``_`` and whitespace. Tokens of the form ``<digits>gb`` are memory tokens. A requested model
+matches a product when (1) its non-memory tokens appear in the product's non-memory tokens as a
+contiguous run, in order, compared whole-token (``A10`` never matches ``A100``), and (2) if the
+request has a memory token, the product's first memory token is exactly equal to it. So ``A100``
+matches ``NVIDIA-A100-SXM4-40GB`` and ``NVIDIA-A100-SXM4-80GB``; ``A100-80GB`` matches only the
+second; a request with a memory token never matches a product that names no memory size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from py_scheduler.framework import quantity
+from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError, pod_requests
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "DEFAULT_RESOURCE",
+    "GB",
+    "GFD_COUNT",
+    "GFD_MEMORY",
+    "GFD_PRODUCT",
+    "MAX_GPUS_PER_NODE",
+    "MIB",
+    "GPUKeys",
+    "GPUParseError",
+    "GPURequest",
+    "ModelSpec",
+    "NodeGPUSpec",
+    "format_indices",
+    "model_matches",
+    "parse_groups",
+    "parse_indices",
+    "parse_model",
+    "parse_node",
+    "parse_request",
+    "pod_gpu_usage",
+    "split_product",
+    "tokenize",
+    "validate_prefix",
+]
+
+DEFAULT_PREFIX = "gpu-scheduler/"
+DEFAULT_RESOURCE = "nvidia.com/gpu"
+GFD_PRODUCT = "nvidia.com/gpu.product"
+GFD_MEMORY = "nvidia.com/gpu.memory"
+GFD_COUNT = "nvidia.com/gpu.count"
+GB = 10**9
+"""Bytes in one (decimal) gigabyte, the unit of every ``*-gb`` annotation and label."""
+MIB = 2**20
+"""Bytes in one MiB, the unit of ``nvidia.com/gpu.memory``."""
+MAX_GPUS_PER_NODE = 4096
+"""A node advertising more GPUs than this is treated as malformed (protects the index accounting)."""
+
+_PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/$")
+_TOKEN_SPLIT = re.compile(r"[-_\s]+")
+_MEMORY_TOKEN = re.compile(r"^[0-9]+gb$")
+_MODEL_TOKEN = re.compile(r"^[a-z0-9.]+$")
+_ANNOTATION_CACHE_KEY = "GPU"
+
+
+class GPUParseError(PodParseError):
+    """A GPU annotation, label or field the scheduler cannot interpret.
+
+    ``kind`` is ``annotation``, ``label`` or ``field``; ``str()`` reads
+    ``invalid annotation gpu-scheduler/gpu-memory-gb="abc": not a non-negative number``.
+    """
+
+    def __init__(self, kind: str, field: str, value: object, why: str) -> None:
+        super().__init__(field, value, why)
+        self.kind = kind
+        shown = value if isinstance(value, str) else repr(value)
+        self.args = (f'invalid {kind} {field}="{shown}": {why}',)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True, slots=True)
+class GPUKeys:
+    """The annotation / label names in use (``prefix`` is validated by the plugins' ``create``).
+
+    Attributes:
+        prefix: prefix of py-scheduler's own annotations and labels, ending in ``/``.
+        resource_name: the extended resource counting whole GPUs.
+    """
+
+    prefix: str = DEFAULT_PREFIX
+    resource_name: str = DEFAULT_RESOURCE
+
+    @property
+    def gpu_count(self) -> str:
+        return self.prefix + "gpu-count"
+
+    @property
+    def gpu_model(self) -> str:
+        return self.prefix + "gpu-model"
+
+    @property
+    def gpu_memory_gb(self) -> str:
+        return self.prefix + "gpu-memory-gb"
+
+    @property
+    def nvlink_required(self) -> str:
+        return self.prefix + "nvlink-required"
+
+    @property
+    def gpu_indices(self) -> str:
+        return self.prefix + "gpu-indices"
+
+    @property
+    def nvlink_groups(self) -> str:
+        return self.prefix + "nvlink-groups"
+
+    @property
+    def max_nvlink_group_size(self) -> str:
+        return self.prefix + "max-nvlink-group-size"
+
+    @property
+    def used_memory_gb(self) -> str:
+        return self.prefix + "used-memory-gb"
+
+    @property
+    def current_queue(self) -> str:
+        return self.prefix + "current-queue"
+
+    def pod_annotation_keys(self) -> tuple[str, ...]:
+        return (self.gpu_count, self.gpu_model, self.gpu_memory_gb, self.nvlink_required, self.gpu_indices)
+
+
+def validate_prefix(prefix: object) -> str | None:
+    """An error text for a bad ``prefix`` arg (a DNS-subdomain-like name followed by ``/``), else None."""
+    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix) or len(prefix) > 254:
+        return f"must be a lower-case DNS subdomain followed by '/', e.g. {DEFAULT_PREFIX!r}, got {prefix!r}"
+    return None
+
+
+# -- numbers ----------------------------------------------------------------------------------------
+def _non_negative_decimal(kind: str, field: str, raw: object) -> Decimal:
+    """Parse a plain non-negative decimal number (``"40"``, ``"7.5"``)."""
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise GPUParseError(kind, field, raw, "not a non-negative number")
+    try:
+        d = Decimal(str(raw).strip())
+    except InvalidOperation as exc:
+        raise GPUParseError(kind, field, raw, "not a non-negative number") from exc
+    if not d.is_finite() or d < 0:
+        raise GPUParseError(kind, field, raw, "not a non-negative number")
+    return d
+
+
+def _non_negative_int(kind: str, field: str, raw: object) -> int:
+    """Parse a non-negative integer written in decimal digits (``"8"``)."""
+    if isinstance(raw, bool):
+        raise GPUParseError(kind, field, raw, "not a non-negative integer")
+    if isinstance(raw, int):
+        if raw < 0:
+            raise GPUParseError(kind, field, raw, "not a non-negative integer")
+        return raw
+    if not isinstance(raw, str) or not raw.strip().isdigit() or not raw.strip().isascii():
+        raise GPUParseError(kind, field, raw, "not a non-negative integer")
+    return int(raw.strip())
+
+
+def _gb_to_bytes(d: Decimal) -> int:
+    """Decimal GB -> bytes, rounded up."""
+    b = d * GB
+    i = int(b)
+    return i + 1 if b > i else i
+
+
+# -- model matching -----------------------------------------------------------------------------------
+def tokenize(s: str) -> list[str]:
+    """Lower-case ``s`` and split it on ``-``, ``_`` and whitespace, dropping empty tokens."""
+    return [t for t in _TOKEN_SPLIT.split(s.strip().lower()) if t]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    """One requested GPU model: its non-memory tokens and optional memory token (``80gb``)."""
+
+    raw: str
+    tokens: tuple[str, ...]
+    memory_token: str | None
+
+
+def parse_model(raw: str, field: str = "gpu-model", kind: str = "annotation") -> ModelSpec:
+    """Parse one model name (``A100-80GB``).
+
+    Raises:
+        GPUParseError: empty, a token with characters other than letters, digits and ``.``, or more
+            than one memory token.
+    """
+    toks = tokenize(raw)
+    if not toks:
+        raise GPUParseError(kind, field, raw, "empty GPU model name")
+    names: list[str] = []
+    mem: str | None = None
+    for t in toks:
+        if not _MODEL_TOKEN.match(t):
+            raise GPUParseError(kind, field, raw, f"invalid token {t!r} in GPU model name")
+        if _MEMORY_TOKEN.match(t):
+            if mem is not None:
+                raise GPUParseError(kind, field, raw, "more than one memory size in GPU model name")
+            mem = t
+        else:
+            names.append(t)
+    return ModelSpec(raw.strip(), tuple(names), mem)
+
+
+def _contains_run(hay: tuple[str, ...], needle: tuple[str, ...]) -> bool:
+    if not needle:
+        return True
+    n = len(needle)
+    return any(hay[i:i + n] == needle for i in range(len(hay) - n + 1))
+
+
+def split_product(product: str) -> tuple[tuple[str, ...], str | None]:
+    """A product name's (non-memory tokens, first memory token or None)."""
+    names: list[str] = []
+    mem: str | None = None
+    for t in tokenize(product):
+        if _MEMORY_TOKEN.match(t):
+            if mem is None:
+                mem = t
+        else:
+            names.append(t)
+    return tuple(names), mem
+
+
+def model_matches(spec: ModelSpec, product: str) -> bool:
+    """The model matching rule of the module docstring (``A100`` ~ ``NVIDIA-A100-SXM4-40GB``;
+    ``A100-80GB`` !~ ``NVIDIA-A100-SXM4-40GB``). An empty product never matches."""
+    if not product:
+        return False
+    names, mem = split_product(product)
+    if spec.memory_token is not None and spec.memory_token != mem:
+        return False
+    return _contains_run(names, spec.tokens)
+
+
+# -- indices ---------------------------------------------------------------------------------------
+def _parse_index_list(kind: str, field: str, raw: str, text: str) -> list[int]:
+    """``"0,1,4-7"`` -> [0, 1, 4, 5, 6, 7] (ranges inclusive)."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            raise GPUParseError(kind, field, raw, "empty GPU index")
+        lo_s, sep, hi_s = part.partition("-")
+        lo_s, hi_s = lo_s.strip(), hi_s.strip()
+        if not lo_s.isdigit() or not lo_s.isascii() or (sep and (not hi_s.isdigit() or not hi_s.isascii())):
+            raise GPUParseError(kind, field, raw, f"{part!r} is not a GPU index or range a-b")
+        lo = int(lo_s)
+        hi = int(hi_s) if sep else lo
+        if hi < lo:
+            raise GPUParseError(kind, field, raw, f"range {part!r} is reversed")
+        if hi >= MAX_GPUS_PER_NODE:
+            raise GPUParseError(kind, field, raw, f"GPU index {hi} is out of range")
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+def parse_indices(raw: object, field: str) -> tuple[int, ...]:
+    """Parse a ``gpu-indices`` annotation (``"0,1"``; ranges ``a-b`` allowed) into sorted distinct ints.
+
+    Raises:
+        GPUParseError: not a string, a bad index, or a duplicate.
+    """
+    if not isinstance(raw, str) or not raw.strip():
+        raise GPUParseError("annotation", field, raw, "not a comma-separated list of GPU indices")
+    idx = _parse_index_list("annotation", field, raw, raw)
+    if len(set(idx)) != len(idx):
+        raise GPUParseError("annotation", field, raw, "duplicate GPU index")
+    return tuple(sorted(idx))
+
+
+def format_indices(indices: tuple[int, ...] | list[int]) -> str:
+    """``(0, 1)`` -> ``"0,1"`` (the ``gpu-indices`` annotation value)."""
+    return ",".join(str(i) for i in sorted(indices))
+
+
+def parse_groups(raw: object, field: str) -> list[list[int]]:
+    """Parse the ``nvlink-groups`` node annotation: groups separated by ``;``, each a comma-separated
+    list of GPU indices or inclusive ranges ``a-b``: ``"0-3;4-7"`` == ``"0,1,2,3;4,5,6,7"``.
+
+    Raises:
+        GPUParseError: bad syntax, or an index in two groups.
+    """
+    if not isinstance(raw, str) or not raw.strip():
+        raise GPUParseError("annotation", field, raw, "not a ';'-separated list of GPU index groups")
+    groups: list[list[int]] = []
+    seen: set[int] = set()
+    for text in raw.split(";"):
+        if not text.strip():
+            raise GPUParseError("annotation", field, raw, "empty NVLink group")
+        g = _parse_index_list("annotation", field, raw, text)
+        for i in g:
+            if i in seen:
+                raise GPUParseError("annotation", field, raw, f"GPU index {i} is in more than one group")
+            seen.add(i)
+        groups.append(sorted(g))
+    return groups
+
+
+# -- the Pod's request ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class GPURequest:
+    """What a Pod asks for.
+
+    Attributes:
+        count: whole GPUs (0: the Pod asks for none; GPU plugins Skip it).
+        models: acceptable models in preference order (empty: any model).
+        memory_bytes: minimum memory per GPU in bytes (0: no requirement).
+        nvlink: all GPUs must lie in one NVLink group.
+    """
+
+    count: int
+    models: tuple[ModelSpec, ...] = ()
+    memory_bytes: int = 0
+    nvlink: bool = False
+
+
+def _dict(v: object) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: object) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _resource_count(pod: PodInfo, keys: GPUKeys) -> int:
+    """The Pod's ``nvidia.com/gpu`` request (limits stand in for missing requests, per container).
+
+    Raises:
+        GPUParseError: a malformed limit quantity.
+    """
+    spec = pod.spec
+    rn = keys.resource_name
+    limits_only = False
+    for ckey in ("containers", "initContainers"):
+        for c in _list(spec.get(ckey)):
+            res = _dict(c.get("resources")) if isinstance(c, dict) else {}
+            if rn in _dict(res.get("limits")) and rn not in _dict(res.get("requests")):
+                limits_only = True
+    if not limits_only:
+        return pod.requests.scalar.get(rn, 0)
+    patched = dict(pod.pod)
+    new_spec: dict[str, Any] = dict(spec)
+    for ckey in ("containers", "initContainers"):
+        conts = []
+        for i, c in enumerate(_list(spec.get(ckey))):
+            if not isinstance(c, dict):
+                conts.append(c)
+                continue
+            res = dict(_dict(c.get("resources")))
+            req = dict(_dict(res.get("requests")))
+            lim = _dict(res.get("limits"))
+            if rn in lim and rn not in req:
+                try:
+                    quantity.parse(lim[rn])
+                except quantity.QuantityError as exc:
+                    raise GPUParseError("field", f"spec.{ckey}[{i}].resources.limits.{rn}", lim[rn],
+                                        "not a valid quantity") from exc
+                req[rn] = lim[rn]
+            res["requests"] = req
+            conts.append(dict(c, resources=res))
+        if ckey in spec:
+            new_spec[ckey] = conts
+    patched["spec"] = new_spec
+    try:
+        reqs = pod_requests(patched)
+    except PodParseError as exc:  # pragma: no cover - PodInfo parsed the same quantities already
+        raise GPUParseError("field", exc.field, exc.value, "not a valid quantity") from exc
+    return quantity.value(reqs.get(rn, Decimal(0)))
+
+
+def _annotations(pod: PodInfo) -> dict[str, Any]:
+    ann = (pod.pod.get("metadata") or {}).get("annotations") or {}
+    return ann if isinstance(ann, dict) else {}
+
+
+def parse_request(pod: PodInfo, keys: GPUKeys) -> GPURequest:
+    """The Pod's :class:`GPURequest`, memoized in ``pod.parsed`` (re-parsed if its annotations change).
+
+    Raises:
+        GPUParseError: a malformed annotation (``gpu-count``, ``gpu-model``, ``gpu-memory-gb``,
+            ``nvlink-required``) or GPU limit, or a ``gpu-count`` disagreeing with the resource.
+    """
+    ann = _annotations(pod)
+    fingerprint = (keys, tuple(ann.get(k) for k in keys.pod_annotation_keys()))
+    memo = pod.parsed.get(_ANNOTATION_CACHE_KEY)
+    if isinstance(memo, tuple) and len(memo) == 2 and memo[0] == fingerprint:
+        cached = memo[1]
+        if isinstance(cached, GPUParseError):
+            raise cached
+        assert isinstance(cached, GPURequest)
+        return cached
+    try:
+        result: GPURequest | GPUParseError = _parse_request(pod, keys, ann)
+    except GPUParseError as exc:
+        result = exc
+    pod.parsed[_ANNOTATION_CACHE_KEY] = (fingerprint, result)
+    if isinstance(result, GPUParseError):
+        raise result
+    return result
+
+
+def _parse_request(pod: PodInfo, keys: GPUKeys, ann: dict[str, Any]) -> GPURequest:
+    count = _resource_count(pod, keys)
+    if keys.gpu_count in ann:
+        n = _non_negative_int("annotation", keys.gpu_count, ann[keys.gpu_count])
+        if count and n != count:
+            raise GPUParseError("annotation", keys.gpu_count, ann[keys.gpu_count],
+                                f"does not equal the {keys.resource_name} request {count}")
+        count = n
+    models: tuple[ModelSpec, ...] = ()
+    raw_model = ann.get(keys.gpu_model)
+    if raw_model is not None:
+        if not isinstance(raw_model, str):
+            raise GPUParseError("annotation", keys.gpu_model, raw_model, "not a string")
+        if raw_model.strip():
+            specs: list[ModelSpec] = []
+            for m in raw_model.split(","):
+                if not m.strip():
+                    raise GPUParseError("annotation", keys.gpu_model, raw_model, "empty GPU model name in list")
+                specs.append(parse_model(m, keys.gpu_model))
+            models = tuple(specs)
+    mem = 0
+    if keys.gpu_memory_gb in ann:
+        mem = _gb_to_bytes(_non_negative_decimal("annotation", keys.gpu_memory_gb, ann[keys.gpu_memory_gb]))
+    nvlink = False
+    if keys.nvlink_required in ann:
+        raw = ann[keys.nvlink_required]
+        v = raw.strip().lower() if isinstance(raw, str) else raw
+        if v in ("true", True):
+            nvlink = True
+        elif v not in ("false", False, ""):
+            raise GPUParseError("annotation", keys.nvlink_required, raw, 'not "true" or "false"')
+    return GPURequest(count, models, mem, nvlink)
+
+
+def pod_gpu_usage(pod: PodInfo, keys: GPUKeys) -> tuple[int, tuple[int, ...] | None]:
+    """(GPUs held, recorded indices or None) of a bound or assumed Pod.
+
+    Never raises: a malformed annotation on a bound Pod falls back to the extended resource count
+    (or 0) and to "no recorded indices", so the Pod's GPUs are still counted.
+    """
+    try:
+        count = parse_request(pod, keys).count
+    except GPUParseError:
+        count = pod.requests.scalar.get(keys.resource_name, 0)
+    if count <= 0:
+        return 0, None
+    raw = _annotations(pod).get(keys.gpu_indices)
+    if raw is None:
+        return count, None
+    try:
+        return count, parse_indices(raw, keys.gpu_indices)
+    except GPUParseError:
+        return count, None
+
+
+# -- the node ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class NodeGPUSpec:
+    """A node's GPUs as its labels, annotations and allocatable describe them.
+
+    Attributes:
+        total: GPUs the node offers (allocatable ``nvidia.com/gpu``; else ``nvidia.com/gpu.count``).
+        product: product / model name (``NVIDIA-A100-SXM4-40GB``), ``""`` when unknown.
+        memory_bytes: memory per GPU in bytes, None when unknown.
+        groups: NVLink groups, a partition of ``range(total)`` (singletons when no NVLink is known).
+        used_memory_bytes: GPU memory in use on the node, summed over its GPUs (scoring metric).
+        queue: inference requests waiting on the node (scoring metric).
+        error: the Filter reason when a label / annotation is malformed, else None.
+    """
+
+    total: int = 0
+    product: str = ""
+    memory_bytes: int | None = None
+    groups: tuple[tuple[int, ...], ...] = ()
+    used_memory_bytes: int = 0
+    queue: int = 0
+    error: str | None = None
+
+
+def parse_node(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
+    """Read a node's GPU description. Never raises: a malformed value yields ``error`` set to
+    ``node(s) had invalid label nvidia.com/gpu.memory="abc": not a non-negative integer``."""
+    try:
+        return _parse_node(ni, keys)
+    except GPUParseError as exc:
+        return NodeGPUSpec(error=f"node(s) had {exc}")
+
+
+def _parse_node(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
+    node = ni.node or {}
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    ann = meta.get("annotations") or {}
+    if not isinstance(labels, dict):
+        labels = {}
+    if not isinstance(ann, dict):
+        ann = {}
+    if keys.resource_name in ni.allocatable.scalar:
+        total = ni.allocatable.scalar[keys.resource_name]
+        if total < 0:
+            raise GPUParseError("field", f"status.allocatable.{keys.resource_name}", str(total),
+                                "not a non-negative integer")
+    elif GFD_COUNT in labels:
+        total = _non_negative_int("label", GFD_COUNT, labels[GFD_COUNT])
+    else:
+        total = 0
+    if total > MAX_GPUS_PER_NODE:
+        raise GPUParseError("field", f"status.allocatable.{keys.resource_name}", str(total),
+                            f"more than {MAX_GPUS_PER_NODE} GPUs")
+    product = ""
+    for key in (GFD_PRODUCT, keys.gpu_model):
+        if key in labels:
+            raw = labels[key]
+            if not isinstance(raw, str):
+                raise GPUParseError("label", key, raw, "not a string")
+            product = raw.strip()
+            break
+    memory: int | None = None
+    if GFD_MEMORY in labels:
+        memory = _non_negative_int("label", GFD_MEMORY, labels[GFD_MEMORY]) * MIB
+    elif keys.gpu_memory_gb in labels:
+        memory = _gb_to_bytes(_non_negative_decimal("label", keys.gpu_memory_gb, labels[keys.gpu_memory_gb]))
+    groups: list[list[int]]
+    if keys.nvlink_groups in ann:
+        groups = [[i for i in g if i < total] for g in parse_groups(ann[keys.nvlink_groups], keys.nvlink_groups)]
+        groups = [g for g in groups if g]
+    elif keys.max_nvlink_group_size in labels:
+        size = _non_negative_int("label", keys.max_nvlink_group_size, labels[keys.max_nvlink_group_size])
+        if size == 0:
+            raise GPUParseError("label", keys.max_nvlink_group_size, labels[keys.max_nvlink_group_size],
+                                "not a positive integer")
+        groups = [list(range(s, min(s + size, total))) for s in range(0, total, size)]
+    else:
+        groups = []
+    grouped = {i for g in groups for i in g}
+    groups += [[i] for i in range(total) if i not in grouped]
+    used = 0
+    if keys.used_memory_gb in ann:
+        used = _gb_to_bytes(_non_negative_decimal("annotation", keys.used_memory_gb, ann[keys.used_memory_gb]))
+    queue = 0
+    if keys.current_queue in ann:
+        queue = _non_negative_int("annotation", keys.current_queue, ann[keys.current_queue])
+    return NodeGPUSpec(total, product, memory, tuple(tuple(g) for g in groups), used, queue)

@@ -1,0 +1,27 @@
+"""Helpers shared by several plugins (tolerations, node / label selectors, score normalization).
+
+Upstream counterparts: ``pkg/scheduler/framework/plugins/helper/``,
+``staging/src/k8s.io/component-helpers/scheduling/corev1/`` and ``k8s.io/apimachinery/pkg/labels``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["check_no_args"]
+
+_META_KEYS = frozenset({"apiVersion", "kind"})
+
+
+def check_no_args(plugin: str, args: dict[str, Any] | None) -> None:
+    """For plugins without an args type (upstream registers none): accept only ``apiVersion`` /
+    ``kind`` in ``pluginConfig.args``.
+
+    Raises:
+        ConfigError: any other key (the message names the plugin and the keys).
+    """
+    from py_scheduler.framework.config import ConfigError
+
+    extra = sorted(set(args or {}) - _META_KEYS)
+    if extra:
+        raise ConfigError(f"{plugin} takes no args, got unknown field(s) {extra}")

@@ -1,0 +1,503 @@
+"""CEL evaluation of DRA device selectors (DeviceClass ``spec.selectors`` and request selectors).
+
+Upstream: ``k8s.io/dynamic-resource-allocation/cel/compile.go`` (the ``device`` variable,
+``DeviceMatches``, ``parseQualifiedName``, the attribute / capacity maps that answer an unknown
+domain with an empty map), ``cel/errors.go`` (``EnhanceRuntimeError``) and
+``k8s.io/apiserver/pkg/cel/library/quantity.go`` / ``semverlib.go`` (the ``quantity`` and
+``semver`` functions). Expressions are parsed and evaluated by ``cel-python`` (``celpy``, a
+maintained pure-Python CEL implementation); the Kubernetes environment is mapped here.
+
+Supported environment (what a selector may use):
+
+* ``device.driver`` (string), ``device.allowMultipleAllocations`` (bool, DRAConsumableCapacity is
+  on by default in v1.37);
+* ``device.attributes[domain].name``: typed values: ``int`` -> int, ``bool`` -> bool, ``string``
+  -> string, ``version`` -> semver (list types ``ints`` / ``bools`` / ``strings`` / ``versions``
+  -> lists). An attribute name without a domain belongs to the driver's domain, so
+  ``device.attributes["gpu.example.com"].model`` reads attribute ``model`` of driver
+  ``gpu.example.com``. An unknown domain is an empty map (``has()`` / ``in`` are false);
+  an unknown name inside a domain is a runtime error ``no such key: <name>`` as upstream;
+* ``device.capacity[domain].name``: quantities, with ``quantity("40Gi")``, ``isQuantity(s)`` and
+  the member functions ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``add``, ``sub`` (quantity
+  or int), ``sign``, ``isInteger``, ``asInteger``, ``asApproximateFloat``; ``==`` / ``!=`` compare
+  values (``quantity("1Gi") == quantity("1024Mi")``);
+* semver: ``semver(s)``, ``isSemver(s)``, ``major()``, ``minor()``, ``patch()``, ``compareTo``,
+  ``isGreaterThan``, ``isLessThan``, ``==``;
+* standard CEL (operators, ``has``, ``in``, ``size``, ``all`` / ``exists`` / ``exists_one`` /
+  ``map`` / ``filter`` macros, ``startsWith``, ``endsWith``, ``contains``, ``matches``) plus the
+  strings extensions ``lowerAscii``, ``upperAscii``, ``trim``, ``split``, ``join``, ``indexOf``;
+  ``==`` between different types is false (cel-go's heterogeneous equality), ints and doubles
+  compare by value.
+
+Not supported (an expression using them fails with a compile error naming the construct, so the
+Pod gets an Error and is retried, never a wrong placement): optional syntax (``.?``,
+``orValue``), ``cel.bind``, the ``ip`` / ``cidr`` / ``url`` / ``format`` libraries, cost limits.
+Unlike cel-go there is no static type check: type errors surface at evaluation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import celpy
+import celpy.celtypes as ct
+from celpy.evaluation import CELEvalError
+
+from py_scheduler.framework import quantity as qty
+
+__all__ = [
+    "CELCompileError",
+    "CELRuntimeError",
+    "CompiledSelector",
+    "Quantity",
+    "Semver",
+    "attribute_value",
+    "compile_selector",
+    "device_matches",
+    "device_variable",
+]
+
+Obj = dict[str, Any]
+
+
+class CELCompileError(ValueError):
+    """An expression that cannot be compiled (upstream ``CEL compile error``); ``str()`` is the
+    detail, e.g. ``compilation failed: ERROR: <input>:1:5: Syntax error: ...``."""
+
+
+class CELRuntimeError(ValueError):
+    """An evaluation failure (upstream ``CEL runtime error``), already passed through
+    ``EnhanceRuntimeError`` (``no such key: x. consider using CEL optional chaining ...``)."""
+
+
+# -- Kubernetes value types ------------------------------------------------------------------------
+class Quantity:
+    """``apiservercel.Quantity``: a resource quantity as an exact Decimal (``value`` in base units)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Decimal) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Quantity) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"Quantity({self.value})"
+
+
+_SEMVER_RE = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
+
+
+class Semver:
+    """``apiservercel.Semver`` (blang/semver v4, strict parsing: no leading zeros, no ``v``)."""
+
+    __slots__ = ("major", "minor", "patch", "pre")
+
+    def __init__(self, text: str) -> None:
+        m = _SEMVER_RE.match(text)
+        if m is None:
+            raise ValueError(f"invalid semantic version {text!r}")
+        self.major, self.minor, self.patch = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        self.pre: tuple[str, ...] = tuple(m.group(4).split(".")) if m.group(4) else ()
+
+    def compare(self, other: Semver) -> int:
+        """-1 / 0 / 1 as ``Version.Compare`` (pre-release lower than release, build ignored)."""
+        a = (self.major, self.minor, self.patch)
+        b = (other.major, other.minor, other.patch)
+        if a != b:
+            return -1 if a < b else 1
+        if not self.pre or not other.pre:
+            return (len(other.pre) > 0) - (len(self.pre) > 0)
+        for x, y in zip(self.pre, other.pre, strict=False):
+            if x == y:
+                continue
+            xn, yn = x.isdigit(), y.isdigit()
+            if xn and yn:
+                return -1 if int(x) < int(y) else 1
+            if xn != yn:
+                return -1 if xn else 1
+            return -1 if x < y else 1
+        return (len(self.pre) > len(other.pre)) - (len(self.pre) < len(other.pre))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Semver) and self.compare(other) == 0
+
+    def __hash__(self) -> int:
+        return hash((self.major, self.minor, self.patch, self.pre))
+
+
+class _DefaultMap(ct.MapType):
+    """``mapper`` of compile.go: a map whose lookups of unknown keys yield an empty map (so
+    ``device.attributes["other.domain"].x`` is "no such key: x", ``has()`` is false)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            return ct.MapType({})
+
+
+# -- functions -------------------------------------------------------------------------------------
+def _no_overload(name: str, *args: Any) -> TypeError:
+    types = ", ".join(type(a).__name__ for a in args)
+    return TypeError(f"no such overload: {name}({types})")
+
+
+def _quantity(s: Any) -> Quantity:
+    if not isinstance(s, str):
+        raise _no_overload("quantity", s)
+    try:
+        return Quantity(qty.parse(str(s)))
+    except qty.QuantityError as exc:
+        raise ValueError(f"quantities must match the regular expression: {s!r}") from exc
+
+
+def _is_quantity(s: Any) -> ct.BoolType:
+    if not isinstance(s, str):
+        raise _no_overload("isQuantity", s)
+    try:
+        qty.parse(str(s))
+    except qty.QuantityError:
+        return ct.BoolType(False)
+    return ct.BoolType(True)
+
+
+def _semver(s: Any, *_normalize: Any) -> Semver:
+    if not isinstance(s, str):
+        raise _no_overload("semver", s)
+    return Semver(str(s))
+
+
+def _is_semver(s: Any, *_normalize: Any) -> ct.BoolType:
+    if not isinstance(s, str):
+        raise _no_overload("isSemver", s)
+    return ct.BoolType(_SEMVER_RE.match(str(s)) is not None)
+
+
+def _cmp(name: str, a: Any, b: Any) -> int:
+    if isinstance(a, Quantity) and isinstance(b, Quantity):
+        return (a.value > b.value) - (a.value < b.value)
+    if isinstance(a, Semver) and isinstance(b, Semver):
+        return a.compare(b)
+    raise _no_overload(name, a, b)
+
+
+def _compare_to(a: Any, b: Any) -> ct.IntType:
+    return ct.IntType(_cmp("compareTo", a, b))
+
+
+def _is_greater_than(a: Any, b: Any) -> ct.BoolType:
+    return ct.BoolType(_cmp("isGreaterThan", a, b) > 0)
+
+
+def _is_less_than(a: Any, b: Any) -> ct.BoolType:
+    return ct.BoolType(_cmp("isLessThan", a, b) < 0)
+
+
+def _arith(name: str, a: Any, b: Any, sign: int) -> Quantity:
+    if not isinstance(a, Quantity):
+        raise _no_overload(name, a, b)
+    if isinstance(b, Quantity):
+        return Quantity(a.value + sign * b.value)
+    if isinstance(b, int) and not isinstance(b, bool):
+        return Quantity(a.value + sign * Decimal(int(b)))
+    raise _no_overload(name, a, b)
+
+
+def _add(a: Any, b: Any) -> Quantity:
+    return _arith("add", a, b, 1)
+
+
+def _sub(a: Any, b: Any) -> Quantity:
+    return _arith("sub", a, b, -1)
+
+
+def _sign(a: Any) -> ct.IntType:
+    if not isinstance(a, Quantity):
+        raise _no_overload("sign", a)
+    return ct.IntType((a.value > 0) - (a.value < 0))
+
+
+def _is_integer(a: Any) -> ct.BoolType:
+    if not isinstance(a, Quantity):
+        raise _no_overload("isInteger", a)
+    return ct.BoolType(a.value == a.value.to_integral_value() and abs(a.value) < 2**63)
+
+
+def _as_integer(a: Any) -> ct.IntType:
+    if not isinstance(a, Quantity):
+        raise _no_overload("asInteger", a)
+    if a.value != a.value.to_integral_value() or abs(a.value) >= 2**63:
+        raise ValueError("cannot convert value to integer")
+    return ct.IntType(int(a.value))
+
+
+def _as_float(a: Any) -> ct.DoubleType:
+    if not isinstance(a, Quantity):
+        raise _no_overload("asApproximateFloat", a)
+    return ct.DoubleType(float(a.value))
+
+
+def _semver_part(name: str, idx: int) -> Callable[[Any], ct.IntType]:
+    def f(a: Any) -> ct.IntType:
+        if not isinstance(a, Semver):
+            raise _no_overload(name, a)
+        return ct.IntType((a.major, a.minor, a.patch)[idx])
+    return f
+
+
+def _str_fn(name: str, op: Callable[..., Any]) -> Callable[..., Any]:
+    def f(s: Any, *args: Any) -> Any:
+        if not isinstance(s, str):
+            raise _no_overload(name, s, *args)
+        return op(str(s), *args)
+    return f
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, ct.IntType | ct.UintType | ct.DoubleType) and not isinstance(v, ct.BoolType)
+
+
+def _eq(a: Any, b: Any) -> Any:
+    """Heterogeneous equality as cel-go: different types are unequal, numbers compare by value;
+    an error operand stays an error."""
+    if isinstance(a, CELEvalError):
+        return a
+    if isinstance(b, CELEvalError):
+        return b
+    if _numeric(a) and _numeric(b):
+        return ct.BoolType(float(a) == float(b) if isinstance(a, ct.DoubleType) or isinstance(
+            b, ct.DoubleType) else int(a) == int(b))
+    if isinstance(a, ct.BoolType) != isinstance(b, ct.BoolType):
+        return ct.BoolType(False)
+    if isinstance(a, Quantity | Semver) or isinstance(b, Quantity | Semver):
+        return ct.BoolType(type(a) is type(b) and a == b)
+    if isinstance(a, ct.MapType | ct.ListType) or isinstance(b, ct.MapType | ct.ListType):
+        if type(a) is not type(b) and not (isinstance(a, ct.MapType) and isinstance(b, ct.MapType)):
+            return ct.BoolType(False)
+    elif type(a) is not type(b) and not (isinstance(a, str) and isinstance(b, str)):
+        return ct.BoolType(a is None and b is None)
+    try:
+        return ct.BoolType(bool(a == b))
+    except TypeError:
+        return ct.BoolType(False)
+
+
+def _ne(a: Any, b: Any) -> Any:
+    r = _eq(a, b)
+    return r if isinstance(r, CELEvalError) else ct.BoolType(not r)
+
+
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "_==_": _eq,
+    "_!=_": _ne,
+    "quantity": _quantity,
+    "isQuantity": _is_quantity,
+    "semver": _semver,
+    "isSemver": _is_semver,
+    "compareTo": _compare_to,
+    "isGreaterThan": _is_greater_than,
+    "isLessThan": _is_less_than,
+    "add": _add,
+    "sub": _sub,
+    "sign": _sign,
+    "isInteger": _is_integer,
+    "asInteger": _as_integer,
+    "asApproximateFloat": _as_float,
+    "major": _semver_part("major", 0),
+    "minor": _semver_part("minor", 1),
+    "patch": _semver_part("patch", 2),
+    "lowerAscii": _str_fn("lowerAscii", lambda s: ct.StringType(s.lower())),
+    "upperAscii": _str_fn("upperAscii", lambda s: ct.StringType(s.upper())),
+    "trim": _str_fn("trim", lambda s: ct.StringType(s.strip())),
+    "indexOf": _str_fn("indexOf", lambda s, sub: ct.IntType(s.find(str(sub)))),
+    "split": _str_fn("split", lambda s, sep: ct.ListType([ct.StringType(x) for x in s.split(str(sep))])),
+    "join": lambda lst, sep="": ct.StringType(str(sep).join(str(x) for x in lst)),
+}
+
+_UNSUPPORTED = (
+    (re.compile(r"\.\?"), "optional field selection (.?)"),
+    (re.compile(r"\borValue\s*\("), "optional values (orValue)"),
+    (re.compile(r"\bcel\s*\.\s*bind\s*\("), "cel.bind"),
+    (re.compile(r"\b(ip|cidr|url|format)\s*\("), "the ip / cidr / url / format libraries"),
+)
+
+_KNOWN_IDENTS = frozenset({"device", "true", "false", "null", "in", "has", "size", "int", "uint", "double",
+                           "string", "bool", "bytes", "list", "map", "type", "dyn", "duration", "timestamp"})
+
+
+@dataclass(slots=True)
+class CompiledSelector:
+    """One compiled expression (``cel.CompilationResult``): ``program`` or ``error``."""
+
+    expression: str
+    program: Any = None
+    error: CELCompileError | None = None
+
+
+_ENV = celpy.Environment()
+_CACHE: OrderedDict[str, CompiledSelector] = OrderedDict()
+_CACHE_SIZE = 256
+
+
+def compile_selector(expression: str) -> CompiledSelector:
+    """Compile (and cache, LRU of 256) one selector expression. Never raises: a compile failure is
+    returned in ``.error`` (upstream keeps it in ``CompilationResult.Error`` the same way)."""
+    hit = _CACHE.get(expression)
+    if hit is not None:
+        _CACHE.move_to_end(expression)
+        return hit
+    res = CompiledSelector(expression)
+    for pattern, what in _UNSUPPORTED:
+        if pattern.search(expression):
+            res.error = CELCompileError(f"compilation failed: {what} is not supported by py-scheduler's CEL "
+                                        f"environment")
+            break
+    if res.error is None:
+        try:
+            ast = _ENV.compile(expression)
+            res.program = _ENV.program(ast, functions=_FUNCTIONS)
+        except Exception as exc:  # celpy raises CELParseError / lark errors for syntax problems
+            line, column = getattr(exc, "line", None), getattr(exc, "column", None)
+            where = f"<input>:{line}:{column}" if line is not None and column is not None else "<input>"
+            pointer = f"\n | {expression}\n | {'.' * (int(column) - 1)}^" if isinstance(column, int) else ""
+            res.error = CELCompileError(f"compilation failed: ERROR: {where}: Syntax error{pointer}")
+    _CACHE[expression] = res
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return res
+
+
+def _parse_qualified_name(name: str, default_domain: str) -> tuple[str, str]:
+    """``parseQualifiedName``: ``domain/id``, or the driver's domain for a bare id."""
+    domain, sep, ident = name.partition("/")
+    if not sep:
+        return default_domain, name
+    return domain, ident
+
+
+def attribute_value(name: str, attr: Mapping[str, Any]) -> Any:
+    """``getAttributeValue``: the CEL value of one DeviceAttribute (``{"int": 3}`` ...).
+
+    Raises:
+        CELRuntimeError: no known value field, or an unparsable version (``attribute X: ...``).
+    """
+    try:
+        if attr.get("ints") is not None:
+            return ct.ListType([ct.IntType(int(v)) for v in attr["ints"]])
+        if attr.get("bools") is not None:
+            return ct.ListType([ct.BoolType(bool(v)) for v in attr["bools"]])
+        if attr.get("strings") is not None:
+            return ct.ListType([ct.StringType(str(v)) for v in attr["strings"]])
+        if attr.get("versions") is not None:
+            versions: list[Any] = [Semver(str(v)) for v in attr["versions"]]
+            return ct.ListType(versions)
+        if attr.get("int") is not None:
+            v = attr["int"]
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"int value {v!r} is not an integer")
+            return ct.IntType(v)
+        if attr.get("bool") is not None:
+            if not isinstance(attr["bool"], bool):
+                raise ValueError(f"bool value {attr['bool']!r} is not a boolean")
+            return ct.BoolType(attr["bool"])
+        if attr.get("string") is not None:
+            return ct.StringType(str(attr["string"]))
+        if attr.get("version") is not None:
+            return Semver(str(attr["version"]))
+    except (ValueError, TypeError) as exc:
+        raise CELRuntimeError(f"attribute {name}: parse semantic version: {exc}"
+                              if "semantic" in str(exc) else f"attribute {name}: {exc}") from exc
+    raise CELRuntimeError(f"attribute {name}: unsupported attribute value")
+
+
+def device_variable(driver: str, device: Mapping[str, Any]) -> ct.MapType:
+    """The ``device`` variable for one ResourceSlice device (``spec.devices[]`` JSON).
+
+    Raises:
+        CELRuntimeError: a malformed attribute or capacity value.
+    """
+    attributes: dict[str, dict[str, Any]] = {}
+    for name, attr in (device.get("attributes") or {}).items():
+        if not isinstance(attr, Mapping):
+            raise CELRuntimeError(f"attribute {name}: unsupported attribute value")
+        domain, ident = _parse_qualified_name(str(name), driver)
+        attributes.setdefault(domain, {})[ident] = attribute_value(str(name), attr)
+    capacity: dict[str, dict[str, Any]] = {}
+    for name, cap in (device.get("capacity") or {}).items():
+        raw = cap.get("value") if isinstance(cap, Mapping) else None
+        try:
+            q = Quantity(qty.parse(raw))
+        except (qty.QuantityError, InvalidOperation, TypeError) as exc:
+            raise CELRuntimeError(f"capacity {name}: invalid quantity {raw!r}") from exc
+        domain, ident = _parse_qualified_name(str(name), driver)
+        capacity.setdefault(domain, {})[ident] = q
+
+    def outer(m: dict[str, dict[str, Any]]) -> _DefaultMap:
+        return _DefaultMap({ct.StringType(d): ct.MapType({ct.StringType(k): v for k, v in inner.items()})
+                            for d, inner in m.items()})
+
+    return ct.MapType({
+        ct.StringType("driver"): ct.StringType(driver),
+        ct.StringType("allowMultipleAllocations"): ct.BoolType(bool(device.get("allowMultipleAllocations"))),
+        ct.StringType("attributes"): outer(attributes),
+        ct.StringType("capacity"): outer(capacity),
+    })
+
+
+_NO_MEMBER = re.compile(r"no such member in mapping: '([^']*)'")
+_NO_KEY = re.compile(r"no such key: ?'?([^'\"]*)'?")
+_UNDECLARED = re.compile(r"undeclared reference to '([^']*)'")
+
+
+def _runtime_message(exc: BaseException) -> str:
+    text = str(exc.args[0]) if exc.args else str(exc)
+    m = _NO_MEMBER.search(text) or _NO_KEY.search(text)
+    if m is not None:
+        # EnhanceRuntimeError adds the hint to "no such key" errors.
+        return (f"no such key: {m.group(1)}. consider using CEL optional chaining (.? followed by orValue()) or "
+                f"guarding the check with has() for optional fields")
+    if "overload" in text:
+        return "no such overload"
+    return text
+
+
+def device_matches(selector: CompiledSelector, device_var: ct.MapType) -> bool:
+    """``CompilationResult.DeviceMatches``: evaluate against a ``device`` variable built by
+    :func:`device_variable`.
+
+    Raises:
+        CELCompileError: the expression did not compile, or references an undeclared identifier
+            or function (cel-go rejects those when compiling).
+        CELRuntimeError: evaluation failed or did not yield a bool.
+    """
+    if selector.error is not None:
+        raise selector.error
+    try:
+        result = selector.program.evaluate({"device": device_var})
+    except CELEvalError as exc:
+        text = str(exc.args[0]) if exc.args else str(exc)
+        m = _UNDECLARED.search(text)
+        if m is not None:
+            raise CELCompileError(f"compilation failed: ERROR: <input>: undeclared reference to '{m.group(1)}'"
+                                  ) from exc
+        raise CELRuntimeError(_runtime_message(exc)) from exc
+    except (TypeError, ValueError, KeyError, ArithmeticError, RecursionError) as exc:
+        raise CELRuntimeError(_runtime_message(exc)) from exc
+    if isinstance(result, CELEvalError):
+        raise CELRuntimeError(_runtime_message(result))
+    if not isinstance(result, ct.BoolType | bool):
+        raise CELRuntimeError(f"CEL result of type {type(result).__name__} could not be converted to bool")
+    return bool(result)

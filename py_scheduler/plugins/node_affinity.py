@@ -1,0 +1,321 @@
+"""NodeAffinity: ``spec.nodeSelector`` and node affinity (required terms filter, preferred terms score),
+plus the scheduler-enforced ``addedAffinity`` of the plugin args.
+
+Upstream: ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go`` (v1.37.2) with
+``component-helpers/scheduling/corev1/nodeaffinity/nodeaffinity.go`` and
+``apis/config/validation/validation_pluginargs.go`` (``ValidateNodeAffinityArgs``).
+
+* PreFilter: Skip when the Pod has no nodeSelector, no required node affinity and there is no
+  ``addedAffinity.requiredDuringSchedulingIgnoredDuringExecution``. Otherwise it stores the compiled
+  requirements; when every required term names nodes through ``matchFields`` ``metadata.name In``,
+  the PreFilterResult narrows the cycle to the union (over terms) of the intersections (within a
+  term) of those names; an empty union is UnschedulableAndUnresolvable ``pod affinity terms conflict``.
+* Filter (UnschedulableAndUnresolvable): ``node(s) didn't match scheduler-enforced node affinity``
+  when the added required selector does not match, else ``node(s) didn't match Pod's node
+  affinity/selector`` when the nodeSelector or the required terms do not. Terms with parse errors
+  match nothing (upstream ignores the errors).
+* PreScore: Skip when the Pod has no preferred terms and there are no added preferred terms.
+* Score: sum of the weights of matching preferred terms (Pod's + added), raw.
+* NormalizeScore: ``DefaultNormalizeScore(100, reverse=False)``: ``100 * score / max``.
+
+A Pod whose nodeSelector / affinity structure is malformed gets UnschedulableAndUnresolvable from
+PreFilter naming the field and value; a malformed preferred term makes PreScore return Error naming
+the field (upstream's ``AsStatus(err)``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from py_scheduler.framework import signers
+from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.plugins.helpers.node_selector import (
+    OBJECT_NAME_FIELD,
+    NodeSelector,
+    PreferredSchedulingTerms,
+    RequiredNodeAffinity,
+    preferred_node_affinity,
+    required_node_affinity,
+)
+from py_scheduler.plugins.helpers.normalize import default_normalize_score
+
+NAME = "NodeAffinity"
+PRE_FILTER_STATE_KEY = "PreFilter" + NAME
+PRE_SCORE_STATE_KEY = "PreScore" + NAME
+ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+ERR_REASON_CONFLICT = "pod affinity terms conflict"
+
+_ARG_KEYS = frozenset({"apiVersion", "kind", "addedAffinity"})
+_ADDED_AFFINITY_KEYS = frozenset({"requiredDuringSchedulingIgnoredDuringExecution",
+                                  "preferredDuringSchedulingIgnoredDuringExecution"})
+
+
+_MEMO_AFFINITIES = 16
+"""Distinct required affinities whose per-node results :meth:`NodeAffinity.filter_nodes` keeps."""
+_MEMO_KEY = NAME + "/required-key"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PASS, _FAIL_ENFORCED, _FAIL_POD = 0, 1, 2
+
+
+def _required_key(pod: PodInfo) -> bytes | None:
+    """Everything the Pod's required node affinity is compiled from (``spec.nodeSelector`` and
+    ``spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution``) as canonical JSON;
+    memoized on the PodInfo; None when it cannot be serialized."""
+    memo = pod.parsed
+    if _MEMO_KEY in memo:
+        key: bytes | None = memo[_MEMO_KEY]
+        return key
+    spec = pod.spec
+    aff = spec.get("affinity")
+    node_aff = aff.get("nodeAffinity") if isinstance(aff, Mapping) else None
+    required = node_aff.get(_REQUIRED) if isinstance(node_aff, Mapping) else None
+    try:
+        key = orjson.dumps([spec.get("nodeSelector"), required], option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        key = None
+    memo[_MEMO_KEY] = key
+    return key
+
+
+@dataclass(slots=True)
+class _PreFilterState:
+    required: RequiredNodeAffinity
+
+
+@dataclass(slots=True)
+class _PreScoreState:
+    preferred: PreferredSchedulingTerms | None
+
+
+class NodeAffinity:
+    """PreFilter / Filter / PreScore / Score / NormalizeScore on node affinity (module docstring).
+
+    ``added_node_selector`` / ``added_pref_terms`` are the compiled ``addedAffinity`` args (None
+    when not configured).
+    """
+
+    name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go``): the Pod's node
+        affinity and nodeSelector. ``snapshot`` is unused by most plugins."""
+        return [(signers.NODE_AFFINITY_SIGNER_NAME, signers.node_affinity_signer(pod)),
+                (signers.NODE_SELECTOR_SIGNER_NAME, pod.spec.get("nodeSelector"))], Status.success()
+
+
+    def __init__(self, added_node_selector: NodeSelector | None = None,
+                 added_pref_terms: PreferredSchedulingTerms | None = None) -> None:
+        self.added_node_selector = added_node_selector
+        self.added_pref_terms = added_pref_terms
+        # required-affinity key -> node name -> (the Node object it was computed on, _PASS / _FAIL_*)
+        self._memo: OrderedDict[bytes, dict[str, tuple[Mapping[str, Any] | None, int]]] = OrderedDict()
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> NodeAffinity:
+        """Factory from ``NodeAffinityArgs`` (``{"addedAffinity": {v1.NodeAffinity}}``).
+
+        Raises:
+            ConfigError: unknown keys, a malformed ``addedAffinity``, or any parse error of its
+            required node selector terms or preferred terms (upstream ``ValidateNodeAffinityArgs``:
+            every term must parse), naming the field.
+        """
+        from py_scheduler.framework.config import ConfigError
+
+        args = args or {}
+        extra = sorted(set(args) - _ARG_KEYS)
+        if extra:
+            raise ConfigError(f"unknown field(s) {extra}; NodeAffinityArgs has only addedAffinity")
+        added = args.get("addedAffinity")
+        if added is None:
+            return cls()
+        if not isinstance(added, Mapping):
+            raise ConfigError(f"addedAffinity: must be a NodeAffinity object, got {added!r}")
+        extra = sorted(set(added) - _ADDED_AFFINITY_KEYS)
+        if extra:
+            raise ConfigError(f"addedAffinity: unknown field(s) {extra}")
+        selector: NodeSelector | None = None
+        pref: PreferredSchedulingTerms | None = None
+        req_path = "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        req = added.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if req is not None:
+            try:
+                selector = NodeSelector.from_node_selector(req, req_path)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
+            if selector.errors:
+                raise ConfigError("; ".join(selector.errors))
+        pref_path = "addedAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+        terms = added.get("preferredDuringSchedulingIgnoredDuringExecution")
+        if terms:
+            if not isinstance(terms, list):
+                raise ConfigError(f"{pref_path}: must be a list, got {terms!r}")
+            try:
+                pref = PreferredSchedulingTerms(terms, pref_path)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
+        return cls(selector, pref)
+
+    # -- PreFilter / Filter -------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
+        """Skip / store the compiled requirements / narrow to named nodes (module docstring)."""
+        spec = pod.spec
+        required_raw = _required_raw(spec)
+        if required_raw is None and self.added_node_selector is None and spec.get("nodeSelector") is None:
+            return None, Status.skip()
+        try:
+            required = required_node_affinity(pod)
+        except PodParseError as exc:
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        state.write(PRE_FILTER_STATE_KEY, _PreFilterState(required))
+        if required_raw is None:
+            return None, Status.success()
+        terms = required_raw.get("nodeSelectorTerms")
+        if not isinstance(terms, list) or not terms:
+            return None, Status.success()
+        node_names: set[str] | None = None
+        for t in terms:
+            term_names: set[str] | None = None
+            fields = t.get("matchFields") if isinstance(t, Mapping) else None
+            for r in fields if isinstance(fields, list) else []:
+                if not isinstance(r, Mapping):
+                    continue
+                if r.get("key") == OBJECT_NAME_FIELD and r.get("operator") == "In":
+                    vals = r.get("values")
+                    s = {v for v in vals if isinstance(v, str)} if isinstance(vals, list) else set()
+                    term_names = s if term_names is None else term_names & s
+            if term_names is None:
+                # A term without a metadata.name requirement admits every node (terms are ORed).
+                return None, Status.success()
+            node_names = term_names if node_names is None else node_names | term_names
+        if node_names is not None and not node_names:
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_CONFLICT], NAME)
+        if node_names:
+            return node_names, Status.success()
+        return None, Status.success()
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (batch form; None: all pass).
+
+        A node's verdict for one required affinity (the Pod's nodeSelector and required terms, plus
+        the plugin's added affinity) only changes with the Node object, so it is memoized per
+        (affinity, node name) together with the Node object it was computed on and reused while
+        the node still has that very object (a Node update replaces it): a stream of Pods with the
+        same affinity matches each node once, not once per cycle. At most
+        :data:`_MEMO_AFFINITIES` affinities are kept (least recently used dropped).
+        """
+        key = _required_key(pod)
+        try:
+            required = state.read(PRE_FILTER_STATE_KEY).required
+        except KeyError:
+            key = None
+        if key is None:
+            out_each = [self.filter(state, pod, ni) for ni in nodes]
+            return out_each if any(st.code for st in out_each) else None
+        memo = self._memo.get(key)
+        if memo is None:
+            memo = self._memo[key] = {}
+            while len(self._memo) > _MEMO_AFFINITIES:
+                self._memo.popitem(last=False)
+        else:
+            self._memo.move_to_end(key)
+        added = self.added_node_selector
+        out: list[Status] | None = None
+        for j, ni in enumerate(nodes):
+            node = ni.node
+            e = memo.get(ni.name)
+            if e is not None and e[0] is node:
+                verdict = e[1]
+            else:
+                if added is not None and not added.match(node):
+                    verdict = _FAIL_ENFORCED
+                elif not required.match(node):
+                    verdict = _FAIL_POD
+                else:
+                    verdict = _PASS
+                memo[ni.name] = (node, verdict)
+            if verdict:
+                if out is None:
+                    out = [Status.success()] * len(nodes)
+                out[j] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                [ERR_REASON_ENFORCED if verdict == _FAIL_ENFORCED else ERR_REASON_POD], NAME)
+        return out
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """UnschedulableAndUnresolvable when the added or the Pod's required affinity rejects the node."""
+        node = node_info.node
+        if self.added_node_selector is not None and not self.added_node_selector.match(node):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_ENFORCED], NAME)
+        try:
+            s: _PreFilterState = state.read(PRE_FILTER_STATE_KEY)
+            required = s.required
+        except KeyError:
+            # PreFilter disabled (or skipped): compute here, as upstream falls back.
+            try:
+                required = required_node_affinity(pod)
+            except PodParseError as exc:
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        if not required.match(node):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_POD], NAME)
+        return Status.success()
+
+    # -- PreScore / Score ---------------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
+        """Skip without preferred terms (Pod's or added); Error naming the field for a malformed term."""
+        try:
+            preferred = preferred_node_affinity(pod)
+        except PodParseError as exc:
+            return Status.error(str(exc), NAME)
+        if preferred is None and self.added_pref_terms is None:
+            return Status.skip()
+        state.write(PRE_SCORE_STATE_KEY, _PreScoreState(preferred))
+        return Status.success()
+
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
+        """Sum of the weights of the matching preferred terms (added terms included)."""
+        node = node_info.node
+        count = 0
+        if self.added_pref_terms is not None:
+            count += self.added_pref_terms.score(node)
+        try:
+            s: _PreScoreState = state.read(PRE_SCORE_STATE_KEY)
+            preferred = s.preferred
+        except KeyError:
+            try:
+                preferred = preferred_node_affinity(pod)
+            except PodParseError as exc:
+                return 0, Status.error(str(exc), NAME)
+        if preferred is not None:
+            count += preferred.score(node)
+        return count, Status.success()
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> Status:
+        """``DefaultNormalizeScore(MaxNodeScore, reverse=False)``."""
+        default_normalize_score(MAX_NODE_SCORE, False, scores)
+        return Status.success()
+
+
+def _required_raw(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`` when it is an
+    object; a malformed non-None value is returned as ``{}`` so that PreFilter does not Skip and
+    :func:`required_node_affinity` reports it."""
+    aff = spec.get("affinity")
+    if aff is None:
+        return None
+    if not isinstance(aff, Mapping):
+        return {}
+    na = aff.get("nodeAffinity")
+    if na is None:
+        return None
+    if not isinstance(na, Mapping):
+        return {}
+    req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req is None:
+        return None
+    return req if isinstance(req, Mapping) else {}

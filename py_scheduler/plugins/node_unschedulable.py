@@ -1,0 +1,91 @@
+"""NodeUnschedulable: a cordoned node (``spec.unschedulable: true``) takes only Pods that tolerate
+the ``node.kubernetes.io/unschedulable:NoSchedule`` taint.
+
+Upstream: ``pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go`` (v1.37.2).
+Filter reason ``node(s) were unschedulable`` (UnschedulableAndUnresolvable). PreFilter is a no-op (it
+Skips upstream only for resize-deferred Pods behind the Alpha, default-off
+``InPlacePodVerticalScalingSchedulerPreemption`` gate). Malformed ``spec.tolerations`` on a cordoned
+node's candidate Pod give UnschedulableAndUnresolvable naming the field.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any
+
+from py_scheduler.framework import signers
+from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.plugins.helpers import check_no_args
+from py_scheduler.plugins.helpers.tolerations import (
+    EFFECT_NO_SCHEDULE,
+    ENABLE_COMPARISON_OPERATORS_DEFAULT,
+    parse_tolerations,
+    tolerates_taint,
+)
+
+NAME = "NodeUnschedulable"
+ERR_REASON_UNKNOWN_CONDITION = "node(s) had unknown conditions"
+ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+_UNSCHEDULABLE_TAINT = {"key": TAINT_NODE_UNSCHEDULABLE, "effect": EFFECT_NO_SCHEDULE}
+_UNSCHEDULABLE = attrgetter("unschedulable")
+
+
+class NodeUnschedulable:
+    """PreFilter (no-op) and Filter on ``node.spec.unschedulable``."""
+
+    name = NAME
+
+    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+        """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go``): the
+        Pod's tolerations. ``snapshot`` is unused by most plugins."""
+        return signers.tolerations_fragment(pod)
+
+
+    def __init__(self, enable_comparison_operators: bool = ENABLE_COMPARISON_OPERATORS_DEFAULT) -> None:
+        self.enable_comparison_operators = enable_comparison_operators
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> NodeUnschedulable:
+        """Factory; NodeUnschedulable has no args.
+
+        Raises:
+            ConfigError: args other than ``apiVersion`` / ``kind``.
+        """
+        check_no_args(NAME, args)
+        return cls()
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
+        """No-op."""
+        return None, Status.success()
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` for each of ``nodes`` in order (batch form; None: all pass)."""
+        if not any(map(_UNSCHEDULABLE, nodes)):
+            return None
+        out: list[Status] | None = None
+        for j, ni in enumerate(nodes):
+            node = ni.node
+            if node is None or not (node.get("spec") or {}).get("unschedulable"):
+                continue
+            st = self.filter(state, pod, ni)
+            if st.code:
+                if out is None:
+                    out = [Status.success()] * len(nodes)
+                out[j] = st
+        return out
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """Success unless the node is unschedulable and the Pod does not tolerate
+        ``node.kubernetes.io/unschedulable:NoSchedule``."""
+        node = node_info.node or {}
+        if not (node.get("spec") or {}).get("unschedulable"):
+            return Status.success()
+        try:
+            tolerations = parse_tolerations(pod)
+        except PodParseError as exc:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        if tolerates_taint(tolerations, _UNSCHEDULABLE_TAINT, self.enable_comparison_operators):
+            return Status.success()
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_UNSCHEDULABLE], NAME)

@@ -1,0 +1,69 @@
+"""In-tree plugin registry: upstream plugin name -> factory.
+
+Upstream: ``pkg/scheduler/framework/plugins/registry.go``. A factory takes the plugin's
+``pluginConfig.args`` (a dict, ``{}`` when none) and a handle, and returns the plugin instance; it
+raises :class:`py_scheduler.framework.config.ConfigError` naming the bad field.
+
+Each entry is ``"module:Class"`` and is imported on first use, so the registry stays one table.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from py_scheduler.framework.interfaces import PluginFactory
+
+_ENTRIES: dict[str, str] = {
+    "PrioritySort": "py_scheduler.plugins.queue_sort:PrioritySort",
+    "SchedulingGates": "py_scheduler.plugins.scheduling_gates:SchedulingGates",
+    "NodeName": "py_scheduler.plugins.node_name:NodeName",
+    "NodeUnschedulable": "py_scheduler.plugins.node_unschedulable:NodeUnschedulable",
+    "TaintToleration": "py_scheduler.plugins.taint_toleration:TaintToleration",
+    "NodeAffinity": "py_scheduler.plugins.node_affinity:NodeAffinity",
+    "NodePorts": "py_scheduler.plugins.node_ports:NodePorts",
+    "NodeResourcesFit": "py_scheduler.plugins.node_resources_fit:NodeResourcesFit",
+    "NodeResourcesBalancedAllocation": "py_scheduler.plugins.balanced_allocation:NodeResourcesBalancedAllocation",
+    "ImageLocality": "py_scheduler.plugins.image_locality:ImageLocality",
+    "PodTopologySpread": "py_scheduler.plugins.pod_topology_spread:PodTopologySpread",
+    "InterPodAffinity": "py_scheduler.plugins.inter_pod_affinity:InterPodAffinity",
+    "VolumeRestrictions": "py_scheduler.plugins.volume_restrictions:VolumeRestrictions",
+    "NodeVolumeLimits": "py_scheduler.plugins.node_volume_limits:NodeVolumeLimits",
+    "VolumeBinding": "py_scheduler.plugins.volume_binding:VolumeBinding",
+    "VolumeZone": "py_scheduler.plugins.volume_zone:VolumeZone",
+    "DynamicResources": "py_scheduler.plugins.dynamic_resources:DynamicResources",
+    "DefaultPreemption": "py_scheduler.plugins.default_preemption:DefaultPreemption",
+    "NodeDeclaredFeatures": "py_scheduler.plugins.node_declared_features:NodeDeclaredFeatures",
+    "DefaultBinder": "py_scheduler.plugins.default_binder:DefaultBinder",
+    "GPUFilter": "py_scheduler.plugins.gpu.filter:GPUFilter",
+    "GPUScore": "py_scheduler.plugins.gpu.score:GPUScore",
+}
+
+
+def available() -> list[str]:
+    """Names of the plugins whose module imports (implemented ones), in registry order."""
+    out = []
+    for name in _ENTRIES:
+        try:
+            get(name)
+        except (ImportError, AttributeError):
+            continue
+        out.append(name)
+    return out
+
+
+def known(name: str) -> bool:
+    return name in _ENTRIES
+
+
+def get(name: str) -> PluginFactory:
+    """The factory for ``name``.
+
+    Raises:
+        KeyError: unknown plugin name.
+        ImportError / AttributeError: the plugin is registered but not implemented in this build.
+    """
+    mod, _, attr = _ENTRIES[name].partition(":")
+    cls: Any = getattr(importlib.import_module(mod), attr)
+    factory: PluginFactory = cls.create if hasattr(cls, "create") else cls
+    return factory

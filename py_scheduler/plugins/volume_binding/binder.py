@@ -1,0 +1,535 @@
+"""The scheduler's volume binder: which PVs / provisioning a Pod's claims get on a node.
+
+Upstream: ``pkg/scheduler/framework/plugins/volumebinding/binder.go`` (``GetPodVolumeClaims``,
+``FindPodVolumes``, ``checkBoundClaims``, ``findMatchingVolumes``, ``checkVolumeProvisions``,
+``hasEnoughCapacity``, ``nodeHasAccess``, ``AssumePodVolumes``, ``RevertAssumedPodVolumes``,
+``tryTranslatePVToCSI``, the ``ErrReason*`` strings), ``assume_cache.go`` / ``passive_assume_cache.go``
+(PV / PVC caches that overlay in-memory "assumed" objects on the informer's) and
+``component-helpers/storage/volume`` (see :mod:`.storage`).
+
+Everything is computed from the cycle's :class:`~py_scheduler.cache.snapshot.ClusterObjects` plus this
+binder's assumed objects. Reserve assumes in memory only (a PV pre-bound to the claim, a PVC with the
+``volume.kubernetes.io/selected-node`` annotation) so later Pods of the same run see the decision;
+the API updates upstream's PreBind makes (``BindPodVolumes``) are not made here (see
+:class:`PreBindPlan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from py_scheduler.cache.snapshot import ClusterObjects
+from py_scheduler.framework import quantity
+from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
+from py_scheduler.plugins.volume_binding import csi_translation as csi
+from py_scheduler.plugins.volume_binding import storage as st
+
+Obj = dict[str, Any]
+
+__all__ = [
+    "ERR_REASON_BIND_CONFLICT",
+    "ERR_REASON_NODE_CONFLICT",
+    "ERR_REASON_NOT_ENOUGH_SPACE",
+    "ERR_REASON_PV_NOT_EXIST",
+    "AssumeCache",
+    "BindingInfo",
+    "DynamicProvision",
+    "PodVolumeClaims",
+    "PodVolumes",
+    "PreBindPlan",
+    "StorageResource",
+    "VolumeBinder",
+]
+
+ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+"""``ErrReasonBindConflict``: an unbound WaitForFirstConsumer claim has no PV and cannot be provisioned."""
+ERR_REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
+"""``ErrReasonNodeConflict``: a bound claim's PV node affinity rejects the node."""
+ERR_REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
+"""``ErrReasonNotEnoughSpace``: no CSIStorageCapacity reachable from the node fits the claim."""
+ERR_REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+"""``ErrReasonPVNotExist``: a bound claim names a PV that does not exist."""
+
+
+@dataclass(slots=True)
+class StorageResource:
+    """Requested and capacity bytes of one storage class on a node (``StorageResource``)."""
+
+    requested: int = 0
+    capacity: int = 0
+
+
+@dataclass(slots=True)
+class BindingInfo:
+    """A static binding decision (``BindingInfo``): ``pvc`` is to be bound to ``pv``."""
+
+    pvc: Obj
+    pv: Obj
+
+    def storage_class_name(self) -> str:
+        """``StorageClassName``: the PV's ``spec.storageClassName`` (not the beta annotation)."""
+        v = st.spec(self.pv).get("storageClassName")
+        return v if isinstance(v, str) else ""
+
+    def storage_resource(self) -> StorageResource:
+        """``StorageResource``: the claim's request and the PV's capacity, ``Quantity.Value()`` bytes."""
+        req = st.claim_storage_request(self.pvc) or Decimal(0)
+        cap = st.pv_capacity(self.pv) or Decimal(0)
+        return StorageResource(quantity.value(req), quantity.value(cap))
+
+
+@dataclass(slots=True)
+class DynamicProvision:
+    """A claim to provision on the node (``DynamicProvision``); ``node_capacity`` is the
+    CSIStorageCapacity that showed room for it (None when capacity is not tracked)."""
+
+    pvc: Obj
+    node_capacity: Obj | None = None
+
+
+@dataclass(slots=True)
+class PodVolumes:
+    """The Pod's volume decisions for one node (``PodVolumes``)."""
+
+    static_bindings: list[BindingInfo] = field(default_factory=list)
+    dynamic_provisions: list[DynamicProvision] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PodVolumeClaims:
+    """The Pod's claims split by binding state (``PodVolumeClaims``); ``unbound_volumes_delay_binding``
+    maps a storage class name to its PVs (assumed versions included).
+
+    ``matchers`` (claim key -> :class:`~.storage.ClaimMatcher`) and ``capacities`` (class -> usable
+    CSIStorageCapacities) are per-cycle caches of the node-independent work, filled by the first Filter
+    call that needs them, so each node only evaluates what depends on it.
+    """
+
+    bound_claims: list[Obj] = field(default_factory=list)
+    unbound_claims_delay_binding: list[Obj] = field(default_factory=list)
+    unbound_claims_immediate: list[Obj] = field(default_factory=list)
+    unbound_volumes_delay_binding: dict[str, list[Obj]] = field(default_factory=dict)
+    matchers: dict[str, st.ClaimMatcher] = field(default_factory=dict)
+    capacities: dict[str, list[tuple[int, Obj, LabelSelector | None]]] = field(default_factory=dict)
+
+    def matcher(self, pvc: Obj) -> st.ClaimMatcher:
+        """The claim's :class:`~.storage.ClaimMatcher` over its class's PVs (built once per cycle)."""
+        key = _pvc_key(pvc)
+        m = self.matchers.get(key)
+        if m is None:
+            m = self.matchers[key] = st.ClaimMatcher(
+                pvc, self.unbound_volumes_delay_binding.get(st.claim_class(pvc), []))
+        return m
+
+
+@dataclass(slots=True)
+class PreBindPlan:
+    """What upstream's PreBind (``BindPodVolumes``) would write through the API for the chosen node:
+    ``pv_updates`` are PVs with ``spec.claimRef`` set (PUT each), ``pvc_updates`` PVCs with the
+    ``volume.kubernetes.io/selected-node`` annotation (PUT each); then it waits up to
+    ``bindTimeoutSeconds`` for the PV controller to bind them all."""
+
+    pv_updates: list[Obj]
+    pvc_updates: list[Obj]
+
+    def describe(self) -> str:
+        """One line naming the objects, e.g. ``bind PV pv-1 to PVC default/data; provision PVC default/x``."""
+        parts = []
+        for b in self.pv_updates:
+            ref = st.spec(b).get("claimRef") or {}
+            parts.append(f"bind PersistentVolume {st.name(b)} to PersistentVolumeClaim "
+                         f"{ref.get('namespace')}/{ref.get('name')}")
+        parts += [f"provision PersistentVolumeClaim {st.namespace(c)}/{st.name(c)} on node "
+                  f"{st.annotations_of(c).get(st.ANN_SELECTED_NODE, '')}" for c in self.pvc_updates]
+        return "; ".join(parts)
+
+
+class AssumeCache:
+    """``passiveAssumeCache`` over one kind of the snapshot's objects.
+
+    ``assume(obj)`` overlays an in-memory version; reads return it only while the stored (API)
+    object still has the same ``resourceVersion``: a newer object from the API server wins and the
+    assumed one is dropped, as upstream's informer handler does.
+    """
+
+    def __init__(self, kind: str, key: Callable[[Obj], str]) -> None:
+        self.kind = kind
+        self._key = key
+        self.assumed: dict[str, Obj] = {}
+        self._index_memo: dict[str, tuple[Obj, str]] = {}
+
+    def get_api(self, objects: ClusterObjects, key: str) -> Obj | None:
+        """The stored object (``GetAPIObj``), None when absent."""
+        return objects.get(self.kind, key)
+
+    def _overlay(self, key: str, api: Obj | None) -> Obj | None:
+        assumed = self.assumed.get(key)
+        if assumed is None:
+            return api
+        if api is None or st.resource_version(api) != st.resource_version(assumed):
+            del self.assumed[key]
+            return api
+        return assumed
+
+    def get(self, objects: ClusterObjects, key: str) -> Obj | None:
+        """The assumed object when current, else the stored one (``Get``); None when absent."""
+        return self._overlay(key, objects.get(self.kind, key))
+
+    def by_index(self, objects: ClusterObjects, index: Callable[[Obj], str], value: str) -> list[Obj]:
+        """``ByIndex``: stored objects whose ``index`` (evaluated on the stored object) is ``value``,
+        assumed versions swapped in. ``index`` results are memoized per stored object (by identity,
+        so an object replaced by the informer is re-indexed); one index function per cache."""
+        memo = self._index_memo
+        out: list[Obj] = []
+        store = objects.by_kind.get(self.kind, {})
+        for key, obj in store.items():
+            hit = memo.get(key)
+            if hit is None or hit[0] is not obj:
+                hit = memo[key] = (obj, index(obj))
+            if hit[1] == value:
+                cur = self._overlay(key, obj)
+                if cur is not None:
+                    out.append(cur)
+        if len(memo) > 2 * len(store) + 1024:
+            for key in [k for k in memo if k not in store]:
+                del memo[key]
+        return out
+
+    def assume(self, objects: ClusterObjects, obj: Obj) -> None:
+        """Overlay ``obj`` (``Assume``).
+
+        Raises:
+            st.StorageError: the object is not stored, or its resourceVersion differs from the stored one.
+        """
+        key = self._key(obj)
+        stored = objects.get(self.kind, key)
+        if stored is None:
+            raise st.StorageError(f'{self.kind.lower()} "{key}" not found')
+        if st.resource_version(stored) != st.resource_version(obj):
+            raise st.StorageError(f"{key!r} is out of sync (stored: {st.resource_version(stored)}, "
+                                  f"assume: {st.resource_version(obj)})")
+        self.assumed[key] = obj
+
+    def restore(self, obj: Obj) -> None:
+        """Drop the assumed version of ``obj`` if it is the one assumed (``Restore``)."""
+        key = self._key(obj)
+        assumed = self.assumed.get(key)
+        if assumed is not None and st.resource_version(assumed) == st.resource_version(obj):
+            del self.assumed[key]
+
+
+def _pv_key(pv: Obj) -> str:
+    return st.name(pv)
+
+
+def _pvc_key(pvc: Obj) -> str:
+    return st.claim_key(st.namespace(pvc), st.name(pvc))
+
+
+def _pvc_size(pvc: Obj) -> Decimal:
+    try:
+        return st.claim_storage_request(pvc) or Decimal(0)
+    except ValueError:
+        return Decimal(0)
+
+
+class VolumeBinder:
+    """``volumeBinder``: the PV / PVC assume caches and the binding decisions.
+
+    Methods take the cycle's ``ClusterObjects``; errors upstream returns as Go ``error`` (Filter /
+    PreFilter status Error) raise :class:`~.storage.StorageError` or
+    :class:`~.csi_translation.TranslationError`.
+    """
+
+    def __init__(self) -> None:
+        self.pv_cache = AssumeCache("PersistentVolume", _pv_key)
+        self.pvc_cache = AssumeCache("PersistentVolumeClaim", _pvc_key)
+
+    # -- claims ---------------------------------------------------------------------------------------
+    def _is_volume_bound(self, objects: ClusterObjects, pod: Obj, ref: st.PodVolumeRef) -> tuple[bool, Obj | None]:
+        """``isVolumeBound``: (fully bound?, the claim from the PVC cache)."""
+        key = st.claim_key(st.namespace(pod), ref.claim)
+        pvc = self.pvc_cache.get(objects, key)
+        if pvc is None:
+            raise st.StorageError(f'error getting PVC "{key}": persistentvolumeclaim "{key}" not found')
+        if ref.ephemeral:
+            err = st.volume_is_for_pod(pod, pvc)
+            if err is not None:
+                raise st.StorageError(err)
+        return st.is_pvc_fully_bound(pvc), pvc
+
+    def are_pod_volumes_bound(self, objects: ClusterObjects, pod: Obj) -> bool:
+        """``arePodVolumesBound``: every PVC-backed volume is fully bound (a missing claim counts as not)."""
+        for ref in st.pod_volume_refs(pod):
+            try:
+                bound, _ = self._is_volume_bound(objects, pod, ref)
+            except st.StorageError:
+                return False
+            if not bound:
+                return False
+        return True
+
+    def get_pod_volume_claims(self, objects: ClusterObjects, pod: Obj) -> PodVolumeClaims:
+        """``GetPodVolumeClaims``: the Pod's claims as bound, unbound WaitForFirstConsumer (delay binding)
+        and unbound immediate (incl. pre-bound to a PV but not yet fully bound), plus the PVs of each
+        delay-binding claim's class.
+
+        Raises:
+            st.StorageError: a claim is missing, is not owned by the Pod (ephemeral), or its class has
+            no ``volumeBindingMode``.
+        """
+        out = PodVolumeClaims()
+        for ref in st.pod_volume_refs(pod):
+            bound, pvc = self._is_volume_bound(objects, pod, ref)
+            if pvc is None:
+                continue
+            if bound:
+                out.bound_claims.append(pvc)
+                continue
+            cls_name = st.claim_class(pvc)
+            sc = objects.get("StorageClass", cls_name) if cls_name else None
+            delay = st.is_delay_binding_mode(pvc, sc)
+            if delay and not st.spec(pvc).get("volumeName"):
+                out.unbound_claims_delay_binding.append(pvc)
+            else:
+                out.unbound_claims_immediate.append(pvc)
+        for pvc in out.unbound_claims_delay_binding:
+            cls_name = st.claim_class(pvc)
+            if cls_name in out.unbound_volumes_delay_binding:
+                continue
+            out.unbound_volumes_delay_binding[cls_name] = self.pv_cache.by_index(objects, st.pv_class, cls_name)
+        return out
+
+    # -- filter ---------------------------------------------------------------------------------------
+    def find_pod_volumes(self, objects: ClusterObjects, pod: Obj, claims: PodVolumeClaims,
+                         node: Obj) -> tuple[PodVolumes, list[str]]:
+        """``FindPodVolumes``: (the node's volume decisions, conflict reasons; empty when it fits).
+
+        Reasons, in upstream's order: ``ERR_REASON_NODE_CONFLICT``, ``ERR_REASON_BIND_CONFLICT``,
+        ``ERR_REASON_NOT_ENOUGH_SPACE``, ``ERR_REASON_PV_NOT_EXIST``.
+
+        Raises:
+            st.StorageError / csi.TranslationError: upstream's errors (Filter status Error).
+        """
+        node_name = st.name(node)
+        node_labels = st.labels(node)
+        unbound_ok = bound_ok = sufficient = pvs_found = True
+        static: list[BindingInfo] = []
+        dynamic: list[DynamicProvision] = []
+
+        def reasons() -> list[str]:
+            out: list[str] = []
+            if not bound_ok:
+                out.append(ERR_REASON_NODE_CONFLICT)
+            if not unbound_ok:
+                out.append(ERR_REASON_BIND_CONFLICT)
+            if not sufficient:
+                out.append(ERR_REASON_NOT_ENOUGH_SPACE)
+            if not pvs_found:
+                out.append(ERR_REASON_PV_NOT_EXIST)
+            return out
+
+        if claims.bound_claims:
+            bound_ok, pvs_found = self._check_bound_claims(objects, claims.bound_claims, node_name, node_labels)
+        if claims.unbound_claims_delay_binding:
+            to_match: list[Obj] = []
+            to_provision: list[Obj] = []
+            for pvc in claims.unbound_claims_delay_binding:
+                selected = st.annotation(pvc, st.ANN_SELECTED_NODE)
+                if selected is not None:
+                    if selected != node_name:
+                        unbound_ok = False
+                        return PodVolumes(), reasons()
+                    to_provision.append(pvc)
+                else:
+                    to_match.append(pvc)
+            if to_match:
+                unbound_ok, static, unmatched = self._find_matching_volumes(to_match, claims, node_labels)
+                to_provision.extend(unmatched)
+            if to_provision:
+                unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node)
+        return PodVolumes(static, dynamic), reasons()
+
+    def _csi_node(self, objects: ClusterObjects, node_name: str) -> Obj | None:
+        return objects.get("CSINode", node_name)
+
+    def _check_bound_claims(self, objects: ClusterObjects, claims: list[Obj], node_name: str,
+                            node_labels: dict[str, str]) -> tuple[bool, bool]:
+        """``checkBoundClaims``: (node affinity of every bound PV satisfied, every bound PV exists)."""
+        csi_node = self._csi_node(objects, node_name)
+        for pvc in claims:
+            pv_name = st.spec(pvc).get("volumeName")
+            pv = self.pv_cache.get(objects, pv_name) if isinstance(pv_name, str) else None
+            if pv is None:
+                return True, False
+            pv = try_translate_pv_to_csi(pv, csi_node)
+            if not st.check_node_affinity(pv, node_labels):
+                return False, True
+        return True, True
+
+    def _find_matching_volumes(self, claims: list[Obj], pod_claims: PodVolumeClaims,
+                               node_labels: dict[str, str]) -> tuple[bool, list[BindingInfo], list[Obj]]:
+        """``findMatchingVolumes``: claims in increasing size order each take the smallest fitting PV
+        not chosen before; returns (all matched, bindings, claims left for provisioning)."""
+        chosen: dict[str, Obj] = {}
+        bindings: list[BindingInfo] = []
+        unmatched: list[Obj] = []
+        found = True
+        for pvc in sorted(claims, key=_pvc_size):
+            pv = pod_claims.matcher(pvc).match(node_labels, chosen)
+            if pv is None:
+                unmatched.append(pvc)
+                found = False
+                continue
+            chosen[st.name(pv)] = pv
+            bindings.append(BindingInfo(pvc, pv))
+        return found, bindings, unmatched
+
+    def _check_volume_provisions(self, objects: ClusterObjects, pod_claims: PodVolumeClaims, claims: list[Obj],
+                                 node: Obj) -> tuple[bool, bool, list[DynamicProvision]]:
+        """``checkVolumeProvisions``: (provisioning possible, enough capacity, provisions)."""
+        node_labels = st.labels(node)
+        out: list[DynamicProvision] = []
+        for pvc in claims:
+            key = st.claim_key(st.namespace(pvc), st.name(pvc))
+            cls_name = st.claim_class(pvc)
+            if not cls_name:
+                raise st.StorageError(f'no class for claim "{key}"')
+            sc = objects.get("StorageClass", cls_name)
+            if sc is None:
+                raise st.StorageError(f'failed to find storage class "{cls_name}"')
+            provisioner = sc.get("provisioner")
+            if not isinstance(provisioner, str) or not provisioner or provisioner == st.NOT_SUPPORTED_PROVISIONER:
+                return False, True, []
+            if not st.match_topology_selector_terms(sc.get("allowedTopologies"), node_labels):
+                return False, True, []
+            ok, cap = self._has_enough_capacity(objects, pod_claims, provisioner, pvc, cls_name, node_labels)
+            if not ok:
+                return True, False, []
+            out.append(DynamicProvision(pvc, cap))
+        return True, True, out
+
+    def _has_enough_capacity(self, objects: ClusterObjects, pod_claims: PodVolumeClaims, provisioner: str,
+                             pvc: Obj, class_name: str, node_labels: dict[str, str]) -> tuple[bool, Obj | None]:
+        """``hasEnoughCapacity``: capacity is checked only for a claim with a storage request whose
+        provisioner is a CSIDriver with ``storageCapacity: true``; then some CSIStorageCapacity of the
+        class, reachable from the node (``nodeTopology``), must allow a volume of that size
+        (``maximumVolumeSize`` if set, else ``capacity``). Objects are tried in namespace/name order
+        (upstream's lister order is unspecified)."""
+        size = st.claim_storage_request(pvc)
+        if size is None:
+            return True, None
+        driver = objects.get("CSIDriver", provisioner)
+        if driver is None or st.spec(driver).get("storageCapacity") is not True:
+            return True, None
+        size_bytes = quantity.value(size)
+        caps = pod_claims.capacities.get(class_name)
+        if caps is None:
+            caps = pod_claims.capacities[class_name] = _class_capacities(objects, class_name)
+        for limit, cap, topology in caps:
+            if limit >= size_bytes and topology is not None and topology.matches(node_labels):
+                return True, cap
+        return False, None
+
+    # -- reserve --------------------------------------------------------------------------------------
+    def assume_pod_volumes(self, objects: ClusterObjects, pod: Obj, node_name: str,
+                           pod_volumes: PodVolumes) -> bool:
+        """``AssumePodVolumes``: True when every claim is already fully bound; otherwise assume each
+        static binding's PV bound to its claim and each provisioned claim annotated with the node,
+        replacing ``pod_volumes``' entries by the assumed objects, and return False.
+
+        Raises:
+            st.StorageError: an object changed since it was read (the assumed ones are reverted).
+        """
+        if self.are_pod_volumes_bound(objects, pod):
+            return True
+        new_bindings: list[BindingInfo] = []
+        for b in pod_volumes.static_bindings:
+            new_pv, dirty = st.get_bind_volume_to_claim(b.pv, b.pvc)
+            if dirty:
+                try:
+                    self.pv_cache.assume(objects, new_pv)
+                except st.StorageError:
+                    self._revert_pvs(new_bindings)
+                    raise
+            new_bindings.append(BindingInfo(b.pvc, new_pv))
+        new_provisions: list[DynamicProvision] = []
+        for p in pod_volumes.dynamic_provisions:
+            meta = dict(st.meta(p.pvc))
+            meta["annotations"] = {**st.annotations_of(p.pvc), st.ANN_SELECTED_NODE: node_name}
+            clone = dict(p.pvc, metadata=meta)
+            try:
+                self.pvc_cache.assume(objects, clone)
+            except st.StorageError:
+                self._revert_pvs(new_bindings)
+                self._revert_pvcs(d.pvc for d in new_provisions)
+                raise
+            new_provisions.append(DynamicProvision(clone))
+        pod_volumes.static_bindings = new_bindings
+        pod_volumes.dynamic_provisions = new_provisions
+        return False
+
+    def revert_assumed_pod_volumes(self, pod_volumes: PodVolumes) -> None:
+        """``RevertAssumedPodVolumes``."""
+        self._revert_pvs(pod_volumes.static_bindings)
+        self._revert_pvcs(d.pvc for d in pod_volumes.dynamic_provisions)
+
+    def _revert_pvs(self, bindings: Iterable[BindingInfo]) -> None:
+        for b in bindings:
+            self.pv_cache.restore(b.pv)
+
+    def _revert_pvcs(self, claims: Iterable[Obj]) -> None:
+        for c in claims:
+            self.pvc_cache.restore(c)
+
+
+def _class_capacities(objects: ClusterObjects, class_name: str) -> list[tuple[int, Obj, LabelSelector | None]]:
+    """The class's CSIStorageCapacities as (``volumeLimit`` bytes, object, compiled ``nodeTopology``),
+    in namespace/name order (upstream's lister order is unspecified). A missing or malformed limit never
+    suffices; a missing or invalid topology gives no access (``nodeHasAccess``)."""
+    out: list[tuple[int, Obj, LabelSelector | None]] = []
+    for cap in sorted(objects.list("CSIStorageCapacity"), key=lambda c: (st.namespace(c), st.name(c))):
+        if cap.get("storageClassName") != class_name:
+            continue
+        limit = st.volume_limit(cap)
+        if limit is None:
+            continue
+        topo = cap.get("nodeTopology")
+        selector: LabelSelector | None = None
+        if isinstance(topo, dict):
+            try:
+                selector = parse_label_selector(topo)
+            except ValueError:
+                selector = None
+        out.append((quantity.value(limit), cap, selector))
+    return out
+
+
+def is_plugin_migrated_on_node(plugin_name: str, csi_node: Obj | None) -> bool:
+    """``isPluginMigratedToCSIOnNode``: the CSINode's ``storage.alpha.kubernetes.io/migrated-plugins``
+    annotation (comma-separated) lists the plugin."""
+    if csi_node is None:
+        return False
+    value = st.annotations_of(csi_node).get(st.ANN_MIGRATED_PLUGINS, "")
+    return bool(value) and plugin_name in value.split(",")
+
+
+def try_translate_pv_to_csi(pv: Obj, csi_node: Obj | None) -> Obj:
+    """``tryTranslatePVToCSI``: the CSI translation of an in-tree PV whose plugin's migration is on
+    and migrated on the node; otherwise the PV itself.
+
+    Raises:
+        csi.TranslationError: the translation failed (upstream: ``could not translate pv: ...``).
+    """
+    plugin = csi.in_tree_plugin_for_pv(pv)
+    if plugin is None or plugin.plugin_name not in csi.MIGRATION_ON:
+        return pv
+    if not is_plugin_migrated_on_node(plugin.plugin_name, csi_node):
+        return pv
+    try:
+        return csi.translate_pv_to_csi(pv)
+    except csi.TranslationError as exc:
+        raise csi.TranslationError(f"could not translate pv: {exc}") from exc

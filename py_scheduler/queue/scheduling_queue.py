@@ -1,0 +1,1038 @@
+"""The scheduling queue: activeQ, backoffQ and the unschedulable Pods, with event-driven requeueing.
+
+Upstream: ``pkg/scheduler/backend/queue/scheduling_queue.go`` (``PriorityQueue``: ``Add``,
+``AddUnschedulablePodIfNotPresent``, ``Update``, ``Delete``, ``MoveAllToActiveOrBackoffQueue``,
+``isPodWorthRequeuing``, ``requeueEntityWithQueueingStrategy``, ``flushBackoffQCompleted``,
+``flushUnschedulableEntitiesLeftover``, PreEnqueue gating), ``active_queue.go`` (pop, in-flight Pods
+and the cluster events seen while they are being scheduled, ``Done``) and ``backoff_queue.go``
+(per-Pod exponential backoff ``initial * 2^(n-1)`` capped at max, 1 s ordering windows, separate
+error backoff queue, popping from backoffQ when activeQ is empty: ``SchedulerPopFromBackoffQ``, on
+by default since 1.33).
+
+Single-threaded: every method runs on the asyncio event loop of the live process (or a test), so
+there are no locks; :meth:`PriorityQueue.pop` awaits the next Pod. Time comes from an injectable
+``now()`` (seconds, wall clock by default: the backoff windows are aligned to whole seconds as
+upstream's ``time.Truncate``), so tests drive a fake clock.
+
+Pods are keyed by ``namespace/name`` as upstream; in-flight Pods by UID.
+
+The queue also holds the nominator (``nominator.go``): node name -> the pending Pods nominated to it
+(their ``status.nominatedNodeName``, or a nomination the scheduling loop made after preemption),
+kept on Add / Update / Delete and by the loop (:meth:`PriorityQueue.add_nominated_pod`,
+:meth:`PriorityQueue.delete_nominated_pod_if_exists`). :attr:`PriorityQueue.nominator` is that
+index as the runtime's ``Nominator`` mapping (``NominatedPodsForNode``) for
+``Algorithm.schedule(..., nominator=)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Protocol
+
+from py_scheduler.framework.interfaces import FilterPlugin, PreFilterPlugin, ReservePlugin
+from py_scheduler.framework.interfaces import QueuedPodInfo as _BaseQueuedPodInfo
+from py_scheduler.framework.types import Code, PodInfo, PodParseError, Status
+from py_scheduler.queue.events import (
+    BACKOFF_COMPLETE,
+    EVENT_FORCE_ACTIVATE,
+    EVENT_UNSCHEDULABLE_TIMEOUT,
+    EVENT_UNSCHEDULED_POD_ADD,
+    FORCE_ACTIVATE,
+    POP_FROM_BACKOFF_Q,
+    SCHEDULE_ATTEMPT_FAILURE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    QueueingHint,
+    QueueingHintFn,
+    Resource,
+    is_wildcard,
+    match_any_cluster_event,
+    match_cluster_events,
+    pod_scheduling_properties_change,
+    unroll_pod_event,
+    unroll_wildcard_resource,
+)
+
+log = logging.getLogger("py_scheduler.queue")
+
+Obj = dict[str, Any]
+
+DEFAULT_POD_INITIAL_BACKOFF_SECONDS = 1.0
+"""``DefaultPodInitialBackoffDuration``."""
+DEFAULT_POD_MAX_BACKOFF_SECONDS = 10.0
+"""``DefaultPodMaxBackoffDuration``."""
+DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION = 300.0
+"""``DefaultPodMaxInUnschedulablePodsDuration`` (5 minutes)."""
+BACKOFF_ORDERING_WINDOW = 1.0
+"""``backoffQOrderingWindowDuration``: backoff expirations are truncated to whole seconds."""
+UNSCHEDULABLE_FLUSH_PERIOD = 30.0
+"""How often Pods stuck longer than the max duration are flushed (``wait.Until(..., 30s)``)."""
+
+ACTIVE_Q = "active"
+BACKOFF_Q = "backoff"
+UNSCHEDULABLE_Q = "unschedulable"
+GATED = "gated"
+
+PARSE_ERROR_PLUGIN = "PodSpecParse"
+"""Pseudo rejector recorded for a Pod whose fields cannot be parsed: it waits in the unschedulable
+Pods until the Pod itself is updated (or the 5-minute flush), instead of retrying every backoff."""
+
+
+class QueueingStrategy(IntEnum):
+    """``queueingStrategy``: where an event sends an unschedulable Pod."""
+
+    SKIP = 0
+    AFTER_BACKOFF = 1
+    IMMEDIATELY = 2
+
+
+class QueueMetrics(Protocol):
+    """Metrics sink of the queue (``scheduler_queue_incoming_pods_total``, ``scheduler_pending_pods``,
+    ``scheduler_unschedulable_pods``); the live process adapts ``py_scheduler.app.metrics``."""
+
+    def incoming(self, queue: str, event: str) -> None: ...
+
+    def pending(self, active: int, backoff: int, unschedulable: int, gated: int) -> None: ...
+
+    def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None: ...
+
+
+@dataclass(slots=True)
+class QueuedPodInfo(_BaseQueuedPodInfo):
+    """A Pod in the queue with upstream's ``QueueingParams``.
+
+    Times are seconds of the queue's clock. ``attempts`` counts pops; ``unschedulable_count`` the
+    rejections by plugins and ``consecutive_errors_count`` the internal errors in a row (either one
+    drives the backoff). ``parse_error`` is set when the Pod's fields could not be parsed: the loop
+    fails it with that message without running a cycle.
+    """
+
+    unschedulable_count: int = 0
+    consecutive_errors_count: int = 0
+    pending_plugins: frozenset[str] = frozenset()
+    gating_plugin: str = ""
+    gating_plugin_events: list[ClusterEvent] = field(default_factory=list)
+    backoff_expiration: float | None = None
+    initial_attempt_set: bool = False
+    flush_timestamp: float | None = None
+    was_flushed_from_unschedulable: bool = False
+    parse_error: PodParseError | None = None
+
+    @property
+    def key(self) -> str:
+        return self.pod_info.key
+
+    @property
+    def uid(self) -> str:
+        return self.pod_info.uid
+
+    @property
+    def pod(self) -> Obj:
+        return self.pod_info.pod
+
+    @property
+    def gated(self) -> bool:
+        return bool(self.gating_plugin)
+
+    def rejector_plugins(self) -> frozenset[str]:
+        return self.unschedulable_plugins | self.pending_plugins
+
+
+def parse_pod(pod: Obj) -> tuple[PodInfo, PodParseError | None]:
+    """A PodInfo for ``pod``; when a field is malformed, a PodInfo of the Pod without its resource
+    fields (so it can still be queued and ordered) plus the :class:`PodParseError`."""
+    try:
+        return PodInfo(pod), None
+    except PodParseError as err:
+        spec = dict(pod.get("spec") or {})
+        for k in ("containers", "initContainers", "overhead", "resources"):
+            spec.pop(k, None)
+        pi = PodInfo({**pod, "spec": spec, "status": {}})
+        pi.pod = pod
+        return pi, err
+
+
+class _Entry:
+    __slots__ = ("alive", "less", "qpi")
+
+    def __init__(self, qpi: QueuedPodInfo, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
+        self.qpi = qpi
+        self.less = less
+        self.alive = True
+
+    def __lt__(self, other: _Entry) -> bool:
+        return self.less(self.qpi, other.qpi)
+
+
+class _Heap:
+    """A keyed binary heap with a less function (``pkg/scheduler/backend/heap``); updates and
+    deletes mark the old entry dead (lazy deletion) and compact when dead entries dominate."""
+
+    def __init__(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
+        self._less = less
+        self._heap: list[_Entry] = []
+        self._items: dict[str, _Entry] = {}
+
+    def add_or_update(self, qpi: QueuedPodInfo) -> None:
+        old = self._items.get(qpi.key)
+        if old is not None:
+            old.alive = False
+        e = _Entry(qpi, self._less)
+        self._items[qpi.key] = e
+        heapq.heappush(self._heap, e)
+        if len(self._heap) > 64 and len(self._heap) > 2 * len(self._items):
+            self._heap = [x for x in self._heap if x.alive]
+            heapq.heapify(self._heap)
+
+    def _prune(self) -> None:
+        while self._heap and not self._heap[0].alive:
+            heapq.heappop(self._heap)
+
+    def peek(self) -> QueuedPodInfo | None:
+        self._prune()
+        return self._heap[0].qpi if self._heap else None
+
+    def pop(self) -> QueuedPodInfo | None:
+        self._prune()
+        if not self._heap:
+            return None
+        e = heapq.heappop(self._heap)
+        del self._items[e.qpi.key]
+        return e.qpi
+
+    def get(self, key: str) -> QueuedPodInfo | None:
+        e = self._items.get(key)
+        return e.qpi if e is not None else None
+
+    def delete(self, key: str) -> QueuedPodInfo | None:
+        e = self._items.pop(key, None)
+        if e is None:
+            return None
+        e.alive = False
+        return e.qpi
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def list(self) -> list[QueuedPodInfo]:
+        return [e.qpi for e in self._items.values()]
+
+
+@dataclass(slots=True)
+class _HintFunction:
+    plugin: str
+    fn: QueueingHintFn | None
+
+
+_IN_FLIGHT_POD = object()
+
+PodLister = Callable[[str, str], Obj | None]
+"""``(namespace, name) -> Pod | None``: the informer's view of a Pod (upstream's ``podLister``)."""
+
+
+def nominated_node_name(pod: Obj) -> str:
+    """``status.nominatedNodeName`` of ``pod`` ("" when unset or not a string)."""
+    status = pod.get("status")
+    nnn = status.get("nominatedNodeName") if isinstance(status, dict) else None
+    return nnn if isinstance(nnn, str) else ""
+
+
+def _pod_ident(pod: Obj) -> tuple[str, str, str]:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or "")
+
+
+class NominatedPods(Mapping[str, Sequence[PodInfo]]):
+    """The queue's nominator seen as the runtime's ``Nominator`` (node name -> PodInfos nominated
+    there, in nomination order). Read-only and live: each lookup resolves the nominated Pods to their
+    current queued PodInfos (``PriorityQueue.NominatedPodsForNode``). ``len`` is the number of nodes
+    with nominations, so an empty nominator is falsy and Filter takes its no-nominated-Pods path."""
+
+    __slots__ = ("_queue",)
+
+    def __init__(self, queue: PriorityQueue) -> None:
+        self._queue = queue
+
+    def __getitem__(self, node_name: str) -> Sequence[PodInfo]:
+        pods = self._queue.nominated_pods_for_node(node_name)
+        if not pods:
+            raise KeyError(node_name)
+        return pods
+
+    def get(self, node_name: str, default: Any = None) -> Any:  # Mapping.get without the KeyError round trip
+        pods = self._queue.nominated_pods_for_node(node_name)
+        return pods if pods else default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._queue._nominated_pods))
+
+    def __len__(self) -> int:
+        return len(self._queue._nominated_pods)
+
+    def __contains__(self, node_name: object) -> bool:
+        return node_name in self._queue._nominated_pods
+
+
+class PriorityQueue:
+    """``PriorityQueue`` for all profiles of the process.
+
+    Args:
+        frameworks: schedulerName -> Framework (``py_scheduler.framework.runtime.Framework``); the first
+            one's QueueSort orders activeQ (upstream requires the same QueueSort in every profile).
+        pod_initial_backoff / pod_max_backoff: seconds (``podInitialBackoffSeconds`` 1,
+            ``podMaxBackoffSeconds`` 10); a max of 0 disables backoff.
+        pod_max_in_unschedulable_pods_duration: seconds before an unschedulable Pod is retried even
+            without a matching event (5 minutes).
+        now: clock in seconds (default ``time.time``).
+        metrics: optional :class:`QueueMetrics`.
+        pop_from_backoff_q: ``SchedulerPopFromBackoffQ`` (default on, as in v1.37).
+        pod_lister: the informer's Pods (:data:`PodLister`); the nominator asks it before nominating
+            a Pod (a Pod gone or already bound is not nominated). None: no check (tests, offline).
+            May be set later through the ``pod_lister`` attribute.
+    """
+
+    def __init__(self, frameworks: Mapping[str, Any], *,
+                 pod_initial_backoff: float = DEFAULT_POD_INITIAL_BACKOFF_SECONDS,
+                 pod_max_backoff: float = DEFAULT_POD_MAX_BACKOFF_SECONDS,
+                 pod_max_in_unschedulable_pods_duration: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION,
+                 now: Callable[[], float] = time.time,
+                 metrics: QueueMetrics | None = None,
+                 pop_from_backoff_q: bool = True,
+                 pod_lister: PodLister | None = None) -> None:
+        self._now = now
+        self.pod_lister: PodLister | None = pod_lister
+        # The nominator (``nominator.go``): node -> [(namespace, name, uid)] in nomination order,
+        # and uid -> node.
+        self._nominated_pods: dict[str, list[tuple[str, str, str]]] = {}
+        self._nominated_pod_to_node: dict[str, str] = {}
+        self._nominator_view = NominatedPods(self)
+        self.pod_initial_backoff = pod_initial_backoff
+        self.pod_max_backoff = pod_max_backoff
+        self.pod_max_in_unschedulable_pods_duration = pod_max_in_unschedulable_pods_duration
+        self.pop_from_backoff_q = pop_from_backoff_q
+        self._metrics = metrics
+        fws = list(frameworks.values())
+        self._less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = (
+            fws[0].less if fws else (lambda a, b: a.timestamp < b.timestamp))
+        self._active = _Heap(self._less)
+        self._backoff = _Heap(self._less_backoff_with_priority if pop_from_backoff_q else self._less_backoff)
+        self._error_backoff = _Heap(self._less_backoff)
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._gated_keys: set[str] = set()  # keys of the gated Pods in _unschedulable
+        self._in_flight: dict[str, list[Any]] = {}
+        self._in_flight_events: deque[list[Any]] = deque()
+        self._sched_cycle = 0
+        self._closed = False
+        self._wakeup = asyncio.Event()
+        self._hint_maps: dict[str, dict[ClusterEvent, list[_HintFunction]]] = {}
+        self._plugin_events: dict[str, dict[str, list[ClusterEvent]]] = {}
+        self._pre_enqueue: dict[str, list[Any]] = {}
+        for name, fw in frameworks.items():
+            self._hint_maps[name], self._plugin_events[name] = _build_hint_map(fw)
+            self._pre_enqueue[name] = [p for p in fw.plugins.values() if callable(getattr(p, "pre_enqueue", None))]
+
+    # -- time / backoff --------------------------------------------------------------------------
+    def now(self) -> float:
+        return self._now()
+
+    def _align(self, t: float) -> float:
+        if not self.pop_from_backoff_q:
+            return t
+        return math.floor(t / BACKOFF_ORDERING_WINDOW) * BACKOFF_ORDERING_WINDOW
+
+    def calculate_backoff_duration(self, count: int) -> float:
+        """``calculateBackoffDuration``: ``initial * 2^(count-1)``, at most ``max`` (seconds)."""
+        if count <= 0:
+            return 0.0
+        shift = min(count - 1, 62)
+        if self.pod_initial_backoff > self.pod_max_backoff / (2**shift):
+            return self.pod_max_backoff
+        return float(self.pod_initial_backoff * (2**shift))
+
+    def backoff_time(self, qpi: QueuedPodInfo) -> float | None:
+        """``getBackoffTime``: when ``qpi``'s backoff ends (None: no backoff), cached on the Pod."""
+        if self.pod_max_backoff == 0:
+            return None
+        count = qpi.consecutive_errors_count if qpi.consecutive_errors_count > 0 else qpi.unschedulable_count
+        if count == 0:
+            return None
+        if qpi.backoff_expiration is None:
+            qpi.backoff_expiration = self._align(qpi.timestamp + self.calculate_backoff_duration(count))
+        return qpi.backoff_expiration
+
+    def is_backing_off(self, qpi: QueuedPodInfo) -> bool:
+        """``isEntityBackingoff``: the backoff expiration is not before the current window."""
+        bt = self.backoff_time(qpi)
+        if bt is None:
+            return False
+        return not bt < self._align(self._now())
+
+    def _less_backoff(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return (self.backoff_time(a) or 0.0) < (self.backoff_time(b) or 0.0)
+
+    def _less_backoff_with_priority(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        ba, bb = self.backoff_time(a) or 0.0, self.backoff_time(b) or 0.0
+        if ba != bb:
+            return ba < bb
+        return self._less(a, b)
+
+    # -- metrics ---------------------------------------------------------------------------------
+    def _incoming(self, queue: str, event: str) -> None:
+        if self._metrics is not None:
+            self._metrics.incoming(queue, event)
+
+    def _reason(self, qpi: QueuedPodInfo, delta: int, plugins: Iterable[str] | None = None) -> None:
+        if self._metrics is None:
+            return
+        for plugin in plugins if plugins is not None else qpi.rejector_plugins():
+            self._metrics.unschedulable_reason(plugin, qpi.pod_info.scheduler_name, delta)
+
+    def _unschedulable_pop(self, key: str) -> QueuedPodInfo | None:
+        self._gated_keys.discard(key)
+        return self._unschedulable.pop(key, None)
+
+    def _update_pending(self) -> None:
+        if self._metrics is not None:
+            # A running set, not a scan of the unschedulable Pods on every queue event (O(1) per event
+            # with thousands of unschedulable Pods).
+            gated = len(self._gated_keys)
+            self._metrics.pending(len(self._active), len(self._backoff) + len(self._error_backoff),
+                                  len(self._unschedulable) - gated, gated)
+
+    # -- PreEnqueue --------------------------------------------------------------------------------
+    def _run_pre_enqueue(self, qpi: QueuedPodInfo) -> None:
+        plugins = self._pre_enqueue.get(qpi.pod_info.scheduler_name, [])
+        ordered = sorted(plugins, key=lambda p: p.name != qpi.gating_plugin) if qpi.gating_plugin else plugins
+        for pl in ordered:
+            try:
+                s: Status = pl.pre_enqueue(qpi.pod_info)
+            except Exception as exc:  # a plugin bug must not take the queue down
+                log.exception("PreEnqueue plugin %s failed for pod %s", pl.name, qpi.key)
+                s = Status(Code.ERROR, [str(exc)], pl.name)
+            if s.is_success():
+                continue
+            if pl.name not in qpi.rejector_plugins():
+                self._reason(qpi, 1, [pl.name])
+            qpi.unschedulable_plugins = qpi.unschedulable_plugins | {pl.name}
+            qpi.gating_plugin = pl.name
+            qpi.gating_plugin_events = self._plugin_events.get(qpi.pod_info.scheduler_name, {}).get(pl.name, [])
+            log.debug("Status after running PreEnqueue plugin pod=%s plugin=%s status=%s",
+                      qpi.key, pl.name, s.message())
+            return
+        qpi.gating_plugin = ""
+        qpi.gating_plugin_events = []
+
+    # -- moves -------------------------------------------------------------------------------------
+    def _to_unschedulable(self, qpi: QueuedPodInfo, event: str) -> None:
+        self._unschedulable[qpi.key] = qpi
+        if qpi.gated:
+            self._gated_keys.add(qpi.key)
+        else:
+            self._gated_keys.discard(qpi.key)
+        self._incoming(GATED if qpi.gated else UNSCHEDULABLE_Q, event)
+
+    def _move_to_active(self, qpi: QueuedPodInfo, event: str, moves_from_backoff: bool) -> bool:
+        """``moveToActiveQ``: PreEnqueue, then activeQ (or the unschedulable Pods when gated)."""
+        if not (self.pop_from_backoff_q and moves_from_backoff):
+            self._run_pre_enqueue(qpi)
+        if qpi.gated:
+            qpi.was_flushed_from_unschedulable = False
+            self._to_unschedulable(qpi, event)
+            return False
+        if not qpi.initial_attempt_set:
+            qpi.initial_attempt_timestamp = self._now()
+            qpi.initial_attempt_set = True
+        self._unschedulable_pop(qpi.key)
+        self._active.add_or_update(qpi)
+        self._incoming(ACTIVE_Q, event)
+        return True
+
+    def _move_to_backoff(self, qpi: QueuedPodInfo, event: str) -> bool:
+        """``moveToBackoffQ`` (PreEnqueue runs here when popping from backoffQ is enabled)."""
+        if self.pop_from_backoff_q:
+            self._run_pre_enqueue(qpi)
+            if qpi.gated:
+                qpi.was_flushed_from_unschedulable = False
+                self._to_unschedulable(qpi, event)
+                return False
+        self._unschedulable_pop(qpi.key)
+        if qpi.rejector_plugins():
+            self._error_backoff.delete(qpi.key)
+            self._backoff.add_or_update(qpi)
+        else:
+            self._backoff.delete(qpi.key)
+            self._error_backoff.add_or_update(qpi)
+        self._incoming(BACKOFF_Q, event)
+        return True
+
+    def _requeue(self, qpi: QueuedPodInfo, strategy: QueueingStrategy, event: str) -> str:
+        """``requeueEntityWithQueueingStrategy``: returns the queue the Pod went to."""
+        if strategy == QueueingStrategy.SKIP:
+            self._to_unschedulable(qpi, event)
+            return UNSCHEDULABLE_Q
+        if strategy == QueueingStrategy.AFTER_BACKOFF and self.is_backing_off(qpi):
+            return BACKOFF_Q if self._move_to_backoff(qpi, event) else UNSCHEDULABLE_Q
+        return ACTIVE_Q if self._move_to_active(qpi, event, False) else UNSCHEDULABLE_Q
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    # -- public API ------------------------------------------------------------------------------
+    def new_queued_pod_info(self, pod: Obj) -> QueuedPodInfo:
+        """A fresh QueuedPodInfo for ``pod`` stamped with the current time."""
+        pi, err = parse_pod(pod)
+        qpi = QueuedPodInfo(pi, timestamp=self._now())
+        qpi.parse_error = err
+        return qpi
+
+    def add(self, pod: Obj) -> None:
+        """``Add``: a new unscheduled Pod goes to activeQ (or waits gated). A Pod already queued is
+        updated instead (re-lists may repeat an add)."""
+        key = f"{(pod.get('metadata') or {}).get('namespace') or 'default'}/{(pod.get('metadata') or {}).get('name')}"
+        existing = self._get(key)
+        if existing is not None:
+            self.update(existing.pod, pod)
+            return
+        qpi = self.new_queued_pod_info(pod)
+        # Before activeQ (as upstream), so the nomination is recorded even for a gated Pod.
+        self.add_nominated_pod(qpi.pod_info)
+        if self._move_to_active(qpi, EVENT_UNSCHEDULED_POD_ADD.label(), False):
+            self._wake()
+        self._update_pending()
+
+    def _get(self, key: str) -> QueuedPodInfo | None:
+        return self._active.get(key) or self._backoff.get(key) or self._error_backoff.get(key) or \
+            self._unschedulable.get(key)
+
+    def get(self, namespace: str, name: str) -> QueuedPodInfo | None:
+        """The queued entry of a Pod (any sub-queue), or None."""
+        return self._get(f"{namespace}/{name}")
+
+    def where(self, namespace: str, name: str) -> str | None:
+        """Which sub-queue holds the Pod: ``active``, ``backoff``, ``unschedulable``, ``gated``,
+        ``in-flight`` or None."""
+        key = f"{namespace}/{name}"
+        if key in self._active:
+            return ACTIVE_Q
+        if key in self._backoff or key in self._error_backoff:
+            return BACKOFF_Q
+        q = self._unschedulable.get(key)
+        if q is not None:
+            return GATED if q.gated else UNSCHEDULABLE_Q
+        if any(e[1] == key for e in self._in_flight.values()):
+            return "in-flight"
+        return None
+
+    def _replace_pod(self, qpi: QueuedPodInfo, pod: Obj) -> None:
+        if qpi.parse_error is None:
+            # Reuses the parse when the update leaves its inputs alone (e.g. our own status write,
+            # PodScheduled=False / nominatedNodeName, coming back through the watch).
+            try:
+                qpi.pod_info = qpi.pod_info.reparse(pod)
+                return
+            except PodParseError:
+                pass
+        pi, err = parse_pod(pod)
+        qpi.pod_info = pi
+        qpi.parse_error = err
+
+    def update(self, old_pod: Obj, new_pod: Obj) -> None:
+        """``Update``: replace the Pod of a queued entry; an unschedulable Pod is requeued when the
+        update may make it schedulable (its own QueueingHints; a Pod that could not be parsed is
+        retried at once). A Pod in no sub-queue (and not in flight) is added."""
+        events = pod_scheduling_properties_change(new_pod, old_pod, True)
+        meta = new_pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        uid = str(meta.get("uid") or "")
+        try:
+            if uid in self._in_flight:
+                for ev in events:
+                    self._in_flight_events.append([ev, old_pod, new_pod])
+                return
+            for heap in (self._active, self._backoff, self._error_backoff):
+                qpi = heap.get(key)
+                if qpi is not None:
+                    self._replace_pod(qpi, new_pod)
+                    self.update_nominated_pod(old_pod, qpi.pod_info)
+                    heap.add_or_update(qpi)
+                    return
+            qpi = self._unschedulable.get(key)
+            if qpi is not None:
+                had_parse_error = qpi.parse_error is not None
+                self._replace_pod(qpi, new_pod)
+                self.update_nominated_pod(old_pod, qpi.pod_info)
+                if had_parse_error:
+                    self._reason(qpi, -1)
+                    qpi.unschedulable_plugins = qpi.unschedulable_plugins - {PARSE_ERROR_PLUGIN}
+                    if self._requeue(qpi, QueueingStrategy.IMMEDIATELY, events[0].label()) == ACTIVE_Q:
+                        self._wake()
+                    return
+                for ev in events:
+                    hint = self._worth_requeuing(qpi, ev, old_pod, new_pod)
+                    queue = self._requeue(qpi, hint, ev.label())
+                    if queue == ACTIVE_Q or (self.pop_from_backoff_q and queue == BACKOFF_Q):
+                        self._wake()
+                        break
+                return
+            self.add(new_pod)
+        finally:
+            self._update_pending()
+
+    def delete(self, pod: Obj) -> None:
+        """``Delete``: drop the Pod from whichever sub-queue holds it, and its nomination."""
+        self.delete_nominated_pod_if_exists(pod)
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+        for heap in (self._active, self._backoff, self._error_backoff):
+            qpi = heap.delete(key)
+            if qpi is not None:
+                self._reason(qpi, -1)
+                break
+        else:
+            qpi = self._unschedulable_pop(key)
+            if qpi is not None:
+                self._reason(qpi, -1)
+        self._update_pending()
+
+    # -- pop / done ----------------------------------------------------------------------------------
+    def pop_nowait(self) -> QueuedPodInfo | None:
+        """Pop the head of activeQ (or, with activeQ empty, of backoffQ) without waiting; the Pod
+        becomes in flight until :meth:`done`."""
+        while True:
+            qpi = self._active.pop()
+            if qpi is None and self.pop_from_backoff_q:
+                qpi = self._backoff.pop()
+                if qpi is not None:
+                    self._incoming(ACTIVE_Q, POP_FROM_BACKOFF_Q)
+            if qpi is None:
+                return None
+            qpi.attempts += 1
+            if qpi.uid in self._in_flight:
+                log.error("the same pod is tracked in multiple places in the scheduler: %s", qpi.key)
+                continue
+            marker = [_IN_FLIGHT_POD, qpi.key]
+            self._in_flight[qpi.uid] = marker
+            self._in_flight_events.append(marker)
+            self._sched_cycle += 1
+            self._reason(qpi, -1)
+            self._update_pending()
+            return qpi
+
+    async def pop(self) -> QueuedPodInfo | None:
+        """``Pop``: await the next Pod; None once the queue is closed."""
+        while True:
+            if self._closed:
+                return None
+            qpi = self.pop_nowait()
+            if qpi is not None:
+                return qpi
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def done(self, uid: str) -> None:
+        """``Done``: the Pod's attempt is over; forget the events recorded while it was in flight."""
+        marker = self._in_flight.pop(uid, None)
+        if marker is None:
+            return
+        marker[0] = None  # tombstone: skipped by scans, trimmed from the front
+        while self._in_flight_events:
+            head = self._in_flight_events[0]
+            if head[0] is _IN_FLIGHT_POD:
+                break
+            self._in_flight_events.popleft()
+        if not self._in_flight:
+            self._in_flight_events.clear()
+
+    def undo_pop(self, qpi: QueuedPodInfo) -> None:
+        """Put back a popped Pod that was never attempted (e.g. leadership lost before its cycle)."""
+        qpi.attempts = max(qpi.attempts - 1, 0)
+        self._sched_cycle -= 1
+        self.done(qpi.uid)
+        self._reason(qpi, 1)
+        self._active.add_or_update(qpi)
+        self._wake()
+        self._update_pending()
+
+    @property
+    def scheduling_cycle(self) -> int:
+        """``SchedulingCycle``: pops so far."""
+        return self._sched_cycle
+
+    def in_flight_uids(self) -> list[str]:
+        return list(self._in_flight)
+
+    def _events_for_in_flight(self, uid: str) -> list[list[Any]]:
+        marker = self._in_flight.get(uid)
+        if marker is None:
+            raise KeyError(uid)
+        out: list[list[Any]] = []
+        seen = False
+        for e in self._in_flight_events:
+            if e is marker:
+                seen = True
+                continue
+            if seen and isinstance(e[0], ClusterEvent):
+                out.append(e)
+        return out
+
+    def _add_event_if_any_in_flight(self, ev: ClusterEvent, old: Any, new: Any) -> None:
+        if self._in_flight:
+            self._in_flight_events.append([ev, old, new])
+
+    # -- failures ----------------------------------------------------------------------------------
+    def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, pod: Obj | None = None) -> str | None:
+        """``AddUnschedulablePodIfNotPresent``: a Pod back from a failed attempt.
+
+        ``qpi.unschedulable_plugins`` / ``pending_plugins`` are the rejectors (empty: an internal
+        error, counted in ``consecutive_errors_count``). ``pod`` is the latest version of the Pod
+        (from the informer) to requeue instead of the attempted one. Events seen while the Pod was
+        in flight may send it straight to backoffQ/activeQ. Returns the queue it went to (None if it
+        was already queued). Always ends the in-flight state (:meth:`done`).
+        """
+        try:
+            if self._get(qpi.key) is not None:
+                log.error("Pod %s is already present in the scheduling queue", qpi.key)
+                return None
+            if pod is not None:
+                self._replace_pod(qpi, pod)
+            if not qpi.rejector_plugins():
+                qpi.consecutive_errors_count += 1
+            else:
+                qpi.unschedulable_count += 1
+                qpi.consecutive_errors_count = 0
+            qpi.timestamp = self._now()
+            qpi.backoff_expiration = None
+            qpi.was_flushed_from_unschedulable = False
+            qpi.flush_timestamp = None
+            self._reason(qpi, 1)
+            hint = self._hint_for_in_flight(qpi)
+            queue = self._requeue(qpi, hint, SCHEDULE_ATTEMPT_FAILURE)
+            log.debug("Pod moved to an internal scheduling queue pod=%s event=%s queue=%s hint=%s "
+                      "unschedulable plugins=%s", qpi.key, SCHEDULE_ATTEMPT_FAILURE, queue, hint.name,
+                      sorted(qpi.rejector_plugins()))
+            if queue == ACTIVE_Q or (self.pop_from_backoff_q and queue == BACKOFF_Q):
+                self._wake()
+            return queue
+        finally:
+            self.done(qpi.uid)
+            self._update_pending()
+
+    def _hint_for_in_flight(self, qpi: QueuedPodInfo) -> QueueingStrategy:
+        """``determineSchedulingHintForInFlightPod``."""
+        if not qpi.rejector_plugins():
+            return QueueingStrategy.AFTER_BACKOFF
+        try:
+            events = self._events_for_in_flight(qpi.uid)
+        except KeyError:
+            log.error("in flight pod %s isn't found in the scheduling queue", qpi.key)
+            return QueueingStrategy.AFTER_BACKOFF
+        strategy = QueueingStrategy.SKIP
+        for ev, old, new in events:
+            s = self._worth_requeuing(qpi, ev, old, new)
+            if s == QueueingStrategy.IMMEDIATELY:
+                return s
+            if s == QueueingStrategy.AFTER_BACKOFF:
+                strategy = s
+                if not qpi.pending_plugins:
+                    return s
+        return strategy
+
+    def _worth_requeuing(self, qpi: QueuedPodInfo, ev: ClusterEvent, old: Any, new: Any) -> QueueingStrategy:
+        """``isPodWorthRequeuing``: ask the QueueingHints of the plugins that rejected the Pod."""
+        rejectors = qpi.rejector_plugins()
+        if not rejectors:
+            return QueueingStrategy.AFTER_BACKOFF
+        if is_wildcard(ev):
+            if isinstance(new, dict) and str(((new.get("metadata") or {}).get("uid")) or "") != qpi.uid:
+                return QueueingStrategy.SKIP
+            return QueueingStrategy.AFTER_BACKOFF
+        hint_map = self._hint_maps.get(qpi.pod_info.scheduler_name)
+        if hint_map is None:
+            return QueueingStrategy.AFTER_BACKOFF
+        strategy = QueueingStrategy.SKIP
+        for registered, fns in hint_map.items():
+            if not match_cluster_events(registered, ev):
+                continue
+            for hf in fns:
+                if hf.plugin not in rejectors:
+                    continue
+                hint = QueueingHint.QUEUE
+                if hf.fn is not None:
+                    try:
+                        hint = hf.fn(qpi.pod, old, new)
+                    except Exception:
+                        log.exception("QueueingHintFn returns error event=%s plugin=%s pod=%s",
+                                      ev.label(), hf.plugin, qpi.key)
+                        hint = QueueingHint.QUEUE
+                if hint == QueueingHint.QUEUE_SKIP:
+                    continue
+                if hf.plugin in qpi.pending_plugins:
+                    return QueueingStrategy.IMMEDIATELY
+                if not qpi.pending_plugins:
+                    return QueueingStrategy.AFTER_BACKOFF
+                strategy = QueueingStrategy.AFTER_BACKOFF
+        return strategy
+
+    def _is_event_of_interest(self, ev: ClusterEvent) -> bool:
+        if is_wildcard(ev):
+            return True
+        return any(match_cluster_events(registered, ev)
+                   for hint_map in self._hint_maps.values() for registered in hint_map)
+
+    def move_all_to_active_or_backoff(self, ev: ClusterEvent, old: Any = None, new: Any = None,
+                                      pre_check: Callable[[Obj], bool] | None = None) -> None:
+        """``MoveAllToActiveOrBackoffQueue``: offer a cluster event to every unschedulable Pod
+        (``pre_check`` narrows them); Pods in flight see it when they come back."""
+        if not self._is_event_of_interest(ev):
+            return
+        pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
+        self._move_entities(pods, ev, old, new)
+
+    def _move_entities(self, pods: list[QueuedPodInfo], ev: ClusterEvent, old: Any, new: Any) -> None:
+        if not self._is_event_of_interest(ev):
+            return
+        activated = False
+        for qpi in pods:
+            if qpi.gated and not is_wildcard(ev) and not match_any_cluster_event(ev, qpi.gating_plugin_events):
+                continue
+            hint = self._worth_requeuing(qpi, ev, old, new)
+            if hint == QueueingStrategy.SKIP:
+                continue
+            self._unschedulable_pop(qpi.key)
+            queue = self._requeue(qpi, hint, ev.label())
+            if queue == ACTIVE_Q or (self.pop_from_backoff_q and queue == BACKOFF_Q):
+                activated = True
+        self._add_event_if_any_in_flight(ev, old, new)
+        if activated:
+            self._wake()
+        self._update_pending()
+
+    def activate(self, pods: Iterable[Obj]) -> None:
+        """``Activate``: move these Pods from the unschedulable Pods or backoffQ to activeQ now
+        (PreEnqueue still applies); a Pod in flight gets a ``ForceActivate`` event recorded so it
+        is requeued at once when it comes back."""
+        activated = False
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+            qpi = self._unschedulable.get(key)
+            from_backoff = False
+            if qpi is None:
+                qpi = self._backoff.delete(key) or self._error_backoff.delete(key)
+                from_backoff = qpi is not None
+            if qpi is not None:
+                if self._move_to_active(qpi, FORCE_ACTIVATE, from_backoff):
+                    activated = True
+                continue
+            if str(meta.get("uid") or "") in self._in_flight:
+                self._in_flight_events.append([EVENT_FORCE_ACTIVATE, None, pod])
+        if activated:
+            self._wake()
+        self._update_pending()
+
+    # -- periodic flushes --------------------------------------------------------------------------
+    def flush_backoff_q_completed(self) -> int:
+        """``flushBackoffQCompleted``: Pods whose backoff ended go to activeQ; returns how many."""
+        moved = 0
+        for heap in (self._backoff, self._error_backoff):
+            while True:
+                head = heap.peek()
+                if head is None or self.is_backing_off(head):
+                    break
+                heap.pop()
+                if self._move_to_active(head, BACKOFF_COMPLETE, True):
+                    moved += 1
+        if moved:
+            self._wake()
+        self._update_pending()
+        return moved
+
+    def flush_unschedulable_pods_leftover(self) -> None:
+        """``flushUnschedulableEntitiesLeftover``: Pods unschedulable for longer than the max
+        duration are retried (event ``UnschedulableTimeout``)."""
+        now = self._now()
+        to_move: list[QueuedPodInfo] = []
+        for qpi in self._unschedulable.values():
+            last = qpi.timestamp
+            if qpi.flush_timestamp is not None and qpi.flush_timestamp > last:
+                last = qpi.flush_timestamp
+            if now - last > self.pod_max_in_unschedulable_pods_duration:
+                qpi.was_flushed_from_unschedulable = True
+                qpi.flush_timestamp = now
+                to_move.append(qpi)
+        if to_move:
+            self._move_entities(to_move, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
+
+    async def run(self) -> None:
+        """Background flushes until cancelled: backoffQ every second (aligned to the window),
+        leftover unschedulable Pods every 30 s."""
+        last_leftover = self._now()
+        try:
+            while not self._closed:
+                t = time.time()
+                await asyncio.sleep(BACKOFF_ORDERING_WINDOW - (t % BACKOFF_ORDERING_WINDOW) + 0.001)
+                self.flush_backoff_q_completed()
+                if self._now() - last_leftover >= UNSCHEDULABLE_FLUSH_PERIOD:
+                    last_leftover = self._now()
+                    self.flush_unschedulable_pods_leftover()
+        except asyncio.CancelledError:
+            raise
+
+    def close(self) -> None:
+        """Wake :meth:`pop` so it returns None."""
+        self._closed = True
+        self._wake()
+
+    # -- nominator ---------------------------------------------------------------------------------
+    @property
+    def nominator(self) -> NominatedPods:
+        """The nominated Pods per node as the runtime's ``Nominator`` mapping (a live view)."""
+        return self._nominator_view
+
+    def add_nominated_pod(self, pod_info: PodInfo, nominated_node: str | None = None) -> None:
+        """``AddNominatedPod``: (re)nominate a Pod, replacing any earlier nomination of its UID.
+
+        ``nominated_node`` None is ``ModeNoop`` (the Pod's own ``status.nominatedNodeName``); a
+        string is ``ModeOverride`` ("" clears the nomination). A Pod the lister does not know or
+        sees bound is not nominated.
+        """
+        pod = pod_info.pod
+        ns, name, uid = _pod_ident(pod)
+        self._delete_nominated(uid)
+        node = nominated_node if nominated_node is not None else nominated_node_name(pod)
+        if not node:
+            return
+        if self.pod_lister is not None:
+            current = self.pod_lister(ns, name)
+            if current is None:
+                log.debug("Pod doesn't exist in podLister, aborted adding it to the nominator pod=%s/%s", ns, name)
+                return
+            if (current.get("spec") or {}).get("nodeName"):
+                log.debug("Pod is already scheduled to a node, aborted adding it to the nominator pod=%s/%s node=%s",
+                          ns, name, (current.get("spec") or {}).get("nodeName"))
+                return
+        self._nominated_pod_to_node[uid] = node
+        refs = self._nominated_pods.setdefault(node, [])
+        if any(r[2] == uid for r in refs):
+            return
+        refs.append((ns, name, uid))
+
+    def update_nominated_pod(self, old_pod: Obj, new_pod_info: PodInfo) -> None:
+        """``UpdateNominatedPod``: follow a Pod update. When neither version carries a
+        ``nominatedNodeName`` but the nominator holds one for the Pod (set by the loop, the status
+        write not seen yet), that nomination is kept; otherwise the new version's applies."""
+        override: str | None = None
+        old_uid = _pod_ident(old_pod)[2]
+        if not nominated_node_name(old_pod) and not nominated_node_name(new_pod_info.pod):
+            override = self._nominated_pod_to_node.get(old_uid)
+        self._delete_nominated(old_uid)
+        self.add_nominated_pod(new_pod_info, override)
+
+    def delete_nominated_pod_if_exists(self, pod: Obj) -> None:
+        """``DeleteNominatedPodIfExists``: forget the Pod's nomination (assumed, bound or deleted)."""
+        self._delete_nominated(_pod_ident(pod)[2])
+
+    def _delete_nominated(self, uid: str) -> None:
+        node = self._nominated_pod_to_node.pop(uid, None)
+        if node is None:
+            return
+        refs = self._nominated_pods.get(node)
+        if refs is None:
+            return
+        for i, r in enumerate(refs):
+            if r[2] == uid:
+                del refs[i]
+                break
+        if not refs:
+            del self._nominated_pods[node]
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        """``NominatedPodsForNode``: the PodInfos nominated to ``node_name``, in nomination order.
+
+        Each resolves to the Pod's queued PodInfo (activeQ, backoffQ or the unschedulable Pods, by
+        ``namespace/name``); a Pod in none of them (in flight) is a bare Pod with only its name,
+        namespace and UID, as upstream's ``nominatedPodToInfo``.
+        """
+        refs = self._nominated_pods.get(node_name)
+        if not refs:
+            return []
+        out: list[PodInfo] = []
+        for ns, name, uid in refs:
+            qpi = self._get(f"{ns}/{name}")
+            if qpi is not None:
+                out.append(qpi.pod_info)
+            else:
+                out.append(PodInfo({"metadata": {"name": name, "namespace": ns, "uid": uid}, "spec": {}}))
+        return out
+
+    def nominated_node_of(self, uid: str) -> str | None:
+        """The node the Pod with ``uid`` is nominated to, or None."""
+        return self._nominated_pod_to_node.get(uid)
+
+    # -- introspection -----------------------------------------------------------------------------
+    def pending_pods(self) -> tuple[list[Obj], str]:
+        """``PendingPods``: every queued Pod and ``activeQ:N; backoffQ:N; unschedulableEntities:N``."""
+        pods = [q.pod for q in self._active.list()] + [q.pod for q in self._backoff.list()] + \
+            [q.pod for q in self._error_backoff.list()] + [q.pod for q in self._unschedulable.values()]
+        summary = (f"activeQ:{len(self._active)}; backoffQ:{len(self._backoff) + len(self._error_backoff)}; "
+                   f"unschedulableEntities:{len(self._unschedulable)}")
+        return pods, summary
+
+    def lengths(self) -> dict[str, int]:
+        """Pods per sub-queue (``active``, ``backoff``, ``unschedulable``, ``gated``, ``in_flight``)."""
+        gated = len(self._gated_keys)
+        return {ACTIVE_Q: len(self._active), BACKOFF_Q: len(self._backoff) + len(self._error_backoff),
+                UNSCHEDULABLE_Q: len(self._unschedulable) - gated, GATED: gated, "in_flight": len(self._in_flight)}
+
+
+def _enqueue_extension_plugins(fw: Any) -> list[Any]:
+    """Plugins whose rejections are requeued by events (``shouldHaveEnqueueExtensions``):
+    PreEnqueue, PreFilter, Filter, Reserve (and Permit) plugins."""
+    out: list[Any] = []
+    for p in fw.plugins.values():
+        if (callable(getattr(p, "pre_enqueue", None)) or isinstance(p, PreFilterPlugin | FilterPlugin | ReservePlugin)
+                or callable(getattr(p, "permit", None))):
+            out.append(p)
+    return out
+
+
+def _build_hint_map(fw: Any) -> tuple[dict[ClusterEvent, list[_HintFunction]], dict[str, list[ClusterEvent]]]:
+    """``buildQueueingHintMap`` for one profile: event -> hint functions, plus plugin -> events."""
+    hint_map: dict[ClusterEvent, list[_HintFunction]] = {}
+    plugin_events: dict[str, list[ClusterEvent]] = {}
+    for p in _enqueue_extension_plugins(fw):
+        if isinstance(p, EnqueueExtensions):
+            try:
+                registered: list[ClusterEventWithHint] = list(p.events_to_register())
+            except Exception:
+                log.exception("EventsToRegister of plugin %s failed; registering every event", p.name)
+                registered = unroll_wildcard_resource()
+        else:
+            registered = unroll_wildcard_resource()
+        evs: list[ClusterEvent] = []
+        for ewh in registered:
+            hf = _HintFunction(p.name, ewh.hint_fn)
+            targets = unroll_pod_event(ewh.event) if ewh.event.resource == Resource.POD else [ewh.event]
+            for ev in targets:
+                hint_map.setdefault(ev, []).append(hf)
+                evs.append(ev)
+        plugin_events[p.name] = evs
+    return hint_map, plugin_events
+
+
+def parse_error_status(err: PodParseError) -> Status:
+    """The Unschedulable status reported for a Pod whose fields cannot be parsed."""
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(err)], PARSE_ERROR_PLUGIN)
+
