@@ -53,8 +53,13 @@ CACHE_ROOT = Path(os.environ.get("TESTBED_CACHE_DIR", "~/.cache/py-scheduler/tes
 
 K8S_MODULE = "k8s.io/kubernetes"
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
-GO_PACKAGES = (ETCD_MODULE, "k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-scheduler")
-BINARIES = ("etcd", "kube-apiserver", "kube-scheduler")
+GO_PACKAGES = (
+    ETCD_MODULE,
+    "k8s.io/kubernetes/cmd/kube-apiserver",
+    "k8s.io/kubernetes/cmd/kube-scheduler",
+    "k8s.io/kubernetes/cmd/kube-controller-manager",
+)
+BINARIES = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
