@@ -15,6 +15,10 @@ Shapes:
     score(state, pod, node_info) -> (int, Status)
     normalize_score(state, pod, scores) -> Status  (edits ``scores`` in place; node name -> int)
     reserve(state, pod, node_name) -> Status / unreserve(state, pod, node_name) -> None
+    permit(state, pod, node_name) -> (Status, timeout seconds)
+    pre_bind_pre_flight(state, pod, node_name) -> Status; async pre_bind(state, pod, node_name) -> Status
+    async bind(state, pod, node_name) -> Status   (Skip: the next Bind plugin decides)
+    post_bind(state, pod, node_name) -> None
     post_filter(state, pod, node_statuses) -> (PostFilterResult | None, Status)
     less(a, b) -> bool                           (QueueSort)
 """
@@ -131,6 +135,52 @@ class ReservePlugin(Protocol):
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Protocol):
+    """``PermitPlugin``: the last say before the binding cycle. Returns a Status and, for Wait, how
+    long (seconds) the Pod may wait for an Allow / Reject from elsewhere (the framework's waiting-Pods
+    map); Success lets it through, anything else rejects it (Unreserve follows)."""
+
+    name: str
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]: ...
+
+
+@runtime_checkable
+class PreBindPlugin(Protocol):
+    """``PreBindPlugin`` (+ ``PreBindPreFlight``), run in the binding cycle before Bind.
+
+    ``pre_bind_pre_flight`` is cheap and synchronous: Skip when this Pod needs no PreBind of this
+    plugin, Success when it does. ``pre_bind`` does the API work (bind volumes, write claim
+    allocations) through the Handle's client; a non-Success Status fails the binding cycle and the
+    framework runs Unreserve in reverse order."""
+
+    name: str
+
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class BindPlugin(Protocol):
+    """``BindPlugin``: binds the Pod to ``node_name``. Skip passes to the next Bind plugin; the first
+    non-Skip Status is the result (upstream ``RunBindPlugins``)."""
+
+    name: str
+
+    async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Protocol):
+    """``PostBindPlugin``: informational, after a successful Bind (clean-up of cycle state)."""
+
+    name: str
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
 
 
 class PluginFactory(Protocol):
