@@ -38,52 +38,43 @@ from typing import Any
 from py_scheduler.framework import signers
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, pick
+from py_scheduler.plugins.gpu.accounting import (
+    ERR_INSUFFICIENT,
+    ERR_MEMORY,
+    ERR_MIG_PROFILE,
+    ERR_MIG_SLICES,
+    ERR_MODEL,
+    ERR_NVLINK,
+    ERR_SHARED,
+    ERR_UNKNOWN_MEMORY,
+    NodeGPUState,
+    derive_state,
+    pick,
+    verdict,
+)
 from py_scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, gpu_sign_pod, keys_from_args, request_for
 from py_scheduler.plugins.gpu.model import (
     GPUKeys,
     GPUParseError,
     GPURequest,
     format_indices,
-    model_matches,
     parse_request,
 )
 
 log = logging.getLogger("py_scheduler.plugins.gpu")
 
 NAME = "GPUFilter"
-ERR_INSUFFICIENT = "node(s) had insufficient free GPUs"
-ERR_MODEL = "node(s) didn't match the requested GPU model"
-ERR_MEMORY = "node(s) had insufficient GPU memory"
-ERR_UNKNOWN_MEMORY = "node(s) had unknown GPU memory"
-ERR_NVLINK = "node(s) had no NVLink group with enough free GPUs"
 
 _SUCCESS = Status.success()
 
 
 def _compute_verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
-    """The checks of the module docstring, in order: the first failing one's (code, reason)."""
-    spec = st.spec
-    if spec.error is not None:
-        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, spec.error
-    if req.count > spec.total:
-        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_INSUFFICIENT
-    if req.models and not any(model_matches(m, spec.product) for m in req.models):
-        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_MODEL
-    if req.memory_bytes > 0:
-        if spec.memory_bytes is None:
-            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_UNKNOWN_MEMORY
-        if spec.memory_bytes < req.memory_bytes:
-            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_MEMORY
-    if len(st.free) < req.count:
-        return Code.UNSCHEDULABLE, ERR_INSUFFICIENT
-    if req.nvlink and pick(st, req.count, True) is None:
-        resolvable = any(len(g) >= req.count for g in spec.groups)
-        return (Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE), ERR_NVLINK
-    return None
+    """The checks of :func:`py_scheduler.plugins.gpu.accounting.verdict`, in order: the first failing one's (code, reason)."""
+    return verdict(req, st)
 
 
-__all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MODEL", "ERR_NVLINK", "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
+__all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MIG_PROFILE", "ERR_MIG_SLICES", "ERR_MODEL", "ERR_NVLINK", "ERR_SHARED",
+           "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
 
 
 class GPUFilter:
@@ -120,7 +111,7 @@ class GPUFilter:
         except GPUParseError as exc:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
         state.write(PRE_FILTER_KEY, req)
-        if req.count <= 0:
+        if not req.wants_gpu:
             return None, Status.skip()
         return None, Status.success()
 
@@ -131,7 +122,7 @@ class GPUFilter:
             req = request_for(state, pod, self.keys)
         except GPUParseError as exc:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
-        if req.count <= 0:
+        if not req.wants_gpu:
             return Status.success()
         return self.check(req, node_info)
 
@@ -142,7 +133,7 @@ class GPUFilter:
             req = request_for(state, pod, self.keys)
         except GPUParseError as exc:
             return [Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME) for _ in nodes]
-        if req.count <= 0:
+        if not req.wants_gpu:
             return None
         out: list[Status] | None = None
         keys = self.keys

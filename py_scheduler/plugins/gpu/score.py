@@ -108,7 +108,7 @@ class GPUScore:
             req = request_for(state, pod, self.keys)
         except GPUParseError:
             return Status.skip()
-        if req.count <= 0:
+        if not req.wants_gpu:
             return Status.skip()
         max_q = 0
         for ni in nodes:
