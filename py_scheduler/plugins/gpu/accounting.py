@@ -32,11 +32,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from py_scheduler.framework.types import Code, NodeInfo, PodInfo
 from py_scheduler.plugins.gpu.inventory import UNIT_MIG, UNIT_REPLICA, GPUInventory
-from py_scheduler.plugins.gpu.model import GPURequest, GPUKeys, NodeGPUSpec, model_matches, parse_node, pod_gpu_usage
+from py_scheduler.plugins.gpu.model import GPUKeys, GPURequest, NodeGPUSpec, model_matches, parse_node, pod_gpu_usage
 
 __all__ = [
     "ERR_INSUFFICIENT",
@@ -52,6 +53,7 @@ __all__ = [
     "clear_memo",
     "derive_state",
     "largest_intact_group",
+    "pack_fraction",
     "pick",
     "verdict",
 ]
@@ -258,3 +260,15 @@ def verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
         resolvable = any(len(g) >= req.count for g in spec.groups)
         return (Code.UNSCHEDULABLE if resolvable else uu), ERR_NVLINK
     return None
+
+
+def pack_fraction(st: NodeGPUState, count: int, spread: bool = False) -> Fraction:
+    """Share of the node's GPU units in use once a Pod wanting ``count`` more is placed, in [0, 1]
+    (``spread``: 1 minus that). A node with no units gives 0. GPUScore's packing term: best fit, so
+    free GPUs stay together on few nodes instead of one per node (fragmentation)."""
+    total = st.spec.total
+    if total <= 0:
+        return Fraction(0)
+    used = min(total, total - len(st.free) + st.overcommitted + max(count, 0))
+    f = Fraction(used, total)
+    return 1 - f if spread else f

@@ -69,12 +69,13 @@ _SUCCESS = Status.success()
 
 
 def _compute_verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
-    """The checks of :func:`py_scheduler.plugins.gpu.accounting.verdict`, in order: the first failing one's (code, reason)."""
+    """The checks of :func:`py_scheduler.plugins.gpu.accounting.verdict`, in order: the first failing
+    one's (code, reason)."""
     return verdict(req, st)
 
 
-__all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MIG_PROFILE", "ERR_MIG_SLICES", "ERR_MODEL", "ERR_NVLINK", "ERR_SHARED",
-           "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
+__all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MIG_PROFILE", "ERR_MIG_SLICES", "ERR_MODEL", "ERR_NVLINK",
+           "ERR_SHARED", "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
 
 
 class GPUFilter:

@@ -496,7 +496,8 @@ def _parse_request(pod: PodInfo, keys: GPUKeys, ann: dict[str, Any]) -> GPUReque
     mig_profile: str | None = None
     mig_count = 0
     prefix = keys.mig_resource_prefix
-    asked = sorted((r[len(prefix):].lower(), n) for r, n in pod.requests.scalar.items() if r.startswith(prefix) and n > 0)
+    asked = sorted((r[len(prefix):].lower(), n) for r, n in pod.requests.scalar.items()
+                   if r.startswith(prefix) and n > 0)
     if len(asked) > 1:
         raise GPUParseError("field", "spec.containers[*].resources.requests", ",".join(prefix + a for a, _ in asked),
                             "more than one MIG profile in one Pod is not supported")

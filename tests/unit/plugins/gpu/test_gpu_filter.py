@@ -128,11 +128,12 @@ def test_nvlink_group_fit() -> None:
 
 def test_malformed_node_fails_only_that_node() -> None:
     nodes = [a100_node("good"), gpu_node("bad", 8, product="NVIDIA-A100-SXM4-40GB",
-                                          labels={"nvidia.com/gpu.product": "x", "gpu-scheduler/max-nvlink-group-size": "0"})]
+                                          labels={"gpu-scheduler/max-nvlink-group-size": "0"})]
     out = filter_all(nodes, [], gpu_pod("p", 1))
     assert out["good"].is_success()
     assert out["bad"].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert out["bad"].reasons == ['node(s) had invalid label gpu-scheduler/max-nvlink-group-size="0": not a positive integer']
+    assert out["bad"].reasons == [
+        'node(s) had invalid label gpu-scheduler/max-nvlink-group-size="0": not a positive integer']
 
 
 def test_malformed_memory_label_fails_only_pods_asking_memory() -> None:

@@ -167,11 +167,13 @@ def test_parse_node_gfd_and_simple_labels() -> None:
     no_alloc = gpu_node("z", 0, labels={"nvidia.com/gpu.count": "4"})
     stale = parse_node(NodeInfo(no_alloc), KEYS)
     assert stale.total == 0
-    assert stale.inventory.notes == ("label nvidia.com/gpu.count=4 but no allocatable nvidia.com/gpu: the kubelet grants none",)
+    assert stale.inventory.notes == (
+        "label nvidia.com/gpu.count=4 but no allocatable nvidia.com/gpu: the kubelet grants none",)
 
 
 @pytest.mark.parametrize(("labels", "reason"), [
-    ({"nvidia.com/gpu.memory": "abc"}, 'node(s) had invalid label nvidia.com/gpu.memory="abc": not a non-negative integer'),
+    ({"nvidia.com/gpu.memory": "abc"},
+     'node(s) had invalid label nvidia.com/gpu.memory="abc": not a non-negative integer'),
     ({"gpu-scheduler/gpu-memory-gb": "-1"},
      'node(s) had invalid label gpu-scheduler/gpu-memory-gb="-1": not a non-negative number'),
 ])
