@@ -185,11 +185,14 @@ def largest_intact_group(st: NodeGPUState, taken: tuple[int, ...] = ()) -> int:
     return max((len(g) for g in st.spec.groups if all(i in st.free and i not in gone for i in g)), default=0)
 
 
-def _with_notes(reason: str, spec: NodeGPUSpec) -> str:
+def _with_notes(reason: str, spec: NodeGPUSpec, mig: bool = False) -> str:
+    """``reason`` plus the node's disagreements in parentheses: those about MIG profile labels when
+    ``mig``, the others otherwise."""
     inv = spec.inventory
-    if isinstance(inv, GPUInventory) and inv.notes:
-        return f"{reason} ({'; '.join(inv.notes)})"
-    return reason
+    if not isinstance(inv, GPUInventory):
+        return reason
+    notes = [n for n in inv.notes if ("/mig-" in n.split(" ", 2)[1]) == mig]
+    return f"{reason} ({'; '.join(notes)})" if notes else reason
 
 
 def _memory_check(req: GPURequest, have: int | None, spec: NodeGPUSpec) -> tuple[Code, str] | None:
@@ -230,7 +233,7 @@ def verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
     if req.mig_count > 0 and req.mig_profile is not None:
         prof = inv.mig_profile(req.mig_profile)
         if prof is None or prof.count < req.mig_count:
-            return uu, _with_notes(ERR_MIG_PROFILE, spec)
+            return uu, _with_notes(ERR_MIG_PROFILE, spec, mig=True)
         if not model_ok():
             return uu, ERR_MODEL
         m = _memory_check(req, prof.memory_bytes or None, spec)

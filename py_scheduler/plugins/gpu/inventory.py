@@ -277,15 +277,19 @@ def _build(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
         if replicas <= 1 and count_label is not None and count_label[1] > 0:
             replicas = max(1, units // count_label[1])
         physical = units // replicas if replicas > 1 else units
+    domain = rn.split("/", 1)[0]
+    mig_prefix = f"{domain}/mig-"
     if not has_units and count_label is not None and count_label[1] > 0:
-        notes.append(f"label {count_label[0]}={count_label[1]} but no allocatable {rn}: the kubelet grants none")
+        if any(r.startswith(mig_prefix) and n > 0 for r, n in scalar.items()):
+            notes.append(f"label {count_label[0]}={count_label[1]} but no allocatable {rn}: "
+                         f"its GPUs are split into MIG instances ({mig_prefix}*)")
+        else:
+            notes.append(f"label {count_label[0]}={count_label[1]} but no allocatable {rn}: the kubelet grants none")
     elif has_units and count_label is not None and unit_kind != UNIT_MIG and count_label[1] != physical:
         notes.append(f"label {count_label[0]}={count_label[1]} disagrees with allocatable {rn}={units}"
                      + (f" ({replicas} replicas per GPU)" if unit_kind == UNIT_REPLICA else ""))
 
     # -- MIG mixed profiles: allocatable <domain>/mig-<profile> ---------------------------------
-    domain = rn.split("/", 1)[0]
-    mig_prefix = f"{domain}/mig-"
     profiles: list[MigProfile] = []
     for res, n in sorted(scalar.items()):
         if not res.startswith(mig_prefix) or n <= 0:
