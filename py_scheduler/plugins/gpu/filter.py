@@ -9,19 +9,17 @@ Extension points:
     PreFilter: parses the Pod's request (:func:`~py_scheduler.plugins.gpu.model.parse_request`);
         Skip when it asks for no GPU; UnschedulableAndUnresolvable naming the annotation and value
         when an annotation is malformed.
-    Filter: in this order, the first failing check decides:
-        1. node labels / annotations malformed -> UnschedulableAndUnresolvable, reason
-           ``node(s) had invalid label <key>="<value>": <why>``;
-        2. count > node's GPUs -> UnschedulableAndUnresolvable ``node(s) had insufficient free GPUs``;
-        3. no requested model matches -> UnschedulableAndUnresolvable
-           ``node(s) didn't match the requested GPU model``;
-        4. memory requested and node memory unknown -> UnschedulableAndUnresolvable
-           ``node(s) had unknown GPU memory``; memory per GPU < request ->
-           UnschedulableAndUnresolvable ``node(s) had insufficient GPU memory``;
-        5. free GPUs < count -> Unschedulable ``node(s) had insufficient free GPUs``;
-        6. NVLink required and no group has ``count`` free GPUs ->
-           ``node(s) had no NVLink group with enough free GPUs``, Unschedulable when some group is
-           large enough (preemption may free it), else UnschedulableAndUnresolvable.
+    Filter: the checks of :func:`py_scheduler.plugins.gpu.accounting.verdict`, in order, the first
+        failing one deciding: malformed node metadata; MIG profile (``nvidia.com/mig-<p>`` asked, or
+        MIG slices offered to a whole-GPU Pod: ``node(s) had MIG slices, not whole GPUs``); count >
+        node's units ``node(s) had insufficient free GPUs``; time-sliced replicas fewer physical
+        cards than asked; model ``node(s) didn't match the requested GPU model``; memory per unit
+        ``node(s) had unknown GPU memory`` / ``node(s) had insufficient GPU memory`` (all
+        UnschedulableAndUnresolvable); free units < count -> Unschedulable; NVLink
+        ``node(s) had no NVLink group with enough free GPUs``, Unschedulable when some group is large
+        enough (preemption may free it), else UnschedulableAndUnresolvable. Node inventories
+        (whole cards, time-sliced shares, MIG slices) come from
+        :mod:`py_scheduler.plugins.gpu.inventory`.
     Reserve: picks the indices on the chosen node (:func:`~py_scheduler.plugins.gpu.accounting.pick`,
         the same deterministic choice Filter checked) and sets
         ``state.pod_annotations["<prefix>gpu-indices"] = "i,j"``; the binder writes it on the Pod

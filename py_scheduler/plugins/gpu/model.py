@@ -20,10 +20,12 @@ Pod inputs (``<prefix>`` is ``gpu-scheduler/`` unless configured):
     - ``<prefix>gpu-memory-gb``: minimum memory per GPU.
     - ``<prefix>nvlink-required``: ``"true"`` / ``"false"``.
     - ``<prefix>gpu-indices``: the GPU indices the scheduler picked (written by Reserve).
+    - ``<prefix>mig-profile``: the Pod accepts MIG slices of this profile (``1g.10gb``) for its
+      ``nvidia.com/gpu`` units (MIG "single" strategy, GKE partitions). A request of
+      ``nvidia.com/mig-<profile>`` (MIG "mixed" strategy) names the profile too.
 
-Node inputs: allocatable ``nvidia.com/gpu`` (else label ``nvidia.com/gpu.count``), product from
-``nvidia.com/gpu.product`` (else label ``<prefix>gpu-model``), per-GPU memory from
-``nvidia.com/gpu.memory`` (else label ``<prefix>gpu-memory-gb``), NVLink groups from the annotation
+Node inputs: :mod:`py_scheduler.plugins.gpu.inventory` (allocatable first, then GPU Feature
+Discovery, GKE / EKS / AKS and py-scheduler's own labels); NVLink groups from the annotation
 ``<prefix>nvlink-groups`` (else label ``<prefix>max-nvlink-group-size``), and the scoring metrics
 ``<prefix>used-memory-gb`` and ``<prefix>current-queue`` (annotations).
 

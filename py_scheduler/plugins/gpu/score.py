@@ -13,13 +13,19 @@ default 40 / 35 / 25, ``W = wm + wmem + wq``):
 - ``model`` = 1 when the Pod names no model; otherwise, with the Pod's preference list of ``k``
   models (``gpu-model: "H100,A100"``) and ``i`` the 0-based position of the first one matching the
   node, ``(k - i) / k``; 0 when none matches.
-- ``memory`` = ``clamp((M - U/N - R) / M, 0, 1)``: per-GPU headroom, with ``M`` the node's memory
-  per GPU, ``U`` the node annotation ``used-memory-gb`` (all GPUs together, 0 when absent), ``N``
-  the node's GPU count, ``R`` the Pod's ``gpu-memory-gb`` (0 when absent); 0 when ``M`` is unknown.
+- ``memory`` = ``clamp((M - U/N - R) / M, 0, 1)``: per-unit headroom, with ``M`` the node's memory
+  per GPU unit, ``U`` the node annotation ``used-memory-gb`` (all GPUs together, 0 when absent), ``N``
+  the node's GPU count, ``R`` the Pod's ``gpu-memory-gb`` (0 when absent); when ``M`` is unknown, 0
+  for a Pod asking memory and left out (with its weight) for a Pod asking none.
 - ``queue`` = 1 when the largest ``current-queue`` among the scored nodes ``Qmax`` is 0, else
   ``1 - q / Qmax`` with ``q`` the node's annotation (0 when absent).
-- ``base`` = ``100 * (wm*model + wmem*memory + wq*queue) / W`` in [0, 100], computed exactly and
-  kept to 1/1000 (``b = floor(1000 * base)``).
+- ``pack`` (args ``packing``: ``binpack`` default, ``spread``, ``none``; weight ``packingWeight``
+  ``wp``, default 100): :func:`~py_scheduler.plugins.gpu.accounting.pack_fraction` (share of the
+  node's units in use once the Pod is placed; ``spread``: 1 minus it), min-max normalized among the
+  nodes reaching the best ``model`` part; 0 for the others, so packing never beats a preference
+  list. Left out for ``none`` and for Pods asking only MIG instances.
+- ``base`` = ``100 * (wm*model + wmem*memory + wq*queue + wp*pack) / (weights of the terms
+  present)`` in [0, 100], computed exactly and kept to 1/1000 (``b = floor(1000 * base)``).
 - ``t`` = size of the node's largest NVLink group still entirely free after the Pod takes the
   indices :func:`~py_scheduler.plugins.gpu.accounting.pick` chooses (0 when none is left).
 
@@ -29,7 +35,8 @@ the three parts decide, and among otherwise equal nodes the placement that keeps
 NVLink group intact wins by one point. A node with malformed GPU metadata scores 0.
 
 Args: ``prefix``, ``resourceName`` (as GPUFilter), ``modelWeight``, ``memoryWeight``,
-``queueWeight`` (non-negative integers, not all 0).
+``queueWeight`` (integers in [0, 1000], not all 0), ``packing``, ``packingWeight`` (integer in
+[0, 1000]).
 """
 
 from __future__ import annotations
