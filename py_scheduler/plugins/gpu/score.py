@@ -142,10 +142,14 @@ class GPUScore:
         states = [st for st in states if st.spec.error is None]
         for st in states:
             max_q = max(max_q, st.spec.queue)
-        best = max((self.model_part(req, st) for st in states), default=Fraction(1))
+        by_product: dict[str, Fraction] = {}
+        for st in states:
+            if st.spec.product not in by_product:
+                by_product[st.spec.product] = self.model_part(req, st)
+        best = max(by_product.values(), default=Fraction(1))
         pack_range: tuple[Fraction, Fraction] | None = None
         if self.packing_weight and req.count > 0:
-            packs = [self.pack_part(req, st) for st in states if self.model_part(req, st) == best]
+            packs = [self.pack_part(req, st) for st in states if by_product[st.spec.product] == best]
             if packs:
                 pack_range = (min(packs), max(packs))
         state.write(PRE_SCORE_KEY, PreScoreState(req, max_q, best, pack_range))
