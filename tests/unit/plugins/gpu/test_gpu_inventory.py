@@ -7,6 +7,7 @@ Every test here names the "Why" bullet of issue 17 it covers; each failed before
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -221,3 +222,18 @@ def test_gfd_wins_over_cloud_and_own_labels() -> None:
     node["metadata"]["labels"].update({"nvidia.com/gpu.product": "NVIDIA-L4", "gpu-scheduler/gpu-model": "T4"})
     spec = parse_node(NodeInfo(node), KEYS)
     assert (spec.product, spec.inventory.product_source) == ("NVIDIA-L4", "nvidia.com/gpu.product")
+
+
+def test_explain_shows_the_disagreement_for_that_node() -> None:
+    """Deliver #2: the stale / MIG-split count label is visible in ``explain`` for the node it concerns."""
+    from py_scheduler.cache.snapshot import Snapshot
+    from py_scheduler.offline.engine import OfflineScheduler, load_frameworks
+
+    fws, default, pct = load_frameworks(None)
+    nodes = [rn.stale_a100("stale"), rn.a100_mig_mixed("mixed"), rn.openshift_v100("v100")]
+    sched = OfflineScheduler(fws, default, Snapshot.from_objects(nodes), pct)
+    out = sched.schedule(annotated(0, {"gpu-scheduler/gpu-count": "1"})).result.to_json()
+    assert out["selected"] == "v100"
+    filtered = json.dumps(out["filtered"])
+    assert "label nvidia.com/gpu.count=8 but no allocatable nvidia.com/gpu: the kubelet grants none" in filtered
+    assert "its GPUs are split into MIG instances" in filtered
