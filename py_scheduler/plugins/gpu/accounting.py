@@ -32,12 +32,40 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
-from py_scheduler.framework.types import NodeInfo, PodInfo
-from py_scheduler.plugins.gpu.model import GPUKeys, NodeGPUSpec, parse_node, pod_gpu_usage
+from py_scheduler.framework.types import Code, NodeInfo, PodInfo
+from py_scheduler.plugins.gpu.inventory import UNIT_MIG, UNIT_REPLICA, GPUInventory
+from py_scheduler.plugins.gpu.model import GPUKeys, GPURequest, NodeGPUSpec, model_matches, parse_node, pod_gpu_usage
 
-__all__ = ["MEMO_CAPACITY", "NodeGPUState", "clear_memo", "derive_state", "largest_intact_group", "pick"]
+__all__ = [
+    "ERR_INSUFFICIENT",
+    "ERR_MEMORY",
+    "ERR_MIG_PROFILE",
+    "ERR_MIG_SLICES",
+    "ERR_MODEL",
+    "ERR_NVLINK",
+    "ERR_SHARED",
+    "ERR_UNKNOWN_MEMORY",
+    "MEMO_CAPACITY",
+    "NodeGPUState",
+    "clear_memo",
+    "derive_state",
+    "largest_intact_group",
+    "pack_fraction",
+    "pick",
+    "verdict",
+]
+
+ERR_INSUFFICIENT = "node(s) had insufficient free GPUs"
+ERR_MODEL = "node(s) didn't match the requested GPU model"
+ERR_MEMORY = "node(s) had insufficient GPU memory"
+ERR_UNKNOWN_MEMORY = "node(s) had unknown GPU memory"
+ERR_NVLINK = "node(s) had no NVLink group with enough free GPUs"
+ERR_MIG_SLICES = "node(s) had MIG slices, not whole GPUs"
+ERR_MIG_PROFILE = "node(s) didn't have the requested MIG profile"
+ERR_SHARED = "node(s) had fewer physical GPUs than requested (time-sliced replicas are not whole GPUs)"
 
 MEMO_CAPACITY = 8192
 """Derived node states kept (LRU); a few per node of a large cluster."""
@@ -155,3 +183,95 @@ def largest_intact_group(st: NodeGPUState, taken: tuple[int, ...] = ()) -> int:
     """Size of the largest NVLink group whose GPUs are all free once ``taken`` is held too (0: none)."""
     gone = set(taken)
     return max((len(g) for g in st.spec.groups if all(i in st.free and i not in gone for i in g)), default=0)
+
+
+def _with_notes(reason: str, spec: NodeGPUSpec, mig: bool = False) -> str:
+    """``reason`` plus the node's disagreements in parentheses: those about MIG profile labels when
+    ``mig``, the others otherwise."""
+    inv = spec.inventory
+    if not isinstance(inv, GPUInventory):
+        return reason
+    notes = [n for n in inv.notes if ("/mig-" in n.split(" ", 2)[1]) == mig]
+    return f"{reason} ({'; '.join(notes)})" if notes else reason
+
+
+def _memory_check(req: GPURequest, have: int | None, spec: NodeGPUSpec) -> tuple[Code, str] | None:
+    if req.memory_bytes <= 0:
+        return None
+    if have is None:
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, spec.memory_error or ERR_UNKNOWN_MEMORY
+    if have < req.memory_bytes:
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_MEMORY
+    return None
+
+
+def verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
+    """GPUFilter's checks, in order; the first failing one's (code, reason), None when the node fits.
+
+    1. malformed node GPU metadata -> UnschedulableAndUnresolvable ``spec.error``;
+    2. MIG instances asked (``nvidia.com/mig-<p>``): the node publishes no such profile or fewer
+       instances -> ``ERR_MIG_PROFILE``; model (base product) and memory (the instance's) as below;
+    3. GPU units asked: a node whose units are MIG slices serves only a Pod naming that profile
+       (``mig-profile`` annotation) -> ``ERR_MIG_SLICES`` / ``ERR_MIG_PROFILE``; a Pod naming a
+       profile gets no whole card -> ``ERR_MIG_PROFILE``; count > units -> ``ERR_INSUFFICIENT``;
+       time-sliced node with fewer physical cards than asked -> ``ERR_SHARED``; model; memory per
+       unit (``ERR_UNKNOWN_MEMORY`` or the malformed memory label's reason, ``ERR_MEMORY``), all
+       UnschedulableAndUnresolvable; free units < count -> Unschedulable ``ERR_INSUFFICIENT``; NVLink.
+
+    Reasons of UnschedulableAndUnresolvable verdicts carry the node's label / allocatable
+    disagreements in parentheses (``explain`` shows them per node).
+    """
+    spec = st.spec
+    if spec.error is not None:
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, spec.error
+    inv = spec.inventory if isinstance(spec.inventory, GPUInventory) else GPUInventory()
+    uu = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+    def model_ok() -> bool:
+        return not req.models or any(model_matches(m, spec.product) for m in req.models)
+
+    if req.mig_count > 0 and req.mig_profile is not None:
+        prof = inv.mig_profile(req.mig_profile)
+        if prof is None or prof.count < req.mig_count:
+            return uu, _with_notes(ERR_MIG_PROFILE, spec, mig=True)
+        if not model_ok():
+            return uu, ERR_MODEL
+        m = _memory_check(req, prof.memory_bytes or None, spec)
+        if m is not None:
+            return m
+    if req.count <= 0:
+        return None
+    if inv.unit_kind == UNIT_MIG:
+        if req.mig_profile is None or req.mig_count > 0:
+            return uu, _with_notes(ERR_MIG_SLICES, spec)
+        if inv.slice_profile != req.mig_profile:
+            return uu, ERR_MIG_PROFILE
+    elif req.mig_profile is not None and req.mig_count == 0:
+        return uu, _with_notes(ERR_MIG_PROFILE, spec)
+    if req.count > spec.total:
+        return uu, _with_notes(ERR_INSUFFICIENT, spec)
+    if inv.unit_kind == UNIT_REPLICA and inv.physical is not None and req.count > inv.physical:
+        return uu, ERR_SHARED
+    if not model_ok():
+        return uu, ERR_MODEL
+    m = _memory_check(req, spec.memory_bytes, spec)
+    if m is not None:
+        return m
+    if len(st.free) < req.count:
+        return Code.UNSCHEDULABLE, ERR_INSUFFICIENT
+    if req.nvlink and pick(st, req.count, True) is None:
+        resolvable = any(len(g) >= req.count for g in spec.groups)
+        return (Code.UNSCHEDULABLE if resolvable else uu), ERR_NVLINK
+    return None
+
+
+def pack_fraction(st: NodeGPUState, count: int, spread: bool = False) -> Fraction:
+    """Share of the node's GPU units in use once a Pod wanting ``count`` more is placed, in [0, 1]
+    (``spread``: 1 minus that). A node with no units gives 0. GPUScore's packing term: best fit, so
+    free GPUs stay together on few nodes instead of one per node (fragmentation)."""
+    total = st.spec.total
+    if total <= 0:
+        return Fraction(0)
+    used = min(total, total - len(st.free) + st.overcommitted + max(count, 0))
+    f = Fraction(used, total)
+    return 1 - f if spread else f

@@ -9,19 +9,17 @@ Extension points:
     PreFilter: parses the Pod's request (:func:`~py_scheduler.plugins.gpu.model.parse_request`);
         Skip when it asks for no GPU; UnschedulableAndUnresolvable naming the annotation and value
         when an annotation is malformed.
-    Filter: in this order, the first failing check decides:
-        1. node labels / annotations malformed -> UnschedulableAndUnresolvable, reason
-           ``node(s) had invalid label <key>="<value>": <why>``;
-        2. count > node's GPUs -> UnschedulableAndUnresolvable ``node(s) had insufficient free GPUs``;
-        3. no requested model matches -> UnschedulableAndUnresolvable
-           ``node(s) didn't match the requested GPU model``;
-        4. memory requested and node memory unknown -> UnschedulableAndUnresolvable
-           ``node(s) had unknown GPU memory``; memory per GPU < request ->
-           UnschedulableAndUnresolvable ``node(s) had insufficient GPU memory``;
-        5. free GPUs < count -> Unschedulable ``node(s) had insufficient free GPUs``;
-        6. NVLink required and no group has ``count`` free GPUs ->
-           ``node(s) had no NVLink group with enough free GPUs``, Unschedulable when some group is
-           large enough (preemption may free it), else UnschedulableAndUnresolvable.
+    Filter: the checks of :func:`py_scheduler.plugins.gpu.accounting.verdict`, in order, the first
+        failing one deciding: malformed node metadata; MIG profile (``nvidia.com/mig-<p>`` asked, or
+        MIG slices offered to a whole-GPU Pod: ``node(s) had MIG slices, not whole GPUs``); count >
+        node's units ``node(s) had insufficient free GPUs``; time-sliced replicas fewer physical
+        cards than asked; model ``node(s) didn't match the requested GPU model``; memory per unit
+        ``node(s) had unknown GPU memory`` / ``node(s) had insufficient GPU memory`` (all
+        UnschedulableAndUnresolvable); free units < count -> Unschedulable; NVLink
+        ``node(s) had no NVLink group with enough free GPUs``, Unschedulable when some group is large
+        enough (preemption may free it), else UnschedulableAndUnresolvable. Node inventories
+        (whole cards, time-sliced shares, MIG slices) come from
+        :mod:`py_scheduler.plugins.gpu.inventory`.
     Reserve: picks the indices on the chosen node (:func:`~py_scheduler.plugins.gpu.accounting.pick`,
         the same deterministic choice Filter checked) and sets
         ``state.pod_annotations["<prefix>gpu-indices"] = "i,j"``; the binder writes it on the Pod
@@ -38,52 +36,44 @@ from typing import Any
 from py_scheduler.framework import signers
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, pick
+from py_scheduler.plugins.gpu.accounting import (
+    ERR_INSUFFICIENT,
+    ERR_MEMORY,
+    ERR_MIG_PROFILE,
+    ERR_MIG_SLICES,
+    ERR_MODEL,
+    ERR_NVLINK,
+    ERR_SHARED,
+    ERR_UNKNOWN_MEMORY,
+    NodeGPUState,
+    derive_state,
+    pick,
+    verdict,
+)
 from py_scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, gpu_sign_pod, keys_from_args, request_for
 from py_scheduler.plugins.gpu.model import (
     GPUKeys,
     GPUParseError,
     GPURequest,
     format_indices,
-    model_matches,
     parse_request,
 )
 
 log = logging.getLogger("py_scheduler.plugins.gpu")
 
 NAME = "GPUFilter"
-ERR_INSUFFICIENT = "node(s) had insufficient free GPUs"
-ERR_MODEL = "node(s) didn't match the requested GPU model"
-ERR_MEMORY = "node(s) had insufficient GPU memory"
-ERR_UNKNOWN_MEMORY = "node(s) had unknown GPU memory"
-ERR_NVLINK = "node(s) had no NVLink group with enough free GPUs"
 
 _SUCCESS = Status.success()
 
 
 def _compute_verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
-    """The checks of the module docstring, in order: the first failing one's (code, reason)."""
-    spec = st.spec
-    if spec.error is not None:
-        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, spec.error
-    if req.count > spec.total:
-        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_INSUFFICIENT
-    if req.models and not any(model_matches(m, spec.product) for m in req.models):
-        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_MODEL
-    if req.memory_bytes > 0:
-        if spec.memory_bytes is None:
-            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_UNKNOWN_MEMORY
-        if spec.memory_bytes < req.memory_bytes:
-            return Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_MEMORY
-    if len(st.free) < req.count:
-        return Code.UNSCHEDULABLE, ERR_INSUFFICIENT
-    if req.nvlink and pick(st, req.count, True) is None:
-        resolvable = any(len(g) >= req.count for g in spec.groups)
-        return (Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE), ERR_NVLINK
-    return None
+    """The checks of :func:`py_scheduler.plugins.gpu.accounting.verdict`, in order: the first failing
+    one's (code, reason)."""
+    return verdict(req, st)
 
 
-__all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MODEL", "ERR_NVLINK", "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
+__all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MIG_PROFILE", "ERR_MIG_SLICES", "ERR_MODEL", "ERR_NVLINK",
+           "ERR_SHARED", "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
 
 
 class GPUFilter:
@@ -120,7 +110,7 @@ class GPUFilter:
         except GPUParseError as exc:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
         state.write(PRE_FILTER_KEY, req)
-        if req.count <= 0:
+        if not req.wants_gpu:
             return None, Status.skip()
         return None, Status.success()
 
@@ -131,7 +121,7 @@ class GPUFilter:
             req = request_for(state, pod, self.keys)
         except GPUParseError as exc:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
-        if req.count <= 0:
+        if not req.wants_gpu:
             return Status.success()
         return self.check(req, node_info)
 
@@ -142,7 +132,7 @@ class GPUFilter:
             req = request_for(state, pod, self.keys)
         except GPUParseError as exc:
             return [Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME) for _ in nodes]
-        if req.count <= 0:
+        if not req.wants_gpu:
             return None
         out: list[Status] | None = None
         keys = self.keys

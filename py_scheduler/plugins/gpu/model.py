@@ -20,10 +20,12 @@ Pod inputs (``<prefix>`` is ``gpu-scheduler/`` unless configured):
     - ``<prefix>gpu-memory-gb``: minimum memory per GPU.
     - ``<prefix>nvlink-required``: ``"true"`` / ``"false"``.
     - ``<prefix>gpu-indices``: the GPU indices the scheduler picked (written by Reserve).
+    - ``<prefix>mig-profile``: the Pod accepts MIG slices of this profile (``1g.10gb``) for its
+      ``nvidia.com/gpu`` units (MIG "single" strategy, GKE partitions). A request of
+      ``nvidia.com/mig-<profile>`` (MIG "mixed" strategy) names the profile too.
 
-Node inputs: allocatable ``nvidia.com/gpu`` (else label ``nvidia.com/gpu.count``), product from
-``nvidia.com/gpu.product`` (else label ``<prefix>gpu-model``), per-GPU memory from
-``nvidia.com/gpu.memory`` (else label ``<prefix>gpu-memory-gb``), NVLink groups from the annotation
+Node inputs: :mod:`py_scheduler.plugins.gpu.inventory` (allocatable first, then GPU Feature
+Discovery, GKE / EKS / AKS and py-scheduler's own labels); NVLink groups from the annotation
 ``<prefix>nvlink-groups`` (else label ``<prefix>max-nvlink-group-size``), and the scoring metrics
 ``<prefix>used-memory-gb`` and ``<prefix>current-queue`` (annotations).
 
@@ -89,6 +91,7 @@ _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/$")
 _TOKEN_SPLIT = re.compile(r"[-_\s]+")
 _MEMORY_TOKEN = re.compile(r"^[0-9]+gb$")
 _MODEL_TOKEN = re.compile(r"^[a-z0-9.]+$")
+_MIG_PROFILE = re.compile(r"^[0-9]+g\.[0-9]+gb$")
 _ANNOTATION_CACHE_KEY = "GPU"
 
 
@@ -138,6 +141,15 @@ class GPUKeys:
         return self.prefix + "nvlink-required"
 
     @property
+    def mig_profile(self) -> str:
+        return self.prefix + "mig-profile"
+
+    @property
+    def mig_resource_prefix(self) -> str:
+        """``nvidia.com/mig-``: the MIG "mixed" strategy's per-profile extended resources."""
+        return self.resource_name.split("/", 1)[0] + "/mig-"
+
+    @property
     def gpu_indices(self) -> str:
         return self.prefix + "gpu-indices"
 
@@ -158,7 +170,8 @@ class GPUKeys:
         return self.prefix + "current-queue"
 
     def pod_annotation_keys(self) -> tuple[str, ...]:
-        return (self.gpu_count, self.gpu_model, self.gpu_memory_gb, self.nvlink_required, self.gpu_indices)
+        return (self.gpu_count, self.gpu_model, self.gpu_memory_gb, self.nvlink_required, self.gpu_indices,
+                self.mig_profile)
 
 
 def validate_prefix(prefix: object) -> str | None:
@@ -346,12 +359,24 @@ class GPURequest:
         models: acceptable models in preference order (empty: any model).
         memory_bytes: minimum memory per GPU in bytes (0: no requirement).
         nvlink: all GPUs must lie in one NVLink group.
+        mig_profile: a MIG profile (``1g.10gb``): with ``mig_count`` > 0 the Pod asks that many
+            ``nvidia.com/mig-<profile>`` (MIG "mixed" strategy); else (the ``mig-profile``
+            annotation) each of its ``count`` ``nvidia.com/gpu`` units may be a slice of that
+            profile (MIG "single" strategy, GKE partitions). None: whole GPUs only.
+        mig_count: ``nvidia.com/mig-<mig_profile>`` instances asked.
     """
 
     count: int
     models: tuple[ModelSpec, ...] = ()
     memory_bytes: int = 0
     nvlink: bool = False
+    mig_profile: str | None = None
+    mig_count: int = 0
+
+    @property
+    def wants_gpu(self) -> bool:
+        """The Pod asks for GPU units or MIG instances (else the GPU plugins Skip it)."""
+        return self.count > 0 or self.mig_count > 0
 
 
 def _dict(v: object) -> dict[str, Any]:
@@ -470,7 +495,25 @@ def _parse_request(pod: PodInfo, keys: GPUKeys, ann: dict[str, Any]) -> GPUReque
             nvlink = True
         elif v not in ("false", False, ""):
             raise GPUParseError("annotation", keys.nvlink_required, raw, 'not "true" or "false"')
-    return GPURequest(count, models, mem, nvlink)
+    mig_profile: str | None = None
+    mig_count = 0
+    prefix = keys.mig_resource_prefix
+    asked = sorted((r[len(prefix):].lower(), n) for r, n in pod.requests.scalar.items()
+                   if r.startswith(prefix) and n > 0)
+    if len(asked) > 1:
+        raise GPUParseError("field", "spec.containers[*].resources.requests", ",".join(prefix + a for a, _ in asked),
+                            "more than one MIG profile in one Pod is not supported")
+    if asked:
+        mig_profile, mig_count = asked[0]
+    if keys.mig_profile in ann:
+        raw_p = ann[keys.mig_profile]
+        if not isinstance(raw_p, str) or not _MIG_PROFILE.match(raw_p.strip().lower()):
+            raise GPUParseError("annotation", keys.mig_profile, raw_p, 'not a MIG profile like "1g.10gb"')
+        if mig_profile is not None and mig_profile != raw_p.strip().lower():
+            raise GPUParseError("annotation", keys.mig_profile, raw_p,
+                                f"does not equal the requested resource {prefix}{mig_profile}")
+        mig_profile = raw_p.strip().lower()
+    return GPURequest(count, models, mem, nvlink, mig_profile, mig_count)
 
 
 def pod_gpu_usage(pod: PodInfo, keys: GPUKeys) -> tuple[int, tuple[int, ...] | None]:
@@ -507,6 +550,10 @@ class NodeGPUSpec:
         used_memory_bytes: GPU memory in use on the node, summed over its GPUs (scoring metric).
         queue: inference requests waiting on the node (scoring metric).
         error: the Filter reason when a label / annotation is malformed, else None.
+        memory_error: the reason when a memory label is malformed (memory is then unknown; only
+            Pods asking for memory fail on it), else None.
+        inventory: what the units are (:class:`~py_scheduler.plugins.gpu.inventory.GPUInventory`:
+            whole cards, time-sliced replicas or MIG slices; MIG mixed profiles; disagreements).
     """
 
     total: int = 0
@@ -516,69 +563,14 @@ class NodeGPUSpec:
     used_memory_bytes: int = 0
     queue: int = 0
     error: str | None = None
+    memory_error: str | None = None
+    inventory: Any = None
 
 
 def parse_node(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
-    """Read a node's GPU description. Never raises: a malformed value yields ``error`` set to
-    ``node(s) had invalid label nvidia.com/gpu.memory="abc": not a non-negative integer``."""
-    try:
-        return _parse_node(ni, keys)
-    except GPUParseError as exc:
-        return NodeGPUSpec(error=f"node(s) had {exc}")
+    """Read a node's GPU description (:func:`py_scheduler.plugins.gpu.inventory.build_node_spec`:
+    allocatable first, then GFD, cloud and py-scheduler labels). Never raises: a malformed value
+    yields ``error`` set to ``node(s) had invalid label nvidia.com/gpu.product="7": not a string``."""
+    from py_scheduler.plugins.gpu.inventory import build_node_spec
 
-
-def _parse_node(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
-    node = ni.node or {}
-    meta = node.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    ann = meta.get("annotations") or {}
-    if not isinstance(labels, dict):
-        labels = {}
-    if not isinstance(ann, dict):
-        ann = {}
-    if keys.resource_name in ni.allocatable.scalar:
-        total = ni.allocatable.scalar[keys.resource_name]
-        if total < 0:
-            raise GPUParseError("field", f"status.allocatable.{keys.resource_name}", str(total),
-                                "not a non-negative integer")
-    elif GFD_COUNT in labels:
-        total = _non_negative_int("label", GFD_COUNT, labels[GFD_COUNT])
-    else:
-        total = 0
-    if total > MAX_GPUS_PER_NODE:
-        raise GPUParseError("field", f"status.allocatable.{keys.resource_name}", str(total),
-                            f"more than {MAX_GPUS_PER_NODE} GPUs")
-    product = ""
-    for key in (GFD_PRODUCT, keys.gpu_model):
-        if key in labels:
-            raw = labels[key]
-            if not isinstance(raw, str):
-                raise GPUParseError("label", key, raw, "not a string")
-            product = raw.strip()
-            break
-    memory: int | None = None
-    if GFD_MEMORY in labels:
-        memory = _non_negative_int("label", GFD_MEMORY, labels[GFD_MEMORY]) * MIB
-    elif keys.gpu_memory_gb in labels:
-        memory = _gb_to_bytes(_non_negative_decimal("label", keys.gpu_memory_gb, labels[keys.gpu_memory_gb]))
-    groups: list[list[int]]
-    if keys.nvlink_groups in ann:
-        groups = [[i for i in g if i < total] for g in parse_groups(ann[keys.nvlink_groups], keys.nvlink_groups)]
-        groups = [g for g in groups if g]
-    elif keys.max_nvlink_group_size in labels:
-        size = _non_negative_int("label", keys.max_nvlink_group_size, labels[keys.max_nvlink_group_size])
-        if size == 0:
-            raise GPUParseError("label", keys.max_nvlink_group_size, labels[keys.max_nvlink_group_size],
-                                "not a positive integer")
-        groups = [list(range(s, min(s + size, total))) for s in range(0, total, size)]
-    else:
-        groups = []
-    grouped = {i for g in groups for i in g}
-    groups += [[i] for i in range(total) if i not in grouped]
-    used = 0
-    if keys.used_memory_gb in ann:
-        used = _gb_to_bytes(_non_negative_decimal("annotation", keys.used_memory_gb, ann[keys.used_memory_gb]))
-    queue = 0
-    if keys.current_queue in ann:
-        queue = _non_negative_int("annotation", keys.current_queue, ann[keys.current_queue])
-    return NodeGPUSpec(total, product, memory, tuple(tuple(g) for g in groups), used, queue)
+    return build_node_spec(ni, keys)

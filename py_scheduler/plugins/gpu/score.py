@@ -13,13 +13,19 @@ default 40 / 35 / 25, ``W = wm + wmem + wq``):
 - ``model`` = 1 when the Pod names no model; otherwise, with the Pod's preference list of ``k``
   models (``gpu-model: "H100,A100"``) and ``i`` the 0-based position of the first one matching the
   node, ``(k - i) / k``; 0 when none matches.
-- ``memory`` = ``clamp((M - U/N - R) / M, 0, 1)``: per-GPU headroom, with ``M`` the node's memory
-  per GPU, ``U`` the node annotation ``used-memory-gb`` (all GPUs together, 0 when absent), ``N``
-  the node's GPU count, ``R`` the Pod's ``gpu-memory-gb`` (0 when absent); 0 when ``M`` is unknown.
+- ``memory`` = ``clamp((M - U/N - R) / M, 0, 1)``: per-unit headroom, with ``M`` the node's memory
+  per GPU unit, ``U`` the node annotation ``used-memory-gb`` (all GPUs together, 0 when absent), ``N``
+  the node's GPU count, ``R`` the Pod's ``gpu-memory-gb`` (0 when absent); when ``M`` is unknown, 0
+  for a Pod asking memory and left out (with its weight) for a Pod asking none.
 - ``queue`` = 1 when the largest ``current-queue`` among the scored nodes ``Qmax`` is 0, else
   ``1 - q / Qmax`` with ``q`` the node's annotation (0 when absent).
-- ``base`` = ``100 * (wm*model + wmem*memory + wq*queue) / W`` in [0, 100], computed exactly and
-  kept to 1/1000 (``b = floor(1000 * base)``).
+- ``pack`` (args ``packing``: ``binpack`` default, ``spread``, ``none``; weight ``packingWeight``
+  ``wp``, default 100): :func:`~py_scheduler.plugins.gpu.accounting.pack_fraction` (share of the
+  node's units in use once the Pod is placed; ``spread``: 1 minus it), min-max normalized among the
+  nodes reaching the best ``model`` part; 0 for the others, so packing never beats a preference
+  list. Left out for ``none`` and for Pods asking only MIG instances.
+- ``base`` = ``100 * (wm*model + wmem*memory + wq*queue + wp*pack) / (weights of the terms
+  present)`` in [0, 100], computed exactly and kept to 1/1000 (``b = floor(1000 * base)``).
 - ``t`` = size of the node's largest NVLink group still entirely free after the Pod takes the
   indices :func:`~py_scheduler.plugins.gpu.accounting.pick` chooses (0 when none is left).
 
@@ -29,7 +35,8 @@ the three parts decide, and among otherwise equal nodes the placement that keeps
 NVLink group intact wins by one point. A node with malformed GPU metadata scores 0.
 
 Args: ``prefix``, ``resourceName`` (as GPUFilter), ``modelWeight``, ``memoryWeight``,
-``queueWeight`` (non-negative integers, not all 0).
+``queueWeight`` (integers in [0, 1000], not all 0), ``packing``, ``packingWeight`` (integer in
+[0, 1000]).
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from typing import Any
 from py_scheduler.framework import signers
 from py_scheduler.framework.config import ConfigError
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, largest_intact_group, pick
+from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, largest_intact_group, pack_fraction, pick
 from py_scheduler.plugins.gpu.common import check_args, gpu_sign_pod, keys_from_args, request_for
 from py_scheduler.plugins.gpu.model import GPUKeys, GPUParseError, GPURequest, model_matches
 
@@ -49,10 +56,16 @@ NAME = "GPUScore"
 PRE_SCORE_KEY = "PreScoreGPUScore"
 DEFAULT_WEIGHTS = (40, 35, 25)
 """(model, memory headroom, queue length) weights."""
+PACKING_MODES = ("binpack", "spread", "none")
+DEFAULT_PACKING = "binpack"
+DEFAULT_PACKING_WEIGHT = 100
+"""Weight of the packing term: large enough that filling a partly used node beats
+NodeResourcesFit's CPU/memory spreading (a GPU Pod's CPU share is about its GPU share)."""
 _T_LIMIT = 999
 _B_SCALE = 1000
 
-__all__ = ["DEFAULT_WEIGHTS", "NAME", "PRE_SCORE_KEY", "GPUScore", "PreScoreState"]
+__all__ = ["DEFAULT_PACKING", "DEFAULT_PACKING_WEIGHT", "DEFAULT_WEIGHTS", "NAME", "PACKING_MODES", "PRE_SCORE_KEY",
+           "GPUScore", "PreScoreState"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +74,11 @@ class PreScoreState:
 
     request: GPURequest
     max_queue: int
-    base_memo: dict[tuple[str, int | None, int, int, int], int] = field(default_factory=dict, compare=False)
+    best_model: Fraction = Fraction(1)
+    """The best model part among the scored nodes: only nodes reaching it get a packing term."""
+    pack_range: tuple[Fraction, Fraction] | None = None
+    """(lowest, highest) packing fraction among the best-model nodes; None: no packing term."""
+    base_memo: dict[tuple[str, int | None, int, int, int, int], int] = field(default_factory=dict, compare=False)
     """``base_milli`` per node description (product, memory, used memory, GPUs, queue): nodes that
     describe their GPUs alike share one exact computation per cycle."""
 
@@ -77,9 +94,12 @@ class GPUScore:
         return gpu_sign_pod(pod, self.keys)
 
 
-    def __init__(self, keys: GPUKeys | None = None, weights: tuple[int, int, int] = DEFAULT_WEIGHTS) -> None:
+    def __init__(self, keys: GPUKeys | None = None, weights: tuple[int, int, int] = DEFAULT_WEIGHTS,
+                 packing: str = DEFAULT_PACKING, packing_weight: int = DEFAULT_PACKING_WEIGHT) -> None:
         self.keys = keys or GPUKeys()
         self.weights = weights
+        self.packing = packing
+        self.packing_weight = packing_weight if packing != "none" else 0
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> GPUScore:
@@ -89,7 +109,8 @@ class GPUScore:
             ConfigError: an unknown field or a bad value, naming the field.
         """
         args = args or {}
-        check_args(args, {"prefix", "resourceName", "modelWeight", "memoryWeight", "queueWeight"})
+        check_args(args, {"prefix", "resourceName", "modelWeight", "memoryWeight", "queueWeight", "packing",
+                          "packingWeight"})
         keys = keys_from_args(args)
         ws: list[int] = []
         for fld, default in zip(("modelWeight", "memoryWeight", "queueWeight"), DEFAULT_WEIGHTS, strict=True):
@@ -99,7 +120,13 @@ class GPUScore:
             ws.append(v)
         if sum(ws) == 0:
             raise ConfigError("modelWeight, memoryWeight, queueWeight: must not all be 0")
-        return cls(keys, (ws[0], ws[1], ws[2]))
+        packing = args.get("packing", DEFAULT_PACKING)
+        if packing not in PACKING_MODES:
+            raise ConfigError(f"packing: must be one of {', '.join(PACKING_MODES)}, got {packing!r}")
+        pw = args.get("packingWeight", DEFAULT_PACKING_WEIGHT)
+        if isinstance(pw, bool) or not isinstance(pw, int) or pw < 0 or pw > 1000:
+            raise ConfigError(f"packingWeight: must be an integer in [0, 1000], got {pw!r}")
+        return cls(keys, (ws[0], ws[1], ws[2]), str(packing), pw)
 
     # -- PreScore ---------------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
@@ -108,14 +135,24 @@ class GPUScore:
             req = request_for(state, pod, self.keys)
         except GPUParseError:
             return Status.skip()
-        if req.count <= 0:
+        if not req.wants_gpu:
             return Status.skip()
         max_q = 0
-        for ni in nodes:
-            spec = derive_state(ni, self.keys).spec
-            if spec.error is None:
-                max_q = max(max_q, spec.queue)
-        state.write(PRE_SCORE_KEY, PreScoreState(req, max_q))
+        states = [derive_state(ni, self.keys) for ni in nodes]
+        states = [st for st in states if st.spec.error is None]
+        for st in states:
+            max_q = max(max_q, st.spec.queue)
+        by_product: dict[str, Fraction] = {}
+        for st in states:
+            if st.spec.product not in by_product:
+                by_product[st.spec.product] = self.model_part(req, st)
+        best = max(by_product.values(), default=Fraction(1))
+        pack_range: tuple[Fraction, Fraction] | None = None
+        if self.packing_weight and req.count > 0:
+            packs = [self.pack_part(req, st) for st in states if by_product[st.spec.product] == best]
+            if packs:
+                pack_range = (min(packs), max(packs))
+        state.write(PRE_SCORE_KEY, PreScoreState(req, max_q, best, pack_range))
         return Status.success()
 
     # -- Score ------------------------------------------------------------------------------------
@@ -149,34 +186,62 @@ class GPUScore:
             t = st.derived[key] = 0 if indices is None else min(largest_intact_group(st, indices), _T_LIMIT)
         return b * _B_SCALE + t
 
-    def parts(self, ps: PreScoreState, st: NodeGPUState) -> tuple[Fraction, Fraction, Fraction]:
-        """(model, memory, queue) fractions in [0, 1] for one node (module docstring)."""
-        req, spec = ps.request, st.spec
+    @staticmethod
+    def model_part(req: GPURequest, st: NodeGPUState) -> Fraction:
+        """The model preference part in [0, 1] (module docstring)."""
         if not req.models:
-            model = Fraction(1)
-        else:
-            k = len(req.models)
-            i = next((j for j, m in enumerate(req.models) if model_matches(m, spec.product)), k)
-            model = Fraction(k - i, k)
-        memory = Fraction(0)
+            return Fraction(1)
+        k = len(req.models)
+        i = next((j for j, m in enumerate(req.models) if model_matches(m, st.spec.product)), k)
+        return Fraction(k - i, k)
+
+    def pack_part(self, req: GPURequest, st: NodeGPUState) -> Fraction:
+        """The node's packing fraction before normalization (``binpack``: share of its GPU units in
+        use once the Pod is placed; ``spread``: 1 minus that)."""
+        return pack_fraction(st, req.count, spread=self.packing == "spread")
+
+    def parts(self, ps: PreScoreState, st: NodeGPUState) -> tuple[Fraction, Fraction | None, Fraction, Fraction | None]:
+        """(model, memory, queue, packing) fractions in [0, 1] for one node (module docstring); memory
+        is None (the term is left out) when the node's memory is unknown and the Pod asks none;
+        packing is None when the packing term is off for this Pod."""
+        req, spec = ps.request, st.spec
+        model = self.model_part(req, st)
+        memory: Fraction | None = Fraction(0)
         if spec.memory_bytes:
             per_gpu_used = Fraction(spec.used_memory_bytes, spec.total) if spec.total else Fraction(0)
             head = (spec.memory_bytes - per_gpu_used - req.memory_bytes) / spec.memory_bytes
             memory = min(max(head, Fraction(0)), Fraction(1))
+        elif req.memory_bytes == 0:
+            memory = None
         queue = Fraction(1) if ps.max_queue == 0 else 1 - Fraction(min(spec.queue, ps.max_queue), ps.max_queue)
-        return model, memory, queue
+        pack: Fraction | None = None
+        if ps.pack_range is not None:
+            lo, hi = ps.pack_range
+            if model != ps.best_model:
+                pack = Fraction(0)
+            elif hi == lo:
+                pack = Fraction(1)
+            else:
+                pack = (min(max(self.pack_part(req, st), lo), hi) - lo) / (hi - lo)
+        return model, memory, queue, pack
 
     def base_milli(self, ps: PreScoreState, st: NodeGPUState) -> int:
         """``floor(1000 * base)`` in [0, 100000] (memoized in ``ps`` per node description: it depends
         on nothing else of the node)."""
         spec = st.spec
-        key = (spec.product, spec.memory_bytes, spec.used_memory_bytes, spec.total, spec.queue)
+        key = (spec.product, spec.memory_bytes, spec.used_memory_bytes, spec.total, spec.queue, len(st.free))
         memo = ps.base_memo.get(key)
         if memo is not None:
             return memo
-        model, memory, queue = self.parts(ps, st)
+        model, memory, queue, pack = self.parts(ps, st)
         wm, wmem, wq = self.weights
-        base = MAX_NODE_SCORE * (wm * model + wmem * memory + wq * queue) / (wm + wmem + wq)
+        num = wm * model + wq * queue
+        den = wm + wq
+        if memory is not None:
+            num, den = num + wmem * memory, den + wmem
+        if pack is not None:
+            num, den = num + self.packing_weight * pack, den + self.packing_weight
+        base = MAX_NODE_SCORE * num / den if den else Fraction(0)
         result = int(base * _B_SCALE)
         ps.base_memo[key] = result
         return result

@@ -128,11 +128,21 @@ def test_nvlink_group_fit() -> None:
 
 def test_malformed_node_fails_only_that_node() -> None:
     nodes = [a100_node("good"), gpu_node("bad", 8, product="NVIDIA-A100-SXM4-40GB",
-                                          labels={"nvidia.com/gpu.memory": "lots"})]
+                                          labels={"gpu-scheduler/max-nvlink-group-size": "0"})]
     out = filter_all(nodes, [], gpu_pod("p", 1))
     assert out["good"].is_success()
     assert out["bad"].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert out["bad"].reasons == ['node(s) had invalid label nvidia.com/gpu.memory="lots": not a non-negative integer']
+    assert out["bad"].reasons == [
+        'node(s) had invalid label gpu-scheduler/max-nvlink-group-size="0": not a positive integer']
+
+
+def test_malformed_memory_label_fails_only_pods_asking_memory() -> None:
+    """Issue 17: a malformed memory label used to reject Pods that ask no memory at all."""
+    nodes = [gpu_node("bad", 8, product="NVIDIA-A100-SXM4-40GB", labels={"nvidia.com/gpu.memory": "lots"})]
+    assert filter_all(nodes, [], gpu_pod("p", 1))["bad"].is_success()
+    out = filter_all(nodes, [], gpu_pod("q", 1, annotations={"gpu-scheduler/gpu-memory-gb": "20"}))["bad"]
+    assert out.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert out.reasons == ['node(s) had invalid label nvidia.com/gpu.memory="lots": not a non-negative integer']
 
 
 def test_create_validates_args() -> None:

@@ -163,16 +163,26 @@ def test_parse_node_gfd_and_simple_labels() -> None:
     assert parse_node(NodeInfo(gpu_node("x", 2)), KEYS).groups == ((0,), (1,))
     clipped = parse_node(NodeInfo(gpu_node("y", 6, annotations={"gpu-scheduler/nvlink-groups": "0-3;4-7"})), KEYS)
     assert clipped.groups == ((0, 1, 2, 3), (4, 5))
-    # allocatable absent: the GFD count label
+    # allocatable absent: a GFD count label offers nothing (issue 17: stale label, device plugin gone)
     no_alloc = gpu_node("z", 0, labels={"nvidia.com/gpu.count": "4"})
-    assert parse_node(NodeInfo(no_alloc), KEYS).total == 4
+    stale = parse_node(NodeInfo(no_alloc), KEYS)
+    assert stale.total == 0
+    assert stale.inventory.notes == (
+        "label nvidia.com/gpu.count=4 but no allocatable nvidia.com/gpu: the kubelet grants none",)
+
+
+@pytest.mark.parametrize(("labels", "reason"), [
+    ({"nvidia.com/gpu.memory": "abc"},
+     'node(s) had invalid label nvidia.com/gpu.memory="abc": not a non-negative integer'),
+    ({"gpu-scheduler/gpu-memory-gb": "-1"},
+     'node(s) had invalid label gpu-scheduler/gpu-memory-gb="-1": not a non-negative number'),
+])
+def test_malformed_memory_label_makes_memory_unknown(labels: dict[str, str], reason: str) -> None:
+    spec = parse_node(NodeInfo(gpu_node("n", 4, labels=labels)), KEYS)
+    assert spec.error is None and spec.memory_bytes is None and spec.memory_error == reason
 
 
 @pytest.mark.parametrize(("labels", "annotations", "reason"), [
-    ({"nvidia.com/gpu.memory": "abc"}, {},
-     'node(s) had invalid label nvidia.com/gpu.memory="abc": not a non-negative integer'),
-    ({"gpu-scheduler/gpu-memory-gb": "-1"}, {},
-     'node(s) had invalid label gpu-scheduler/gpu-memory-gb="-1": not a non-negative number'),
     ({"gpu-scheduler/max-nvlink-group-size": "0"}, {},
      'node(s) had invalid label gpu-scheduler/max-nvlink-group-size="0": not a positive integer'),
     ({}, {"gpu-scheduler/nvlink-groups": "0-3;2-5"},

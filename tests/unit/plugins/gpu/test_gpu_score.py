@@ -21,10 +21,14 @@ def _fresh_memo() -> None:
     clear_memo()
 
 
+NOPACK = GPUScore(packing="none")
+"""The formula without the packing term (its own tests below)."""
+
+
 def scores(nodes: list[Obj], pod: Obj, pods: list[Obj] | None = None,
            plugin: GPUScore | None = None) -> tuple[dict[str, int], dict[str, int]]:
     """(raw Score, normalized) per node."""
-    pl = plugin or GPUScore()
+    pl = plugin or NOPACK
     snap = Snapshot.from_objects(nodes, pods or [])
     state = CycleState(snap)
     pi = PodInfo(pod)
@@ -60,6 +64,10 @@ def test_model_preference_order() -> None:
     assert norm["h"] > norm["a"] > norm["l"]
     # model part: H100 40, A100 20, L4 0; memory headroom with no request is 35 on every node; queue 25
     assert norm == {"h": 100, "a": 80, "l": 60}
+    # with packing (default): only the best model's nodes get the packing term, so the L4 (which the
+    # 1-GPU Pod would fill) never beats the preferred H100: (40+35+25+100)/200, (20+35+25)/200, 60/200
+    _, norm = scores(nodes, gpu_pod("p", 1, annotations={"gpu-scheduler/gpu-model": "H100,A100"}), plugin=GPUScore())
+    assert norm == {"h": 100, "a": 40, "l": 30}
 
 
 def test_memory_headroom_and_queue() -> None:
@@ -71,11 +79,17 @@ def test_memory_headroom_and_queue() -> None:
     assert norm["full"] == 99 * (100000 - 35000 * 3 // 4) // 100000 + 1
 
 
-def test_unknown_memory_scores_no_headroom_and_bad_nodes_score_zero() -> None:
+def test_unknown_memory_costs_nothing_without_a_memory_request_and_bad_nodes_score_zero() -> None:
+    """Issue 17: a node with unknown GPU memory lost the whole memory term (35 of 100, 70 weighted
+    points) even for Pods that ask no memory; now the term is left out for it."""
     bad = gpu_node("bad", 4, annotations={"gpu-scheduler/current-queue": "x"})
     raw, _ = scores([gpu_node("anon", 4), bad, simple_node("ok", "80", "0", "7")], gpu_pod("p", 1))
     assert raw["bad"] == 0
-    assert raw["anon"] // 1000 == 65000  # model 40 + memory 0 + queue 25 (bad node's queue is ignored)
+    assert raw["anon"] // 1000 == 100000  # (model 40 + queue 25) / 65 (bad node's queue is ignored)
+    assert raw["ok"] // 1000 == 75000  # (40 + 35 + 0) / 100: queue 7 is the largest
+    # a Pod asking memory: unknown memory scores no headroom (GPUFilter rejects the node anyway)
+    raw, _ = scores([gpu_node("anon", 4)], gpu_pod("p", 1, annotations={"gpu-scheduler/gpu-memory-gb": "1"}))
+    assert raw["anon"] // 1000 == 65000
 
 
 def test_nvlink_tie_break_prefers_keeping_the_largest_free_group() -> None:
@@ -102,7 +116,7 @@ def test_skip_for_non_gpu_and_malformed_pods() -> None:
 
 def test_weights_from_args() -> None:
     nodes = [simple_node("short", "80", "0", "1"), simple_node("long", "80", "0", "4")]
-    pl = GPUScore.create({"modelWeight": 0, "memoryWeight": 0, "queueWeight": 7}, None)
+    pl = GPUScore.create({"modelWeight": 0, "memoryWeight": 0, "queueWeight": 7, "packing": "none"}, None)
     _, norm = scores(nodes, gpu_pod("p", 1), plugin=pl)
     assert norm == {"short": 99 * 75000 // 100000 + 1, "long": 0 + 1}
 
@@ -114,6 +128,8 @@ def test_weights_from_args() -> None:
     ({"modelWeight": 0, "memoryWeight": 0, "queueWeight": 0}, "modelWeight, memoryWeight, queueWeight"),
     ({"prefix": ""}, "prefix"),
     ({"weights": 1}, "weights"),
+    ({"packing": "tight"}, "packing"),
+    ({"packingWeight": -3}, "packingWeight"),
 ])
 def test_bad_args_name_the_field(args: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as ei:
@@ -124,3 +140,17 @@ def test_bad_args_name_the_field(args: dict[str, Any], field: str) -> None:
 def test_defaults() -> None:
     pl = GPUScore.create({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "GPUScoreArgs"}, None)
     assert pl.weights == (40, 35, 25)
+
+
+def test_binpack_prefers_the_fullest_node_and_spread_the_emptiest() -> None:
+    """Issue 17 (fragmentation): GPU Pods used to spread by CPU/memory, leaving one free GPU per node."""
+    nodes = [a100_node("empty"), a100_node("six"), a100_node("three")]
+    used = [gpu_pod("s", 6, node="six", annotations={"gpu-scheduler/gpu-indices": "0-5"}),
+            gpu_pod("t", 3, node="three", annotations={"gpu-scheduler/gpu-indices": "0-2"})]
+    _, norm = scores(nodes, gpu_pod("p", 2), used, plugin=GPUScore())
+    assert norm["six"] > norm["three"] > norm["empty"]
+    # pack fractions (6+2)/8, (3+2)/8, 2/8 normalized to 1, 1/2, 0 -> weighted 100, 50, 0 of 200
+    assert norm["six"] - norm["empty"] == 50
+    _, norm = scores(nodes, gpu_pod("p", 2), used, plugin=GPUScore.create({"packing": "spread"}, None))
+    assert norm["empty"] > norm["three"] > norm["six"]
+    assert GPUScore().packing == "binpack" and GPUScore().packing_weight == 100
