@@ -17,6 +17,7 @@ the API updates upstream's PreBind makes (``BindPodVolumes``) are not made here 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -588,7 +589,8 @@ async def bind_pod_volumes(binder: VolumeBinder, client: APIClient, objects: Obj
        binder's caches on failure (those written stay until the informer delivers the newer object).
     2. Every ``interval_seconds`` (upstream: 1 s, first check after one interval) up to
        ``timeout_seconds``: :func:`check_bindings` on ``objects`` (the latest informer state, not the
-       assume caches).
+       assume caches). With ``interval_seconds`` 0 the coroutine only ever suspends on bare yields, so
+       the offline engine can drive it without an event loop.
 
     Raises:
         BindError: an API write was refused (the API's message), a check found a condition that needs
@@ -612,14 +614,13 @@ async def bind_pod_volumes(binder: VolumeBinder, client: APIClient, objects: Obj
         binder._revert_pvs(bindings[done_b:])
         binder._revert_pvcs(claims[done_c:])
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_seconds
+    deadline = time.monotonic() + timeout_seconds
     while True:
-        remaining = deadline - loop.time()
+        remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise BindError("binding volumes: context deadline exceeded")
-        await asyncio.sleep(min(interval_seconds, remaining))
-        if loop.time() > deadline:
+        await asyncio.sleep(min(interval_seconds, remaining))  # sleep(0) needs no event loop (offline)
+        if time.monotonic() > deadline:
             raise BindError("binding volumes: context deadline exceeded")
         try:
             if check_bindings(objects, pod, node_name, bindings, claims):
