@@ -349,6 +349,11 @@ class VolumeBinding:
             s.all_bound = self.binder.assume_pod_volumes(st.cycle_objects(state), pod.pod, node_name, pv)
         except st.StorageError as exc:
             return Status.error(str(exc), NAME)
+        # Stand-in until PreBind (BindPodVolumes) lands: a Pod whose claims still need binding or
+        # provisioning is refused here (the framework then runs Unreserve), never bound without them.
+        msg = unbound_volumes_message(state, node_name)
+        if msg is not None:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg], NAME)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:

@@ -12,7 +12,7 @@ from py_scheduler.app.loop import Housekeeping
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
 from py_scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE, ActionType, ClusterEvent, Resource
-from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
+from py_scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
 from tests.unit.plugins import test_volume_helpers as vol
@@ -140,7 +140,11 @@ async def test_bound_claim_schedules_on_the_volume_node() -> None:
 
 
 # -- DynamicResources ----------------------------------------------------------------------------------
-async def test_claim_needing_allocation_fails_unreserved_and_never_binds() -> None:
+async def test_claim_needing_allocation_fails_at_pre_bind_unreserved_and_never_binds() -> None:
+    """DynamicResources' PreBind refuses claims it would have to write (not implemented yet): the
+    binding cycle fails after Permit, so the Pod is nominated to the node first (upstream's
+    NominatedNodeNameForExpectation), then unreserved, forgotten and sent to backoff (a PreBind
+    rejection is no FitError: no rejector plugins), with the plugin's reason as the message."""
     h = Harness()
     h.node("n1")
     h.cache.objects.upsert("DeviceClass", dra.dclass("gpu", [f'device.driver == "{dra.G}"']))
@@ -149,12 +153,14 @@ async def test_claim_needing_allocation_fails_unreserved_and_never_binds() -> No
     h.pod("a", resourceClaims=dra.uses("c"))
     await h.cycle()
     assert _binds(h) == []
-    assert _failed(h, "a") == [f"0/1 nodes are available: 1 {API_ALLOCATION_UNSUPPORTED}."]
-    cond = h.kube.status_patches[-1][1]["status"]["conditions"][0]
-    assert cond["reason"] == "Unschedulable"
+    assert _failed(h, "a") == [API_ALLOCATION_UNSUPPORTED]
+    assert h.kube.status_patches[0][1] == {"status": {"nominatedNodeName": "n1"}}
+    last = h.kube.status_patches[-1][1]["status"]
+    assert last["conditions"][0]["reason"] == "Unschedulable"
     assert h.fw.plugins["DynamicResources"].in_flight_claims() == []  # Unreserve released the devices
     qpi = h.queue.get("default", "a")
-    assert qpi is not None and qpi.unschedulable_plugins == frozenset({"DynamicResources"})
+    assert qpi is not None and qpi.unschedulable_plugins == frozenset()
+    assert h.queue.where("default", "a") == BACKOFF_Q
     assert h.cache.pod_count() == 0
 
 
