@@ -708,6 +708,21 @@ class DynamicResources:
             state.write(NEEDS_API_ALLOCATION_KEY, True)
         return Status.success()
 
+    # -- PreBind ------------------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBindPreFlight``: Success when Reserve flagged claims whose status must be written
+        (:data:`NEEDS_API_ALLOCATION_KEY`), else Skip."""
+        return Status.success() if state.data.get(NEEDS_API_ALLOCATION_KEY) else Status.skip()
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBind``: writing the allocation / ``reservedFor`` through the API is not implemented yet
+        (a later issue), so a Pod that needs it is refused with :data:`API_ALLOCATION_UNSUPPORTED`
+        (UnschedulableAndUnresolvable; the binding cycle unreserves it) instead of being bound
+        without its devices."""
+        if not state.data.get(NEEDS_API_ALLOCATION_KEY):
+            return Status.success()
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [API_ALLOCATION_UNSUPPORTED], NAME)
+
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """``Unreserve``: release the in-flight allocations of this Pod's claims (idempotent)."""
         try:
