@@ -34,6 +34,7 @@ from py_scheduler.app.binder import Binder
 from py_scheduler.app.informers import EventHandlers, Informers
 from py_scheduler.app.kube import Kube, KubeAPIClient
 from py_scheduler.app.leader import AlwaysLeader, LeaderElector, new_identity
+from py_scheduler.app.lister import InformerLister
 from py_scheduler.app.logging import setup_logging
 from py_scheduler.app.loop import Housekeeping, QueueMetricsRecorder, SchedulingLoop
 from py_scheduler.app.metrics import BatchMetricsRecorder, framework_observer
@@ -192,6 +193,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     if handle is not None:
         # PreBind / Bind plugins write through this client: fenced by leadership, Bindings by the Node.
         handle.client = KubeAPIClient(kube, fence=leader.is_leader_valid, node_exists=cache.has_node)
+        handle.objects = InformerLister(informers.store)
     loop = SchedulingLoop(frameworks=frameworks, algorithm=Algorithm(cfg.percentage_of_nodes_to_score), cache=cache,
                           queue=queue, binder=Binder(kube, identity), leader=leader, pod_lister=informers.pod,
                           cache_consistent=informers.consistent)

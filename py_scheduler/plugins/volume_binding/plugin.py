@@ -73,7 +73,6 @@ __all__ = [
     "VolumeBindingArgs",
     "VolumeBindingState",
     "pre_bind_plan",
-    "unbound_volumes_message",
 ]
 
 NAME = "VolumeBinding"
@@ -157,16 +156,6 @@ def pre_bind_plan(state: CycleState, node_name: str) -> PreBindPlan | None:
     if pv is None:
         return None
     return PreBindPlan([b.pv for b in pv.static_bindings], [d.pvc for d in pv.dynamic_provisions])
-
-
-def unbound_volumes_message(state: CycleState, node_name: str) -> str | None:
-    """After Reserve: None when the Pod can be bound as is; otherwise the reason the live scheduler
-    must not bind it (py-scheduler does not run VolumeBinding's PreBind), for a FailedScheduling event."""
-    plan = pre_bind_plan(state, node_name)
-    if plan is None:
-        return None
-    return (f"pod's volumes need binding before the Pod can run on node {node_name!r} ({plan.describe()}); "
-            "py-scheduler does not bind volumes (VolumeBinding PreBind is not implemented)")
 
 
 class VolumeBinding:
@@ -376,21 +365,6 @@ class VolumeBinding:
         pv = s.pod_volumes_by_node.get(node_name)
         if pv is not None:
             self.binder.revert_assumed_pod_volumes(pv)
-
-    # -- PreBind (stand-in until BindPodVolumes lands: refuses instead of binding) --------------------
-    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        """``PreBindPreFlight``: Success when the Pod has claims to bind / provision on ``node_name``."""
-        return Status.skip() if pre_bind_plan(state, node_name) is None else Status.success()
-
-    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        """``PreBind``: not implemented yet; a Pod whose volumes need binding is refused
-        (UnschedulableAndUnresolvable, :func:`unbound_volumes_message`; the binding cycle unreserves
-        it and the Pod goes to backoff), never bound without its volumes."""
-        msg = unbound_volumes_message(state, node_name)
-        if msg is None:
-            return Status.success()
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg], NAME)
-
 
     # -- PreBind --------------------------------------------------------------------------------------
     def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:

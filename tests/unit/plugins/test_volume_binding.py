@@ -22,7 +22,6 @@ from py_scheduler.plugins.volume_binding import (
     VolumeBindingArgs,
     VolumeBindingState,
     pre_bind_plan,
-    unbound_volumes_message,
 )
 from py_scheduler.plugins.volume_binding import storage as st
 from py_scheduler.plugins.volume_binding.binder import StorageResource
@@ -413,8 +412,7 @@ def test_reserve_assumes_static_binding_and_unreserve_reverts() -> None:
     assert plan is not None and plan.pvc_updates == []
     assert [st.name(v) for v in plan.pv_updates] == ["p1"]
     assert plan.pv_updates[0]["spec"]["claimRef"]["name"] == "c1"
-    msg = unbound_volumes_message(state, "n1")
-    assert msg is not None and "bind PersistentVolume p1 to PersistentVolumeClaim default/c1" in msg
+    assert "bind PersistentVolume p1 to PersistentVolumeClaim default/c1" in plan.describe()
     # The API object is untouched; the binder's cache holds the assumed claimRef.
     api_pv = snap.objects.get("PersistentVolume", "p1")
     assert api_pv is not None and "claimRef" not in api_pv["spec"]
@@ -458,7 +456,7 @@ def test_all_bound_pod_needs_no_pre_bind() -> None:
     state, pi, _ = filter_all(pl, snap, pod("a", [pvc_vol("v", "c1")]))
     assert pl.reserve(state, pi, "n1").is_success()
     assert state.read(STATE_KEY).all_bound is True
-    assert pre_bind_plan(state, "n1") is None and unbound_volumes_message(state, "n1") is None
+    assert pre_bind_plan(state, "n1") is None
 
 
 def test_reserve_differs_from_oracle_on_purpose() -> None:
