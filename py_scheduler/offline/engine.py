@@ -34,7 +34,6 @@ from typing import Any
 
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.interfaces import PreBindPlugin
 from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
 from py_scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
 from py_scheduler.offline.loader import ClusterData, creation_timestamp, pod_key
@@ -265,9 +264,7 @@ class OfflineScheduler:
             return ""
         self.api.pending[(pod_info.namespace, pod_info.name)] = pod_info.pod
         try:
-            for p in fw.plugins.values():
-                if not isinstance(p, PreBindPlugin):
-                    continue
+            for p in fw.pre_bind_plugins:
                 try:
                     st = p.pre_bind_pre_flight(state, pod_info, node)
                     if st.code == Code.SKIP:
