@@ -261,7 +261,7 @@ async def test_dynamic_provisioning(api_client: client.ApiClient, py_vb: Schedul
 
     async with running_provisioner(api_client, "e2e.example.com/hostpath") as prov:
         async def case(r: Run) -> Obj:
-            await r.add_nodes()
+            await r.add_nodes(1)  # one node: equal scores would tie-break at random
             sc = await r.add_class("standard", prov.name)
             await r.add_claim("model-cache", "50Gi", sc)
             await r.add_pod("vllm", ["model-cache"])
@@ -347,7 +347,7 @@ async def test_provisioner_never_answers_then_does(api_client: client.ApiClient,
         prov.paused = True
 
         async def case(r: Run) -> Obj:
-            await r.add_nodes()
+            await r.add_nodes(1)  # one node: equal scores would tie-break at random
             sc = await r.add_class("late", prov.name)
             await r.add_claim("c", "1Gi", sc)
             await r.add_pod("p", ["c"])
@@ -370,7 +370,7 @@ async def test_provisioner_late_then_bound(api_client: client.ApiClient, py_vb: 
         prov.paused = True
 
         async def case(r: Run) -> Obj:
-            await r.add_nodes()
+            await r.add_nodes(1)  # one node: equal scores would tie-break at random
             sc = await r.add_class("retry", prov.name)
             await r.add_claim("c", "1Gi", sc)
             await r.add_pod("p", ["c"])
