@@ -399,3 +399,43 @@ async def _claim_phase(r: Run, short: str, phase: str) -> bool:
 
 async def _claim_bound(r: Run, short: str) -> bool:
     return await _claim_phase(r, short, "Bound")
+
+
+async def test_leader_killed_during_pre_bind(testbed: Testbed, api_client: client.ApiClient,
+                                             controller_manager: None) -> None:
+    """py-scheduler's leader dies while PreBind waits for the provisioner: the standby takes the Lease,
+    schedules the Pod again (the claim's selected node pins it), and once the provisioner answers the
+    Pod binds with exactly one PV for its claim."""
+    name = "py-vb-le"
+    cfg = testbed.dir / f"{name}.config.yaml"
+    cfg.write_text(json.dumps({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                               "profiles": [{"schedulerName": name}]}))  # bindTimeoutSeconds: the default 600
+    lease = unique_name("py-vb-le")
+    args = {"lease_name": lease, "extra_args": ["--config", str(cfg)], "verbosity": 4}
+    async with running_provisioner(api_client, "e2e.example.com/leader") as prov:
+        prov.paused = True
+        r = Run(api_client, name)
+        try:
+            async with running_scheduler(testbed, f"{name}-a", **args) as a, \
+                    running_scheduler(testbed, f"{name}-b", wait=False, **args) as b:
+                await r.add_nodes(2)
+                sc = await r.add_class("le", prov.name)
+                await r.add_claim("c", "1Gi", sc)
+                await r.add_pod("p", ["c"])
+
+                async def selected() -> str | None:
+                    pvc = await r.core.read_namespaced_persistent_volume_claim(r.n("c"), "default")
+                    return (pvc.metadata.annotations or {}).get(ANN_SELECTED_NODE)
+
+                node = await wait_for(selected, timeout=60, what="PreBind's selected-node on the claim")
+                a.kill()  # in PreBind, waiting for the provisioner
+                await b.wait_leading(timeout=60)
+                prov.paused = False
+                await r.bound_after("p", timeout=90)
+                out = await r.outcome()
+                assert b.alive()
+        finally:
+            await r.cleanup()
+    assert out["pods"] == {"X-p": r.norm(node)}
+    assert out["claims"]["X-c"]["phase"] == "Bound"
+    assert len(prov.created) == 1 and not prov.errors
