@@ -59,6 +59,10 @@ CASES: dict[str, list[Obj]] = {
         {**pvc("c1", sc="w"), "metadata": {"name": "c1", "namespace": "default", "finalizers": ["f"],
                                              "deletionTimestamp": "2024-01-01T00:00:00Z"}},
         pod("a", [pvc_vol("v", "c1")])],
+    # A claim bound to a PV that does not exist (not yet marked Lost): upstream's default profile
+    # answers with VolumeZone's PreFilter lookup error before VolumeBinding's Filter reason
+    # ErrReasonPVNotExist could apply (issue 15 item 3: checked against the oracle, nothing differs).
+    "bound_to_missing_pv": [pvc("c1", volume="ghost", bound=True), pod("a", [pvc_vol("v", "c1")])],
     "claim_lost": [{**pvc("c1", sc="w", volume="pvx"), "status": {"phase": "Lost"}}, pod("a", [pvc_vol("v", "c1")])],
     "ephemeral_not_created": [pod("a", [{"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {
         "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}])],
@@ -173,6 +177,13 @@ ORACLE: dict[str, list[Obj]] = {'no_volumes': [{'pod': 'default/a',
                                        'n3': ['persistentvolumeclaim "c1" is being deleted']},
                           'scores': None,
                           'message': '0/3 nodes are available: persistentvolumeclaim "c1" is being deleted.'}],
+ 'bound_to_missing_pv': [{'pod': 'default/a',
+                          'feasible': [],
+                          'filtered': {'n1': ['persistentvolume "ghost" not found'],
+                                       'n2': ['persistentvolume "ghost" not found'],
+                                       'n3': ['persistentvolume "ghost" not found']},
+                          'scores': None,
+                          'message': '0/3 nodes are available: persistentvolume "ghost" not found.'}],
  'claim_lost': [{'pod': 'default/a',
                  'feasible': [],
                  'filtered': {'n1': ['persistentvolumeclaim "c1" bound to non-existent persistentvolume "pvx"'],
@@ -611,3 +622,11 @@ def test_upstream_scorer_cases_default_shape(case: tuple[int, int, int | None, i
 def test_upstream_scorer_cases_custom_shape(case: tuple[int, int, int | None, int | None], expected: int) -> None:
     shape = [UtilizationShapePoint(50, 0), UtilizationShapePoint(80, 3), UtilizationShapePoint(100, 5)]
     assert build_scorer_function(shape)(_classes(case)) == expected
+
+
+def test_claim_bound_to_missing_pv_is_filter_reason_pv_not_exist() -> None:
+    """VolumeBinding alone (e.g. a profile without VolumeZone): ``ErrReasonPVNotExist`` on every node."""
+    snap = snapshot_of([*NODES, pvc("c1", volume="ghost", bound=True)])
+    _, _, reasons = filter_all(VolumeBinding(), snap, pod("a", [pvc_vol("v", "c1")]))
+    missing = ["node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"]
+    assert reasons == {"n1": missing, "n2": missing, "n3": missing}
