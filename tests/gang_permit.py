@@ -59,7 +59,8 @@ class GangPermit:
             for wp in waiting:
                 wp.allow(NAME)
             return Status.success(), 0.0
-        return Status(Code.WAIT, [f"waiting for {self.min_member - len(waiting) - 1} more of gang {gang}"]), self.timeout
+        missing = self.min_member - len(waiting) - 1
+        return Status(Code.WAIT, [f"waiting for {missing} more of gang {gang}"]), self.timeout
 
 
 if __name__ == "__main__":
