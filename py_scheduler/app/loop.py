@@ -335,7 +335,6 @@ class SchedulingLoop:
         if st.is_skip():
             st = Status.error("no Bind plugin bound the pod")
         if not st.is_success():
-            log.debug("Failed to bind pod pod=%s", assumed.key)
             return st
         self.cache.finish_binding(assumed)
         if klog_v(2):
