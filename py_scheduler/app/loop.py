@@ -16,14 +16,24 @@ preemption freed for a nominated one; an assumed Pod leaves the nominator
 (``DeleteNominatedPodIfExists`` in ``assume``) and ``handleSchedulingFailure`` records the
 nomination PostFilter chose (``AddNominatedPod``).
 
+The binding cycle (``runBindingCycle`` / ``bindingCycle``, in an asyncio task): Permit runs at the
+end of the scheduling cycle (a Wait puts the Pod in the framework's waiting-Pods map); the task
+runs PreBindPreFlight (a Pod that will wait on Permit or run PreBind first gets
+``status.nominatedNodeName``, ``NominatedNodeNameForExpectation``), WaitOnPermit, PreBind, the Bind
+plugins (DefaultBinder: the Binding through the Handle's client), the ``Scheduled`` event and
+PostBind; any failure goes through ``handleBindingCycleError``. The extension points themselves are
+``py_scheduler.framework.binding_cycle``. Metrics: ``scheduler_permit_wait_duration_seconds{result}``,
+``scheduler_goroutines{operation="binding"}`` and, through the profile's observer, the binding
+extension points' durations.
+
 Differences from upstream, by design of this build: Reserve plugins run before the Pod is assumed,
 so annotations they ask for (``CycleState.pod_annotations``, e.g. GPU indices) are part of the
-assumed Pod the cache accounts; those annotations are PATCHed onto the Pod before the Binding.
-Every bind is fenced by ``leader.is_leader_valid()``. py-scheduler has no PreBind: a Pod whose
-PVCs VolumeBinding would bind / provision (``unbound_volumes_message``) or whose ResourceClaims
-DynamicResources would allocate or reserve (``NEEDS_API_ALLOCATION_KEY``) is unreserved right after
-Reserve and fails UnschedulableAndUnresolvable with that plugin's reason, never bound (it is retried
-on the events those plugins register, e.g. PVC / PV / ResourceClaim changes).
+assumed Pod the cache accounts; they travel in the Binding's metadata (never in a separate write).
+Every API write of PreBind / Bind plugins is fenced by ``leader.is_leader_valid()`` (the client's
+fence); a binding cycle that fails while this replica's leadership is no longer valid keeps the Pod
+and its nomination for the next leader and reports nothing. PreBind plugins run one at a time
+(upstream may run ``AllowParallel`` ones together), and a Pod in PreBind is not cancelled by
+preemption.
 """
 
 from __future__ import annotations
