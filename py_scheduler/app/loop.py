@@ -496,14 +496,29 @@ class SchedulingLoop:
 
     async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo]) -> None:
         """``prepareCandidateAsync``: evict the victims (UID-preconditioned deletes with a
-        ``Preempted`` event each), then let the preemptor back in and activate it, so it does not
-        depend on the victims' deletion events reaching the queue after the PreEnqueue gate lifted."""
+        ``Preempted`` event each; a victim waiting on Permit is only rejected), then let the
+        preemptor back in and activate it, so it does not depend on the victims' deletion events
+        reaching the queue after the PreEnqueue gate lifted."""
         uid = str((preemptor.get("metadata") or {}).get("uid") or "")
         try:
             log.info("Start the preemption asynchronously preemptor=%s/%s numVictims=%d",
                      (preemptor.get("metadata") or {}).get("namespace"), (preemptor.get("metadata") or {}).get("name"),
                      len(victims))
-            await self.binder.delete_victims(victims, preemptor, fw.profile_name)
+            # A victim waiting on Permit is preempted in memory (its binding cycle fails and it goes
+            # back to the queue), not deleted (``PreemptPod``: ``WaitingPod.Preempt``).
+            to_delete: list[PodInfo] = []
+            for v in victims:
+                wp = fw.waiting_pods.get(v.uid)
+                plugin = fw.post_filter_plugins[0].name if fw.post_filter_plugins else ""
+                if wp is not None and wp.preempt(plugin, "preempted"):
+                    log.info("Preemptor preempted a waiting pod preemptor=%s waitingPod=%s node=%s", uid, v.key,
+                             v.node_name)
+                    await self.binder.event(v.pod, "Normal", "Preempted", "Preempting",
+                                            f"Preempted by pod {uid} on node {v.node_name} (in kube-scheduler memory).",
+                                            fw.profile_name)
+                else:
+                    to_delete.append(v)
+            await self.binder.delete_victims(to_delete, preemptor, fw.profile_name)
         finally:
             self._mark_preempting(fw, uid, False)
             self.queue.activate([preemptor])

@@ -302,3 +302,51 @@ async def test_deleting_a_waiting_pod_rejects_it_and_its_cycle_cleans_up() -> No
     assert len(h.fw.waiting_pods) == 0
     assert log[-1] == "unreserve:A" and h.cache.pod_count() == 0
     assert not any(c[0] == "bind" for c in h.kube.calls)
+
+
+class PreemptsWaiting:
+    """Rejects Pod ``high`` everywhere; its PostFilter nominates n1 with the (waiting) Pod ``g1`` as
+    the victim, as DefaultPreemption would pick an assumed lower-priority Pod."""
+
+    name = "PreemptsWaiting"
+
+    def __init__(self) -> None:
+        self.h: Harness | None = None
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        return Status(Code.UNSCHEDULABLE, ["Insufficient cpu"]) if pod.name == "high" else Status.success()
+
+    def post_filter(self, state: CycleState, pod: PodInfo, statuses: dict[str, Status]) -> tuple[Any, Status]:
+        from py_scheduler.framework.interfaces import PostFilterResult
+
+        assert self.h is not None
+        victim = self.h.cache.get_pod(self.h.pods["default/g1"])
+        assert victim is not None
+        return PostFilterResult("n1", [victim]), Status.success()
+
+
+async def test_a_waiting_victim_is_preempted_in_memory_not_deleted() -> None:
+    gang = GangPermit(min_member=2, timeout=60)
+    log: list[str] = []
+    pre = PreemptsWaiting()
+    h = Harness(_fw(Rec("A", log), gang, pre, DefaultBinder()))
+    pre.h = h
+    h.node("n1")
+    p = h.pod("g1")
+    p["metadata"]["labels"] = {GANG_LABEL: "job"}
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None
+    h.loop.schedule_one(qpi)
+    await asyncio.sleep(0)
+    assert h.fw.waiting_pods.get("uid-g1") is not None
+    h.pod("high")
+    await h.cycle()
+    assert h.kube.deleted == []  # preempted in memory: no API delete
+    preempted = [e["note"] for e in h.kube.events if e["reason"] == "Preempted"]
+    assert preempted == ["Preempted by pod uid-high on node n1 (in kube-scheduler memory)."]
+    assert h.fw.waiting_pods.get("uid-g1") is None and h.cache.pod_count() == 0
+    assert log[-1] == "unreserve:A"
+    fs = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"
+          and e["regarding"]["name"] == "g1"]
+    assert fs == ["waiting on permit for pod: preempted"]
+    assert h.queue.where("default", "g1") == BACKOFF_Q
