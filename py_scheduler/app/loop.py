@@ -384,20 +384,23 @@ class SchedulingLoop:
         """
         pi = qpi.pod_info
         log.warning("Failed to bind pod pod=%s node=%s err=%s", pi.key, node, st.message())
-        self._forget(fw, state, assumed, node)
+        forgotten = self._unreserve_and_forget(fw, state, assumed, node)
         if not self.leader.is_leader_valid():
             qpi.unschedulable_plugins = frozenset()
             qpi.pending_plugins = frozenset()
             if self._requeue(qpi) is not None:
                 self.queue.add_nominated_pod(qpi.pod_info)
-            return
-        if st.is_rejected():
+        elif st.is_rejected():
             # Only a Permit rejection (a FitError) names rejector plugins; a PreBind / Bind rejection
             # leaves none, so the Pod goes to backoff (handleSchedulingFailure).
             self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, st.message(), start, RESULT_UNSCHEDULABLE,
                           nominated="")
-            return
-        self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, st.message(), start, RESULT_ERROR, nominated="")
+        else:
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, st.message(), start, RESULT_ERROR, nominated="")
+        if forgotten:
+            # The freed room, offered after the Pod itself was requeued (upstream defers this move so
+            # the Pod's own requeue does not see it as an in-flight event).
+            self._assigned_pod_deleted(assumed)
 
     def _unreserve_and_forget(self, fw: Framework, state: CycleState, assumed: PodInfo, node: str) -> bool:
         """``unreserveAndForget``: Unreserve, then drop the assumed Pod from the cache (False when the
@@ -410,10 +413,9 @@ class SchedulingLoop:
             return False
         return True
 
-    def _forget(self, fw: Framework, state: CycleState, assumed: PodInfo, node: str) -> None:
-        """``unreserveAndForget`` + the ``AssignedPodDelete`` event for the freed room."""
-        if not self._unreserve_and_forget(fw, state, assumed, node):
-            return
+    def _assigned_pod_deleted(self, assumed: PodInfo) -> None:
+        """The ``AssignedPodDelete`` event for the room a forgotten assumed Pod freed (not offered
+        to that Pod itself)."""
         self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed.pod, None,
                                                  lambda p: (p.get("metadata") or {}).get("uid") != assumed.uid)
 

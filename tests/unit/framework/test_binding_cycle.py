@@ -280,6 +280,9 @@ async def test_gang_member_times_out_unreserved_and_unschedulable() -> None:
     assert notes == ["0/1 nodes are available: 1 rejected due to timeout after waiting 50ms at plugin GangPermit."]
     qpi = h.queue.get("default", "g1")
     assert qpi is not None and qpi.unschedulable_plugins == frozenset({"GangPermit"})
+    # The freed room is offered to others after the Pod's own requeue, which therefore does not
+    # count it as an in-flight event: the Pod waits for an event its rejector cares about.
+    assert h.queue.where("default", "g1") == UNSCHEDULABLE_Q
     assert h.cache.pod_count() == 0
 
 
