@@ -16,14 +16,24 @@ preemption freed for a nominated one; an assumed Pod leaves the nominator
 (``DeleteNominatedPodIfExists`` in ``assume``) and ``handleSchedulingFailure`` records the
 nomination PostFilter chose (``AddNominatedPod``).
 
+The binding cycle (``runBindingCycle`` / ``bindingCycle``, in an asyncio task): Permit runs at the
+end of the scheduling cycle (a Wait puts the Pod in the framework's waiting-Pods map); the task
+runs PreBindPreFlight (a Pod that will wait on Permit or run PreBind first gets
+``status.nominatedNodeName``, ``NominatedNodeNameForExpectation``), WaitOnPermit, PreBind, the Bind
+plugins (DefaultBinder: the Binding through the Handle's client), the ``Scheduled`` event and
+PostBind; any failure goes through ``handleBindingCycleError``. The extension points themselves are
+``py_scheduler.framework.binding_cycle``. Metrics: ``scheduler_permit_wait_duration_seconds{result}``,
+``scheduler_goroutines{operation="binding"}`` and, through the profile's observer, the binding
+extension points' durations.
+
 Differences from upstream, by design of this build: Reserve plugins run before the Pod is assumed,
 so annotations they ask for (``CycleState.pod_annotations``, e.g. GPU indices) are part of the
-assumed Pod the cache accounts; those annotations are PATCHed onto the Pod before the Binding.
-Every bind is fenced by ``leader.is_leader_valid()``. py-scheduler has no PreBind: a Pod whose
-PVCs VolumeBinding would bind / provision (``unbound_volumes_message``) or whose ResourceClaims
-DynamicResources would allocate or reserve (``NEEDS_API_ALLOCATION_KEY``) is unreserved right after
-Reserve and fails UnschedulableAndUnresolvable with that plugin's reason, never bound (it is retried
-on the events those plugins register, e.g. PVC / PV / ResourceClaim changes).
+assumed Pod the cache accounts; they travel in the Binding's metadata (never in a separate write).
+Every API write of PreBind / Bind plugins is fenced by ``leader.is_leader_valid()`` (the client's
+fence); a binding cycle that fails while this replica's leadership is no longer valid keeps the Pod
+and its nomination for the next leader and reports nothing. PreBind plugins run one at a time
+(upstream may run ``AllowParallel`` ones together), and a Pod in PreBind is not cancelled by
+preemption.
 """
 
 from __future__ import annotations
@@ -335,7 +345,6 @@ class SchedulingLoop:
         if st.is_skip():
             st = Status.error("no Bind plugin bound the pod")
         if not st.is_success():
-            log.debug("Failed to bind pod pod=%s", assumed.key)
             return st
         self.cache.finish_binding(assumed)
         if klog_v(2):
@@ -375,20 +384,23 @@ class SchedulingLoop:
         """
         pi = qpi.pod_info
         log.warning("Failed to bind pod pod=%s node=%s err=%s", pi.key, node, st.message())
-        self._forget(fw, state, assumed, node)
+        forgotten = self._unreserve_and_forget(fw, state, assumed, node)
         if not self.leader.is_leader_valid():
             qpi.unschedulable_plugins = frozenset()
             qpi.pending_plugins = frozenset()
             if self._requeue(qpi) is not None:
                 self.queue.add_nominated_pod(qpi.pod_info)
-            return
-        if st.is_rejected():
+        elif st.is_rejected():
             # Only a Permit rejection (a FitError) names rejector plugins; a PreBind / Bind rejection
             # leaves none, so the Pod goes to backoff (handleSchedulingFailure).
             self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, st.message(), start, RESULT_UNSCHEDULABLE,
                           nominated="")
-            return
-        self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, st.message(), start, RESULT_ERROR, nominated="")
+        else:
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, st.message(), start, RESULT_ERROR, nominated="")
+        if forgotten:
+            # The freed room, offered after the Pod itself was requeued (upstream defers this move so
+            # the Pod's own requeue does not see it as an in-flight event).
+            self._assigned_pod_deleted(assumed)
 
     def _unreserve_and_forget(self, fw: Framework, state: CycleState, assumed: PodInfo, node: str) -> bool:
         """``unreserveAndForget``: Unreserve, then drop the assumed Pod from the cache (False when the
@@ -401,10 +413,9 @@ class SchedulingLoop:
             return False
         return True
 
-    def _forget(self, fw: Framework, state: CycleState, assumed: PodInfo, node: str) -> None:
-        """``unreserveAndForget`` + the ``AssignedPodDelete`` event for the freed room."""
-        if not self._unreserve_and_forget(fw, state, assumed, node):
-            return
+    def _assigned_pod_deleted(self, assumed: PodInfo) -> None:
+        """The ``AssignedPodDelete`` event for the room a forgotten assumed Pod freed (not offered
+        to that Pod itself)."""
         self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed.pod, None,
                                                  lambda p: (p.get("metadata") or {}).get("uid") != assumed.uid)
 
@@ -487,14 +498,29 @@ class SchedulingLoop:
 
     async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo]) -> None:
         """``prepareCandidateAsync``: evict the victims (UID-preconditioned deletes with a
-        ``Preempted`` event each), then let the preemptor back in and activate it, so it does not
-        depend on the victims' deletion events reaching the queue after the PreEnqueue gate lifted."""
+        ``Preempted`` event each; a victim waiting on Permit is only rejected), then let the
+        preemptor back in and activate it, so it does not depend on the victims' deletion events
+        reaching the queue after the PreEnqueue gate lifted."""
         uid = str((preemptor.get("metadata") or {}).get("uid") or "")
         try:
             log.info("Start the preemption asynchronously preemptor=%s/%s numVictims=%d",
                      (preemptor.get("metadata") or {}).get("namespace"), (preemptor.get("metadata") or {}).get("name"),
                      len(victims))
-            await self.binder.delete_victims(victims, preemptor, fw.profile_name)
+            # A victim waiting on Permit is preempted in memory (its binding cycle fails and it goes
+            # back to the queue), not deleted (``PreemptPod``: ``WaitingPod.Preempt``).
+            to_delete: list[PodInfo] = []
+            for v in victims:
+                wp = fw.waiting_pods.get(v.uid)
+                plugin = fw.post_filter_plugins[0].name if fw.post_filter_plugins else ""
+                if wp is not None and wp.preempt(plugin, "preempted"):
+                    log.info("Preemptor preempted a waiting pod preemptor=%s waitingPod=%s node=%s", uid, v.key,
+                             v.node_name)
+                    await self.binder.event(v.pod, "Normal", "Preempted", "Preempting",
+                                            f"Preempted by pod {uid} on node {v.node_name} (in kube-scheduler memory).",
+                                            fw.profile_name)
+                else:
+                    to_delete.append(v)
+            await self.binder.delete_victims(to_delete, preemptor, fw.profile_name)
         finally:
             self._mark_preempting(fw, uid, False)
             self.queue.activate([preemptor])

@@ -141,3 +141,16 @@ async def test_loop_requeues_a_pod_whose_node_went_away_before_binding() -> None
     assert not any(c[0] == "bind" for c in h.kube.calls)
     assert any("was deleted before the Binding was sent" in e.get("note", "") for e in h.kube.events)
     assert not h.cache.is_assumed_pod(qpi.pod_info)
+
+
+def test_kube_errors_are_the_frameworks() -> None:
+    """Plugins catch the framework's errors; the live adapter's are those (404 / 409 by class)."""
+    from py_scheduler.app.kube import Conflict, KubeError, NotFound, _error_for
+    from py_scheduler.framework.handle import APIConflict, APINotFound
+
+    nf = _error_for(404, b'{"reason": "NotFound", "message": "pods \\"p\\" not found"}', "GET", "/p")
+    cf = _error_for(409, b'{"reason": "Conflict", "message": "already assigned"}', "POST", "/b")
+    assert isinstance(nf, NotFound) and isinstance(nf, APINotFound) and nf.message == 'pods "p" not found'
+    assert isinstance(cf, Conflict) and isinstance(cf, APIConflict) and (cf.status, cf.reason) == (409, "Conflict")
+    assert isinstance(KubeError(500, "x", "y"), APIError)
+    assert str(cf) == "POST /b: 409 Conflict: already assigned"
