@@ -147,10 +147,10 @@ class Run:
                         "metadata": {"name": name, "annotations": annotations or {}}, "spec": spec})
         self.claims.append(name)
 
-    async def add_pod(self, short: str, claims: list[str]) -> None:
+    async def add_pod(self, short: str, claims: list[str], labels: dict[str, str] | None = None) -> None:
         name = self.n(short)
         self.created_at[name] = time.monotonic()
-        await create_pod(self.api, name, scheduler_name=self.scheduler, spec={
+        await create_pod(self.api, name, scheduler_name=self.scheduler, labels=labels, spec={
             "nodeSelector": {"vb-run": self.tag},
             "volumes": [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": self.n(c)}}
                         for i, c in enumerate(claims)]})
@@ -426,3 +426,76 @@ async def test_leader_killed_during_pre_bind(testbed: Testbed, api_client: clien
     assert out["pods"] == {"X-p": r.norm(node)}
     assert out["claims"]["X-c"]["phase"] == "Bound"
     assert len(prov.created) == 1 and not prov.errors
+
+
+async def test_pv_deleted_between_reserve_and_pre_bind(testbed: Testbed, api_client: client.ApiClient,
+                                                       controller_manager: None, kube_vb: str) -> None:
+    """The static PV Reserve chose is deleted before PreBind writes its claimRef. py-scheduler holds the
+    Pod between the two with the test-only gang Permit plugin (tests/gang_permit.py); kube-scheduler
+    cannot be held there, so its side sees the PV deleted before the Pod arrives. PreBind's PUT fails
+    with the API's NotFound (upstream's message), the Pod is unreserved and retried, and both end with
+    the same FailedScheduling reason and an untouched claim."""
+    from tests.gang_permit import GANG_LABEL
+
+    name = "py-vb-gang"
+    cfg = testbed.dir / f"{name}.config.yaml"
+    cfg.write_text(json.dumps({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                               "profiles": [{"schedulerName": name,
+                                             "plugins": {"permit": {"enabled": [{"name": "GangPermit"}]}},
+                                             "pluginConfig": [{"name": "GangPermit",
+                                                               "args": {"minMember": 2, "timeoutSeconds": 120}}]}]}))
+    sched = SchedulerProcess(testbed.kubeconfig, testbed.dir / "logs" / f"{name}.log",
+                             lease_name=unique_name(name), verbosity=4, extra_args=["--config", str(cfg)])
+    sched.argv[1:3] = ["-m", "tests.gang_permit"]  # the same CLI with the test-only plugin registered
+    py, kube = Run(api_client, name), Run(api_client, KUBE)
+    gang = {GANG_LABEL: "vb"}
+    sched.start()
+    try:
+        await sched.wait_leading()
+        outcomes: list[Obj] = []
+        for r in (py, kube):
+            await r.add_nodes(1)
+            sc = await r.add_class("local", "kubernetes.io/no-provisioner")
+            await r.add_pv("pv", "5Gi", sc, "n1")
+            await r.add_claim("c", "1Gi", sc)
+
+        # py-scheduler: reserved with the PV, held at Permit; the PV goes; the gang completes.
+        await py.add_pod("p", ["c"], labels=gang)
+
+        async def waiting_on_permit() -> bool:
+            p = await py.core.read_namespaced_pod(py.n("p"), "default")
+            return p.status.nominated_node_name == py.n("n1") and not p.spec.node_name
+
+        await wait_for(waiting_on_permit, timeout=60, what="the Pod reserved and waiting at Permit")
+        await _delete_pv_and_wait(py)
+        await py.add_pod("mate", [], labels=gang)
+        pre_bind = await py.failed_scheduling("p", "running PreBind plugin", timeout=60)
+        assert py.norm(pre_bind) == 'running PreBind plugin "VolumeBinding": persistentvolumes "X-pv" not found'
+        # kube-scheduler: the PV is gone before the Pod arrives.
+        await _delete_pv_and_wait(kube)
+        await kube.add_pod("p", ["c"])
+        for r in (py, kube):
+            msg = await r.failed_scheduling("p", "didn't find available persistent volumes", timeout=60)
+            out = await r.outcome()
+            outcomes.append({"message": r.norm(msg), "pod": out["pods"]["X-p"], "claim": out["claims"]["X-c"]})
+    finally:
+        sched.terminate()
+        for r in (py, kube):
+            await r.cleanup()
+    assert outcomes[0] == outcomes[1], outcomes
+    assert outcomes[0]["pod"] is None and outcomes[0]["claim"] == {"phase": "Pending", "volume": None,
+                                                                   "annotations": {}}
+    assert "Traceback" not in sched.log()
+
+
+async def _delete_pv_and_wait(r: Run) -> None:
+    await r.core.delete_persistent_volume(r.n("pv"))
+
+    async def gone() -> bool:
+        try:
+            await r.core.read_persistent_volume(r.n("pv"))
+        except ApiException as e:
+            return e.status == 404
+        return False
+
+    await wait_for(gone, timeout=30, what="the PV deleted (pv-protection lets an unbound PV go)")
