@@ -2,8 +2,11 @@
 
 Each pending Pod goes through the same :class:`~py_scheduler.framework.runtime.Algorithm` the live
 scheduler uses (PreFilter, Filter, PostFilter, PreScore, Score, NormalizeScore, selectHost), in
-queue order; a placed Pod then runs the profile's Reserve plugins and is *assumed* on its node in
-the snapshot, so every later Pod sees it. Nothing is written to any API server.
+queue order; a placed Pod then runs the profile's Reserve plugins, its PreBind plugins (against
+:class:`~py_scheduler.offline.memapi.MemoryAPI`: the writes, e.g. VolumeBinding's PV / claim
+bindings, land in the snapshot's objects, and the PV controller / provisioner answer at once) and is
+*assumed* on its node in the snapshot, so every later Pod sees it. Nothing is written to any API
+server.
 
 Upstream: ``pkg/scheduler/schedule_one.go`` (``ScheduleOne``: ``schedulePod``, then
 ``RunReservePluginsReserve`` and ``assume``; a Reserve failure runs Unreserve and fails the Pod),
@@ -24,15 +27,35 @@ from __future__ import annotations
 
 import copy
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
-from py_scheduler.framework.types import CycleState, PodInfo, PodParseError
+from py_scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
 from py_scheduler.offline.loader import ClusterData, creation_timestamp, pod_key
+from py_scheduler.offline.memapi import MemoryAPI
+
+PRE_BIND_MAX_STEPS = 16
+"""Suspensions an offline PreBind may make before it is given up (see ``OfflineScheduler._pre_bind``)."""
+
+
+def _drive(coro: Coroutine[Any, Any, Status]) -> Status:
+    """Run a PreBind coroutine without an event loop: it may only suspend on bare yields
+    (``asyncio.sleep(0)``); anything else, or more than :data:`PRE_BIND_MAX_STEPS` of them, ends it."""
+    try:
+        for _ in range(PRE_BIND_MAX_STEPS):
+            if coro.send(None) is not None:
+                coro.close()
+                return Status.error("PreBind waited on I/O, which the offline engine cannot do")
+    except StopIteration as stop:
+        result = stop.value
+        return result if isinstance(result, Status) else Status.error(f"PreBind returned {result!r}")
+    coro.close()
+    return Status.error("binding volumes: context deadline exceeded")
 
 __all__ = ["OfflineScheduler", "Outcome", "ProfileError", "load_frameworks", "queue_order"]
 
@@ -70,7 +93,7 @@ class Outcome:
         return self.result.totals.get(sel) if sel is not None else None
 
 
-def load_frameworks(config: Path | None) -> tuple[dict[str, Framework], str, int]:
+def load_frameworks(config: Path | None, handle: Handle | None = None) -> tuple[dict[str, Framework], str, int]:
     """Build every profile of ``config`` (the default configuration when None).
 
     Returns (schedulerName -> Framework, the default profile's name, the global
@@ -98,7 +121,7 @@ def load_frameworks(config: Path | None) -> tuple[dict[str, Framework], str, int
         except OSError as exc:
             raise ProfileError(f"{config}: cannot read: {exc.strerror or exc}") from exc
     try:
-        fws = cfgmod.build_frameworks(cfg)
+        fws = cfgmod.build_frameworks(cfg, handle=handle)
     except cfgmod.ConfigError as exc:
         where = f"{config}: " if config is not None else ""
         raise ProfileError(f"{where}{exc}") from exc
@@ -129,11 +152,19 @@ class OfflineScheduler:
     """
 
     def __init__(self, frameworks: dict[str, Framework], default_profile: str, snapshot: Snapshot,
-                 percentage_of_nodes_to_score: int = 0, seed: int = 0) -> None:
+                 percentage_of_nodes_to_score: int = 0, seed: int = 0, api: MemoryAPI | None = None) -> None:
         self.frameworks = frameworks
         self.default_profile = default_profile
         self.snapshot = snapshot
         self.algorithm = Algorithm(percentage_of_nodes_to_score, rng=random.Random(seed))
+        self.api = api
+        """The in-memory API the profiles' Handle writes to (None: PreBind plugins are not run)."""
+        if api is not None:
+            api.attach(snapshot)
+            for fw in frameworks.values():
+                for p in fw.plugins.values():
+                    if hasattr(p, "bind_poll_interval"):
+                        p.bind_poll_interval = 0.0  # the in-memory controllers answer at once
 
     @classmethod
     def from_data(cls, data: ClusterData, config: Path | None) -> OfflineScheduler:
@@ -143,8 +174,9 @@ class OfflineScheduler:
             ProfileError: see :func:`load_frameworks`.
             py_scheduler.offline.loader.SnapshotError: a malformed Node / bound Pod.
         """
-        fws, default, pct = load_frameworks(config)
-        return cls(fws, default, data.snapshot(), pct)
+        api = MemoryAPI()
+        fws, default, pct = load_frameworks(config, Handle(objects=api, client=api.client))
+        return cls(fws, default, data.snapshot(), pct, api=api)
 
     def framework_for(self, pod: Obj) -> Framework:
         """The profile named by ``spec.schedulerName``, else the default profile."""
@@ -203,6 +235,8 @@ class OfflineScheduler:
             msg = str(exc)
         else:
             msg = f"running Reserve plugin {st.plugin!r}: {st.message()}" if not st.is_success() else ""
+        if not msg:
+            msg = self._pre_bind(fw, state, pod_info, node)
         if msg:
             fw.run_unreserve(state, pod_info, node)
             res.message = msg
@@ -220,6 +254,30 @@ class OfflineScheduler:
             info = pod_info
         self.snapshot.assume(info, node)
         return annotations
+
+    def _pre_bind(self, fw: Framework, state: CycleState, pod_info: PodInfo, node: str) -> str:
+        """The profile's PreBind plugins (PreBindPreFlight, then PreBind unless Skip) against the
+        in-memory API (upstream ``RunPreBindPlugins``); returns the failure message, "" on success.
+        A PreBind still waiting after :data:`PRE_BIND_MAX_STEPS` suspensions would wait for ever
+        here (the in-memory controllers have already answered): it fails as upstream's timeout."""
+        if self.api is None:
+            return ""
+        self.api.pending[(pod_info.namespace, pod_info.name)] = pod_info.pod
+        try:
+            for p in fw.pre_bind_plugins:
+                try:
+                    st = p.pre_bind_pre_flight(state, pod_info, node)
+                    if st.code == Code.SKIP:
+                        continue
+                    if st.is_success():
+                        st = _drive(p.pre_bind(state, pod_info, node))
+                except PodParseError as exc:
+                    st = Status.error(str(exc), p.name)
+                if not st.is_success():
+                    return f'running PreBind plugin "{p.name}": {st.message()}'
+            return ""
+        finally:
+            self.api.pending.pop((pod_info.namespace, pod_info.name), None)
 
     def run(self, pods: list[Obj], *, explain: bool = True,
             progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:

@@ -133,7 +133,6 @@ ALLOWED = [
     ("list", "", "pods", "", "", ""), ("watch", "", "pods", "", "", ""), ("get", "", "pods", "", "default", "x"),
     ("create", "", "pods", "binding", "default", "x"), ("patch", "", "pods", "status", "default", "x"),
     ("update", "", "pods", "status", "default", "x"), ("delete", "", "pods", "", "default", "x"),
-    ("patch", "", "pods", "", "default", "x"),
     ("list", "", "nodes", "", "", ""), ("watch", "", "nodes", "", "", ""),
     ("create", "", "events", "", "default", ""), ("patch", "", "events", "", "default", "e"),
     ("create", "events.k8s.io", "events", "", "default", ""),
@@ -146,6 +145,7 @@ ALLOWED = [
     ("watch", "policy", "poddisruptionbudgets", "", "", ""),
     ("watch", "resource.k8s.io", "resourceclaims", "", "", ""),
     ("update", "resource.k8s.io", "resourceclaims", "status", "default", "c"),
+    ("update", "", "persistentvolumeclaims", "", "default", "x"), ("update", "", "persistentvolumes", "", "", "p"),
     ("watch", "resource.k8s.io", "resourceslices", "", "", ""),
     ("watch", "resource.k8s.io", "deviceclasses", "", "", ""),
     ("create", "coordination.k8s.io", "leases", "", SA_NS, ""),
@@ -156,6 +156,7 @@ DENIED = [
     ("get", "", "secrets", "", SA_NS, "x"), ("list", "", "secrets", "", "", ""),
     ("list", "", "configmaps", "", SA_NS, ""), ("get", "", "configmaps", "", SA_NS, "py-scheduler-config"),
     ("create", "", "pods", "", "default", ""), ("update", "", "pods", "", "default", "x"),
+    ("patch", "", "pods", "", "default", "x"),
     ("create", "", "pods", "exec", "default", "x"), ("create", "", "pods", "eviction", "default", "x"),
     ("update", "", "nodes", "", "", "n"), ("patch", "", "nodes", "", "", "n"), ("delete", "", "nodes", "", "", "n"),
     ("create", "", "serviceaccounts", "token", SA_NS, SA_NAME),
@@ -163,7 +164,7 @@ DENIED = [
     ("update", "coordination.k8s.io", "leases", "", SA_NS, "kube-scheduler"),
     ("delete", "coordination.k8s.io", "leases", "", SA_NS, "py-scheduler"),
     ("create", "coordination.k8s.io", "leases", "", "default", ""),
-    ("list", "apps", "deployments", "", "", ""), ("update", "", "persistentvolumeclaims", "", "default", "x"),
+    ("list", "apps", "deployments", "", "", ""), ("delete", "", "persistentvolumeclaims", "", "default", "x"),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", ""),
     ("delete", "resource.k8s.io", "resourceclaims", "", "default", "c"),
     ("list", "apiextensions.k8s.io", "customresourcedefinitions", "", "", ""),
@@ -317,7 +318,7 @@ async def test_scheduler_runs_with_deploy_rbac(sa_access: SAAccess, api_client: 
             gbound = await wait_for_pod_scheduled(api_client, gpu_pod, timeout=60)
             assert gbound.spec.node_name == gpu_node
 
-            # pods patch: the GPU indices annotation Reserve chose was written to the Pod.
+            # The GPU indices Reserve chose reached the Pod through the Binding (no pods patch allowed).
             async def indices() -> str | None:
                 p = await core.read_namespaced_pod(gpu_pod, "default")
                 return (p.metadata.annotations or {}).get("gpu-scheduler/gpu-indices")

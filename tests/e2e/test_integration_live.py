@@ -137,29 +137,8 @@ def _no_bind(sched: SchedulerProcess, pod: str) -> None:
 
 
 # -- VolumeBinding -----------------------------------------------------------------------------------------
-async def test_unbound_wait_for_first_consumer_claim_is_not_bound(testbed: Testbed, api_client: client.ApiClient,
-                                                                  objs: Objects) -> None:
-    storage = client.StorageV1Api(api_client)
-    sc, claim = unique_name("wffc"), unique_name("data")
-    await storage.create_storage_class({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                                        "metadata": {"name": sc}, "provisioner": DRIVER,
-                                        "volumeBindingMode": "WaitForFirstConsumer"})
-    objs.later(lambda: storage.delete_storage_class(sc))
-    await objs.core.create_namespaced_persistent_volume_claim("default", {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
-        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": sc,
-                 "resources": {"requests": {"storage": "1Gi"}}}})
-    objs.later(lambda: objs.core.delete_namespaced_persistent_volume_claim(claim, "default"))
-    node = await objs.node("vb")
-    async with running_scheduler(testbed, "int-volume-unbound", verbosity=4) as sched:
-        pod = await objs.pod("wffc-pod", volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": claim}}])
-        note = await assert_failed_not_bound(api_client, pod, "pod's volumes need binding")
-        assert note == (f"0/1 nodes are available: 1 pod's volumes need binding before the Pod can run on node "
-                        f"'{node}' (provision PersistentVolumeClaim default/{claim} on node {node}); py-scheduler "
-                        f"does not bind volumes (VolumeBinding PreBind is not implemented).")
-        _no_bind(sched, pod)
-    pvc = await objs.core.read_namespaced_persistent_volume_claim(claim, "default")
-    assert not (pvc.metadata.annotations or {}).get("volume.kubernetes.io/selected-node")
+# Unbound WaitForFirstConsumer claims are bound / provisioned by VolumeBinding's PreBind now: see
+# tests/e2e/test_volume_binding.py (side by side with kube-scheduler, kube-controller-manager running).
 
 
 async def test_bound_claim_schedules_onto_the_volumes_node(testbed: Testbed, api_client: client.ApiClient,

@@ -14,8 +14,6 @@ from py_scheduler.plugins.volume_binding.plugin import (
     VolumeBindingArgs,
     VolumeBindingState,
     pre_bind_plan,
-    unbound_volumes_message,
 )
 
-__all__ = ["NAME", "STATE_KEY", "VolumeBinding", "VolumeBindingArgs", "VolumeBindingState", "pre_bind_plan",
-           "unbound_volumes_message"]
+__all__ = ["NAME", "STATE_KEY", "VolumeBinding", "VolumeBindingArgs", "VolumeBindingState", "pre_bind_plan"]

@@ -28,11 +28,16 @@ Extension points:
 * **Reserve / Unreserve**: assume the node's decisions in the binder's in-memory caches (PVs
   pre-bound to their claims, claims annotated ``volume.kubernetes.io/selected-node``) / revert them.
 
-PreBind is *not* implemented: upstream PUTs the PVs / PVCs and waits for the PV controller. The cycle
-state (key ``"VolumeBinding"``, a :class:`VolumeBindingState`) says after Reserve whether that is
-needed: ``all_bound`` False means the Pod's volumes still need API binding; :func:`pre_bind_plan` lists
-the updates and :func:`unbound_volumes_message` words a refusal for the live loop, which must not bind
-such a Pod (its volumes would never be bound).
+* **PreBindPreFlight / PreBind** (``BindPodVolumes``, see :func:`.binder.bind_pod_volumes`): Skip when
+  Reserve found every claim bound; otherwise PUT the assumed PVs (``spec.claimRef``) and claims
+  (``volume.kubernetes.io/selected-node``) through the Handle's client, then wait (polling the
+  Handle's object lister every second) until the PV controller reports every claim fully bound, at
+  most ``bindTimeoutSeconds``. Any failure is an Error status with upstream's text; the framework then
+  runs Unreserve, which reverts the assume caches, and the Pod is retried.
+
+The cycle state (key ``"VolumeBinding"``, a :class:`VolumeBindingState`) says after Reserve whether
+PreBind has work: ``all_bound`` False means the Pod's volumes still need API binding;
+:func:`pre_bind_plan` lists the updates (used by ``explain`` to show them).
 """
 
 from __future__ import annotations
@@ -41,16 +46,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from py_scheduler.framework import quantity, signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers.resource_scoring import FieldErrors, UtilizationShapePoint, decode_shape
 from py_scheduler.plugins.volume_binding import csi_translation as csi
 from py_scheduler.plugins.volume_binding import storage as st
 from py_scheduler.plugins.volume_binding.binder import (
+    BIND_POLL_INTERVAL_SECONDS,
+    BindError,
     PodVolumeClaims,
     PodVolumes,
     PreBindPlan,
     StorageResource,
     VolumeBinder,
+    bind_pod_volumes,
 )
 from py_scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, VolumeCapacityScorer, build_scorer_function
 from py_scheduler.queue.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
@@ -64,7 +73,6 @@ __all__ = [
     "VolumeBindingArgs",
     "VolumeBindingState",
     "pre_bind_plan",
-    "unbound_volumes_message",
 ]
 
 NAME = "VolumeBinding"
@@ -150,18 +158,8 @@ def pre_bind_plan(state: CycleState, node_name: str) -> PreBindPlan | None:
     return PreBindPlan([b.pv for b in pv.static_bindings], [d.pvc for d in pv.dynamic_provisions])
 
 
-def unbound_volumes_message(state: CycleState, node_name: str) -> str | None:
-    """After Reserve: None when the Pod can be bound as is; otherwise the reason the live scheduler
-    must not bind it (py-scheduler does not run VolumeBinding's PreBind), for a FailedScheduling event."""
-    plan = pre_bind_plan(state, node_name)
-    if plan is None:
-        return None
-    return (f"pod's volumes need binding before the Pod can run on node {node_name!r} ({plan.describe()}); "
-            "py-scheduler does not bind volumes (VolumeBinding PreBind is not implemented)")
-
-
 class VolumeBinding:
-    """PreFilter, Filter, PreScore, Score, Reserve (``volumebinding.VolumeBinding``).
+    """PreFilter, Filter, PreScore, Score, Reserve, PreBind (``volumebinding.VolumeBinding``).
 
     One instance per profile keeps the binder's assumed PVs / PVCs across cycles (as upstream's
     binder), so a PV chosen in Reserve is not offered to the next Pod.
@@ -175,19 +173,27 @@ class VolumeBinding:
         return signers.volumes_fragment(pod)
 
 
-    def __init__(self, args: VolumeBindingArgs | None = None, *, storage_capacity_scoring: bool = True) -> None:
+    def __init__(self, args: VolumeBindingArgs | None = None, *, storage_capacity_scoring: bool = True,
+                 handle: Handle | None = None) -> None:
         self.args = args or VolumeBindingArgs()
+        self.handle = handle
         self.binder = VolumeBinder()
+        self.bind_poll_interval = BIND_POLL_INTERVAL_SECONDS
+        """Seconds between PreBind's checks (upstream: 1 s; tests shorten it)."""
         self.storage_capacity_scoring = storage_capacity_scoring
         self.scorer: VolumeCapacityScorer | None = (
             build_scorer_function(self.args.shape) if storage_capacity_scoring else None)
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> VolumeBinding:
-        """Raises:
+        """``New``: the plugin with its args; ``handle`` (a :class:`~py_scheduler.framework.handle.Handle`)
+        gives PreBind its API client and object lister (None offline / in unit tests: PreBind then
+        reports an Error for a Pod whose volumes need binding).
+
+        Raises:
             ConfigError: invalid args (see :meth:`VolumeBindingArgs.decode`).
         """
-        return cls(VolumeBindingArgs.decode(args))
+        return cls(VolumeBindingArgs.decode(args), handle=handle if isinstance(handle, Handle) else None)
 
     # -- queueing hints -------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
@@ -359,6 +365,40 @@ class VolumeBinding:
         pv = s.pod_volumes_by_node.get(node_name)
         if pv is not None:
             self.binder.revert_assumed_pod_volumes(pv)
+
+    # -- PreBind --------------------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBindPreFlight``: Skip when Reserve found every claim bound (or the Pod has none); Error
+        ``no pod volume found for node "X"`` when Filter recorded no decisions for the node."""
+        s = _read_state(state)
+        if s is None:
+            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if s.all_bound:
+            return Status.skip()
+        if node_name not in s.pod_volumes_by_node:
+            return Status.error(f'no pod volume found for node "{node_name}"', NAME)
+        return Status.success()
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBind``: :func:`.binder.bind_pod_volumes` with ``bindTimeoutSeconds``; Success when every
+        claim is bound, Error with upstream's text otherwise (the framework unreserves and retries)."""
+        s = _read_state(state)
+        if s is None:
+            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if s.all_bound:
+            return Status.success()
+        pod_volumes = s.pod_volumes_by_node.get(node_name)
+        if pod_volumes is None:
+            return Status.error(f'no pod volume found for node "{node_name}"', NAME)
+        handle = self.handle
+        if handle is None or handle.client is None or handle.objects is None:
+            return Status.error("VolumeBinding PreBind needs the Handle's API client and object lister", NAME)
+        try:
+            await bind_pod_volumes(self.binder, handle.client, handle.objects, pod.pod, node_name, pod_volumes,
+                                   float(self.args.bind_timeout_seconds), self.bind_poll_interval)
+        except BindError as exc:
+            return Status.error(str(exc), NAME)
+        return Status.success()
 
 
 def _provision_class(pvc: dict[str, Any]) -> str:

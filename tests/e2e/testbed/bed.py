@@ -9,12 +9,15 @@ processes (own session) whose pids, logs and ports live in a test bed directory:
     DIR/logs/NAME.log   one log per process (appended to across restarts)
     DIR/pids/NAME.pid   pid of each running process
     DIR/state.json      ports, binaries, argv of each process
-    DIR/admin.kubeconfig, DIR/kube-scheduler.kubeconfig
+    DIR/admin.kubeconfig, DIR/kube-scheduler.kubeconfig, DIR/kube-controller-manager.kubeconfig
 
-There is no kubelet and no kube-controller-manager: nothing removes the not-ready taint a
-node gets at creation, creates ``default`` ServiceAccounts, finishes graceful Pod deletion
-or empties deleted namespaces. The apiserver therefore runs with the ``ServiceAccount`` and
-``TaintNodesByCondition`` admission plugins off (see :data:`APISERVER_DISABLED_ADMISSION`).
+There is no kubelet: nothing removes the not-ready taint a node gets at creation or finishes
+graceful Pod deletion. kube-controller-manager is started on request
+(:meth:`Testbed.start_kube_controller_manager`, ``up(with_kube_controller_manager=True)``; its
+controllers are :data:`KCM_CONTROLLERS`); without it nothing creates ``default`` ServiceAccounts,
+binds PersistentVolumeClaims or empties deleted namespaces. The apiserver therefore runs with the
+``ServiceAccount`` and ``TaintNodesByCondition`` admission plugins off (see
+:data:`APISERVER_DISABLED_ADMISSION`).
 
 This module is stdlib-only except for certificate generation, which uses ``cryptography``
 (imported lazily). The ``testbed`` script next to it is the command line front end.
@@ -75,6 +78,13 @@ once the kubelet reports Ready), which would make every Node unschedulable here.
 ETCD = "etcd"
 APISERVER = "kube-apiserver"
 KUBE_SCHEDULER = "kube-scheduler"
+KUBE_CONTROLLER_MANAGER = "kube-controller-manager"
+KCM_CONTROLLERS = ("*", "-node-lifecycle-controller")
+"""kube-controller-manager's default controllers (``*``: the PV binder, attach/detach, the
+ephemeral-volume and resourceclaim controllers, the namespace, service-account and token
+controllers, garbage collection...) without the node lifecycle controller: the bed's Nodes have no
+kubelet, so it would mark each one ``Unknown`` after the 40 s grace period and taint it
+``node.kubernetes.io/unreachable`` (NoSchedule + NoExecute), which no test wants."""
 
 ProgressFn = Callable[[str], None]
 T = TypeVar("T")
@@ -966,6 +976,74 @@ class Testbed:
         self._wait(name, healthy, timeout, "healthy and leading" if wait_leading else "healthy")
         return port
 
+    def start_kube_controller_manager(
+        self,
+        *,
+        controllers: Sequence[str] = KCM_CONTROLLERS,
+        verbosity: int | None = None,
+        timeout: float = 90.0,
+        extra_args: Sequence[str] = (),
+    ) -> int:
+        """Start upstream kube-controller-manager; returns its (secure, loopback) port.
+
+        It authenticates as ``system:kube-controller-manager`` (DIR/kube-controller-manager.kubeconfig)
+        and, with ``--use-service-account-credentials``, runs each controller as its own
+        ServiceAccount (tokens signed with the bed's service-account key). Leader election on Lease
+        kube-system/kube-controller-manager; the call returns once it leads (its controllers run).
+        Runs under :func:`supervise` like kube-scheduler (it exits when it loses its Lease).
+        Verbosity: ``verbosity``, else env TESTBED_KCM_V, else 1.
+        """
+        return self._with_port_retry(
+            KUBE_CONTROLLER_MANAGER,
+            [KUBE_CONTROLLER_MANAGER],
+            lambda: self._start_kube_controller_manager(controllers, verbosity, timeout, extra_args),
+        )
+
+    def _start_kube_controller_manager(
+        self, controllers: Sequence[str], verbosity: int | None, timeout: float, extra_args: Sequence[str]
+    ) -> int:
+        name = KUBE_CONTROLLER_MANAGER
+        port = self._port(name)
+        kubeconfig = self.dir / "kube-controller-manager.kubeconfig"
+        if not kubeconfig.exists():
+            crt, key = _Pki(self.pki_dir).issue(name, "system:kube-controller-manager")
+            write_kubeconfig(kubeconfig, self.server, self.ca_file, crt, key, "system:kube-controller-manager")
+        v = verbosity if verbosity is not None else int(os.environ.get("TESTBED_KCM_V", "1"))
+        argv = [
+            str(self.bin_dir / "kube-controller-manager"),
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.pki_dir / name}",
+            f"--service-account-private-key-file={self.pki_dir / 'sa.key'}",
+            f"--root-ca-file={self.ca_file}",
+            "--use-service-account-credentials=true",
+            f"--controllers={','.join(controllers)}",
+            "--leader-elect=true",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            "--profiling=false",
+            f"--v={v}",
+            *extra_args,
+        ]
+        self._spawn(name, argv, port, restart=True)
+
+        def healthy() -> bool:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE  # self-signed serving cert made by the process itself
+            if self._get(f"https://127.0.0.1:{port}/healthz", ctx)[0] != 200:
+                return False
+            return self.is_leading(name)
+
+        self._wait(name, healthy, timeout, "healthy and leading")
+        return port
+
+    def stop_kube_controller_manager(self, *, kill: bool = False) -> bool:
+        """Stop kube-controller-manager (its Lease is not released: a successor waits ~15 s)."""
+        return self.stop(KUBE_CONTROLLER_MANAGER, kill=kill)
+
     def _with_port_retry(self, name: str, port_keys: Sequence[str], start: Callable[[], T]) -> T:
         """Run ``start``; if it fails on a port it just picked that another process grabbed
         first (other test beds run concurrently), pick new ports and try again."""
@@ -1037,8 +1115,10 @@ class Testbed:
         crt, key = _Pki(self.pki_dir).issue(stem, user, groups)
         return write_kubeconfig(self.dir / f"{stem}.kubeconfig", self.server, self.ca_file, crt, key, user)
 
-    def up(self, *, with_kube_scheduler: bool = False, progress: ProgressFn = _say) -> None:
-        """Build if needed, then start etcd, kube-apiserver and optionally kube-scheduler.
+    def up(self, *, with_kube_scheduler: bool = False, with_kube_controller_manager: bool = False,
+           progress: ProgressFn = _say) -> None:
+        """Build if needed, then start etcd, kube-apiserver and optionally kube-scheduler and
+        kube-controller-manager.
 
         On failure the processes started so far are stopped before the error propagates.
         """
@@ -1066,6 +1146,9 @@ class Testbed:
             if with_kube_scheduler:
                 port = self.start_kube_scheduler()
                 progress(f"kube-scheduler leading, healthz on 127.0.0.1:{port}")
+            if with_kube_controller_manager:
+                port = self.start_kube_controller_manager()
+                progress(f"kube-controller-manager leading, healthz on 127.0.0.1:{port}")
         except BaseException:
             self.down()
             raise

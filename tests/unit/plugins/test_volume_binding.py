@@ -22,7 +22,6 @@ from py_scheduler.plugins.volume_binding import (
     VolumeBindingArgs,
     VolumeBindingState,
     pre_bind_plan,
-    unbound_volumes_message,
 )
 from py_scheduler.plugins.volume_binding import storage as st
 from py_scheduler.plugins.volume_binding.binder import StorageResource
@@ -60,6 +59,10 @@ CASES: dict[str, list[Obj]] = {
         {**pvc("c1", sc="w"), "metadata": {"name": "c1", "namespace": "default", "finalizers": ["f"],
                                              "deletionTimestamp": "2024-01-01T00:00:00Z"}},
         pod("a", [pvc_vol("v", "c1")])],
+    # A claim bound to a PV that does not exist (not yet marked Lost): upstream's default profile
+    # answers with VolumeZone's PreFilter lookup error before VolumeBinding's Filter reason
+    # ErrReasonPVNotExist could apply (issue 15 item 3: checked against the oracle, nothing differs).
+    "bound_to_missing_pv": [pvc("c1", volume="ghost", bound=True), pod("a", [pvc_vol("v", "c1")])],
     "claim_lost": [{**pvc("c1", sc="w", volume="pvx"), "status": {"phase": "Lost"}}, pod("a", [pvc_vol("v", "c1")])],
     "ephemeral_not_created": [pod("a", [{"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {
         "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}])],
@@ -174,6 +177,13 @@ ORACLE: dict[str, list[Obj]] = {'no_volumes': [{'pod': 'default/a',
                                        'n3': ['persistentvolumeclaim "c1" is being deleted']},
                           'scores': None,
                           'message': '0/3 nodes are available: persistentvolumeclaim "c1" is being deleted.'}],
+ 'bound_to_missing_pv': [{'pod': 'default/a',
+                          'feasible': [],
+                          'filtered': {'n1': ['persistentvolume "ghost" not found'],
+                                       'n2': ['persistentvolume "ghost" not found'],
+                                       'n3': ['persistentvolume "ghost" not found']},
+                          'scores': None,
+                          'message': '0/3 nodes are available: persistentvolume "ghost" not found.'}],
  'claim_lost': [{'pod': 'default/a',
                  'feasible': [],
                  'filtered': {'n1': ['persistentvolumeclaim "c1" bound to non-existent persistentvolume "pvx"'],
@@ -413,8 +423,7 @@ def test_reserve_assumes_static_binding_and_unreserve_reverts() -> None:
     assert plan is not None and plan.pvc_updates == []
     assert [st.name(v) for v in plan.pv_updates] == ["p1"]
     assert plan.pv_updates[0]["spec"]["claimRef"]["name"] == "c1"
-    msg = unbound_volumes_message(state, "n1")
-    assert msg is not None and "bind PersistentVolume p1 to PersistentVolumeClaim default/c1" in msg
+    assert "bind PersistentVolume p1 to PersistentVolumeClaim default/c1" in plan.describe()
     # The API object is untouched; the binder's cache holds the assumed claimRef.
     api_pv = snap.objects.get("PersistentVolume", "p1")
     assert api_pv is not None and "claimRef" not in api_pv["spec"]
@@ -458,7 +467,7 @@ def test_all_bound_pod_needs_no_pre_bind() -> None:
     state, pi, _ = filter_all(pl, snap, pod("a", [pvc_vol("v", "c1")]))
     assert pl.reserve(state, pi, "n1").is_success()
     assert state.read(STATE_KEY).all_bound is True
-    assert pre_bind_plan(state, "n1") is None and unbound_volumes_message(state, "n1") is None
+    assert pre_bind_plan(state, "n1") is None
 
 
 def test_reserve_differs_from_oracle_on_purpose() -> None:
@@ -613,3 +622,11 @@ def test_upstream_scorer_cases_default_shape(case: tuple[int, int, int | None, i
 def test_upstream_scorer_cases_custom_shape(case: tuple[int, int, int | None, int | None], expected: int) -> None:
     shape = [UtilizationShapePoint(50, 0), UtilizationShapePoint(80, 3), UtilizationShapePoint(100, 5)]
     assert build_scorer_function(shape)(_classes(case)) == expected
+
+
+def test_claim_bound_to_missing_pv_is_filter_reason_pv_not_exist() -> None:
+    """VolumeBinding alone (e.g. a profile without VolumeZone): ``ErrReasonPVNotExist`` on every node."""
+    snap = snapshot_of([*NODES, pvc("c1", volume="ghost", bound=True)])
+    _, _, reasons = filter_all(VolumeBinding(), snap, pod("a", [pvc_vol("v", "c1")]))
+    missing = ["node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"]
+    assert reasons == {"n1": missing, "n2": missing, "n3": missing}
