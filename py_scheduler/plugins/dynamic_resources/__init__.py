@@ -28,9 +28,12 @@ Not implemented by py-scheduler (clear reasons instead of a wrong placement):
   :func:`simulated_pre_bind` after Reserve also writes it into the in-memory ResourceClaims (what
   upstream's PreBind does through the API), so later Pods can share the claim.
 * PostFilter's deallocation of a claim allocated elsewhere (an API write): the reason says so.
-* admin access, consumable capacity, partitionable devices (counters), binding conditions:
-  UnschedulableAndUnresolvable naming the feature. DeviceTaintRules are not read (taints in the
-  ResourceSlices are honoured).
+* DeviceTaintRules are not read (taints in the ResourceSlices are honoured).
+
+Admin access, consumable capacity (shares of a device, capacity request policies), partitionable
+devices (counter sets) and binding conditions are allocated as upstream's incubating allocator does
+(:mod:`.allocator`, :mod:`.capacity`); the allocated state counts dedicated devices, shares and the
+capacity shares consume (:class:`AllocatedState`).
 
 Extended resources backed by a DeviceClass (``DRAExtendedResource``) are allocated like upstream
 (the special ``<extended-resources>`` claim with one request per container) on nodes whose device
@@ -44,6 +47,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from py_scheduler.framework import quantity as qty
@@ -73,6 +77,16 @@ __all__ = [
     "simulated_pre_bind",
 ]
 
+
+@dataclass(slots=True)
+class AllocatedState:
+    """``schedulerapi.AllocatedState``: devices dedicated to claims, devices with allocated shares,
+    and the capacity those shares consume (device -> capacity name -> amount)."""
+
+    dedicated: set[DeviceID] = field(default_factory=set)
+    shared: set[DeviceID] = field(default_factory=set)
+    capacity: dict[DeviceID, dict[str, Decimal]] = field(default_factory=dict)
+
 log = logging.getLogger("py_scheduler.plugins.dynamic_resources")
 
 Obj = dict[str, Any]
@@ -95,14 +109,6 @@ FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE = 8
 SPECIAL_CLAIM_NAME = "<extended-resources>"
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 DRA_OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
-
-UNSUPPORTED_PREFIX = "DynamicResources: "
-UNSUPPORTED_SUFFIX = " is not supported by py-scheduler"
-
-
-def _unsupported(what: str) -> Status:
-    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [f"{UNSUPPORTED_PREFIX}{what}{UNSUPPORTED_SUFFIX}"], NAME)
-
 
 def _unresolvable(reason: str) -> Status:
     """``statusUnschedulable``: every DRA rejection is UnschedulableAndUnresolvable."""
@@ -393,22 +399,19 @@ class DynamicResources:
                                                                         is not None else []) if isinstance(dc, dict)}
             slices = [sl for sl in (objects.list("ResourceSlice") if objects is not None else [])
                       if isinstance(sl, dict)]
-            s.allocator = Allocator(self._allocated_devices(objects), classes, slices)
+            allocated = self._allocated_state(objects)
+            s.allocator = Allocator(allocated.dedicated, classes, slices, shared=allocated.shared,
+                                    capacity=allocated.capacity)
         return None, Status.success()
 
     def _validate_requests(self, claim: Obj, objects: Any) -> Status | None:
-        """The request checks of PreFilter: each (sub)request names an existing DeviceClass; features
-        py-scheduler does not model are refused here with a reason naming them."""
+        """The request checks of PreFilter (``validateDeviceClass`` per (sub)request): each names an
+        existing DeviceClass."""
         for req in _requests(claim):
             rname = str(req.get("name") or "")
             exactly = req.get("exactly")
             subs = req.get("firstAvailable") or []
             if isinstance(exactly, dict):
-                if exactly.get("adminAccess"):
-                    return _unsupported(f"admin access (request {rname} of claim {claim_ref(claim)})")
-                if exactly.get("capacity") is not None:
-                    return _unsupported(f"consumable capacity (capacity requests in request {rname} of claim "
-                                        f"{claim_ref(claim)})")
                 st = self._validate_device_class(objects, str(exactly.get("deviceClassName") or ""), rname)
                 if st is not None:
                     return st
@@ -417,9 +420,6 @@ class DynamicResources:
                     if not isinstance(sub, dict):
                         return Status.error(f"request {rname}: unsupported request type", NAME)
                     qual = f"{rname}/{sub.get('name') or ''}"
-                    if sub.get("capacity") is not None:
-                        return _unsupported(f"consumable capacity (capacity requests in request {qual} of claim "
-                                            f"{claim_ref(claim)})")
                     st = self._validate_device_class(objects, str(sub.get("deviceClassName") or ""), qual)
                     if st is not None:
                         return st
@@ -436,19 +436,33 @@ class DynamicResources:
             return _unresolvable(f"request {request_name}: device class {class_name} does not exist")
         return None
 
-    def _allocated_devices(self, objects: Any) -> set[DeviceID]:
-        """``GatherAllocatedState``: devices of every claim's ``status.allocation`` plus the in-flight
-        allocations; admin-access results do not count, shared (``shareID``) results are not
-        dedicated."""
-        out: set[DeviceID] = set()
+    def _allocated_state(self, objects: Any) -> AllocatedState:
+        """``GatherAllocatedState`` (``dra_manager.go``, ``foreachAllocatedDevice``): over every
+        claim's ``status.allocation`` plus the in-flight allocations, admin-access results do not
+        count; results with a ``shareID`` are shares of a multi-allocatable device (their
+        ``consumedCapacity`` summed per device); the rest are dedicated devices."""
+        st = AllocatedState()
         claims = [c for c in (objects.list("ResourceClaim") if objects is not None else []) if isinstance(c, dict)]
         claims += [entry[0] for entry in self._in_flight.values()]
         for claim in claims:
             for r in _results(_allocation(claim)):
-                if r.get("adminAccess") or r.get("shareID") is not None:
+                if r.get("adminAccess") is True:
                     continue
-                out.add((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
-        return out
+                did = (str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
+                if r.get("shareID") is not None:
+                    st.shared.add(did)
+                    consumed = r.get("consumedCapacity")
+                    if isinstance(consumed, dict):
+                        agg = st.capacity.setdefault(did, {})
+                        for name, raw in consumed.items():
+                            try:
+                                v = qty.parse(raw)
+                            except qty.QuantityError:
+                                continue
+                            agg[str(name)] = agg.get(str(name), Decimal(0)) + v
+                    continue
+                st.dedicated.add(did)
+        return st
 
     def _forget_stale_in_flight(self, objects: Any) -> None:
         """Drop in-flight entries whose claim now shows an allocation (written by someone) or is gone."""
@@ -517,8 +531,6 @@ class DynamicResources:
             if needs_ops and DRA_OPTIONAL_NODE_OPERATIONS not in declared:
                 unavailable.append(i)
                 continue
-            if any(r.get("bindingConditions") for r in _results(alloc)):
-                return _unsupported(f"binding conditions on allocated claim {claim_ref(claim)}")
 
         allocations: list[Obj] = []
         if s.allocator is not None:
@@ -526,7 +538,7 @@ class DynamicResources:
             to_alloc = [node_ext_claim if (c is ext and node_ext_claim is not None) else c for _, c in s.to_allocate()]
             deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
             try:
-                result, skipped = s.allocator.allocate(node, to_alloc, deadline)
+                result, _ = s.allocator.allocate(node, to_alloc, deadline)
             except AllocationTimeout:
                 return Status.error(f"node {node_info.name}: timed out trying to allocate devices", NAME)
             except FailedAllocationOnNode as exc:
@@ -534,9 +546,6 @@ class DynamicResources:
             except AllocationError as exc:
                 return Status.error(str(exc), NAME)
             if result is None or len(result) != len(to_alloc):
-                if skipped:
-                    return _unsupported(" and ".join(sorted(skipped)) +
-                                        " (devices that could satisfy the claims were skipped)")
                 return _unresolvable("cannot allocate all claims")
             allocations = result
         if unavailable:

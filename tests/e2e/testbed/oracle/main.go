@@ -252,6 +252,11 @@ func run() error {
 			wantClaims++
 			if c.Status.Allocation != nil {
 				for _, r := range c.Status.Allocation.Devices.Results {
+					// Admin-access results and shares of a multi-allocatable device are not
+					// dedicated devices: the DRA manager does not list them as allocated.
+					if (r.AdminAccess != nil && *r.AdminAccess) || r.ShareID != nil {
+						continue
+					}
 					wantDevices.Insert(r.Driver + "/" + r.Pool + "/" + r.Device)
 				}
 			}
