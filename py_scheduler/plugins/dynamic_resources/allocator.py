@@ -676,10 +676,75 @@ class _Run:
                     item["bindingFailureConditions"] = list(r.device.get("bindingFailureConditions") or [])
                 results.append(item)
             alloc: Obj = {"devices": {"results": results}}
+            config = self._configs(ci)
+            if config:
+                alloc["devices"]["config"] = config
             ns = self._node_selector(self.results[ci])
             if ns is not None:
                 alloc["nodeSelector"] = ns
             out.append(alloc)
+        return out
+
+    def _selected(self, ci: int, ri: int) -> _RequestData:
+        """The request data of request ``ri``: its selected subrequest for ``firstAvailable``."""
+        rd = self.request_data[(ci, ri, 0)]
+        if rd.parent is not None:
+            rd = self.request_data[(ci, ri, rd.selected_sub)]
+        return rd
+
+    def _configs(self, ci: int) -> list[Obj]:
+        """The ``devices.config`` of claim ``ci``'s AllocationResult (``Allocate``'s "Populate
+        configs"): each DeviceClass's configs once (``source: FromClass``) naming every request that
+        used the class, then the claim's own configs that apply to an allocated (sub)request
+        (``FromClaim``); a config whose requests cover every request of the claim names none."""
+        claim = self.claims[ci]
+        devices = (claim.get("spec") or {}).get("devices") or {}
+        requests = [r for r in devices.get("requests") or [] if isinstance(r, Mapping)]
+        out: list[Obj] = []
+        class_range: dict[str, tuple[int, int]] = {}
+        for ri in range(len(requests)):
+            rd = self._selected(ci, ri)
+            dc = rd.device_class
+            if dc is None:
+                continue
+            cname = str((dc.get("metadata") or {}).get("name") or "")
+            if cname in class_range:
+                a, b = class_range[cname]
+                for i in range(a, b):
+                    out[i]["requests"].append(rd.request_name())
+                continue
+            start = len(out)
+            for cfg in (dc.get("spec") or {}).get("config") or []:
+                if isinstance(cfg, Mapping):
+                    out.append({"source": "FromClass", "requests": [rd.request_name()],
+                                **{k: v for k, v in cfg.items() if k != "requests"}})
+            class_range[cname] = (start, len(out))
+
+        def selected_sub_name(ri: int) -> str | None:
+            rd = self.request_data[(ci, ri, 0)]
+            if rd.parent is None:
+                return None
+            return self._selected(ci, ri).request_name()
+
+        for cfg in devices.get("config") or []:
+            if not isinstance(cfg, Mapping):
+                continue
+            names = [str(n) for n in cfg.get("requests") or []]
+            body = {k: v for k, v in cfg.items() if k != "requests"}
+            if not names:
+                out.append({"source": "FromClaim", **body})
+                continue
+            for ri, req in enumerate(requests):
+                if str(req.get("name") or "") in names or selected_sub_name(ri) in names:
+                    out.append({"source": "FromClaim", "requests": list(names), **body})
+                    break
+        for item in out:
+            covered = item.get("requests")
+            if not covered:
+                continue
+            if all(str(req.get("name") or "") in covered or selected_sub_name(ri) in covered
+                   for ri, req in enumerate(requests)):
+                del item["requests"]
         return out
 
     def _validate(self, request: _Request, parent: str | None, key: tuple[int, int, int]) -> _RequestData:

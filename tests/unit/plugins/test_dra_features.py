@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from py_scheduler.framework import quantity as qty
 from py_scheduler.framework.runtime import SchedulingError
+from py_scheduler.plugins.dynamic_resources import ALLOCATIONS_KEY
 from py_scheduler.plugins.dynamic_resources.capacity import (
     CapacityError,
     consumed_from_request,
@@ -196,6 +198,8 @@ def feature_cluster(seed: int) -> list[Obj]:
     n = r.randint(2, 3)
     objs: list[Obj] = [node(f"n{i}") for i in range(n)]
     objs.append(dclass("gpu", [f'device.driver == "{G}"']))
+    if r.random() < 0.5:  # class configs travel into the allocation (source FromClass)
+        objs[-1]["spec"]["config"] = [{"opaque": {"driver": G, "parameters": {"sharing": "time-slicing"}}}]
     policies: list[Obj | None] = [None, {"default": "10Gi", "validRange": {"min": "5Gi", "step": "5Gi"}},
                                   {"validValues": ["10Gi", "20Gi", "40Gi", "80Gi"]},
                                   {"default": "20Gi", "validRange": {"min": "10Gi", "max": "40Gi"}}]
@@ -270,7 +274,13 @@ def feature_cluster(seed: int) -> list[Obj]:
                     {"name": f"s{si}", **request()} for si in range(2)]})
             else:
                 reqs.append({"name": f"r{ri}", "exactly": request()})
-        objs.append(claim(f"c{ci}", reqs))
+        c = claim(f"c{ci}", reqs)
+        if r.random() < 0.4:  # claim configs for some, all or none of the requests (FromClaim)
+            names = r.choice([[], ["r0"], [q["name"] for q in reqs],
+                              [f"r0/s{r.randint(0, 1)}"] if "firstAvailable" in reqs[0] else ["r0"]])
+            c["spec"]["devices"]["config"] = [{"requests": names,
+                                               "opaque": {"driver": G, "parameters": {"mode": "exclusive"}}}]
+        objs.append(c)
         refs.append(f"c{ci}")
     objs.append(pod("p", uses(*refs)))
     return objs
@@ -305,3 +315,24 @@ def test_feature_clusters_match_upstream(seed: int, oracle: Path) -> None:
     assert got.filtered == want["filtered"]
     assert got.scores == want["scores"]
     assert got.message == want["message"]
+    assert allocations(got) == comparable(want.get("allocations") or {})
+
+
+def comparable(allocs: dict[str, Obj]) -> dict[str, Obj]:
+    """AllocationResults with the random share IDs replaced by a marker and quantities normalized."""
+    out = copy.deepcopy(allocs)
+    for a in out.values():
+        for r in (a.get("devices") or {}).get("results") or []:
+            if "shareID" in r:
+                r["shareID"] = "<share>"
+            if "consumedCapacity" in r:
+                r["consumedCapacity"] = {k: str(qty.parse(v)) for k, v in r["consumedCapacity"].items()}
+    return out
+
+
+def allocations(res: object) -> dict[str, Obj]:
+    """py-scheduler's allocations after Reserve (claim namespace/name -> AllocationResult)."""
+    state = getattr(res, "state", None)
+    if state is None or getattr(res, "selected", None) is None:
+        return {}
+    return comparable(state.data.get(ALLOCATIONS_KEY) or {})
