@@ -42,6 +42,7 @@ plugins do not advertise them.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import re
@@ -52,6 +53,7 @@ from typing import Any
 
 from py_scheduler.framework import quantity as qty
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import APIError, Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.dynamic_resources.allocator import (
@@ -61,6 +63,17 @@ from py_scheduler.plugins.dynamic_resources.allocator import (
     DeviceID,
     FailedAllocationOnNode,
     claim_ref,
+)
+from py_scheduler.plugins.dynamic_resources.binding import (
+    BindingError,
+    bind_claim,
+    claim_path,
+    claim_ready_for_binding,
+    claim_timed_out,
+    has_binding_conditions,
+    record_pending,
+    unreserve_patch,
+    wait_for_binding_conditions,
 )
 from py_scheduler.plugins.helpers.node_selector import NodeSelector
 from py_scheduler.plugins.helpers.normalize import default_normalize_score
@@ -172,6 +185,8 @@ class DRAState:
     ext_resources: dict[str, int] = field(default_factory=dict)
     resolver: DeviceClassResolver | None = None
     pod_spec: Obj = field(default_factory=dict)
+    reserved: set[int] = field(default_factory=set)
+    """Claims whose reservation for the Pod PreBind wrote (Unreserve takes it back)."""
 
     def clone(self) -> DRAState:
         return self
@@ -238,9 +253,14 @@ class DynamicResources:
         return [], Status.success()
 
 
-    def __init__(self, filter_timeout: float = 10.0, binding_timeout: float = 600.0) -> None:
+    def __init__(self, filter_timeout: float = 10.0, binding_timeout: float = 600.0,
+                 handle: Handle | None = None) -> None:
         self.filter_timeout = filter_timeout
         self.binding_timeout = binding_timeout
+        self.handle = handle
+        self.binding_poll = 5.0
+        """Seconds between two looks at the claims while waiting for binding conditions (upstream: 5)."""
+        self._tasks: set[asyncio.Task[None]] = set()
         # claim UID -> [claim with status.allocation, sharers]
         self._in_flight: dict[str, list[Any]] = {}
 
@@ -269,7 +289,7 @@ class DynamicResources:
             if bt < 1:
                 raise ConfigError(f"bindingTimeout: Invalid value: {args['bindingTimeout']!r}: must be at least 1 "
                                   f"second")
-        return cls(ft, bt)
+        return cls(ft, bt, handle if isinstance(handle, Handle) else None)
 
     # -- claims of a Pod --------------------------------------------------------------------------
     @staticmethod
@@ -531,6 +551,12 @@ class DynamicResources:
             if needs_ops and DRA_OPTIONAL_NODE_OPERATIONS not in declared:
                 unavailable.append(i)
                 continue
+            if alloc is not None:
+                # Allocated with binding conditions that failed, or that timed out: PostFilter may
+                # deallocate it so other devices can be tried.
+                ready, failure = claim_ready_for_binding(claim)
+                if failure is not None or (not ready and claim_timed_out(claim, self.binding_timeout)):
+                    unavailable.append(i)
 
         allocations: list[Obj] = []
         if s.allocator is not None:
@@ -734,8 +760,87 @@ class DynamicResources:
             if entry[1] <= 0:
                 del self._in_flight[uid]
             s.allocations[i] = None
+        self._unreserve_api(s, pod)
         state.data.pop(NEEDS_API_ALLOCATION_KEY, None)
         state.data.pop(ALLOCATIONS_KEY, None)
+
+    # -- the binding cycle ---------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBindPreFlight``: Skip for a Pod without claims."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.claims:
+            return Status(Code.SKIP, [], NAME)
+        return Status.success()
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBind``: each claim not yet reserved for the Pod gets its allocation (from Reserve)
+        and the Pod's reservation written through the API (:func:`.binding.bind_claim`); then, if
+        an allocated device has binding conditions, wait for them (``bindingTimeout``). Without an
+        API client (offline) the same effect is applied to the in-memory objects."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.claims:
+            return Status.success()
+        client = self.handle.client if self.handle is not None else None
+        if client is None:
+            simulated_pre_bind(state, pod)
+            return Status.success()
+        pod_ref = {"resource": "pods", "name": pod.name, "uid": pod.uid}
+        for i, claim in enumerate(s.claims):
+            if _reserved_for(claim, pod.uid):
+                continue
+            if i >= s.num_user:
+                if s.allocations[i] is None and not _requests(claim):
+                    continue
+                return Status.error("DynamicResources: creating the extended-resource claim through the API is "
+                                    "not supported by py-scheduler yet", NAME)
+            try:
+                s.claims[i] = await bind_claim(client, claim, s.allocations[i], pod_ref)
+            except BindingError as exc:
+                return Status.error(str(exc), NAME)
+            s.reserved.add(i)
+        if has_binding_conditions(s.claims):
+            events = self.handle.events if self.handle is not None else None
+            await record_pending(events, pod.pod, node_name)
+            try:
+                s.claims = await wait_for_binding_conditions(
+                    s.claims, self.handle.objects if self.handle is not None else None, self.binding_timeout,
+                    self.binding_poll)
+            except BindingError as exc:
+                return Status.error(str(exc), NAME)
+        return Status.success()
+
+    def _unreserve_api(self, s: DRAState, pod: PodInfo) -> None:
+        """``Unreserve``'s API part: take the Pod's reservation back from the claims PreBind
+        reserved (a background task; failures are logged, as upstream)."""
+        client = self.handle.client if self.handle is not None else None
+        claims = [s.claims[i] for i in sorted(s.reserved)]
+        s.reserved.clear()
+        if client is None or not claims:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+
+        async def patch_all() -> None:
+            for claim in claims:
+                meta = _meta(claim)
+                try:
+                    await client.patch(claim_path(str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                                                  "status"), unreserve_patch(claim, pod.uid),
+                                       content_type="application/strategic-merge-patch+json")
+                except APIError as exc:
+                    log.error("unreserve resourceclaim=%s: %s", claim_ref(claim), exc)
+
+        task = loop.create_task(patch_all())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def in_flight_claims(self) -> list[str]:
         """``namespace/name`` of the claims whose allocation is in flight (Reserved, not yet written)."""
