@@ -53,7 +53,7 @@ from typing import Any
 
 from py_scheduler.framework import quantity as qty
 from py_scheduler.framework import signers
-from py_scheduler.framework.handle import APIError, Handle
+from py_scheduler.framework.handle import APIClient, APIError, Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.dynamic_resources.allocator import (
@@ -187,6 +187,11 @@ class DRAState:
     pod_spec: Obj = field(default_factory=dict)
     reserved: set[int] = field(default_factory=set)
     """Claims whose reservation for the Pod PreBind wrote (Unreserve takes it back)."""
+    node_ext: dict[str, tuple[Obj, list[dict[str, str]]]] = field(default_factory=dict)
+    """Node -> the special claim with the requests that node needs and the containers' request
+    mappings (``nodeAllocation.extendedResourceClaim`` / ``containerResourceRequestMappings``)."""
+    created_ext: Obj | None = None
+    """The extended-resource claim PreBind created in the API (Unreserve deletes it)."""
 
     def clone(self) -> DRAState:
         return self
@@ -606,10 +611,12 @@ class DynamicResources:
             return None, None
         node_claim = copy.deepcopy(ext)
         try:
-            reqs = _extended_resource_requests(s.pod_spec, {n: s.ext_resources[n] for n in need}, resolver)
+            reqs, mappings = _extended_resource_requests(s.pod_spec, {n: s.ext_resources[n] for n in need},
+                                                         resolver)
         except (TypeError, ValueError, AttributeError) as exc:
             return None, _unresolvable(f"invalid extended resource request: {exc}")
         node_claim["spec"] = {"devices": {"requests": reqs}}
+        s.node_ext[node_info.name] = (node_claim, mappings)
         return node_claim, None
 
     # -- PostFilter ------------------------------------------------------------------------------
@@ -794,13 +801,15 @@ class DynamicResources:
         for i, claim in enumerate(s.claims):
             if _reserved_for(claim, pod.uid):
                 continue
-            if i >= s.num_user:
-                if s.allocations[i] is None and not _requests(claim):
-                    continue
-                return Status.error("DynamicResources: creating the extended-resource claim through the API is "
-                                    "not supported by py-scheduler yet", NAME)
+            ext = i >= s.num_user
+            if ext and s.allocations[i] is None and not _requests(claim):
+                continue
             try:
+                if ext and _meta(claim).get("name") == SPECIAL_CLAIM_NAME:
+                    claim = await self._create_extended_claim(client, s, claim, pod, node_name)
                 s.claims[i] = await bind_claim(client, claim, s.allocations[i], pod_ref)
+                if ext:
+                    await self._patch_extended_status(client, s, s.claims[i], pod, node_name)
             except BindingError as exc:
                 return Status.error(str(exc), NAME)
             s.reserved.add(i)
@@ -815,13 +824,63 @@ class DynamicResources:
                 return Status.error(str(exc), NAME)
         return Status.success()
 
+    async def _create_extended_claim(self, client: APIClient, s: DRAState, special: Obj, pod: PodInfo,
+                                     node_name: str) -> Obj:
+        """``createExtendedResourceClaimInAPI``: the node's special claim created under the generated
+        name ``<pod>-extended-resources-*``; the in-flight entry moves to the created claim's UID.
+
+        Raises:
+            BindingError: no special claim for the node, or the API refused the claim.
+        """
+        node_claim = s.node_ext.get(node_name)
+        if node_claim is None:
+            raise BindingError(f"extended resource claim not found for node {node_name}")
+        meta = dict(_meta(node_claim[0]))
+        body: Obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                     "metadata": {k: v for k, v in meta.items() if k not in ("name", "uid", "resourceVersion")},
+                     "spec": copy.deepcopy(node_claim[0].get("spec") or {})}
+        body["metadata"]["generateName"] = f"{pod.name}-extended-resources-"
+        try:
+            created = await client.create(claim_path(pod.namespace), body)
+        except APIError as exc:
+            raise BindingError(f"create claim for extended resources {pod.namespace}/: {exc.message}") from exc
+        s.created_ext = created
+        entry = self._in_flight.pop(_uid(special), None)
+        if entry is not None:
+            allocated = copy.deepcopy(created)
+            allocated["status"] = {"allocation": _allocation(entry[0])}
+            self._in_flight[_uid(created)] = [allocated, entry[1]]
+        return created
+
+    async def _patch_extended_status(self, client: APIClient, s: DRAState, claim: Obj, pod: PodInfo,
+                                     node_name: str) -> None:
+        """``patchPodExtendedResourceClaimStatus``: the Pod's ``status.extendedResourceClaimStatus``
+        names the claim and maps each container's extended resource to its request.
+
+        Raises:
+            BindingError: no mappings for the node, or the API refused the patch.
+        """
+        mappings = s.node_ext.get(node_name, (None, []))[1]
+        if not mappings:
+            raise BindingError(f"nil or empty request mappings, no update of pod {pod.namespace}/{pod.name} "
+                               f"ExtendedResourceClaimStatus")
+        patch = {"status": {"extendedResourceClaimStatus": {"requestMappings": mappings,
+                                                            "resourceClaimName": _meta(claim).get("name")}}}
+        try:
+            await client.patch(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status", patch,
+                               content_type="application/strategic-merge-patch+json")
+        except APIError as exc:
+            raise BindingError(f"update pod {pod.namespace}/{pod.name} ExtendedResourceClaimStatus: "
+                               f"{exc.message}") from exc
+
     def _unreserve_api(self, s: DRAState, pod: PodInfo) -> None:
         """``Unreserve``'s API part: take the Pod's reservation back from the claims PreBind
         reserved (a background task; failures are logged, as upstream)."""
         client = self.handle.client if self.handle is not None else None
-        claims = [s.claims[i] for i in sorted(s.reserved)]
+        created, s.created_ext = s.created_ext, None
+        claims = [s.claims[i] for i in sorted(s.reserved) if s.claims[i] is not created]
         s.reserved.clear()
-        if client is None or not claims:
+        if client is None or not (claims or created):
             return
         try:
             loop = asyncio.get_running_loop()
@@ -837,6 +896,16 @@ class DynamicResources:
                                        content_type="application/strategic-merge-patch+json")
                 except APIError as exc:
                     log.error("unreserve resourceclaim=%s: %s", claim_ref(claim), exc)
+            if created is not None:
+                # ``unreserveExtendedResourceClaim`` / ``deleteClaim``: the finalizer off, then delete.
+                meta = _meta(created)
+                ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+                try:
+                    await client.patch(claim_path(ns, name), {"metadata": {"finalizers": None}})
+                    await client.delete(claim_path(ns, name), uid=_uid(created))
+                except APIError as exc:
+                    log.error("delete resourceclaim=%s: %s", claim_ref(created), exc)
+                self._in_flight.pop(_uid(created), None)
 
         task = loop.create_task(patch_all())
         self._tasks.add(task)
@@ -847,56 +916,83 @@ class DynamicResources:
         return sorted(claim_ref(entry[0]) for entry in self._in_flight.values())
 
 
+RequestMapping = dict[str, str]
+"""A ``ContainerExtendedResourceRequest``: ``{"containerName", "resourceName", "requestName"}``."""
+
+
 def _container_request(index: int, container: Obj, resource: str, class_name: str,
-                        reusable: list[Obj | None]) -> Obj | None:
+                        reusable: list[Obj | None]) -> tuple[Obj | None, list[RequestMapping]]:
     """``createResourceRequestAndMappings``: the device request of one container for ``resource``
     (named ``container-<index>-request-<position of resource in the sorted request names>``), less
-    what ``reusable`` requests of later long-lived containers already provide; None if none needed."""
+    what ``reusable`` requests of later long-lived containers already provide (None if they
+    provide it all), and the container's mappings to the requests that serve it."""
     creqs = (container.get("resources") or {}).get("requests") or {}
     if not isinstance(creqs, dict) or resource not in creqs:
-        return None
+        return None, []
     q = qty.parse(creqs[resource])
     if q != q.to_integral_value() or q == 0:
-        return None
+        return None, []
     crq = int(q)
+    cname = str(container.get("name") or "")
+    mappings: list[RequestMapping] = []
     total = 0
     for r in reusable:
         if r is not None:
             total += int(r["exactly"]["count"])
+            mappings.append({"containerName": cname, "resourceName": resource, "requestName": str(r["name"])})
             if total >= crq:
-                return None
+                return None, mappings
     ridx = sorted(str(k) for k in creqs).index(resource)
-    return {"name": f"container-{index}-request-{ridx}",
-            "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": crq - total}}
+    name = f"container-{index}-request-{ridx}"
+    mappings.append({"containerName": cname, "resourceName": resource, "requestName": name})
+    return ({"name": name,
+             "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": crq - total}},
+            mappings)
 
 
-def _extended_resource_requests(spec: Obj, resources: dict[str, int], resolver: DeviceClassResolver) -> list[Obj]:
+def _extended_resource_requests(spec: Obj, resources: dict[str, int],
+                                resolver: DeviceClassResolver) -> tuple[list[Obj], list[RequestMapping]]:
     """``createRequestsAndMappings``: the device requests of the special claim for the extended
     resources the node must provide through DRA: one per long-lived container (regular and sidecar
-    init containers) plus the largest one of the short-lived init containers, sorted by name."""
+    init containers) plus the largest one of the short-lived init containers, sorted by name; and
+    the containers' request mappings (short-lived ones pointing at that largest request)."""
     inits = [c for c in spec.get("initContainers") or [] if isinstance(c, dict)]
     containers = inits + [c for c in spec.get("containers") or [] if isinstance(c, dict)]
     long_lived = [i for i, c in enumerate(containers) if i >= len(inits) or c.get("restartPolicy") == "Always"]
     short_lived = [i for i in range(len(inits)) if i not in long_lived]
     out: list[Obj] = []
+    mappings: list[RequestMapping] = []
     for resource in sorted(resources):
         dc = resolver.get(resource)
         if dc is None:
             continue
         class_name = str(_meta(dc).get("name") or "")
         long_reqs: list[Obj | None] = [None] * len(containers)
+        long_maps: list[RequestMapping] = []
         for i in long_lived:
-            long_reqs[i] = _container_request(i, containers[i], resource, class_name, [])
+            long_reqs[i], m = _container_request(i, containers[i], resource, class_name, [])
+            long_maps += m
         biggest: Obj | None = None
+        short_names: set[str] = set()
+        short_maps: list[RequestMapping] = []
         for i in short_lived:
-            r = _container_request(i, containers[i], resource, class_name, long_reqs[i:])
-            if r is not None and (biggest is None or biggest["exactly"]["count"] < r["exactly"]["count"]):
-                biggest = r
+            r, m = _container_request(i, containers[i], resource, class_name, long_reqs[i:])
+            short_maps += m
+            if r is not None:
+                short_names.add(str(r["name"]))
+                if biggest is None or biggest["exactly"]["count"] < r["exactly"]["count"]:
+                    biggest = r
+        if biggest is not None and len(short_names) > 1:
+            short_names.discard(str(biggest["name"]))
+            for sm in short_maps:
+                if sm["requestName"] in short_names:
+                    sm["requestName"] = str(biggest["name"])
         if biggest is not None:
             out.append(biggest)
         out.extend(r for r in long_reqs if r is not None)
+        mappings += long_maps + short_maps
     out.sort(key=lambda r: str(r["name"]))
-    return out
+    return out, mappings
 
 
 def simulated_pre_bind(state: CycleState, pod: PodInfo) -> list[str]:

@@ -25,6 +25,7 @@ from tests.unit.plugins.test_dynamic_resources import (
     Obj,
     _snapshot,
     claim,
+    ctr,
     dclass,
     dev,
     ex,
@@ -64,7 +65,14 @@ class FakeAPI:
         return copy.deepcopy(o) if o is not None else None
 
     async def create(self, path: str, obj: Obj) -> Obj:
-        raise NotImplementedError
+        new = copy.deepcopy(obj)
+        meta = new["metadata"]
+        meta["name"] = meta.pop("generateName") + "x7k2q"
+        meta["uid"] = "uid-created"
+        meta["resourceVersion"] = self._next()
+        self.objs[f"{path}/{meta['name']}"] = new
+        self.writes.append(("create", path))
+        return copy.deepcopy(new)
 
     async def update(self, path: str, obj: Obj) -> Obj:
         base = path.removesuffix("/status")
@@ -91,13 +99,16 @@ class FakeAPI:
     async def patch(self, path: str, patch: Obj, content_type: str = "application/merge-patch+json") -> Obj:
         self.patches.append((path, patch, content_type))
         base = path.removesuffix("/status")
+        if "/pods/" in path or "status" not in patch:
+            return {}
         cur = self.objs[base]
         drop = {d["uid"] for d in patch["status"]["reservedFor"]}
         cur["status"]["reservedFor"] = [r for r in cur["status"].get("reservedFor") or [] if r["uid"] not in drop]
         return copy.deepcopy(cur)
 
     async def delete(self, path: str, uid: str | None = None) -> None:
-        raise NotImplementedError
+        assert uid is None or self.objs[path]["metadata"]["uid"] == uid
+        del self.objs[path]
 
     async def bind(self, namespace: str, name: str, uid: str, node_name: str,
                    annotations: Mapping[str, str] | None = None) -> None:
@@ -299,3 +310,36 @@ def test_offline_pre_bind_applies_in_memory() -> None:
     written = state.snapshot.objects.get("ResourceClaim", "default/c")
     assert written["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-p"}]
     assert written["status"]["allocation"]["devices"]["results"][0]["device"] == "g0"
+
+
+async def test_extended_resource_claim_created_bound_and_deleted_on_unreserve() -> None:
+    objs = [node("b"), dclass("gpu", [f'device.driver == "{G}"'], ext="example.com/gpu"),
+            rslice("s-b", G, "pb", node="b", devices=[dev("g0"), dev("g1")]),
+            pod("p", containers=[ctr("server", 2)])]
+    snap = _snapshot(objs)
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    pi = PodInfo(objs[-1])
+    res = Algorithm(rng=MinChoice()).schedule(fw, snap, pi, explain=True)
+    assert res.selected == "b" and res.state is not None
+    assert fw.run_reserve(res.state, pi, "b").is_success()
+    plugin = fw.plugins["DynamicResources"]
+    api = FakeAPI([])
+    plugin.handle = Handle(client=api)
+    st = await plugin.pre_bind(res.state, pi, "b")
+    assert st.is_success(), st
+    (_path, created), = api.objs.items()
+    assert created["metadata"]["name"] == "p-extended-resources-x7k2q"
+    assert created["metadata"]["ownerReferences"][0]["uid"] == "uid-p"
+    assert created["spec"]["devices"]["requests"] == [{"name": "container-0-request-1", "exactly": {
+        "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}}]
+    assert [r["device"] for r in created["status"]["allocation"]["devices"]["results"]] == ["g0", "g1"]
+    assert created["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-p"}]
+    pod_patch = next(p for p in api.patches if "/pods/" in p[0])
+    assert pod_patch[1] == {"status": {"extendedResourceClaimStatus": {
+        "requestMappings": [{"containerName": "server", "resourceName": "example.com/gpu",
+                             "requestName": "container-0-request-1"}],
+        "resourceClaimName": "p-extended-resources-x7k2q"}}}
+    assert plugin.in_flight_claims() == ["default/p-extended-resources-x7k2q"]
+    plugin.unreserve(res.state, pi, "b")
+    await asyncio.wait_for(asyncio.gather(*plugin._tasks), 5)
+    assert api.objs == {} and plugin.in_flight_claims() == []
