@@ -28,7 +28,9 @@ Not implemented by py-scheduler (clear reasons instead of a wrong placement):
   :func:`simulated_pre_bind` after Reserve also writes it into the in-memory ResourceClaims (what
   upstream's PreBind does through the API), so later Pods can share the claim.
 * PostFilter's deallocation of a claim allocated elsewhere (an API write): the reason says so.
-* DeviceTaintRules are not read (taints in the ResourceSlices are honoured).
+* DeviceTaintRules (GA) add their taints to the devices they select before allocation, as the
+  scheduler's ResourceSlice tracker does; only NoSchedule / NoExecute taints keep a device from a
+  request that does not tolerate them (the eviction of running Pods is the controller's).
 
 Admin access, consumable capacity (shares of a device, capacity request policies), partitionable
 devices (counter sets) and binding conditions are allocated as upstream's incubating allocator does
@@ -62,6 +64,7 @@ from py_scheduler.plugins.dynamic_resources.allocator import (
     Allocator,
     DeviceID,
     FailedAllocationOnNode,
+    apply_taint_rules,
     claim_ref,
 )
 from py_scheduler.plugins.dynamic_resources.binding import (
@@ -424,6 +427,7 @@ class DynamicResources:
                                                                         is not None else []) if isinstance(dc, dict)}
             slices = [sl for sl in (objects.list("ResourceSlice") if objects is not None else [])
                       if isinstance(sl, dict)]
+            slices = apply_taint_rules(slices, objects.list("DeviceTaintRule") if objects is not None else [])
             allocated = self._allocated_state(objects)
             s.allocator = Allocator(allocated.dedicated, classes, slices, shared=allocated.shared,
                                     capacity=allocated.capacity)

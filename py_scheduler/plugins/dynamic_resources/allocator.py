@@ -60,6 +60,7 @@ __all__ = [
     "Allocator",
     "DeviceID",
     "FailedAllocationOnNode",
+    "apply_taint_rules",
     "claim_ref",
     "node_matches",
 ]
@@ -119,6 +120,48 @@ def node_matches(node: Mapping[str, Any] | None, node_name: str, all_nodes: bool
             raise AllocationError(f"failed to parse node selector {node_selector!r}")
         return sel.match(node)
     return False
+
+
+def apply_taint_rules(slices: list[Obj], rules: Iterable[Mapping[str, Any]]) -> list[Obj]:
+    """DeviceTaintRules (GA in v1.37) applied to the slices the allocator sees, as the scheduler's
+    ResourceSlice tracker does (``resourceslice/tracker/tracker.go`` ``applyPatches``): a rule's
+    taint is appended to every device its selector (driver, pool, device; each optional, no
+    selector: no device) matches. Slices no rule touches are returned as they are (not copied)."""
+    rules = [r for r in rules if isinstance(r, Mapping)]
+    if not rules:
+        return slices
+    out: list[Obj] = []
+    for sl in slices:
+        spec = sl.get("spec") if isinstance(sl.get("spec"), Mapping) else None
+        if spec is None:
+            out.append(sl)
+            continue
+        patched: Obj | None = None
+        for rule in rules:
+            rspec = rule.get("spec")
+            if not isinstance(rspec, Mapping):
+                continue
+            sel = rspec.get("deviceSelector")
+            taint = rspec.get("taint")
+            if not isinstance(sel, Mapping) or not isinstance(taint, Mapping):
+                continue
+            if sel.get("driver") is not None and sel.get("driver") != spec.get("driver"):
+                continue
+            pool = spec.get("pool") if isinstance(spec.get("pool"), Mapping) else {}
+            if sel.get("pool") is not None and sel.get("pool") != pool.get("name"):
+                continue
+            for i, d in enumerate(spec.get("devices") or []):
+                if not isinstance(d, Mapping):
+                    continue
+                if sel.get("device") is not None and sel.get("device") != d.get("name"):
+                    continue
+                if patched is None:
+                    patched = {**sl, "spec": {**spec, "devices": list(spec.get("devices") or [])}}
+                dev = dict(patched["spec"]["devices"][i])
+                dev["taints"] = [*(dev.get("taints") or []), dict(taint)]
+                patched["spec"]["devices"][i] = dev
+        out.append(patched if patched is not None else sl)
+    return out
 
 
 # -- slices and pools --------------------------------------------------------------------------

@@ -192,8 +192,8 @@ def test_format_quantity() -> None:
 def feature_cluster(seed: int) -> list[Obj]:
     """2-3 nodes, each with one of: a MIG-partitionable GPU pool (counter slice + device slice, some
     partitions allocated), shareable GPUs with a capacity policy (some shares allocated), plain
-    GPUs (some allocated), devices with binding conditions; one pending Pod with 1-2 claims asking
-    profiles, capacity, admin access, counts and firstAvailable."""
+    GPUs (some allocated), devices with binding conditions; DeviceTaintRules; one pending Pod with
+    1-2 claims asking profiles, capacity, admin access, counts, tolerations and firstAvailable."""
     r = random.Random(seed)
     n = r.randint(2, 3)
     objs: list[Obj] = [node(f"n{i}") for i in range(n)]
@@ -253,6 +253,17 @@ def feature_cluster(seed: int) -> list[Obj]:
                     for k in range(r.randint(1, 2))]
             objs.append(rslice(f"s-n{i}", G, pool, node=f"n{i}", devices=devs))
 
+    for k in range(r.choice([0, 0, 1, 2])):  # DeviceTaintRules (GA): taint devices by driver / pool / device
+        sel: Obj = {"driver": G}
+        if r.random() < 0.7:
+            sel["pool"] = f"p{r.randrange(n)}"
+        if r.random() < 0.5:
+            sel["device"] = r.choice(["g0", "g1", "g0-1g-0"])
+        objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": f"dtr{k}"},
+                     "spec": {"deviceSelector": sel, "taint": {"key": "maintenance", "value": "yes",
+                                                               "effect": r.choice(["NoSchedule", "NoExecute",
+                                                                                   "None"])}}})
+
     def request() -> Obj:
         choice = r.random()
         if choice < 0.3:
@@ -263,6 +274,8 @@ def feature_cluster(seed: int) -> list[Obj]:
             e = ex(adminAccess=True)
         else:
             e = ex(count=r.choice([1, 1, 2]))
+        if r.random() < 0.2:
+            e["tolerations"] = [{"key": "maintenance", "operator": "Exists"}]
         return e
 
     refs = []

@@ -192,8 +192,14 @@ func run() error {
 		return err
 	}
 	claimCache := assumecache.NewAssumeCache(logger, factory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
+	// As pkg/scheduler/scheduler.go with v1.37.2's default gates (DRADeviceTaintRules,
+	// DRAConsumableCapacity): DeviceTaintRules patch the slices the allocator sees.
 	tracker, err := resourceslicetracker.StartTracker(ctx, resourceslicetracker.Options{
-		SliceInformer: factory.Resource().V1().ResourceSlices(), KubeClient: client,
+		EnableDeviceTaintRules:   true,
+		EnableConsumableCapacity: true,
+		SliceInformer:            factory.Resource().V1().ResourceSlices(),
+		TaintInformer:            factory.Resource().V1().DeviceTaintRules(),
+		KubeClient:               client,
 	})
 	if err != nil {
 		return err
