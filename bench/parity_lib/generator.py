@@ -634,6 +634,8 @@ class Dra:
                              "attributes": {"model": {"string": r.choice(MODELS)}, "index": {"int": j},
                                             "numa": {"int": r.randint(0, 1)}},
                              "capacity": {"memory": {"value": r.choice(["24Gi", "40Gi", "80Gi"])}}})
+            for d in devs:
+                d["attributes"]["profile"] = {"string": "whole"}
             self.devices[name] = [d["name"] for d in devs]
             self.objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
                               "metadata": {"name": f"{name}-{DRA_DRIVER}"},
@@ -642,6 +644,100 @@ class Dra:
                                        "devices": devs}})
         self.taken: set[tuple[str, str]] = set()
         self.shareable: list[Obj] = []
+        # v1.37's default DRA features (partitionable devices, consumable capacity, admin access,
+        # binding conditions) draw from their own RNG, derived from the scenario's without consuming
+        # it, so every other draw of a scenario (nodes, Pods, the other families) stays as it was.
+        self.f = random.Random(repr(r.getstate()[1][:8]))
+        self.features: list[Obj] = []
+        self._feature_pools()
+
+    def _feature_pools(self) -> None:
+        """MIG-partitionable GPUs (a counter-set slice plus a device slice in one pool, partitions
+        consuming the GPU's memory and multiprocessor counters) and GPUs shared by capacity
+        (``allowMultipleAllocations``, a capacity request policy), some partitions / shares
+        already allocated; devices with binding conditions."""
+        f = self.f
+        policies: list[Obj | None] = [None, {"default": "10Gi", "validRange": {"min": "5Gi", "step": "5Gi"}},
+                                      {"validValues": ["10Gi", "20Gi", "40Gi", "80Gi"]},
+                                      {"default": "20Gi", "validRange": {"min": "10Gi", "max": "40Gi"}}]
+        for n in self.g.nodes:
+            name = n["metadata"]["name"]
+            kind = f.choice(["none", "none", "mig", "shared", "binding"])
+            pool = f"{kind}-{name}"
+            meta = {"driver": DRA_DRIVER, "nodeName": name}
+            if kind == "mig":
+                sets, devs = [], []
+                for k in range(f.randint(1, 2)):
+                    cs = f"{pool}-g{k}"
+                    sets.append({"name": cs, "counters": {"memory": {"value": "80Gi"},
+                                                          "multiprocessors": {"value": "98"}}})
+                    parts = [("whole", 1, "80Gi", "98"), ("1g", 7, "10Gi", "14"), ("3g", 2, "40Gi", "42")]
+                    for prof, count, mem, mp in parts:
+                        for i in range(count):
+                            devs.append({"name": f"g{k}-{prof}-{i}",
+                                         "attributes": {"model": {"string": "a100"}, "profile": {"string": prof},
+                                                        "index": {"int": k}, "numa": {"int": k % 2}},
+                                         "capacity": {"memory": {"value": mem}},
+                                         "consumesCounters": [{"counterSet": cs, "counters": {
+                                             "memory": {"value": mem}, "multiprocessors": {"value": mp}}}]})
+                spec = {"pool": {"name": pool, "generation": 1, "resourceSliceCount": 2}}
+                self.objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                  "metadata": {"name": f"{pool}-counters"},
+                                  "spec": {**meta, **spec, "sharedCounters": sets}})
+                self.objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                  "metadata": {"name": f"{pool}-devices"}, "spec": {**meta, **spec, "devices": devs}})
+                for d in devs:
+                    if f.random() < 0.1:
+                        self._allocated_feature_claim(pool, d["name"])
+            elif kind == "shared":
+                devs = []
+                for k in range(f.randint(1, 2)):
+                    cap: Obj = {"value": "80Gi"}
+                    policy = f.choice(policies)
+                    if policy is not None:
+                        cap["requestPolicy"] = policy
+                    devs.append({"name": f"s{k}", "allowMultipleAllocations": True,
+                                 "attributes": {"model": {"string": "h100"}, "profile": {"string": "shared"},
+                                                "index": {"int": k}, "numa": {"int": 0}},
+                                 "capacity": {"memory": cap}})
+                self.objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                  "metadata": {"name": pool},
+                                  "spec": {**meta, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                                           "devices": devs}})
+                for d in devs:
+                    for _ in range(f.randint(0, 2)):
+                        self._allocated_feature_claim(pool, d["name"], share=f.choice(["10Gi", "20Gi", "40Gi", None]))
+            elif kind == "binding":
+                devs = [{"name": f"b{k}", "attributes": {"model": {"string": "l4"}, "profile": {"string": "whole"},
+                                                         "index": {"int": k}, "numa": {"int": 0}},
+                         "capacity": {"memory": {"value": "24Gi"}}, "bindingConditions": ["attached"],
+                         "bindingFailureConditions": ["failed"], **({"bindsToNode": True} if f.random() < 0.5 else {})}
+                        for k in range(f.randint(1, 2))]
+                self.objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                  "metadata": {"name": pool},
+                                  "spec": {**meta, "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+                                           "devices": devs}})
+
+    def _allocated_feature_claim(self, pool: str, device: str, share: str | bool | None = False) -> None:
+        """A claim already allocated a partition (``share`` False) or a share of a device (its
+        consumed memory, or None for none recorded); sometimes with admin access (not counted)."""
+        f = self.f
+        self.g.claim_seq += 1
+        res: Obj = {"request": "r0", "driver": DRA_DRIVER, "pool": pool, "device": device}
+        if share is not False:
+            res["shareID"] = f"00000000-0000-4000-8000-{self.g.claim_seq:012d}"
+            if share is not None:
+                res["consumedCapacity"] = {"memory": share}
+        if f.random() < 0.1:
+            res["adminAccess"] = True
+        self.objs.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                          "metadata": {"name": f"rc-f{self.g.claim_seq:03d}", "namespace": "default",
+                                       "uid": self.g.next_uid()},
+                          "spec": {"devices": {"requests": [{"name": "r0", "exactly": {
+                              "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}}]}},
+                          "status": {"allocation": {"devices": {"results": [res]}},
+                                     "reservedFor": [{"resource": "pods", "name": "elsewhere",
+                                                      "uid": "uid-elsewhere"}]}})
 
     def request(self) -> Obj:
         g, r = self.g, self.g.r
@@ -655,6 +751,15 @@ class Dra:
         if g.chance(0.35):
             e["selectors"] = [{"cel": {"expression": f'device.attributes["{DRA_DRIVER}"].model == '
                                                      f'"{r.choice(MODELS)}"'}}]
+        f = self.f
+        extra = f.random()
+        if extra < 0.15:  # a MIG profile
+            e.setdefault("selectors", []).append({"cel": {"expression": f'device.attributes["{DRA_DRIVER}"].profile == '
+                                                                        f'"{f.choice(["1g", "1g", "3g"])}"'}})
+        elif extra < 0.3:  # a share of a GPU by memory
+            e["capacity"] = {"requests": {"memory": f.choice(["5Gi", "7Gi", "10Gi", "30Gi", "50Gi"])}}
+        elif extra < 0.35:
+            e["adminAccess"] = True
         return e
 
     def claim(self, ns: str, allocated_on: str | None = None, pod: Obj | None = None) -> Obj:

@@ -130,6 +130,9 @@ KINDS: tuple[WatchedKind, ...] = (
                 optional=True),
     WatchedKind("DeviceClass", "resource.k8s.io/v1", "deviceclasses", False, Resource.DEVICE_CLASS,
                 optional=True),
+    # DeviceTaintRules patch the slices the allocator sees (the tracker emits slice events for them).
+    WatchedKind("DeviceTaintRule", "resource.k8s.io/v1", "devicetaintrules", False, Resource.RESOURCE_SLICE,
+                optional=True),
 )
 KINDS_BY_NAME = {k.kind: k for k in KINDS}
 

@@ -37,7 +37,7 @@ NAMESPACED_KINDS = (
 )
 CLUSTER_KINDS = (
     "Namespace", "PersistentVolume", "StorageClass", "CSINode", "CSIDriver", "ResourceSlice",
-    "DeviceClass", "PriorityClass", "VolumeAttachment",
+    "DeviceClass", "DeviceTaintRule", "PriorityClass", "VolumeAttachment",
 )
 
 

@@ -146,8 +146,13 @@ ALLOWED = [
     ("watch", "resource.k8s.io", "resourceclaims", "", "", ""),
     ("update", "resource.k8s.io", "resourceclaims", "status", "default", "c"),
     ("update", "", "persistentvolumeclaims", "", "default", "x"), ("update", "", "persistentvolumes", "", "", "p"),
+    ("patch", "resource.k8s.io", "resourceclaims", "status", "default", "c"),
+    ("update", "resource.k8s.io", "resourceclaims", "", "default", "c"),
+    ("create", "resource.k8s.io", "resourceclaims", "", "default", ""),
+    ("delete", "resource.k8s.io", "resourceclaims", "", "default", "c"),
     ("watch", "resource.k8s.io", "resourceslices", "", "", ""),
     ("watch", "resource.k8s.io", "deviceclasses", "", "", ""),
+    ("watch", "resource.k8s.io", "devicetaintrules", "", "", ""),
     ("create", "coordination.k8s.io", "leases", "", SA_NS, ""),
     ("get", "coordination.k8s.io", "leases", "", SA_NS, "py-scheduler"),
     ("update", "coordination.k8s.io", "leases", "", SA_NS, "py-scheduler"),
@@ -166,7 +171,7 @@ DENIED = [
     ("create", "coordination.k8s.io", "leases", "", "default", ""),
     ("list", "apps", "deployments", "", "", ""), ("delete", "", "persistentvolumeclaims", "", "default", "x"),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", ""),
-    ("delete", "resource.k8s.io", "resourceclaims", "", "default", "c"),
+    ("delete", "resource.k8s.io", "resourceslices", "", "", "s"),
     ("list", "apiextensions.k8s.io", "customresourcedefinitions", "", "", ""),
 ]
 

@@ -5,8 +5,8 @@
   with VolumeBinding's message, PodScheduled=False/Unschedulable, never bound. A Pod whose PVC is already
   bound to a PV with node affinity is bound to that node.
 * DynamicResources (resource.k8s.io/v1, served by the bed's kube-apiserver v1.37): a Pod whose
-  ResourceClaim would have to be allocated fails with ``API_ALLOCATION_UNSUPPORTED``, never bound, and the
-  claim stays unallocated.
+  ResourceClaim has to be allocated is bound after PreBind wrote the allocation and the reservation
+  (the side-by-side DRA cases are in test_dra.py).
 * GPU gauges: after a GPU Pod is bound, ``/metrics`` shows ``py_scheduler_gpu_allocated`` for its node.
 
 Each test has its own Nodes, labelled with a per-test value its Pods select, and its own objects.
@@ -24,7 +24,6 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from py_scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
 from tests.e2e.helpers import (
     PAUSE_IMAGE,
     Testbed,
@@ -181,7 +180,7 @@ async def _dra_served(api: client.ApiClient) -> bool:
     return any(g.name == "resource.k8s.io" and any(v.version == "v1" for v in g.versions) for g in groups.groups)
 
 
-async def test_claim_needing_allocation_is_not_bound(testbed: Testbed, api_client: client.ApiClient,
+async def test_claim_needing_allocation_is_allocated_then_bound(testbed: Testbed, api_client: client.ApiClient,
                                                      objs: Objects) -> None:
     # DynamicResourceAllocation is GA in 1.37: the bed's kube-apiserver must serve resource.k8s.io/v1.
     assert await _dra_served(api_client), "resource.k8s.io/v1 is not served by the bed's kube-apiserver"
@@ -207,11 +206,13 @@ async def test_claim_needing_allocation_is_not_bound(testbed: Testbed, api_clien
     objs.later(lambda: custom.delete_namespaced_custom_object(g, v, "default", "resourceclaims", claim))
     async with running_scheduler(testbed, "int-dra", verbosity=4) as sched:
         pod = await objs.pod("dra-pod", resourceClaims=[{"name": "gpu", "resourceClaimName": claim}])
-        note = await assert_failed_not_bound(api_client, pod, API_ALLOCATION_UNSUPPORTED)
-        assert note == f"0/1 nodes are available: 1 {API_ALLOCATION_UNSUPPORTED}."
-        _no_bind(sched, pod)
+        bound = await wait_for_pod_scheduled(api_client, pod, timeout=30)
+        assert bound.spec.node_name == node, sched.log()[-3000:]
     stored = await custom.get_namespaced_custom_object(g, v, "default", "resourceclaims", claim)
-    assert not (stored.get("status") or {}).get("allocation")
+    status = stored.get("status") or {}
+    assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["gpu-0"]
+    assert [r["name"] for r in status["reservedFor"]] == [pod]
+    assert "resource.kubernetes.io/delete-protection" in stored["metadata"]["finalizers"]
 
 
 # -- GPU gauges ------------------------------------------------------------------------------------------------

@@ -17,20 +17,24 @@ runs and gives 0 on every node for such a Pod (the upstream oracle shows
 Every rejection from this plugin is ``UnschedulableAndUnresolvable`` (upstream's
 ``statusUnschedulable``); broken claims / classes / CEL give ``Error`` (the Pod is retried).
 
+The binding cycle is upstream's (:mod:`.binding`): Reserve records the allocation in the
+CycleState (``state.data[ALLOCATIONS_KEY]``: claim ``namespace/name`` -> AllocationResult JSON,
+``state.data[NEEDS_API_ALLOCATION_KEY]`` when some claim's status must be written) and keeps it in
+flight; PreBind writes allocation and reservation through the Handle's API client (offline: into the
+in-memory objects, :func:`simulated_pre_bind`), so later Pods see the devices taken and may share
+the claim.
+
 Not implemented by py-scheduler (clear reasons instead of a wrong placement):
 
-* writing ``ResourceClaim.status`` (allocation, ``reservedFor``) through the API. Reserve records
-  the allocation in the CycleState (``state.data[ALLOCATIONS_KEY]``: claim ``namespace/name`` ->
-  AllocationResult JSON) and sets ``state.data[NEEDS_API_ALLOCATION_KEY] = True`` when a claim
-  must be allocated or reserved for the Pod; its PreBind then refuses the Pod with
-  :data:`API_ALLOCATION_UNSUPPORTED` (the binding cycle calls Unreserve) instead of binding it. ``explain`` /
-  ``simulate`` keep the allocation in flight so later Pods see the devices as taken; calling
-  :func:`simulated_pre_bind` after Reserve also writes it into the in-memory ResourceClaims (what
-  upstream's PreBind does through the API), so later Pods can share the claim.
 * PostFilter's deallocation of a claim allocated elsewhere (an API write): the reason says so.
-* admin access, consumable capacity, partitionable devices (counters), binding conditions:
-  UnschedulableAndUnresolvable naming the feature. DeviceTaintRules are not read (taints in the
-  ResourceSlices are honoured).
+* DeviceTaintRules (GA) add their taints to the devices they select before allocation, as the
+  scheduler's ResourceSlice tracker does; only NoSchedule / NoExecute taints keep a device from a
+  request that does not tolerate them (the eviction of running Pods is the controller's).
+
+Admin access, consumable capacity (shares of a device, capacity request policies), partitionable
+devices (counter sets) and binding conditions are allocated as upstream's incubating allocator does
+(:mod:`.allocator`, :mod:`.capacity`); the allocated state counts dedicated devices, shares and the
+capacity shares consume (:class:`AllocatedState`).
 
 Extended resources backed by a DeviceClass (``DRAExtendedResource``) are allocated like upstream
 (the special ``<extended-resources>`` claim with one request per container) on nodes whose device
@@ -39,15 +43,18 @@ plugins do not advertise them.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import re
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from py_scheduler.framework import quantity as qty
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import APIClient, APIError, Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.dynamic_resources.allocator import (
@@ -56,7 +63,19 @@ from py_scheduler.plugins.dynamic_resources.allocator import (
     Allocator,
     DeviceID,
     FailedAllocationOnNode,
+    apply_taint_rules,
     claim_ref,
+)
+from py_scheduler.plugins.dynamic_resources.binding import (
+    BindingError,
+    bind_claim,
+    claim_path,
+    claim_ready_for_binding,
+    claim_timed_out,
+    has_binding_conditions,
+    record_pending,
+    unreserve_patch,
+    wait_for_binding_conditions,
 )
 from py_scheduler.plugins.helpers.node_selector import NodeSelector
 from py_scheduler.plugins.helpers.normalize import default_normalize_score
@@ -64,7 +83,6 @@ from py_scheduler.plugins.helpers.resource_scoring import DeviceClassResolver, i
 
 __all__ = [
     "ALLOCATIONS_KEY",
-    "API_ALLOCATION_UNSUPPORTED",
     "NAME",
     "NEEDS_API_ALLOCATION_KEY",
     "NEEDS_API_DEALLOCATION_KEY",
@@ -72,6 +90,16 @@ __all__ = [
     "DynamicResources",
     "simulated_pre_bind",
 ]
+
+
+@dataclass(slots=True)
+class AllocatedState:
+    """``schedulerapi.AllocatedState``: devices dedicated to claims, devices with allocated shares,
+    and the capacity those shares consume (device -> capacity name -> amount)."""
+
+    dedicated: set[DeviceID] = field(default_factory=set)
+    shared: set[DeviceID] = field(default_factory=set)
+    capacity: dict[DeviceID, dict[str, Decimal]] = field(default_factory=dict)
 
 log = logging.getLogger("py_scheduler.plugins.dynamic_resources")
 
@@ -86,23 +114,12 @@ ALLOCATIONS_KEY = "DynamicResources/allocations"
 """CycleState key: claim ``namespace/name`` -> AllocationResult JSON chosen by Reserve."""
 NEEDS_API_DEALLOCATION_KEY = "DynamicResources/needs-api-deallocation"
 """CycleState key: claim ``namespace/name`` PostFilter would deallocate upstream."""
-API_ALLOCATION_UNSUPPORTED = ("DynamicResources: allocating ResourceClaims through the API is not supported by "
-                              "py-scheduler yet")
-"""The reason PreBind gives a Pod whose Reserve set :data:`NEEDS_API_ALLOCATION_KEY`."""
 
 FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE = 8
 """``resourceapi.FirstAvailableDeviceRequestMaxSize``: Score adds ``8 - index`` per subrequest used."""
 SPECIAL_CLAIM_NAME = "<extended-resources>"
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 DRA_OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"
-
-UNSUPPORTED_PREFIX = "DynamicResources: "
-UNSUPPORTED_SUFFIX = " is not supported by py-scheduler"
-
-
-def _unsupported(what: str) -> Status:
-    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [f"{UNSUPPORTED_PREFIX}{what}{UNSUPPORTED_SUFFIX}"], NAME)
-
 
 def _unresolvable(reason: str) -> Status:
     """``statusUnschedulable``: every DRA rejection is UnschedulableAndUnresolvable."""
@@ -166,6 +183,13 @@ class DRAState:
     ext_resources: dict[str, int] = field(default_factory=dict)
     resolver: DeviceClassResolver | None = None
     pod_spec: Obj = field(default_factory=dict)
+    reserved: set[int] = field(default_factory=set)
+    """Claims whose reservation for the Pod PreBind wrote (Unreserve takes it back)."""
+    node_ext: dict[str, tuple[Obj, list[dict[str, str]]]] = field(default_factory=dict)
+    """Node -> the special claim with the requests that node needs and the containers' request
+    mappings (``nodeAllocation.extendedResourceClaim`` / ``containerResourceRequestMappings``)."""
+    created_ext: Obj | None = None
+    """The extended-resource claim PreBind created in the API (Unreserve deletes it)."""
 
     def clone(self) -> DRAState:
         return self
@@ -232,9 +256,14 @@ class DynamicResources:
         return [], Status.success()
 
 
-    def __init__(self, filter_timeout: float = 10.0, binding_timeout: float = 600.0) -> None:
+    def __init__(self, filter_timeout: float = 10.0, binding_timeout: float = 600.0,
+                 handle: Handle | None = None) -> None:
         self.filter_timeout = filter_timeout
         self.binding_timeout = binding_timeout
+        self.handle = handle
+        self.binding_poll = 5.0
+        """Seconds between two looks at the claims while waiting for binding conditions (upstream: 5)."""
+        self._tasks: set[asyncio.Task[None]] = set()
         # claim UID -> [claim with status.allocation, sharers]
         self._in_flight: dict[str, list[Any]] = {}
 
@@ -263,7 +292,7 @@ class DynamicResources:
             if bt < 1:
                 raise ConfigError(f"bindingTimeout: Invalid value: {args['bindingTimeout']!r}: must be at least 1 "
                                   f"second")
-        return cls(ft, bt)
+        return cls(ft, bt, handle if isinstance(handle, Handle) else None)
 
     # -- claims of a Pod --------------------------------------------------------------------------
     @staticmethod
@@ -393,22 +422,20 @@ class DynamicResources:
                                                                         is not None else []) if isinstance(dc, dict)}
             slices = [sl for sl in (objects.list("ResourceSlice") if objects is not None else [])
                       if isinstance(sl, dict)]
-            s.allocator = Allocator(self._allocated_devices(objects), classes, slices)
+            slices = apply_taint_rules(slices, objects.list("DeviceTaintRule") if objects is not None else [])
+            allocated = self._allocated_state(objects)
+            s.allocator = Allocator(allocated.dedicated, classes, slices, shared=allocated.shared,
+                                    capacity=allocated.capacity)
         return None, Status.success()
 
     def _validate_requests(self, claim: Obj, objects: Any) -> Status | None:
-        """The request checks of PreFilter: each (sub)request names an existing DeviceClass; features
-        py-scheduler does not model are refused here with a reason naming them."""
+        """The request checks of PreFilter (``validateDeviceClass`` per (sub)request): each names an
+        existing DeviceClass."""
         for req in _requests(claim):
             rname = str(req.get("name") or "")
             exactly = req.get("exactly")
             subs = req.get("firstAvailable") or []
             if isinstance(exactly, dict):
-                if exactly.get("adminAccess"):
-                    return _unsupported(f"admin access (request {rname} of claim {claim_ref(claim)})")
-                if exactly.get("capacity") is not None:
-                    return _unsupported(f"consumable capacity (capacity requests in request {rname} of claim "
-                                        f"{claim_ref(claim)})")
                 st = self._validate_device_class(objects, str(exactly.get("deviceClassName") or ""), rname)
                 if st is not None:
                     return st
@@ -417,9 +444,6 @@ class DynamicResources:
                     if not isinstance(sub, dict):
                         return Status.error(f"request {rname}: unsupported request type", NAME)
                     qual = f"{rname}/{sub.get('name') or ''}"
-                    if sub.get("capacity") is not None:
-                        return _unsupported(f"consumable capacity (capacity requests in request {qual} of claim "
-                                            f"{claim_ref(claim)})")
                     st = self._validate_device_class(objects, str(sub.get("deviceClassName") or ""), qual)
                     if st is not None:
                         return st
@@ -436,19 +460,33 @@ class DynamicResources:
             return _unresolvable(f"request {request_name}: device class {class_name} does not exist")
         return None
 
-    def _allocated_devices(self, objects: Any) -> set[DeviceID]:
-        """``GatherAllocatedState``: devices of every claim's ``status.allocation`` plus the in-flight
-        allocations; admin-access results do not count, shared (``shareID``) results are not
-        dedicated."""
-        out: set[DeviceID] = set()
+    def _allocated_state(self, objects: Any) -> AllocatedState:
+        """``GatherAllocatedState`` (``dra_manager.go``, ``foreachAllocatedDevice``): over every
+        claim's ``status.allocation`` plus the in-flight allocations, admin-access results do not
+        count; results with a ``shareID`` are shares of a multi-allocatable device (their
+        ``consumedCapacity`` summed per device); the rest are dedicated devices."""
+        st = AllocatedState()
         claims = [c for c in (objects.list("ResourceClaim") if objects is not None else []) if isinstance(c, dict)]
         claims += [entry[0] for entry in self._in_flight.values()]
         for claim in claims:
             for r in _results(_allocation(claim)):
-                if r.get("adminAccess") or r.get("shareID") is not None:
+                if r.get("adminAccess") is True:
                     continue
-                out.add((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
-        return out
+                did = (str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or ""))
+                if r.get("shareID") is not None:
+                    st.shared.add(did)
+                    consumed = r.get("consumedCapacity")
+                    if isinstance(consumed, dict):
+                        agg = st.capacity.setdefault(did, {})
+                        for name, raw in consumed.items():
+                            try:
+                                v = qty.parse(raw)
+                            except qty.QuantityError:
+                                continue
+                            agg[str(name)] = agg.get(str(name), Decimal(0)) + v
+                    continue
+                st.dedicated.add(did)
+        return st
 
     def _forget_stale_in_flight(self, objects: Any) -> None:
         """Drop in-flight entries whose claim now shows an allocation (written by someone) or is gone."""
@@ -517,8 +555,12 @@ class DynamicResources:
             if needs_ops and DRA_OPTIONAL_NODE_OPERATIONS not in declared:
                 unavailable.append(i)
                 continue
-            if any(r.get("bindingConditions") for r in _results(alloc)):
-                return _unsupported(f"binding conditions on allocated claim {claim_ref(claim)}")
+            if alloc is not None:
+                # Allocated with binding conditions that failed, or that timed out: PostFilter may
+                # deallocate it so other devices can be tried.
+                ready, failure = claim_ready_for_binding(claim)
+                if failure is not None or (not ready and claim_timed_out(claim, self.binding_timeout)):
+                    unavailable.append(i)
 
         allocations: list[Obj] = []
         if s.allocator is not None:
@@ -526,7 +568,7 @@ class DynamicResources:
             to_alloc = [node_ext_claim if (c is ext and node_ext_claim is not None) else c for _, c in s.to_allocate()]
             deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
             try:
-                result, skipped = s.allocator.allocate(node, to_alloc, deadline)
+                result, _ = s.allocator.allocate(node, to_alloc, deadline)
             except AllocationTimeout:
                 return Status.error(f"node {node_info.name}: timed out trying to allocate devices", NAME)
             except FailedAllocationOnNode as exc:
@@ -534,9 +576,6 @@ class DynamicResources:
             except AllocationError as exc:
                 return Status.error(str(exc), NAME)
             if result is None or len(result) != len(to_alloc):
-                if skipped:
-                    return _unsupported(" and ".join(sorted(skipped)) +
-                                        " (devices that could satisfy the claims were skipped)")
                 return _unresolvable("cannot allocate all claims")
             allocations = result
         if unavailable:
@@ -571,10 +610,12 @@ class DynamicResources:
             return None, None
         node_claim = copy.deepcopy(ext)
         try:
-            reqs = _extended_resource_requests(s.pod_spec, {n: s.ext_resources[n] for n in need}, resolver)
+            reqs, mappings = _extended_resource_requests(s.pod_spec, {n: s.ext_resources[n] for n in need},
+                                                         resolver)
         except (TypeError, ValueError, AttributeError) as exc:
             return None, _unresolvable(f"invalid extended resource request: {exc}")
         node_claim["spec"] = {"devices": {"requests": reqs}}
+        s.node_ext[node_info.name] = (node_claim, mappings)
         return node_claim, None
 
     # -- PostFilter ------------------------------------------------------------------------------
@@ -708,21 +749,6 @@ class DynamicResources:
             state.write(NEEDS_API_ALLOCATION_KEY, True)
         return Status.success()
 
-    # -- PreBind ------------------------------------------------------------------------------------
-    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        """``PreBindPreFlight``: Success when Reserve flagged claims whose status must be written
-        (:data:`NEEDS_API_ALLOCATION_KEY`), else Skip."""
-        return Status.success() if state.data.get(NEEDS_API_ALLOCATION_KEY) else Status.skip()
-
-    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        """``PreBind``: writing the allocation / ``reservedFor`` through the API is not implemented yet
-        (a later issue), so a Pod that needs it is refused with :data:`API_ALLOCATION_UNSUPPORTED`
-        (UnschedulableAndUnresolvable; the binding cycle unreserves it) instead of being bound
-        without its devices."""
-        if not state.data.get(NEEDS_API_ALLOCATION_KEY):
-            return Status.success()
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [API_ALLOCATION_UNSUPPORTED], NAME)
-
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """``Unreserve``: release the in-flight allocations of this Pod's claims (idempotent)."""
         try:
@@ -740,64 +766,232 @@ class DynamicResources:
             if entry[1] <= 0:
                 del self._in_flight[uid]
             s.allocations[i] = None
+        self._unreserve_api(s, pod)
         state.data.pop(NEEDS_API_ALLOCATION_KEY, None)
         state.data.pop(ALLOCATIONS_KEY, None)
+
+    # -- the binding cycle ---------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBindPreFlight``: Skip for a Pod without claims."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.claims:
+            return Status(Code.SKIP, [], NAME)
+        return Status.success()
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBind``: each claim not yet reserved for the Pod gets its allocation (from Reserve)
+        and the Pod's reservation written through the API (:func:`.binding.bind_claim`); then, if
+        an allocated device has binding conditions, wait for them (``bindingTimeout``). Without an
+        API client (offline) the same effect is applied to the in-memory objects."""
+        try:
+            s: DRAState = state.read(STATE_KEY)
+        except KeyError:
+            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        if not s.claims:
+            return Status.success()
+        client = self.handle.client if self.handle is not None else None
+        if client is None:
+            simulated_pre_bind(state, pod)
+            return Status.success()
+        pod_ref = {"resource": "pods", "name": pod.name, "uid": pod.uid}
+        for i, claim in enumerate(s.claims):
+            if _reserved_for(claim, pod.uid):
+                continue
+            ext = i >= s.num_user
+            if ext and s.allocations[i] is None and not _requests(claim):
+                continue
+            try:
+                if ext and _meta(claim).get("name") == SPECIAL_CLAIM_NAME:
+                    claim = await self._create_extended_claim(client, s, claim, pod, node_name)
+                s.claims[i] = await bind_claim(client, claim, s.allocations[i], pod_ref)
+                if ext:
+                    await self._patch_extended_status(client, s, s.claims[i], pod, node_name)
+            except BindingError as exc:
+                return Status.error(str(exc), NAME)
+            s.reserved.add(i)
+        if has_binding_conditions(s.claims):
+            events = self.handle.events if self.handle is not None else None
+            await record_pending(events, pod.pod, node_name)
+            try:
+                s.claims = await wait_for_binding_conditions(
+                    s.claims, self.handle.objects if self.handle is not None else None, self.binding_timeout,
+                    self.binding_poll)
+            except BindingError as exc:
+                return Status.error(str(exc), NAME)
+        return Status.success()
+
+    async def _create_extended_claim(self, client: APIClient, s: DRAState, special: Obj, pod: PodInfo,
+                                     node_name: str) -> Obj:
+        """``createExtendedResourceClaimInAPI``: the node's special claim created under the generated
+        name ``<pod>-extended-resources-*``; the in-flight entry moves to the created claim's UID.
+
+        Raises:
+            BindingError: no special claim for the node, or the API refused the claim.
+        """
+        node_claim = s.node_ext.get(node_name)
+        if node_claim is None:
+            raise BindingError(f"extended resource claim not found for node {node_name}")
+        meta = dict(_meta(node_claim[0]))
+        body: Obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                     "metadata": {k: v for k, v in meta.items() if k not in ("name", "uid", "resourceVersion")},
+                     "spec": copy.deepcopy(node_claim[0].get("spec") or {})}
+        body["metadata"]["generateName"] = f"{pod.name}-extended-resources-"
+        try:
+            created = await client.create(claim_path(pod.namespace), body)
+        except APIError as exc:
+            raise BindingError(f"create claim for extended resources {pod.namespace}/: {exc.message}") from exc
+        s.created_ext = created
+        entry = self._in_flight.pop(_uid(special), None)
+        if entry is not None:
+            allocated = copy.deepcopy(created)
+            allocated["status"] = {"allocation": _allocation(entry[0])}
+            self._in_flight[_uid(created)] = [allocated, entry[1]]
+        return created
+
+    async def _patch_extended_status(self, client: APIClient, s: DRAState, claim: Obj, pod: PodInfo,
+                                     node_name: str) -> None:
+        """``patchPodExtendedResourceClaimStatus``: the Pod's ``status.extendedResourceClaimStatus``
+        names the claim and maps each container's extended resource to its request.
+
+        Raises:
+            BindingError: no mappings for the node, or the API refused the patch.
+        """
+        mappings = s.node_ext.get(node_name, (None, []))[1]
+        if not mappings:
+            raise BindingError(f"nil or empty request mappings, no update of pod {pod.namespace}/{pod.name} "
+                               f"ExtendedResourceClaimStatus")
+        patch = {"status": {"extendedResourceClaimStatus": {"requestMappings": mappings,
+                                                            "resourceClaimName": _meta(claim).get("name")}}}
+        try:
+            await client.patch(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status", patch,
+                               content_type="application/strategic-merge-patch+json")
+        except APIError as exc:
+            raise BindingError(f"update pod {pod.namespace}/{pod.name} ExtendedResourceClaimStatus: "
+                               f"{exc.message}") from exc
+
+    def _unreserve_api(self, s: DRAState, pod: PodInfo) -> None:
+        """``Unreserve``'s API part: take the Pod's reservation back from the claims PreBind
+        reserved (a background task; failures are logged, as upstream)."""
+        client = self.handle.client if self.handle is not None else None
+        created, s.created_ext = s.created_ext, None
+        claims = [s.claims[i] for i in sorted(s.reserved) if s.claims[i] is not created]
+        s.reserved.clear()
+        if client is None or not (claims or created):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+
+        async def patch_all() -> None:
+            for claim in claims:
+                meta = _meta(claim)
+                try:
+                    await client.patch(claim_path(str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                                                  "status"), unreserve_patch(claim, pod.uid),
+                                       content_type="application/strategic-merge-patch+json")
+                except APIError as exc:
+                    log.error("unreserve resourceclaim=%s: %s", claim_ref(claim), exc)
+            if created is not None:
+                # ``unreserveExtendedResourceClaim`` / ``deleteClaim``: the finalizer off, then delete.
+                meta = _meta(created)
+                ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+                try:
+                    await client.patch(claim_path(ns, name), {"metadata": {"finalizers": None}})
+                    await client.delete(claim_path(ns, name), uid=_uid(created))
+                except APIError as exc:
+                    log.error("delete resourceclaim=%s: %s", claim_ref(created), exc)
+                self._in_flight.pop(_uid(created), None)
+
+        task = loop.create_task(patch_all())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def in_flight_claims(self) -> list[str]:
         """``namespace/name`` of the claims whose allocation is in flight (Reserved, not yet written)."""
         return sorted(claim_ref(entry[0]) for entry in self._in_flight.values())
 
 
+RequestMapping = dict[str, str]
+"""A ``ContainerExtendedResourceRequest``: ``{"containerName", "resourceName", "requestName"}``."""
+
+
 def _container_request(index: int, container: Obj, resource: str, class_name: str,
-                        reusable: list[Obj | None]) -> Obj | None:
+                        reusable: list[Obj | None]) -> tuple[Obj | None, list[RequestMapping]]:
     """``createResourceRequestAndMappings``: the device request of one container for ``resource``
     (named ``container-<index>-request-<position of resource in the sorted request names>``), less
-    what ``reusable`` requests of later long-lived containers already provide; None if none needed."""
+    what ``reusable`` requests of later long-lived containers already provide (None if they
+    provide it all), and the container's mappings to the requests that serve it."""
     creqs = (container.get("resources") or {}).get("requests") or {}
     if not isinstance(creqs, dict) or resource not in creqs:
-        return None
+        return None, []
     q = qty.parse(creqs[resource])
     if q != q.to_integral_value() or q == 0:
-        return None
+        return None, []
     crq = int(q)
+    cname = str(container.get("name") or "")
+    mappings: list[RequestMapping] = []
     total = 0
     for r in reusable:
         if r is not None:
             total += int(r["exactly"]["count"])
+            mappings.append({"containerName": cname, "resourceName": resource, "requestName": str(r["name"])})
             if total >= crq:
-                return None
+                return None, mappings
     ridx = sorted(str(k) for k in creqs).index(resource)
-    return {"name": f"container-{index}-request-{ridx}",
-            "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": crq - total}}
+    name = f"container-{index}-request-{ridx}"
+    mappings.append({"containerName": cname, "resourceName": resource, "requestName": name})
+    return ({"name": name,
+             "exactly": {"deviceClassName": class_name, "allocationMode": "ExactCount", "count": crq - total}},
+            mappings)
 
 
-def _extended_resource_requests(spec: Obj, resources: dict[str, int], resolver: DeviceClassResolver) -> list[Obj]:
+def _extended_resource_requests(spec: Obj, resources: dict[str, int],
+                                resolver: DeviceClassResolver) -> tuple[list[Obj], list[RequestMapping]]:
     """``createRequestsAndMappings``: the device requests of the special claim for the extended
     resources the node must provide through DRA: one per long-lived container (regular and sidecar
-    init containers) plus the largest one of the short-lived init containers, sorted by name."""
+    init containers) plus the largest one of the short-lived init containers, sorted by name; and
+    the containers' request mappings (short-lived ones pointing at that largest request)."""
     inits = [c for c in spec.get("initContainers") or [] if isinstance(c, dict)]
     containers = inits + [c for c in spec.get("containers") or [] if isinstance(c, dict)]
     long_lived = [i for i, c in enumerate(containers) if i >= len(inits) or c.get("restartPolicy") == "Always"]
     short_lived = [i for i in range(len(inits)) if i not in long_lived]
     out: list[Obj] = []
+    mappings: list[RequestMapping] = []
     for resource in sorted(resources):
         dc = resolver.get(resource)
         if dc is None:
             continue
         class_name = str(_meta(dc).get("name") or "")
         long_reqs: list[Obj | None] = [None] * len(containers)
+        long_maps: list[RequestMapping] = []
         for i in long_lived:
-            long_reqs[i] = _container_request(i, containers[i], resource, class_name, [])
+            long_reqs[i], m = _container_request(i, containers[i], resource, class_name, [])
+            long_maps += m
         biggest: Obj | None = None
+        short_names: set[str] = set()
+        short_maps: list[RequestMapping] = []
         for i in short_lived:
-            r = _container_request(i, containers[i], resource, class_name, long_reqs[i:])
-            if r is not None and (biggest is None or biggest["exactly"]["count"] < r["exactly"]["count"]):
-                biggest = r
+            r, m = _container_request(i, containers[i], resource, class_name, long_reqs[i:])
+            short_maps += m
+            if r is not None:
+                short_names.add(str(r["name"]))
+                if biggest is None or biggest["exactly"]["count"] < r["exactly"]["count"]:
+                    biggest = r
+        if biggest is not None and len(short_names) > 1:
+            short_names.discard(str(biggest["name"]))
+            for sm in short_maps:
+                if sm["requestName"] in short_names:
+                    sm["requestName"] = str(biggest["name"])
         if biggest is not None:
             out.append(biggest)
         out.extend(r for r in long_reqs if r is not None)
+        mappings += long_maps + short_maps
     out.sort(key=lambda r: str(r["name"]))
-    return out
+    return out, mappings
 
 
 def simulated_pre_bind(state: CycleState, pod: PodInfo) -> list[str]:

@@ -13,10 +13,21 @@ from the pools sorted by (driver, pool), slices sorted by name, devices in slice
 ``firstAvailable`` subrequests are tried in priority order; combinations (not permutations) of
 devices within one request. The first full solution wins.
 
-What py-scheduler does not allocate (the device is skipped and, when nothing else fits, the node is
-rejected with a reason naming the feature, see :attr:`Allocator.skipped_features`): devices that
-consume counters (partitionable devices), devices that allow multiple allocations or have capacity
-request policies (consumable capacity), devices with binding conditions or ``bindsToNode``.
+v1.37's default DRA features are modelled as upstream's incubating variant does:
+
+* partitionable devices (DRAPartitionableDevices): counter sets published in ``sharedCounters``
+  slices of the pool, devices consuming them through ``consumesCounters`` (MIG profiles carved
+  from one physical GPU); counters already consumed by allocated devices anywhere in the pool
+  (also in slices that do not target the node) are subtracted once per Allocator
+  (``checkAvailableCounters``), those of the devices being allocated per run;
+* consumable capacity (DRAConsumableCapacity, with DRAFractionalCapacityRange): a device with
+  ``allowMultipleAllocations`` may be allocated to several claims, each result carrying a
+  ``shareID`` and the ``consumedCapacity`` computed from the request and the capacity's
+  ``requestPolicy`` (default, valid values, valid range with step), see :mod:`.capacity`;
+* admin access (DRAAdminAccess): such a request may take devices in use, and its results are not
+  counted as allocated;
+* binding conditions (DRADeviceBindingConditions): pools with such devices are tried last and the
+  results carry ``bindingConditions`` / ``bindingFailureConditions``.
 
 Objects are plain resource.k8s.io/v1 JSON dicts. Device IDs are ``(driver, pool, device)``.
 """
@@ -25,10 +36,20 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
+from py_scheduler.framework import quantity as qty
+from py_scheduler.plugins.dynamic_resources.capacity import (
+    CapacityError,
+    consumed_from_request,
+    fits_capacity,
+    format_quantity,
+    request_amounts,
+)
 from py_scheduler.plugins.helpers import cel
 from py_scheduler.plugins.helpers.node_selector import NodeSelector
 
@@ -39,6 +60,7 @@ __all__ = [
     "Allocator",
     "DeviceID",
     "FailedAllocationOnNode",
+    "apply_taint_rules",
     "claim_ref",
     "node_matches",
 ]
@@ -54,9 +76,6 @@ ALLOCATION_RESULTS_MAX_SIZE = 32
 MODE_EXACT_COUNT = "ExactCount"
 MODE_ALL = "All"
 
-FEATURE_PARTITIONABLE = "partitionable devices (consumesCounters)"
-FEATURE_CONSUMABLE_CAPACITY = "consumable capacity (allowMultipleAllocations / capacity requestPolicy)"
-FEATURE_BINDING_CONDITIONS = "device binding conditions (bindingConditions / bindsToNode)"
 
 
 class AllocationError(Exception):
@@ -103,6 +122,48 @@ def node_matches(node: Mapping[str, Any] | None, node_name: str, all_nodes: bool
     return False
 
 
+def apply_taint_rules(slices: list[Obj], rules: Iterable[Mapping[str, Any]]) -> list[Obj]:
+    """DeviceTaintRules (GA in v1.37) applied to the slices the allocator sees, as the scheduler's
+    ResourceSlice tracker does (``resourceslice/tracker/tracker.go`` ``applyPatches``): a rule's
+    taint is appended to every device its selector (driver, pool, device; each optional, no
+    selector: no device) matches. Slices no rule touches are returned as they are (not copied)."""
+    rules = [r for r in rules if isinstance(r, Mapping)]
+    if not rules:
+        return slices
+    out: list[Obj] = []
+    for sl in slices:
+        spec = sl.get("spec") if isinstance(sl.get("spec"), Mapping) else None
+        if spec is None:
+            out.append(sl)
+            continue
+        patched: Obj | None = None
+        for rule in rules:
+            rspec = rule.get("spec")
+            if not isinstance(rspec, Mapping):
+                continue
+            sel = rspec.get("deviceSelector")
+            taint = rspec.get("taint")
+            if not isinstance(sel, Mapping) or not isinstance(taint, Mapping):
+                continue
+            if sel.get("driver") is not None and sel.get("driver") != spec.get("driver"):
+                continue
+            pool = spec.get("pool") if isinstance(spec.get("pool"), Mapping) else {}
+            if sel.get("pool") is not None and sel.get("pool") != pool.get("name"):
+                continue
+            for i, d in enumerate(spec.get("devices") or []):
+                if not isinstance(d, Mapping):
+                    continue
+                if sel.get("device") is not None and sel.get("device") != d.get("name"):
+                    continue
+                if patched is None:
+                    patched = {**sl, "spec": {**spec, "devices": list(spec.get("devices") or [])}}
+                dev = dict(patched["spec"]["devices"][i])
+                dev["taints"] = [*(dev.get("taints") or []), dict(taint)]
+                patched["spec"]["devices"][i] = dev
+        out.append(patched if patched is not None else sl)
+    return out
+
+
 # -- slices and pools --------------------------------------------------------------------------
 @dataclass(slots=True)
 class _Slice:
@@ -117,6 +178,7 @@ class _Slice:
     per_device: bool
     shared_counters: bool
     devices: list[Obj]
+    counter_sets: list[Obj] = field(default_factory=list)
 
     @classmethod
     def parse(cls, obj: Mapping[str, Any]) -> _Slice | None:
@@ -143,6 +205,7 @@ class _Slice:
             per_device=bool(spec.get("perDeviceNodeSelection")),
             shared_counters=bool(spec.get("sharedCounters")),
             devices=[d for d in devices if isinstance(d, dict)],
+            counter_sets=[c for c in spec.get("sharedCounters") or [] if isinstance(c, dict)],
         )
 
     def uses_compatibility_groups(self) -> bool:
@@ -162,6 +225,8 @@ class _Pool:
     invalid: bool = False
     invalid_reason: str = ""
     slices: list[_Slice] = field(default_factory=list)
+    slices_not_targeting: list[_Slice] = field(default_factory=list)
+    counter_sets: dict[str, dict[str, Decimal]] = field(default_factory=dict)
 
     @property
     def pool_id(self) -> str:
@@ -230,18 +295,78 @@ def gather_pools(slices_for_node: Iterable[_Slice], node: Mapping[str, Any],
     return result + with_binding
 
 
-def _build_pool(driver: str, pool: str, slices: list[_Slice], _all: list[_Slice] | None) -> _Pool:
-    """``buildPool``: device slices sorted by name (counter-set slices carry no devices to
-    allocate); duplicate device names make the pool invalid."""
-    device_slices = sorted((s for s in slices if not s.shared_counters), key=lambda s: s.name)
-    names: set[str] = set()
+def _build_pool(driver: str, pool: str, slices: list[_Slice], all_for_pool: list[_Slice] | None) -> _Pool:
+    """``buildPool``: device slices sorted by name; slices with ``sharedCounters`` are counter sets,
+    not devices; with ``all_for_pool`` (the pool did not lie wholly on the node) the pool's other
+    slices count too: their counter sets, and their devices for the counters allocated devices
+    consume. Duplicate device names, duplicate counter sets and devices consuming unknown counters
+    make the pool invalid (``InvalidReason`` as upstream)."""
+    ordered = sorted(slices, key=lambda s: s.name)
+    device_slices = [s for s in ordered if not s.shared_counters]
+    counter_slices = [s for s in ordered if s.shared_counters]
+    not_targeting: list[_Slice] = []
+    if all_for_pool is not None and len(slices) < len(all_for_pool):
+        names = {s.name for s in slices}
+        for s in all_for_pool:
+            if s.name in names:
+                continue
+            (counter_slices if s.shared_counters else not_targeting).append(s)
+    seen: set[str] = set()
     for s in device_slices:
         for d in s.devices:
             n = str(d.get("name") or "")
-            if n in names:
+            if n in seen:
                 return _Pool(driver, pool, invalid=True, invalid_reason=f"duplicate device name {n}")
-            names.add(n)
-    return _Pool(driver, pool, slices=device_slices)
+            seen.add(n)
+    counter_sets: dict[str, dict[str, Decimal]] = {}
+    for s in counter_slices:
+        for cs in s.counter_sets:
+            cname = str(cs.get("name") or "")
+            if cname in counter_sets:
+                return _Pool(driver, pool, invalid=True, invalid_reason=f"duplicate counter set name {cname}")
+            counter_sets[cname] = _counters(cs.get("counters"))
+    for group in (device_slices, not_targeting):
+        reason = _validate_counter_consumption(counter_sets, group)
+        if reason:
+            return _Pool(driver, pool, invalid=True, invalid_reason=reason)
+    return _Pool(driver, pool, slices=device_slices, slices_not_targeting=not_targeting, counter_sets=counter_sets)
+
+
+def _counters(raw: object) -> dict[str, Decimal]:
+    """``map[string]Counter`` -> name -> value (a malformed value counts as 0; API validation
+    prevents it)."""
+    out: dict[str, Decimal] = {}
+    if not isinstance(raw, Mapping):
+        return out
+    for name, c in raw.items():
+        v = c.get("value") if isinstance(c, Mapping) else None
+        try:
+            out[str(name)] = qty.parse(v)
+        except qty.QuantityError:
+            out[str(name)] = Decimal(0)
+    return out
+
+
+def _validate_counter_consumption(counter_sets: Mapping[str, Mapping[str, Decimal]], slices: list[_Slice]) -> str:
+    """``validateDeviceCounterConsumption``: every consumed counter exists in its set ('' when so)."""
+    for s in slices:
+        for d in s.devices:
+            for use in d.get("consumesCounters") or []:
+                if not isinstance(use, Mapping):
+                    continue
+                cset = str(use.get("counterSet") or "")
+                if cset not in counter_sets:
+                    return f"counter set {cset} not found"
+                for cname in use.get("counters") or {}:
+                    if cname not in counter_sets[cset]:
+                        return f"counter {cname} not found in counter set {cset}"
+    return ""
+
+
+def _consumption(device: Mapping[str, Any]) -> list[tuple[str, dict[str, Decimal]]]:
+    """A device's ``consumesCounters`` as (counter set, name -> value)."""
+    return [(str(use.get("counterSet") or ""), _counters(use.get("counters")))
+            for use in device.get("consumesCounters") or [] if isinstance(use, Mapping)]
 
 
 # -- requests ------------------------------------------------------------------------------------
@@ -257,7 +382,7 @@ class _Request:
     has_admin_access: bool
     selectors: list[Any]
     tolerations: list[Any]
-    capacity: Any
+    capacity: dict[str, Decimal] | None
     derived: Any
 
     @classmethod
@@ -281,7 +406,7 @@ class _Request:
             has_admin_access=admin is not None,
             selectors=list(m.get("selectors") or []),
             tolerations=[t for t in m.get("tolerations") or [] if isinstance(t, Mapping)],
-            capacity=m.get("capacity"),
+            capacity=request_amounts(m.get("capacity")),
             derived=m.get("derivedAttributes"),
         )
 
@@ -291,6 +416,7 @@ class _Candidate:
     id: DeviceID
     device: Obj
     slice: _Slice
+    pool: _Pool
 
 
 @dataclass(slots=True)
@@ -314,6 +440,9 @@ class _Result:
     device: Obj
     slice: _Slice
     tolerations: list[Any]
+    admin_access: bool = False
+    share_id: str | None = None
+    consumed_capacity: dict[str, Decimal] | None = None
 
     def request_name(self) -> str:
         return f"{self.parent}/{self.request}" if self.parent is not None else self.request
@@ -440,34 +569,34 @@ def _taint_prevents_allocation(device: Mapping[str, Any], request: _Request) -> 
     return False
 
 
-def _unsupported_feature(device: Mapping[str, Any]) -> str | None:
-    """The feature py-scheduler cannot allocate this device under, or None."""
-    if device.get("consumesCounters"):
-        return FEATURE_PARTITIONABLE
-    if device.get("allowMultipleAllocations"):
-        return FEATURE_CONSUMABLE_CAPACITY
-    for cap in (device.get("capacity") or {}).values():
-        if isinstance(cap, Mapping) and cap.get("requestPolicy") is not None:
-            return FEATURE_CONSUMABLE_CAPACITY
-    if device.get("bindingConditions") or device.get("bindsToNode"):
-        return FEATURE_BINDING_CONDITIONS
-    return None
-
-
 # -- the allocator -------------------------------------------------------------------------------
 class Allocator:
     """``structured.Allocator`` for one scheduling cycle (built in PreFilter, used by every Filter).
 
     Args:
-        allocated: device IDs already allocated to some claim (``AllocatedDevices``).
+        allocated: device IDs dedicated to some claim (``AllocatedState.AllocatedDevices``).
         classes: DeviceClass name -> object.
         slices: every ResourceSlice (JSON).
         cel_cache: shared ``(expression, device id) -> bool`` memo for this cycle.
+        shared: device IDs allocated as shares of a multi-allocatable device
+            (``AllocatedSharedDeviceIDs`` without the share IDs).
+        capacity: device ID -> capacity name -> amount consumed by allocated shares
+            (``AggregatedCapacity``).
+        fractional_capacity: the DRAFractionalCapacityRange gate (on in v1.37).
     """
 
     def __init__(self, allocated: set[DeviceID], classes: Mapping[str, Obj], slices: Iterable[Mapping[str, Any]],
-                 cel_cache: dict[tuple[str, DeviceID], bool] | None = None) -> None:
+                 cel_cache: dict[tuple[str, DeviceID], bool] | None = None, *,
+                 shared: set[DeviceID] | None = None,
+                 capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
+                 fractional_capacity: bool = True) -> None:
         self.allocated = allocated
+        self.shared: set[DeviceID] = shared or set()
+        self.capacity: Mapping[DeviceID, Mapping[str, Decimal]] = capacity or {}
+        self.fractional_capacity = fractional_capacity
+        self.available_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
+        """Pool -> counter set -> counter -> what allocated devices left (``availableCounters``),
+        computed once per Allocator: allocated devices do not change during a cycle."""
         self.classes = classes
         self.all_slices: list[_Slice] = []
         for obj in slices:
@@ -477,19 +606,20 @@ class Allocator:
                 continue
             self.all_slices.append(sl)
         self.on_node: dict[str, list[_Slice]] = {}
-        self.shared: list[_Slice] = []
+        self.shared_slices: list[_Slice] = []
         for sl in self.all_slices:
             if sl.node_name:
                 self.on_node.setdefault(sl.node_name, []).append(sl)
             else:
-                self.shared.append(sl)
+                self.shared_slices.append(sl)
         self.cel_cache: dict[tuple[str, DeviceID], bool] = cel_cache if cel_cache is not None else {}
         self._device_vars: dict[DeviceID, Any] = {}
 
     def allocate(self, node: Mapping[str, Any], claims: list[Obj],
                  deadline: float | None = None) -> tuple[list[Obj] | None, set[str]]:
         """``Allocator.Allocate``: one allocation result per claim (same order), or None when the
-        claims do not fit on ``node``; plus the unsupported features of devices that were skipped.
+        claims do not fit on ``node``; plus an empty set (formerly: features py-scheduler skipped;
+        kept for callers).
         ``deadline`` is a ``time.monotonic()`` instant (the Filter timeout).
 
         Raises:
@@ -524,10 +654,14 @@ class _Run:
         self.results: list[list[_Result]] = [[] for _ in claims]
         self.matches: dict[tuple[DeviceID, tuple[int, int, int]], bool] = {}
         self.skipped_features: set[str] = set()
+        self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
+        """Device -> capacity consumed by the shares allocated in this run (``allocatingCapacity``);
+        an entry, even empty, marks the device as shared in this run."""
 
     # -- setup ------------------------------------------------------------------------------
     def allocate(self) -> list[Obj] | None:
-        slices = self.a.on_node.get(self.node_name, []) + self.a.shared
+        slices = self.a.on_node.get(self.node_name, []) + self.a.shared_slices
         self.pools = gather_pools(slices, self.node, self.a.all_slices)
         for ci, claim in enumerate(self.claims):
             min_devices = 0
@@ -572,14 +706,88 @@ class _Run:
             results = []
             for r in self.results[ci]:
                 item: Obj = {"request": r.request_name(), "driver": r.id[0], "pool": r.id[1], "device": r.id[2]}
+                if r.admin_access:
+                    item["adminAccess"] = True
                 if r.tolerations:
                     item["tolerations"] = r.tolerations
+                if r.share_id is not None:
+                    item["shareID"] = r.share_id
+                if r.consumed_capacity:
+                    item["consumedCapacity"] = {k: format_quantity(v) for k, v in r.consumed_capacity.items()}
+                if r.device.get("bindingConditions"):
+                    item["bindingConditions"] = list(r.device.get("bindingConditions") or [])
+                    item["bindingFailureConditions"] = list(r.device.get("bindingFailureConditions") or [])
                 results.append(item)
             alloc: Obj = {"devices": {"results": results}}
+            config = self._configs(ci)
+            if config:
+                alloc["devices"]["config"] = config
             ns = self._node_selector(self.results[ci])
             if ns is not None:
                 alloc["nodeSelector"] = ns
             out.append(alloc)
+        return out
+
+    def _selected(self, ci: int, ri: int) -> _RequestData:
+        """The request data of request ``ri``: its selected subrequest for ``firstAvailable``."""
+        rd = self.request_data[(ci, ri, 0)]
+        if rd.parent is not None:
+            rd = self.request_data[(ci, ri, rd.selected_sub)]
+        return rd
+
+    def _configs(self, ci: int) -> list[Obj]:
+        """The ``devices.config`` of claim ``ci``'s AllocationResult (``Allocate``'s "Populate
+        configs"): each DeviceClass's configs once (``source: FromClass``) naming every request that
+        used the class, then the claim's own configs that apply to an allocated (sub)request
+        (``FromClaim``); a config whose requests cover every request of the claim names none."""
+        claim = self.claims[ci]
+        devices = (claim.get("spec") or {}).get("devices") or {}
+        requests = [r for r in devices.get("requests") or [] if isinstance(r, Mapping)]
+        out: list[Obj] = []
+        class_range: dict[str, tuple[int, int]] = {}
+        for ri in range(len(requests)):
+            rd = self._selected(ci, ri)
+            dc = rd.device_class
+            if dc is None:
+                continue
+            cname = str((dc.get("metadata") or {}).get("name") or "")
+            if cname in class_range:
+                a, b = class_range[cname]
+                for i in range(a, b):
+                    out[i]["requests"].append(rd.request_name())
+                continue
+            start = len(out)
+            for cfg in (dc.get("spec") or {}).get("config") or []:
+                if isinstance(cfg, Mapping):
+                    out.append({"source": "FromClass", "requests": [rd.request_name()],
+                                **{k: v for k, v in cfg.items() if k != "requests"}})
+            class_range[cname] = (start, len(out))
+
+        def selected_sub_name(ri: int) -> str | None:
+            rd = self.request_data[(ci, ri, 0)]
+            if rd.parent is None:
+                return None
+            return self._selected(ci, ri).request_name()
+
+        for cfg in devices.get("config") or []:
+            if not isinstance(cfg, Mapping):
+                continue
+            names = [str(n) for n in cfg.get("requests") or []]
+            body = {k: v for k, v in cfg.items() if k != "requests"}
+            if not names:
+                out.append({"source": "FromClaim", **body})
+                continue
+            for ri, req in enumerate(requests):
+                if str(req.get("name") or "") in names or selected_sub_name(ri) in names:
+                    out.append({"source": "FromClaim", "requests": list(names), **body})
+                    break
+        for item in out:
+            covered = item.get("requests")
+            if not covered:
+                continue
+            if all(str(req.get("name") or "") in covered or selected_sub_name(ri) in covered
+                   for ri, req in enumerate(requests)):
+                del item["requests"]
         return out
 
     def _validate(self, request: _Request, parent: str | None, key: tuple[int, int, int]) -> _RequestData:
@@ -616,8 +824,18 @@ class _Run:
                 for sl in pool.slices:
                     for d in sl.devices:
                         did = (sl.driver, sl.pool, str(d.get("name") or ""))
-                        if self._selectable(key, rd, sl, did, d):
-                            rd.all_devices.append(_Candidate(did, d, sl))
+                        if not self._selectable(key, rd, sl, did, d):
+                            continue
+                        # Static capacity only: what is left is checked in _allocate_device, so a
+                        # capacity-blocked matching device stays a candidate and "All" fails.
+                        try:
+                            ok = fits_capacity(None, request.capacity, d.get("capacity"), None,
+                                               self.a.fractional_capacity)
+                        except CapacityError as exc:
+                            raise AllocationError(f"claim {claim_ref(claim)}, request {rname}: checking capacity "
+                                                  f"for device {d.get('name') or ''}: {exc}") from exc
+                        if ok:
+                            rd.all_devices.append(_Candidate(did, d, sl, pool))
             rd.num_devices = len(rd.all_devices)
         else:
             raise AllocationError(f"claim {claim_ref(claim)}, request {rname}: unsupported count mode "
@@ -704,7 +922,9 @@ class _Run:
                         continue
                     if not self._selectable(key, rd, sl, did, d):
                         continue
-                    undo = self._allocate_device(ci, ri, si, _Candidate(did, d, sl), must=False)
+                    if not self._capacity_fits(claim, rd, did, d):
+                        continue
+                    undo = self._allocate_device(ci, ri, si, _Candidate(did, d, sl, pool), must=False)
                     if undo is None:
                         continue
                     try:
@@ -718,7 +938,74 @@ class _Run:
         return False
 
     def _in_use(self, did: DeviceID) -> bool:
+        """``deviceInUse``: dedicated to an allocated claim or to a claim of this run."""
         return did in self.a.allocated or bool(self.allocating.get(did))
+
+    def _capacity_in_use(self, did: DeviceID) -> bool:
+        """``deviceCapacityInUse``: some share of the device is allocated or being allocated."""
+        return did in self.a.capacity or did in self.a.shared or did in self.allocating_capacity
+
+    def _capacity_fits(self, claim: Obj, rd: _RequestData, did: DeviceID, d: Obj) -> bool:
+        """``allocator.CmpRequestOverCapacity``: the request fits what allocated and allocating
+        shares left of the device's capacity.
+
+        Raises:
+            AllocationError: an unrepresentable capacity amount (upstream's message).
+        """
+        try:
+            return fits_capacity(self.a.capacity.get(did), rd.request.capacity, d.get("capacity"),
+                                 self.allocating_capacity.get(did), self.a.fractional_capacity)
+        except CapacityError as exc:
+            raise AllocationError(f"claim {claim_ref(claim)}, request {rd.request.name}: checking capacity for "
+                                  f"device {'/'.join(did)}: {exc}") from exc
+
+    def _pool_available_counters(self, pool: _Pool) -> dict[str, dict[str, Decimal]]:
+        """The pool's counters minus what allocated devices consume (memoized on the Allocator)."""
+        key = (pool.driver, pool.pool)
+        avail = self.a.available_counters.get(key)
+        if avail is not None:
+            return avail
+        avail = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+        for group in (pool.slices, pool.slices_not_targeting):
+            for sl in group:
+                for d in sl.devices:
+                    did = (sl.driver, sl.pool, str(d.get("name") or ""))
+                    if not (did in self.a.allocated or did in self.a.shared or did in self.a.capacity):
+                        continue
+                    for cset, counters in _consumption(d):
+                        have = avail.get(cset)
+                        if have is None:
+                            continue
+                        for cname, v in counters.items():
+                            if cname in have:
+                                have[cname] -= v  # may go negative: no counters left
+        self.a.available_counters[key] = avail
+        return avail
+
+    def _reserve_counters(self, cand: _Candidate) -> bool:
+        """``checkAvailableCounters``: add the device's consumption to this run's and check that no
+        counter of the pool is exceeded (undone at once when one is)."""
+        avail = self._pool_available_counters(cand.pool)
+        consumed = self.consumed_counters.setdefault((cand.pool.driver, cand.pool.pool), {})
+        for cset, counters in _consumption(cand.device):
+            mine = consumed.setdefault(cset, {})
+            for cname, v in counters.items():
+                mine[cname] = mine.get(cname, Decimal(0)) + v
+        for cset, counters in avail.items():
+            mine = consumed.get(cset, {})
+            for cname, v in counters.items():
+                if v < mine.get(cname, Decimal(0)):
+                    self._release_counters(cand)
+                    return False
+        return True
+
+    def _release_counters(self, cand: _Candidate) -> None:
+        """``deallocateCountersForDevice``."""
+        consumed = self.consumed_counters.get((cand.pool.driver, cand.pool.pool), {})
+        for cset, counters in _consumption(cand.device):
+            mine = consumed.setdefault(cset, {})
+            for cname, v in counters.items():
+                mine[cname] = mine.get(cname, Decimal(0)) - v
 
     def _selectable(self, key: tuple[int, int, int], rd: _RequestData, sl: _Slice, did: DeviceID, d: Obj) -> bool:
         """``isSelectable``: class selectors, then request selectors, then per-device node selection."""
@@ -767,51 +1054,89 @@ class _Run:
         return True
 
     def _allocate_device(self, ci: int, ri: int, si: int, cand: _Candidate, must: bool) -> Callable[[], None] | None:
-        """``allocateDevice``: mark ``cand`` used if it is free, tolerated and satisfies the claim's
-        constraints; returns the rollback, or None when it cannot be used.
+        """``allocateDevice``: use ``cand`` for the request if it is free (or shareable), its
+        counters and capacity suffice, its taints are tolerated and the claim's constraints hold;
+        returns the rollback (``rollbackDevice``), or None when it cannot be used.
 
         Raises:
-            AllocationError: ``must`` and a constraint rejects the device.
+            AllocationError: ``must`` and a constraint rejects the device; a capacity amount that
+                cannot be represented.
         """
         rd = self.request_data[(ci, ri, si)]
         request = rd.request
         did = cand.id
-        if request.admin_access and ci in self.allocating.get(did, ()):
+        device = cand.device
+        multi = device.get("allowMultipleAllocations") is True
+        if not multi and request.admin_access and ci in self.allocating.get(did, ()):
             return None
         if not request.admin_access and self._in_use(did):
             return None
         base = rd.parent if rd.parent is not None else request.name
         sub = request.name if rd.parent is not None else None
-        if _taint_prevents_allocation(cand.device, request):
+
+        undo_steps: list[Callable[[], None]] = []
+
+        def rollback() -> None:
+            for step in reversed(undo_steps):
+                step()
+
+        # An allow-multiple device already shared has its counters accounted for already.
+        if not (multi and self._capacity_in_use(did)) and device.get("consumesCounters"):
+            if not self._reserve_counters(cand):
+                return None
+            undo_steps.append(lambda: self._release_counters(cand))
+        if _taint_prevents_allocation(device, request):
+            rollback()
             return None
-        added: list[_Constraint] = []
         for c in self.constraints[ci]:
-            if not c.add(base, sub, cand.device, did):
-                for a in reversed(added):
-                    a.remove(base, sub)
+            if not c.add(base, sub, device, did):
+                rollback()
                 if must:
                     raise AllocationError(
                         f"claim {claim_ref(self.claims[ci])}, request {request.name}: cannot add device "
                         f"{'/'.join(did)} because a claim constraint would not be satisfied")
                 return None
-            added.append(c)
-        feature = _unsupported_feature(cand.device)
-        if feature is not None:
-            # Upstream could use this device; py-scheduler cannot model it, so it is not a candidate.
-            for a in reversed(added):
-                a.remove(base, sub)
-            self.skipped_features.add(feature)
+            undo_steps.append(lambda c=c: c.remove(base, sub))  # type: ignore[misc]
+        if not multi:
+            self.allocating.setdefault(did, set()).add(ci)
+            undo_steps.append(lambda: self.allocating[did].discard(ci))
+        consumed: dict[str, Decimal] = {}
+        share_id: str | None = None
+        if not self._capacity_fits(self.claims[ci], rd, did, device):
+            rollback()
             return None
-        self.allocating.setdefault(did, set()).add(ci)
-        self.results[ci].append(_Result(request.name, rd.parent, did, cand.device, cand.slice,
-                                        list(request.tolerations)))
+        if multi:
+            try:
+                consumed = consumed_from_request(request.capacity, device.get("capacity"),
+                                                 self.a.fractional_capacity)
+            except CapacityError as exc:
+                rollback()
+                raise AllocationError(f"claim {claim_ref(self.claims[ci])}, request {request.name}: computing "
+                                      f"consumed capacity for device {'/'.join(did)}: {exc}") from exc
+            share_id = str(uuid.uuid4())
+            existed = did in self.allocating_capacity
+            entry = self.allocating_capacity.setdefault(did, {})
+            for k, v in consumed.items():
+                entry[k] = entry.get(k, Decimal(0)) + v
+
+            def release_capacity() -> None:
+                cur = self.allocating_capacity.get(did, {})
+                for k, v in consumed.items():
+                    cur[k] = cur.get(k, Decimal(0)) - v
+                    if cur[k] == 0:
+                        del cur[k]
+                if not cur and not existed:
+                    self.allocating_capacity.pop(did, None)
+
+            undo_steps.append(release_capacity)
+        self.results[ci].append(_Result(request.name, rd.parent, did, device, cand.slice, list(request.tolerations),
+                                        admin_access=request.admin_access, share_id=share_id,
+                                        consumed_capacity=consumed or None))
         n = len(self.results[ci])
 
         def undo() -> None:
             del self.results[ci][n - 1:]
-            self.allocating[did].discard(ci)
-            for a in reversed(added):
-                a.remove(base, sub)
+            rollback()
 
         return undo
 

@@ -29,6 +29,44 @@ class FakeKube:
         self.watch_feeds: dict[str, asyncio.Queue[Any]] = {}
         self.watch_calls: list[tuple[str, dict[str, Any]]] = []
         self.list_calls: list[str] = []
+        self.objects: dict[str, Obj] = {}
+        """API path -> object, for :meth:`request` (what PreBind plugins read and write)."""
+
+    # generic requests (KubeAPIClient): GET / PUT with resourceVersion precondition (a status
+    # subresource replaces only the status) / merge PATCH / DELETE on ``objects``
+    def put_object(self, path: str, obj: Obj) -> None:
+        stored = copy.deepcopy(obj)
+        self._rv += 1
+        stored.setdefault("metadata", {})["resourceVersion"] = str(self._rv)
+        self.objects[path] = stored
+
+    async def request(self, method: str, path: str, *, body: Any = None, fence: Any = None, **_: Any) -> Any:
+        if fence is not None and method != "GET":
+            fence()
+        self.calls.append((method.lower(), path))
+        base = path.removesuffix("/status")
+        cur = self.objects.get(base)
+        if method == "GET":
+            if cur is None:
+                raise NotFound(404, "NotFound", path)
+            return copy.deepcopy(cur)
+        if cur is None:
+            raise NotFound(404, "NotFound", path)
+        if method == "PUT":
+            if body["metadata"].get("resourceVersion") != cur["metadata"]["resourceVersion"]:
+                raise Conflict(409, "Conflict", "the object has been modified")
+            new = copy.deepcopy(cur)
+            if path.endswith("/status"):
+                new["status"] = copy.deepcopy(body.get("status"))
+            else:
+                new["metadata"] = copy.deepcopy(body["metadata"])
+                new["spec"] = copy.deepcopy(body.get("spec"))
+            self.put_object(base, new)
+            return copy.deepcopy(self.objects[base])
+        if method == "DELETE":
+            del self.objects[base]
+            return {}
+        raise NotImplementedError(method)
 
     # pods
     async def bind(self, namespace: str, name: str, uid: str, node: str, annotations: Any = None,

@@ -5,12 +5,12 @@ the GPU gauges of the Housekeeping tick."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from py_scheduler.app import metrics as m
 from py_scheduler.app.loop import Housekeeping
 from py_scheduler.framework.types import PodInfo
-from py_scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
 from py_scheduler.queue.scheduling_queue import BACKOFF_Q
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
@@ -132,11 +132,33 @@ async def test_bound_claim_schedules_on_the_volume_node() -> None:
 
 
 # -- DynamicResources ----------------------------------------------------------------------------------
-async def test_claim_needing_allocation_fails_at_pre_bind_unreserved_and_never_binds() -> None:
-    """DynamicResources' PreBind refuses claims it would have to write (not implemented yet): the
-    binding cycle fails after Permit, so the Pod is nominated to the node first (upstream's
-    NominatedNodeNameForExpectation), then unreserved, forgotten and sent to backoff (a PreBind
-    rejection is no FitError: no rejector plugins), with the plugin's reason as the message."""
+async def test_claim_needing_allocation_is_written_at_pre_bind_then_bound() -> None:
+    """DynamicResources' PreBind writes the claim (finalizer, then allocation and reservation
+    through the status subresource) before DefaultBinder binds the Pod."""
+    h = Harness()
+    h.node("n1")
+    h.cache.objects.upsert("DeviceClass", dra.dclass("gpu", [f'device.driver == "{dra.G}"']))
+    h.cache.objects.upsert("ResourceSlice", dra.rslice("s1", dra.G, "p1", node="n1", devices=[dra.dev("g0")]))
+    path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c"
+    h.kube.put_object(path, dra.claim("c", [{"name": "r", "exactly": dra.ex()}]))
+    h.cache.objects.upsert("ResourceClaim", copy.deepcopy(h.kube.objects[path]))  # the informer's copy
+    h.pod("a", resourceClaims=dra.uses("c"))
+    await h.cycle()
+    assert _binds(h) == [("default/a", "n1")] and _failed(h, "a") == []
+    stored = h.kube.objects[path]
+    assert stored["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    assert stored["status"]["allocation"]["devices"]["results"] == [
+        {"request": "r", "driver": dra.G, "pool": "p1", "device": "g0"}]
+    assert stored["status"]["reservedFor"] == [{"resource": "pods", "name": "a", "uid": "uid-a"}]
+    writes = [c for c in h.kube.calls if c[0] in ("put", "bind")]
+    assert [w[0] for w in writes] == ["put", "put", "bind"]  # finalizer, status, then the Binding
+    # Until the informer shows the write, the devices stay in flight (never offered twice).
+    assert h.fw.plugins["DynamicResources"].in_flight_claims() == ["default/c"]
+
+
+async def test_claim_write_refused_unreserves_and_never_binds() -> None:
+    """A claim the API no longer has: PreBind fails with upstream's message, the binding cycle
+    unreserves (devices released), forgets the Pod and sends it to backoff."""
     h = Harness()
     h.node("n1")
     h.cache.objects.upsert("DeviceClass", dra.dclass("gpu", [f'device.driver == "{dra.G}"']))
@@ -145,13 +167,9 @@ async def test_claim_needing_allocation_fails_at_pre_bind_unreserved_and_never_b
     h.pod("a", resourceClaims=dra.uses("c"))
     await h.cycle()
     assert _binds(h) == []
-    assert _failed(h, "a") == [API_ALLOCATION_UNSUPPORTED]
-    assert h.kube.status_patches[0][1] == {"status": {"nominatedNodeName": "n1"}}
-    last = h.kube.status_patches[-1][1]["status"]
-    assert last["conditions"][0]["reason"] == "Unschedulable"
+    (message,) = _failed(h, "a")
+    assert message.startswith("running PreBind plugin \"DynamicResources\": add finalizer to claim default/c: ")
     assert h.fw.plugins["DynamicResources"].in_flight_claims() == []  # Unreserve released the devices
-    qpi = h.queue.get("default", "a")
-    assert qpi is not None and qpi.unschedulable_plugins == frozenset()
     assert h.queue.where("default", "a") == BACKOFF_Q
     assert h.cache.pod_count() == 0
 

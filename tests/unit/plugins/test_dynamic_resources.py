@@ -1,5 +1,6 @@
 """DynamicResources (DRA): PreFilter / Filter / Score / Reserve against upstream's verdicts, the
-allocator's search order and limits, the CEL environment, unsupported features, malformed input.
+allocator's search order and limits, the CEL environment, malformed input (v1.37's default DRA
+features: test_dra_features.py).
 
 The ``ORACLE`` expectations below were produced by upstream's own v1.37.2 framework (the Go parity
 oracle, ``tests/e2e/testbed/oracle``) on exactly the scenarios of ``CASES``; the numbers and reason
@@ -530,34 +531,7 @@ def test_post_filter_names_the_claim_upstream_would_deallocate() -> None:
                                   "supported by py-scheduler yet")
 
 
-# -- unsupported features and malformed input ---------------------------------------------------------
-@pytest.mark.parametrize(("extra", "feature"), [
-    ({"adminAccess": True}, "admin access (request r of claim default/c)"),
-    ({"capacity": {"requests": {"memory": "1Gi"}}}, "consumable capacity (capacity requests in request r of claim "
-                                                     "default/c)"),
-])
-def test_unsupported_request_features_are_unresolvable(extra: Obj, feature: str) -> None:
-    objs = [*BASE, claim("c", [{"name": "r", "exactly": ex(**extra)}]), pod("p", uses("c"))]
-    res = schedule(objs)[0]
-    assert res.selected is None and res.unresolvable
-    assert res.filtered["a"] == [f"DynamicResources: {feature} is not supported by py-scheduler"]
-
-
-@pytest.mark.parametrize(("device", "feature"), [
-    (dev("g0", allowMultipleAllocations=True), "consumable capacity"),
-    (dev("g0", consumesCounters=[{"counterSet": "s", "counters": {"mem": {"value": "1Gi"}}}]), "partitionable"),
-    (dev("g0", bindingConditions=["ready"], bindingFailureConditions=["failed"]), "binding conditions"),
-])
-def test_unsupported_devices_are_skipped_with_a_reason(device: Obj, feature: str) -> None:
-    objs = [*BASE[:4], rslice("s-a", G, "pa", node="a", devices=[device]),
-            rslice("s-b", G, "pb", node="b", devices=[dev("g0")]),
-            claim("c", [{"name": "r", "exactly": ex()}]), pod("p", uses("c"))]
-    res = schedule(objs)[0]
-    assert res.feasible == ["b"]
-    assert feature in res.filtered["a"][0] and "is not supported by py-scheduler" in res.filtered["a"][0]
-    assert res.filtered["c"] == ["cannot allocate all claims"]
-
-
+# -- malformed input ---------------------------------------------------------------------------------
 def test_malformed_resource_claims_field_rejects_only_that_pod() -> None:
     bad = pod("p")
     bad["spec"]["resourceClaims"] = {"name": "x"}

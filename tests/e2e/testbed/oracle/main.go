@@ -88,6 +88,10 @@ type result struct {
 	// Reserve is the message of a failed Reserve (the Pod was selected, then
 	// unreserved and forgotten).
 	Reserve *string `json:"reserve,omitempty"`
+	// Allocations are the AllocationResults DynamicResources' Reserve made for
+	// the Pod's claims (namespace/name -> result; upstream's pending
+	// allocations, what PreBind would write into status.allocation).
+	Allocations map[string]*resourceapi.AllocationResult `json:"allocations,omitempty"`
 }
 
 // deleted records the Pods deleted through the fake client (preemption victims).
@@ -188,8 +192,14 @@ func run() error {
 		return err
 	}
 	claimCache := assumecache.NewAssumeCache(logger, factory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
+	// As pkg/scheduler/scheduler.go with v1.37.2's default gates (DRADeviceTaintRules,
+	// DRAConsumableCapacity): DeviceTaintRules patch the slices the allocator sees.
 	tracker, err := resourceslicetracker.StartTracker(ctx, resourceslicetracker.Options{
-		SliceInformer: factory.Resource().V1().ResourceSlices(), KubeClient: client,
+		EnableDeviceTaintRules:   true,
+		EnableConsumableCapacity: true,
+		SliceInformer:            factory.Resource().V1().ResourceSlices(),
+		TaintInformer:            factory.Resource().V1().DeviceTaintRules(),
+		KubeClient:               client,
 	})
 	if err != nil {
 		return err
@@ -252,6 +262,11 @@ func run() error {
 			wantClaims++
 			if c.Status.Allocation != nil {
 				for _, r := range c.Status.Allocation.Devices.Results {
+					// Admin-access results and shares of a multi-allocatable device are not
+					// dedicated devices: the DRA manager does not list them as allocated.
+					if (r.AdminAccess != nil && *r.AdminAccess) || r.ShareID != nil {
+						continue
+					}
 					wantDevices.Insert(r.Driver + "/" + r.Pool + "/" + r.Device)
 				}
 			}
@@ -320,6 +335,8 @@ func run() error {
 				}
 				msg := st.Message()
 				res.Reserve = &msg
+			} else {
+				res.Allocations = pendingAllocations(draManager, others, pod)
 			}
 			nom.delete(pod.UID)
 		case res.Error != nil:
@@ -628,4 +645,28 @@ func schedule(ctx context.Context, fw framework.Framework, snapshot *internalcac
 	}
 	res.Selected = best
 	return res, state, nil, nil
+}
+
+// pendingAllocations returns the allocations DynamicResources' Reserve left
+// pending for the claims the Pod references by name (nil when none).
+func pendingAllocations(dm fwk.SharedDRAManager, others []runtime.Object, pod *v1.Pod) map[string]*resourceapi.AllocationResult {
+	var out map[string]*resourceapi.AllocationResult
+	for _, rc := range pod.Spec.ResourceClaims {
+		if rc.ResourceClaimName == nil {
+			continue
+		}
+		for _, o := range others {
+			c, ok := o.(*resourceapi.ResourceClaim)
+			if !ok || c.Namespace != pod.Namespace || c.Name != *rc.ResourceClaimName {
+				continue
+			}
+			if a := dm.ResourceClaims().GetPendingAllocation(c.UID); a != nil {
+				if out == nil {
+					out = map[string]*resourceapi.AllocationResult{}
+				}
+				out[c.Namespace+"/"+c.Name] = a
+			}
+		}
+	}
+	return out
 }

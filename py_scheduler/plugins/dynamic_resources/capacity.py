@@ -1,0 +1,254 @@
+"""Consumable capacity (DRAConsumableCapacity, with DRAFractionalCapacityRange): how much of a
+device's capacity a request consumes, and whether it still fits.
+
+Upstream: ``k8s.io/dynamic-resource-allocation@v0.37.2/structured/internal/incubating/consumable_capacity.go``
+(``CmpRequestOverCapacity``, ``calculateConsumedCapacity``, ``fillEmptyRequest``, ``roundUpRange``,
+``roundUpValidValues``, ``GetConsumedCapacityFromRequest``, ``violatesPolicy``, ``useMilli``,
+``safeMilliValue``).
+
+Shapes: a device's ``capacity`` is the resource.k8s.io/v1 map ``name -> {"value": Quantity,
+"requestPolicy": {"default", "validValues": [...], "validRange": {"min", "max", "step"}}}``; a
+request's ``capacity`` is ``{"requests": {name: Quantity}}``. Amounts are exact ``Decimal`` values of
+the quantities (bytes for memory, plain numbers otherwise); consumed-capacity maps are ``name ->
+Decimal``.
+
+One deliberate approximation: upstream compares a consumed amount with the policy's default using
+Go struct equality of two ``resource.Quantity`` values (same internal representation); this module
+compares values. The two differ only for a request that spells the default's value differently and
+that the policy would otherwise reject, which API validation of the policy makes moot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from py_scheduler.framework import quantity as qty
+
+__all__ = ["CapacityError", "consumed_from_request", "fits_capacity", "format_quantity", "request_amounts"]
+
+MAX_INT64 = 2**63 - 1
+
+
+class CapacityError(ValueError):
+    """A capacity request that cannot be represented (upstream's ``errCapacityRequestNotRepresentable``
+    / ``errNegativeCapacity``); ``str()`` is upstream's message after ``capacity "NAME": ``."""
+
+
+def _q(raw: object) -> Decimal | None:
+    if raw is None:
+        return None
+    try:
+        return qty.parse(raw)
+    except qty.QuantityError:
+        return None
+
+
+def request_amounts(capacity_requirements: object) -> dict[str, Decimal] | None:
+    """A request's ``capacity.requests`` as name -> amount; None when the request names none."""
+    if not isinstance(capacity_requirements, Mapping):
+        return None
+    reqs = capacity_requirements.get("requests")
+    if not isinstance(reqs, Mapping):
+        return None
+    out: dict[str, Decimal] = {}
+    for name, raw in reqs.items():
+        v = _q(raw)
+        out[str(name)] = v if v is not None else Decimal(0)
+    return out
+
+
+def _value(q: Decimal) -> int:
+    """``Quantity.Value()``: rounded up."""
+    return math.ceil(q)
+
+
+def _milli(q: Decimal) -> int:
+    """``Quantity.MilliValue()``: thousandths, rounded up."""
+    return math.ceil(q * 1000)
+
+
+def _safe_milli(q: Decimal) -> int | None:
+    """``safeMilliValue``: the milli value when ``q`` is exactly representable in thousandths."""
+    m = _milli(q)
+    return m if Decimal(m) / 1000 == q else None
+
+
+def _use_milli(vrange: Mapping[str, Any], fractional: bool) -> bool:
+    """``useMilli``: range arithmetic in thousandths when the gate is on and min, max and step are
+    representable so (and the step is at least 1m)."""
+    if not fractional:
+        return False
+    for key in ("min", "max", "step"):
+        q = _q(vrange.get(key))
+        if q is None:
+            continue
+        m = _safe_milli(q)
+        if m is None:
+            return False
+        if key == "step" and m < 1:
+            return False
+    return True
+
+
+def _round_up_range(requested: Decimal, vrange: Mapping[str, Any], fractional: bool) -> Decimal:
+    """``roundUpRange``: at least ``min``, then up to ``min + k * step``.
+
+    Raises:
+        CapacityError: the rounded value leaves the int64 (milli) range.
+    """
+    vmin = _q(vrange.get("min")) or Decimal(0)
+    if requested < vmin:
+        return vmin
+    step = _q(vrange.get("step"))
+    if step is None:
+        return requested
+    not_repr = "capacity request cannot be represented in the device's range arithmetic"
+    if _use_milli(vrange, fractional):
+        req_m = _safe_milli(requested)
+        if req_m is None:
+            raise CapacityError(f"{not_repr}: request {requested} is not a representable milli value")
+        step_m, min_m = _milli(step), _milli(vmin)
+        added = req_m - min_m
+        n = added // step_m + (1 if added % step_m else 0)
+        if n > (MAX_INT64 - min_m) // step_m:
+            raise CapacityError(f"{not_repr}: rounding request {requested} up to the next step passes the "
+                                f"milli-value range")
+        return Decimal(min_m + step_m * n) / 1000
+    if requested > MAX_INT64:
+        raise CapacityError(f"{not_repr}: request {requested} exceeds MaxInt64")
+    req_i, step_i, min_i = _value(requested), _value(step), _value(vmin)
+    added = req_i - min_i
+    # Go's integer division truncates toward zero; ``added`` is never negative here.
+    n = added // step_i + (1 if added % step_i else 0)
+    if min_i >= 0 and n > (MAX_INT64 - min_i) // step_i:
+        raise CapacityError(f"{not_repr}: rounding request {requested} up to the next step passes MaxInt64")
+    return Decimal(min_i + step_i * n)
+
+
+def _consumed(requested: Decimal | None, cap: Mapping[str, Any], fractional: bool) -> Decimal:
+    """``calculateConsumedCapacity``: the policy's default (or the whole capacity) for no request,
+    the request rounded up to the policy's range or valid values otherwise."""
+    policy = cap.get("requestPolicy")
+    if requested is None:
+        if isinstance(policy, Mapping) and _q(policy.get("default")) is not None:
+            return _q(policy.get("default")) or Decimal(0)
+        return _q(cap.get("value")) or Decimal(0)
+    if not isinstance(policy, Mapping):
+        return requested
+    vrange = policy.get("validRange")
+    if isinstance(vrange, Mapping) and vrange.get("min") is not None:
+        return _round_up_range(requested, vrange, fractional)
+    values = policy.get("validValues")
+    if isinstance(values, list):
+        for raw in values:
+            v = _q(raw)
+            if v is not None and requested <= v:
+                return v
+    return requested
+
+
+def _violates(consumed: Decimal, policy: object, fractional: bool) -> bool:
+    """``violatesPolicy``: above ``max``, off the step grid, or not one of the valid values (the
+    default always passes)."""
+    if not isinstance(policy, Mapping):
+        return False
+    default = _q(policy.get("default"))
+    if default is not None and consumed == default:
+        return False
+    vrange = policy.get("validRange")
+    values = policy.get("validValues")
+    if isinstance(vrange, Mapping):
+        vmax = _q(vrange.get("max"))
+        if vmax is not None and consumed > vmax:
+            return True
+        step = _q(vrange.get("step"))
+        if step is not None:
+            vmin = _q(vrange.get("min")) or Decimal(0)
+            if _use_milli(vrange, fractional):
+                req = _safe_milli(consumed)
+                if req is None:
+                    return True
+                s, m = _milli(step), _milli(vmin)
+            else:
+                req, s, m = _value(consumed), _value(step), _value(vmin)
+            # Go's % keeps the dividend's sign, Python's the divisor's; only "is it zero" matters.
+            return (req - m) % s != 0
+        return False
+    if isinstance(values, list) and values:
+        return not any(_q(v) == consumed for v in values)
+    return False
+
+
+def fits_capacity(current: Mapping[str, Decimal] | None, requests: Mapping[str, Decimal] | None,
+                  capacity: object, allocating: Mapping[str, Decimal] | None, fractional: bool = True) -> bool:
+    """``CmpRequestOverCapacity``: whether a request fits what is left of the device's capacity after
+    ``current`` (allocated claims) and ``allocating`` (this allocation run) consumed theirs.
+
+    A request naming a capacity the device lacks never fits; a consumed amount that violates the
+    capacity's request policy never fits.
+
+    Raises:
+        CapacityError: ``capacity "NAME": ...`` (unrepresentable or negative amounts).
+    """
+    caps = capacity if isinstance(capacity, Mapping) else {}
+    if requests and any(name not in caps for name in requests):
+        return False
+    consumed: dict[str, Decimal] = {}
+    for name, cap in caps.items():
+        cap_m = cap if isinstance(cap, Mapping) else {}
+        try:
+            c = _consumed(requests.get(name) if requests else None, cap_m, fractional)
+        except CapacityError as exc:
+            raise CapacityError(f'capacity "{name}": {exc}') from exc
+        if c < 0:
+            raise CapacityError(f'capacity "{name}": capacity value is negative')
+        consumed[name] = c
+    for name, cap in caps.items():
+        cap_m = cap if isinstance(cap, Mapping) else {}
+        c = consumed[name]
+        if _violates(c, cap_m.get("requestPolicy"), fractional):
+            return False
+        total = (current or {}).get(name, Decimal(0)) + c + (allocating or {}).get(name, Decimal(0))
+        if total > (_q(cap_m.get("value")) or Decimal(0)):
+            return False
+    return True
+
+
+def consumed_from_request(requests: Mapping[str, Decimal] | None, capacity: object,
+                          fractional: bool = True) -> dict[str, Decimal]:
+    """``GetConsumedCapacityFromRequest``: name -> amount the request takes of every capacity.
+
+    Raises:
+        CapacityError: as :func:`fits_capacity`.
+    """
+    caps = capacity if isinstance(capacity, Mapping) else {}
+    out: dict[str, Decimal] = {}
+    for name, cap in caps.items():
+        try:
+            out[str(name)] = _consumed(requests.get(name) if requests else None,
+                                       cap if isinstance(cap, Mapping) else {}, fractional)
+        except CapacityError as exc:
+            raise CapacityError(f'capacity "{name}": {exc}') from exc
+    return out
+
+
+_BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def format_quantity(v: Decimal) -> str:
+    """A quantity string for an amount (for ``consumedCapacity`` in an AllocationResult): whole
+    multiples of a binary unit with its suffix (``10Gi``), other whole numbers plainly, fractions in
+    thousandths (``1500m``) when exact, else the decimal itself."""
+    if v == v.to_integral_value():
+        n = int(v)
+        for suffix, unit in _BINARY_SUFFIXES:
+            if n != 0 and n % unit == 0:
+                return f"{n // unit}{suffix}"
+        return str(n)
+    m = v * 1000
+    if m == m.to_integral_value():
+        return f"{int(m)}m"
+    return format(v, "f")
