@@ -46,6 +46,7 @@ from py_scheduler.framework.config import (
     missing_default_plugins,
 )
 from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.plugins import registry
 from py_scheduler.queue.scheduling_queue import PriorityQueue
 
 log = logging.getLogger("py_scheduler.main")
@@ -63,7 +64,7 @@ def build_profiles(cfg: SchedulerConfig) -> dict[str, Framework]:
     for p in cfg.profiles:
         if p.scheduler_name in out:
             raise ConfigError(f"profiles: duplicate schedulerName {p.scheduler_name!r}")
-        fw = build_framework(p, cfg, framework_observer(p.scheduler_name))
+        fw = build_framework(p, cfg, framework_observer(p.scheduler_name), registry=registry)
         if fw.batch is not None:
             fw.batch.recorder = BatchMetricsRecorder()
         out[p.scheduler_name] = fw
@@ -88,7 +89,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         log.error("invalid --feature-gates: %s", exc)
         return 1
     try:
-        cfg = load_config(config) if config is not None else SchedulerConfig()
+        cfg = load_config(config, registry=registry) if config is not None else SchedulerConfig()
     except ConfigError as exc:
         log.error("invalid configuration: %s", exc)
         return 1
@@ -165,7 +166,7 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
 
 async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str) -> int:
     identity = new_identity()
-    missing = missing_default_plugins()
+    missing = missing_default_plugins(registry=registry)
     log.info("Starting py-scheduler identity=%s profiles=%s", identity, sorted(frameworks))
     if missing:
         log.warning("default plugins not implemented in this build (left out of the profiles): %s", missing)

@@ -33,9 +33,9 @@ from typing import Any, Protocol
 
 from py_scheduler.framework.gosort import sort_slice
 from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.labels import LabelSelector, parse_label_selector
 from py_scheduler.framework.runtime import Diagnosis, fit_error_message
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
 
 __all__ = [
     "ERR_NO_CANDIDATE",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from py_scheduler.framework import quantity
 
@@ -871,6 +871,93 @@ def pod_pvc_keys(pod: Obj) -> list[str]:
     return out
 
 
+# -- what a cycle reads (exported by py_scheduler.framework.lister) ----------------------------------
+class ClusterObjectsLister(Protocol):
+    """Objects other than Nodes and Pods, by kind (Services, PVCs, ResourceSlices, ...).
+
+    ``key`` is ``namespace/name`` for namespaced kinds and ``name`` for cluster-scoped ones;
+    ``by_kind`` is ``kind -> key -> object`` (read only).
+    """
+
+    @property
+    def by_kind(self) -> Mapping[str, Mapping[str, Obj]]: ...
+
+    def get(self, kind: str, key: str) -> Obj | None:
+        """The object, or None."""
+        ...
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """Every object of ``kind`` (only those of ``namespace`` when given)."""
+        ...
+
+    def upsert(self, kind: str, obj: Obj) -> None:
+        """Put ``obj`` in this in-memory view (an assumed write of the binding cycle, e.g. DRA's
+        allocation in explain / simulate); never an API write."""
+        ...
+
+
+class NodeDerived(Protocol):
+    """A structure derived from a snapshot's ``node_info_list`` and kept up to date node by node."""
+
+    def fresh_for(self, nodes: list[NodeInfo]) -> bool:
+        """Whether it was built for this very list object (same identity and length)."""
+        ...
+
+    def refresh(self, ni: NodeInfo) -> bool:
+        """Re-read ``ni`` (a NodeInfo of the list, changed in place); False when it is not there."""
+        ...
+
+
+D = TypeVar("D", bound=NodeDerived)
+DerivedFactory = Callable[[list[NodeInfo]], D]
+"""Builds a :class:`NodeDerived` over a node list (O(nodes)); the factory object is also its key."""
+
+
+class SnapshotLister(Protocol):
+    """The read-only view of the cluster one scheduling cycle works on (``fwk.SharedLister``).
+
+    Attributes:
+        node_info_map: node name -> NodeInfo. node_info_list: the same NodeInfos in node-tree order
+            (zones interleaved), the order Filter walks from its rotating start index.
+        have_pods_with_affinity_list / have_pods_with_required_anti_affinity_list: NodeInfos with at
+            least one such Pod.
+        objects: the cluster's other objects (read-only).
+        used_pvc_ref_counts: ``namespace/claim`` -> number of Pods using it (``IsPVCUsedByPods``).
+        generation: the cache generation the snapshot reflects.
+    """
+
+    node_info_map: dict[str, NodeInfo]
+    node_info_list: list[NodeInfo]
+    have_pods_with_affinity_list: list[NodeInfo]
+    have_pods_with_required_anti_affinity_list: list[NodeInfo]
+    used_pvc_ref_counts: dict[str, int]
+    generation: int
+
+    @property
+    def objects(self) -> ClusterObjectsLister: ...
+
+    def get(self, name: str) -> NodeInfo:
+        """NodeInfo by node name. Raises KeyError if absent."""
+        ...
+
+    def num_nodes(self) -> int: ...
+
+    def all_pods(self) -> Iterable[PodInfo]: ...
+
+    def derived(self, factory: DerivedFactory[D]) -> D:
+        """The structure ``factory`` builds over ``node_info_list``: built on first use after the list
+        changed, then kept up to date by the snapshot (see the module docstring)."""
+        ...
+
+
+@runtime_checkable
+class StateData(Protocol):
+    """``fwk.StateData``: plugin state in a :class:`CycleState` that must be copied (not shared) when
+    the state is cloned (preemption dry runs, nominated Pods); state without ``clone`` is shared."""
+
+    def clone(self) -> Any: ...
+
+
 class CycleState:
     """Per-cycle scratch space shared by a profile's plugins (``fwk.CycleState``).
 
@@ -882,11 +969,11 @@ class CycleState:
 
     __slots__ = ("data", "pod_annotations", "skip_filter", "skip_score", "snapshot")
 
-    def __init__(self, snapshot: Any = None) -> None:
+    def __init__(self, snapshot: SnapshotLister | None = None) -> None:
         self.data: dict[str, Any] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
-        self.snapshot: Any = snapshot
+        self.snapshot: SnapshotLister | None = snapshot
         self.pod_annotations: dict[str, str] = {}
 
     def read(self, key: str) -> Any:
@@ -898,7 +985,7 @@ class CycleState:
 
     def clone(self) -> CycleState:
         c = CycleState(self.snapshot)
-        c.data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self.data.items()}
+        c.data = {k: (v.clone() if isinstance(v, StateData) else v) for k, v in self.data.items()}
         c.skip_filter = set(self.skip_filter)
         c.skip_score = set(self.skip_score)
         c.pod_annotations = dict(self.pod_annotations)

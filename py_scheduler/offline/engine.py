@@ -33,6 +33,7 @@ from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
 from py_scheduler.framework.types import CycleState, PodInfo, PodParseError
 from py_scheduler.offline.loader import ClusterData, creation_timestamp, pod_key
+from py_scheduler.plugins import registry
 
 __all__ = ["OfflineScheduler", "Outcome", "ProfileError", "load_frameworks", "queue_order"]
 
@@ -86,19 +87,15 @@ def load_frameworks(config: Path | None) -> tuple[dict[str, Framework], str, int
     if config is None:
         cfg = cfgmod.SchedulerConfig()
     else:
-        loader: Callable[[Path], Any] | None = getattr(cfgmod, "load_config", None)
-        if loader is None:
-            raise ProfileError(f"{config}: --config is not supported by this build yet "
-                               "(py_scheduler.framework.config.load_config is missing)")
         try:
-            cfg = loader(config)
+            cfg = cfgmod.load_config(config, registry=registry)
         except cfgmod.ConfigError as exc:
             msg = str(exc)
             raise ProfileError(msg if msg.startswith(str(config)) else f"{config}: {msg}") from exc
         except OSError as exc:
             raise ProfileError(f"{config}: cannot read: {exc.strerror or exc}") from exc
     try:
-        fws = cfgmod.build_frameworks(cfg)
+        fws = cfgmod.build_frameworks(cfg, registry=registry)
     except cfgmod.ConfigError as exc:
         where = f"{config}: " if config is not None else ""
         raise ProfileError(f"{where}{exc}") from exc

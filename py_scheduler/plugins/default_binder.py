@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.types import PodInfo
 
 NAME = "DefaultBinder"
@@ -22,7 +23,7 @@ class DefaultBinder:
     name = NAME
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> DefaultBinder:
+    def create(cls, args: dict[str, Any], handle: Handle) -> DefaultBinder:
         return cls()
 
     def binding(self, pod: PodInfo, node_name: str) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.helpers.resource_scoring import go_div
@@ -103,7 +105,7 @@ class ImageLocality:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/imagelocality/image_locality.go``): the distinct
         normalized image names of containers and init containers, sorted. ``snapshot`` is unused by most
         plugins."""
@@ -115,7 +117,7 @@ class ImageLocality:
         self.handle = handle
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> ImageLocality:
+    def create(cls, args: dict[str, Any], handle: Handle) -> ImageLocality:
         """ImageLocality takes no args.
 
         Raises:

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from py_scheduler.cache.snapshot import ClusterObjects
 from py_scheduler.framework import signers
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister, objects_of
 from py_scheduler.framework.types import (
     MAX_NODE_SCORE,
     Code,
@@ -220,7 +221,7 @@ def pod_affinity_terms(pod: PodInfo) -> PodAffinityTerms:
     return terms
 
 
-def _namespace_labels(objects: ClusterObjects, namespace: str) -> dict[str, str] | None:
+def _namespace_labels(objects: ClusterObjectsLister, namespace: str) -> dict[str, str] | None:
     """``GetNamespaceLabelsSnapshot``: the labels of the Pod's Namespace, None when it is unknown."""
     ns = objects.get("Namespace", namespace)
     if ns is None:
@@ -229,7 +230,7 @@ def _namespace_labels(objects: ClusterObjects, namespace: str) -> dict[str, str]
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
 
 
-def _merge_namespaces(term: AffinityTerm, objects: ClusterObjects) -> AffinityTerm:
+def _merge_namespaces(term: AffinityTerm, objects: ClusterObjectsLister) -> AffinityTerm:
     """``mergeAffinityTermNamespacesIfNotEmpty``: unroll a non-empty namespaceSelector into the
     namespace set (Namespaces from ``objects``) and make the selector select nothing."""
     if term.namespace_selector.is_everything:
@@ -326,9 +327,8 @@ def _raw_preferred_count(pod: PodInfo, kind: str) -> int:
     return len(pref) if isinstance(pref, list) else 0
 
 
-def _objects(state: CycleState) -> ClusterObjects:
-    objs = getattr(state.snapshot, "objects", None)
-    return objs if isinstance(objs, ClusterObjects) else ClusterObjects()
+def _objects(state: CycleState) -> ClusterObjectsLister:
+    return objects_of(state.snapshot)
 
 
 # -- cross-cycle index (issue 9) ------------------------------------------------------------------
@@ -503,7 +503,7 @@ class InterPodAffinity:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/interpodaffinity/plugin.go``): refuses Pods with
         podAffinity / podAntiAffinity; otherwise the Pod's labels (none with
         ``ignorePreferredTermsOfExistingPods``). ``snapshot`` is unused by most plugins."""
@@ -540,7 +540,7 @@ class InterPodAffinity:
         return idx
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> InterPodAffinity:
+    def create(cls, args: dict[str, Any], handle: Handle) -> InterPodAffinity:
         """Build from ``pluginConfig.args`` (v1 defaults applied, then ``ValidateInterPodAffinityArgs``).
 
         Raises:

@@ -33,7 +33,9 @@ from typing import Any
 import orjson
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers.node_selector import (
     OBJECT_NAME_FIELD,
@@ -103,7 +105,7 @@ class NodeAffinity:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go``): the Pod's node
         affinity and nodeSelector. ``snapshot`` is unused by most plugins."""
         return [(signers.NODE_AFFINITY_SIGNER_NAME, signers.node_affinity_signer(pod)),
@@ -118,7 +120,7 @@ class NodeAffinity:
         self._memo: OrderedDict[bytes, dict[str, tuple[Mapping[str, Any] | None, int]]] = OrderedDict()
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> NodeAffinity:
+    def create(cls, args: dict[str, Any], handle: Handle) -> NodeAffinity:
         """Factory from ``NodeAffinityArgs`` (``{"addedAffinity": {v1.NodeAffinity}}``).
 
         Raises:
@@ -126,7 +128,7 @@ class NodeAffinity:
             required node selector terms or preferred terms (upstream ``ValidateNodeAffinityArgs``:
             every term must parse), naming the field.
         """
-        from py_scheduler.framework.config import ConfigError
+        from py_scheduler.framework.errors import ConfigError
 
         args = args or {}
         extra = sorted(set(args) - _ARG_KEYS)

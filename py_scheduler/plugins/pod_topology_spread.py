@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from py_scheduler.cache.snapshot import ClusterObjects
 from py_scheduler.framework import signers
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister, objects_of
 from py_scheduler.framework.types import (
     MAX_NODE_SCORE,
     Code,
@@ -606,10 +607,8 @@ def validate_args(args: Mapping[str, Any]) -> tuple[list[Obj], str]:
 
 # -- the plugin -----------------------------------------------------------------------------------
 
-def _objects(state: CycleState) -> ClusterObjects:
-    snap = state.snapshot
-    objs = getattr(snap, "objects", None)
-    return objs if isinstance(objs, ClusterObjects) else ClusterObjects()
+def _objects(state: CycleState) -> ClusterObjectsLister:
+    return objects_of(state.snapshot)
 
 
 class PodTopologySpread:
@@ -624,7 +623,7 @@ class PodTopologySpread:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/podtopologyspread/plugin.go``): no fragment;
         refuses Pods with topologySpreadConstraints and every Pod when the profile has default constraints
         (``defaultingType: System``, the default, has them: batching is then off). ``snapshot`` is unused by
@@ -652,7 +651,7 @@ class PodTopologySpread:
             OrderedDict())
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> PodTopologySpread:
+    def create(cls, args: dict[str, Any], handle: Handle) -> PodTopologySpread:
         """Build from ``pluginConfig.args``.
 
         Raises:
@@ -666,7 +665,7 @@ class PodTopologySpread:
 
     # -- constraints -----------------------------------------------------------------------------
     def _build_default_constraints(self, pod: PodInfo, action: str,
-                                   objects: ClusterObjects) -> list[TopologySpreadConstraint]:
+                                   objects: ClusterObjectsLister) -> list[TopologySpreadConstraint]:
         """``buildDefaultConstraints``: the default constraints of ``action`` with the Pod's
         default selector; none when nothing selects the Pod."""
         base = self._default_hard if action == DO_NOT_SCHEDULE else self._default_soft
@@ -677,7 +676,8 @@ class PodTopologySpread:
             return []
         return [c.with_selector(selector) for c in base]
 
-    def get_constraints(self, pod: PodInfo, action: str, objects: ClusterObjects) -> list[TopologySpreadConstraint]:
+    def get_constraints(self, pod: PodInfo, action: str,
+                        objects: ClusterObjectsLister) -> list[TopologySpreadConstraint]:
         """The Pod's constraints of ``action`` (``DoNotSchedule`` / ``ScheduleAnyway``): its own if
         it has any, else the default ones (``getConstraints`` / ``initPreScoreState``).
 

@@ -48,7 +48,9 @@ from typing import Any
 
 from py_scheduler.framework import quantity as qty
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.dynamic_resources.allocator import (
     AllocationError,
@@ -191,7 +193,7 @@ def parse_duration(raw: object, path: str) -> float:
     Raises:
         ConfigError: not a duration, naming ``path``.
     """
-    from py_scheduler.framework.config import ConfigError
+    from py_scheduler.framework.errors import ConfigError
 
     if not isinstance(raw, str) or not raw:
         raise ConfigError(f"{path}: invalid duration {raw!r}")
@@ -224,7 +226,7 @@ class DynamicResources:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``): no
         fragment; refuses Pods with resource claims. ``snapshot`` is unused by most plugins."""
         if pod.spec.get("resourceClaims"):
@@ -239,14 +241,14 @@ class DynamicResources:
         self._in_flight: dict[str, list[Any]] = {}
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> DynamicResources:
+    def create(cls, args: dict[str, Any], handle: Handle) -> DynamicResources:
         """Validate ``DynamicResourcesArgs``.
 
         Raises:
             ConfigError: an unknown field, an unparsable duration, ``filterTimeout`` < 0 or
                 ``bindingTimeout`` < 1s (upstream's messages).
         """
-        from py_scheduler.framework.config import ConfigError
+        from py_scheduler.framework.errors import ConfigError
 
         args = dict(args or {})
         extra = sorted(set(args) - {"apiVersion", "kind", "filterTimeout", "bindingTimeout"})
@@ -345,7 +347,7 @@ class DynamicResources:
         allocator over the ResourceSlices and the devices already allocated."""
         s = DRAState()
         state.write(STATE_KEY, s)
-        objects = getattr(state.snapshot, "objects", None)
+        objects = state.snapshot.objects if state.snapshot is not None else None
         try:
             user_claims = self._collect_claims(pod, objects)
         except _Unschedulable as exc:
@@ -798,8 +800,10 @@ def simulated_pre_bind(state: CycleState, pod: PodInfo) -> list[str]:
         s: DRAState = state.read(STATE_KEY)
     except KeyError:
         return []
-    objects = getattr(state.snapshot, "objects", None)
-    if objects is None or not s.claims:
+    if state.snapshot is None or not s.claims:
+        return []
+    objects = state.snapshot.objects
+    if not s.claims:
         return []
     written: list[str] = []
     for i, claim in enumerate(s.claims):

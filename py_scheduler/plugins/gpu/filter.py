@@ -36,7 +36,9 @@ import logging
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, pick
 from py_scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, gpu_sign_pod, keys_from_args, request_for
@@ -91,7 +93,7 @@ class GPUFilter:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (py-scheduler's own: no upstream counterpart): the Pod's GPU request (``nvidia.com/gpu``
         count and the GPU annotations); refuses a Pod whose GPU annotations are malformed. ``snapshot`` is
         unused by most plugins."""
@@ -102,7 +104,7 @@ class GPUFilter:
         self.keys = keys or GPUKeys()
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> GPUFilter:
+    def create(cls, args: dict[str, Any], handle: Handle) -> GPUFilter:
         """Build from pluginConfig args ``{prefix, resourceName}``.
 
         Raises:

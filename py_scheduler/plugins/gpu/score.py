@@ -39,7 +39,9 @@ from fractions import Fraction
 from typing import Any
 
 from py_scheduler.framework import signers
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, largest_intact_group, pick
 from py_scheduler.plugins.gpu.common import check_args, gpu_sign_pod, keys_from_args, request_for
@@ -71,7 +73,7 @@ class GPUScore:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (py-scheduler's own: no upstream counterpart): as GPUFilter's. ``snapshot`` is unused by
         most plugins."""
         return gpu_sign_pod(pod, self.keys)
@@ -82,7 +84,7 @@ class GPUScore:
         self.weights = weights
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> GPUScore:
+    def create(cls, args: dict[str, Any], handle: Handle) -> GPUScore:
         """Build from pluginConfig args ``{prefix, resourceName, modelWeight, memoryWeight, queueWeight}``.
 
         Raises:

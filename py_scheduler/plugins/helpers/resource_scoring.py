@@ -33,19 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from py_scheduler.cache.snapshot import (
-    ALLOC_CPU,
-    ALLOC_MEM,
-    NZ_CPU,
-    NZ_MEM,
-    REQ_CPU,
-    REQ_MEM,
-    SCORE_LIMIT,
-    Int64Array,
-    NodeColumns,
-)
-from py_scheduler.framework import quantity
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework import quantity, signers
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
@@ -57,6 +47,17 @@ from py_scheduler.framework.types import (
     Status,
     is_scalar_resource_name,
     pod_requests,
+)
+from py_scheduler.plugins.helpers.columns import (
+    ALLOC_CPU,
+    ALLOC_MEM,
+    NZ_CPU,
+    NZ_MEM,
+    REQ_CPU,
+    REQ_MEM,
+    SCORE_LIMIT,
+    Int64Array,
+    NodeColumns,
 )
 from py_scheduler.plugins.helpers.node_selector import match_node_selector_terms
 
@@ -460,17 +461,13 @@ _NUMPY_MAX_QUANTITY = 1 << 52
 differently: such batches take the plain loop."""
 
 
-def node_columns_of(snapshot: object, n_nodes: int) -> NodeColumns | None:
-    """The snapshot's :class:`~py_scheduler.cache.snapshot.NodeColumns` when a batch of ``n_nodes``
-    nodes is large enough for the numpy paths; None below that or for a missing snapshot or an
-    object without columns (e.g. a test double)."""
-    if n_nodes < _NUMPY_MIN_NODES:
+def node_columns_of(snapshot: SnapshotLister | None, n_nodes: int) -> NodeColumns | None:
+    """The snapshot's :class:`~py_scheduler.plugins.helpers.columns.NodeColumns` (registered with it
+    through ``derived``) when a batch of ``n_nodes`` nodes is large enough for the numpy paths; None
+    below that or without a snapshot."""
+    if n_nodes < _NUMPY_MIN_NODES or snapshot is None:
         return None
-    columns = getattr(snapshot, "columns", None)
-    if columns is None:
-        return None
-    cols = columns()
-    return cols if isinstance(cols, NodeColumns) else None
+    return snapshot.derived(NodeColumns)
 
 
 def _score_columns(kind: str, nodes: Sequence[NodeInfo], use_requested: bool, pc: int, pm: int, wc: int,
@@ -627,12 +624,11 @@ class DeviceClassResolver:
         self._by_resource.update(explicit)
 
     @classmethod
-    def from_snapshot(cls, snapshot: Any) -> DeviceClassResolver:
+    def from_snapshot(cls, snapshot: SnapshotLister | None) -> DeviceClassResolver:
         """The resolver over ``snapshot.objects`` DeviceClasses (empty when there is no snapshot)."""
-        objects = getattr(snapshot, "objects", None)
-        if objects is None:
+        if snapshot is None:
             return cls()
-        return cls(objects.list("DeviceClass"))
+        return cls(snapshot.objects.list("DeviceClass"))
 
     def get(self, resource_name: str) -> Obj | None:
         """The DeviceClass backing ``resource_name``, or None."""
@@ -935,3 +931,21 @@ class ResourceAllocationScorer:
         requested, allocated, allocatable = self.node_allocatable_request(node_info, pod_requests_list, dra)
         return self.scorer(requested, allocated, allocatable), Status.success()
 
+
+# -- SignPod of the resource plugins ------------------------------------------------------------------
+
+DRA_EXTENDED_RESOURCE_REFUSAL = "signature disabled when dra extended resources are used in the cluster"
+
+
+def resources_sign_pod(pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
+    """NodeResourcesFit's and NodeResourcesBalancedAllocation's ``SignPod`` (``noderesources/fit.go``,
+    ``balanced_allocation.go``; DRAExtendedResource is GA): the Pod's effective request, refused when
+    it asks for a non-zero extended resource that a DeviceClass of ``snapshot`` maps
+    (``shouldDelegateResourceToDRA`` without a node)."""
+    scalar = pod.requests.scalar
+    if any(q != 0 for q in scalar.values()):
+        resolver = DeviceClassResolver.from_snapshot(snapshot)
+        for name, q in scalar.items():
+            if q != 0 and should_delegate_resource_to_dra(name, None, resolver):
+                return signers.cannot_sign(DRA_EXTENDED_RESOURCE_REFUSAL)
+    return [(signers.RESOURCES_SIGNER_NAME, signers.resources_signer(pod))], Status.success()

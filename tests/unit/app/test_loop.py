@@ -16,6 +16,7 @@ from py_scheduler.cache.cache import Cache
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.runtime import Algorithm, Framework
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins import registry
 from py_scheduler.plugins.default_binder import DefaultBinder
 from py_scheduler.plugins.queue_sort import PrioritySort
 from py_scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q, PriorityQueue
@@ -35,7 +36,7 @@ class Leader(AlwaysLeader):
 
 class Harness:
     def __init__(self, fw: Framework | None = None) -> None:
-        self.fw = fw or build_framework(ProfileConfig())
+        self.fw = fw or build_framework(ProfileConfig(), registry=registry)
         self.kube = FakeKube()
         self.cache = Cache()
         self.pods: dict[str, Obj] = {}

@@ -9,9 +9,9 @@ from typing import Any
 
 from py_scheduler.app import metrics as m
 from py_scheduler.app.loop import Housekeeping
+from py_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE, ActionType, ClusterEvent, Resource
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
-from py_scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE, ActionType, ClusterEvent, Resource
 from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra

@@ -351,7 +351,7 @@ def test_go_div_truncates_toward_zero() -> None:
 
 
 def test_check_no_args() -> None:
-    from py_scheduler.framework.config import ConfigError
+    from py_scheduler.framework.errors import ConfigError
 
     check_no_args("X", {})
     check_no_args("X", {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "XArgs"})

@@ -11,7 +11,7 @@ import pytest
 from _golden_runner import case_id, golden_cases, run_scores
 
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
