@@ -15,11 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.gomath import go_div
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
-from py_scheduler.plugins.helpers.resource_scoring import go_div
 
 __all__ = ["MAX_CONTAINER_THRESHOLD", "MIN_THRESHOLD", "NAME", "ImageLocality", "calculate_priority",
            "normalized_image_name", "scaled_image_score", "sum_image_scores"]

@@ -25,7 +25,6 @@ internal error; the API server never lets such a Pod through).
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ import numpy.typing as npt
 
 from py_scheduler.framework import signers
 from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.gomath import go_div, go_log, go_round
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister, objects_of
 from py_scheduler.framework.types import (
@@ -55,7 +55,6 @@ from py_scheduler.plugins.helpers.node_selector import (
     parse_label_selector,
     required_node_affinity,
 )
-from py_scheduler.plugins.helpers.normalize import go_div
 from py_scheduler.plugins.helpers.spread import default_selector
 from py_scheduler.plugins.helpers.tolerations import (
     EFFECT_NO_EXECUTE,
@@ -75,8 +74,6 @@ __all__ = [
     "PreFilterState",
     "PreScoreState",
     "TopologySpreadConstraint",
-    "go_log",
-    "go_round",
 ]
 
 Obj = dict[str, Any]
@@ -108,57 +105,6 @@ SYSTEM_DEFAULT_CONSTRAINTS: list[Obj] = [
     {"topologyKey": LABEL_TOPOLOGY_ZONE, "whenUnsatisfiable": SCHEDULE_ANYWAY, "maxSkew": 5},
 ]
 """``systemDefaultConstraints``: used when ``defaultingType`` is ``System`` (the default)."""
-
-
-# -- Go float semantics -----------------------------------------------------------------------------
-
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
-_L1 = 6.666666666666735130e-01
-_L2 = 3.999999999940941908e-01
-_L3 = 2.857142874366239149e-01
-_L4 = 2.222219843214978396e-01
-_L5 = 1.818357216161805012e-01
-_L6 = 1.531383769920937332e-01
-_L7 = 1.479819860511658591e-01
-_HALF_SQRT2 = 7.07106781186547524401e-01
-
-
-def go_log(x: float) -> float:
-    """Go's ``math.Log`` (the FreeBSD ``e_log.c`` algorithm Go uses on amd64 and in pure Go),
-    bit-for-bit; C's ``log`` (Python's ``math.log``) differs from it in the last bit for about 1%
-    of small integers. ``x <= 0`` gives ``-inf`` / ``nan`` as Go does."""
-    if math.isnan(x) or x == math.inf:
-        return x
-    if x < 0:
-        return math.nan
-    if x == 0:
-        return -math.inf
-    f1, ki = math.frexp(x)
-    if f1 < _HALF_SQRT2:
-        f1 *= 2
-        ki -= 1
-    f = f1 - 1
-    k = float(ki)
-    s = f / (2 + f)
-    s2 = s * s
-    s4 = s2 * s2
-    t1 = s2 * (_L1 + s4 * (_L3 + s4 * (_L5 + s4 * _L7)))
-    t2 = s4 * (_L2 + s4 * (_L4 + s4 * _L6))
-    r = t1 + t2
-    hfsq = 0.5 * f * f
-    return k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f)
-
-
-def go_round(x: float) -> float:
-    """Go's ``math.Round``: nearest integer, halves away from zero (``go_round(2.5) == 3.0``,
-    ``go_round(-2.5) == -3.0``); Python's ``round`` rounds halves to even instead."""
-    if math.isnan(x) or math.isinf(x):
-        return x
-    t = math.copysign(float(math.trunc(x)), x)
-    if abs(x - t) >= 0.5:
-        t += math.copysign(1.0, x)
-    return t
 
 
 # -- constraints ----------------------------------------------------------------------------------

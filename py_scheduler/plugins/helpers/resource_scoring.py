@@ -35,6 +35,7 @@ import numpy as np
 
 from py_scheduler.framework import quantity, signers
 from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.gomath import go_div, go_round
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
@@ -79,8 +80,6 @@ __all__ = [
     "decode_resources",
     "decode_shape",
     "dra_pre_score_state",
-    "go_div",
-    "go_round",
     "is_dra_extended_resource_name",
     "is_extended_resource_name",
     "is_qualified_name",
@@ -107,29 +106,6 @@ DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 Scorer = Callable[[Sequence[int], Sequence[int], Sequence[int]], int]
 """``func(requested, allocated, allocatable []int64) int64``: one node's score from per-resource lists
 in the order of the configured resources."""
-
-
-# -- Go arithmetic ---------------------------------------------------------------------------------
-def go_div(a: int, b: int) -> int:
-    """Go's integer ``a / b``: truncates toward zero (Python's ``//`` floors).
-
-    Raises:
-        ZeroDivisionError: ``b == 0``.
-    """
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def go_round(x: float) -> int:
-    """Go's ``math.Round``: nearest integer, halves away from zero (``2.5 -> 3``, ``-2.5 -> -3``).
-
-    Python's ``round()`` rounds halves to even and must not be used where upstream calls
-    ``math.Round``. ``x - trunc(x)`` is exact in binary floating point, so no half is misjudged.
-    """
-    t = math.trunc(x)
-    if abs(x - t) >= 0.5:
-        t += 1 if x > 0 else -1
-    return int(t)
 
 
 # -- names -----------------------------------------------------------------------------------------
@@ -406,7 +382,7 @@ def requested_to_capacity_ratio_scorer(resources: Sequence[ResourceSpec],
                 weight_sum += weights[i]
         if weight_sum == 0:
             return 0
-        return go_round(float(node_score) / float(weight_sum))
+        return int(go_round(float(node_score) / float(weight_sum)))
 
     return score
 
