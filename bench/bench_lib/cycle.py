@@ -173,8 +173,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
                     meta = dict(raw["metadata"])
                     meta["annotations"] = {**(meta.get("annotations") or {}), **state.pod_annotations}
                     pod["metadata"] = meta
-                    assumed = PodInfo(pod)
-                    assumed.parsed = pi.parsed
+                    assumed = pi.derive(pod)
                 snap.assume(assumed, node)
         c2 = time.perf_counter()
         if measured:

@@ -248,8 +248,7 @@ class Snapshot:
         ni = self.node_info_map[node_name]
         bound = dict(pod.pod)
         bound["spec"] = dict(bound.get("spec") or {}, nodeName=node_name)
-        pi = PodInfo(bound)
-        pi.parsed = pod.parsed
+        pi = pod.derive(bound)  # the same Pod bound: not parsed again, memos kept as their inputs say
         had_aff, had_anti = bool(ni.pods_with_affinity), bool(ni.pods_with_required_anti_affinity)
         ni.add_pod(pi)
         self.node_changed(ni)

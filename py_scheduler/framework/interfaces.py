@@ -244,10 +244,10 @@ class BatchFilterPlugin(Protocol):
     Equivalence rule: for every CycleState ``state`` after this plugin's PreFilter, Pod ``pod`` and
     list ``nodes``, ``filter_nodes(state, pod, nodes)`` returns ``None`` only if
     ``filter(state, pod, n)`` is Success for every ``n``, and otherwise a list ``r`` with
-    ``len(r) == len(nodes)`` and ``r[i]`` equal (code, reasons, plugin) to ``filter(state, pod,
-    nodes[i])``. It reads and writes no more state than those calls would, so the runtime may call
-    either form on any chunk of nodes (checked for every plugin by
-    tests/unit/plugins/test_batch_contract.py)."""
+    ``len(r) == len(nodes)`` and ``r[i]`` equal in code and reasons to ``filter(state, pod,
+    nodes[i])`` (the runtime tags the plugin name). ``nodes`` may be any NodeInfos of the cycle's
+    snapshot (or clones of them) in any order, so the runtime may call either form on any chunk
+    (checked for every registered plugin by tests/unit/plugins/test_batch_contract.py)."""
 
     name: str
 

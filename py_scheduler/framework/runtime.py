@@ -69,6 +69,7 @@ from py_scheduler.framework.interfaces import (
     SignPlugin,
 )
 from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 
 log = logging.getLogger("py_scheduler.framework")
@@ -85,7 +86,9 @@ OPPORTUNISTIC_BATCHING_DEFAULT = True
 gets an :class:`~py_scheduler.framework.batch.OpportunisticBatch` unless told otherwise
 (``Framework.set_opportunistic_batching(False)``; ``py-scheduler run --feature-gates
 OpportunisticBatching=false``)."""
-_SIGNATURE_MEMO = "OpportunisticBatching/signature"
+_SIGNATURE_MEMO: PodMemo[tuple[Framework, PodSignature | None]] = PodMemo(
+    "OpportunisticBatching/signature", PodInput.ALL)
+"""The Pod's signature in a profile: every plugin's SignPod may read any part of the Pod."""
 _VALID_SCORE_BYTES = bytes(range(MAX_NODE_SCORE + 1))
 """The bytes 0..MAX_NODE_SCORE: deleting them from a packed score column leaves nothing iff every score is in range."""
 
@@ -308,17 +311,17 @@ class Framework:
     def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None = None) -> PodSignature | None:
         """``SignPod``: the Pod's signature in this profile, or None when signatures are off or some
         plugin cannot sign it. Two Pods with equal signatures get the same Filter and Score results
-        on the same nodes. Memoized on ``pod.parsed`` (computed at the Pod's first attempt, not when
+        on the same nodes. Memoized on the PodInfo (a :class:`~py_scheduler.framework.memo.PodMemo`;
+        computed at the Pod's first attempt, not when
         it is queued as upstream does). A plugin's ``sign_pod(pod, snapshot) -> (fragments, Status)``
         that fails or raises makes the signature None (logged, never raised)."""
         if not self.enable_signatures:
             return None
-        memo = pod.parsed.get(_SIGNATURE_MEMO)
-        if isinstance(memo, tuple) and memo[0] is self:
-            sig: PodSignature | None = memo[1]
-            return sig
+        memo = _SIGNATURE_MEMO.peek(pod)
+        if memo is not None and memo[0] is self:
+            return memo[1]
         sig = self._sign_pod(pod, snapshot)
-        pod.parsed[_SIGNATURE_MEMO] = (self, sig)
+        _SIGNATURE_MEMO.put(pod, (self, sig))
         return sig
 
     def _sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> PodSignature | None:

@@ -211,8 +211,7 @@ class OfflineScheduler:
             meta = dict(assumed.get("metadata") or {})
             meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
             assumed["metadata"] = meta
-            info = PodInfo(assumed)
-            info.parsed = pod_info.parsed
+            info = pod_info.derive(assumed)
         else:
             info = pod_info
         self.snapshot.assume(info, node)

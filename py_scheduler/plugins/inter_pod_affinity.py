@@ -31,6 +31,7 @@ from py_scheduler.framework import signers
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister, objects_of
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import (
     MAX_NODE_SCORE,
     Code,
@@ -68,7 +69,8 @@ PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 _INDEX_KEY = NAME + "/index"
 """CycleState key of the AffinityIndex PreFilter brought up to date (PreScore reuses it: one sync per cycle)."""
-_MEMO_KEY = NAME
+_TERMS_MEMO: PodMemo[PodAffinityTerms] = PodMemo(NAME, PodInput.IDENTITY | PodInput.SPEC)
+"""A Pod's parsed affinity terms (``spec.affinity``; default namespace: the Pod's own)."""
 _MIN_HARD_WEIGHT = 0
 _MAX_HARD_WEIGHT = 100
 
@@ -211,14 +213,9 @@ def _parse_pod_terms(pod: PodInfo) -> PodAffinityTerms:
 
 
 def pod_affinity_terms(pod: PodInfo) -> PodAffinityTerms:
-    """The Pod's parsed affinity terms, memoized in ``pod.parsed`` (never raises: malformed lists are
+    """The Pod's parsed affinity terms, memoized on the PodInfo (never raises: malformed lists are
     empty and described in ``errors``)."""
-    memo = pod.parsed.get(_MEMO_KEY)
-    if isinstance(memo, PodAffinityTerms):
-        return memo
-    terms = _parse_pod_terms(pod)
-    pod.parsed[_MEMO_KEY] = terms
-    return terms
+    return _TERMS_MEMO.get(pod, _parse_pod_terms)
 
 
 def _namespace_labels(objects: ClusterObjectsLister, namespace: str) -> dict[str, str] | None:
@@ -333,7 +330,8 @@ def _objects(state: CycleState) -> ClusterObjectsLister:
 
 # -- cross-cycle index (issue 9) ------------------------------------------------------------------
 
-_INDEX_MEMO_KEY = NAME + ".index"
+_INDEX_MEMO: PodMemo[_PodIndexKeys] = PodMemo(
+    NAME + ".index", PodInput.IDENTITY | PodInput.LABELS | PodInput.SPEC)
 _GENERATION = attrgetter("generation")
 _BLOCK = 64
 _MAX_INDEXES = 2
@@ -357,7 +355,7 @@ def term_key(t: AffinityTerm) -> TermKey:
 
 @dataclass(frozen=True, slots=True)
 class _PodIndexKeys:
-    """What one existing Pod contributes to :class:`AffinityIndex` (memoized in ``pod.parsed``):
+    """What one existing Pod contributes to :class:`AffinityIndex` (memoized on the PodInfo):
     its label class, its required anti-affinity terms and its scoring terms (kind, weight), keyed."""
 
     label_class: tuple[str, frozenset[tuple[str, str]]]
@@ -366,9 +364,10 @@ class _PodIndexKeys:
 
 
 def _pod_index_keys(p: PodInfo) -> _PodIndexKeys:
-    memo = p.parsed.get(_INDEX_MEMO_KEY)
-    if isinstance(memo, _PodIndexKeys):
-        return memo
+    return _INDEX_MEMO.get(p, _compute_pod_index_keys)
+
+
+def _compute_pod_index_keys(p: PodInfo) -> _PodIndexKeys:
     terms = pod_affinity_terms(p)
     score: list[tuple[tuple[int, TermKey, int], AffinityTerm]] = []
     score.extend(((_KIND_HARD, term_key(t), 0), t) for t in terms.required_affinity)
@@ -376,7 +375,6 @@ def _pod_index_keys(p: PodInfo) -> _PodIndexKeys:
     score.extend(((_KIND_PREFERRED_ANTI, term_key(w.term), w.weight), w.term) for w in terms.preferred_anti_affinity)
     keys = _PodIndexKeys((p.namespace, frozenset(p.labels.items())),
                          tuple((term_key(t), t) for t in terms.required_anti_affinity), tuple(score))
-    p.parsed[_INDEX_MEMO_KEY] = keys
     return keys
 
 

@@ -45,6 +45,7 @@ from py_scheduler.framework.events import (
 )
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.volume_binding import csi_translation as csi
@@ -95,11 +96,12 @@ def _cannot_exceed(node_info: NodeInfo, attachments: dict[str, str], new_volumes
 
 def _plain_pvc_volume_count(pod: PodInfo) -> int:
     """Number of the Pod's named ``persistentVolumeClaim`` volumes, or -1 when it has a volume whose
-    counting may fail upstream (ephemeral, inline in-tree, unnamed claim). Memoized in ``pod.parsed``
+    counting may fail upstream (ephemeral, inline in-tree, unnamed claim). Memoized on the PodInfo
     (a Pod's volumes are immutable)."""
-    memo = pod.parsed.get(NAME)
-    if isinstance(memo, int):
-        return memo
+    return _PVC_COUNT_MEMO.get(pod, _count_plain_pvc_volumes)
+
+
+def _count_plain_pvc_volumes(pod: PodInfo) -> int:
     n = 0
     for v in st.pod_volumes(pod.pod):
         ref = v.get("persistentVolumeClaim")
@@ -111,8 +113,10 @@ def _plain_pvc_volume_count(pod: PodInfo) -> int:
         elif v.get("ephemeral") is not None or csi.in_tree_plugin_for_volume(v) is not None:
             n = -1
             break
-    pod.parsed[NAME] = n
     return n
+
+
+_PVC_COUNT_MEMO: PodMemo[int] = PodMemo(NAME, PodInput.SPEC)
 
 
 class _LookupError(Exception):

@@ -39,6 +39,7 @@ from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.gomath import go_div, go_log, go_round
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister, objects_of
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import (
     MAX_NODE_SCORE,
     Code,
@@ -97,7 +98,6 @@ LIST_DEFAULTING = "List"
 MAX_INT32 = 2**31 - 1
 _INVALID_SCORE = -1
 _DO_NOT_SCHEDULE_EFFECTS = frozenset({EFFECT_NO_SCHEDULE, EFFECT_NO_EXECUTE})
-_MEMO_KEY = NAME
 _SUCCESS = Status.success()
 
 SYSTEM_DEFAULT_CONSTRAINTS: list[Obj] = [
@@ -195,7 +195,7 @@ def filter_topology_spread_constraints(raw: Sequence[object], pod_labels: Mappin
 
 @dataclass(frozen=True, slots=True)
 class _PodConstraints:
-    """A Pod's own constraints, parsed once (memoized in ``pod_info.parsed``)."""
+    """A Pod's own constraints, parsed once (memoized on the PodInfo)."""
 
     explicit: bool
     hard: tuple[TopologySpreadConstraint, ...]
@@ -208,27 +208,24 @@ def _pod_constraints(pod: PodInfo) -> _PodConstraints:
     Raises:
         PodParseError: see :func:`filter_topology_spread_constraints` (memoized too).
     """
-    memo = pod.parsed.get(_MEMO_KEY)
-    if isinstance(memo, PodParseError):
-        raise memo
-    if isinstance(memo, _PodConstraints):
-        return memo
+    return _CONSTRAINTS_MEMO.get(pod, _parse_pod_constraints)
+
+
+def _parse_pod_constraints(pod: PodInfo) -> _PodConstraints:
     raw = pod.spec.get("topologySpreadConstraints")
-    try:
-        if raw is not None and not isinstance(raw, list):
-            raise PodParseError("spec.topologySpreadConstraints", raw, "expected a list")
-        if not raw:
-            result = _PodConstraints(False, (), ())
-        else:
-            result = _PodConstraints(
-                True,
-                tuple(filter_topology_spread_constraints(raw, pod.labels, DO_NOT_SCHEDULE)),
-                tuple(filter_topology_spread_constraints(raw, pod.labels, SCHEDULE_ANYWAY)))
-    except PodParseError as exc:
-        pod.parsed[_MEMO_KEY] = exc
-        raise
-    pod.parsed[_MEMO_KEY] = result
-    return result
+    if raw is not None and not isinstance(raw, list):
+        raise PodParseError("spec.topologySpreadConstraints", raw, "expected a list")
+    if not raw:
+        return _PodConstraints(False, (), ())
+    return _PodConstraints(
+        True,
+        tuple(filter_topology_spread_constraints(raw, pod.labels, DO_NOT_SCHEDULE)),
+        tuple(filter_topology_spread_constraints(raw, pod.labels, SCHEDULE_ANYWAY)))
+
+
+_CONSTRAINTS_MEMO: PodMemo[_PodConstraints] = PodMemo(
+    NAME, PodInput.SPEC | PodInput.LABELS, (PodParseError,))
+"""``spec.topologySpreadConstraints`` (matchLabelKeys read the Pod's labels)."""
 
 
 def node_labels_match_spread_constraints(labels: Mapping[str, str],

@@ -51,6 +51,7 @@ from py_scheduler.framework import signers
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.dynamic_resources.allocator import (
     AllocationError,
@@ -147,6 +148,10 @@ class _PodClaim:
     name: str
     claim_name: str | None
     template_name: str | None
+
+
+_CLAIMS_MEMO: PodMemo[list[_PodClaim]] = PodMemo(NAME + "/claims", PodInput.SPEC)
+"""A Pod's ``spec.resourceClaims``, parsed."""
 
 
 @dataclass(slots=True)
@@ -275,10 +280,11 @@ class DynamicResources:
         Raises:
             PodParseError: not a list of objects with string names.
         """
-        memo = pod.parsed.get(NAME)
-        if memo is not None:
-            claims: list[_PodClaim] = memo
-            return claims
+        return _CLAIMS_MEMO.get(pod, DynamicResources._parse_pod_claims)
+
+    @staticmethod
+    def _parse_pod_claims(pod: PodInfo) -> list[_PodClaim]:
+        """``spec.resourceClaims`` parsed (see :meth:`_pod_claims`)."""
         raw = pod.spec.get("resourceClaims")
         out: list[_PodClaim] = []
         if raw is not None:
@@ -294,7 +300,6 @@ class DynamicResources:
                         raise PodParseError(f"spec.resourceClaims[{i}].{k}", v, "expected a string")
                     vals.append(v)
                 out.append(_PodClaim(str(vals[0] or ""), vals[1], vals[2]))
-        pod.parsed[NAME] = out
         return out
 
     def _collect_claims(self, pod: PodInfo, objects: Any) -> list[Obj]:

@@ -44,6 +44,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from py_scheduler.framework import quantity
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError, pod_requests
 
 __all__ = [
@@ -89,7 +90,9 @@ _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/$")
 _TOKEN_SPLIT = re.compile(r"[-_\s]+")
 _MEMORY_TOKEN = re.compile(r"^[0-9]+gb$")
 _MODEL_TOKEN = re.compile(r"^[a-z0-9.]+$")
-_ANNOTATION_CACHE_KEY = "GPU"
+_REQUEST_MEMO: PodMemo[tuple[Any, GPURequest | GPUParseError]] = PodMemo(
+    "GPU/request", PodInput.ANNOTATIONS | PodInput.SPEC)
+"""(fingerprint of the GPU keys and annotation values, the parse or its error)."""
 
 
 class GPUParseError(PodParseError):
@@ -414,7 +417,7 @@ def _annotations(pod: PodInfo) -> dict[str, Any]:
 
 
 def parse_request(pod: PodInfo, keys: GPUKeys) -> GPURequest:
-    """The Pod's :class:`GPURequest`, memoized in ``pod.parsed`` (re-parsed if its annotations change).
+    """The Pod's :class:`GPURequest`, memoized on the PodInfo (re-parsed if its annotations or the GPU keys change).
 
     Raises:
         GPUParseError: a malformed annotation (``gpu-count``, ``gpu-model``, ``gpu-memory-gb``,
@@ -422,8 +425,8 @@ def parse_request(pod: PodInfo, keys: GPUKeys) -> GPURequest:
     """
     ann = _annotations(pod)
     fingerprint = (keys, tuple(ann.get(k) for k in keys.pod_annotation_keys()))
-    memo = pod.parsed.get(_ANNOTATION_CACHE_KEY)
-    if isinstance(memo, tuple) and len(memo) == 2 and memo[0] == fingerprint:
+    memo = _REQUEST_MEMO.peek(pod)
+    if memo is not None and memo[0] == fingerprint:
         cached = memo[1]
         if isinstance(cached, GPUParseError):
             raise cached
@@ -433,7 +436,7 @@ def parse_request(pod: PodInfo, keys: GPUKeys) -> GPURequest:
         result: GPURequest | GPUParseError = _parse_request(pod, keys, ann)
     except GPUParseError as exc:
         result = exc
-    pod.parsed[_ANNOTATION_CACHE_KEY] = (fingerprint, result)
+    _REQUEST_MEMO.put(pod, (fingerprint, result))
     if isinstance(result, GPUParseError):
         raise result
     return result

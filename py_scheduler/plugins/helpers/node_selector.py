@@ -44,6 +44,7 @@ from py_scheduler.framework.labels import (
     match_label_selector,
     parse_label_selector,
 )
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import PodInfo, PodParseError
 
 __all__ = [
@@ -62,8 +63,10 @@ __all__ = [
     "required_node_affinity",
 ]
 
-_REQUIRED_MEMO = "helpers.required_node_affinity"
-_PREFERRED_MEMO = "helpers.preferred_node_affinity"
+_REQUIRED_MEMO: PodMemo[RequiredNodeAffinity] = PodMemo(
+    "helpers.required_node_affinity", PodInput.SPEC, (PodParseError,))
+_PREFERRED_MEMO: PodMemo[PreferredSchedulingTerms | None] = PodMemo(
+    "helpers.preferred_node_affinity", PodInput.SPEC, (PodParseError,))
 
 
 def node_labels(node: Mapping[str, Any] | None) -> Mapping[str, str]:
@@ -349,15 +352,6 @@ def _required_field(affinity: object) -> Mapping[str, Any] | None:
     return req
 
 
-def _memo(pod_info: PodInfo, key: str) -> tuple[bool, Any]:
-    if key in pod_info.parsed:
-        v = pod_info.parsed[key]
-        if isinstance(v, PodParseError):
-            raise v
-        return True, v
-    return False, None
-
-
 def required_node_affinity(pod_info: PodInfo) -> RequiredNodeAffinity:
     """The Pod's :class:`RequiredNodeAffinity`, compiled once and memoized in ``pod_info.parsed``.
 
@@ -365,17 +359,7 @@ def required_node_affinity(pod_info: PodInfo) -> RequiredNodeAffinity:
         PodParseError: malformed nodeSelector / affinity structure (memoized: raised again on
         every call for that Pod).
     """
-    hit, v = _memo(pod_info, _REQUIRED_MEMO)
-    if hit:
-        result: RequiredNodeAffinity = v
-        return result
-    try:
-        rna = RequiredNodeAffinity.from_pod(pod_info)
-    except PodParseError as exc:
-        pod_info.parsed[_REQUIRED_MEMO] = exc
-        raise
-    pod_info.parsed[_REQUIRED_MEMO] = rna
-    return rna
+    return _REQUIRED_MEMO.get(pod_info, RequiredNodeAffinity.from_pod)
 
 
 def preferred_node_affinity(pod_info: PodInfo) -> PreferredSchedulingTerms | None:
@@ -388,32 +372,28 @@ def preferred_node_affinity(pod_info: PodInfo) -> PreferredSchedulingTerms | Non
         structure is malformed; the field is
         ``spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution``.
     """
-    hit, v = _memo(pod_info, _PREFERRED_MEMO)
-    if hit:
-        result: PreferredSchedulingTerms | None = v
-        return result
+    return _PREFERRED_MEMO.get(pod_info, _preferred_node_affinity)
+
+
+def _preferred_node_affinity(pod_info: PodInfo) -> PreferredSchedulingTerms | None:
+    """:func:`preferred_node_affinity` without the memo. Raises PodParseError (memoized by the caller)."""
     path = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
-    try:
-        aff = pod_info.spec.get("affinity")
-        terms: object = None
-        if aff is not None:
-            if not isinstance(aff, Mapping):
-                raise PodParseError("spec.affinity", aff, "expected an object")
-            na = aff.get("nodeAffinity")
-            if na is not None:
-                if not isinstance(na, Mapping):
-                    raise PodParseError("spec.affinity.nodeAffinity", na, "expected an object")
-                terms = na.get("preferredDuringSchedulingIgnoredDuringExecution")
-        pst: PreferredSchedulingTerms | None = None
-        if terms is not None:
-            if not isinstance(terms, list):
-                raise PodParseError(path, terms, "expected a list of PreferredSchedulingTerms")
-            try:
-                pst = PreferredSchedulingTerms(terms, path)
-            except ValueError as exc:
-                raise PodParseError(path, terms, str(exc)) from exc
-    except PodParseError as exc:
-        pod_info.parsed[_PREFERRED_MEMO] = exc
-        raise
-    pod_info.parsed[_PREFERRED_MEMO] = pst
+    aff = pod_info.spec.get("affinity")
+    terms: object = None
+    if aff is not None:
+        if not isinstance(aff, Mapping):
+            raise PodParseError("spec.affinity", aff, "expected an object")
+        na = aff.get("nodeAffinity")
+        if na is not None:
+            if not isinstance(na, Mapping):
+                raise PodParseError("spec.affinity.nodeAffinity", na, "expected an object")
+            terms = na.get("preferredDuringSchedulingIgnoredDuringExecution")
+    pst: PreferredSchedulingTerms | None = None
+    if terms is not None:
+        if not isinstance(terms, list):
+            raise PodParseError(path, terms, "expected a list of PreferredSchedulingTerms")
+        try:
+            pst = PreferredSchedulingTerms(terms, path)
+        except ValueError as exc:
+            raise PodParseError(path, terms, str(exc)) from exc
     return pst

@@ -37,6 +37,7 @@ from py_scheduler.framework import quantity, signers
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.gomath import go_div, go_round
 from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
@@ -106,6 +107,13 @@ DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 Scorer = Callable[[Sequence[int], Sequence[int], Sequence[int]], int]
 """``func(requested, allocated, allocatable []int64) int64``: one node's score from per-resource lists
 in the order of the configured resources."""
+
+
+_REQUEST_MEMOS: dict[tuple[bool, bool], PodMemo[dict[str, Decimal]]] = {
+    (use_requested, pod_level_and_status): PodMemo(
+        f"resource_scoring:{int(use_requested)}{int(pod_level_and_status)}", PodInput.SPEC | PodInput.STATUS)
+    for use_requested in (False, True) for pod_level_and_status in (False, True)}
+"""A scorer's view of the Pod's requests, per (useRequested, pod-level resources + resize status)."""
 
 
 # -- names -----------------------------------------------------------------------------------------
@@ -739,7 +747,7 @@ class ResourceAllocationScorer:
             requests (+ overhead) only.
     """
 
-    __slots__ = ("_fast_kind", "_memo_key", "name", "pod_level_and_status", "resources", "scorer", "use_requested")
+    __slots__ = ("_fast_kind", "_memo", "name", "pod_level_and_status", "resources", "scorer", "use_requested")
 
     def __init__(self, name: str, scorer: Scorer, resources: Sequence[ResourceSpec], *, use_requested: bool,
                  pod_level_and_status: bool) -> None:
@@ -748,7 +756,7 @@ class ResourceAllocationScorer:
         self.resources: tuple[ResourceSpec, ...] = tuple(resources)
         self.use_requested = use_requested
         self.pod_level_and_status = pod_level_and_status
-        self._memo_key = f"resource_scoring:{int(use_requested)}{int(pod_level_and_status)}"
+        self._memo = _REQUEST_MEMOS[use_requested, pod_level_and_status]
         two = [r.name for r in self.resources] == ["cpu", "memory"]
         self._fast_kind = ""
         if two and scorer is balanced_resource_scorer:
@@ -758,16 +766,14 @@ class ResourceAllocationScorer:
 
     # pod side ----------------------------------------------------------------------------------
     def _pod_request_decimals(self, pod: PodInfo) -> dict[str, Decimal]:
-        memo: dict[str, Decimal] | None = pod.parsed.get(self._memo_key)
-        if memo is not None:
-            return memo
+        return self._memo.get(pod, self._compute_pod_request_decimals)
+
+    def _compute_pod_request_decimals(self, pod: PodInfo) -> dict[str, Decimal]:
         obj: Obj = pod.pod
         if not self.pod_level_and_status:
             spec = {k: v for k, v in (obj.get("spec") or {}).items() if k != "resources"}
             obj = {"metadata": obj.get("metadata") or {}, "spec": spec}
-        memo = pod_requests(obj, None if self.use_requested else _NON_MISSING)
-        pod.parsed[self._memo_key] = memo
-        return memo
+        return pod_requests(obj, None if self.use_requested else _NON_MISSING)
 
     def pod_request_list(self, pod: PodInfo) -> list[int]:
         """``calculatePodResourceRequestList``: the pod's request for each configured resource

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from py_scheduler.app.main import build_profiles, run_scheduler
-from py_scheduler.framework.errors import ConfigError, ProfileConfig, SchedulerConfig
+from py_scheduler.framework.config import ConfigError, ProfileConfig, SchedulerConfig
 
 
 def test_bad_config_file_exits_1(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

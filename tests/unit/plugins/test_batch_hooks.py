@@ -17,6 +17,7 @@ import pytest
 from py_scheduler.cache.cache import Cache
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
@@ -47,11 +48,10 @@ def _check(fw: Framework, snap: Snapshot, pod: PodInfo, nodes: list[NodeInfo] | 
             state.skip_filter.add(pl.name)
     n = 0
     for pl in fw.filter_plugins:
-        batch = getattr(pl, "filter_nodes", None)
-        if batch is None or pl.name in state.skip_filter:
+        if not isinstance(pl, BatchFilterPlugin) or pl.name in state.skip_filter:
             continue
         one = [_key(pl.filter(state, pod, ni)) for ni in nodes]
-        got = batch(state, pod, nodes)
+        got = pl.filter_nodes(state, pod, nodes)
         many = [_key(Status.success())] * len(nodes) if got is None else [_key(s) for s in got]
         assert [k[:2] for k in many] == [k[:2] for k in one], pl.name
         n += 1
@@ -59,11 +59,10 @@ def _check(fw: Framework, snap: Snapshot, pod: PodInfo, nodes: list[NodeInfo] | 
         if pl.pre_score(state, pod, nodes).is_skip():
             state.skip_score.add(pl.name)
     for pl in fw.score_plugins:
-        batch = getattr(pl, "score_nodes", None)
-        if batch is None or pl.name in state.skip_score:
+        if not isinstance(pl, BatchScorePlugin) or pl.name in state.skip_score:
             continue
         one = [pl.score(state, pod, ni) for ni in nodes]
-        values, st = batch(state, pod, nodes)
+        values, st = pl.score_nodes(state, pod, nodes)
         if any(not s.is_success() for _, s in one):
             assert not st.is_success(), pl.name
             continue

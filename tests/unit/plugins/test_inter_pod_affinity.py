@@ -257,7 +257,6 @@ def test_existing_pod_with_malformed_terms_is_ignored_not_fatal() -> None:
 def test_terms_are_parsed_once_per_pod() -> None:
     pi = PodInfo(pod("p", affinity=required(term("app", ["db"], "zone"))))
     first = pod_affinity_terms(pi)
-    assert pi.parsed[NAME] is first
     assert pod_affinity_terms(pi) is first
     assert len(first.required_affinity) == 1 and first.required_affinity[0].namespaces == frozenset({"default"})
 
