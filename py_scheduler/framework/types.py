@@ -439,6 +439,9 @@ def _swap_removed(items: tuple[T, ...], i: int) -> tuple[T, ...]:
     return (*items[:i], items[last], *items[i + 1:last])
 
 
+_set = object.__setattr__
+"""Assignment without :meth:`NodeInfo.__setattr__`'s bump, for NodeInfo's own methods (which bump once)."""
+
 _INDEXED_FIELDS = frozenset({"node", "pods", "pods_with_affinity", "pods_with_required_anti_affinity",
                              "requested", "non_zero_requested", "allocatable", "used_ports", "pvc_ref_counts",
                              "image_states"})
@@ -835,11 +838,12 @@ class NodeInfo:
     # -- pods ---------------------------------------------------------------------------------
     def add_pod(self, p: PodInfo) -> None:
         """``NodeInfo.AddPodInfo``."""
-        self.pods = (*self.pods, p)
+        # object.__setattr__: the generation bump comes once, from _update
+        _set(self, "pods", (*self.pods, p))
         if p.has_affinity():
-            self.pods_with_affinity = (*self.pods_with_affinity, p)
+            _set(self, "pods_with_affinity", (*self.pods_with_affinity, p))
         if p.has_required_anti_affinity():
-            self.pods_with_required_anti_affinity = (*self.pods_with_required_anti_affinity, p)
+            _set(self, "pods_with_required_anti_affinity", (*self.pods_with_required_anti_affinity, p))
         self._update(p, 1)
 
     def remove_pod(self, uid: str) -> PodInfo | None:
@@ -850,14 +854,15 @@ class NodeInfo:
         them unstably (preemption victims of equal importance)."""
         for i, p in enumerate(self.pods):
             if p.uid == uid:
-                self.pods = _swap_removed(self.pods, i)
+                _set(self, "pods", _swap_removed(self.pods, i))
                 for j, q in enumerate(self.pods_with_affinity):
                     if q.uid == uid:
-                        self.pods_with_affinity = _swap_removed(self.pods_with_affinity, j)
+                        _set(self, "pods_with_affinity", _swap_removed(self.pods_with_affinity, j))
                         break
                 for j, q in enumerate(self.pods_with_required_anti_affinity):
                     if q.uid == uid:
-                        self.pods_with_required_anti_affinity = _swap_removed(self.pods_with_required_anti_affinity, j)
+                        _set(self, "pods_with_required_anti_affinity",
+                             _swap_removed(self.pods_with_required_anti_affinity, j))
                         break
                 self._update(p, -1)
                 return p
@@ -883,7 +888,7 @@ class NodeInfo:
                 self.pvc_ref_counts[claim] = n
             else:
                 self.pvc_ref_counts.pop(claim, None)
-        self.generation = next_generation()
+        _set(self, "generation", next_generation())
 
     def clone(self) -> NodeInfo:
         """A copy whose lists and counters can change without touching this one (``Snapshot``)."""
@@ -902,7 +907,8 @@ class NodeInfo:
         put(c, "used_ports", self.used_ports.clone())
         put(c, "image_states", dict(self.image_states))
         put(c, "pvc_ref_counts", dict(self.pvc_ref_counts))
-        put(c, "memos", dict(self.memos))  # stamped entries stay valid for the same node / generation
+        put(c, "memos", self.memos)  # shared: entries are stamped (Node object / generation), so each holder
+        # recomputes what no longer matches it
         put(c, "generation", self.generation)
         return c
 
