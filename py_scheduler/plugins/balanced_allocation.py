@@ -100,7 +100,7 @@ class NodeResourcesBalancedAllocation:
         return resources_sign_pod(pod, snapshot)
 
 
-    def __init__(self, args: BalancedAllocationArgs | None = None, handle: Any = None) -> None:
+    def __init__(self, args: BalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
         self.args = args or BalancedAllocationArgs()
         self.handle = handle
         self.scorer = ResourceAllocationScorer(NAME, balanced_resource_scorer, self.args.resources,

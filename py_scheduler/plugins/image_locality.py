@@ -116,7 +116,7 @@ class ImageLocality:
         return [(signers.IMAGE_NAMES_SIGNER_NAME, sorted(names))], Status.success()
 
 
-    def __init__(self, handle: Any = None) -> None:
+    def __init__(self, handle: Handle | None = None) -> None:
         self.handle = handle
 
     @classmethod

@@ -636,7 +636,8 @@ class InterPodAffinity:
                             anti_counts[pair] = anti_counts.get(pair, 0) + n
 
     @staticmethod
-    def _pre_filter_counts_scan(s: PreFilterState, pod: PodInfo, nodes: list[NodeInfo], snap: Any) -> None:
+    def _pre_filter_counts_scan(s: PreFilterState, pod: PodInfo, nodes: list[NodeInfo],
+                                snap: SnapshotLister | None) -> None:
         """PreFilter's counters node by node, as upstream: existing anti-affinity over the snapshot's
         ``have_pods_with_required_anti_affinity_list`` (``nodes`` with such Pods without a
         snapshot), the Pod's own terms over ``nodes``."""

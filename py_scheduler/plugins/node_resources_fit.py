@@ -294,7 +294,7 @@ class NodeResourcesFit:
         return resources_sign_pod(pod, snapshot)
 
 
-    def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Any = None) -> None:
+    def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
         self.args = args or NodeResourcesFitArgs()
         self.handle = handle
         self.scorer = ResourceAllocationScorer(self.args.strategy, self.args.scorer(), self.args.resources,

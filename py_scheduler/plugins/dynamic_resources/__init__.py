@@ -50,7 +50,7 @@ from py_scheduler.framework import quantity as qty
 from py_scheduler.framework import signers
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
-from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
 from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.dynamic_resources.allocator import (
@@ -302,7 +302,7 @@ class DynamicResources:
                 out.append(_PodClaim(str(vals[0] or ""), vals[1], vals[2]))
         return out
 
-    def _collect_claims(self, pod: PodInfo, objects: Any) -> list[Obj]:
+    def _collect_claims(self, pod: PodInfo, objects: ClusterObjectsLister | None) -> list[Obj]:
         """``foreachPodResourceClaim``: the ResourceClaim of each ``spec.resourceClaims`` entry.
 
         Raises:
@@ -403,7 +403,7 @@ class DynamicResources:
             s.allocator = Allocator(self._allocated_devices(objects), classes, slices)
         return None, Status.success()
 
-    def _validate_requests(self, claim: Obj, objects: Any) -> Status | None:
+    def _validate_requests(self, claim: Obj, objects: ClusterObjectsLister | None) -> Status | None:
         """The request checks of PreFilter: each (sub)request names an existing DeviceClass; features
         py-scheduler does not model are refused here with a reason naming them."""
         for req in _requests(claim):
@@ -435,7 +435,8 @@ class DynamicResources:
         return None
 
     @staticmethod
-    def _validate_device_class(objects: Any, class_name: str, request_name: str) -> Status | None:
+    def _validate_device_class(objects: ClusterObjectsLister | None, class_name: str,
+                               request_name: str) -> Status | None:
         """``validateDeviceClass``."""
         if not class_name:
             return Status.error(f"request {request_name}: unsupported request type", NAME)
@@ -443,7 +444,7 @@ class DynamicResources:
             return _unresolvable(f"request {request_name}: device class {class_name} does not exist")
         return None
 
-    def _allocated_devices(self, objects: Any) -> set[DeviceID]:
+    def _allocated_devices(self, objects: ClusterObjectsLister | None) -> set[DeviceID]:
         """``GatherAllocatedState``: devices of every claim's ``status.allocation`` plus the in-flight
         allocations; admin-access results do not count, shared (``shareID``) results are not
         dedicated."""
@@ -457,7 +458,7 @@ class DynamicResources:
                 out.add((str(r.get("driver") or ""), str(r.get("pool") or ""), str(r.get("device") or "")))
         return out
 
-    def _forget_stale_in_flight(self, objects: Any) -> None:
+    def _forget_stale_in_flight(self, objects: ClusterObjectsLister | None) -> None:
         """Drop in-flight entries whose claim now shows an allocation (written by someone) or is gone."""
         for uid, (claim, _n) in list(self._in_flight.items()):
             if _meta(claim).get("name") == SPECIAL_CLAIM_NAME:

@@ -36,7 +36,7 @@ import numpy as np
 from py_scheduler.framework import quantity, signers
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.gomath import go_div, go_round
-from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.lister import SnapshotLister, objects_of
 from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
@@ -644,7 +644,7 @@ class DRAPreScoreState:
     slices: list[Obj]
 
 
-def dra_pre_score_state(snapshot: Any, resources: Sequence[ResourceSpec],
+def dra_pre_score_state(snapshot: SnapshotLister | None, resources: Sequence[ResourceSpec],
                         resolver: DeviceClassResolver | None = None) -> DRAPreScoreState | None:
     """``getDRAPreScoredParams``: None unless one of ``resources`` is an extended resource backed by a
     DeviceClass; otherwise the allocated devices (from ResourceClaim ``status.allocation``) and the
@@ -655,7 +655,7 @@ def dra_pre_score_state(snapshot: Any, resources: Sequence[ResourceSpec],
         return None
     if not any(is_dra_extended_resource_name(r.name) and resolver.get(r.name) is not None for r in resources):
         return None
-    objects = snapshot.objects
+    objects = objects_of(snapshot)
     allocated: set[tuple[str, str, str]] = set()
     for claim in objects.list("ResourceClaim"):
         results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
