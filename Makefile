@@ -8,6 +8,7 @@ install:
 lint:
 	$(PY) -m ruff check py_scheduler tests bench
 	$(PY) -m mypy --strict py_scheduler
+	lint-imports  # layers point down, no cycles between sibling modules (pyproject.toml [tool.importlinter])
 	bash .ci/lint-dockerfile
 
 # Known vulnerabilities in the project's dependency closure (pip-audit; see .ci/audit: never fails

@@ -140,12 +140,13 @@ def run_py(objs: list[Obj], packing: str = "binpack", seed: int = 0) -> Result:
     from py_scheduler.cache.snapshot import Snapshot
     from py_scheduler.framework.config import ProfileConfig, build_framework
     from py_scheduler.offline.engine import OfflineScheduler
+    from py_scheduler.plugins import registry
 
     nodes = [o for o in objs if o["kind"] == "Node"]
     bound = [o for o in objs if o["kind"] == "Pod" and o["spec"].get("nodeName")]
     pending = [o for o in objs if o["kind"] == "Pod" and not o["spec"].get("nodeName")]
     fw = build_framework(ProfileConfig(scheduler_name="default-scheduler",
-                                       plugin_config={"GPUScore": {"packing": packing}}))
+                                       plugin_config={"GPUScore": {"packing": packing}}), registry=registry)
     sched = OfflineScheduler({"default-scheduler": fw}, "default-scheduler", Snapshot.from_objects(nodes, bound),
                              seed=seed)
     t0 = time.perf_counter()

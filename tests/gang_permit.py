@@ -15,7 +15,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 
 NAME = "GangPermit"
@@ -31,30 +32,27 @@ def _gang(pod: PodInfo) -> str:
 class GangPermit:
     name = NAME
 
-    def __init__(self, min_member: int = 2, timeout: float = 30.0) -> None:
+    def __init__(self, min_member: int = 2, timeout: float = 30.0, handle: Handle | None = None) -> None:
+        self.handle = handle if handle is not None else Handle()
         self.min_member = min_member
         self.timeout = timeout
-        self.fw: Any = None
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> GangPermit:
+    def create(cls, args: dict[str, Any], handle: Handle) -> GangPermit:
         n = args.get("minMember", 2)
         t = args.get("timeoutSeconds", 30)
         if not isinstance(n, int) or n < 1:
             raise ConfigError(f"minMember: must be a positive integer, got {n!r}")
         if not isinstance(t, int | float) or t <= 0:
             raise ConfigError(f"timeoutSeconds: must be positive, got {t!r}")
-        return cls(n, float(t))
-
-    def bind_handle(self, fw: Any) -> None:
-        """The framework (its ``waiting_pods``), given once the profile is assembled."""
-        self.fw = fw
+        return cls(n, float(t), handle)
 
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
         gang = _gang(pod)
         if not gang:
             return Status.success(), 0.0
-        waiting = [wp for wp in self.fw.waiting_pods if _gang(wp.pod) == gang and wp.pod.uid != pod.uid]
+        assert self.handle.profile is not None  # filled in by the Framework
+        waiting = [wp for wp in self.handle.profile.waiting_pods if _gang(wp.pod) == gang and wp.pod.uid != pod.uid]
         if len(waiting) + 1 >= self.min_member:
             for wp in waiting:
                 wp.allow(NAME)

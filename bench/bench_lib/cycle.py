@@ -31,6 +31,7 @@ from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import PodInfo
+from py_scheduler.plugins import registry
 
 Obj = dict[str, Any]
 
@@ -134,7 +135,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     obs = _Breakdown()
     plugin_config = {"PodTopologySpread": {"defaultingType": "List"}} if batching else {}
     fw = build_framework(ProfileConfig(scheduler_name=PROFILE_NAME, plugin_config=plugin_config),
-                         observer=obs if breakdown else None)
+                         observer=obs if breakdown else None, registry=registry)
     algo = Algorithm(rng=random.Random(seed))
     res = CycleResult(workload.name, n_nodes, placed, build_seconds=time.perf_counter() - t0)
     total = max_pods(workload, n_nodes, placed + warmup + cycles) - placed
@@ -172,8 +173,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
                     meta = dict(raw["metadata"])
                     meta["annotations"] = {**(meta.get("annotations") or {}), **state.pod_annotations}
                     pod["metadata"] = meta
-                    assumed = PodInfo(pod)
-                    assumed.parsed = pi.parsed
+                    assumed = pi.derive(pod)
                 snap.assume(assumed, node)
         c2 = time.perf_counter()
         if measured:

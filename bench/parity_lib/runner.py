@@ -134,10 +134,11 @@ def run_py(objects: list[Obj], oracle: list[Obj] | None = None) -> list[Obj]:
     from py_scheduler.framework.config import build_framework
     from py_scheduler.framework.runtime import Algorithm, SchedulingError
     from py_scheduler.framework.types import PodInfo
+    from py_scheduler.plugins import registry
 
     pods = [o for o in objects if o["kind"] == "Pod"]
     snap = Snapshot.from_object_list(objects)
-    fw = build_framework(profile_for(objects))
+    fw = build_framework(profile_for(objects), registry=registry)
     algo = Algorithm(rng=MinChoice())
     pending = [p for p in pods if not p["spec"].get("nodeName")]
     pending.sort(key=lambda p: (-_priority(p), p["metadata"].get("creationTimestamp", "")))

@@ -53,7 +53,7 @@ import kopf
 from py_scheduler.app.kube import Kube, KubeError, NotFound
 from py_scheduler.app.reflector import MIN_WATCH_TIMEOUT, Reflector
 from py_scheduler.cache.cache import Cache
-from py_scheduler.queue.events import (
+from py_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_ASSIGNED_POD_DELETE,
     EVENT_NODE_ADD,

@@ -52,10 +52,10 @@ from py_scheduler.app.logging import v as klog_v
 from py_scheduler.cache.cache import Cache, CacheError
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework import binding_cycle as bc
-from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
+from py_scheduler.framework.interfaces import AsyncPreemptionPlugin, PostFilterResult
 from py_scheduler.framework.runtime import Algorithm, Diagnosis, Framework, SchedulingError, fit_error_message
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
-from py_scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE
 from py_scheduler.queue.scheduling_queue import PARSE_ERROR_PLUGIN, PriorityQueue, QueuedPodInfo
 
 log = logging.getLogger("py_scheduler.loop")
@@ -492,9 +492,11 @@ class SchedulingLoop:
         """Tell the PostFilter plugin (DefaultPreemption's asynchronous-preemption PreEnqueue) that
         the evictions of ``uid`` run / are over."""
         for pl in fw.post_filter_plugins:
-            fn = getattr(pl, "mark_preempting" if running else "preemption_finished", None)
-            if callable(fn):
-                fn(uid)
+            if isinstance(pl, AsyncPreemptionPlugin):
+                if running:
+                    pl.mark_preempting(uid)
+                else:
+                    pl.preemption_finished(uid)
 
     async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo]) -> None:
         """``prepareCandidateAsync``: evict the victims (UID-preconditioned deletes with a

@@ -48,6 +48,7 @@ from py_scheduler.framework.config import (
 )
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.plugins import registry
 from py_scheduler.queue.scheduling_queue import PriorityQueue
 
 log = logging.getLogger("py_scheduler.main")
@@ -66,7 +67,7 @@ def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None) -> dict[s
     for p in cfg.profiles:
         if p.scheduler_name in out:
             raise ConfigError(f"profiles: duplicate schedulerName {p.scheduler_name!r}")
-        fw = build_framework(p, cfg, framework_observer(p.scheduler_name), handle)
+        fw = build_framework(p, cfg, framework_observer(p.scheduler_name), handle, registry=registry)
         if fw.batch is not None:
             fw.batch.recorder = BatchMetricsRecorder()
         out[p.scheduler_name] = fw
@@ -91,7 +92,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         log.error("invalid --feature-gates: %s", exc)
         return 1
     try:
-        cfg = load_config(config) if config is not None else SchedulerConfig()
+        cfg = load_config(config, registry=registry) if config is not None else SchedulerConfig()
     except ConfigError as exc:
         log.error("invalid configuration: %s", exc)
         return 1
@@ -170,7 +171,7 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
 async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str,
                  handle: Handle | None = None) -> int:
     identity = new_identity()
-    missing = missing_default_plugins()
+    missing = missing_default_plugins(registry=registry)
     log.info("Starting py-scheduler identity=%s profiles=%s", identity, sorted(frameworks))
     if missing:
         log.warning("default plugins not implemented in this build (left out of the profiles): %s", missing)
@@ -190,10 +191,14 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
                                on_stopped_leading=lambda: log.error("lost leadership: standing by"))
     else:
         leader = AlwaysLeader(identity)
-    if handle is not None:
-        # PreBind / Bind plugins write through this client: fenced by leadership, Bindings by the Node.
-        handle.client = KubeAPIClient(kube, fence=leader.is_leader_valid, node_exists=cache.has_node)
-        handle.objects = InformerLister(informers.store)
+    # PreBind / Bind plugins write through this client (fenced by leadership, Bindings by the Node)
+    # and read the informers' latest objects; every profile holds its own copy of the Handle.
+    api_client = KubeAPIClient(kube, fence=leader.is_leader_valid, node_exists=cache.has_node)
+    lister = InformerLister(informers.store)
+    for fw in frameworks.values():
+        if fw.handle is not None:
+            fw.handle.client = api_client
+            fw.handle.objects = lister
     loop = SchedulingLoop(frameworks=frameworks, algorithm=Algorithm(cfg.percentage_of_nodes_to_score), cache=cache,
                           queue=queue, binder=Binder(kube, identity), leader=leader, pod_lister=informers.pod,
                           cache_consistent=informers.consistent)

@@ -415,7 +415,7 @@ class Cache:
         if update_all:
             snapshot.node_info_list = [snapshot.node_info_map[n] for n in self._tree.list()
                                        if n in snapshot.node_info_map]
-            snapshot.invalidate_columns()
+            snapshot.invalidate_derived()
             snapshot.rebuild_lists()
         else:
             for k, d in pvc_delta.items():
@@ -436,7 +436,7 @@ class Cache:
             snapshot.node_info_map = {n: ni.clone() for n, ni in self._nodes.items() if ni.node is not None}
             snapshot.node_info_list = [snapshot.node_info_map[n] for n in self._tree.list()
                                        if n in snapshot.node_info_map]
-            snapshot.invalidate_columns()
+            snapshot.invalidate_derived()
             snapshot.rebuild_lists()
             raise CacheError(msg)
 

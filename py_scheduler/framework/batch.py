@@ -38,12 +38,11 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from py_scheduler.framework.errors import SchedulingError
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
-
-if TYPE_CHECKING:
-    from py_scheduler.cache.snapshot import Snapshot
 
 log = logging.getLogger("py_scheduler.framework.batch")
 
@@ -204,7 +203,7 @@ class OpportunisticBatch:
 
     # -- GetNodeHint ------------------------------------------------------------------------------
     def get_node_hint(self, pod: PodInfo, signature: PodSignature | None, state: CycleState, cycle_count: int,
-                      snapshot: Snapshot, rng: random.Random | None = None) -> str:
+                      snapshot: SnapshotLister, rng: random.Random | None = None) -> str:
         """``GetNodeHint``: the node the stored ranking proposes for ``pod``, or "" (no usable state).
 
         Called after PreFilter succeeded, with the cycle's ``state``; ``snapshot`` is the cycle's
@@ -300,11 +299,10 @@ class OpportunisticBatch:
             return False
         return True
 
-    def _refresh_hint_candidates(self, pod: PodInfo, cycle_count: int, state: CycleState, snapshot: Snapshot,
+    def _refresh_hint_candidates(self, pod: PodInfo, cycle_count: int, state: CycleState, snapshot: SnapshotLister,
                                  rng: random.Random | None) -> bool:
         """``refreshHintCandidates``: the last chosen node, if it still passes Filter, is re-scored
         and competes again; if Filter rejects it, it is simply left out."""
-        from py_scheduler.framework.runtime import SchedulingError
 
         last = snapshot.node_info_map.get(self.last_cycle.chosen_node)
         if last is None:
@@ -323,10 +321,9 @@ class OpportunisticBatch:
         return True
 
     def _rescore_hinted_node(self, pod: PodInfo, state: CycleState, cycle_count: int, last: NodeInfo,
-                             snapshot: Snapshot, rng: random.Random | None) -> bool:
+                             snapshot: SnapshotLister, rng: random.Random | None) -> bool:
         """``rescoreHintedNode``: PreScore over the cached candidates plus ``last`` (on a clone of the
         cycle state), Score ``last`` alone, NormalizeScore over all of them, rebuild the heap."""
-        from py_scheduler.framework.runtime import SchedulingError
 
         t0 = time.perf_counter()
         try:

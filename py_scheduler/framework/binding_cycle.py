@@ -28,15 +28,50 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Protocol
 
+from py_scheduler.framework.interfaces import (
+    BindPlugin,
+    PermitPlugin,
+    PostBindPlugin,
+    PreBindPlugin,
+    ReservePlugin,
+)
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 
-if TYPE_CHECKING:
-    from py_scheduler.framework.runtime import Framework
-
 log = logging.getLogger("py_scheduler.framework")
+
+
+class Framework(Protocol):
+    """What the binding cycle needs of a profile (:class:`~py_scheduler.framework.runtime.Framework`
+    satisfies it): its binding-cycle plugin lists, the waiting-Pods map and the metrics observer
+    (``observer(point, plugin, code, seconds)``). A Protocol, so this module does not import the
+    runtime that imports it."""
+
+    @property
+    def observer(self) -> Callable[[str, str, str, float], None] | None: ...
+
+    @property
+    def record_plugin_metrics(self) -> bool: ...
+
+    @property
+    def waiting_pods(self) -> WaitingPods: ...
+
+    @property
+    def permit_plugins(self) -> Sequence[PermitPlugin]: ...
+
+    @property
+    def pre_bind_plugins(self) -> Sequence[PreBindPlugin]: ...
+
+    @property
+    def bind_plugins(self) -> Sequence[BindPlugin]: ...
+
+    @property
+    def post_bind_plugins(self) -> Sequence[PostBindPlugin]: ...
+
+    @property
+    def reserve_plugins(self) -> Sequence[ReservePlugin]: ...
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0
 """``maxTimeout`` (framework.go): a Permit plugin may make a Pod wait at most 15 minutes."""

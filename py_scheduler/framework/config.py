@@ -13,6 +13,7 @@ unchanged).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +21,10 @@ from typing import Any
 
 import yaml
 
+from py_scheduler.framework.errors import ConfigError as ConfigError
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.interfaces import PluginRegistry
 from py_scheduler.framework.runtime import Framework, Observer
-from py_scheduler.plugins import registry
 
 DEFAULT_SCHEDULER_NAME = "py-scheduler"
 
@@ -39,18 +42,6 @@ GPU_PLUGINS: list[tuple[str, int]] = [("GPUFilter", 0), ("GPUScore", 2)]
 
 EXTENSION_POINTS = ("queueSort", "preEnqueue", "preFilter", "filter", "postFilter", "preScore", "score",
                     "reserve", "permit", "preBind", "bind", "postBind")
-
-
-class ConfigError(ValueError):
-    """A configuration that must stop start-up; the message names the field and value.
-
-    ``errors`` lists every problem found (``<field path>: <message>``) when several were collected
-    (:func:`parse_config`); otherwise it is ``[message]``.
-    """
-
-    def __init__(self, message: str, errors: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.errors: list[str] = list(errors) if errors is not None else [message]
 
 
 @dataclass(slots=True)
@@ -102,21 +93,21 @@ class SchedulerConfig:
     """``clientConnection.kubeconfig`` (empty: the ``--kubeconfig`` flag, else in-cluster config)."""
 
 
-def default_multipoint(with_gpu: bool = True) -> list[tuple[str, int]]:
+def default_multipoint(registry: PluginRegistry, with_gpu: bool = True) -> list[tuple[str, int]]:
     """The default profile's multiPoint list restricted to plugins implemented in this build."""
     have = set(registry.available())
     plugins = UPSTREAM_DEFAULT_PLUGINS + (GPU_PLUGINS if with_gpu else [])
     return [(n, w) for n, w in plugins if n in have]
 
 
-def missing_default_plugins() -> list[str]:
+def missing_default_plugins(registry: PluginRegistry) -> list[str]:
     """Upstream default plugins not implemented in this build (documented in the README)."""
     have = set(registry.available())
     return [n for n, _ in UPSTREAM_DEFAULT_PLUGINS if n not in have]
 
 
-def expand_profile(profile: ProfileConfig, with_gpu: bool = True) -> tuple[list[tuple[str, int]],
-                                                                          dict[str, list[str]]]:
+def expand_profile(profile: ProfileConfig, registry: PluginRegistry,
+                   with_gpu: bool = True) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
     """Resolve a profile to (ordered plugin list with weights, per-extension-point names).
 
     multiPoint: the defaults, minus ``multiPoint.disabled`` (``*`` disables all), plus
@@ -128,13 +119,13 @@ def expand_profile(profile: ProfileConfig, with_gpu: bool = True) -> tuple[list[
         ConfigError: unknown or unimplemented plugin names.
     """
     mp = profile.plugins.get("multiPoint", PluginSet())
-    defaults = default_multipoint(with_gpu)
+    defaults = default_multipoint(registry, with_gpu)
     if "*" in mp.disabled:
         defaults = []
     order: list[tuple[str, int]] = [(n, w) for n, w in defaults if n not in mp.disabled]
     names = [n for n, _ in order]
     for name, weight in mp.enabled:
-        _check_plugin(name, "multiPoint")
+        _check_plugin(registry, name, "multiPoint")
         if name in names:
             i = names.index(name)
             order[i] = (name, weight if weight is not None else order[i][1])
@@ -149,9 +140,9 @@ def expand_profile(profile: ProfileConfig, with_gpu: bool = True) -> tuple[list[
             raise ConfigError(f"profiles[{profile.scheduler_name}].plugins: unknown extension point {point!r}")
         for name in ps.disabled:
             if name != "*":
-                _check_plugin(name, point, must_exist=False)
+                _check_plugin(registry, name, point, must_exist=False)
         for name, weight in ps.enabled:
-            _check_plugin(name, point)
+            _check_plugin(registry, name, point)
             if name not in names:
                 order.append((name, weight or 0))
                 names.append(name)
@@ -175,7 +166,7 @@ def _only_points(name: str, profile: ProfileConfig, point: str) -> bool:
     return not any(n == name for n, _ in profile.plugins.get(point, PluginSet()).enabled)
 
 
-def _check_plugin(name: str, where: str, must_exist: bool = True) -> None:
+def _check_plugin(registry: PluginRegistry, name: str, where: str, must_exist: bool = True) -> None:
     if not registry.known(name):
         raise ConfigError(f"{where}: unknown plugin {name!r}")
     if must_exist and name not in registry.available():
@@ -183,30 +174,36 @@ def _check_plugin(name: str, where: str, must_exist: bool = True) -> None:
 
 
 def build_framework(profile: ProfileConfig, cfg: SchedulerConfig | None = None,
-                    observer: Observer | None = None, handle: Any = None) -> Framework:
+                    observer: Observer | None = None, handle: Handle | None = None, *,
+                    registry: PluginRegistry) -> Framework:
     """Instantiate a profile's plugins (with their pluginConfig args) into a :class:`Framework`.
+
+    ``registry`` is the plugin registry (``py_scheduler.plugins.registry``), passed in so this module
+    does not import the plugins. Every factory gets the profile's own copy of ``handle`` (a fresh
+    :class:`Handle` when None) whose ``profile`` the Framework fills in.
 
     Raises:
         ConfigError: unknown plugin, bad args (the plugin's own message, prefixed with its name).
     """
-    order, points = expand_profile(profile)
+    order, points = expand_profile(profile, registry)
     for name in profile.plugin_config:
         if not registry.known(name):
             raise ConfigError(f"pluginConfig: unknown plugin {name!r}")
+    h = dataclasses.replace(handle) if handle is not None else Handle()
     instances: list[tuple[Any, int]] = []
     for name, weight in order:
         args = profile.plugin_config.get(name, {})
         try:
-            plugin = registry.get(name)(args, handle)
+            plugin = registry.get(name)(args, h)
         except ConfigError as exc:
             raise ConfigError(f"pluginConfig[{name}].args: {exc}") from exc
         instances.append((plugin, weight))
     return Framework(profile.scheduler_name, instances, profile.percentage_of_nodes_to_score,
-                     points or None, observer)
+                     points or None, observer, handle=h)
 
 
 def build_frameworks(cfg: SchedulerConfig, observer: Observer | None = None,
-                     handle: Any = None) -> dict[str, Framework]:
+                     handle: Handle | None = None, *, registry: PluginRegistry) -> dict[str, Framework]:
     """schedulerName -> Framework for every profile.
 
     Raises:
@@ -216,7 +213,7 @@ def build_frameworks(cfg: SchedulerConfig, observer: Observer | None = None,
     for p in cfg.profiles:
         if p.scheduler_name in out:
             raise ConfigError(f"profiles: duplicate schedulerName {p.scheduler_name!r}")
-        out[p.scheduler_name] = build_framework(p, cfg, observer, handle)
+        out[p.scheduler_name] = build_framework(p, cfg, observer, handle, registry=registry)
     return out
 
 
@@ -258,7 +255,8 @@ _LEADER_JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor
 class _Errors:
     """Collects ``path: message`` strings; :meth:`raise_if_any` raises one ConfigError with all of them."""
 
-    def __init__(self) -> None:
+    def __init__(self, registry: PluginRegistry) -> None:
+        self.registry = registry
         self.items: list[str] = []
 
     def add(self, path: str, msg: str) -> None:
@@ -388,12 +386,12 @@ def _plugin_list(value: Any, path: str, point: str, errs: _Errors, disabled: boo
         if disabled and name == "*":
             out.append((name, None))
             continue
-        if not registry.known(name):
+        if not errs.registry.known(name):
             errs.add(f"{epath}.name", f"unknown plugin {_q(name)}")
             continue
         if not disabled:
             if available is None:
-                available = set(registry.available())
+                available = set(errs.registry.available())
             if name not in available:
                 errs.add(f"{epath}.name", f"plugin {_q(name)} is not implemented in this py-scheduler build")
                 continue
@@ -442,7 +440,7 @@ def _parse_plugin_config(value: Any, path: str, errs: _Errors) -> dict[str, dict
         if not isinstance(name, str) or not name:
             errs.add(f"{epath}.name", "Required value")
             continue
-        if not registry.known(name):
+        if not errs.registry.known(name):
             errs.add(f"{epath}.name", f"unknown plugin {_q(name)}")
             continue
         if name in out:
@@ -557,7 +555,7 @@ def _check_common_queue_sort(raw_profiles: list[Any], errs: _Errors) -> None:
             errs.add(f"profiles[{i}].plugins.queueSort", "must be the same for all profiles")
 
 
-def parse_config(doc: dict[str, Any]) -> SchedulerConfig:
+def parse_config(doc: dict[str, Any], *, registry: PluginRegistry) -> SchedulerConfig:
     """Build a :class:`SchedulerConfig` from a decoded KubeSchedulerConfiguration object.
 
     Strict: every unknown field, at any level, is an error, as are a wrong ``apiVersion`` / ``kind``,
@@ -575,7 +573,7 @@ def parse_config(doc: dict[str, Any]) -> SchedulerConfig:
         ConfigError: all problems found, ``"; "``-joined, each ``<field path>: <message>`` (e.g.
         ``profiles[0].plugins.score.enabled[1].name: unknown plugin "Foo"``); ``.errors`` holds the list.
     """
-    errs = _Errors()
+    errs = _Errors(registry)
     top = _mapping(doc, "", _TOP_FIELDS, errs)
     if top is None:
         errs.add("", "a KubeSchedulerConfiguration must be a YAML/JSON object")
@@ -688,7 +686,7 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def load_config(path: str | Path) -> SchedulerConfig:
+def load_config(path: str | Path, *, registry: PluginRegistry) -> SchedulerConfig:
     """Read a KubeSchedulerConfiguration YAML (or JSON) file and :func:`parse_config` it.
 
     Raises:
@@ -709,6 +707,6 @@ def load_config(path: str | Path) -> SchedulerConfig:
     if len(docs) != 1:
         raise ConfigError(f"{p}: expected exactly one KubeSchedulerConfiguration document, found {len(docs)}")
     try:
-        return parse_config(docs[0])
+        return parse_config(docs[0], registry=registry)
     except ConfigError as exc:
         raise ConfigError(f"{p}: {exc}", exc.errors) from exc

@@ -17,6 +17,13 @@ snapshot file and in tests:
   may be written (explain).
 - ``events``: Kubernetes Events on behalf of the profile.
 - ``feature_gates``: gate name -> enabled, after defaults (v1.37.2's) and ``--feature-gates``.
+- ``snapshot``: the snapshot of the current scheduling cycle (``SnapshotSharedLister()``), set by the
+  framework at the start of each cycle; plugins usually read the same object as ``state.snapshot``.
+- ``profile``: the profile's framework (upstream's ``frameworkImpl`` *is* the Handle): running the
+  profile's Filter with nominated Pods and its PreFilterExtensions, as DefaultPreemption's dry runs do.
+  Each profile gets its own Handle (a copy of the one given to ``build_frameworks``) whose ``profile``
+  the :class:`~py_scheduler.framework.runtime.Framework` fills in once it is assembled, so a factory
+  may keep the Handle and use ``profile`` at run time.
 
 Errors raised by :class:`APIClient` are :class:`APIError` and its subclasses, so plugins handle
 conflicts and deletions without knowing which client they run on.
@@ -24,9 +31,12 @@ conflicts and deletions without knowing which client they run on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 
 Obj = dict[str, Any]
 
@@ -106,6 +116,56 @@ class EventRecorder(Protocol):
     async def event(self, regarding: Obj, type_: str, reason: str, action: str, note: str) -> None: ...
 
 
+class WaitingPodHandle(Protocol):
+    """``fwk.WaitingPod``: a Pod held at Permit (:class:`~py_scheduler.framework.binding_cycle.WaitingPod`)."""
+
+    @property
+    def pod(self) -> PodInfo: ...
+
+    def allow(self, plugin: str) -> None:
+        """``Allow``: ``plugin`` lets the Pod through (admitted once no plugin is pending)."""
+        ...
+
+    def reject(self, plugin: str, message: str) -> bool:
+        """``Reject``: the Pod fails Permit as Unschedulable from ``plugin``."""
+        ...
+
+
+class WaitingPodsHandle(Protocol):
+    """The waiting-Pods map as plugins see it (``IterateOverWaitingPods`` / ``GetWaitingPod``)."""
+
+    def __iter__(self) -> Iterator[WaitingPodHandle]: ...
+
+    def get(self, uid: str) -> WaitingPodHandle | None: ...
+
+
+class ProfileHandle(Protocol):
+    """The profile's framework as plugins may use it at run time (``frameworkImpl`` methods of
+    ``fwk.Handle`` / ``PodNominator``; ``pkg/scheduler/framework/runtime/framework.go``)."""
+
+    profile_name: str
+
+    @property
+    def waiting_pods(self) -> WaitingPodsHandle:
+        """The Pods a Permit plugin holds (``IterateOverWaitingPods`` / ``GetWaitingPod`` /
+        ``RejectWaitingPod``): a Permit plugin allows or rejects them through it."""
+        ...
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """``RunFilterPluginsWithNominatedPods``. Raises ``SchedulingError`` on a plugin Error."""
+        ...
+
+    def run_pre_filter_extension_add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo,
+                                         node_info: NodeInfo) -> Status:
+        """``RunPreFilterExtensionAddPod``."""
+        ...
+
+    def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: PodInfo, to_remove: PodInfo,
+                                            node_info: NodeInfo) -> Status:
+        """``RunPreFilterExtensionRemovePod``."""
+        ...
+
+
 @dataclass(slots=True)
 class Handle:
     """What a plugin factory gets (``fwk.Handle``). Fields that do not apply where the profile runs
@@ -115,3 +175,5 @@ class Handle:
     client: APIClient | None = None
     events: EventRecorder | None = None
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    snapshot: SnapshotLister | None = None
+    profile: ProfileHandle | None = None

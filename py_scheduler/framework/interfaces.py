@@ -3,8 +3,9 @@
 A plugin is a class with a ``name`` (upstream's plugin name) and one method per extension point it
 implements. The runtime finds the extension points by ``isinstance`` against these
 runtime-checkable Protocols, as upstream does with Go interfaces. Plugins never touch the API:
-they read the cycle's :class:`~py_scheduler.cache.snapshot.Snapshot` (``state.snapshot``) and the
-PodInfo / NodeInfo they are handed.
+they read the cycle's snapshot through the framework's
+:class:`~py_scheduler.framework.lister.SnapshotLister` (``state.snapshot``) and the PodInfo / NodeInfo
+they are handed; the binding cycle writes through the Handle's client.
 
 Shapes:
     pre_filter(state, pod, nodes) -> (PreFilterResult | None, Status)
@@ -21,14 +22,41 @@ Shapes:
     post_bind(state, pod, node_name) -> None
     post_filter(state, pod, node_statuses) -> (PostFilterResult | None, Status)
     less(a, b) -> bool                           (QueueSort)
+    pre_enqueue(pod) -> Status                   (PreEnqueue: non-Success keeps the Pod out of activeQ)
+    events_to_register() -> [ClusterEventWithHint]  (EnqueueExtensions / QueueingHint)
+    sign_pod(pod, snapshot) -> (fragments, Status)  (Sign, OpportunisticBatching)
+    filter_nodes(state, pod, nodes) -> [Status] | None   (batch Filter, see BatchFilterPlugin)
+    score_nodes(state, pod, nodes) -> ([int], Status)    (batch Score, see BatchScorePlugin)
+
+Every plugin is built by its factory ``create(args, handle)`` with the profile's typed
+:class:`~py_scheduler.framework.handle.Handle`; nothing is injected afterwards and the runtime discovers
+no method by name: a plugin takes part in an extension point iff it is an instance of that point's
+Protocol here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from py_scheduler.framework.batch import SignFragment
+from py_scheduler.framework.events import ClusterEventWithHint, EnqueueExtensions
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+
+if TYPE_CHECKING:
+    from py_scheduler.framework.handle import Handle
+
+__all__ = [
+    "AsyncPreemptionPlugin", "BatchFilterPlugin", "BatchScorePlugin", "BindPlugin", "ClusterEventWithHint",
+    "EnqueueExtensions", "FilterPlugin", "NormalizeScorePlugin", "PermitPlugin", "Plugin", "PluginFactory",
+    "PluginRegistry", "PostBindPlugin", "PostFilterPlugin", "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin",
+    "PreFilterExtensions", "PreFilterPlugin", "PreFilterResult", "PreScorePlugin", "QueueSortPlugin",
+    "QueuedPodInfo", "ReservePlugin", "ScorePlugin", "SignFragment", "SignPlugin", "SignResult",
+]
+
+SignResult = tuple[list[SignFragment], Status]
 
 PreFilterResult = set[str] | None
 
@@ -183,8 +211,105 @@ class PostBindPlugin(Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
 
 
-class PluginFactory(Protocol):
-    """``func(args, handle) (Plugin, error)``: builds a plugin from its pluginConfig args (a dict,
-    possibly empty). Raises ``py_scheduler.framework.config.ConfigError`` on bad args."""
+@runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    """``PreEnqueuePlugin``: runs before a Pod enters activeQ; any non-Success Status keeps it in the
+    unschedulable pool until an event (or the plugin's own state change) lets it through
+    (SchedulingGates, DefaultPreemption's async preemption)."""
 
-    def __call__(self, args: dict[str, Any], handle: Any) -> Any: ...
+    name: str
+
+    def pre_enqueue(self, pod: PodInfo) -> Status: ...
+
+
+@runtime_checkable
+class SignPlugin(Protocol):
+    """``SignPlugin`` (OpportunisticBatching, ``framework/interface.go``): the part of a Pod's
+    signature this plugin's PreFilter / Filter / PreScore / Score results depend on.
+
+    Two Pods whose fragments from every plugin of the profile are equal must get the same Filter and
+    Score results on the same nodes. A non-Success Status (or an exception, logged) means "cannot
+    sign": the Pod gets no signature. ``snapshot`` is the snapshot the Pod is signed against (None
+    outside a cycle)."""
+
+    name: str
+
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> SignResult: ...
+
+
+@runtime_checkable
+class BatchFilterPlugin(Protocol):
+    """A Filter plugin's batch form (no upstream counterpart: speed only, bench/RESULTS.md).
+
+    Equivalence rule: for every CycleState ``state`` after this plugin's PreFilter, Pod ``pod`` and
+    list ``nodes``, ``filter_nodes(state, pod, nodes)`` returns ``None`` only if
+    ``filter(state, pod, n)`` is Success for every ``n``, and otherwise a list ``r`` with
+    ``len(r) == len(nodes)`` and ``r[i]`` equal in code and reasons to ``filter(state, pod,
+    nodes[i])`` (the runtime tags the plugin name). ``nodes`` may be any NodeInfos of the cycle's
+    snapshot (or clones of them) in any order, so the runtime may call either form on any chunk
+    (checked for every registered plugin by tests/unit/plugins/test_batch_contract.py)."""
+
+    name: str
+
+    def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status: ...
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None: ...
+
+
+@runtime_checkable
+class BatchScorePlugin(Protocol):
+    """A Score plugin's batch form (speed only).
+
+    Equivalence rule: ``score_nodes(state, pod, nodes)`` returns ``(scores, Success)`` with
+    ``scores[i] == score(state, pod, nodes[i])[0]`` for every i when every per-node call succeeds,
+    and a non-Success Status equal to the first failing per-node call's otherwise (checked for every
+    plugin by tests/unit/plugins/test_batch_contract.py)."""
+
+    name: str
+
+    def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]: ...
+
+    def score_nodes(self, state: CycleState, pod: PodInfo,
+                    nodes: list[NodeInfo]) -> tuple[Sequence[int], Status]: ...
+
+
+@runtime_checkable
+class AsyncPreemptionPlugin(Protocol):
+    """A PostFilter whose evictions run asynchronously (``SchedulerAsyncPreemption``): the live loop
+    tells it when a Pod's evictions start and end, and its PreEnqueue holds the Pod meanwhile
+    (upstream's ``Executor`` bookkeeping, here reached through this Protocol)."""
+
+    name: str
+
+    def mark_preempting(self, pod_uid: str) -> None: ...
+
+    def preemption_finished(self, pod_uid: str) -> None: ...
+
+
+class PluginFactory(Protocol):
+    """``func(ctx, args, handle) (Plugin, error)``: builds a plugin from its pluginConfig args (a dict,
+    possibly empty) and the profile's :class:`~py_scheduler.framework.handle.Handle`.
+
+    Raises:
+        py_scheduler.framework.errors.ConfigError: bad args (the message names the field).
+    """
+
+    def __call__(self, args: dict[str, Any], handle: Handle) -> Any: ...
+
+
+class PluginRegistry(Protocol):
+    """The plugin registry as the configuration loader uses it (``runtime.Registry``); the in-tree one
+    is the module :mod:`py_scheduler.plugins.registry`, passed in by the caller so the framework
+    never imports the plugins."""
+
+    def known(self, name: str) -> bool:
+        """Whether ``name`` is a registered plugin."""
+        ...
+
+    def available(self) -> list[str]:
+        """The registered plugins, in registry order."""
+        ...
+
+    def get(self, name: str) -> PluginFactory:
+        """The factory of ``name``. Raises KeyError when unknown."""
+        ...

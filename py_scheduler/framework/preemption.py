@@ -33,9 +33,10 @@ from typing import Any, Protocol
 
 from py_scheduler.framework.gosort import sort_slice
 from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.labels import LabelSelector, parse_label_selector
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.runtime import Diagnosis, fit_error_message
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
 
 __all__ = [
     "ERR_NO_CANDIDATE",
@@ -188,13 +189,16 @@ def _parse_time_ns(raw: object) -> int | None:
 def pod_start_time_ns(pod: PodInfo, now_ns: int) -> int:
     """``GetPodStartTime`` in Unix nanoseconds: ``status.startTime``, or ``now_ns`` for a Pod that
     has not started (or whose start time cannot be read)."""
-    memo = pod.parsed.get("preemption/startTime")
-    if memo is None:
-        status = pod.pod.get("status")
-        t = _parse_time_ns(status.get("startTime")) if isinstance(status, dict) else None
-        memo = pod.parsed["preemption/startTime"] = (t,)
-    t = memo[0]
-    return now_ns if t is None else int(t)
+    t = _START_TIME.get(pod, _start_time_ns)
+    return now_ns if t is None else t
+
+
+def _start_time_ns(pod: PodInfo) -> int | None:
+    status = pod.pod.get("status")
+    return _parse_time_ns(status.get("startTime")) if isinstance(status, dict) else None
+
+
+_START_TIME: PodMemo[int | None] = PodMemo("preemption/startTime", PodInput.START_TIME)
 
 
 def more_important_pod(a: PodInfo, b: PodInfo, now_ns: int) -> bool:

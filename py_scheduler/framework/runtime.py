@@ -14,13 +14,17 @@ node twice if Pods of equal or higher priority are nominated there -- once with 
 cloned CycleState through PreFilterExtensions and to a cloned NodeInfo) and, if that passes, once
 without; both must pass. With no nominator the Filter pass is exactly ``RunFilterPlugins``.
 
-Batch forms (performance only, bench/RESULTS.md): a Filter plugin may also define
-``filter_nodes(state, pod, nodes) -> list[Status] | None`` and a Score plugin
-``score_nodes(state, pod, nodes) -> (list[int], Status)``; each must return exactly what ``filter`` /
-``score`` return node by node (``None``: every node passes). Filter then runs plugin by plugin over
-chunks of nodes no longer than the feasible nodes still missing, so the nodes evaluated, their
-statuses and the rotating start index are those of the node-by-node search
-(tests/unit/plugins/test_batch_hooks.py checks the plugins' forms).
+Batch forms (performance only, bench/RESULTS.md): a Filter plugin may also be a
+:class:`~py_scheduler.framework.interfaces.BatchFilterPlugin` (``filter_nodes(state, pod, nodes) ->
+list[Status] | None``) and a Score plugin a :class:`~py_scheduler.framework.interfaces.BatchScorePlugin`
+(``score_nodes(state, pod, nodes) -> (list[int], Status)``); each must return exactly what ``filter`` /
+``score`` return node by node (``None``: every node passes; the rule is in those Protocols'
+docstrings). Filter then runs plugin by plugin over chunks of nodes no longer than the feasible nodes
+still missing, so the nodes evaluated, their statuses and the rotating start index are those of the node-by-node search
+(tests/unit/plugins/test_batch_contract.py checks every plugin's forms).
+
+Which extension points a plugin takes part in is decided once, when the profile is assembled, by
+``isinstance`` against the runtime-checkable Protocols of :mod:`py_scheduler.framework.interfaces`.
 
 Nothing here touches the API: the same code runs live, in ``explain`` / ``simulate`` and in tests.
 """
@@ -38,7 +42,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.batch import (
     OpportunisticBatch,
     PodSignature,
@@ -47,7 +50,11 @@ from py_scheduler.framework.batch import (
     canonical_signature,
 )
 from py_scheduler.framework.binding_cycle import WaitingPods
+from py_scheduler.framework.errors import SchedulingError as SchedulingError
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import (
+    BatchFilterPlugin,
+    BatchScorePlugin,
     BindPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
@@ -64,7 +71,10 @@ from py_scheduler.framework.interfaces import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
+    SignPlugin,
 )
+from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 
 log = logging.getLogger("py_scheduler.framework")
@@ -81,7 +91,9 @@ OPPORTUNISTIC_BATCHING_DEFAULT = True
 gets an :class:`~py_scheduler.framework.batch.OpportunisticBatch` unless told otherwise
 (``Framework.set_opportunistic_batching(False)``; ``py-scheduler run --feature-gates
 OpportunisticBatching=false``)."""
-_SIGNATURE_MEMO = "OpportunisticBatching/signature"
+_SIGNATURE_MEMO: PodMemo[tuple[Framework, PodSignature | None]] = PodMemo(
+    "OpportunisticBatching/signature", PodInput.ALL)
+"""The Pod's signature in a profile: every plugin's SignPod may read any part of the Pod."""
 _VALID_SCORE_BYTES = bytes(range(MAX_NODE_SCORE + 1))
 """The bytes 0..MAX_NODE_SCORE: deleting them from a packed score column leaves nothing iff every score is in range."""
 
@@ -92,10 +104,6 @@ Nominator = Mapping[str, Sequence[PodInfo]]
 """``PodNominator.NominatedPodsForNode`` as a mapping: node name -> PodInfos of the pending Pods
 nominated to that node (``status.nominatedNodeName``), in nomination order. Only ``.get`` is used,
 so a dict kept up to date by the queue works. The Pod being scheduled may be in it (skipped by UID)."""
-
-
-class SchedulingError(RuntimeError):
-    """A plugin returned Error (not a rejection): the Pod goes to backoff, the message is logged."""
 
 
 @dataclass(slots=True)
@@ -227,7 +235,8 @@ class Framework:
     def __init__(self, profile_name: str, plugins: list[tuple[Any, int]],
                  percentage_of_nodes_to_score: int | None = None,
                  enabled_points: dict[str, list[str]] | None = None,
-                 observer: Observer | None = None, nominator: Nominator | None = None) -> None:
+                 observer: Observer | None = None, nominator: Nominator | None = None,
+                 handle: Handle | None = None) -> None:
         self.profile_name = profile_name
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.plugins: dict[str, Any] = {p.name: p for p, _ in plugins}
@@ -267,13 +276,17 @@ class Framework:
         self.nominator: Nominator | None = nominator
         """The pods nominated per node (upstream's ``WithPodNominator``); ``Algorithm.schedule(...,
         nominator=)`` overrides it for one cycle."""
-        for p, _ in plugins:
-            # Plugins that need the framework handle (``fwk.Handle``: DefaultPreemption runs Filter
-            # and PreFilterExtensions through it) get it once the profile is assembled.
-            bind = getattr(p, "bind_handle", None)
-            if callable(bind):
-                bind(self)
-        self.batchable_plugins: list[Any] = []
+        self.handle: Handle | None = handle
+        """The profile's Handle, the one its plugins got at ``create``; its ``profile`` is this
+        framework (upstream's frameworkImpl is the Handle) and its ``snapshot`` the cycle's."""
+        if handle is not None:
+            handle.profile = self
+        self._batch_filter: dict[str, Callable[[CycleState, PodInfo, list[NodeInfo]], list[Status] | None]] = {
+            p.name: p.filter_nodes for p in self.filter_plugins if isinstance(p, BatchFilterPlugin)}
+        self._batch_score: dict[str, Callable[[CycleState, PodInfo, list[NodeInfo]],
+                                              tuple[Sequence[int], Status]]] = {
+            p.name: p.score_nodes for p in self.score_plugins if isinstance(p, BatchScorePlugin)}
+        self.batchable_plugins: list[SignPlugin] = []
         self.enable_signatures = False
         self.batch: OpportunisticBatch | None = None
         self._compute_batchable_plugins()
@@ -287,8 +300,8 @@ class Framework:
 
     def _compute_batchable_plugins(self) -> None:
         """``computeBatchablePlugins``: the PreFilter, Filter, PreScore and Score plugins, each once,
-        must all define ``sign_pod``; otherwise signatures are off for the profile (py-scheduler has
-        no extenders, which would turn them off too)."""
+        must all be :class:`~py_scheduler.framework.interfaces.SignPlugin`; otherwise signatures are
+        off for the profile (py-scheduler has no extenders, which would turn them off too)."""
         seen: set[str] = set()
         unsupported: list[str] = []
         self.enable_signatures = True
@@ -298,7 +311,7 @@ class Framework:
             if pl.name in seen:
                 continue
             seen.add(pl.name)
-            if callable(getattr(pl, "sign_pod", None)):
+            if isinstance(pl, SignPlugin):
                 self.batchable_plugins.append(pl)
             else:
                 unsupported.append(pl.name)
@@ -307,23 +320,23 @@ class Framework:
             log.info("Disabling signatures for profile because plugins do not support it profile=%s plugins=%s",
                      self.profile_name, unsupported)
 
-    def sign_pod(self, pod: PodInfo, snapshot: Snapshot | None = None) -> PodSignature | None:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None = None) -> PodSignature | None:
         """``SignPod``: the Pod's signature in this profile, or None when signatures are off or some
         plugin cannot sign it. Two Pods with equal signatures get the same Filter and Score results
-        on the same nodes. Memoized on ``pod.parsed`` (computed at the Pod's first attempt, not when
+        on the same nodes. Memoized on the PodInfo (a :class:`~py_scheduler.framework.memo.PodMemo`;
+        computed at the Pod's first attempt, not when
         it is queued as upstream does). A plugin's ``sign_pod(pod, snapshot) -> (fragments, Status)``
         that fails or raises makes the signature None (logged, never raised)."""
         if not self.enable_signatures:
             return None
-        memo = pod.parsed.get(_SIGNATURE_MEMO)
-        if isinstance(memo, tuple) and memo[0] is self:
-            sig: PodSignature | None = memo[1]
-            return sig
+        memo = _SIGNATURE_MEMO.peek(pod)
+        if memo is not None and memo[0] is self:
+            return memo[1]
         sig = self._sign_pod(pod, snapshot)
-        pod.parsed[_SIGNATURE_MEMO] = (self, sig)
+        _SIGNATURE_MEMO.put(pod, (self, sig))
         return sig
 
-    def _sign_pod(self, pod: PodInfo, snapshot: Snapshot | None) -> PodSignature | None:
+    def _sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> PodSignature | None:
         fragments: list[SignFragment] = []
         for pl in self.batchable_plugins:
             try:
@@ -381,7 +394,7 @@ class Framework:
         return self._weighted_totals(cols, len(names))[1]
 
     def _normalized(self, state: CycleState, pod: PodInfo, plugin: str, names: list[str],
-                    values: list[int]) -> list[int]:
+                    values: Sequence[int]) -> Sequence[int]:
         """``values`` (plugin ``plugin``'s raw scores of ``names``, aligned) after its NormalizeScore,
         or ``values`` itself when it has none.
 
@@ -479,7 +492,7 @@ class Framework:
         for pl in active:
             if not todo:
                 break
-            batch = getattr(pl, "filter_nodes", None)
+            batch = self._batch_filter.get(pl.name)
             if batch is not None:
                 got: list[Status] | None = batch(state, pod, todo)
                 if got is None:
@@ -636,8 +649,8 @@ class Framework:
             if pl.name in state.skip_score:
                 continue
             t0 = time.perf_counter() if record else 0.0
-            batch = getattr(pl, "score_nodes", None)
-            values: list[int]
+            batch = self._batch_score.get(pl.name)
+            values: Sequence[int]
             if batch is not None:
                 # Optional batch form: the scores ``score`` would give, in node order (same Status).
                 values, s = batch(state, pod, nodes)
@@ -646,13 +659,14 @@ class Framework:
                 if len(values) != n:
                     raise ValueError(f"Score plugin {pl.name} returned {len(values)} scores for {n} nodes")
             else:
-                values = []
+                one_by_one: list[int] = []
                 f = pl.score
                 for ni in nodes:
                     sc, s = f(state, pod, ni)
                     if s.code:
                         raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
-                    values.append(sc)
+                    one_by_one.append(sc)
+                values = one_by_one
             if raw_out is not None:
                 raw_out[pl.name] = list(values)
             values = self._normalized(state, pod, pl.name, names, values)
@@ -781,7 +795,7 @@ class Algorithm:
         self.next_start_node_index = 0
         self.rng = rng or random.Random()
 
-    def schedule(self, fw: Framework, snapshot: Snapshot, pod: PodInfo, *,
+    def schedule(self, fw: Framework, snapshot: SnapshotLister, pod: PodInfo, *,
                  explain: bool = False, run_post_filter: bool = True,
                  nominator: Nominator | None = None, cycle: int | None = None) -> ScheduleResult:
         """Run one scheduling cycle for ``pod`` on ``snapshot`` (``schedulePod``).
@@ -814,12 +828,14 @@ class Algorithm:
         finally:
             fw.nominator = saved
 
-    def _schedule(self, fw: Framework, snapshot: Snapshot, pod: PodInfo, explain: bool,
+    def _schedule(self, fw: Framework, snapshot: SnapshotLister, pod: PodInfo, explain: bool,
                   run_post_filter: bool, cycle: int | None = None) -> ScheduleResult:
         res = ScheduleResult(pod=pod.key, profile=fw.profile_name)
         fw.record_plugin_metrics = _metrics_sampler.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         res.weights = dict(fw.score_weights)
         state = CycleState(snapshot)
+        if fw.handle is not None:
+            fw.handle.snapshot = snapshot
         res.state = state
         all_nodes = snapshot.node_info_list
         n_all = len(all_nodes)
@@ -932,7 +948,7 @@ class Algorithm:
                 cols[plugin] = c
         return SortedScoredNodes(others, totals[:k] + totals[k + 1:], cols, self.rng)
 
-    def _evaluate_nominated_node(self, fw: Framework, snapshot: Snapshot, state: CycleState, pod: PodInfo,
+    def _evaluate_nominated_node(self, fw: Framework, snapshot: SnapshotLister, state: CycleState, pod: PodInfo,
                                  d: Diagnosis, n_all: int, hint: str = "") -> list[NodeInfo]:
         """``evaluateNominatedNode``: the Pod's ``status.nominatedNodeName`` (else the batch ``hint``)
         alone through Filter (PreFilterResult not applied, start index not advanced). [node] when it

@@ -140,22 +140,3 @@ def cannot_sign(reason: str) -> SignResult:
 def container_list(pod: PodInfo) -> list[dict[str, Any]]:
     """The Pod's containers then init containers (malformed entries left out)."""
     return _containers(pod)
-
-
-DRA_EXTENDED_RESOURCE_REFUSAL = "signature disabled when dra extended resources are used in the cluster"
-
-
-def resources_sign_pod(pod: PodInfo, snapshot: Any) -> SignResult:
-    """NodeResourcesFit's and NodeResourcesBalancedAllocation's ``SignPod`` (``noderesources/fit.go``,
-    ``balanced_allocation.go``; DRAExtendedResource is GA): the Pod's effective request, refused when
-    it asks for a non-zero extended resource that a DeviceClass of ``snapshot`` maps
-    (``shouldDelegateResourceToDRA`` without a node)."""
-    from py_scheduler.plugins.helpers.resource_scoring import DeviceClassResolver, should_delegate_resource_to_dra
-
-    scalar = pod.requests.scalar
-    if any(q != 0 for q in scalar.values()):
-        resolver = DeviceClassResolver.from_snapshot(snapshot)
-        for name, q in scalar.items():
-            if q != 0 and should_delegate_resource_to_dra(name, None, resolver):
-                return cannot_sign(DRA_EXTENDED_RESOURCE_REFUSAL)
-    return [(RESOURCES_SIGNER_NAME, resources_signer(pod))], Status.success()

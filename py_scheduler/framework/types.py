@@ -17,9 +17,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import IntEnum
-from typing import Any
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from py_scheduler.framework import quantity
+from py_scheduler.framework.memo import NodeMemo, PodInput, PodMemo, kept_memos
+
+T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
@@ -428,10 +431,21 @@ def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None,
     return result
 
 
-def _swap_remove(items: list[Any], i: int) -> None:
-    """Remove ``items[i]`` by moving the last element into its place (Go's ``removeFromSlice``)."""
-    items[i] = items[-1]
-    items.pop()
+def _swap_removed(items: tuple[T, ...], i: int) -> tuple[T, ...]:
+    """``items`` without ``items[i]``, the last element moved into its place (Go's ``removeFromSlice``)."""
+    last = len(items) - 1
+    if i == last:
+        return items[:last]
+    return (*items[:i], items[last], *items[i + 1:last])
+
+
+_set = object.__setattr__
+"""Assignment without :meth:`NodeInfo.__setattr__`'s bump, for NodeInfo's own methods (which bump once)."""
+
+_INDEXED_FIELDS = frozenset({"node", "pods", "pods_with_affinity", "pods_with_required_anti_affinity",
+                             "requested", "non_zero_requested", "allocatable", "used_ports", "pvc_ref_counts",
+                             "image_states"})
+"""NodeInfo fields whose assignment is a change of the NodeInfo (bumps its generation)."""
 
 
 class HostPortInfo:
@@ -530,14 +544,16 @@ class PodInfo:
         non0_mem: bytes with 200Mi per container lacking a memory request.
         priority: ``spec.priority`` (0 when unset).
         ports: host ports (ip, protocol, port).
-        parsed: per-plugin memo of parsed structures (affinity terms, selectors), keyed by plugin.
+        memos: the :class:`~py_scheduler.framework.memo.PodMemo` values computed for this Pod (parsed
+            affinity terms, selectors, tolerations, the signature...); each memo declares the parts
+            of the Pod it reads and :meth:`derive` / :meth:`reparse` keep exactly those still valid.
 
     Raises (constructor):
         PodParseError: a malformed quantity in any container, init container, pod-level request or
         overhead.
     """
 
-    __slots__ = ("key", "labels", "name", "namespace", "non0_cpu", "non0_mem", "parsed", "pod", "ports",
+    __slots__ = ("key", "labels", "memos", "name", "namespace", "non0_cpu", "non0_mem", "pod", "ports",
                  "priority", "requests", "uid")
 
     def __init__(self, pod: Obj) -> None:
@@ -581,25 +597,27 @@ class PodInfo:
             if key in ("podAffinity", "podAntiAffinity", "nodeAffinity") and val is not None and not isinstance(
                     val, dict):
                 raise PodParseError(f"spec.affinity.{key}", val, "expected an object")
-        self.parsed: dict[str, Any] = {}
+        self.memos: dict[PodMemo[Any], Any] = {}
 
     def derive(self, pod: Obj) -> PodInfo:
         """This PodInfo for ``pod``, another version of the same Pod that differs only in
-        ``spec.nodeName`` and ``metadata.annotations`` (the assumed Pod of a scheduling cycle), without
-        parsing it again; ``parsed`` (the plugins' memo) is shared."""
+        ``spec.nodeName``, ``metadata.annotations`` and ``status`` (the assumed Pod of a scheduling
+        cycle), without parsing it again. The memos whose declared inputs are equal in both versions
+        are kept (:func:`~py_scheduler.framework.memo.kept_memos`); the dict is shared when nothing
+        a memo may read changed."""
         out = PodInfo.__new__(PodInfo)
         for name in PodInfo.__slots__:
             setattr(out, name, getattr(self, name))
         out.pod = pod
+        out.memos = kept_memos(self.memos, _changed_inputs(self.pod, pod))
         return out
 
     def reparse(self, pod: Obj) -> PodInfo:
         """A PodInfo for ``pod``, a newer version of this Pod (the watch's bound version of an
         assumed Pod, a status update): derived without parsing when nothing :meth:`__init__` reads
-        changed (:func:`same_parse_inputs`), else parsed as new. The plugins' memo ``parsed`` is
-        shared only when the annotations and ``status.startTime`` (read by memoized helpers:
-        GPU request, preemption start time) are equal too; otherwise the derived PodInfo starts
-        with an empty memo.
+        changed (:func:`same_parse_inputs`), else parsed as new (with no memos). A derived PodInfo
+        keeps the memos whose declared :class:`~py_scheduler.framework.memo.PodInput` did not change
+        (see :meth:`derive`).
 
         Raises:
             PodParseError: ``pod`` had to be parsed and a field is malformed (as the constructor).
@@ -612,11 +630,6 @@ class PodInfo:
         new_labels = pod["metadata"].get("labels")
         if self.labels is old_labels and isinstance(new_labels, dict):
             out.labels = new_labels  # the new version's own (equal) dict: the old Pod can be freed
-        old_status, new_status = old.get("status"), pod.get("status")
-        if old["metadata"].get("annotations") != pod["metadata"].get("annotations") or (
-                (old_status.get("startTime") if isinstance(old_status, dict) else None)
-                != (new_status.get("startTime") if isinstance(new_status, dict) else None)):
-            out.parsed = {}
         return out
 
     @property
@@ -675,6 +688,29 @@ def _resize_status_inputs(status: object) -> tuple[Any, ...]:
             status.get("resources"), pod_resize_infeasible({"status": status}))
 
 
+def _changed_inputs(old: Obj, new: Obj) -> PodInput:
+    """Which of the parts a memo may depend on differ between two versions of one Pod whose identity,
+    labels and ``spec`` apart from ``nodeName`` are equal (the callers' precondition)."""
+    changed = PodInput(0)
+    om, nm = old.get("metadata"), new.get("metadata")
+    if (om.get("annotations") if isinstance(om, dict) else None) != (
+            nm.get("annotations") if isinstance(nm, dict) else None):
+        changed |= PodInput.ANNOTATIONS
+    os_, ns_ = old.get("spec"), new.get("spec")
+    if os_ is not ns_ and (os_.get("nodeName") if isinstance(os_, dict) else None) != (
+            ns_.get("nodeName") if isinstance(ns_, dict) else None):
+        changed |= PodInput.NODE_NAME
+    ost, nst = old.get("status"), new.get("status")
+    if ost is not nst and ost != nst:
+        ost = ost if isinstance(ost, dict) else {}
+        nst = nst if isinstance(nst, dict) else {}
+        if ost.get("startTime") != nst.get("startTime"):
+            changed |= PodInput.START_TIME
+        if {k: v for k, v in ost.items() if k != "startTime"} != {k: v for k, v in nst.items() if k != "startTime"}:
+            changed |= PodInput.STATUS
+    return changed
+
+
 def same_parse_inputs(old: object, new: object) -> bool:
     """Whether :class:`PodInfo` would parse ``new`` exactly as ``old``: both Pods are objects with
     object ``metadata`` whose uid, namespace, name and labels are equal, their ``spec`` is equal
@@ -712,22 +748,32 @@ class NodeInfo:
         unschedulable / has_taints: ``spec.unschedulable`` / a non-empty ``spec.taints`` of the Node
             as of ``set_node`` (set a new Node object with ``set_node``; a node-less NodeInfo may keep
             stale True values, which only send callers to their node-by-node path).
-        pods: PodInfos bound or assumed to this node.
-        pods_with_affinity, pods_with_required_anti_affinity: subsets used by InterPodAffinity.
+        pods: PodInfos bound or assumed to this node (an immutable tuple: ``add_pod`` / ``remove_pod``
+            replace it, so no caller can change it in place).
+        pods_with_affinity, pods_with_required_anti_affinity: subsets used by InterPodAffinity (tuples).
         requested: sum of the pods' requests (milli-CPU, bytes, scalar ints).
         non_zero_requested: same with the 100m / 200Mi defaults for missing cpu / memory.
         allocatable: ``status.allocatable``.
         used_ports: host ports in use.
         image_states: image name -> ImageStateSummary (filled by the cache / snapshot).
         pvc_ref_counts: ``namespace/claim`` -> number of pods on the node using it.
-        generation: bumped on every change.
+        memos: :class:`~py_scheduler.framework.memo.NodeMemo` values, each stamped with the Node
+            object or the generation it was computed for.
+        generation: bumped on every change, by construction: the methods bump it, and assigning any
+            of :data:`_INDEXED_FIELDS` (``node``, the Pod tuples, the resource sums) bumps it too, so
+            the cross-cycle indexes that sync by generation (resource columns, InterPodAffinity's
+            AffinityIndex, PodTopologySpread's count memo, per-Node memos) cannot go stale silently
+            (tests/unit/plugins/test_index_staleness.py). ``Resource`` / ``HostPortInfo`` objects and
+            the Node dict are changed only by NodeInfo's own methods (which bump) and never in place
+            by anyone else.
 
     Raises (``set_node``): PodParseError (with field ``node.status.allocatable.X``) on a malformed
     allocatable quantity; callers treat such a node as having no allocatable resources.
     """
 
-    __slots__ = ("allocatable", "generation", "has_taints", "image_states", "name", "node", "non_zero_requested",
-                 "pods", "pods_with_affinity", "pods_with_required_anti_affinity", "pvc_ref_counts",
+    __slots__ = ("allocatable", "generation", "has_taints", "image_states", "memos", "name", "node",
+                 "non_zero_requested", "pods", "pods_with_affinity", "pods_with_required_anti_affinity",
+                 "pvc_ref_counts",
                  "requested", "unschedulable", "used_ports")
 
     def __init__(self, node: Obj | None = None, pods: Iterable[PodInfo] = ()) -> None:
@@ -735,20 +781,27 @@ class NodeInfo:
         self.name: str = ""
         self.unschedulable = False
         self.has_taints = False
-        self.pods: list[PodInfo] = []
-        self.pods_with_affinity: list[PodInfo] = []
-        self.pods_with_required_anti_affinity: list[PodInfo] = []
+        self.pods: tuple[PodInfo, ...] = ()
+        self.pods_with_affinity: tuple[PodInfo, ...] = ()
+        self.pods_with_required_anti_affinity: tuple[PodInfo, ...] = ()
         self.requested = Resource()
         self.non_zero_requested = Resource()
         self.allocatable = Resource()
         self.used_ports = HostPortInfo()
         self.image_states: dict[str, ImageStateSummary] = {}
         self.pvc_ref_counts: dict[str, int] = {}
+        self.memos: dict[NodeMemo[Any], Any] = {}
         self.generation = next_generation()
         if node is not None:
             self.set_node(node)
         for p in pods:
             self.add_pod(p)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Assigning a field the indexes read is a change: bump the generation (see the class docstring).
+        object.__setattr__(self, name, value)
+        if name in _INDEXED_FIELDS:
+            object.__setattr__(self, "generation", next_generation())
 
     # -- node ---------------------------------------------------------------------------------
     def set_node(self, node: Obj) -> None:
@@ -785,11 +838,12 @@ class NodeInfo:
     # -- pods ---------------------------------------------------------------------------------
     def add_pod(self, p: PodInfo) -> None:
         """``NodeInfo.AddPodInfo``."""
-        self.pods.append(p)
+        # object.__setattr__: the generation bump comes once, from _update
+        _set(self, "pods", (*self.pods, p))
         if p.has_affinity():
-            self.pods_with_affinity.append(p)
+            _set(self, "pods_with_affinity", (*self.pods_with_affinity, p))
         if p.has_required_anti_affinity():
-            self.pods_with_required_anti_affinity.append(p)
+            _set(self, "pods_with_required_anti_affinity", (*self.pods_with_required_anti_affinity, p))
         self._update(p, 1)
 
     def remove_pod(self, uid: str) -> PodInfo | None:
@@ -800,12 +854,16 @@ class NodeInfo:
         them unstably (preemption victims of equal importance)."""
         for i, p in enumerate(self.pods):
             if p.uid == uid:
-                _swap_remove(self.pods, i)
-                for lst in (self.pods_with_affinity, self.pods_with_required_anti_affinity):
-                    for j, q in enumerate(lst):
-                        if q.uid == uid:
-                            _swap_remove(lst, j)
-                            break
+                _set(self, "pods", _swap_removed(self.pods, i))
+                for j, q in enumerate(self.pods_with_affinity):
+                    if q.uid == uid:
+                        _set(self, "pods_with_affinity", _swap_removed(self.pods_with_affinity, j))
+                        break
+                for j, q in enumerate(self.pods_with_required_anti_affinity):
+                    if q.uid == uid:
+                        _set(self, "pods_with_required_anti_affinity",
+                             _swap_removed(self.pods_with_required_anti_affinity, j))
+                        break
                 self._update(p, -1)
                 return p
         return None
@@ -830,25 +888,28 @@ class NodeInfo:
                 self.pvc_ref_counts[claim] = n
             else:
                 self.pvc_ref_counts.pop(claim, None)
-        self.generation = next_generation()
+        _set(self, "generation", next_generation())
 
     def clone(self) -> NodeInfo:
         """A copy whose lists and counters can change without touching this one (``Snapshot``)."""
         c = NodeInfo.__new__(NodeInfo)
-        c.node = self.node
-        c.name = self.name
-        c.unschedulable = self.unschedulable
-        c.has_taints = self.has_taints
-        c.pods = list(self.pods)
-        c.pods_with_affinity = list(self.pods_with_affinity)
-        c.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)
-        c.requested = self.requested.clone()
-        c.non_zero_requested = self.non_zero_requested.clone()
-        c.allocatable = self.allocatable.clone()
-        c.used_ports = self.used_ports.clone()
-        c.image_states = dict(self.image_states)
-        c.pvc_ref_counts = dict(self.pvc_ref_counts)
-        c.generation = self.generation
+        put = object.__setattr__  # a copy is no change: the clone keeps this generation
+        put(c, "node", self.node)
+        put(c, "name", self.name)
+        put(c, "unschedulable", self.unschedulable)
+        put(c, "has_taints", self.has_taints)
+        put(c, "pods", self.pods)  # immutable tuples: shared
+        put(c, "pods_with_affinity", self.pods_with_affinity)
+        put(c, "pods_with_required_anti_affinity", self.pods_with_required_anti_affinity)
+        put(c, "requested", self.requested.clone())
+        put(c, "non_zero_requested", self.non_zero_requested.clone())
+        put(c, "allocatable", self.allocatable.clone())
+        put(c, "used_ports", self.used_ports.clone())
+        put(c, "image_states", dict(self.image_states))
+        put(c, "pvc_ref_counts", dict(self.pvc_ref_counts))
+        put(c, "memos", self.memos)  # shared: entries are stamped (Node object / generation), so each holder
+        # recomputes what no longer matches it
+        put(c, "generation", self.generation)
         return c
 
     def __repr__(self) -> str:
@@ -871,6 +932,93 @@ def pod_pvc_keys(pod: Obj) -> list[str]:
     return out
 
 
+# -- what a cycle reads (exported by py_scheduler.framework.lister) ----------------------------------
+class ClusterObjectsLister(Protocol):
+    """Objects other than Nodes and Pods, by kind (Services, PVCs, ResourceSlices, ...).
+
+    ``key`` is ``namespace/name`` for namespaced kinds and ``name`` for cluster-scoped ones;
+    ``by_kind`` is ``kind -> key -> object`` (read only).
+    """
+
+    @property
+    def by_kind(self) -> Mapping[str, Mapping[str, Obj]]: ...
+
+    def get(self, kind: str, key: str) -> Obj | None:
+        """The object, or None."""
+        ...
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """Every object of ``kind`` (only those of ``namespace`` when given)."""
+        ...
+
+    def upsert(self, kind: str, obj: Obj) -> None:
+        """Put ``obj`` in this in-memory view (an assumed write of the binding cycle, e.g. DRA's
+        allocation in explain / simulate); never an API write."""
+        ...
+
+
+class NodeDerived(Protocol):
+    """A structure derived from a snapshot's ``node_info_list`` and kept up to date node by node."""
+
+    def fresh_for(self, nodes: list[NodeInfo]) -> bool:
+        """Whether it was built for this very list object (same identity and length)."""
+        ...
+
+    def refresh(self, ni: NodeInfo) -> bool:
+        """Re-read ``ni`` (a NodeInfo of the list, changed in place); False when it is not there."""
+        ...
+
+
+D = TypeVar("D", bound=NodeDerived)
+DerivedFactory = Callable[[list[NodeInfo]], D]
+"""Builds a :class:`NodeDerived` over a node list (O(nodes)); the factory object is also its key."""
+
+
+class SnapshotLister(Protocol):
+    """The read-only view of the cluster one scheduling cycle works on (``fwk.SharedLister``).
+
+    Attributes:
+        node_info_map: node name -> NodeInfo. node_info_list: the same NodeInfos in node-tree order
+            (zones interleaved), the order Filter walks from its rotating start index.
+        have_pods_with_affinity_list / have_pods_with_required_anti_affinity_list: NodeInfos with at
+            least one such Pod.
+        objects: the cluster's other objects (read-only).
+        used_pvc_ref_counts: ``namespace/claim`` -> number of Pods using it (``IsPVCUsedByPods``).
+        generation: the cache generation the snapshot reflects.
+    """
+
+    node_info_map: dict[str, NodeInfo]
+    node_info_list: list[NodeInfo]
+    have_pods_with_affinity_list: list[NodeInfo]
+    have_pods_with_required_anti_affinity_list: list[NodeInfo]
+    used_pvc_ref_counts: dict[str, int]
+    generation: int
+
+    @property
+    def objects(self) -> ClusterObjectsLister: ...
+
+    def get(self, name: str) -> NodeInfo:
+        """NodeInfo by node name. Raises KeyError if absent."""
+        ...
+
+    def num_nodes(self) -> int: ...
+
+    def all_pods(self) -> Iterable[PodInfo]: ...
+
+    def derived(self, factory: DerivedFactory[D]) -> D:
+        """The structure ``factory`` builds over ``node_info_list``: built on first use after the list
+        changed, then kept up to date by the snapshot (see the module docstring)."""
+        ...
+
+
+@runtime_checkable
+class StateData(Protocol):
+    """``fwk.StateData``: plugin state in a :class:`CycleState` that must be copied (not shared) when
+    the state is cloned (preemption dry runs, nominated Pods); state without ``clone`` is shared."""
+
+    def clone(self) -> Any: ...
+
+
 class CycleState:
     """Per-cycle scratch space shared by a profile's plugins (``fwk.CycleState``).
 
@@ -882,11 +1030,11 @@ class CycleState:
 
     __slots__ = ("data", "pod_annotations", "skip_filter", "skip_score", "snapshot")
 
-    def __init__(self, snapshot: Any = None) -> None:
+    def __init__(self, snapshot: SnapshotLister | None = None) -> None:
         self.data: dict[str, Any] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
-        self.snapshot: Any = snapshot
+        self.snapshot: SnapshotLister | None = snapshot
         self.pod_annotations: dict[str, str] = {}
 
     def read(self, key: str) -> Any:
@@ -898,7 +1046,7 @@ class CycleState:
 
     def clone(self) -> CycleState:
         c = CycleState(self.snapshot)
-        c.data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self.data.items()}
+        c.data = {k: (v.clone() if isinstance(v, StateData) else v) for k, v in self.data.items()}
         c.skip_filter = set(self.skip_filter)
         c.skip_score = set(self.skip_score)
         c.pod_annotations = dict(self.pod_annotations)

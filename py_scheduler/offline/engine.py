@@ -38,6 +38,7 @@ from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult,
 from py_scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
 from py_scheduler.offline.loader import ClusterData, creation_timestamp, pod_key
 from py_scheduler.offline.memapi import MemoryAPI
+from py_scheduler.plugins import registry
 
 PRE_BIND_MAX_STEPS = 16
 """Suspensions an offline PreBind may make before it is given up (see ``OfflineScheduler._pre_bind``)."""
@@ -109,19 +110,15 @@ def load_frameworks(config: Path | None, handle: Handle | None = None) -> tuple[
     if config is None:
         cfg = cfgmod.SchedulerConfig()
     else:
-        loader: Callable[[Path], Any] | None = getattr(cfgmod, "load_config", None)
-        if loader is None:
-            raise ProfileError(f"{config}: --config is not supported by this build yet "
-                               "(py_scheduler.framework.config.load_config is missing)")
         try:
-            cfg = loader(config)
+            cfg = cfgmod.load_config(config, registry=registry)
         except cfgmod.ConfigError as exc:
             msg = str(exc)
             raise ProfileError(msg if msg.startswith(str(config)) else f"{config}: {msg}") from exc
         except OSError as exc:
             raise ProfileError(f"{config}: cannot read: {exc.strerror or exc}") from exc
     try:
-        fws = cfgmod.build_frameworks(cfg, handle=handle)
+        fws = cfgmod.build_frameworks(cfg, handle=handle, registry=registry)
     except cfgmod.ConfigError as exc:
         where = f"{config}: " if config is not None else ""
         raise ProfileError(f"{where}{exc}") from exc
@@ -248,8 +245,7 @@ class OfflineScheduler:
             meta = dict(assumed.get("metadata") or {})
             meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
             assumed["metadata"] = meta
-            info = PodInfo(assumed)
-            info.parsed = pod_info.parsed
+            info = pod_info.derive(assumed)
         else:
             info = pod_info
         self.snapshot.assume(info, node)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers.resource_scoring import (
     DEFAULT_RESOURCES,
@@ -33,6 +35,7 @@ from py_scheduler.plugins.helpers.resource_scoring import (
     decode_resources,
     dra_pre_score_state,
     node_columns_of,
+    resources_sign_pod,
 )
 
 __all__ = ["NAME", "PRE_SCORE_STATE_KEY", "BalancedAllocationArgs", "NodeResourcesBalancedAllocation"]
@@ -91,20 +94,20 @@ class NodeResourcesBalancedAllocation:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/noderesources/balanced_allocation.go``): as
         NodeResourcesFit's. ``snapshot`` is unused by most plugins."""
-        return signers.resources_sign_pod(pod, snapshot)
+        return resources_sign_pod(pod, snapshot)
 
 
-    def __init__(self, args: BalancedAllocationArgs | None = None, handle: Any = None) -> None:
+    def __init__(self, args: BalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
         self.args = args or BalancedAllocationArgs()
         self.handle = handle
         self.scorer = ResourceAllocationScorer(NAME, balanced_resource_scorer, self.args.resources,
                                                use_requested=True, pod_level_and_status=True)
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> NodeResourcesBalancedAllocation:
+    def create(cls, args: dict[str, Any], handle: Handle) -> NodeResourcesBalancedAllocation:
         """Build from ``pluginConfig`` args.
 
         Raises:

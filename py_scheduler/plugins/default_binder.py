@@ -36,8 +36,8 @@ class DefaultBinder:
         self.handle = handle
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> DefaultBinder:
-        return cls(handle if isinstance(handle, Handle) else None)
+    def create(cls, args: dict[str, Any], handle: Handle) -> DefaultBinder:
+        return cls(handle)
 
     def binding(self, pod: PodInfo, node_name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
         """The v1 Binding object for ``pod`` -> ``node_name`` (``metadata.annotations`` when given)."""

@@ -37,6 +37,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from py_scheduler.framework.errors import SchedulingError
+from py_scheduler.framework.events import (
+    EVENT_ASSIGNED_POD_DELETE,
+    ClusterEventWithHint,
+    QueueingHint,
+)
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PostFilterResult
 from py_scheduler.framework.preemption import (
     PDB,
@@ -47,14 +54,8 @@ from py_scheduler.framework.preemption import (
     pod_terminating_by_preemption,
     sort_by_importance,
 )
-from py_scheduler.framework.runtime import Framework, SchedulingError
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers.resource_scoring import FieldErrors
-from py_scheduler.queue.events import (
-    EVENT_ASSIGNED_POD_DELETE,
-    ClusterEventWithHint,
-    QueueingHint,
-)
 
 __all__ = [
     "ERR_NO_VICTIMS",
@@ -141,8 +142,9 @@ class DefaultPreemption:
 
     Attributes:
         args: the validated :class:`DefaultPreemptionArgs`.
-        fh: the profile's :class:`Framework` (bound by the framework after construction); its
-            Filter, PreFilterExtensions and nominator are used for the dry runs.
+        handle: the profile's :class:`~py_scheduler.framework.handle.Handle` given at ``create``; its
+            ``profile`` (the profile's framework, filled in once the profile is assembled) runs
+            Filter with nominated Pods and PreFilterExtensions for the dry runs.
         offset_rand: ``n -> offset in [0, n)`` where the dry run starts (upstream
             ``rand.Int31n``); tests inject a fixed one.
         now_ns: clock in Unix nanoseconds (start time of Pods that have not started).
@@ -153,11 +155,11 @@ class DefaultPreemption:
 
     name = NAME
 
-    def __init__(self, args: DefaultPreemptionArgs | None = None, handle: Any = None, *,
+    def __init__(self, args: DefaultPreemptionArgs | None = None, handle: Handle | None = None, *,
                  offset_rand: Callable[[int], int] | None = None,
                  now_ns: Callable[[], int] | None = None) -> None:
         self.args = args or DefaultPreemptionArgs()
-        self.fh: Framework | None = handle if isinstance(handle, Framework) else None
+        self.handle: Handle = handle if handle is not None else Handle()
         self.offset_rand: Callable[[int], int] = offset_rand or random.Random().randrange
         self.now_ns: Callable[[], int] = now_ns or time.time_ns
         self.is_eligible_pod: Callable[[NodeInfo, PodInfo, PodInfo], bool] = lambda _ni, _victim, _pod: True
@@ -165,18 +167,13 @@ class DefaultPreemption:
         self._preempting: set[str] = set()
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> DefaultPreemption:
+    def create(cls, args: dict[str, Any], handle: Handle) -> DefaultPreemption:
         """Factory for the registry.
 
         Raises:
             ConfigError: invalid args (see :meth:`DefaultPreemptionArgs.from_dict`).
         """
         return cls(DefaultPreemptionArgs.from_dict(args), handle)
-
-    def bind_handle(self, fh: Framework) -> None:
-        """Called by :class:`Framework` once the profile is assembled (upstream passes ``fh`` to
-        ``New``)."""
-        self.fh = fh
 
     # -- PostFilter -----------------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: PodInfo,
@@ -238,9 +235,9 @@ class DefaultPreemption:
         has lower priority, the Filter status when the Pod does not fit even with all of them
         gone, Error when a PreFilterExtensions or Filter plugin fails.
         """
-        fh = self.fh
+        fh = self.handle.profile
         if fh is None:
-            return [], 0, Status(Code.ERROR, ["DefaultPreemption is not bound to a framework"])
+            return [], 0, Status(Code.ERROR, ["DefaultPreemption's Handle has no profile framework"])
         now = self.now_ns()
         potential = [p for p in node_info.pods if self._preemption_allowed(node_info, p, pod)]
         if not potential:

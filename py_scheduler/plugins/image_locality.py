@@ -15,9 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.gomath import go_div
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import MAX_NODE_SCORE, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
-from py_scheduler.plugins.helpers.resource_scoring import go_div
 
 __all__ = ["MAX_CONTAINER_THRESHOLD", "MIN_THRESHOLD", "NAME", "ImageLocality", "calculate_priority",
            "normalized_image_name", "scaled_image_score", "sum_image_scores"]
@@ -40,10 +43,11 @@ def normalized_image_name(name: str) -> str:
 
 def _pod_images(pod: PodInfo) -> tuple[list[str], int]:
     """The Pod's normalized image names (init containers, containers, image volumes, in that order)
-    and the image count, memoized in ``pod.parsed``."""
-    memo: tuple[list[str], int] | None = pod.parsed.get(NAME)
-    if memo is not None:
-        return memo
+    and the image count, memoized on the PodInfo."""
+    return _IMAGES_MEMO.get(pod, _compute_pod_images)
+
+
+def _compute_pod_images(pod: PodInfo) -> tuple[list[str], int]:
     spec = pod.spec
     names: list[str] = []
     count = 0
@@ -59,9 +63,10 @@ def _pod_images(pod: PodInfo) -> tuple[list[str], int]:
         ref = image.get("reference")
         names.append(normalized_image_name(ref if isinstance(ref, str) else ""))
         count += 1
-    memo = (names, count)
-    pod.parsed[NAME] = memo
-    return memo
+    return names, count
+
+
+_IMAGES_MEMO: PodMemo[tuple[list[str], int]] = PodMemo(NAME, PodInput.SPEC)
 
 
 def scaled_image_score(size: int, num_nodes: int, total_num_nodes: int) -> int:
@@ -103,7 +108,7 @@ class ImageLocality:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/imagelocality/image_locality.go``): the distinct
         normalized image names of containers and init containers, sorted. ``snapshot`` is unused by most
         plugins."""
@@ -111,11 +116,11 @@ class ImageLocality:
         return [(signers.IMAGE_NAMES_SIGNER_NAME, sorted(names))], Status.success()
 
 
-    def __init__(self, handle: Any = None) -> None:
+    def __init__(self, handle: Handle | None = None) -> None:
         self.handle = handle
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> ImageLocality:
+    def create(cls, args: dict[str, Any], handle: Handle) -> ImageLocality:
         """ImageLocality takes no args.
 
         Raises:

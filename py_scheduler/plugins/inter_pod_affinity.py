@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from py_scheduler.cache.snapshot import ClusterObjects
 from py_scheduler.framework import signers
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister, objects_of
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import (
     MAX_NODE_SCORE,
     Code,
@@ -67,7 +69,8 @@ PRE_FILTER_STATE_KEY = "PreFilter" + NAME
 PRE_SCORE_STATE_KEY = "PreScore" + NAME
 _INDEX_KEY = NAME + "/index"
 """CycleState key of the AffinityIndex PreFilter brought up to date (PreScore reuses it: one sync per cycle)."""
-_MEMO_KEY = NAME
+_TERMS_MEMO: PodMemo[PodAffinityTerms] = PodMemo(NAME, PodInput.IDENTITY | PodInput.SPEC)
+"""A Pod's parsed affinity terms (``spec.affinity``; default namespace: the Pod's own)."""
 _MIN_HARD_WEIGHT = 0
 _MAX_HARD_WEIGHT = 100
 
@@ -210,17 +213,12 @@ def _parse_pod_terms(pod: PodInfo) -> PodAffinityTerms:
 
 
 def pod_affinity_terms(pod: PodInfo) -> PodAffinityTerms:
-    """The Pod's parsed affinity terms, memoized in ``pod.parsed`` (never raises: malformed lists are
+    """The Pod's parsed affinity terms, memoized on the PodInfo (never raises: malformed lists are
     empty and described in ``errors``)."""
-    memo = pod.parsed.get(_MEMO_KEY)
-    if isinstance(memo, PodAffinityTerms):
-        return memo
-    terms = _parse_pod_terms(pod)
-    pod.parsed[_MEMO_KEY] = terms
-    return terms
+    return _TERMS_MEMO.get(pod, _parse_pod_terms)
 
 
-def _namespace_labels(objects: ClusterObjects, namespace: str) -> dict[str, str] | None:
+def _namespace_labels(objects: ClusterObjectsLister, namespace: str) -> dict[str, str] | None:
     """``GetNamespaceLabelsSnapshot``: the labels of the Pod's Namespace, None when it is unknown."""
     ns = objects.get("Namespace", namespace)
     if ns is None:
@@ -229,7 +227,7 @@ def _namespace_labels(objects: ClusterObjects, namespace: str) -> dict[str, str]
     return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
 
 
-def _merge_namespaces(term: AffinityTerm, objects: ClusterObjects) -> AffinityTerm:
+def _merge_namespaces(term: AffinityTerm, objects: ClusterObjectsLister) -> AffinityTerm:
     """``mergeAffinityTermNamespacesIfNotEmpty``: unroll a non-empty namespaceSelector into the
     namespace set (Namespaces from ``objects``) and make the selector select nothing."""
     if term.namespace_selector.is_everything:
@@ -326,14 +324,14 @@ def _raw_preferred_count(pod: PodInfo, kind: str) -> int:
     return len(pref) if isinstance(pref, list) else 0
 
 
-def _objects(state: CycleState) -> ClusterObjects:
-    objs = getattr(state.snapshot, "objects", None)
-    return objs if isinstance(objs, ClusterObjects) else ClusterObjects()
+def _objects(state: CycleState) -> ClusterObjectsLister:
+    return objects_of(state.snapshot)
 
 
 # -- cross-cycle index (issue 9) ------------------------------------------------------------------
 
-_INDEX_MEMO_KEY = NAME + ".index"
+_INDEX_MEMO: PodMemo[_PodIndexKeys] = PodMemo(
+    NAME + ".index", PodInput.IDENTITY | PodInput.LABELS | PodInput.SPEC)
 _GENERATION = attrgetter("generation")
 _BLOCK = 64
 _MAX_INDEXES = 2
@@ -357,7 +355,7 @@ def term_key(t: AffinityTerm) -> TermKey:
 
 @dataclass(frozen=True, slots=True)
 class _PodIndexKeys:
-    """What one existing Pod contributes to :class:`AffinityIndex` (memoized in ``pod.parsed``):
+    """What one existing Pod contributes to :class:`AffinityIndex` (memoized on the PodInfo):
     its label class, its required anti-affinity terms and its scoring terms (kind, weight), keyed."""
 
     label_class: tuple[str, frozenset[tuple[str, str]]]
@@ -366,9 +364,10 @@ class _PodIndexKeys:
 
 
 def _pod_index_keys(p: PodInfo) -> _PodIndexKeys:
-    memo = p.parsed.get(_INDEX_MEMO_KEY)
-    if isinstance(memo, _PodIndexKeys):
-        return memo
+    return _INDEX_MEMO.get(p, _compute_pod_index_keys)
+
+
+def _compute_pod_index_keys(p: PodInfo) -> _PodIndexKeys:
     terms = pod_affinity_terms(p)
     score: list[tuple[tuple[int, TermKey, int], AffinityTerm]] = []
     score.extend(((_KIND_HARD, term_key(t), 0), t) for t in terms.required_affinity)
@@ -376,7 +375,6 @@ def _pod_index_keys(p: PodInfo) -> _PodIndexKeys:
     score.extend(((_KIND_PREFERRED_ANTI, term_key(w.term), w.weight), w.term) for w in terms.preferred_anti_affinity)
     keys = _PodIndexKeys((p.namespace, frozenset(p.labels.items())),
                          tuple((term_key(t), t) for t in terms.required_anti_affinity), tuple(score))
-    p.parsed[_INDEX_MEMO_KEY] = keys
     return keys
 
 
@@ -503,7 +501,7 @@ class InterPodAffinity:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/interpodaffinity/plugin.go``): refuses Pods with
         podAffinity / podAntiAffinity; otherwise the Pod's labels (none with
         ``ignorePreferredTermsOfExistingPods``). ``snapshot`` is unused by most plugins."""
@@ -540,7 +538,7 @@ class InterPodAffinity:
         return idx
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> InterPodAffinity:
+    def create(cls, args: dict[str, Any], handle: Handle) -> InterPodAffinity:
         """Build from ``pluginConfig.args`` (v1 defaults applied, then ``ValidateInterPodAffinityArgs``).
 
         Raises:
@@ -638,7 +636,8 @@ class InterPodAffinity:
                             anti_counts[pair] = anti_counts.get(pair, 0) + n
 
     @staticmethod
-    def _pre_filter_counts_scan(s: PreFilterState, pod: PodInfo, nodes: list[NodeInfo], snap: Any) -> None:
+    def _pre_filter_counts_scan(s: PreFilterState, pod: PodInfo, nodes: list[NodeInfo],
+                                snap: SnapshotLister | None) -> None:
         """PreFilter's counters node by node, as upstream: existing anti-affinity over the snapshot's
         ``have_pods_with_required_anti_affinity_list`` (``nodes`` with such Pods without a
         snapshot), the Pod's own terms over ``nodes``."""

@@ -33,7 +33,10 @@ from typing import Any
 import orjson
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers.node_selector import (
     OBJECT_NAME_FIELD,
@@ -59,7 +62,7 @@ _ADDED_AFFINITY_KEYS = frozenset({"requiredDuringSchedulingIgnoredDuringExecutio
 
 _MEMO_AFFINITIES = 16
 """Distinct required affinities whose per-node results :meth:`NodeAffinity.filter_nodes` keeps."""
-_MEMO_KEY = NAME + "/required-key"
+_REQUIRED_KEY_MEMO: PodMemo[bytes | None] = PodMemo(NAME + "/required-key", PodInput.SPEC)
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PASS, _FAIL_ENFORCED, _FAIL_POD = 0, 1, 2
 
@@ -68,10 +71,10 @@ def _required_key(pod: PodInfo) -> bytes | None:
     """Everything the Pod's required node affinity is compiled from (``spec.nodeSelector`` and
     ``spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution``) as canonical JSON;
     memoized on the PodInfo; None when it cannot be serialized."""
-    memo = pod.parsed
-    if _MEMO_KEY in memo:
-        key: bytes | None = memo[_MEMO_KEY]
-        return key
+    return _REQUIRED_KEY_MEMO.get(pod, _compute_required_key)
+
+
+def _compute_required_key(pod: PodInfo) -> bytes | None:
     spec = pod.spec
     aff = spec.get("affinity")
     node_aff = aff.get("nodeAffinity") if isinstance(aff, Mapping) else None
@@ -80,7 +83,6 @@ def _required_key(pod: PodInfo) -> bytes | None:
         key = orjson.dumps([spec.get("nodeSelector"), required], option=orjson.OPT_SORT_KEYS)
     except TypeError:
         key = None
-    memo[_MEMO_KEY] = key
     return key
 
 
@@ -103,7 +105,7 @@ class NodeAffinity:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go``): the Pod's node
         affinity and nodeSelector. ``snapshot`` is unused by most plugins."""
         return [(signers.NODE_AFFINITY_SIGNER_NAME, signers.node_affinity_signer(pod)),
@@ -118,7 +120,7 @@ class NodeAffinity:
         self._memo: OrderedDict[bytes, dict[str, tuple[Mapping[str, Any] | None, int]]] = OrderedDict()
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> NodeAffinity:
+    def create(cls, args: dict[str, Any], handle: Handle) -> NodeAffinity:
         """Factory from ``NodeAffinityArgs`` (``{"addedAffinity": {v1.NodeAffinity}}``).
 
         Raises:
@@ -126,7 +128,7 @@ class NodeAffinity:
             required node selector terms or preferred terms (upstream ``ValidateNodeAffinityArgs``:
             every term must parse), naming the field.
         """
-        from py_scheduler.framework.config import ConfigError
+        from py_scheduler.framework.errors import ConfigError
 
         args = args or {}
         extra = sorted(set(args) - _ARG_KEYS)

@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers import check_no_args
 
@@ -138,7 +140,7 @@ class NodeDeclaredFeatures:
     name = NAME
 
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodedeclaredfeatures/nodedeclaredfeatures.go``):
         the features the Pod requires (``InferForPodScheduling``); a malformed spec gives an Error (no
         signature). ``snapshot`` is unused by most plugins."""
@@ -149,7 +151,7 @@ class NodeDeclaredFeatures:
         return [(signers.FEATURES_SIGNER_NAME, sorted(fs))], Status.success()
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> NodeDeclaredFeatures:
+    def create(cls, args: dict[str, Any], handle: Handle) -> NodeDeclaredFeatures:
         """Factory; NodeDeclaredFeatures has no args.
 
         Raises:

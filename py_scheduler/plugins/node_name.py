@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 
 NAME = "NodeName"
@@ -21,13 +23,13 @@ class NodeName:
     name = NAME
 
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodename/node_name.go``): the Pod's
         ``spec.nodeName``. ``snapshot`` is unused by most plugins."""
         return [(signers.NODE_NAME_SIGNER_NAME, pod.spec.get("nodeName") or "")], Status.success()
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> NodeName:
+    def create(cls, args: dict[str, Any], handle: Handle) -> NodeName:
         return cls()
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:

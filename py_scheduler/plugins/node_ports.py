@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, HostPortInfo, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
 
@@ -46,13 +48,13 @@ class NodePorts:
     name = NAME
 
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeports/node_ports.go``): the Pod's host
         ports. ``snapshot`` is unused by most plugins."""
         return [(signers.HOST_PORTS_SIGNER_NAME, signers.host_ports_signer(pod))], Status.success()
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> NodePorts:
+    def create(cls, args: dict[str, Any], handle: Handle) -> NodePorts:
         """NodePorts takes no args.
 
         Raises:

@@ -33,7 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from py_scheduler.cache.snapshot import (
+from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Resource, Status
+from py_scheduler.plugins.helpers.columns import (
     ALLOC_CPU,
     ALLOC_EPH,
     ALLOC_MEM,
@@ -45,9 +50,6 @@ from py_scheduler.cache.snapshot import (
     BoolArray,
     GatheredColumns,
 )
-from py_scheduler.framework import signers
-from py_scheduler.framework.interfaces import PreFilterResult
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Resource, Status
 from py_scheduler.plugins.helpers.resource_scoring import (
     DEFAULT_RESOURCES,
     DeviceClassResolver,
@@ -66,6 +68,7 @@ from py_scheduler.plugins.helpers.resource_scoring import (
     most_resource_scorer,
     node_columns_of,
     requested_to_capacity_ratio_scorer,
+    resources_sign_pod,
     should_delegate_resource_to_dra,
 )
 
@@ -284,21 +287,21 @@ class NodeResourcesFit:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/noderesources/fit.go``): the Pod's effective
         request; refuses a Pod asking for an extended resource a DeviceClass maps (DRA extended resources).
         ``snapshot`` is unused by most plugins."""
-        return signers.resources_sign_pod(pod, snapshot)
+        return resources_sign_pod(pod, snapshot)
 
 
-    def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Any = None) -> None:
+    def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
         self.args = args or NodeResourcesFitArgs()
         self.handle = handle
         self.scorer = ResourceAllocationScorer(self.args.strategy, self.args.scorer(), self.args.resources,
                                                use_requested=False, pod_level_and_status=False)
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> NodeResourcesFit:
+    def create(cls, args: dict[str, Any], handle: Handle) -> NodeResourcesFit:
         """Build from ``pluginConfig`` args (see :meth:`NodeResourcesFitArgs.from_dict`).
 
         Raises:

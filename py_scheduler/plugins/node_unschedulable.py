@@ -14,7 +14,9 @@ from operator import attrgetter
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.helpers.tolerations import (
@@ -37,7 +39,7 @@ class NodeUnschedulable:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go``): the
         Pod's tolerations. ``snapshot`` is unused by most plugins."""
         return signers.tolerations_fragment(pod)
@@ -47,7 +49,7 @@ class NodeUnschedulable:
         self.enable_comparison_operators = enable_comparison_operators
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> NodeUnschedulable:
+    def create(cls, args: dict[str, Any], handle: Handle) -> NodeUnschedulable:
         """Factory; NodeUnschedulable has no args.
 
         Raises:

@@ -34,13 +34,8 @@ import secrets
 import string
 from typing import Any
 
-from py_scheduler.cache.snapshot import ClusterObjects
 from py_scheduler.framework import signers
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.helpers import check_no_args
-from py_scheduler.plugins.volume_binding import csi_translation as csi
-from py_scheduler.plugins.volume_binding import storage as st
-from py_scheduler.queue.events import (
+from py_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_DELETE,
     ActionType,
     ClusterEvent,
@@ -48,6 +43,13 @@ from py_scheduler.queue.events import (
     QueueingHint,
     Resource,
 )
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
+from py_scheduler.framework.memo import PodInput, PodMemo
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.helpers import check_no_args
+from py_scheduler.plugins.volume_binding import csi_translation as csi
+from py_scheduler.plugins.volume_binding import storage as st
 
 __all__ = ["ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED", "NAME", "NodeVolumeLimits", "get_volume_limits"]
 
@@ -94,11 +96,12 @@ def _cannot_exceed(node_info: NodeInfo, attachments: dict[str, str], new_volumes
 
 def _plain_pvc_volume_count(pod: PodInfo) -> int:
     """Number of the Pod's named ``persistentVolumeClaim`` volumes, or -1 when it has a volume whose
-    counting may fail upstream (ephemeral, inline in-tree, unnamed claim). Memoized in ``pod.parsed``
+    counting may fail upstream (ephemeral, inline in-tree, unnamed claim). Memoized on the PodInfo
     (a Pod's volumes are immutable)."""
-    memo = pod.parsed.get(NAME)
-    if isinstance(memo, int):
-        return memo
+    return _PVC_COUNT_MEMO.get(pod, _count_plain_pvc_volumes)
+
+
+def _count_plain_pvc_volumes(pod: PodInfo) -> int:
     n = 0
     for v in st.pod_volumes(pod.pod):
         ref = v.get("persistentVolumeClaim")
@@ -110,8 +113,10 @@ def _plain_pvc_volume_count(pod: PodInfo) -> int:
         elif v.get("ephemeral") is not None or csi.in_tree_plugin_for_volume(v) is not None:
             n = -1
             break
-    pod.parsed[NAME] = n
     return n
+
+
+_PVC_COUNT_MEMO: PodMemo[int] = PodMemo(NAME, PodInput.SPEC)
 
 
 class _LookupError(Exception):
@@ -148,7 +153,7 @@ class NodeVolumeLimits:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodevolumelimits/csi.go``): the Pod's volume
         sources but ConfigMaps and Secrets. ``snapshot`` is unused by most plugins."""
         return signers.volumes_fragment(pod)
@@ -160,7 +165,7 @@ class NodeVolumeLimits:
         self.random_volume_id_prefix = "".join(secrets.choice(alphabet) for _ in range(32))
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> NodeVolumeLimits:
+    def create(cls, args: dict[str, Any], handle: Handle) -> NodeVolumeLimits:
         """NodeVolumeLimits takes no args.
 
         Raises:
@@ -240,7 +245,7 @@ class NodeVolumeLimits:
         return Status.success()
 
     # -- helpers --------------------------------------------------------------------------------------
-    def _driver_installed(self, objects: ClusterObjects, driver: str, csi_node: Obj | None) -> bool:
+    def _driver_installed(self, objects: ClusterObjectsLister, driver: str, csi_node: Obj | None) -> bool:
         """``checkCSIDriverOnNode``: only a CSIDriver with ``preventPodSchedulingIfMissing: true`` must
         be listed in the node's CSINode."""
         obj = objects.get("CSIDriver", driver)
@@ -252,7 +257,7 @@ class NodeVolumeLimits:
         return any(isinstance(d, dict) and d.get("name") == driver
                    for d in (drivers if isinstance(drivers, list) else []))
 
-    def _filter_attachable_volumes(self, objects: ClusterObjects, pod: Obj, csi_node: Obj | None, new_pod: bool,
+    def _filter_attachable_volumes(self, objects: ClusterObjectsLister, pod: Obj, csi_node: Obj | None, new_pod: bool,
                                    result: dict[str, str]) -> None:
         """``filterAttachableVolumes``: add ``driver/handle -> driver`` for each attachable volume.
 
@@ -301,7 +306,7 @@ class NodeVolumeLimits:
             raise _LookupError(f"converting volume({volume.get('name')}) from inline to csi: {exc}") from exc
         result[f"{driver}/{handle}"] = driver
 
-    def _csi_driver_info(self, objects: ClusterObjects, csi_node: Obj | None, pvc: Obj) -> tuple[str, str]:
+    def _csi_driver_info(self, objects: ClusterObjectsLister, csi_node: Obj | None, pvc: Obj) -> tuple[str, str]:
         """``getCSIDriverInfo``: (driver, handle) of the claim's PV, or from its StorageClass when the
         claim is unbound or its PV missing; ("", "") when not a CSI volume."""
         pv_name = st.spec(pvc).get("volumeName")
@@ -322,7 +327,8 @@ class NodeVolumeLimits:
         driver, handle = src.get("driver"), src.get("volumeHandle")
         return (driver if isinstance(driver, str) else "", handle if isinstance(handle, str) else "")
 
-    def _csi_driver_info_from_sc(self, objects: ClusterObjects, csi_node: Obj | None, pvc: Obj) -> tuple[str, str]:
+    def _csi_driver_info_from_sc(self, objects: ClusterObjectsLister, csi_node: Obj | None,
+                                 pvc: Obj) -> tuple[str, str]:
         """``getCSIDriverInfoFromSC``: the class's provisioner (or the CSI driver of a migrated in-tree
         provisioner) with a random per-claim handle."""
         sc_name = st.claim_class(pvc)
@@ -340,7 +346,7 @@ class NodeVolumeLimits:
             return csi.csi_name_from_in_tree(provisioner), handle
         return provisioner, handle
 
-    def _volume_attachments(self, state: CycleState, objects: ClusterObjects, node_name: str) -> dict[str, str]:
+    def _volume_attachments(self, state: CycleState, objects: ClusterObjectsLister, node_name: str) -> dict[str, str]:
         """``getNodeVolumeAttachmentInfo``: ``attacher/handle -> attacher`` of the node's
         VolumeAttachments whose PV exists and is a CSI PV (VolumeAttachments are indexed by node once
         per cycle, as upstream's informer index)."""

@@ -25,7 +25,6 @@ internal error; the API server never lets such a Pod through).
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,9 +34,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from py_scheduler.cache.snapshot import ClusterObjects
 from py_scheduler.framework import signers
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.gomath import go_div, go_log, go_round
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister, objects_of
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import (
     MAX_NODE_SCORE,
     Code,
@@ -54,7 +56,6 @@ from py_scheduler.plugins.helpers.node_selector import (
     parse_label_selector,
     required_node_affinity,
 )
-from py_scheduler.plugins.helpers.normalize import go_div
 from py_scheduler.plugins.helpers.spread import default_selector
 from py_scheduler.plugins.helpers.tolerations import (
     EFFECT_NO_EXECUTE,
@@ -74,8 +75,6 @@ __all__ = [
     "PreFilterState",
     "PreScoreState",
     "TopologySpreadConstraint",
-    "go_log",
-    "go_round",
 ]
 
 Obj = dict[str, Any]
@@ -99,7 +98,6 @@ LIST_DEFAULTING = "List"
 MAX_INT32 = 2**31 - 1
 _INVALID_SCORE = -1
 _DO_NOT_SCHEDULE_EFFECTS = frozenset({EFFECT_NO_SCHEDULE, EFFECT_NO_EXECUTE})
-_MEMO_KEY = NAME
 _SUCCESS = Status.success()
 
 SYSTEM_DEFAULT_CONSTRAINTS: list[Obj] = [
@@ -107,57 +105,6 @@ SYSTEM_DEFAULT_CONSTRAINTS: list[Obj] = [
     {"topologyKey": LABEL_TOPOLOGY_ZONE, "whenUnsatisfiable": SCHEDULE_ANYWAY, "maxSkew": 5},
 ]
 """``systemDefaultConstraints``: used when ``defaultingType`` is ``System`` (the default)."""
-
-
-# -- Go float semantics -----------------------------------------------------------------------------
-
-_LN2_HI = 6.93147180369123816490e-01
-_LN2_LO = 1.90821492927058770002e-10
-_L1 = 6.666666666666735130e-01
-_L2 = 3.999999999940941908e-01
-_L3 = 2.857142874366239149e-01
-_L4 = 2.222219843214978396e-01
-_L5 = 1.818357216161805012e-01
-_L6 = 1.531383769920937332e-01
-_L7 = 1.479819860511658591e-01
-_HALF_SQRT2 = 7.07106781186547524401e-01
-
-
-def go_log(x: float) -> float:
-    """Go's ``math.Log`` (the FreeBSD ``e_log.c`` algorithm Go uses on amd64 and in pure Go),
-    bit-for-bit; C's ``log`` (Python's ``math.log``) differs from it in the last bit for about 1%
-    of small integers. ``x <= 0`` gives ``-inf`` / ``nan`` as Go does."""
-    if math.isnan(x) or x == math.inf:
-        return x
-    if x < 0:
-        return math.nan
-    if x == 0:
-        return -math.inf
-    f1, ki = math.frexp(x)
-    if f1 < _HALF_SQRT2:
-        f1 *= 2
-        ki -= 1
-    f = f1 - 1
-    k = float(ki)
-    s = f / (2 + f)
-    s2 = s * s
-    s4 = s2 * s2
-    t1 = s2 * (_L1 + s4 * (_L3 + s4 * (_L5 + s4 * _L7)))
-    t2 = s4 * (_L2 + s4 * (_L4 + s4 * _L6))
-    r = t1 + t2
-    hfsq = 0.5 * f * f
-    return k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f)
-
-
-def go_round(x: float) -> float:
-    """Go's ``math.Round``: nearest integer, halves away from zero (``go_round(2.5) == 3.0``,
-    ``go_round(-2.5) == -3.0``); Python's ``round`` rounds halves to even instead."""
-    if math.isnan(x) or math.isinf(x):
-        return x
-    t = math.copysign(float(math.trunc(x)), x)
-    if abs(x - t) >= 0.5:
-        t += math.copysign(1.0, x)
-    return t
 
 
 # -- constraints ----------------------------------------------------------------------------------
@@ -248,7 +195,7 @@ def filter_topology_spread_constraints(raw: Sequence[object], pod_labels: Mappin
 
 @dataclass(frozen=True, slots=True)
 class _PodConstraints:
-    """A Pod's own constraints, parsed once (memoized in ``pod_info.parsed``)."""
+    """A Pod's own constraints, parsed once (memoized on the PodInfo)."""
 
     explicit: bool
     hard: tuple[TopologySpreadConstraint, ...]
@@ -261,27 +208,24 @@ def _pod_constraints(pod: PodInfo) -> _PodConstraints:
     Raises:
         PodParseError: see :func:`filter_topology_spread_constraints` (memoized too).
     """
-    memo = pod.parsed.get(_MEMO_KEY)
-    if isinstance(memo, PodParseError):
-        raise memo
-    if isinstance(memo, _PodConstraints):
-        return memo
+    return _CONSTRAINTS_MEMO.get(pod, _parse_pod_constraints)
+
+
+def _parse_pod_constraints(pod: PodInfo) -> _PodConstraints:
     raw = pod.spec.get("topologySpreadConstraints")
-    try:
-        if raw is not None and not isinstance(raw, list):
-            raise PodParseError("spec.topologySpreadConstraints", raw, "expected a list")
-        if not raw:
-            result = _PodConstraints(False, (), ())
-        else:
-            result = _PodConstraints(
-                True,
-                tuple(filter_topology_spread_constraints(raw, pod.labels, DO_NOT_SCHEDULE)),
-                tuple(filter_topology_spread_constraints(raw, pod.labels, SCHEDULE_ANYWAY)))
-    except PodParseError as exc:
-        pod.parsed[_MEMO_KEY] = exc
-        raise
-    pod.parsed[_MEMO_KEY] = result
-    return result
+    if raw is not None and not isinstance(raw, list):
+        raise PodParseError("spec.topologySpreadConstraints", raw, "expected a list")
+    if not raw:
+        return _PodConstraints(False, (), ())
+    return _PodConstraints(
+        True,
+        tuple(filter_topology_spread_constraints(raw, pod.labels, DO_NOT_SCHEDULE)),
+        tuple(filter_topology_spread_constraints(raw, pod.labels, SCHEDULE_ANYWAY)))
+
+
+_CONSTRAINTS_MEMO: PodMemo[_PodConstraints] = PodMemo(
+    NAME, PodInput.SPEC | PodInput.LABELS, (PodParseError,))
+"""``spec.topologySpreadConstraints`` (matchLabelKeys read the Pod's labels)."""
 
 
 def node_labels_match_spread_constraints(labels: Mapping[str, str],
@@ -606,10 +550,8 @@ def validate_args(args: Mapping[str, Any]) -> tuple[list[Obj], str]:
 
 # -- the plugin -----------------------------------------------------------------------------------
 
-def _objects(state: CycleState) -> ClusterObjects:
-    snap = state.snapshot
-    objs = getattr(snap, "objects", None)
-    return objs if isinstance(objs, ClusterObjects) else ClusterObjects()
+def _objects(state: CycleState) -> ClusterObjectsLister:
+    return objects_of(state.snapshot)
 
 
 class PodTopologySpread:
@@ -624,7 +566,7 @@ class PodTopologySpread:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/podtopologyspread/plugin.go``): no fragment;
         refuses Pods with topologySpreadConstraints and every Pod when the profile has default constraints
         (``defaultingType: System``, the default, has them: batching is then off). ``snapshot`` is unused by
@@ -652,7 +594,7 @@ class PodTopologySpread:
             OrderedDict())
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> PodTopologySpread:
+    def create(cls, args: dict[str, Any], handle: Handle) -> PodTopologySpread:
         """Build from ``pluginConfig.args``.
 
         Raises:
@@ -666,7 +608,7 @@ class PodTopologySpread:
 
     # -- constraints -----------------------------------------------------------------------------
     def _build_default_constraints(self, pod: PodInfo, action: str,
-                                   objects: ClusterObjects) -> list[TopologySpreadConstraint]:
+                                   objects: ClusterObjectsLister) -> list[TopologySpreadConstraint]:
         """``buildDefaultConstraints``: the default constraints of ``action`` with the Pod's
         default selector; none when nothing selects the Pod."""
         base = self._default_hard if action == DO_NOT_SCHEDULE else self._default_soft
@@ -677,7 +619,8 @@ class PodTopologySpread:
             return []
         return [c.with_selector(selector) for c in base]
 
-    def get_constraints(self, pod: PodInfo, action: str, objects: ClusterObjects) -> list[TopologySpreadConstraint]:
+    def get_constraints(self, pod: PodInfo, action: str,
+                        objects: ClusterObjectsLister) -> list[TopologySpreadConstraint]:
         """The Pod's constraints of ``action`` (``DoNotSchedule`` / ``ScheduleAnyway``): its own if
         it has any, else the default ones (``getConstraints`` / ``initPreScoreState``).
 

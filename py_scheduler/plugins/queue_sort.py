@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import QueuedPodInfo
 
 NAME = "PrioritySort"
@@ -19,7 +20,7 @@ class PrioritySort:
     name = NAME
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> PrioritySort:
+    def create(cls, args: dict[str, Any], handle: Handle) -> PrioritySort:
         return cls()
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:

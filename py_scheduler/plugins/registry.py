@@ -2,16 +2,20 @@
 
 Upstream: ``pkg/scheduler/framework/plugins/registry.go``. A factory takes the plugin's
 ``pluginConfig.args`` (a dict, ``{}`` when none) and a handle, and returns the plugin instance; it
-raises :class:`py_scheduler.framework.config.ConfigError` naming the bad field.
+raises :class:`py_scheduler.framework.errors.ConfigError` naming the bad field.
 
-Each entry is ``"module:Class"`` and is imported on first use, so the registry stays one table.
+Each entry is ``"module:Class"`` and is imported on first use, so the registry stays one table. An
+entry that cannot be imported is an error (:class:`~py_scheduler.framework.errors.PluginImportError`),
+never a plugin silently left out. The configuration loader gets this module passed in as its
+:class:`~py_scheduler.framework.interfaces.PluginRegistry`.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-from typing import Any
 
+from py_scheduler.framework.errors import PluginImportError
 from py_scheduler.framework.interfaces import PluginFactory
 
 _ENTRIES: dict[str, str] = {
@@ -54,29 +58,36 @@ def register(name: str, entry: str) -> None:
 
 
 def available() -> list[str]:
-    """Names of the plugins whose module imports (implemented ones), in registry order."""
-    out = []
+    """Every registered plugin, in registry order, after importing each one.
+
+    Raises:
+        PluginImportError: a registered plugin cannot be imported (a broken build fails at start-up,
+            naming the plugin; it never silently disappears from the profile).
+    """
     for name in _ENTRIES:
-        try:
-            get(name)
-        except (ImportError, AttributeError):
-            continue
-        out.append(name)
-    return out
+        get(name)
+    return list(_ENTRIES)
 
 
 def known(name: str) -> bool:
+    """Whether ``name`` is registered."""
     return name in _ENTRIES
 
 
+@functools.cache
 def get(name: str) -> PluginFactory:
-    """The factory for ``name``.
+    """The factory (the class's ``create(args, handle)``) for ``name``; imported once.
 
     Raises:
         KeyError: unknown plugin name.
-        ImportError / AttributeError: the plugin is registered but not implemented in this build.
+        PluginImportError: the plugin's module or class cannot be imported (message: the plugin, its
+            ``module:Class`` entry and the cause).
     """
-    mod, _, attr = _ENTRIES[name].partition(":")
-    cls: Any = getattr(importlib.import_module(mod), attr)
-    factory: PluginFactory = cls.create if hasattr(cls, "create") else cls
+    entry = _ENTRIES[name]
+    mod, _, attr = entry.partition(":")
+    try:
+        cls = getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as exc:
+        raise PluginImportError(f"plugin {name!r} ({entry}) cannot be imported: {exc}") from exc
+    factory: PluginFactory = cls.create
     return factory

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.types import Code, PodInfo, Status
 
 NAME = "SchedulingGates"
@@ -20,7 +21,7 @@ class SchedulingGates:
     name = NAME
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> SchedulingGates:
+    def create(cls, args: dict[str, Any], handle: Handle) -> SchedulingGates:
         return cls()
 
     def pre_enqueue(self, pod: PodInfo) -> Status:

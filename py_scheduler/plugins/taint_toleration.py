@@ -26,7 +26,9 @@ from operator import attrgetter
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.helpers.normalize import default_normalize_score
@@ -65,7 +67,7 @@ class TaintToleration:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go``): the
         Pod's tolerations. ``snapshot`` is unused by most plugins."""
         return signers.tolerations_fragment(pod)
@@ -75,7 +77,7 @@ class TaintToleration:
         self.enable_comparison_operators = enable_comparison_operators
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> TaintToleration:
+    def create(cls, args: dict[str, Any], handle: Handle) -> TaintToleration:
         """Factory; TaintToleration has no args.
 
         Raises:

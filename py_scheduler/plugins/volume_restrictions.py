@@ -23,10 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from py_scheduler.framework import signers
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.helpers import check_no_args
-from py_scheduler.plugins.volume_binding import storage as st
-from py_scheduler.queue.events import (
+from py_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_DELETE,
     ActionType,
     ClusterEvent,
@@ -34,6 +31,11 @@ from py_scheduler.queue.events import (
     QueueingHint,
     Resource,
 )
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.helpers import check_no_args
+from py_scheduler.plugins.volume_binding import storage as st
 
 __all__ = ["ERR_REASON_DISK_CONFLICT", "ERR_REASON_RWOP_CONFLICT", "NAME", "PRE_FILTER_STATE_KEY",
            "VolumeRestrictions", "is_volume_conflict"]
@@ -120,13 +122,13 @@ class VolumeRestrictions:
     name = NAME
 
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/volumerestrictions/volume_restrictions.go``):
         the Pod's volume sources but ConfigMaps and Secrets. ``snapshot`` is unused by most plugins."""
         return signers.volumes_fragment(pod)
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> VolumeRestrictions:
+    def create(cls, args: dict[str, Any], handle: Handle) -> VolumeRestrictions:
         """VolumeRestrictions takes no args.
 
         Raises:

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.volume_binding import storage as st
-from py_scheduler.queue.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 
 __all__ = ["ERR_REASON_CONFLICT", "NAME", "PRE_FILTER_STATE_KEY", "PVTopology", "VolumeZone"]
 
@@ -87,13 +89,13 @@ class VolumeZone:
     name = NAME
 
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/volumezone/volume_zone.go``): the Pod's volume
         sources but ConfigMaps and Secrets. ``snapshot`` is unused by most plugins."""
         return signers.volumes_fragment(pod)
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> VolumeZone:
+    def create(cls, args: dict[str, Any], handle: Handle) -> VolumeZone:
         """VolumeZone takes no args.
 
         Raises:

@@ -37,10 +37,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Protocol
 
-from py_scheduler.framework.interfaces import FilterPlugin, PreFilterPlugin, ReservePlugin
-from py_scheduler.framework.interfaces import QueuedPodInfo as _BaseQueuedPodInfo
-from py_scheduler.framework.types import Code, PodInfo, PodParseError, Status
-from py_scheduler.queue.events import (
+from py_scheduler.framework.events import (
     BACKOFF_COMPLETE,
     EVENT_FORCE_ACTIVATE,
     EVENT_UNSCHEDULABLE_TIMEOUT,
@@ -61,6 +58,15 @@ from py_scheduler.queue.events import (
     unroll_pod_event,
     unroll_wildcard_resource,
 )
+from py_scheduler.framework.interfaces import (
+    FilterPlugin,
+    PermitPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    ReservePlugin,
+)
+from py_scheduler.framework.interfaces import QueuedPodInfo as _BaseQueuedPodInfo
+from py_scheduler.framework.types import Code, PodInfo, PodParseError, Status
 
 log = logging.getLogger("py_scheduler.queue")
 
@@ -338,10 +344,10 @@ class PriorityQueue:
         self._wakeup = asyncio.Event()
         self._hint_maps: dict[str, dict[ClusterEvent, list[_HintFunction]]] = {}
         self._plugin_events: dict[str, dict[str, list[ClusterEvent]]] = {}
-        self._pre_enqueue: dict[str, list[Any]] = {}
+        self._pre_enqueue: dict[str, list[PreEnqueuePlugin]] = {}
         for name, fw in frameworks.items():
             self._hint_maps[name], self._plugin_events[name] = _build_hint_map(fw)
-            self._pre_enqueue[name] = [p for p in fw.plugins.values() if callable(getattr(p, "pre_enqueue", None))]
+            self._pre_enqueue[name] = [p for p in fw.plugins.values() if isinstance(p, PreEnqueuePlugin)]
 
     # -- time / backoff --------------------------------------------------------------------------
     def now(self) -> float:
@@ -1002,8 +1008,7 @@ def _enqueue_extension_plugins(fw: Any) -> list[Any]:
     PreEnqueue, PreFilter, Filter, Reserve (and Permit) plugins."""
     out: list[Any] = []
     for p in fw.plugins.values():
-        if (callable(getattr(p, "pre_enqueue", None)) or isinstance(p, PreFilterPlugin | FilterPlugin | ReservePlugin)
-                or callable(getattr(p, "permit", None))):
+        if isinstance(p, PreEnqueuePlugin | PreFilterPlugin | FilterPlugin | ReservePlugin | PermitPlugin):
             out.append(p)
     return out
 

@@ -22,7 +22,7 @@ from kubernetes_asyncio import client
 from py_scheduler.app.informers import ObjectStore
 from py_scheduler.app.kube import Kube, KubeError
 from py_scheduler.app.reflector import Reflector
-from py_scheduler.queue.events import Resource
+from py_scheduler.framework.events import Resource
 from tests.e2e.faults.scenarios import etcd_compact
 from tests.e2e.helpers import NamespacedPods, Testbed, create_pod, delete_pod, unique_name, wait_for
 

@@ -21,6 +21,7 @@ from py_scheduler.framework.config import (
     parse_config,
     parse_go_duration,
 )
+from py_scheduler.plugins import registry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,14 +32,14 @@ def doc(**fields: Any) -> dict[str, Any]:
 
 def errors_of(d: dict[str, Any]) -> list[str]:
     with pytest.raises(ConfigError) as ei:
-        parse_config(d)
+        parse_config(d, registry=registry)
     return ei.value.errors
 
 
 # --- defaults ------------------------------------------------------------------------------------------
 
 def test_empty_config_gets_kube_scheduler_defaults() -> None:
-    cfg = parse_config(doc())
+    cfg = parse_config(doc(), registry=registry)
     assert cfg.parallelism == 16
     assert cfg.percentage_of_nodes_to_score == 0
     assert cfg.pod_initial_backoff_seconds == 1.0
@@ -72,7 +73,7 @@ def test_full_config_round_trip() -> None:
                          "filter": {"disabled": [{"name": "NodeName"}]}},
              "pluginConfig": [{"name": "NodeName", "args": None}]},
             {"schedulerName": "b"},
-        ]))
+        ]), registry=registry)
     assert cfg.parallelism == 4
     assert cfg.percentage_of_nodes_to_score == 50
     assert (cfg.pod_initial_backoff_seconds, cfg.pod_max_backoff_seconds) == (2.0, 20.0)
@@ -89,7 +90,7 @@ def test_full_config_round_trip() -> None:
 
 def test_zero_values_mean_unset_like_upstream() -> None:
     cfg = parse_config(doc(clientConnection={"qps": 0, "burst": 0},
-                           leaderElection={"leaseDuration": "0", "resourceName": ""}))
+                           leaderElection={"leaseDuration": "0", "resourceName": ""}), registry=registry)
     assert (cfg.qps, cfg.burst) == (50.0, 100)
     assert cfg.leader_election.lease_duration_seconds == 15.0
     assert cfg.leader_election.resource_name == "py-scheduler"
@@ -98,15 +99,16 @@ def test_zero_values_mean_unset_like_upstream() -> None:
 def test_plugin_args_kind_and_api_version_are_stripped() -> None:
     cfg = parse_config(doc(profiles=[{"pluginConfig": [
         {"name": "NodeResourcesFit", "args": {"apiVersion": API_VERSION, "kind": "NodeResourcesFitArgs",
-                                              "ignoredResources": ["example.com/foo"]}}]}]))
+                                              "ignoredResources": ["example.com/foo"]}}]}]), registry=registry)
     assert cfg.profiles[0].plugin_config == {"NodeResourcesFit": {"ignoredResources": ["example.com/foo"]}}
 
 
 def test_parsed_profile_builds_a_framework_with_its_weights() -> None:
     cfg = parse_config(doc(profiles=[{"schedulerName": "only", "plugins": {"multiPoint": {
         "disabled": [{"name": "*"}],
-        "enabled": [{"name": "PrioritySort"}, {"name": "NodeName", "weight": 7}, {"name": "DefaultBinder"}]}}}]))
-    fws = build_frameworks(cfg)
+        "enabled": [{"name": "PrioritySort"}, {"name": "NodeName", "weight": 7}, {"name": "DefaultBinder"}]}}}]),
+        registry=registry)
+    fws = build_frameworks(cfg, registry=registry)
     assert list(fws) == ["only"]
     fw = fws["only"]
     assert fw.profile_name == "only"
@@ -211,20 +213,21 @@ def test_validation_messages(d: dict[str, Any], expected: str) -> None:
 
 def test_all_errors_are_reported_together() -> None:
     with pytest.raises(ConfigError) as ei:
-        parse_config(doc(parallelism=0, percentageOfNodesToScore=101, bogus=True))
+        parse_config(doc(parallelism=0, percentageOfNodesToScore=101, bogus=True), registry=registry)
     assert len(ei.value.errors) == 3
     msg = str(ei.value)
     assert "parallelism" in msg and "percentageOfNodesToScore" in msg and "bogus" in msg
 
 
 def test_leader_election_not_validated_when_disabled() -> None:
-    cfg = parse_config(doc(leaderElection={"leaderElect": False, "leaseDuration": "1s", "renewDeadline": "5s"}))
+    cfg = parse_config(doc(leaderElection={"leaderElect": False, "leaseDuration": "1s", "renewDeadline": "5s"}),
+                       registry=registry)
     assert cfg.leader_election.leader_elect is False
 
 
 def test_not_an_object() -> None:
     with pytest.raises(ConfigError, match="must be a YAML/JSON object"):
-        parse_config(["x"])  # type: ignore[arg-type]
+        parse_config(["x"], registry=registry)  # type: ignore[arg-type]
 
 
 def test_bad_plugin_args_surface_from_build_frameworks() -> None:
@@ -242,12 +245,12 @@ def test_bad_plugin_args_surface_from_build_frameworks() -> None:
 
     cfg = parse_config(doc(profiles=[{"plugins": {"multiPoint": {"disabled": [{"name": "*"}],
                                                                  "enabled": [{"name": "NodeName"}]}},
-                                      "pluginConfig": [{"name": "NodeName", "args": {"x": 1}}]}]))
+                                      "pluginConfig": [{"name": "NodeName", "args": {"x": 1}}]}]), registry=registry)
     orig = registry.get
     try:
         registry.get = lambda name: Picky.create if name == "NodeName" else orig(name)  # type: ignore[assignment]
         with pytest.raises(ConfigError, match=r"pluginConfig\[NodeName\]\.args: unknown field 'x'"):
-            build_frameworks(cfg)
+            build_frameworks(cfg, registry=registry)
     finally:
         registry.get = orig  # type: ignore[assignment]
 
@@ -273,7 +276,7 @@ leaderElection:
 profiles:
 - schedulerName: gpu
 """)
-    cfg = load_config(p)
+    cfg = load_config(p, registry=registry)
     assert cfg.percentage_of_nodes_to_score == 70
     assert cfg.leader_election.lease_duration_seconds == 30.0
     assert cfg.profiles[0].scheduler_name == "gpu"
@@ -282,19 +285,19 @@ profiles:
 def test_load_config_duplicate_field(tmp_path: Path) -> None:
     p = write(tmp_path, f"apiVersion: {API_VERSION}\nkind: {KIND}\nparallelism: 2\nparallelism: 3\n")
     with pytest.raises(ConfigError, match=r'line 4: duplicate field "parallelism"'):
-        load_config(p)
+        load_config(p, registry=registry)
 
 
 def test_load_config_errors_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
-        load_config(tmp_path / "missing.yaml")
+        load_config(tmp_path / "missing.yaml", registry=registry)
     with pytest.raises(ConfigError, match="invalid YAML"):
-        load_config(write(tmp_path, "a: [1, 2\n"))
+        load_config(write(tmp_path, "a: [1, 2\n"), registry=registry)
     with pytest.raises(ConfigError, match="found 0"):
-        load_config(write(tmp_path, ""))
+        load_config(write(tmp_path, ""), registry=registry)
     p = write(tmp_path, f"apiVersion: {API_VERSION}\nkind: {KIND}\nparallelism: -1\n")
     with pytest.raises(ConfigError, match=rf"^{p}: parallelism: Invalid value: -1"):
-        load_config(p)
+        load_config(p, registry=registry)
 
 
 def test_deploy_configmap_config_is_valid() -> None:
@@ -302,7 +305,7 @@ def test_deploy_configmap_config_is_valid() -> None:
     import yaml
 
     cm = yaml.safe_load((REPO / "deploy" / "configmap.yaml").read_text())
-    cfg = parse_config(yaml.safe_load(cm["data"]["config.yaml"]))
+    cfg = parse_config(yaml.safe_load(cm["data"]["config.yaml"]), registry=registry)
     assert [p.scheduler_name for p in cfg.profiles] == ["py-scheduler"]
     assert cfg.leader_election.resource_name == "py-scheduler"
     mp = cfg.profiles[0].plugins.get("multiPoint")

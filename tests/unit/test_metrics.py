@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from py_scheduler.app import metrics as m
 from py_scheduler.app.health import HealthServer, parse_bind_address
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.plugins import registry
 
 # (exposed name, type, label names, upstream bucket spec (start, factor, count) or None)
 EXPECTED: list[tuple[Any, str, str, tuple[str, ...], tuple[float, float, int] | None]] = [
@@ -101,7 +102,7 @@ def test_framework_observer_is_called_by_the_runtime() -> None:
 
     prof = ProfileConfig(scheduler_name="obs-rt", plugins={"multiPoint": PluginSet(
         enabled=[("PrioritySort", None), ("NodeName", None), ("DefaultBinder", None)], disabled=["*"])})
-    fw = build_framework(prof, observer=m.framework_observer("obs-rt"))
+    fw = build_framework(prof, observer=m.framework_observer("obs-rt"), registry=registry)
     nodes = [{"metadata": {"name": f"n{i}"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
              for i in range(3)]
     snap = Snapshot.from_objects(nodes)

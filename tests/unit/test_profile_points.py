@@ -7,6 +7,7 @@ from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.config import parse_config
 from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import PodInfo
+from py_scheduler.plugins import registry
 
 NODES = [{"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},
           "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10"}}} for n in ("a", "b")]
@@ -18,8 +19,8 @@ def frameworks(plugins: dict[str, object]) -> dict[str, object]:
     from py_scheduler.framework.config import build_frameworks
 
     cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                        "profiles": [{"schedulerName": "py-scheduler", "plugins": plugins}]})
-    return dict(build_frameworks(cfg))
+                        "profiles": [{"schedulerName": "py-scheduler", "plugins": plugins}]}, registry=registry)
+    return dict(build_frameworks(cfg, registry=registry))
 
 
 def test_score_disable_and_weight_keep_other_points_intact() -> None:

@@ -4,7 +4,7 @@ requests, init / sidecar containers, pod-level resources, overhead, ports, prior
 annotations, nodeName, tolerations, affinity, spread constraints, images, volumes, claims, GPU
 annotations and limits, in-place-resize status fields, conditions, startTime, phase,
 nominatedNodeName), a reparsed PodInfo equals a fresh parse in every field, and every memoized
-helper of the plugins (``PodInfo.parsed``), primed on the old version, answers for the reparsed one
+helper of the plugins (``PodInfo.memos``), primed on the old version, answers for the reparsed one
 exactly as for a fresh PodInfo. Also: a version ``PodInfo`` cannot parse raises ``PodParseError``
 (never another exception) from both paths.
 

@@ -132,14 +132,22 @@ def test_derive_shares_parse_and_swaps_pod() -> None:
 
     pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "labels": {"app": "x"}},
            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}}}]}}
+    from py_scheduler.framework.memo import PodInput, PodMemo
+
+    spec_memo: PodMemo[int] = PodMemo("spec", PodInput.SPEC)
+    node_memo: PodMemo[int] = PodMemo("nodeName", PodInput.SPEC | PodInput.NODE_NAME)
     pi = PodInfo(pod)
-    pi.parsed["k"] = 1
+    spec_memo.put(pi, 1)
+    node_memo.put(pi, 2)
     assumed_pod = {**pod, "spec": {**pod["spec"], "nodeName": "n1"}}
     d = pi.derive(assumed_pod)
     assert d.pod is assumed_pod and d.node_name == "n1" and pi.node_name == ""
     assert d.requests.milli_cpu == 250 and d.requests.memory == 1 << 30
     assert d.key == "ns/p" and d.uid == "u1" and d.labels == {"app": "x"}
-    assert d.parsed is pi.parsed
+    assert spec_memo.peek(d) == 1  # declared inputs unchanged: kept
+    assert node_memo.peek(d) is None and node_memo.peek(pi) == 2  # reads nodeName: dropped for the assumed Pod
+    same = pi.derive({**pod})
+    assert same.memos is pi.memos  # nothing a memo may read changed: shared
 
 
 def test_labels_coerced_to_strings_only_when_needed() -> None:

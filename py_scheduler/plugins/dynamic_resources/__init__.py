@@ -56,6 +56,8 @@ from py_scheduler.framework import quantity as qty
 from py_scheduler.framework import signers
 from py_scheduler.framework.handle import APIClient, APIError, Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
+from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.dynamic_resources.allocator import (
     AllocationError,
@@ -164,6 +166,10 @@ class _PodClaim:
     template_name: str | None
 
 
+_CLAIMS_MEMO: PodMemo[list[_PodClaim]] = PodMemo(NAME + "/claims", PodInput.SPEC)
+"""A Pod's ``spec.resourceClaims``, parsed."""
+
+
 @dataclass(slots=True)
 class DRAState:
     """``stateData``: the Pod's claims (user claims, then the special extended-resource claim),
@@ -215,7 +221,7 @@ def parse_duration(raw: object, path: str) -> float:
     Raises:
         ConfigError: not a duration, naming ``path``.
     """
-    from py_scheduler.framework.config import ConfigError
+    from py_scheduler.framework.errors import ConfigError
 
     if not isinstance(raw, str) or not raw:
         raise ConfigError(f"{path}: invalid duration {raw!r}")
@@ -248,7 +254,7 @@ class DynamicResources:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``): no
         fragment; refuses Pods with resource claims. ``snapshot`` is unused by most plugins."""
         if pod.spec.get("resourceClaims"):
@@ -268,14 +274,14 @@ class DynamicResources:
         self._in_flight: dict[str, list[Any]] = {}
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> DynamicResources:
+    def create(cls, args: dict[str, Any], handle: Handle) -> DynamicResources:
         """Validate ``DynamicResourcesArgs``.
 
         Raises:
             ConfigError: an unknown field, an unparsable duration, ``filterTimeout`` < 0 or
                 ``bindingTimeout`` < 1s (upstream's messages).
         """
-        from py_scheduler.framework.config import ConfigError
+        from py_scheduler.framework.errors import ConfigError
 
         args = dict(args or {})
         extra = sorted(set(args) - {"apiVersion", "kind", "filterTimeout", "bindingTimeout"})
@@ -292,7 +298,7 @@ class DynamicResources:
             if bt < 1:
                 raise ConfigError(f"bindingTimeout: Invalid value: {args['bindingTimeout']!r}: must be at least 1 "
                                   f"second")
-        return cls(ft, bt, handle if isinstance(handle, Handle) else None)
+        return cls(ft, bt, handle)
 
     # -- claims of a Pod --------------------------------------------------------------------------
     @staticmethod
@@ -302,10 +308,11 @@ class DynamicResources:
         Raises:
             PodParseError: not a list of objects with string names.
         """
-        memo = pod.parsed.get(NAME)
-        if memo is not None:
-            claims: list[_PodClaim] = memo
-            return claims
+        return _CLAIMS_MEMO.get(pod, DynamicResources._parse_pod_claims)
+
+    @staticmethod
+    def _parse_pod_claims(pod: PodInfo) -> list[_PodClaim]:
+        """``spec.resourceClaims`` parsed (see :meth:`_pod_claims`)."""
         raw = pod.spec.get("resourceClaims")
         out: list[_PodClaim] = []
         if raw is not None:
@@ -321,10 +328,9 @@ class DynamicResources:
                         raise PodParseError(f"spec.resourceClaims[{i}].{k}", v, "expected a string")
                     vals.append(v)
                 out.append(_PodClaim(str(vals[0] or ""), vals[1], vals[2]))
-        pod.parsed[NAME] = out
         return out
 
-    def _collect_claims(self, pod: PodInfo, objects: Any) -> list[Obj]:
+    def _collect_claims(self, pod: PodInfo, objects: ClusterObjectsLister | None) -> list[Obj]:
         """``foreachPodResourceClaim``: the ResourceClaim of each ``spec.resourceClaims`` entry.
 
         Raises:
@@ -374,7 +380,7 @@ class DynamicResources:
         allocator over the ResourceSlices and the devices already allocated."""
         s = DRAState()
         state.write(STATE_KEY, s)
-        objects = getattr(state.snapshot, "objects", None)
+        objects = state.snapshot.objects if state.snapshot is not None else None
         try:
             user_claims = self._collect_claims(pod, objects)
         except _Unschedulable as exc:
@@ -428,7 +434,7 @@ class DynamicResources:
                                     capacity=allocated.capacity)
         return None, Status.success()
 
-    def _validate_requests(self, claim: Obj, objects: Any) -> Status | None:
+    def _validate_requests(self, claim: Obj, objects: ClusterObjectsLister | None) -> Status | None:
         """The request checks of PreFilter (``validateDeviceClass`` per (sub)request): each names an
         existing DeviceClass."""
         for req in _requests(claim):
@@ -452,7 +458,8 @@ class DynamicResources:
         return None
 
     @staticmethod
-    def _validate_device_class(objects: Any, class_name: str, request_name: str) -> Status | None:
+    def _validate_device_class(objects: ClusterObjectsLister | None, class_name: str,
+                               request_name: str) -> Status | None:
         """``validateDeviceClass``."""
         if not class_name:
             return Status.error(f"request {request_name}: unsupported request type", NAME)
@@ -460,7 +467,7 @@ class DynamicResources:
             return _unresolvable(f"request {request_name}: device class {class_name} does not exist")
         return None
 
-    def _allocated_state(self, objects: Any) -> AllocatedState:
+    def _allocated_state(self, objects: ClusterObjectsLister | None) -> AllocatedState:
         """``GatherAllocatedState`` (``dra_manager.go``, ``foreachAllocatedDevice``): over every
         claim's ``status.allocation`` plus the in-flight allocations, admin-access results do not
         count; results with a ``shareID`` are shares of a multi-allocatable device (their
@@ -488,7 +495,7 @@ class DynamicResources:
                 st.dedicated.add(did)
         return st
 
-    def _forget_stale_in_flight(self, objects: Any) -> None:
+    def _forget_stale_in_flight(self, objects: ClusterObjectsLister | None) -> None:
         """Drop in-flight entries whose claim now shows an allocation (written by someone) or is gone."""
         for uid, (claim, _n) in list(self._in_flight.items()):
             if _meta(claim).get("name") == SPECIAL_CLAIM_NAME:
@@ -1007,8 +1014,10 @@ def simulated_pre_bind(state: CycleState, pod: PodInfo) -> list[str]:
         s: DRAState = state.read(STATE_KEY)
     except KeyError:
         return []
-    objects = getattr(state.snapshot, "objects", None)
-    if objects is None or not s.claims:
+    if state.snapshot is None or not s.claims:
+        return []
+    objects = state.snapshot.objects
+    if not s.claims:
         return []
     written: list[str] = []
     for i, claim in enumerate(s.claims):

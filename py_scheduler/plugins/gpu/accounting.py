@@ -36,8 +36,8 @@ from fractions import Fraction
 from typing import Any
 
 from py_scheduler.framework.types import Code, NodeInfo, PodInfo
-from py_scheduler.plugins.gpu.inventory import UNIT_MIG, UNIT_REPLICA, GPUInventory
-from py_scheduler.plugins.gpu.model import GPUKeys, GPURequest, NodeGPUSpec, model_matches, parse_node, pod_gpu_usage
+from py_scheduler.plugins.gpu.inventory import UNIT_MIG, UNIT_REPLICA, GPUInventory, parse_node
+from py_scheduler.plugins.gpu.model import GPUKeys, GPURequest, NodeGPUSpec, model_matches, pod_gpu_usage
 
 __all__ = [
     "ERR_INSUFFICIENT",

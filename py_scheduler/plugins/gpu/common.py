@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.signers import SignResult, cannot_sign
 from py_scheduler.framework.types import CycleState, PodInfo, Status
 from py_scheduler.plugins.gpu.model import (

@@ -34,7 +34,9 @@ import logging
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.gpu.accounting import (
     ERR_INSUFFICIENT,
@@ -81,7 +83,7 @@ class GPUFilter:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (py-scheduler's own: no upstream counterpart): the Pod's GPU request (``nvidia.com/gpu``
         count and the GPU annotations); refuses a Pod whose GPU annotations are malformed. ``snapshot`` is
         unused by most plugins."""
@@ -92,7 +94,7 @@ class GPUFilter:
         self.keys = keys or GPUKeys()
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> GPUFilter:
+    def create(cls, args: dict[str, Any], handle: Handle) -> GPUFilter:
         """Build from pluginConfig args ``{prefix, resourceName}``.
 
         Raises:

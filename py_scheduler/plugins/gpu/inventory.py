@@ -82,6 +82,7 @@ __all__ = [
     "GPUInventory",
     "MigProfile",
     "build_node_spec",
+    "parse_node",
     "profile_memory_bytes",
     "split_product_suffixes",
 ]
@@ -352,3 +353,10 @@ def _build(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
                        product_source, tuple(notes))
     return NodeGPUSpec(total, product, unit_memory, tuple(tuple(g) for g in groups), used, queue,
                        memory_error=memory_error, inventory=inv)
+
+
+def parse_node(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
+    """Read a node's GPU description (:func:`build_node_spec`: allocatable first, then GFD, cloud
+    and py-scheduler labels). Never raises: a malformed value yields ``error`` set to
+    ``node(s) had invalid label nvidia.com/gpu.product="7": not a string``."""
+    return build_node_spec(ni, keys)

@@ -46,7 +46,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from py_scheduler.framework import quantity
-from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError, pod_requests
+from py_scheduler.framework.memo import PodInput, PodMemo
+from py_scheduler.framework.types import PodInfo, PodParseError, pod_requests
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -67,7 +68,6 @@ __all__ = [
     "parse_groups",
     "parse_indices",
     "parse_model",
-    "parse_node",
     "parse_request",
     "pod_gpu_usage",
     "split_product",
@@ -92,7 +92,9 @@ _TOKEN_SPLIT = re.compile(r"[-_\s]+")
 _MEMORY_TOKEN = re.compile(r"^[0-9]+gb$")
 _MODEL_TOKEN = re.compile(r"^[a-z0-9.]+$")
 _MIG_PROFILE = re.compile(r"^[0-9]+g\.[0-9]+gb$")
-_ANNOTATION_CACHE_KEY = "GPU"
+_REQUEST_MEMO: PodMemo[tuple[Any, GPURequest | GPUParseError]] = PodMemo(
+    "GPU/request", PodInput.ANNOTATIONS | PodInput.SPEC)
+"""(fingerprint of the GPU keys and annotation values, the parse or its error)."""
 
 
 class GPUParseError(PodParseError):
@@ -439,7 +441,7 @@ def _annotations(pod: PodInfo) -> dict[str, Any]:
 
 
 def parse_request(pod: PodInfo, keys: GPUKeys) -> GPURequest:
-    """The Pod's :class:`GPURequest`, memoized in ``pod.parsed`` (re-parsed if its annotations change).
+    """The Pod's :class:`GPURequest`, memoized on the PodInfo (re-parsed if its annotations or the GPU keys change).
 
     Raises:
         GPUParseError: a malformed annotation (``gpu-count``, ``gpu-model``, ``gpu-memory-gb``,
@@ -447,8 +449,8 @@ def parse_request(pod: PodInfo, keys: GPUKeys) -> GPURequest:
     """
     ann = _annotations(pod)
     fingerprint = (keys, tuple(ann.get(k) for k in keys.pod_annotation_keys()))
-    memo = pod.parsed.get(_ANNOTATION_CACHE_KEY)
-    if isinstance(memo, tuple) and len(memo) == 2 and memo[0] == fingerprint:
+    memo = _REQUEST_MEMO.peek(pod)
+    if memo is not None and memo[0] == fingerprint:
         cached = memo[1]
         if isinstance(cached, GPUParseError):
             raise cached
@@ -458,7 +460,7 @@ def parse_request(pod: PodInfo, keys: GPUKeys) -> GPURequest:
         result: GPURequest | GPUParseError = _parse_request(pod, keys, ann)
     except GPUParseError as exc:
         result = exc
-    pod.parsed[_ANNOTATION_CACHE_KEY] = (fingerprint, result)
+    _REQUEST_MEMO.put(pod, (fingerprint, result))
     if isinstance(result, GPUParseError):
         raise result
     return result
@@ -565,12 +567,3 @@ class NodeGPUSpec:
     error: str | None = None
     memory_error: str | None = None
     inventory: Any = None
-
-
-def parse_node(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
-    """Read a node's GPU description (:func:`py_scheduler.plugins.gpu.inventory.build_node_spec`:
-    allocatable first, then GFD, cloud and py-scheduler labels). Never raises: a malformed value
-    yields ``error`` set to ``node(s) had invalid label nvidia.com/gpu.product="7": not a string``."""
-    from py_scheduler.plugins.gpu.inventory import build_node_spec
-
-    return build_node_spec(ni, keys)

@@ -46,7 +46,9 @@ from fractions import Fraction
 from typing import Any
 
 from py_scheduler.framework import signers
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, largest_intact_group, pack_fraction, pick
 from py_scheduler.plugins.gpu.common import check_args, gpu_sign_pod, keys_from_args, request_for
@@ -88,7 +90,7 @@ class GPUScore:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (py-scheduler's own: no upstream counterpart): as GPUFilter's. ``snapshot`` is unused by
         most plugins."""
         return gpu_sign_pod(pod, self.keys)
@@ -102,7 +104,7 @@ class GPUScore:
         self.packing_weight = packing_weight if packing != "none" else 0
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> GPUScore:
+    def create(cls, args: dict[str, Any], handle: Handle) -> GPUScore:
         """Build from pluginConfig args ``{prefix, resourceName, modelWeight, memoryWeight, queueWeight}``.
 
         Raises:

@@ -20,7 +20,7 @@ def check_no_args(plugin: str, args: dict[str, Any] | None) -> None:
     Raises:
         ConfigError: any other key (the message names the plugin and the keys).
     """
-    from py_scheduler.framework.config import ConfigError
+    from py_scheduler.framework.errors import ConfigError
 
     extra = sorted(set(args or {}) - _META_KEYS)
     if extra:

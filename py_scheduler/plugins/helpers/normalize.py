@@ -5,17 +5,9 @@ Upstream: ``pkg/scheduler/framework/plugins/helper/normalize_score.go`` (``Defau
 
 from __future__ import annotations
 
-__all__ = ["default_normalize_score", "go_div"]
+from py_scheduler.framework.gomath import go_div
 
-
-def go_div(a: int, b: int) -> int:
-    """Go's integer division ``a / b`` (truncates toward zero, unlike Python's ``//``).
-
-    Raises:
-        ZeroDivisionError: ``b == 0``.
-    """
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+__all__ = ["default_normalize_score"]
 
 
 def default_normalize_score(max_priority: int, reverse: bool, scores: dict[str, int]) -> None:

@@ -33,19 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from py_scheduler.cache.snapshot import (
-    ALLOC_CPU,
-    ALLOC_MEM,
-    NZ_CPU,
-    NZ_MEM,
-    REQ_CPU,
-    REQ_MEM,
-    SCORE_LIMIT,
-    Int64Array,
-    NodeColumns,
-)
-from py_scheduler.framework import quantity
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework import quantity, signers
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.gomath import go_div, go_round
+from py_scheduler.framework.lister import SnapshotLister, objects_of
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
@@ -57,6 +49,17 @@ from py_scheduler.framework.types import (
     Status,
     is_scalar_resource_name,
     pod_requests,
+)
+from py_scheduler.plugins.helpers.columns import (
+    ALLOC_CPU,
+    ALLOC_MEM,
+    NZ_CPU,
+    NZ_MEM,
+    REQ_CPU,
+    REQ_MEM,
+    SCORE_LIMIT,
+    Int64Array,
+    NodeColumns,
 )
 from py_scheduler.plugins.helpers.node_selector import match_node_selector_terms
 
@@ -78,8 +81,6 @@ __all__ = [
     "decode_resources",
     "decode_shape",
     "dra_pre_score_state",
-    "go_div",
-    "go_round",
     "is_dra_extended_resource_name",
     "is_extended_resource_name",
     "is_qualified_name",
@@ -108,27 +109,11 @@ Scorer = Callable[[Sequence[int], Sequence[int], Sequence[int]], int]
 in the order of the configured resources."""
 
 
-# -- Go arithmetic ---------------------------------------------------------------------------------
-def go_div(a: int, b: int) -> int:
-    """Go's integer ``a / b``: truncates toward zero (Python's ``//`` floors).
-
-    Raises:
-        ZeroDivisionError: ``b == 0``.
-    """
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def go_round(x: float) -> int:
-    """Go's ``math.Round``: nearest integer, halves away from zero (``2.5 -> 3``, ``-2.5 -> -3``).
-
-    Python's ``round()`` rounds halves to even and must not be used where upstream calls
-    ``math.Round``. ``x - trunc(x)`` is exact in binary floating point, so no half is misjudged.
-    """
-    t = math.trunc(x)
-    if abs(x - t) >= 0.5:
-        t += 1 if x > 0 else -1
-    return int(t)
+_REQUEST_MEMOS: dict[tuple[bool, bool], PodMemo[dict[str, Decimal]]] = {
+    (use_requested, pod_level_and_status): PodMemo(
+        f"resource_scoring:{int(use_requested)}{int(pod_level_and_status)}", PodInput.SPEC | PodInput.STATUS)
+    for use_requested in (False, True) for pod_level_and_status in (False, True)}
+"""A scorer's view of the Pod's requests, per (useRequested, pod-level resources + resize status)."""
 
 
 # -- names -----------------------------------------------------------------------------------------
@@ -405,7 +390,7 @@ def requested_to_capacity_ratio_scorer(resources: Sequence[ResourceSpec],
                 weight_sum += weights[i]
         if weight_sum == 0:
             return 0
-        return go_round(float(node_score) / float(weight_sum))
+        return int(go_round(float(node_score) / float(weight_sum)))
 
     return score
 
@@ -460,17 +445,13 @@ _NUMPY_MAX_QUANTITY = 1 << 52
 differently: such batches take the plain loop."""
 
 
-def node_columns_of(snapshot: object, n_nodes: int) -> NodeColumns | None:
-    """The snapshot's :class:`~py_scheduler.cache.snapshot.NodeColumns` when a batch of ``n_nodes``
-    nodes is large enough for the numpy paths; None below that or for a missing snapshot or an
-    object without columns (e.g. a test double)."""
-    if n_nodes < _NUMPY_MIN_NODES:
+def node_columns_of(snapshot: SnapshotLister | None, n_nodes: int) -> NodeColumns | None:
+    """The snapshot's :class:`~py_scheduler.plugins.helpers.columns.NodeColumns` (registered with it
+    through ``derived``) when a batch of ``n_nodes`` nodes is large enough for the numpy paths; None
+    below that or without a snapshot."""
+    if n_nodes < _NUMPY_MIN_NODES or snapshot is None:
         return None
-    columns = getattr(snapshot, "columns", None)
-    if columns is None:
-        return None
-    cols = columns()
-    return cols if isinstance(cols, NodeColumns) else None
+    return snapshot.derived(NodeColumns)
 
 
 def _score_columns(kind: str, nodes: Sequence[NodeInfo], use_requested: bool, pc: int, pm: int, wc: int,
@@ -627,12 +608,11 @@ class DeviceClassResolver:
         self._by_resource.update(explicit)
 
     @classmethod
-    def from_snapshot(cls, snapshot: Any) -> DeviceClassResolver:
+    def from_snapshot(cls, snapshot: SnapshotLister | None) -> DeviceClassResolver:
         """The resolver over ``snapshot.objects`` DeviceClasses (empty when there is no snapshot)."""
-        objects = getattr(snapshot, "objects", None)
-        if objects is None:
+        if snapshot is None:
             return cls()
-        return cls(objects.list("DeviceClass"))
+        return cls(snapshot.objects.list("DeviceClass"))
 
     def get(self, resource_name: str) -> Obj | None:
         """The DeviceClass backing ``resource_name``, or None."""
@@ -664,7 +644,7 @@ class DRAPreScoreState:
     slices: list[Obj]
 
 
-def dra_pre_score_state(snapshot: Any, resources: Sequence[ResourceSpec],
+def dra_pre_score_state(snapshot: SnapshotLister | None, resources: Sequence[ResourceSpec],
                         resolver: DeviceClassResolver | None = None) -> DRAPreScoreState | None:
     """``getDRAPreScoredParams``: None unless one of ``resources`` is an extended resource backed by a
     DeviceClass; otherwise the allocated devices (from ResourceClaim ``status.allocation``) and the
@@ -675,7 +655,7 @@ def dra_pre_score_state(snapshot: Any, resources: Sequence[ResourceSpec],
         return None
     if not any(is_dra_extended_resource_name(r.name) and resolver.get(r.name) is not None for r in resources):
         return None
-    objects = snapshot.objects
+    objects = objects_of(snapshot)
     allocated: set[tuple[str, str, str]] = set()
     for claim in objects.list("ResourceClaim"):
         results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
@@ -767,7 +747,7 @@ class ResourceAllocationScorer:
             requests (+ overhead) only.
     """
 
-    __slots__ = ("_fast_kind", "_memo_key", "name", "pod_level_and_status", "resources", "scorer", "use_requested")
+    __slots__ = ("_fast_kind", "_memo", "name", "pod_level_and_status", "resources", "scorer", "use_requested")
 
     def __init__(self, name: str, scorer: Scorer, resources: Sequence[ResourceSpec], *, use_requested: bool,
                  pod_level_and_status: bool) -> None:
@@ -776,7 +756,7 @@ class ResourceAllocationScorer:
         self.resources: tuple[ResourceSpec, ...] = tuple(resources)
         self.use_requested = use_requested
         self.pod_level_and_status = pod_level_and_status
-        self._memo_key = f"resource_scoring:{int(use_requested)}{int(pod_level_and_status)}"
+        self._memo = _REQUEST_MEMOS[use_requested, pod_level_and_status]
         two = [r.name for r in self.resources] == ["cpu", "memory"]
         self._fast_kind = ""
         if two and scorer is balanced_resource_scorer:
@@ -786,16 +766,14 @@ class ResourceAllocationScorer:
 
     # pod side ----------------------------------------------------------------------------------
     def _pod_request_decimals(self, pod: PodInfo) -> dict[str, Decimal]:
-        memo: dict[str, Decimal] | None = pod.parsed.get(self._memo_key)
-        if memo is not None:
-            return memo
+        return self._memo.get(pod, self._compute_pod_request_decimals)
+
+    def _compute_pod_request_decimals(self, pod: PodInfo) -> dict[str, Decimal]:
         obj: Obj = pod.pod
         if not self.pod_level_and_status:
             spec = {k: v for k, v in (obj.get("spec") or {}).items() if k != "resources"}
             obj = {"metadata": obj.get("metadata") or {}, "spec": spec}
-        memo = pod_requests(obj, None if self.use_requested else _NON_MISSING)
-        pod.parsed[self._memo_key] = memo
-        return memo
+        return pod_requests(obj, None if self.use_requested else _NON_MISSING)
 
     def pod_request_list(self, pod: PodInfo) -> list[int]:
         """``calculatePodResourceRequestList``: the pod's request for each configured resource
@@ -935,3 +913,21 @@ class ResourceAllocationScorer:
         requested, allocated, allocatable = self.node_allocatable_request(node_info, pod_requests_list, dra)
         return self.scorer(requested, allocated, allocatable), Status.success()
 
+
+# -- SignPod of the resource plugins ------------------------------------------------------------------
+
+DRA_EXTENDED_RESOURCE_REFUSAL = "signature disabled when dra extended resources are used in the cluster"
+
+
+def resources_sign_pod(pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
+    """NodeResourcesFit's and NodeResourcesBalancedAllocation's ``SignPod`` (``noderesources/fit.go``,
+    ``balanced_allocation.go``; DRAExtendedResource is GA): the Pod's effective request, refused when
+    it asks for a non-zero extended resource that a DeviceClass of ``snapshot`` maps
+    (``shouldDelegateResourceToDRA`` without a node)."""
+    scalar = pod.requests.scalar
+    if any(q != 0 for q in scalar.values()):
+        resolver = DeviceClassResolver.from_snapshot(snapshot)
+        for name, q in scalar.items():
+            if q != 0 and should_delegate_resource_to_dra(name, None, resolver):
+                return signers.cannot_sign(DRA_EXTENDED_RESOURCE_REFUSAL)
+    return [(signers.RESOURCES_SIGNER_NAME, signers.resources_signer(pod))], Status.success()

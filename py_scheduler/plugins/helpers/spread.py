@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from py_scheduler.cache.snapshot import ClusterObjects
+from py_scheduler.framework.lister import ClusterObjectsLister
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
 
@@ -31,7 +31,7 @@ def _string_map(raw: object) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in raw.items()}
 
 
-def get_pod_services(pod: PodInfo, objects: ClusterObjects) -> list[Obj]:
+def get_pod_services(pod: PodInfo, objects: ClusterObjectsLister) -> list[Obj]:
     """Services in the Pod's namespace whose ``spec.selector`` matches the Pod's labels
     (``helper.GetPodServices``).
 
@@ -72,7 +72,7 @@ def _parse_group_version(api_version: str) -> tuple[str, str] | None:
     return None
 
 
-def default_selector(pod: PodInfo, objects: ClusterObjects) -> LabelSelector:
+def default_selector(pod: PodInfo, objects: ClusterObjectsLister) -> LabelSelector:
     """The selector deduced from the Services, ReplicationControllers, ReplicaSets and StatefulSets
     selecting ``pod`` (``helper.DefaultSelector``), compiled.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import PodInfo, PodParseError
 
 __all__ = [
@@ -39,7 +40,7 @@ ENABLE_COMPARISON_OPERATORS_DEFAULT = False
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
-_MEMO_KEY = "helpers.tolerations"
+_MEMO: PodMemo[list[dict[str, Any]]] = PodMemo("helpers.tolerations", PodInput.SPEC, (PodParseError,))
 _TOLERATION_FIELDS = ("key", "operator", "value", "effect")
 
 
@@ -133,7 +134,7 @@ def taint_to_string(taint: Mapping[str, Any]) -> str:
 
 
 def parse_tolerations(pod_info: PodInfo) -> list[dict[str, Any]]:
-    """The Pod's ``spec.tolerations``, checked once and memoized in ``pod_info.parsed``.
+    """The Pod's ``spec.tolerations``, checked once and memoized on the PodInfo.
 
     Each returned dict has string ``key``, ``operator``, ``value`` and ``effect`` (``""`` when
     absent) plus ``tolerationSeconds`` when given. An unknown operator or effect is kept (it
@@ -144,19 +145,7 @@ def parse_tolerations(pod_info: PodInfo) -> list[dict[str, Any]]:
         is not a string (field named like ``spec.tolerations[2].value``). The error is memoized
         too, so every call for the same Pod raises it again without re-parsing.
     """
-    memo = pod_info.parsed.get(_MEMO_KEY)
-    if memo is not None:
-        if isinstance(memo, PodParseError):
-            raise memo
-        result: list[dict[str, Any]] = memo
-        return result
-    try:
-        parsed = _parse(pod_info.spec.get("tolerations"))
-    except PodParseError as exc:
-        pod_info.parsed[_MEMO_KEY] = exc
-        raise
-    pod_info.parsed[_MEMO_KEY] = parsed
-    return parsed
+    return _MEMO.get(pod_info, lambda p: _parse(p.spec.get("tolerations")))
 
 
 def _parse(raw: object) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ Upstream: ``pkg/scheduler/framework/plugins/volumebinding/binder.go`` (``GetPodV
 (PV / PVC caches that overlay in-memory "assumed" objects on the informer's) and
 ``component-helpers/storage/volume`` (see :mod:`.storage`).
 
-Everything is computed from the cycle's :class:`~py_scheduler.cache.snapshot.ClusterObjects` plus this
+Everything is computed from the cycle's :class:`~py_scheduler.cache.snapshot.ClusterObjectsLister` plus this
 binder's assumed objects. Reserve assumes in memory only (a PV pre-bound to the claim, a PVC with the
 ``volume.kubernetes.io/selected-node`` annotation) so later Pods of the same run see the decision;
 the API updates upstream's PreBind makes (``BindPodVolumes``) are not made here (see
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from py_scheduler.cache.snapshot import ClusterObjects
 from py_scheduler.framework import quantity
 from py_scheduler.framework.handle import APIClient, APIError, ObjectLister
+from py_scheduler.framework.lister import ClusterObjectsLister
 from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
 from py_scheduler.plugins.volume_binding import csi_translation as csi
 from py_scheduler.plugins.volume_binding import storage as st
@@ -167,7 +167,7 @@ class AssumeCache:
         self.assumed: dict[str, Obj] = {}
         self._index_memo: dict[str, tuple[Obj, str]] = {}
 
-    def get_api(self, objects: ClusterObjects, key: str) -> Obj | None:
+    def get_api(self, objects: ClusterObjectsLister, key: str) -> Obj | None:
         """The stored object (``GetAPIObj``), None when absent."""
         return objects.get(self.kind, key)
 
@@ -180,11 +180,11 @@ class AssumeCache:
             return api
         return assumed
 
-    def get(self, objects: ClusterObjects, key: str) -> Obj | None:
+    def get(self, objects: ClusterObjectsLister, key: str) -> Obj | None:
         """The assumed object when current, else the stored one (``Get``); None when absent."""
         return self._overlay(key, objects.get(self.kind, key))
 
-    def by_index(self, objects: ClusterObjects, index: Callable[[Obj], str], value: str) -> list[Obj]:
+    def by_index(self, objects: ClusterObjectsLister, index: Callable[[Obj], str], value: str) -> list[Obj]:
         """``ByIndex``: stored objects whose ``index`` (evaluated on the stored object) is ``value``,
         assumed versions swapped in. ``index`` results are memoized per stored object (by identity,
         so an object replaced by the informer is re-indexed); one index function per cache."""
@@ -204,7 +204,7 @@ class AssumeCache:
                 del memo[key]
         return out
 
-    def assume(self, objects: ClusterObjects, obj: Obj) -> None:
+    def assume(self, objects: ClusterObjectsLister, obj: Obj) -> None:
         """Overlay ``obj`` (``Assume``).
 
         Raises:
@@ -245,7 +245,7 @@ def _pvc_size(pvc: Obj) -> Decimal:
 class VolumeBinder:
     """``volumeBinder``: the PV / PVC assume caches and the binding decisions.
 
-    Methods take the cycle's ``ClusterObjects``; errors upstream returns as Go ``error`` (Filter /
+    Methods take the cycle's ``ClusterObjectsLister``; errors upstream returns as Go ``error`` (Filter /
     PreFilter status Error) raise :class:`~.storage.StorageError` or
     :class:`~.csi_translation.TranslationError`.
     """
@@ -255,7 +255,8 @@ class VolumeBinder:
         self.pvc_cache = AssumeCache("PersistentVolumeClaim", _pvc_key)
 
     # -- claims ---------------------------------------------------------------------------------------
-    def _is_volume_bound(self, objects: ClusterObjects, pod: Obj, ref: st.PodVolumeRef) -> tuple[bool, Obj | None]:
+    def _is_volume_bound(self, objects: ClusterObjectsLister, pod: Obj,
+                         ref: st.PodVolumeRef) -> tuple[bool, Obj | None]:
         """``isVolumeBound``: (fully bound?, the claim from the PVC cache)."""
         key = st.claim_key(st.namespace(pod), ref.claim)
         pvc = self.pvc_cache.get(objects, key)
@@ -267,7 +268,7 @@ class VolumeBinder:
                 raise st.StorageError(err)
         return st.is_pvc_fully_bound(pvc), pvc
 
-    def are_pod_volumes_bound(self, objects: ClusterObjects, pod: Obj) -> bool:
+    def are_pod_volumes_bound(self, objects: ClusterObjectsLister, pod: Obj) -> bool:
         """``arePodVolumesBound``: every PVC-backed volume is fully bound (a missing claim counts as not)."""
         for ref in st.pod_volume_refs(pod):
             try:
@@ -278,7 +279,7 @@ class VolumeBinder:
                 return False
         return True
 
-    def get_pod_volume_claims(self, objects: ClusterObjects, pod: Obj) -> PodVolumeClaims:
+    def get_pod_volume_claims(self, objects: ClusterObjectsLister, pod: Obj) -> PodVolumeClaims:
         """``GetPodVolumeClaims``: the Pod's claims as bound, unbound WaitForFirstConsumer (delay binding)
         and unbound immediate (incl. pre-bound to a PV but not yet fully bound), plus the PVs of each
         delay-binding claim's class.
@@ -310,7 +311,7 @@ class VolumeBinder:
         return out
 
     # -- filter ---------------------------------------------------------------------------------------
-    def find_pod_volumes(self, objects: ClusterObjects, pod: Obj, claims: PodVolumeClaims,
+    def find_pod_volumes(self, objects: ClusterObjectsLister, pod: Obj, claims: PodVolumeClaims,
                          node: Obj) -> tuple[PodVolumes, list[str]]:
         """``FindPodVolumes``: (the node's volume decisions, conflict reasons; empty when it fits).
 
@@ -359,10 +360,10 @@ class VolumeBinder:
                 unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node)
         return PodVolumes(static, dynamic), reasons()
 
-    def _csi_node(self, objects: ClusterObjects, node_name: str) -> Obj | None:
+    def _csi_node(self, objects: ClusterObjectsLister, node_name: str) -> Obj | None:
         return objects.get("CSINode", node_name)
 
-    def _check_bound_claims(self, objects: ClusterObjects, claims: list[Obj], node_name: str,
+    def _check_bound_claims(self, objects: ClusterObjectsLister, claims: list[Obj], node_name: str,
                             node_labels: dict[str, str]) -> tuple[bool, bool]:
         """``checkBoundClaims``: (node affinity of every bound PV satisfied, every bound PV exists)."""
         csi_node = self._csi_node(objects, node_name)
@@ -394,7 +395,7 @@ class VolumeBinder:
             bindings.append(BindingInfo(pvc, pv))
         return found, bindings, unmatched
 
-    def _check_volume_provisions(self, objects: ClusterObjects, pod_claims: PodVolumeClaims, claims: list[Obj],
+    def _check_volume_provisions(self, objects: ClusterObjectsLister, pod_claims: PodVolumeClaims, claims: list[Obj],
                                  node: Obj) -> tuple[bool, bool, list[DynamicProvision]]:
         """``checkVolumeProvisions``: (provisioning possible, enough capacity, provisions)."""
         node_labels = st.labels(node)
@@ -418,7 +419,7 @@ class VolumeBinder:
             out.append(DynamicProvision(pvc, cap))
         return True, True, out
 
-    def _has_enough_capacity(self, objects: ClusterObjects, pod_claims: PodVolumeClaims, provisioner: str,
+    def _has_enough_capacity(self, objects: ClusterObjectsLister, pod_claims: PodVolumeClaims, provisioner: str,
                              pvc: Obj, class_name: str, node_labels: dict[str, str]) -> tuple[bool, Obj | None]:
         """``hasEnoughCapacity``: capacity is checked only for a claim with a storage request whose
         provisioner is a CSIDriver with ``storageCapacity: true``; then some CSIStorageCapacity of the
@@ -441,7 +442,7 @@ class VolumeBinder:
         return False, None
 
     # -- reserve --------------------------------------------------------------------------------------
-    def assume_pod_volumes(self, objects: ClusterObjects, pod: Obj, node_name: str,
+    def assume_pod_volumes(self, objects: ClusterObjectsLister, pod: Obj, node_name: str,
                            pod_volumes: PodVolumes) -> bool:
         """``AssumePodVolumes``: True when every claim is already fully bound; otherwise assume each
         static binding's PV bound to its claim and each provisioned claim annotated with the node,
@@ -492,7 +493,7 @@ class VolumeBinder:
             self.pvc_cache.restore(c)
 
 
-def _class_capacities(objects: ClusterObjects, class_name: str) -> list[tuple[int, Obj, LabelSelector | None]]:
+def _class_capacities(objects: ClusterObjectsLister, class_name: str) -> list[tuple[int, Obj, LabelSelector | None]]:
     """The class's CSIStorageCapacities as (``volumeLimit`` bytes, object, compiled ``nodeTopology``),
     in namespace/name order (upstream's lister order is unspecified). A missing or malformed limit never
     suffices; a missing or invalid topology gives no access (``nodeHasAccess``)."""

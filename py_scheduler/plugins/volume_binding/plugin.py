@@ -46,7 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from py_scheduler.framework import quantity, signers
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers.resource_scoring import FieldErrors, UtilizationShapePoint, decode_shape
 from py_scheduler.plugins.volume_binding import csi_translation as csi
@@ -62,7 +64,6 @@ from py_scheduler.plugins.volume_binding.binder import (
     bind_pod_volumes,
 )
 from py_scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, VolumeCapacityScorer, build_scorer_function
-from py_scheduler.queue.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 
 __all__ = [
     "DEFAULT_BIND_TIMEOUT_SECONDS",
@@ -167,7 +168,7 @@ class VolumeBinding:
 
     name = NAME
 
-    def sign_pod(self, pod: PodInfo, snapshot: Any) -> signers.SignResult:
+    def sign_pod(self, pod: PodInfo, snapshot: SnapshotLister | None) -> signers.SignResult:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/volumebinding/volume_binding.go``): the Pod's
         volume sources but ConfigMaps and Secrets. ``snapshot`` is unused by most plugins."""
         return signers.volumes_fragment(pod)
@@ -185,15 +186,14 @@ class VolumeBinding:
             build_scorer_function(self.args.shape) if storage_capacity_scoring else None)
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> VolumeBinding:
-        """``New``: the plugin with its args; ``handle`` (a :class:`~py_scheduler.framework.handle.Handle`)
-        gives PreBind its API client and object lister (None offline / in unit tests: PreBind then
-        reports an Error for a Pod whose volumes need binding).
+    def create(cls, args: dict[str, Any], handle: Handle) -> VolumeBinding:
+        """``New``: the plugin with its args; ``handle`` gives PreBind its API client and object
+        lister (without a client, PreBind reports an Error for a Pod whose volumes need binding).
 
         Raises:
             ConfigError: invalid args (see :meth:`VolumeBindingArgs.decode`).
         """
-        return cls(VolumeBindingArgs.decode(args), handle=handle if isinstance(handle, Handle) else None)
+        return cls(VolumeBindingArgs.decode(args), handle=handle)
 
     # -- queueing hints -------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:

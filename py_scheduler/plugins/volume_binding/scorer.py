@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from py_scheduler.framework.gomath import go_round
 from py_scheduler.plugins.helpers.resource_scoring import (
     MAX_CUSTOM_PRIORITY_SCORE,
     UtilizationShapePoint,
     build_broken_linear_function,
-    go_round,
 )
 from py_scheduler.plugins.volume_binding.binder import StorageResource
 
@@ -51,6 +51,6 @@ def build_scorer_function(shape: Sequence[UtilizationShapePoint]) -> VolumeCapac
         if not class_resources:
             return 0
         total = sum(class_score(r.requested, r.capacity) for r in class_resources.values())
-        return go_round(float(total) / float(len(class_resources)))
+        return int(go_round(float(total) / float(len(class_resources))))
 
     return score

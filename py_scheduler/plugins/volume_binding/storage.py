@@ -27,9 +27,9 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from py_scheduler.cache.snapshot import ClusterObjects
 from py_scheduler.framework import quantity
-from py_scheduler.framework.types import PodParseError
+from py_scheduler.framework.lister import ClusterObjectsLister, objects_of
+from py_scheduler.framework.types import CycleState, PodParseError
 from py_scheduler.plugins.helpers.node_selector import NodeSelector, Requirement, parse_label_selector
 
 Obj = dict[str, Any]
@@ -126,17 +126,14 @@ def deletion_timestamp(o: Mapping[str, Any] | None) -> object:
     return _meta(o).get("deletionTimestamp")
 
 
-def cycle_objects(state: Any) -> ClusterObjects:
-    """The cycle snapshot's ClusterObjects (an empty set when the state has no snapshot)."""
-    snap = getattr(state, "snapshot", None)
-    objects = getattr(snap, "objects", None)
-    return objects if isinstance(objects, ClusterObjects) else ClusterObjects()
+def cycle_objects(state: CycleState) -> ClusterObjectsLister:
+    """The cycle snapshot's objects (an empty lister when the state has no snapshot)."""
+    return objects_of(state.snapshot)
 
 
-def used_pvc_ref_counts(state: Any) -> Mapping[str, int]:
+def used_pvc_ref_counts(state: CycleState) -> Mapping[str, int]:
     """The cycle snapshot's ``namespace/claim -> number of scheduled Pods using it``."""
-    counts = getattr(getattr(state, "snapshot", None), "used_pvc_ref_counts", None)
-    return counts if isinstance(counts, dict) else {}
+    return state.snapshot.used_pvc_ref_counts if state.snapshot is not None else {}
 
 
 def spec(o: Mapping[str, Any] | None) -> Obj:

@@ -17,6 +17,7 @@ from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.runtime import Algorithm, Framework
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins import registry
 from py_scheduler.plugins.default_binder import DefaultBinder
 from py_scheduler.plugins.queue_sort import PrioritySort
 from py_scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q, PriorityQueue
@@ -44,7 +45,7 @@ class Harness:
         self.leader = Leader()
         self.handle = Handle(client=KubeAPIClient(self.kube, fence=lambda: self.leader.is_leader_valid(),  # type: ignore[arg-type]
                                                   node_exists=self.cache.has_node))
-        self.fw = fw or build_framework(ProfileConfig(), handle=self.handle)
+        self.fw = fw or build_framework(ProfileConfig(), handle=self.handle, registry=registry)
         for pl in self.fw.bind_plugins:
             if isinstance(pl, DefaultBinder):
                 pl.handle = self.handle

@@ -14,6 +14,7 @@ from py_scheduler.framework.batch import MAX_BATCH_AGE, OpportunisticBatch, Sort
 from py_scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
 from py_scheduler.framework.runtime import Algorithm, Framework
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins import registry
 
 Obj = dict[str, Any]
 
@@ -278,7 +279,7 @@ def test_sorted_scored_nodes_order_and_uniform_ties() -> None:
 # -- signatures ---------------------------------------------------------------------------------------
 def default_framework(**plugin_config: dict[str, Any]) -> Framework:
     prof = ProfileConfig(plugin_config=dict(plugin_config))
-    return build_framework(prof, SchedulerConfig(profiles=[prof]))
+    return build_framework(prof, SchedulerConfig(profiles=[prof]), registry=registry)
 
 
 LIST_PTS = {"PodTopologySpread": {"defaultingType": "List"}}

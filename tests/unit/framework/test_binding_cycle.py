@@ -13,6 +13,7 @@ import pytest
 from py_scheduler.app import metrics as m
 from py_scheduler.app.informers import EventHandlers
 from py_scheduler.framework import binding_cycle as bc
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.default_binder import DefaultBinder
@@ -83,7 +84,14 @@ class Rec:
 
 
 def _fw(*plugins: Any, observer: Any = None) -> Framework:
-    return Framework("py-scheduler", [(PrioritySort(), 0), *((p, 0) for p in plugins)], observer=observer)
+    """A profile of ``plugins``; plugins holding a Handle (GangPermit) share the profile's, as
+    ``build_framework`` gives every factory the one whose ``profile`` the Framework fills in."""
+    handle = Handle()
+    for p in plugins:
+        if isinstance(getattr(p, "handle", None), Handle):
+            p.handle = handle
+    return Framework("py-scheduler", [(PrioritySort(), 0), *((p, 0) for p in plugins)], observer=observer,
+                     handle=handle)
 
 
 # -- the waiting-Pods map -------------------------------------------------------------------------------

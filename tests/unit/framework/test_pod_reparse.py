@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.cache import Cache
+from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.types import PodInfo, PodParseError, same_parse_inputs
 from py_scheduler.queue.scheduling_queue import PriorityQueue
 
@@ -76,22 +77,47 @@ MUTATIONS: list[tuple[str, Callable[[Obj], None], bool, bool]] = [
 ]
 
 
+SPEC_MEMO: PodMemo[int] = PodMemo("test/spec", PodInput.SPEC)
+ANNOTATIONS_MEMO: PodMemo[int] = PodMemo("test/annotations", PodInput.ANNOTATIONS)
+START_MEMO: PodMemo[int] = PodMemo("test/startTime", PodInput.START_TIME)
+STATUS_MEMO: PodMemo[int] = PodMemo("test/status", PodInput.STATUS)
+
+
+def _status(pod: Obj) -> dict[str, Any]:
+    st = pod.get("status")
+    return st if isinstance(st, dict) else {}
+
+
 @pytest.mark.parametrize(("what", "mutate", "reused", "memo_kept"), MUTATIONS, ids=[m[0] for m in MUTATIONS])
 def test_reparse_equals_a_fresh_parse(what: str, mutate: Callable[[Obj], None], reused: bool,
                                       memo_kept: bool) -> None:
+    """A reparsed PodInfo equals a fresh parse and keeps exactly the memos whose declared inputs are
+    unchanged (``memo_kept``: the annotations and the whole status are unchanged)."""
     old = _pod()
     pi = PodInfo(old)
-    pi.parsed["memo"] = 1
+    for m in (SPEC_MEMO, ANNOTATIONS_MEMO, START_MEMO, STATUS_MEMO):
+        m.put(pi, 1)
     new = copy.deepcopy(old)
     mutate(new)
     out = pi.reparse(new)
     assert out.pod is new
     assert _fields(out) == _fields(PodInfo(new))
     assert (out.requests is pi.requests) == reused == same_parse_inputs(old, new)
-    assert ("memo" in out.parsed) == (memo_kept and reused)
-    if reused:
-        assert out.labels is new["metadata"]["labels"]  # the new version's own dict is kept
-        assert out.parsed is pi.parsed if memo_kept else out.parsed == {}
+    if not reused:
+        assert out.memos == {}
+        return
+    assert out.labels is new["metadata"]["labels"]  # the new version's own dict is kept
+    ann_same = old["metadata"].get("annotations") == new["metadata"].get("annotations")
+    start_same = _status(old).get("startTime") == _status(new).get("startTime")
+    rest_same = ({k: v for k, v in _status(old).items() if k != "startTime"}
+                 == {k: v for k, v in _status(new).items() if k != "startTime"})
+    assert SPEC_MEMO.peek(out) == 1  # spec unchanged whenever the parse is reused
+    assert (ANNOTATIONS_MEMO.peek(out) == 1) == ann_same
+    assert (START_MEMO.peek(out) == 1) == start_same
+    assert (STATUS_MEMO.peek(out) == 1) == rest_same
+    assert (ann_same and start_same and rest_same) == (out.memos is pi.memos)
+    if memo_kept:
+        assert ann_same and start_same
 
 
 def test_reparse_of_a_malformed_version_raises_naming_the_field() -> None:

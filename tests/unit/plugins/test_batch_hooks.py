@@ -15,10 +15,13 @@ import numpy as np
 import pytest
 
 from py_scheduler.cache.cache import Cache
-from py_scheduler.cache.snapshot import FREE_CPU, POD_COUNT, ClusterObjects, NodeColumns, Snapshot
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.interfaces import BatchFilterPlugin, BatchScorePlugin
 from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.helpers.columns import FREE_CPU, POD_COUNT, NodeColumns
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
@@ -45,11 +48,10 @@ def _check(fw: Framework, snap: Snapshot, pod: PodInfo, nodes: list[NodeInfo] | 
             state.skip_filter.add(pl.name)
     n = 0
     for pl in fw.filter_plugins:
-        batch = getattr(pl, "filter_nodes", None)
-        if batch is None or pl.name in state.skip_filter:
+        if not isinstance(pl, BatchFilterPlugin) or pl.name in state.skip_filter:
             continue
         one = [_key(pl.filter(state, pod, ni)) for ni in nodes]
-        got = batch(state, pod, nodes)
+        got = pl.filter_nodes(state, pod, nodes)
         many = [_key(Status.success())] * len(nodes) if got is None else [_key(s) for s in got]
         assert [k[:2] for k in many] == [k[:2] for k in one], pl.name
         n += 1
@@ -57,11 +59,10 @@ def _check(fw: Framework, snap: Snapshot, pod: PodInfo, nodes: list[NodeInfo] | 
         if pl.pre_score(state, pod, nodes).is_skip():
             state.skip_score.add(pl.name)
     for pl in fw.score_plugins:
-        batch = getattr(pl, "score_nodes", None)
-        if batch is None or pl.name in state.skip_score:
+        if not isinstance(pl, BatchScorePlugin) or pl.name in state.skip_score:
             continue
         one = [pl.score(state, pod, ni) for ni in nodes]
-        values, st = batch(state, pod, nodes)
+        values, st = pl.score_nodes(state, pod, nodes)
         if any(not s.is_success() for _, s in one):
             assert not st.is_success(), pl.name
             continue
@@ -80,7 +81,7 @@ def _cluster(objects: list[Obj]) -> tuple[Snapshot, list[PodInfo]]:
 
 @pytest.mark.parametrize("seed", [3, 11])
 def test_batch_equals_node_by_node_on_random_clusters(seed: int) -> None:
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     compared = 0
     for index in range(40):
         snap, pending = _cluster(scenario(seed, index))
@@ -100,7 +101,7 @@ def test_batch_equals_node_by_node_gpu_negative_and_cordoned() -> None:
     nodes[8]["status"]["allocatable"]["pods"] = "0"
     bound = list(workloads.init_pods(workloads.get_workload("GPU"), 40, 30))
     snap = Snapshot.from_objects(nodes, bound)
-    fw = build_framework(ProfileConfig())
+    fw = build_framework(ProfileConfig(), registry=registry)
     compared = 0
     for i in range(12):
         wl = rng.choice(list(workloads.WORKLOADS.values()))
@@ -138,7 +139,7 @@ def test_vectorized_resource_scores_equal_node_by_node(strategy: str, zeros: boo
     snap = Snapshot.from_objects(nodes, bound)
     args = {"scoringStrategy": {"type": strategy, "resources": [{"name": "cpu", "weight": 3},
                                                                  {"name": "memory", "weight": 1}]}}
-    fw = build_framework(ProfileConfig(plugin_config={"NodeResourcesFit": args}))
+    fw = build_framework(ProfileConfig(plugin_config={"NodeResourcesFit": args}), registry=registry)
     compared = 0
     for i in range(8):
         raw = workloads.get_workload("SchedulingBasic").pod(5000 + i, "ns", "py-scheduler", f"u{i}")
@@ -151,7 +152,7 @@ def test_vectorized_resource_scores_equal_node_by_node(strategy: str, zeros: boo
 # -- snapshot node columns kept up to date incrementally --------------------------------------------
 def _assert_columns_match_fresh(snap: Snapshot) -> None:
     """The snapshot's (incrementally maintained) columns equal columns built from scratch."""
-    cols = snap.columns()
+    cols = snap.derived(NodeColumns)
     fresh = NodeColumns(list(snap.node_info_list))
     assert cols.n == fresh.n == len(snap.node_info_list)
     assert np.array_equal(cols.values, fresh.values)
@@ -216,8 +217,8 @@ def test_columns_follow_cache_updates_and_batch_equals_node_by_node() -> None:
         bound[f"b{uid}"] = p
     snap = Snapshot()
     cache.update_snapshot(snap)
-    fw = build_framework(ProfileConfig())
-    kept_columns = snap.columns()
+    fw = build_framework(ProfileConfig(), registry=registry)
+    kept_columns = snap.derived(NodeColumns)
     compared = 0
     scalars_seen: set[str] = set()
     for step in range(30):
@@ -253,15 +254,15 @@ def test_columns_follow_cache_updates_and_batch_equals_node_by_node() -> None:
             cache.remove_node(raw_nodes[i])
         cache.update_snapshot(snap)
         if op in (0, 1, 2, 5):
-            assert snap.columns() is kept_columns, "columns rebuilt although the node list did not change"
-        kept_columns = snap.columns()
+            assert snap.derived(NodeColumns) is kept_columns, "columns rebuilt although the node list did not change"
+        kept_columns = snap.derived(NodeColumns)
         _assert_columns_match_fresh(snap)
         for _ in range(2):
             uid += 1
             pod = PodInfo(_pod(uid, rng, f"u{uid}"))
             for view in _views(snap, rng):
                 compared += _check(fw, snap, pod, view)
-        scalars_seen.update(snap.columns().scalars)
+        scalars_seen.update(snap.derived(NodeColumns).scalars)
     assert compared > 300
     assert "nvidia.com/gpu" in scalars_seen
 
@@ -274,14 +275,14 @@ def test_columns_follow_snapshot_assume_and_in_place_changes() -> None:
     nodes = workloads.make_nodes(64)
     bound = [_pod(i, rng, f"b{i}", workloads.node_name(rng.randrange(64))) for i in range(150)]
     snap = Snapshot.from_objects(nodes, bound)
-    fw = build_framework(ProfileConfig())
-    cols = snap.columns()
+    fw = build_framework(ProfileConfig(), registry=registry)
+    cols = snap.derived(NodeColumns)
     compared = 0
     for i in range(40):
         pod = PodInfo(_pod(1000 + i, rng, f"u{i}"))
         compared += _check(fw, snap, pod, _views(snap, rng)[1])
         snap.assume(pod, workloads.node_name(rng.randrange(64)))
-        assert snap.columns() is cols
+        assert snap.derived(NodeColumns) is cols
         _assert_columns_match_fresh(snap)
     assert compared > 60
     victim = snap.node_info_list[5]
@@ -319,7 +320,7 @@ def test_vectorized_filter_reasons_equal_node_by_node() -> None:
             alloc["cpu"] = "8E"
     bound = [_pod(i, rng, f"b{i}", workloads.node_name(rng.randrange(120))) for i in range(200)]
     snap = Snapshot.from_objects(nodes, bound)
-    fw = build_framework(ProfileConfig())
+    fw = build_framework(ProfileConfig(), registry=registry)
     fit = next(pl for pl in fw.filter_plugins if pl.name == "NodeResourcesFit")
     failing = 0
     for i in range(30):
@@ -345,7 +346,7 @@ def test_gather_runs_wraps_and_holes() -> None:
     nodes[9]["status"]["allocatable"]["cpu"] = "9E"  # filter_ok False
     bound = [_pod(i, rng, f"b{i}", workloads.node_name(rng.randrange(50))) for i in range(120)]
     snap = Snapshot.from_objects(nodes, bound)
-    cols = snap.columns()
+    cols = snap.derived(NodeColumns)
     assert (cols.bad_filter, cols.bad_score) == (1, 2)
     listed = snap.node_info_list
     for start, length, keep in [(0, 50, 1.0), (10, 20, 1.0), (35, 30, 1.0), (49, 50, 1.0), (20, 40, 0.6)]:
@@ -385,7 +386,7 @@ def test_vectorized_filter_scalar_resources_equal_node_by_node(ignore: bool) -> 
                                    "spec": {"extendedResourceName": "example.com/dongle"}})
     snap = Snapshot.from_objects(nodes, bound, objects)
     args = {"ignoredResources": ["example.com/dongle"], "ignoredResourceGroups": ["nvidia.com"]} if ignore else {}
-    fw = build_framework(ProfileConfig(plugin_config={"NodeResourcesFit": args}))
+    fw = build_framework(ProfileConfig(plugin_config={"NodeResourcesFit": args}), registry=registry)
     fit = next(pl for pl in fw.filter_plugins if pl.name == "NodeResourcesFit")
     failing = 0
     for i in range(24):

@@ -20,6 +20,7 @@ import pytest
 
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.config import ConfigError, ProfileConfig, build_framework
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.preemption import (
     Victims,
     compile_pdbs,
@@ -351,7 +352,7 @@ def schedule_all(objects: list[Obj]) -> list[tuple[str, str | None, str | None, 
     Pods' ``status.nominatedNodeName`` (dropped once placed), placed Pods assumed."""
     pods = [o for o in objects if o["kind"] == "Pod"]
     snap = Snapshot.from_object_list(objects)
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     dp = fw.plugins["DefaultPreemption"]
     dp.offset_rand = lambda n: 0
     dp.now_ns = lambda: NOW_NS
@@ -390,7 +391,7 @@ def _unplaced(name: str) -> list[str]:
     nodes = [o for o in objects if o["kind"] == "Node"]
     pods = [o for o in objects if o["kind"] == "Pod"]
     snap = Snapshot.from_objects(nodes, [p for p in pods if p["spec"].get("nodeName")])
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     target = next(p for p in pods if p["metadata"]["name"] == "lo")
     return Algorithm(rng=_FixedRng()).schedule(fw, snap, PodInfo(target), explain=True).feasible
 
@@ -455,10 +456,11 @@ class ErrorOnLabelPlugin:
 
 def make_framework(args: DefaultPreemptionArgs | None = None,
                    extra: Sequence[Any] = ()) -> tuple[Framework, DefaultPreemption]:
-    dp = DefaultPreemption(args, offset_rand=lambda n: 0, now_ns=lambda: NOW_NS)
-    plugins: list[tuple[Any, int]] = [(NodeResourcesFit.create({}, None), 1), *((p, 0) for p in extra), (dp, 0)]
-    fw = Framework("test", plugins)
-    assert dp.fh is fw  # bound by the framework
+    handle = Handle()
+    dp = DefaultPreemption(args, handle, offset_rand=lambda n: 0, now_ns=lambda: NOW_NS)
+    plugins: list[tuple[Any, int]] = [(NodeResourcesFit.create({}, handle), 1), *((p, 0) for p in extra), (dp, 0)]
+    fw = Framework("test", plugins, handle=handle)
+    assert dp.handle.profile is fw  # the Handle given at create() reaches the profile's framework
     return fw, dp
 
 
@@ -582,7 +584,7 @@ def test_post_filter_error_on_one_node_other_node_still_a_candidate() -> None:
 def test_fit_error_message_carries_the_preemption_tail() -> None:
     """Through Algorithm.schedule: the FailedScheduling message is upstream's (the task's example)."""
     snap = Snapshot.from_objects([node("n1"), node("n2")])
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     res = Algorithm().schedule(fw, snap, PodInfo(pod("p", cpu="2")))
     assert res.message == ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
                            "2 Preemption is not helpful for scheduling.")
@@ -885,13 +887,13 @@ def test_args_validation(args: dict[str, Any], message: str) -> None:
     assert str(exc.value) == message
     profile = ProfileConfig(plugin_config={"DefaultPreemption": args})
     with pytest.raises(ConfigError, match=r"^pluginConfig\[DefaultPreemption\]\.args: "):
-        build_framework(profile)
+        build_framework(profile, registry=registry)
 
 
 def test_registry_builds_the_plugin_into_the_default_profile() -> None:
-    fw = build_framework(ProfileConfig())
+    fw = build_framework(ProfileConfig(), registry=registry)
     dp = fw.plugins["DefaultPreemption"]
-    assert isinstance(dp, DefaultPreemption) and dp.fh is fw
+    assert isinstance(dp, DefaultPreemption) and dp.handle.profile is fw and fw.handle is dp.handle
     assert [p.name for p in fw.post_filter_plugins][-1] == "DefaultPreemption"
     assert isinstance(registry.get("DefaultPreemption")({"minCandidateNodesAbsolute": 7}, None), DefaultPreemption)
 

@@ -18,6 +18,7 @@ from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.handle import APIConflict, APINotFound, Handle
 from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import Code, PodInfo
+from py_scheduler.plugins import registry
 from py_scheduler.plugins.dynamic_resources import STATE_KEY, DynamicResources
 from py_scheduler.plugins.dynamic_resources.binding import FINALIZER
 from tests.unit.plugins.test_dynamic_resources import (
@@ -137,7 +138,7 @@ def cluster(*claims: Obj, devices: list[Obj] | None = None) -> list[Obj]:
 def reserved(objs: list[Obj]) -> tuple[DynamicResources, Any, PodInfo]:
     """Schedule the one pending Pod and run Reserve; returns the plugin, the cycle state, the Pod."""
     snap = _snapshot(objs)
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     p = next(o for o in objs if o["kind"] == "Pod")
     pi = PodInfo(p)
     res = Algorithm(rng=MinChoice()).schedule(fw, snap, pi, explain=True)
@@ -294,7 +295,7 @@ async def test_binding_conditions_time_out() -> None:
 def test_pre_flight_skips_pods_without_claims() -> None:
     objs = [node("a"), pod("p")]
     snap = _snapshot(objs)
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     pi = PodInfo(objs[1])
     res = Algorithm(rng=MinChoice()).schedule(fw, snap, pi, explain=True)
     assert res.state is not None
@@ -305,7 +306,7 @@ def test_pre_flight_skips_pods_without_claims() -> None:
 def test_offline_pre_bind_applies_in_memory() -> None:
     c = claim("c", [{"name": "r", "exactly": ex()}])
     plugin, state, pi = reserved(cluster(c))
-    assert plugin.handle is None
+    assert plugin.handle.client is None  # offline: no API client
     assert run(plugin.pre_bind(state, pi, "a")).is_success()
     written = state.snapshot.objects.get("ResourceClaim", "default/c")
     assert written["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-p"}]
@@ -317,7 +318,7 @@ async def test_extended_resource_claim_created_bound_and_deleted_on_unreserve() 
             rslice("s-b", G, "pb", node="b", devices=[dev("g0"), dev("g1")]),
             pod("p", containers=[ctr("server", 2)])]
     snap = _snapshot(objs)
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     pi = PodInfo(objs[-1])
     res = Algorithm(rng=MinChoice()).schedule(fw, snap, pi, explain=True)
     assert res.selected == "b" and res.state is not None

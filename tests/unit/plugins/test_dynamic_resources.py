@@ -25,6 +25,7 @@ from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.config import ConfigError, ProfileConfig, build_framework
 from py_scheduler.framework.runtime import Algorithm, SchedulingError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins import registry
 from py_scheduler.plugins.dynamic_resources import (
     ALLOCATIONS_KEY,
     NEEDS_API_ALLOCATION_KEY,
@@ -386,7 +387,7 @@ def _snapshot(objects: list[Obj]) -> Snapshot:
 def schedule(objects: list[Obj], reserve: bool = True) -> list[Any]:
     """Every pending Pod in queue order through the default profile (explain's code path)."""
     snap = _snapshot(objects)
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     algo = Algorithm(rng=MinChoice())
     out = []
     for p in (o for o in objects if o["kind"] == "Pod" and not o["spec"].get("nodeName")):
@@ -768,7 +769,7 @@ def test_simulated_pre_bind_lets_later_pods_share_the_claim() -> None:
     objs = [*CASES["first-available"], pod("q", uses("c"), ts="2024-01-01T00:00:05Z"),
             claim("d", [{"name": "r", "exactly": ex(count=2)}]), pod("r", uses("d"), ts="2024-01-01T00:00:06Z")]
     snap = _snapshot(objs)
-    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"))
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     algo = Algorithm(rng=MinChoice())
     selected = []
     for p in (o for o in objs if o["kind"] == "Pod"):

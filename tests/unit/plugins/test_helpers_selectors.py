@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from py_scheduler.framework.gomath import go_div
 from py_scheduler.framework.types import PodInfo, PodParseError
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.helpers.node_selector import (
@@ -23,7 +24,7 @@ from py_scheduler.plugins.helpers.node_selector import (
     preferred_node_affinity,
     required_node_affinity,
 )
-from py_scheduler.plugins.helpers.normalize import default_normalize_score, go_div
+from py_scheduler.plugins.helpers.normalize import default_normalize_score
 from py_scheduler.plugins.helpers.tolerations import (
     find_untolerated_taint,
     parse_tolerations,
@@ -351,7 +352,7 @@ def test_go_div_truncates_toward_zero() -> None:
 
 
 def test_check_no_args() -> None:
-    from py_scheduler.framework.config import ConfigError
+    from py_scheduler.framework.errors import ConfigError
 
     check_no_args("X", {})
     check_no_args("X", {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "XArgs"})

@@ -11,7 +11,7 @@ import pytest
 from _golden_runner import case_id, golden_cases, run_scores
 
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
@@ -257,7 +257,6 @@ def test_existing_pod_with_malformed_terms_is_ignored_not_fatal() -> None:
 def test_terms_are_parsed_once_per_pod() -> None:
     pi = PodInfo(pod("p", affinity=required(term("app", ["db"], "zone"))))
     first = pod_affinity_terms(pi)
-    assert pi.parsed[NAME] is first
     assert pod_affinity_terms(pi) is first
     assert len(first.required_affinity) == 1 and first.required_affinity[0].namespaces == frozenset({"default"})
 

@@ -12,15 +12,14 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.gomath import go_div, go_round
 from py_scheduler.framework.runtime import Algorithm, Framework
 from py_scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.helpers.resource_scoring import (
     UtilizationShapePoint,
     build_broken_linear_function,
-    go_div,
-    go_round,
 )
 from py_scheduler.plugins.node_resources_fit import NodeResourcesFit
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.node_unschedulable import NodeUnschedulable

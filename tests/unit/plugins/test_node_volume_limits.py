@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.node_volume_limits import (
@@ -301,8 +301,8 @@ def test_limit_reached_by_attachments_and_pods() -> None:
 
 
 def test_queueing_hints() -> None:
+    from py_scheduler.framework.events import QueueingHint
     from py_scheduler.plugins import node_volume_limits as nvl
-    from py_scheduler.queue.events import QueueingHint
 
     queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
     assert len(NodeVolumeLimits().events_to_register()) == 5

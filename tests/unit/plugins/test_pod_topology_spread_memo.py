@@ -177,7 +177,7 @@ def test_filter_nodes_from_memoized_values_equals_filter() -> None:
         pod = _incoming(rng.choice("ab"), keys)
         if step % 2:  # larger maxSkew for the first constraint: fewer rejections
             pod.spec["topologySpreadConstraints"][0]["maxSkew"] = 2
-            pod.parsed.clear()
+            pod.memos.clear()
         state = CycleState(snap)
         _, st = pl.pre_filter(state, pod, snap.node_info_list)
         assert st.is_success()

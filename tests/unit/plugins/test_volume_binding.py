@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.helpers.resource_scoring import UtilizationShapePoint
@@ -550,7 +550,7 @@ def test_pv_class_index_follows_replaced_objects() -> None:
 # -- queueing hints (volume_binding.go isSchedulableAfter*) ------------------------------------------------
 
 def test_events_registered() -> None:
-    from py_scheduler.queue.events import ActionType, Resource
+    from py_scheduler.framework.events import ActionType, Resource
 
     events = {(e.event.resource, e.event.action_type) for e in VolumeBinding().events_to_register()}
     add_update = ActionType.ADD | ActionType.UPDATE
@@ -562,8 +562,8 @@ def test_events_registered() -> None:
 
 
 def test_queueing_hints() -> None:
+    from py_scheduler.framework.events import QueueingHint
     from py_scheduler.plugins.volume_binding import plugin as vb
-    from py_scheduler.queue.events import QueueingHint
 
     queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
     p = pod("a", [pvc_vol("v", "data"), {"name": "e", "ephemeral": {}},

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.volume_restrictions import (
@@ -250,8 +250,8 @@ def test_ephemeral_volume_of_a_scheduled_pod_is_not_a_read_write_once_pod_user()
 
 
 def test_queueing_hints() -> None:
+    from py_scheduler.framework.events import QueueingHint
     from py_scheduler.plugins import volume_restrictions as vr
-    from py_scheduler.queue.events import QueueingHint
 
     queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
     assert len(VolumeRestrictions().events_to_register()) == 3

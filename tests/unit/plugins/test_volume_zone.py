@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.volume_zone import ERR_REASON_CONFLICT, PRE_FILTER_STATE_KEY, VolumeZone, pv_topologies
@@ -184,8 +184,8 @@ def test_no_args() -> None:
 
 
 def test_queueing_hints() -> None:
+    from py_scheduler.framework.events import QueueingHint
     from py_scheduler.plugins import volume_zone as vz
-    from py_scheduler.queue.events import QueueingHint
 
     queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
     assert len(VolumeZone().events_to_register()) == 4

@@ -11,12 +11,7 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.framework.interfaces import PreFilterResult
-from py_scheduler.framework.runtime import Framework
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.queue_sort import PrioritySort
-from py_scheduler.plugins.scheduling_gates import SchedulingGates
-from py_scheduler.queue.events import (
+from py_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_DELETE,
     EVENT_NODE_ADD,
     ActionType,
@@ -25,6 +20,11 @@ from py_scheduler.queue.events import (
     QueueingHint,
     Resource,
 )
+from py_scheduler.framework.interfaces import PreFilterResult
+from py_scheduler.framework.runtime import Framework
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.queue_sort import PrioritySort
+from py_scheduler.plugins.scheduling_gates import SchedulingGates
 from py_scheduler.queue.scheduling_queue import (
     ACTIVE_Q,
     BACKOFF_Q,

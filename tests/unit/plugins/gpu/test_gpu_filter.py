@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 from py_scheduler.plugins.gpu.accounting import clear_memo
 from py_scheduler.plugins.gpu.filter import (

@@ -15,6 +15,7 @@ from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult
 from py_scheduler.framework.types import PodInfo
+from py_scheduler.plugins import registry
 from py_scheduler.plugins.gpu.accounting import clear_memo
 from tests.unit.plugins.gpu.gpu_objects import a100_node, cpu_node, gpu_pod, h100_node, l4_node
 
@@ -35,7 +36,7 @@ class Cluster:
         self.nodes = nodes
         self.bound: list[Obj] = []
         self.snap = Snapshot.from_objects(nodes)
-        self.fw: Framework = build_framework(ProfileConfig())
+        self.fw: Framework = build_framework(ProfileConfig(), registry=registry)
         self.alg = Algorithm(rng=random.Random(seed))
 
     def schedule(self, pod: Obj) -> ScheduleResult:

@@ -24,8 +24,8 @@ from py_scheduler.plugins.gpu.filter import (
     ERR_SHARED,
     ERR_UNKNOWN_MEMORY,
 )
-from py_scheduler.plugins.gpu.inventory import UNIT_GPU, UNIT_MIG, UNIT_REPLICA, split_product_suffixes
-from py_scheduler.plugins.gpu.model import GB, MIB, GPUKeys, GPUParseError, parse_node, parse_request
+from py_scheduler.plugins.gpu.inventory import UNIT_GPU, UNIT_MIG, UNIT_REPLICA, parse_node, split_product_suffixes
+from py_scheduler.plugins.gpu.model import GB, MIB, GPUKeys, GPUParseError, parse_request
 from tests.unit.plugins.gpu import real_nodes as rn
 from tests.unit.plugins.gpu.test_gpu_filter import filter_all
 

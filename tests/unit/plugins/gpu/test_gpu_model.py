@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError
+from py_scheduler.plugins.gpu.inventory import parse_node
 from py_scheduler.plugins.gpu.model import (
     GB,
     MIB,
@@ -14,7 +15,6 @@ from py_scheduler.plugins.gpu.model import (
     parse_groups,
     parse_indices,
     parse_model,
-    parse_node,
     parse_request,
     pod_gpu_usage,
 )
@@ -114,8 +114,7 @@ def test_bad_gpu_limit_quantity() -> None:
 def test_memo_follows_annotation_changes() -> None:
     a = PodInfo(gpu_pod("p", 1))
     assert parse_request(a, KEYS).memory_bytes == 0
-    b = PodInfo(gpu_pod("p", 1, annotations={"gpu-scheduler/gpu-memory-gb": "40"}))
-    b.parsed = a.parsed  # as Snapshot.assume shares the memo between PodInfos of one Pod
+    b = a.derive(gpu_pod("p", 1, annotations={"gpu-scheduler/gpu-memory-gb": "40"}))  # the same Pod, annotated
     assert parse_request(b, KEYS).memory_bytes == 40 * GB
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework.config import ConfigError
+from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, PodInfo
 from py_scheduler.plugins.gpu.accounting import clear_memo
 from py_scheduler.plugins.gpu.score import GPUScore

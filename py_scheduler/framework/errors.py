@@ -1,0 +1,33 @@
+"""Errors shared by the framework, the plugins and the configuration loader.
+
+:class:`ConfigError` is raised by a plugin factory (``create(args, handle)``) on bad ``pluginConfig``
+args and by :mod:`py_scheduler.framework.config` on a bad KubeSchedulerConfiguration; it lives here,
+in the bottom layer, so plugins need not import the configuration loader (which is handed the plugin
+registry and so sits beside the plugins, not under them). Upstream: the ``error`` returned by a
+``PluginFactory`` (``pkg/scheduler/framework/runtime/registry.go``) and ``field.ErrorList``.
+"""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A configuration that must stop start-up; the message names the field and value.
+
+    ``errors`` lists every problem found (``<field path>: <message>``) when several were collected
+    (:func:`py_scheduler.framework.config.parse_config`); otherwise it is ``[message]``.
+    """
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.errors: list[str] = list(errors) if errors is not None else [message]
+
+
+class PluginImportError(ImportError):
+    """A plugin registered in the in-tree registry whose module or class cannot be imported: a
+    broken build, reported with the plugin's name and the cause instead of the plugin silently
+    vanishing from the profile."""
+
+
+class SchedulingError(RuntimeError):
+    """A plugin returned Error (not a rejection) in a scheduling cycle: the Pod goes to backoff and
+    the message is logged (upstream: a non-nil ``error`` from ``schedulePod``)."""
