@@ -554,7 +554,8 @@ class KubeAPIClient:
     def _guard(self, node: str | None = None) -> Callable[[], None]:
         def check() -> None:
             if self.fence is not None and not self.fence():
-                raise Fenced(0, "NotLeader", "leader election lease could have expired; not writing")
+                raise Fenced(0, "NotLeader", "leader election lease could have expired; "
+                                             f"{'not binding' if node is not None else 'not writing'}")
             if node is not None and self.node_exists is not None and not self.node_exists(node):
                 raise Fenced(0, "NodeGone", f"node {node!r} was deleted before the Binding was sent")
         return check

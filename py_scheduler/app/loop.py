@@ -306,8 +306,9 @@ class SchedulingLoop:
         try:
             try:
                 st = await self._bind_steps(fw, qpi, assumed, node, state, start, evaluated, feasible)
-            except Exception as exc:  # a bug must not leave the Pod assumed and out of the queue
+            except Exception as exc:  # a bug must not leave the Pod assumed, waiting, or out of the queue
                 log.exception("binding cycle for pod %s failed", assumed.key)
+                self._permit_reject_pending(fw, assumed)
                 st = Status.error(f"{type(exc).__name__}: {exc}")
             if not st.is_success():
                 self._binding_cycle_error(fw, qpi, assumed, node, state, start, st)

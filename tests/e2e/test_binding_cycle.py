@@ -208,7 +208,11 @@ async def test_side_by_side_with_kube_scheduler_no_index_twice(bed: Bed) -> None
     await sched.wait_leading()
     ks = unique_name("ks-bc")
     bed.kube_schedulers.append(ks)
+    # kube-scheduler's client is throttled (3 requests/s) so that neither side wins every race.
+    kubeconfig = str(Path(bed.testbed.dir) / "kube-scheduler.kubeconfig")
     bed.testbed.start_kube_scheduler(ks, config={"leaderElection": {"leaderElect": False},
+                                                 "clientConnection": {"kubeconfig": kubeconfig, "qps": 3,
+                                                                      "burst": 2},
                                                  "profiles": [{"schedulerName": name}]},
                                      wait_leading=False, restart=False)
     pods = list(await asyncio.gather(*(bed.pod(name, prefix="bc-side") for _ in range(12))))

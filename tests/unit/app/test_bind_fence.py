@@ -65,6 +65,7 @@ async def test_fence_checked_after_waiting_for_the_rate_limiter() -> None:
     with pytest.raises(Fenced) as ei:
         await client.bind("default", "p", "u1", "n1")
     assert ei.value.reason == "NotLeader" and isinstance(ei.value, APIError)
+    assert ei.value.message == "leader election lease could have expired; not binding"  # the fault suite reads it
     assert api.sent == [("GET", "/api")], "the Binding was sent after the lease could have expired"
 
 

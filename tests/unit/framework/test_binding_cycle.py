@@ -361,3 +361,14 @@ async def test_a_waiting_victim_is_preempted_in_memory_not_deleted() -> None:
           and e["regarding"]["name"] == "g1"]
     assert fs == ["waiting on permit for pod: preempted"]
     assert h.queue.where("default", "g1") == BACKOFF_Q
+
+
+async def test_a_pod_with_nothing_to_wait_for_or_pre_bind_costs_no_extra_write() -> None:
+    """No Permit wait, every PreBindPreFlight Skip: no nominatedNodeName write, the Binding (with the
+    annotations) is the only Pod write."""
+    log: list[str] = []
+    h = _harness(Rec("A", log, pre_flight=Status.skip()))
+    h.pod("a")
+    await h.cycle()
+    assert "prebind:A" not in log and h.kube.status_patches == []
+    assert [c[0] for c in h.kube.calls if c[0] not in ("event", "event-series")] == ["bind"]
