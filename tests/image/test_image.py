@@ -14,13 +14,16 @@ with podman + runc, one container per replica:
   the cluster CA and the namespace at ``/var/run/secrets/kubernetes.io/serviceaccount`` (read-only),
   ``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` pointing at the apiserver;
 * the hostname is the Pod's name (a kubelet's UTS namespace), so the leader identity reads
-  ``POD_hostname_uuid`` as in a cluster.
+  ``POD_hostname_uuid`` as in a cluster;
+* each replica gets its own network namespace (a Pod sandbox: ``ip netns add``, loopback only), so
+  both bind the Deployment's ``0.0.0.0:10259`` unchanged and the probes reach that port inside
+  the Pod's namespace, as a kubelet's do on the Pod IP.
 
-Differences forced by this machine, and only these: the containers share the host network (the
-bed's apiserver listens on 127.0.0.1 only), so the two replicas cannot both bind the metrics port
-10259 and each gets ``--metrics-bind-address=127.0.0.1:FREE_PORT`` in place of the Deployment's
-``0.0.0.0:10259`` (probes go to that port); runc needs explicit rlimits here (``--ulimit``; crun
-fails on this host's hybrid cgroup layout).
+Differences forced by this machine, and only these: the bed's apiserver listens on the host's
+127.0.0.1 only and there is no kube-proxy, so a small forwarder (:class:`PodSandbox`) plays the
+Service: ``KUBERNETES_SERVICE_HOST=127.0.0.1`` inside the Pod's namespace, forwarded to the
+host's apiserver port (TLS end to end; the serving certificate names 127.0.0.1). runc needs
+explicit rlimits here (``--ulimit``; crun fails on this host's hybrid cgroup layout).
 
 The deploy/ objects other than the Deployment are applied (its RBAC is what the token may do);
 the whole of deploy/ is validated by a strict server-side dry run first.
@@ -33,6 +36,8 @@ the two environment variables).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -41,8 +46,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,19 +89,104 @@ def run(*argv: str, input: str | None = None, check: bool = True) -> subprocess.
     return proc
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# ------------------------------------------------------------------------------------------------
+# Pod network namespaces
+# ------------------------------------------------------------------------------------------------
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
-def http_get(url: str) -> tuple[int, str]:
-    """``(status, body)`` of a GET (an HTTP error status is returned, not raised)."""
+@contextlib.contextmanager
+def in_netns(path: str) -> Iterator[None]:
+    """Run the body with the *calling thread* in network namespace ``path`` (setns(2)), then
+    switch back. Sockets keep the namespace they were created in, so create them inside."""
+
+    def setns(fd: int) -> None:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns: {os.strerror(err)}")
+
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(path, os.O_RDONLY)
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+        setns(target)
+        try:
+            yield
+        finally:
+            setns(home)
+    finally:
+        os.close(home)
+        os.close(target)
+
+
+class PodSandbox:
+    """A Pod's network namespace (loopback up) and the forwarder that plays the ``kubernetes``
+    Service in it: connections to ``127.0.0.1:port`` inside go to ``127.0.0.1:port`` of the host.
+
+    Raises:
+        AssertionError: ``ip netns`` failed (the command's output is in the message).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.path = f"/run/netns/{name}"
+        self._listeners: list[socket.socket] = []
+        self._conns: list[socket.socket] = []
+        run("ip", "netns", "add", name)
+        run("ip", "-n", name, "link", "set", "lo", "up")
+
+    def forward(self, port: int) -> None:
+        with in_netns(self.path):
+            listener = socket.create_server(("127.0.0.1", port))
+        self._listeners.append(listener)
+        threading.Thread(target=self._accept, args=(listener, port), daemon=True,
+                         name=f"{self.name}:{port}").start()
+
+    def _accept(self, listener: socket.socket, port: int) -> None:
+        while True:
+            try:
+                inside, _ = listener.accept()
+                outside = socket.create_connection(("127.0.0.1", port), timeout=10)
+            except OSError:
+                return  # listener closed (teardown) or host port gone
+            outside.settimeout(None)
+            self._conns += [inside, outside]
+            for a, b in ((inside, outside), (outside, inside)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def http_get(self, port: int, path: str) -> tuple[int, str]:
+        """``(status, body)`` of ``GET path`` on ``127.0.0.1:port`` inside the namespace, as a
+        kubelet's httpGet probe; ``(0, error)`` when nothing answers."""
+        with in_netns(self.path):
+            sock = socket.socket()
+        try:
+            sock.settimeout(5)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            raw = b""
+            while chunk := sock.recv(65536):
+                raw += chunk
+        except OSError as e:
+            return 0, str(e)
+        finally:
+            sock.close()
+        head, _, body = raw.decode(errors="replace").partition("\r\n\r\n")
+        return int(head.split()[1]), body
+
+    def delete(self) -> None:
+        for s in self._listeners + self._conns:
+            s.close()
+        run("ip", "netns", "delete", self.name, check=False)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -188,10 +278,10 @@ def applied(testbed: Testbed, rendered: Rendered) -> Rendered:
 
 @dataclass
 class Replica:
-    """One container of the Deployment: its Pod name (= hostname), metrics port, podman name."""
+    """One container of the Deployment: its Pod name (= hostname), sandbox, podman name."""
 
     pod_name: str
-    port: int
+    sandbox: PodSandbox
     container: str
     args: list[str] = field(default_factory=list)
 
@@ -209,8 +299,12 @@ class Replica:
         p = self.podman("logs", self.container, check=False)
         return p.stdout + p.stderr
 
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+    def probe(self, http_get: dict[str, Any], ports: list[dict[str, Any]]) -> tuple[int, str]:
+        """A probe's ``httpGet`` (port by number or by the container port's name)."""
+        port = http_get["port"]
+        if isinstance(port, str):
+            (port,) = [p["containerPort"] for p in ports if p.get("name") == port]
+        return self.sandbox.http_get(int(port), http_get["path"])
 
 
 class Kubelet:
@@ -248,14 +342,14 @@ class Kubelet:
             else:
                 raise AssertionError(f"volume kind of {v} not modelled by this test")
 
-    def run_args(self, pod_name: str, port: int) -> list[str]:
+    def run_args(self, pod_name: str, sandbox: PodSandbox) -> list[str]:
         pod, c = self.r.pod_spec, self.r.container
         psc, csc = pod.get("securityContext", {}), c.get("securityContext", {})
         uid = csc.get("runAsUser", psc.get("runAsUser"))
         gid = csc.get("runAsGroup", psc.get("runAsGroup"))
         assert uid not in (None, 0) and (csc.get("runAsNonRoot") or psc.get("runAsNonRoot"))
         argv = ["run", "--detach", "--name", f"{pod_name}-{c['name']}", "--hostname", pod_name,
-                "--network", "host", "--user", f"{uid}:{gid}"]
+                "--network", f"ns:{sandbox.path}", "--user", f"{uid}:{gid}"]
         if psc.get("fsGroup") is not None:
             argv += ["--group-add", str(psc["fsGroup"])]
         if csc.get("readOnlyRootFilesystem"):
@@ -286,18 +380,8 @@ class Kubelet:
         if "command" in c:
             argv += ["--entrypoint", json.dumps(c["command"])]
         argv.append(c["image"])
-        argv += self.args(port)
+        argv += c.get("args", [])
         return argv
-
-    def args(self, port: int) -> list[str]:
-        """The container's args; only the metrics address moves (shared host network, see above)."""
-        out = []
-        for a in self.r.container.get("args", []):
-            if a.startswith("--metrics-bind-address="):
-                assert a.endswith(":10259"), a
-                a = f"--metrics-bind-address=127.0.0.1:{port}"
-            out.append(a)
-        return out
 
 
 @pytest.fixture(scope="module")
@@ -317,9 +401,10 @@ async def replicas(testbed: Testbed, applied: Rendered, admin: client.ApiClient)
     try:
         for _ in range(applied.one("Deployment")["spec"]["replicas"]):
             pod_name = f"py-scheduler-{template_hash}-{secrets.token_hex(3)[:5]}"
-            port = free_port()
-            argv = kubelet.run_args(pod_name, port)
-            rep = Replica(pod_name, port, f"{pod_name}-{applied.container['name']}", argv)
+            sandbox = PodSandbox(pod_name)
+            sandbox.forward(testbed.ports["kube-apiserver"])
+            argv = kubelet.run_args(pod_name, sandbox)
+            rep = Replica(pod_name, sandbox, f"{pod_name}-{applied.container['name']}", argv)
             reps.append(rep)
             rep.podman(*argv)
             print(f"[image-test] started {rep.container}: podman {' '.join(argv)}")
@@ -328,6 +413,7 @@ async def replicas(testbed: Testbed, applied: Rendered, admin: client.ApiClient)
         for rep in reps:
             (testbed.dir / f"{rep.container}.log").write_text(rep.logs())
             rep.podman("rm", "--force", "--time", "0", rep.container, check=False)
+            rep.sandbox.delete()
 
 
 async def lease_holder(admin: client.ApiClient, rendered: Rendered) -> str:
@@ -356,13 +442,14 @@ async def test_probes_answer(replicas: list[Replica], rendered: Rendered) -> Non
     c = rendered.container
     startup = c["startupProbe"]
     budget = startup["failureThreshold"] * startup["periodSeconds"]
+    ports = c.get("ports", [])
     for rep in replicas:
         path = startup["httpGet"]["path"]
-        await wait_for(lambda rep=rep, path=path: rep.running() and http_get(rep.url(path))[0] == 200,
+        await wait_for(lambda rep=rep: rep.running() and rep.probe(startup["httpGet"], ports)[0] == 200,
                        timeout=budget, interval=0.5, what=f"{rep.container} startupProbe {path}:\n{rep.logs()}")
         for probe in ("livenessProbe", "readinessProbe"):
-            p = c[probe]["httpGet"]["path"]
-            await wait_for(lambda rep=rep, p=p: http_get(rep.url(p)) == (200, "ok"),
+            p = c[probe]["httpGet"]
+            await wait_for(lambda rep=rep, p=p: rep.probe(p, ports) == (200, "ok"),
                            timeout=c[probe]["periodSeconds"] * c[probe]["failureThreshold"], interval=0.5,
                            what=f"{rep.container} {probe} {p}")
 
@@ -379,6 +466,7 @@ async def test_runs_confined(replicas: list[Replica]) -> None:
             assert int(status[cap], 16) == 0, (cap, status[cap])
         assert status["NoNewPrivs"].strip() == "1"
         assert status["Seccomp"].strip() == "2"  # SECCOMP_MODE_FILTER
+        assert os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(rep.sandbox.path).st_ino  # its own Pod network
         writable = []
         for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
             fields = line.split()
