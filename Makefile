@@ -24,4 +24,5 @@ test: install lint audit
 # "Deploying"). As root it installs buildah/podman/runc/debootstrap with apt-get when missing.
 image-test:
 	bash .ci/image-build
+	$(PY) tests/e2e/testbed/testbed build
 	PY_SCHEDULER_IMAGE_TEST=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/image

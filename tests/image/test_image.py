@@ -222,7 +222,8 @@ def rendered() -> Rendered:
 
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Testbed]:
-    """etcd + kube-apiserver (no upstream kube-scheduler: only py-scheduler binds here)."""
+    """etcd + kube-apiserver (no upstream kube-scheduler: only py-scheduler binds here). The
+    binaries are built beforehand (``make image-test`` runs ``testbed build``, outside any timeout)."""
     bed.build()
     root = Path(tempfile.mkdtemp(prefix="py-scheduler-image-", dir="/tmp"))
     tb = bed.Testbed(root, die_with_parent=True)
@@ -398,10 +399,12 @@ async def replicas(testbed: Testbed, applied: Rendered, admin: client.ApiClient)
                       tr.status.token)
     template_hash = secrets.token_hex(5)
     reps: list[Replica] = []
+    sandboxes: list[PodSandbox] = []
     try:
         for _ in range(applied.one("Deployment")["spec"]["replicas"]):
             pod_name = f"py-scheduler-{template_hash}-{secrets.token_hex(3)[:5]}"
             sandbox = PodSandbox(pod_name)
+            sandboxes.append(sandbox)
             sandbox.forward(testbed.ports["kube-apiserver"])
             argv = kubelet.run_args(pod_name, sandbox)
             rep = Replica(pod_name, sandbox, f"{pod_name}-{applied.container['name']}", argv)
@@ -413,7 +416,8 @@ async def replicas(testbed: Testbed, applied: Rendered, admin: client.ApiClient)
         for rep in reps:
             (testbed.dir / f"{rep.container}.log").write_text(rep.logs())
             rep.podman("rm", "--force", "--time", "0", rep.container, check=False)
-            rep.sandbox.delete()
+        for sandbox in sandboxes:
+            sandbox.delete()
 
 
 async def lease_holder(admin: client.ApiClient, rendered: Rendered) -> str:
