@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1.7
 # py-scheduler container image.
 #   docker build -t py-scheduler:0.1.0 .
+# Without a Docker daemon (root, buildah; a Debian stand-in base where no registry answers):
+#   bash .ci/image-build        (make image-test also runs the image as deploy/ runs it)
 # Stage 1 builds the py-scheduler wheel and wheels of all its dependencies; stage 2 installs them
 # from that local wheel house (no index, no compiler) and runs as the non-root uid 65532.
 

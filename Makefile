@@ -1,7 +1,7 @@
 # The one test command (README's Quick start; .ci/run calls exactly this).
 PY ?= python3
 
-.PHONY: install test lint audit unit e2e
+.PHONY: install test lint audit unit e2e image-test
 install:
 	$(PY) -m pip install -q -e '.[dev]'
 
@@ -18,3 +18,12 @@ audit:
 
 test: install lint audit
 	$(PY) -m pytest -q tests
+
+# The container image, built from the Dockerfile without a Docker daemon (buildah; a Debian stand-in
+# base where no container registry answers) and run as deploy/'s Deployment runs it against the e2e
+# test bed: probes, one leader of two, binding, hand-over, no writes outside its tmpfs (README
+# "Deploying"). As root it installs buildah/podman/runc/debootstrap with apt-get when missing.
+image-test:
+	bash .ci/image-build
+	$(PY) tests/e2e/testbed/testbed build
+	PY_SCHEDULER_IMAGE_TEST=1 $(PY) -m pytest -q -s -p no:cacheprovider tests/image
