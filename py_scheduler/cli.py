@@ -31,6 +31,10 @@ def run(
     v: Annotated[int, typer.Option("--v", help="log verbosity (kube-scheduler style; 10 logs every plugin score)")] = 2,
     feature_gates: Annotated[str, typer.Option(
         help="kube-scheduler feature gates, e.g. OpportunisticBatching=false (on by default)")] = "",
+    decisions_capacity: Annotated[int, typer.Option(
+        help="decision records kept in memory for /debug/decisions (0: none)")] = 100_000,
+    decisions_top_k: Annotated[int, typer.Option(help="nodes whose scores each decision record keeps, "
+                                                 "besides the selected one")] = 5,
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
     from py_scheduler.app.main import run_scheduler
@@ -38,7 +42,8 @@ def run(
     raise typer.Exit(run_scheduler(kubeconfig=kubeconfig, config=config, leader_elect=leader_elect,
                                    lease_name=lease_name, lease_namespace=lease_namespace,
                                    metrics_bind_address=metrics_bind_address, verbosity=v,
-                                   feature_gates=feature_gates))
+                                   feature_gates=feature_gates, decisions_capacity=decisions_capacity,
+                                   decisions_top_k=decisions_top_k))
 
 
 @app.command()
