@@ -41,9 +41,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 from aiohttp import web
@@ -51,7 +51,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from py_scheduler.framework.runtime import ScheduleResult
-from py_scheduler.framework.types import PodInfo, Status
+from py_scheduler.framework.types import PodInfo
 
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_TOP_K", "Decision", "DecisionLog", "DecisionLogCollector", "add_routes"]
 
@@ -79,7 +79,8 @@ class Decision:
         duration: seconds from pop to the end of the scheduling cycle (binding not included).
         result: ``scheduled`` (assumed; binding follows in the background), ``unschedulable`` or ``error``.
         nodes_total / nodes_evaluated / feasible: nodes in the snapshot, looked at, passing Filter.
-        filters: ``(plugin, reason, nodes)`` per distinct rejection, most nodes first.
+        filters: ``(reason, nodes)`` per distinct Filter / PreFilter reason, most nodes first.
+        rejected_by: the plugins that rejected a node (or the Pod), sorted.
         plugins / weights: the Score plugins that ran (aligned with each row of ``rows``) and their weights.
         skipped: Score plugins whose PreScore returned Skip.
         nodes / totals / rows: the kept nodes (top K by total and the selected one), best first, their
@@ -92,8 +93,8 @@ class Decision:
     """
 
     __slots__ = ("annotations", "attempt", "dra", "duration", "feasible", "filters", "message", "nodes",
-                 "nodes_evaluated", "nodes_total", "nominated", "plugins", "pod", "profile", "result", "rows",
-                 "selected", "skipped", "time", "totals", "uid", "victims", "weights")
+                 "nodes_evaluated", "nodes_total", "nominated", "plugins", "pod", "profile", "rejected_by", "result",
+                 "rows", "selected", "skipped", "time", "totals", "uid", "victims", "weights")
 
     uid: str
     pod: str
@@ -105,7 +106,8 @@ class Decision:
     nodes_total: int
     nodes_evaluated: int
     feasible: int
-    filters: tuple[tuple[str, str, int], ...]
+    filters: tuple[tuple[str, int], ...]
+    rejected_by: tuple[str, ...]
     plugins: tuple[str, ...]
     weights: Mapping[str, int]
     skipped: Sequence[str]
@@ -124,7 +126,8 @@ class Decision:
         ``pod``, ``profile``, ``nodes_evaluated``, ``scores`` (plugin -> node -> normalized score,
         for the kept nodes only), ``weights``, ``skipped``, ``totals`` (kept nodes), ``selected``,
         ``message``. Instead of explain's per-node ``filtered`` and ``feasible`` lists a record
-        keeps ``filtered_histogram`` and ``feasible_count``."""
+        keeps ``filtered_histogram`` (reason -> nodes, the histogram of the FailedScheduling
+        message), ``rejected_by`` (plugins) and ``feasible_count``."""
         scores: dict[str, dict[str, int]] = {p: {} for p in self.plugins}
         for node, row in zip(self.nodes, self.rows, strict=True):
             for p, sc in zip(self.plugins, row, strict=True):
@@ -134,7 +137,7 @@ class Decision:
             "time": rfc3339(self.time), "duration_seconds": round(self.duration, 6), "result": self.result,
             "nodes_total": self.nodes_total, "nodes_evaluated": self.nodes_evaluated,
             "feasible_count": self.feasible,
-            "filtered_histogram": [{"plugin": p, "reason": r, "nodes": n} for p, r, n in self.filters],
+            "filtered_histogram": dict(self.filters), "rejected_by": list(self.rejected_by),
             "scores": scores, "weights": {p: self.weights.get(p, 0) for p in self.plugins},
             "skipped": list(self.skipped), "totals": dict(zip(self.nodes, self.totals, strict=True)),
             "ranked": list(self.nodes), "selected": self.selected, "message": self.message,
@@ -166,31 +169,39 @@ def rfc3339(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _status_key(st: Status) -> tuple[str, tuple[str, ...]]:
-    return st.plugin, tuple(st.reasons)
+_REASONS = attrgetter("reasons")
+_SEP = "\x00"  # joins a status's reasons into one hashable key; never part of a reason
 
 
-def filter_histogram(res: ScheduleResult | None) -> tuple[tuple[str, str, int], ...]:
-    """``(plugin, reason, nodes)`` from a result's Diagnosis, most nodes first then by name: the
-    per-node statuses (``Diagnosis.node_to_status``) plus, after a PreFilter rejection or narrowing,
-    the nodes it left out (``absent_nodes_status``, counted as ``explain`` counts them)."""
+def filter_histogram(res: ScheduleResult | None) -> tuple[tuple[str, int], ...]:
+    """``(reason, nodes)`` from a result's Diagnosis, most nodes first then by reason: the per-node
+    statuses (``Diagnosis.node_to_status``; a status with several reasons counts for each, as
+    ``FitError.Error()`` counts) plus, after a PreFilter rejection or narrowing, the nodes it left
+    out (``absent_nodes_status``, counted as ``explain`` counts them). The counting is one C-level
+    ``Counter`` pass (statuses are distinct objects, their reason strings shared constants)."""
+    d = res.diagnosis if res is not None else None
+    if d is None or res is None:
+        return ()
+    counts = Counter(map(_SEP.join, map(_REASONS, d.node_to_status.values())))
+    absent = d.absent_nodes_status
+    if absent is not None:
+        n_absent = len(res.filtered) - len(d.node_to_status)
+        if n_absent > 0:
+            counts[_SEP.join(absent.reasons)] += n_absent
+    hist: dict[str, int] = {}
+    for key, n in counts.items():
+        for r in key.split(_SEP):
+            hist[r or "rejected"] = hist.get(r or "rejected", 0) + n
+    return tuple(sorted(hist.items(), key=lambda x: (-x[1], x[0])))
+
+
+def rejecting_plugins(res: ScheduleResult | None) -> tuple[str, ...]:
+    """The plugins that rejected a node or the Pod (``Diagnosis.UnschedulablePlugins`` and
+    ``PendingPlugins``), sorted."""
     d = res.diagnosis if res is not None else None
     if d is None:
         return ()
-    counts: dict[tuple[str, tuple[str, ...]], int] = {}
-    for key in map(_status_key, d.node_to_status.values()):
-        counts[key] = counts.get(key, 0) + 1
-    absent = d.absent_nodes_status
-    if absent is not None and res is not None:
-        n_absent = len(res.filtered) - len(d.node_to_status)
-        if n_absent > 0:
-            key = _status_key(absent)
-            counts[key] = counts.get(key, 0) + n_absent
-    hist: dict[tuple[str, str], int] = {}
-    for (plugin, reasons), n in counts.items():
-        for r in reasons or ("rejected",):
-            hist[plugin, r] = hist.get((plugin, r), 0) + n
-    return tuple(sorted(((p, r, n) for (p, r), n in hist.items()), key=lambda x: (-x[2], x[0], x[1])))
+    return tuple(sorted(d.unschedulable_plugins | d.pending_plugins))
 
 
 def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, ...], tuple[Sequence[int], ...]]:
@@ -201,14 +212,18 @@ def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, 
     n = len(totals)
     if n == 0:
         return (), (), ()
-    idx: list[int]
-    if k == 0:
-        idx = []
-    elif n <= k:
-        idx = sorted(range(n), key=lambda i: -totals[i])
-    else:
-        threshold = sorted(totals)[n - k]
-        idx = sorted(compress(range(n), map(threshold.__le__, totals)), key=lambda i: -totals[i])[:k]
+    idx: list[int] = []
+    if k > 0:
+        # C-level work only (this runs in every cycle): one sort of the totals gives the K best
+        # values; each is then located with ``list.index`` (a C scan), best first, ties in
+        # evaluation order. Much cheaper than a keyed sort or a per-node Python comparison.
+        best = sorted(totals)[-k:]
+        for v in sorted(set(best), reverse=True):
+            start = 0
+            for _ in range(best.count(v)):
+                i = totals.index(v, start)
+                idx.append(i)
+                start = i + 1
     sel = res.selected
     if sel is not None and all(names[i] != sel for i in idx):
         with contextlib.suppress(ValueError):  # a selected node is always scored; be safe anyway
@@ -275,7 +290,7 @@ class DecisionLog:
         d.dra = dra or None
         if res is None:
             d.nodes_evaluated = d.feasible = 0
-            d.filters = d.plugins = d.nodes = d.totals = d.rows = d.victims = ()
+            d.filters = d.rejected_by = d.plugins = d.nodes = d.totals = d.rows = d.victims = ()
             d.weights = {}
             d.skipped = ()
             d.selected = d.nominated = None
@@ -283,6 +298,7 @@ class DecisionLog:
             d.nodes_evaluated = res.nodes_evaluated
             d.feasible = len(res.feasible)
             d.filters = filter_histogram(res)
+            d.rejected_by = rejecting_plugins(res)
             d.plugins = tuple(name for name, _ in res.score_columns)
             d.weights = res.weights
             d.skipped = res.skipped

@@ -80,11 +80,12 @@ def render_decision(d: Decision) -> str:
     elif d.selected:
         out.append('<div class="muted">not scored: a single feasible node (or a node hint), as upstream</div>')
     if d.filters:
-        out.append("<table><thead><tr><th class=l>Filtered by</th><th class=l>Reason</th><th>Nodes</th></tr>"
-                   "</thead><tbody>")
-        for plugin, reason, n in d.filters:
-            out.append(f"<tr><td class=l>{_e(plugin or '–')}</td><td class=l>{_e(reason)}</td><td>{n}</td></tr>")
+        out.append("<table><thead><tr><th class=l>Filtered out: reason</th><th>Nodes</th></tr></thead><tbody>")
+        for reason, n in d.filters:
+            out.append(f"<tr><td class=l>{_e(reason)}</td><td>{n}</td></tr>")
         out.append("</tbody></table>")
+    if d.rejected_by:
+        out.append(f'<div class="muted">rejected by {_e(", ".join(d.rejected_by))}</div>')
     if d.message:
         out.append(f'<div class="msg">{_e(d.message)}</div>')
     out.append("</section>")
