@@ -180,7 +180,7 @@ def filter_histogram(res: ScheduleResult | None) -> tuple[tuple[str, int], ...]:
     out (``absent_nodes_status``, counted as ``explain`` counts them). The counting is one C-level
     ``Counter`` pass (statuses are distinct objects, their reason strings shared constants)."""
     d = res.diagnosis if res is not None else None
-    if d is None or res is None:
+    if d is None or res is None or (not d.node_to_status and d.absent_nodes_status is None):
         return ()
     counts = Counter(map(_SEP.join, map(_REASONS, d.node_to_status.values())))
     absent = d.absent_nodes_status
@@ -217,7 +217,8 @@ def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, 
         # C-level work only (this runs in every cycle): one sort of the totals gives the K best
         # values; each is then located with ``list.index`` (a C scan), best first, ties in
         # evaluation order. Much cheaper than a keyed sort or a per-node Python comparison.
-        best = sorted(totals)[-k:]
+        top = max(totals)
+        best = [top] * k if totals.count(top) >= k else sorted(totals)[-k:]  # ties at the top: no sort
         for v in sorted(set(best), reverse=True):
             start = 0
             for _ in range(best.count(v)):
