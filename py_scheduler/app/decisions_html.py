@@ -24,8 +24,9 @@ body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;co
 h1{font-size:1.3em;margin:0 0 .3em} h2{font-size:1.05em;margin:0 0 .4em}
 form{margin:.6em 0 1.2em} input[type=text]{width:22em} .muted{color:#6a737d}
 section{border:1px solid #d1d5da;border-radius:6px;padding:.8em 1em;margin:0 0 1em}
-table{border-collapse:collapse;margin:.4em 0} th,td{padding:.2em .6em;border-bottom:1px solid #eaecef}
-th{text-align:right;font-weight:600;background:#f6f8fa} th.l,td.l{text-align:left} td{text-align:right}
+.scroll{overflow-x:auto} table{border-collapse:collapse;margin:.4em 0}
+th,td{padding:.2em .5em;border-bottom:1px solid #eaecef} td.l{white-space:nowrap}
+th{text-align:right;font-weight:600;background:#f6f8fa;font-size:.8em} th.l,td.l{text-align:left} td{text-align:right}
 tr.sel td{background:#e6ffed;font-weight:600} .ok{color:#22863a} .bad{color:#cb2431} .err{color:#b08800}
 .msg{font-family:ui-monospace,monospace;white-space:pre-wrap;background:#fff5f5;padding:.4em .6em}
 """
@@ -60,7 +61,7 @@ def render_decision(d: Decision) -> str:
     if extras:
         out.append("<div>" + " · ".join(extras) + "</div>")
     if d.nodes:
-        out.append("<table><thead><tr><th class=l>Node</th>")
+        out.append("<div class=scroll><table><thead><tr><th class=l>Node</th>")
         for p in d.plugins:
             out.append(f"<th>{_e(p)}<br><span class=muted>×{_e(d.weights.get(p, 0))}</span></th>")
         out.append("<th>Total</th></tr></thead><tbody>")
@@ -72,7 +73,7 @@ def render_decision(d: Decision) -> str:
             for p, sc in zip(d.plugins, d.rows[i], strict=True):
                 out.append(f"<td>{sc * d.weights.get(p, 0)}</td>")
             out.append(f"<td>{d.totals[i]}</td></tr>")
-        out.append("</tbody></table>")
+        out.append("</tbody></table></div>")
         note = f"cells: normalized score × weight; top {len(d.nodes)} of {d.feasible} feasible nodes"
         if d.skipped:
             note += "; PreScore skipped: " + ", ".join(d.skipped)

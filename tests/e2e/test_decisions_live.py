@@ -122,12 +122,14 @@ async def test_explain_shows_the_recorded_decision_after_the_cluster_changed(
 
             # recomputing (asked for): today's answer differs and says nothing of a record
             code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}", "-o", "json", "--recompute")
-            assert code == 0 and json.loads(out)["selected"] == small and "recorded" not in json.loads(out)
+            assert code == 0, err
+            assert json.loads(out)["selected"] == small and "recorded" not in json.loads(out)
 
             # no record: a wrong Lease says why, then recomputes
             code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}", "-o", "json",
                                             "--lease", f"{ns}/no-such-lease")
-            assert code == 0 and json.loads(out)["selected"] == small
+            assert code == 0, err
+            assert json.loads(out)["selected"] == small
             assert "note: no recorded decision for" in err and "no-such-lease" in err and "recomputing" in err
 
             # a Pod that fits nowhere is recorded too, with its FailedScheduling message
@@ -204,7 +206,7 @@ async def _check_page_in_chromium(url: str, pod: str, node: str) -> None:
     assert f"default/{pod}" in dom and "NodeResourcesFit" in dom
     assert re.search(rf"<tr class=\"sel\"><td class=\"l\">✔ {re.escape(node)}</td>", dom), dom[:3000]
     shot = Path(os.environ.get("DECISIONS_SCREENSHOT") or Path(os.environ.get("TMPDIR", "/tmp")) / f"{pod}.png")
-    await _run([browser, *flags, "--window-size=1100,900", f"--screenshot={shot}", f"{url}/debug/decisions/ui"])
+    await _run([browser, *flags, "--window-size=1400,1000", f"--screenshot={shot}", f"{url}/debug/decisions/ui"])
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
