@@ -23,7 +23,7 @@ Bound: a ring (``collections.deque(maxlen=capacity)``) of :data:`DEFAULT_CAPACIT
 oldest dropped first; ``py_scheduler_decision_records_dropped_total`` counts the drops and
 ``py_scheduler_decision_records`` the records kept (see :class:`DecisionLogCollector`). A record
 holds references to strings the scheduler keeps anyway (node, plugin, reason names) plus ~0.5 KiB of
-its own (docs/decisions.md has the measurement), so the default ring is well under 100 MiB.
+its own (docs/decisions.md has the measurement), so the default ring is ~40 MiB.
 
 Served by :func:`add_routes` on the metrics/health server (``app/health.py``): ``GET
 /debug/decisions?pod=NS/NAME`` (JSON, newest first, keys as ``explain -o json`` where they mean the
@@ -55,9 +55,10 @@ from py_scheduler.framework.types import PodInfo
 
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_TOP_K", "Decision", "DecisionLog", "DecisionLogCollector", "add_routes"]
 
-DEFAULT_CAPACITY = 100_000
-"""Records kept: the last hour of a cluster scheduling ~28 Pods per second, sustained (a busy
-cluster; kube-scheduler's own SLO load tests run 20-100 Pods/s in bursts)."""
+DEFAULT_CAPACITY = 50_000
+"""Records kept: the last hour of a cluster making ~14 scheduling attempts per second, sustained
+(a busy cluster: 50 000 Pod creations an hour), in ~40 MiB (0.6-0.8 KiB per record, measured with
+tracemalloc at 1000 nodes, docs/decisions.md). ``--decisions-capacity`` sizes it."""
 DEFAULT_TOP_K = 5
 """Nodes whose scores are kept besides the selected one, best total first."""
 
@@ -81,10 +82,11 @@ class Decision:
         nodes_total / nodes_evaluated / feasible: nodes in the snapshot, looked at, passing Filter.
         filters: ``(reason, nodes)`` per distinct Filter / PreFilter reason, most nodes first.
         rejected_by: the plugins that rejected a node (or the Pod), sorted.
-        plugins / weights: the Score plugins that ran (aligned with each row of ``rows``) and their weights.
+        plugins / weights: the Score plugins that ran (the order of each row of ``rows``) and their weights.
         skipped: Score plugins whose PreScore returned Skip.
         nodes / totals / rows: the kept nodes (top K by total and the selected one), best first, their
-            weighted totals and their normalized scores per plugin (a ``bytes`` when every score fits).
+            weighted totals and their normalized scores, node after node, one per plugin (one flat
+            ``bytes`` when every score fits in a byte, as they do after NormalizeScore; :meth:`row`).
         selected: the node chosen (None when nothing fit or the attempt failed).
         message: the FailedScheduling message (or the error) when not scheduled, else None.
         annotations: the Pod annotations Reserve asked for (GPU indices), or None.
@@ -113,7 +115,7 @@ class Decision:
     skipped: Sequence[str]
     nodes: tuple[str, ...]
     totals: tuple[int, ...]
-    rows: tuple[Sequence[int], ...]
+    rows: Sequence[int]
     selected: str | None
     message: str | None
     annotations: Mapping[str, str] | None
@@ -129,8 +131,8 @@ class Decision:
         keeps ``filtered_histogram`` (reason -> nodes, the histogram of the FailedScheduling
         message), ``rejected_by`` (plugins) and ``feasible_count``."""
         scores: dict[str, dict[str, int]] = {p: {} for p in self.plugins}
-        for node, row in zip(self.nodes, self.rows, strict=True):
-            for p, sc in zip(self.plugins, row, strict=True):
+        for i, node in enumerate(self.nodes):
+            for p, sc in zip(self.plugins, self.row(i), strict=True):
                 scores[p][node] = sc
         return {
             "pod": self.pod, "uid": self.uid, "profile": self.profile, "attempt": self.attempt,
@@ -145,6 +147,11 @@ class Decision:
             "dra_devices": self.dra_devices(), "nominated_node": self.nominated, "victims": list(self.victims),
             "recorded": True,
         }
+
+    def row(self, i: int) -> Sequence[int]:
+        """The normalized scores of ``nodes[i]``, aligned with ``plugins``."""
+        n = len(self.plugins)
+        return self.rows[i * n:(i + 1) * n]
 
     def gpu_indices(self) -> str | None:
         """The GPU indices Reserve picked (``"0,1"``), or None."""
@@ -204,9 +211,10 @@ def rejecting_plugins(res: ScheduleResult | None) -> tuple[str, ...]:
     return tuple(sorted(d.unschedulable_plugins | d.pending_plugins))
 
 
-def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, ...], tuple[Sequence[int], ...]]:
+def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, ...], Sequence[int]]:
     """The best ``k`` scored nodes by total (ties: evaluation order) plus the selected node when it
-    is not among them: (names, totals, rows of normalized scores aligned with the score columns).
+    is not among them: (names, totals, their normalized scores node after node in score-column order,
+    one flat ``bytes`` when they fit, else a tuple).
     Nothing when the cycle did not score (a single feasible node, a batch hint)."""
     names, totals, cols = res.score_names, res.total_values, res.score_columns
     n = len(totals)
@@ -229,14 +237,13 @@ def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, 
     if sel is not None and all(names[i] != sel for i in idx):
         with contextlib.suppress(ValueError):  # a selected node is always scored; be safe anyway
             idx.append(names.index(sel))
-    rows: list[Sequence[int]] = []
-    for i in idx:
-        row = [c[i] for _, c in cols]
-        try:
-            rows.append(bytes(row))
-        except (TypeError, ValueError):
-            rows.append(tuple(row))
-    return tuple(names[i] for i in idx), tuple(totals[i] for i in idx), tuple(rows)
+    flat = [c[i] for i in idx for _, c in cols]
+    rows: Sequence[int]
+    try:
+        rows = bytes(flat)  # one object per record, not one per node
+    except (TypeError, ValueError):
+        rows = tuple(flat)
+    return tuple(names[i] for i in idx), tuple(totals[i] for i in idx), rows
 
 
 class DecisionLog:

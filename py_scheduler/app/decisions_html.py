@@ -70,7 +70,7 @@ def render_decision(d: Decision) -> str:
             node = d.nodes[i]
             sel = node == d.selected
             out.append(f'<tr{" class=sel" if sel else ""}><td class=l>{"✔ " if sel else ""}{_e(node)}</td>')
-            for p, sc in zip(d.plugins, d.rows[i], strict=True):
+            for p, sc in zip(d.plugins, d.row(i), strict=True):
                 out.append(f"<td>{sc * d.weights.get(p, 0)}</td>")
             out.append(f"<td>{d.totals[i]}</td></tr>")
         out.append("</tbody></table></div>")

@@ -161,8 +161,8 @@ def test_top_nodes_orders_by_total_and_keeps_a_selected_node_outside_the_top() -
     res = _result(["a", "b", "c", "d", "e"], [10, 50, 30, 50, 20], "a")
     nodes, totals, rows = top_nodes(res, 2)
     assert nodes == ("b", "d", "a") and totals == (50, 50, 10)
-    assert rows == (bytes([25, 25]), bytes([25, 25]), bytes([5, 5]))
-    assert top_nodes(res, 0) == (("a",), (10,), (bytes([5, 5]),))
+    assert rows == bytes([25, 25, 25, 25, 5, 5])
+    assert top_nodes(res, 0) == (("a",), (10,), bytes([5, 5]))
     assert top_nodes(res, 9)[0] == ("b", "d", "c", "e", "a")
     # ties at the threshold: at most K kept, evaluation order among equals
     res = _result(["a", "b", "c", "d"], [7, 7, 7, 7], "c")
