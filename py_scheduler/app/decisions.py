@@ -22,8 +22,9 @@ pass over the rejected nodes' statuses. JSON and HTML are built only when served
 Bound: a ring (``collections.deque(maxlen=capacity)``) of :data:`DEFAULT_CAPACITY` records, the
 oldest dropped first; ``py_scheduler_decision_records_dropped_total`` counts the drops and
 ``py_scheduler_decision_records`` the records kept (see :class:`DecisionLogCollector`). A record
-holds references to strings the scheduler keeps anyway (node, plugin, reason names) plus ~0.5 KiB of
-its own (docs/decisions.md has the measurement), so the default ring is ~40 MiB.
+holds references to strings the scheduler keeps anyway (node, plugin, reason names) plus 0.6-0.8 KiB
+of its own and the Pod's name and UID (docs/decisions.md has the measurement), so the default ring
+is ~40 MiB.
 
 Served by :func:`add_routes` on the metrics/health server (``app/health.py``): ``GET
 /debug/decisions?pod=NS/NAME`` (JSON, newest first, keys as ``explain -o json`` where they mean the
@@ -43,7 +44,7 @@ import datetime as dt
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from aiohttp import web
@@ -177,6 +178,7 @@ def rfc3339(t: float) -> str:
 
 
 _REASONS = attrgetter("reasons")
+_FIRST = itemgetter(0)
 _SEP = "\x00"  # joins a status's reasons into one hashable key; never part of a reason
 
 
@@ -243,7 +245,7 @@ def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, 
         rows = bytes(flat)  # one object per record, not one per node
     except (TypeError, ValueError):
         rows = tuple(flat)
-    return tuple(names[i] for i in idx), tuple(totals[i] for i in idx), rows
+    return tuple(map(names.__getitem__, idx)), tuple(map(totals.__getitem__, idx)), rows
 
 
 class DecisionLog:
@@ -268,6 +270,10 @@ class DecisionLog:
         self.clock = clock
         self.records: deque[Decision] = deque(maxlen=capacity)
         self.recorded = 0
+        # Tuples of plugin names repeat from record to record: one shared copy of each (a handful
+        # per profile), so a record does not pay ~100 B for each of them.
+        self._interned: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._weights: Mapping[str, int] = {}
 
     @property
     def dropped(self) -> int:
@@ -306,10 +312,17 @@ class DecisionLog:
             d.nodes_evaluated = res.nodes_evaluated
             d.feasible = len(res.feasible)
             d.filters = filter_histogram(res)
-            d.rejected_by = rejecting_plugins(res)
-            d.plugins = tuple(name for name, _ in res.score_columns)
-            d.weights = res.weights
-            d.skipped = res.skipped
+            intern = self._interned
+            rejected = rejecting_plugins(res)
+            d.rejected_by = intern.setdefault(rejected, rejected)
+            plugins = tuple(map(_FIRST, res.score_columns))
+            d.plugins = intern.setdefault(plugins, plugins)
+            skipped = tuple(res.skipped)
+            d.skipped = intern.setdefault(skipped, skipped)
+            weights = res.weights  # a copy per cycle: keep one shared dict per distinct set of weights
+            if weights != self._weights:
+                self._weights = weights
+            d.weights = self._weights
             d.nodes, d.totals, d.rows = top_nodes(res, self.top_k)
             d.selected = res.selected if result == RESULT_SCHEDULED else None
             pf = res.post_filter
