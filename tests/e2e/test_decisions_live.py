@@ -143,6 +143,12 @@ async def test_explain_shows_the_recorded_decision_after_the_cluster_changed(
             failed = await wait_for(huge_recorded, timeout=30, what=f"a record of {huge}")
             assert failed["result"] == "unschedulable" and failed["selected"] is None
             assert str(failed["message"]).startswith("0/3 nodes are available: ")
+            async with aiohttp.ClientSession() as s, s.get(f"{url}/metrics") as r:
+                metrics = await r.text()
+            kept = re.search(r"^py_scheduler_decision_records (\S+)$", metrics, re.MULTILINE)
+            assert kept and float(kept.group(1)) >= 2, metrics[-2000:]
+            assert "py_scheduler_decision_records_dropped_total 0.0" in metrics
+            assert "py_scheduler_decision_records_oldest_age_seconds" in metrics
 
             # the HTML page in a real browser
             await _check_page_in_chromium(url, pod, big)

@@ -248,3 +248,11 @@ async def test_http_json_html_and_leadership() -> None:
         assert (await client.get("/debug/decisions/ui")).status == 503
     finally:
         await client.close()
+
+
+def test_run_refuses_a_negative_ring_size(tmp_path: Any) -> None:
+    from py_scheduler.app.main import run_scheduler
+
+    rc = run_scheduler(kubeconfig=tmp_path / "none", config=None, leader_elect=False, lease_name=None,
+                       lease_namespace=None, metrics_bind_address="", verbosity=0, decisions_capacity=-1)
+    assert rc == 1
