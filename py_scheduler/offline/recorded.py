@@ -70,7 +70,7 @@ async def _direct(url: str, pod: str, uid: str) -> Lookup:
                 s.get(full, params={"pod": pod, "uid": uid}) as r:
             text = await r.text()
             if r.status in (200, 404):
-                return _pick(json.loads(text), full)
+                return _pick(json.loads(text), f"scheduler at {full}")
             return Lookup(None, f"{full} answered HTTP {r.status}: {' '.join(text.split())[:200]}", full)
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
         return Lookup(None, f"cannot read {full}: {exc}", full)
