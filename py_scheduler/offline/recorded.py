@@ -85,7 +85,7 @@ async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int
     cfg = client.Configuration()
     try:
         await config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
-    except (OSError, config.ConfigException, ValueError, TypeError, KeyError) as exc:
+    except Exception as exc:  # I/O, YAML, a malformed kubeconfig: all mean "cannot ask"; never a traceback
         return Lookup(None, f"kubeconfig {kubeconfig}: cannot load: {exc}", "")
     async with client.ApiClient(cfg) as api:
         try:
@@ -93,7 +93,9 @@ async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int
                 lease_name, lease_ns, _request_timeout=TIMEOUT_SECONDS)
             leader = leader_pod_name(str(resp.spec.holder_identity or "") if resp.spec else "")
         except ApiException as exc:
-            return Lookup(None, f"cannot read the Lease {lease_ns}/{lease_name}: HTTP {exc.status} {exc.reason}", "")
+            hint = " (a scheduler without leader election has none: give --decisions-url)" if exc.status == 404 else ""
+            return Lookup(None, f"cannot read the Lease {lease_ns}/{lease_name}: HTTP {exc.status} {exc.reason}{hint}",
+                          "")
         except ValueError as exc:
             return Lookup(None, f"Lease {lease_ns}/{lease_name}: {exc}", "")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:

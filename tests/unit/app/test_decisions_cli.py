@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from py_scheduler.app.decisions import DecisionLog, add_routes
-from py_scheduler.offline.recorded import _direct, leader_pod_name
+from py_scheduler.offline.recorded import _direct, fetch_recorded, leader_pod_name
 from py_scheduler.offline.render import make_console, print_recorded
 from tests.unit.app.test_decisions import _harness
 
@@ -72,6 +73,14 @@ async def test_print_recorded_shows_scores_histogram_and_message() -> None:
     assert "from the leader kube-system/sched-0" in out
     assert "Filtered out: 4 Insufficient cpu (by NodeResourcesFit)" in out
     assert "FailedScheduling: 0/4 nodes are available: 4 Insufficient cpu." in out
+
+
+def test_proxy_lookup_without_a_usable_kubeconfig_is_a_reason(tmp_path: Path) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("not: [a kubeconfig")
+    found = fetch_recorded(bad, "default/a", "u")
+    assert found.record is None and found.reason.startswith(f"kubeconfig {bad}: cannot load")
+    assert fetch_recorded(None, "default/a", "u").reason.startswith("no kubeconfig and no --decisions-url")
 
 
 def test_leader_pod_name() -> None:
