@@ -83,6 +83,17 @@ def test_proxy_lookup_without_a_usable_kubeconfig_is_a_reason(tmp_path: Path) ->
     assert fetch_recorded(None, "default/a", "u").reason.startswith("no kubeconfig and no --decisions-url")
 
 
+def test_explain_with_a_malformed_kubeconfig_is_one_line_not_a_traceback(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from py_scheduler.offline.explain import explain_main
+
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("not: [a kubeconfig")
+    assert explain_main(None, bad, "default/a", None, "table") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: kubeconfig {bad}: cannot load:") and len(err.strip().splitlines()) == 1
+
+
 def test_leader_pod_name() -> None:
     assert leader_pod_name("py-scheduler-7d9f-abcde_0b6c1e2a-9d7e-4f5a-8a5b-0c1d2e3f4a5b") == "py-scheduler-7d9f-abcde"
     with pytest.raises(ValueError):
