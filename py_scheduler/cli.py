@@ -31,6 +31,10 @@ def run(
     v: Annotated[int, typer.Option("--v", help="log verbosity (kube-scheduler style; 10 logs every plugin score)")] = 2,
     feature_gates: Annotated[str, typer.Option(
         help="kube-scheduler feature gates, e.g. OpportunisticBatching=false (on by default)")] = "",
+    decisions_capacity: Annotated[int, typer.Option(
+        help="decision records kept in memory for /debug/decisions (0: none; ~0.8 KiB each)")] = 50_000,
+    decisions_top_k: Annotated[int, typer.Option(help="nodes whose scores each decision record keeps, "
+                                                 "besides the selected one")] = 5,
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
     from py_scheduler.app.main import run_scheduler
@@ -38,7 +42,8 @@ def run(
     raise typer.Exit(run_scheduler(kubeconfig=kubeconfig, config=config, leader_elect=leader_elect,
                                    lease_name=lease_name, lease_namespace=lease_namespace,
                                    metrics_bind_address=metrics_bind_address, verbosity=v,
-                                   feature_gates=feature_gates))
+                                   feature_gates=feature_gates, decisions_capacity=decisions_capacity,
+                                   decisions_top_k=decisions_top_k))
 
 
 @app.command()
@@ -50,11 +55,25 @@ def explain(
         help="NAMESPACE/NAME of the Pod to explain (default: every pending Pod)")] = None,
     config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")] = None,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json (JSON Lines)")] = "table",
+    recompute: Annotated[bool, typer.Option(
+        "--recompute", help="for a bound Pod, recompute on the cluster as it is now instead of showing the "
+        "decision the scheduler recorded")] = False,
+    lease: Annotated[str, typer.Option(help="NAMESPACE/NAME of the scheduler's Lease (finds the leader)")
+                     ] = "kube-system/py-scheduler",
+    scheduler_port: Annotated[int, typer.Option(help="the scheduler's --metrics-bind-address port")] = 10259,
+    scheduler_scheme: Annotated[str, typer.Option(help="http or https (the metrics port's scheme)")] = "http",
+    decisions_url: Annotated[str | None, typer.Option(
+        help="read recorded decisions from this URL (e.g. http://127.0.0.1:10259 after kubectl port-forward) "
+        "instead of through the API server's proxy to the leader")] = None,
 ) -> None:
-    """Why would (or did) a Pod land where it did: per-plugin scores, filters, totals."""
+    """Why would (or did) a Pod land where it did: per-plugin scores, filters, totals.
+
+    For a Pod already bound by py-scheduler, the decision recorded when it was scheduled."""
     from py_scheduler.offline.explain import explain_main
 
-    raise typer.Exit(explain_main(snapshot=snapshot, kubeconfig=kubeconfig, pod=pod, config=config, output=output))
+    raise typer.Exit(explain_main(snapshot=snapshot, kubeconfig=kubeconfig, pod=pod, config=config, output=output,
+                                  recompute=recompute, lease=lease, scheduler_port=scheduler_port,
+                                  scheduler_scheme=scheduler_scheme, decisions_url=decisions_url))
 
 
 @app.command()

@@ -48,14 +48,23 @@ from typing import Any, Protocol
 
 from py_scheduler.app import metrics as m
 from py_scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder
+from py_scheduler.app.decisions import DecisionLog
 from py_scheduler.app.logging import v as klog_v
 from py_scheduler.cache.cache import Cache, CacheError
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework import binding_cycle as bc
 from py_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
 from py_scheduler.framework.interfaces import AsyncPreemptionPlugin, PostFilterResult
-from py_scheduler.framework.runtime import Algorithm, Diagnosis, Framework, SchedulingError, fit_error_message
+from py_scheduler.framework.runtime import (
+    Algorithm,
+    Diagnosis,
+    Framework,
+    ScheduleResult,
+    SchedulingError,
+    fit_error_message,
+)
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
+from py_scheduler.plugins.dynamic_resources import ALLOCATIONS_KEY
 from py_scheduler.queue.scheduling_queue import PARSE_ERROR_PLUGIN, PriorityQueue, QueuedPodInfo
 
 log = logging.getLogger("py_scheduler.loop")
@@ -102,13 +111,16 @@ class SchedulingLoop:
         leader: leader election (fence).
         pod_lister: ``(namespace, name) -> Pod | None`` from the informers; also given to the
             queue's nominator when the queue has no ``pod_lister`` yet.
+        decisions: where every scheduling attempt's decision record goes (``/debug/decisions``);
+            None records nothing.
     """
 
     def __init__(self, *, frameworks: Mapping[str, Framework], algorithm: Algorithm, cache: Cache,
                  queue: PriorityQueue, binder: Binder, leader: Leader,
                  pod_lister: Callable[[str, str], Obj | None],
-                 cache_consistent: asyncio.Event | None = None) -> None:
+                 cache_consistent: asyncio.Event | None = None, decisions: DecisionLog | None = None) -> None:
         self.frameworks = dict(frameworks)
+        self.decisions = decisions
         self.cache_consistent = cache_consistent
         self.algorithm = algorithm
         self.cache = cache
@@ -191,11 +203,13 @@ class SchedulingLoop:
         qpi.pending_plugins = frozenset()
         if qpi.parse_error is not None:
             qpi.unschedulable_plugins = frozenset({PARSE_ERROR_PLUGIN})
+            self._record(fw, qpi, RESULT_UNSCHEDULABLE, start, message=str(qpi.parse_error))
             self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, str(qpi.parse_error), start, RESULT_UNSCHEDULABLE)
             return
         try:
             self.cache.update_snapshot(self.snapshot)
         except CacheError as exc:
+            self._record(fw, qpi, RESULT_ERROR, start, message=str(exc))
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
             return
         try:
@@ -203,10 +217,12 @@ class SchedulingLoop:
                                              cycle=self.queue.scheduling_cycle)
         except SchedulingError as exc:
             log.error("Error selecting node for pod pod=%s err=%s", pi.key, exc)
+            self._record(fw, qpi, RESULT_ERROR, start, message=str(exc))
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
             return
         except Exception as exc:
             log.exception("Error selecting node for pod pod=%s", pi.key)
+            self._record(fw, qpi, RESULT_ERROR, start, message=f"{type(exc).__name__}: {exc}")
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, f"{type(exc).__name__}: {exc}", start, RESULT_ERROR,
                           nominated="")
             return
@@ -234,6 +250,7 @@ class SchedulingLoop:
             message = result.message or "0/0 nodes are available"
             if klog_v(2):
                 log.info("Unable to schedule pod; no fit; waiting pod=%s err=%s", pi.key, message)
+            self._record(fw, qpi, RESULT_UNSCHEDULABLE, start, result, message)
             self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, message, start, RESULT_UNSCHEDULABLE,
                           nominated=nominated, victims=victims)
             return
@@ -247,13 +264,14 @@ class SchedulingLoop:
             st = Status.error(f"{type(exc).__name__}: {exc}")
         if not st.is_success():
             self._unreserve(fw, state, pi, node)
-            self._cycle_failure(fw, qpi, st, node, start)
+            self._cycle_failure(fw, qpi, st, node, start, result, state)
             return
         assumed = self._assumed_pod_info(pi, node, state.pod_annotations)
         try:
             self.cache.assume_pod(assumed)
         except CacheError as exc:
             self._unreserve(fw, state, pi, node)
+            self._record(fw, qpi, RESULT_ERROR, start, result, str(exc), state=state)
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
             return
         # An assumed Pod is no longer nominated anywhere (``assume``).
@@ -265,12 +283,14 @@ class SchedulingLoop:
             bc.add_waiting_pod(fw, assumed, waits)
         elif not st.is_success():
             self._unreserve_and_forget(fw, state, assumed, node)
-            self._cycle_failure(fw, qpi, st, node, start)
+            self._cycle_failure(fw, qpi, st, node, start, result, state)
             return
+        self._record(fw, qpi, RESULT_SCHEDULED, start, result, None, state.pod_annotations, state)
         self._spawn(self._binding_cycle(fw, qpi, assumed, node, state, start, result.nodes_evaluated,
                                         len(result.feasible)))
 
-    def _cycle_failure(self, fw: Framework, qpi: QueuedPodInfo, st: Status, node: str, start: float) -> None:
+    def _cycle_failure(self, fw: Framework, qpi: QueuedPodInfo, st: Status, node: str, start: float,
+                       result: ScheduleResult | None = None, state: CycleState | None = None) -> None:
         """A Reserve or Permit failure: a rejection is a FitError on the one node tried (``0/1 nodes are
         available: <reason>.``, the plugin recorded as the rejector), anything else a SchedulerError."""
         if st.is_rejected():
@@ -278,10 +298,30 @@ class SchedulingLoop:
             d.add_plugin_status(st)
             qpi.unschedulable_plugins = frozenset(d.unschedulable_plugins)
             qpi.pending_plugins = frozenset(d.pending_plugins)
-            self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, fit_error_message(1, d), start, RESULT_UNSCHEDULABLE,
-                          nominated="")
+            msg = fit_error_message(1, d)
+            self._record(fw, qpi, RESULT_UNSCHEDULABLE, start, result, msg, state=state)
+            self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, msg, start, RESULT_UNSCHEDULABLE, nominated="")
         else:
+            self._record(fw, qpi, RESULT_ERROR, start, result, st.message(), state=state)
             self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, st.message(), start, RESULT_ERROR, nominated="")
+
+    def _record(self, fw: Framework, qpi: QueuedPodInfo, outcome: str, start: float,
+                res: ScheduleResult | None = None, message: str | None = None,
+                annotations: Mapping[str, str] | None = None, state: CycleState | None = None) -> None:
+        """Keep this attempt's decision record (:mod:`py_scheduler.app.decisions`) at the end of the
+        scheduling cycle: small tuples and references, no API call. A failure to record is logged and
+        never fails the cycle."""
+        decisions = self.decisions
+        if decisions is None:
+            return
+        try:
+            decisions.record(qpi.pod_info, fw.profile_name, qpi.attempts, outcome,
+                             duration=time.perf_counter() - start, res=res,
+                             nodes_total=len(self.snapshot.node_info_list), message=message,
+                             annotations=annotations or None,
+                             dra=state.data.get(ALLOCATIONS_KEY) if state is not None else None)
+        except Exception:
+            log.exception("recording the scheduling decision of pod %s failed", qpi.pod_info.key)
 
     @staticmethod
     def _assumed_pod_info(pi: PodInfo, node: str, annotations: Mapping[str, str]) -> PodInfo:

@@ -31,13 +31,16 @@ from typing import Any
 import kopf
 
 from py_scheduler.app.binder import Binder
+from py_scheduler.app.decisions import DEFAULT_CAPACITY, DEFAULT_TOP_K, DecisionLog
+from py_scheduler.app.decisions import add_routes as add_decision_routes
+from py_scheduler.app.decisions import register_metrics as register_decision_metrics
 from py_scheduler.app.informers import EventHandlers, Informers
 from py_scheduler.app.kube import Kube, KubeAPIClient
 from py_scheduler.app.leader import AlwaysLeader, LeaderElector, new_identity
 from py_scheduler.app.lister import InformerLister
 from py_scheduler.app.logging import setup_logging
 from py_scheduler.app.loop import Housekeeping, QueueMetricsRecorder, SchedulingLoop
-from py_scheduler.app.metrics import BatchMetricsRecorder, framework_observer
+from py_scheduler.app.metrics import REGISTRY, BatchMetricsRecorder, framework_observer
 from py_scheduler.cache.cache import Cache
 from py_scheduler.framework.config import (
     ConfigError,
@@ -76,14 +79,17 @@ def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None) -> dict[s
 
 def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bool | None, lease_name: str | None,
                   lease_namespace: str | None, metrics_bind_address: str, verbosity: int,
-                  feature_gates: str = "") -> int:
+                  feature_gates: str = "", decisions_capacity: int = DEFAULT_CAPACITY,
+                  decisions_top_k: int = DEFAULT_TOP_K) -> int:
     """Run the scheduler until SIGTERM/SIGINT; returns the process exit code.
 
     ``kubeconfig`` None: ``clientConnection.kubeconfig`` of the config file, else in-cluster.
     ``leader_elect`` / ``lease_name`` / ``lease_namespace`` override the file's ``leaderElection``
     when given. ``metrics_bind_address`` ``host:port`` serves /metrics, /healthz, /livez, /readyz
     (empty: no server). ``feature_gates`` is kube-scheduler's ``--feature-gates`` list
-    (``OpportunisticBatching=false``; the only gate py-scheduler reads).
+    (``OpportunisticBatching=false``; the only gate py-scheduler reads). ``decisions_capacity``
+    records (0: none) of ``decisions_top_k`` nodes each are kept for ``/debug/decisions``
+    (:mod:`py_scheduler.app.decisions`).
     """
     setup_logging(verbosity)
     try:
@@ -103,9 +109,12 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         le.resource_name = lease_name
     if lease_namespace:
         le.resource_namespace = lease_namespace
+    if decisions_capacity < 0 or decisions_top_k < 0:
+        log.error("invalid decision log size: --decisions-capacity and --decisions-top-k must be >= 0")
+        return 1
     kc: Path | None = kubeconfig if kubeconfig is not None else (Path(cfg.kubeconfig) if cfg.kubeconfig else None)
     try:
-        return _event_loop_run(_run(cfg, kc, metrics_bind_address))
+        return _event_loop_run(_run(cfg, kc, metrics_bind_address, decisions_capacity, decisions_top_k))
     except KeyboardInterrupt:
         return 0
 
@@ -149,7 +158,8 @@ that it took 21% of the process's CPU on bench/throughput (4.8 of 22.6 s for 300
 collections of ~0.24 s each); with these thresholds 0.9 s, CPU per Pod 7.0 -> 5.8 ms (bench/RESULTS.md)."""
 
 
-async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str) -> int:
+async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str,
+               decisions_capacity: int = DEFAULT_CAPACITY, decisions_top_k: int = DEFAULT_TOP_K) -> int:
     gc.set_threshold(*GC_THRESHOLDS)
     handle = Handle()
     try:
@@ -163,13 +173,14 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
         log.error("cannot load the client configuration (%s): %s", kubeconfig or "in-cluster", exc)
         return 1
     try:
-        return await _serve(cfg, frameworks, kube, metrics_bind_address, handle)
+        decisions = (DecisionLog(decisions_capacity, decisions_top_k) if decisions_capacity > 0 else None)
+        return await _serve(cfg, frameworks, kube, metrics_bind_address, decisions)
     finally:
         await kube.close()
 
 
 async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str,
-                 handle: Handle | None = None) -> int:
+                 decisions: DecisionLog | None = None) -> int:
     identity = new_identity()
     missing = missing_default_plugins(registry=registry)
     log.info("Starting py-scheduler identity=%s profiles=%s", identity, sorted(frameworks))
@@ -201,7 +212,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
             fw.handle.objects = lister
     loop = SchedulingLoop(frameworks=frameworks, algorithm=Algorithm(cfg.percentage_of_nodes_to_score), cache=cache,
                           queue=queue, binder=Binder(kube, identity), leader=leader, pod_lister=informers.pod,
-                          cache_consistent=informers.consistent)
+                          cache_consistent=informers.consistent, decisions=decisions)
     stop = asyncio.Event()
 
     def ready() -> bool:
@@ -213,6 +224,9 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
 
         try:
             health = HealthServer(metrics_bind_address, ready)
+            if decisions is not None:  # /debug/decisions: routes added before the app is frozen by start()
+                add_decision_routes(health.app, decisions, leader.is_leader_valid)
+                register_decision_metrics(decisions, REGISTRY)
             await health.start()
         except (OSError, ValueError) as exc:
             log.error("cannot serve metrics/health on %r: %s", metrics_bind_address, exc)

@@ -1,5 +1,14 @@
 """``py-scheduler explain``: why a Pod would land (or landed) where it does.
 
+Recorded decisions: with ``--kubeconfig`` and ``--pod`` naming a Pod already bound by one of our
+profiles, the decision the live scheduler *recorded* at the time is shown (fetched from the leader's
+``/debug/decisions`` through the API server's Pod proxy, :mod:`py_scheduler.offline.recorded`):
+the scores it computed then, not a recomputation on today's cluster. When there is no record (the
+ring dropped it, the leader restarted or changed, the Pod was bound by another scheduler, or the
+leader cannot be reached) a ``note:`` on stderr says so and why, and explain recomputes as below.
+``--recompute`` skips the lookup. ``-o json`` then prints the record (keys of
+``py_scheduler.app.decisions.Decision.to_json``, ``"recorded": true``).
+
 Reads a snapshot file (``--snapshot``) or a live cluster (``--kubeconfig``), builds the profiles of
 ``--config`` (default configuration otherwise) and runs the real scheduling cycle on every pending
 Pod in queue order, each seeing the earlier ones as assumed (Reserve plugins run, their Pod
@@ -25,10 +34,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from py_scheduler.offline.engine import OfflineScheduler, Outcome, ProfileError, queue_order
 from py_scheduler.offline.loader import ClusterData, SnapshotError, load_snapshot_file, pending_pods, pod_key
-from py_scheduler.offline.render import make_console, print_explain
+from py_scheduler.offline.recorded import DEFAULT_LEASE, DEFAULT_PORT, Lookup, fetch_recorded
+from py_scheduler.offline.render import make_console, print_explain, print_recorded
 
 __all__ = ["OUTPUT_FORMATS", "explain_main", "fail", "outcome_json"]
 
@@ -55,9 +66,35 @@ def _load(snapshot: Path | None, kubeconfig: Path | None) -> ClusterData:
     return load_live(kubeconfig)
 
 
+def _note(message: str) -> None:
+    print(f"note: {' '.join(message.split())}", file=sys.stderr)
+
+
+def _show_recorded(target: dict[str, Any], lookup: Lookup, output: str) -> None:
+    rec = lookup.record
+    assert rec is not None
+    node = (target.get("spec") or {}).get("nodeName")
+    if rec.get("result") == "scheduled" and rec.get("selected") != node:
+        _note(f"the last recorded attempt chose {rec.get('selected')}, but the Pod is bound to {node} "
+              "(its binding failed and a later attempt is not recorded, or another writer bound it)")
+    elif rec.get("result") != "scheduled":
+        _note(f"the last recorded attempt of {pod_key(target)} was {rec.get('result')}; the Pod is bound to {node}")
+    if output == "json":
+        sys.stdout.write(json.dumps(rec, sort_keys=False, default=str) + "\n")
+        sys.stdout.flush()
+    else:
+        print_recorded(make_console(), rec, lookup.source)
+
+
 def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None, config: Path | None,
-                 output: str) -> int:
-    """Run ``explain``; returns the exit status (0 ok, 2 error). See the module docstring."""
+                 output: str, *, recompute: bool = False, lease: str = DEFAULT_LEASE,
+                 scheduler_port: int = DEFAULT_PORT,
+                 scheduler_scheme: str = "http", decisions_url: str | None = None) -> int:
+    """Run ``explain``; returns the exit status (0 ok, 2 error). See the module docstring.
+
+    ``lease`` (``namespace/name``), ``scheduler_port`` and ``scheduler_scheme`` locate the leader's
+    ``/debug/decisions`` for a bound Pod; ``decisions_url`` asks that URL instead; ``recompute``
+    never asks."""
     if output not in OUTPUT_FORMATS:
         return fail(f"-o/--output must be one of {', '.join(OUTPUT_FORMATS)}, not {output!r}")
     if (snapshot is None) == (kubeconfig is None):
@@ -74,6 +111,21 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         target = data.find_pod(pod)
         if target is None:
             return fail(f"{data.source}: Pod {pod if '/' in pod else 'default/' + pod} not found")
+        bound_to = (target.get("spec") or {}).get("nodeName")
+        if bound_to and kubeconfig is not None and not recompute:
+            scheduler_name = (target.get("spec") or {}).get("schedulerName") or "default-scheduler"
+            if scheduler_name not in sched.frameworks:
+                _note(f"Pod {pod_key(target)} was scheduled by {scheduler_name!r}, not by py-scheduler: no recorded "
+                      "decision; recomputing from the cluster as it is now (where it would go if it arrived now)")
+            else:
+                uid = str((target.get("metadata") or {}).get("uid") or "")
+                lookup = fetch_recorded(kubeconfig, pod_key(target), uid, lease=lease, port=scheduler_port,
+                                        scheme=scheduler_scheme, decisions_url=decisions_url)
+                if lookup.record is not None:
+                    _show_recorded(target, lookup, output)
+                    return 0
+                _note(f"no recorded decision for {pod_key(target)}: {lookup.reason}; recomputing from the cluster as "
+                      "it is now (where it would go if it arrived now, not necessarily what the scheduler saw)")
         gates = (target.get("spec") or {}).get("schedulingGates")
         if gates and not (target.get("spec") or {}).get("nodeName"):
             names = " ".join(str(g.get("name", "")) if isinstance(g, dict) else str(g) for g in gates)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 
 from py_scheduler.offline.loader import ClusterData, SnapshotError, parse_objects
 
@@ -63,8 +64,8 @@ async def _list_all(kubeconfig: Path) -> list[dict[str, Any]]:
     cfg = client.Configuration()
     try:
         await config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
-    except (OSError, config.ConfigException, ValueError, TypeError, KeyError) as exc:
-        raise SnapshotError(f"kubeconfig {kubeconfig}: cannot load: {exc}") from exc
+    except (OSError, config.ConfigException, ValueError, TypeError, KeyError, yaml.YAMLError) as exc:
+        raise SnapshotError(f"kubeconfig {kubeconfig}: cannot load: {' '.join(str(exc).split())}") from exc
     docs: list[dict[str, Any]] = []
     async with client.ApiClient(cfg) as api:
         for list_kind, api_cls, method in LIST_CALLS:

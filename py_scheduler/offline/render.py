@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import IO
+from typing import IO, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -33,7 +33,7 @@ from py_scheduler.framework.runtime import ScheduleResult
 from py_scheduler.framework.types import NodeInfo
 
 __all__ = ["GPU_RESOURCE", "NodeUsage", "explain_table", "make_console", "node_summary_table", "node_usage",
-           "placement_table", "print_explain"]
+           "placement_table", "print_explain", "print_recorded", "recorded_result"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SELECTED_MARK = "✔ selected"
@@ -122,6 +122,70 @@ def print_explain(console: Console, res: ScheduleResult) -> None:
                 note.append(" by evicting " + ", ".join(v.key for v in pf.victims))
             note.append(" (simulated only: nothing is evicted)")
             console.print(note, soft_wrap=True)
+    console.print()
+
+
+def recorded_result(rec: dict[str, Any]) -> ScheduleResult:
+    """A :class:`ScheduleResult` holding a recorded decision (``/debug/decisions`` JSON) for
+    :func:`explain_table`: the kept nodes (top K and the selected one) as the feasible rows; the
+    Filter histogram is printed apart (a record keeps counts per reason, not per node)."""
+    res = ScheduleResult(pod=str(rec.get("pod", "")), profile=str(rec.get("profile", "")))
+    res.selected = rec.get("selected")
+    res.nodes_evaluated = int(rec.get("nodes_evaluated") or 0)
+    res.feasible = [str(n) for n in rec.get("ranked") or []]
+    res.weights = {str(k): int(v) for k, v in (rec.get("weights") or {}).items()}
+    res.skipped = [str(p) for p in rec.get("skipped") or []]
+    res.scores = {str(p): {str(n): int(v) for n, v in per.items()} for p, per in (rec.get("scores") or {}).items()}
+    res.totals = {str(n): int(v) for n, v in (rec.get("totals") or {}).items()}
+    res.message = rec.get("message")
+    return res
+
+
+def print_recorded(console: Console, rec: dict[str, Any], source: str = "") -> None:
+    """Print a recorded decision: a header (when, which attempt, outcome), the score table of the
+    kept nodes, the Filter histogram, GPU indices / DRA devices, the FailedScheduling message."""
+    head = Text("Recorded decision ", style="bold")
+    head.append(f"{rec.get('pod')}  attempt {rec.get('attempt')} at {rec.get('time')}  ", style="bold")
+    result = str(rec.get("result"))
+    head.append(result, style="green" if result == "scheduled" else "red")
+    if rec.get("selected"):
+        head.append(f" → {rec.get('selected')}", style="bold green")
+    console.print(head, soft_wrap=True)
+    meta = (f"uid {rec.get('uid')}, profile {rec.get('profile')}, {rec.get('nodes_evaluated')} of "
+            f"{rec.get('nodes_total')} nodes evaluated, {rec.get('feasible_count')} feasible")
+    if source:
+        meta += f"; from the {source}"
+    console.print(Text(meta, style="dim"), soft_wrap=True)
+    res = recorded_result(rec)
+    if res.feasible:
+        table = explain_table(res)
+        table.title = None
+        n_feasible = int(rec.get("feasible_count") or 0)
+        if n_feasible > len(res.feasible):
+            table.caption = Text(f"top {len(res.feasible)} of {n_feasible} feasible nodes; "
+                                 + (str(table.caption) if table.caption else "cells: normalized score × weight"))
+        console.print(table)
+    elif rec.get("selected"):
+        console.print(Text("not scored: a single feasible node (or a node hint), as upstream", style="dim"))
+    hist = rec.get("filtered_histogram") or {}
+    if hist:
+        line = Text("Filtered out: ", style="bold")
+        line.append(", ".join(f"{n} {r}" for r, n in hist.items()))
+        if rec.get("rejected_by"):
+            line.append(f" (by {', '.join(map(str, rec['rejected_by']))})", style="dim")
+        console.print(line, soft_wrap=True)
+    if rec.get("gpu_indices"):
+        console.print(Text(f"GPU indices: {rec['gpu_indices']}"))
+    for dev in rec.get("dra_devices") or []:
+        console.print(Text(f"DRA device: claim {dev.get('claim')} request {dev.get('request')}: "
+                           f"{dev.get('driver')} {dev.get('pool')}/{dev.get('device')}"))
+    if rec.get("nominated_node"):
+        console.print(Text(f"preemption nominated {rec['nominated_node']}"
+                           + (f" evicting {', '.join(rec.get('victims') or [])}" if rec.get("victims") else "")))
+    if rec.get("message"):
+        msg = Text("FailedScheduling: " if result == "unschedulable" else "Error: ", style="bold red")
+        msg.append(str(rec["message"]))
+        console.print(msg, soft_wrap=True)
     console.print()
 
 

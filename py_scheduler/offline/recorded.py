@@ -1,0 +1,139 @@
+"""Fetch the decision the live scheduler *recorded* for a Pod (``py-scheduler explain --kubeconfig
+--pod``), from the leader's ``/debug/decisions`` endpoint (``py_scheduler/app/decisions.py``).
+
+Route: the leader is the holder of the scheduler's Lease (``holderIdentity`` is
+``<hostname>_<uuid>``, and in a Pod the hostname is the Pod's name); the request goes through the
+API server's proxy to that Pod (``GET /api/v1/namespaces/<ns>/pods/<scheme>:<pod>:<port>/proxy/
+debug/decisions?pod=<ns/name>&uid=<uid>``). The Pod proxy rather than the metrics Service's proxy:
+a Service picks any ready replica, and only the leader has records. The caller needs ``get`` on
+``coordination.k8s.io`` ``leases`` and ``pods/proxy`` in the scheduler's namespace (cluster admins
+have both). ``decisions_url`` skips the Lease and the proxy (``kubectl port-forward``, a local
+scheduler).
+
+Every failure is a reason string, never an exception: the caller then recomputes and says why.
+
+Upstream: none (kube-scheduler keeps no decisions); the proxy path is the API server's
+``pods/proxy`` subresource (``pkg/registry/core/pod/rest/subresources.go``, ``ProxyREST``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+__all__ = ["Lookup", "fetch_recorded", "leader_pod_name"]
+
+DEFAULT_LEASE = "kube-system/py-scheduler"
+DEFAULT_PORT = 10259
+TIMEOUT_SECONDS = 20.0
+
+
+@dataclass(slots=True)
+class Lookup:
+    """What the leader answered: ``record`` (the newest matching record's JSON) or ``reason`` (why
+    there is none), and ``source`` (which replica / URL was asked)."""
+
+    record: dict[str, Any] | None
+    reason: str
+    source: str
+    count: int = 0
+    """Records of this Pod (this UID) the leader holds."""
+
+
+def leader_pod_name(holder_identity: str) -> str:
+    """The Pod name in a Lease ``holderIdentity`` (``<hostname>_<uuid>``; the hostname of a Pod is its
+    name). Raises ValueError for an empty identity."""
+    if not holder_identity:
+        raise ValueError("the Lease has no holder: no replica is leading")
+    return holder_identity.rsplit("_", 1)[0]
+
+
+def _pick(body: Any, source: str) -> Lookup:
+    decisions = body.get("decisions") if isinstance(body, dict) else None
+    if not isinstance(decisions, list) or not decisions or not isinstance(decisions[0], dict):
+        return Lookup(None, "the leader has no record of this Pod (older than its ring, or not scheduled by this "
+                            "leader: records live in the leader's memory and go with a restart or a leader change)",
+                      source)
+    return Lookup(decisions[0], "", source, len(decisions))
+
+
+async def _direct(url: str, pod: str, uid: str) -> Lookup:
+    full = url.rstrip("/") + "/debug/decisions"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)) as s, \
+                s.get(full, params={"pod": pod, "uid": uid}) as r:
+            text = await r.text()
+            if r.status in (200, 404):
+                return _pick(json.loads(text), f"scheduler at {full}")
+            return Lookup(None, f"{full} answered HTTP {r.status}: {' '.join(text.split())[:200]}", full)
+    except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
+        return Lookup(None, f"cannot read {full}: {exc}", full)
+
+
+async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int, scheme: str) -> Lookup:
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    lease_ns, _, lease_name = lease.rpartition("/")
+    lease_ns = lease_ns or "kube-system"
+    cfg = client.Configuration()
+    try:
+        await config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+    except Exception as exc:  # I/O, YAML, a malformed kubeconfig: all mean "cannot ask"; never a traceback
+        return Lookup(None, f"kubeconfig {kubeconfig}: cannot load: {exc}", "")
+    async with client.ApiClient(cfg) as api:
+        try:
+            resp = await client.CoordinationV1Api(api).read_namespaced_lease(
+                lease_name, lease_ns, _request_timeout=TIMEOUT_SECONDS)
+            leader = leader_pod_name(str(resp.spec.holder_identity or "") if resp.spec else "")
+        except ApiException as exc:
+            hint = " (a scheduler without leader election has none: give --decisions-url)" if exc.status == 404 else ""
+            return Lookup(None, f"cannot read the Lease {lease_ns}/{lease_name}: HTTP {exc.status} {exc.reason}{hint}",
+                          "")
+        except ValueError as exc:
+            return Lookup(None, f"Lease {lease_ns}/{lease_name}: {exc}", "")
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            return Lookup(None, f"cannot reach the API server ({cfg.host}): {exc}", "")
+        target = f"{scheme}:{leader}:{port}" if scheme != "http" else f"{leader}:{port}"
+        path = f"/api/v1/namespaces/{quote(lease_ns)}/pods/{quote(target, safe=':')}/proxy/debug/decisions"
+        source = f"leader {lease_ns}/{leader} through {path}"
+        try:
+            raw = await api.call_api(path, "GET", query_params=[("pod", pod), ("uid", uid)],
+                                     header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                                     _preload_content=False, _request_timeout=TIMEOUT_SECONDS)
+            body = await raw[0].read() if isinstance(raw, tuple) else await raw.read()
+        except ApiException as exc:
+            if exc.status == 404 and exc.body:
+                try:
+                    return _pick(json.loads(exc.body), source)
+                except ValueError:
+                    pass  # a 404 of the API server itself (no such Pod): not JSON from us
+            detail = " ".join(str(exc.body or exc.reason).split())[:200]
+            return Lookup(None, f"the {source} answered HTTP {exc.status}: {detail}", source)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            return Lookup(None, f"cannot reach the {source}: {exc}", source)
+        try:
+            return _pick(json.loads(body), source)
+        except ValueError:
+            return Lookup(None, f"the {source} did not answer JSON", source)
+
+
+def fetch_recorded(kubeconfig: Path | None, pod: str, uid: str, *, lease: str = DEFAULT_LEASE,
+                   port: int = DEFAULT_PORT, scheme: str = "http", decisions_url: str | None = None) -> Lookup:
+    """The newest record of ``pod`` (``namespace/name``) with ``uid`` held by the leader.
+
+    ``decisions_url`` (``http://host:port``) asks that server directly; otherwise the Lease
+    ``lease`` (``namespace/name``) names the leader, asked through the API server's Pod proxy on
+    ``port`` with ``scheme``. Never raises: a failure is :attr:`Lookup.reason`.
+    """
+    if decisions_url:
+        return asyncio.run(_direct(decisions_url, pod, uid))
+    if kubeconfig is None:
+        return Lookup(None, "no kubeconfig and no --decisions-url: nowhere to ask", "")
+    return asyncio.run(_via_proxy(kubeconfig, pod, uid, lease, port, scheme))

@@ -1,0 +1,224 @@
+"""Recorded decisions on the real test bed: py-scheduler schedules a Pod, the cluster changes, and
+``explain`` shows what the scheduler saw then (the record), not a recomputation on today's cluster;
+through the API server's Pod proxy to the leader, as a user outside the cluster would reach it.
+The HTML page is checked in a real headless browser (Debian's ``chromium``), which also takes the
+screenshot of docs/decisions.md (``DECISIONS_SCREENSHOT=path`` keeps it).
+
+The Nodes carry a taint only our Pods tolerate and a label our Pods select, so other tests' Nodes
+and Pods sharing the bed cannot change the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import pytest
+from kubernetes_asyncio import client
+
+from tests.e2e.helpers import (
+    Testbed,
+    create_node,
+    create_pod,
+    delete_node,
+    delete_pod,
+    unique_name,
+    wait_for,
+    wait_for_pod_scheduled,
+)
+from tests.e2e.scheduler_proc import SchedulerProcess, running_scheduler
+
+REPO = Path(__file__).resolve().parents[2]
+_SERVING = re.compile(r"serving /metrics\S* .*? on (?P<host>\S+):(?P<port>\d+)")
+
+
+async def _explain(kubeconfig: Path, *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "py_scheduler.cli", "explain", "--kubeconfig", str(kubeconfig), *args,
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def _port(sched: SchedulerProcess) -> int:
+    m = _SERVING.search(sched.log())
+    assert m, sched.log()[-2000:]
+    return int(m.group("port"))
+
+
+def _host_ip() -> str | None:
+    """A non-loopback address of this machine (the API server refuses to proxy to loopback)."""
+    try:
+        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=5, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return next((a for a in out.split() if "." in a and not a.startswith("127.")), None)
+
+
+async def _stand_in_leader_pod(api: client.ApiClient, namespace: str, name: str, ip: str) -> None:
+    """The bed has no kubelet: a Pod object named as the leader's hostname, its ``status.podIP`` this
+    machine's address, is what the API server's Pod proxy needs to reach the scheduler process."""
+    await create_pod(api, name, namespace, scheduler_name="nobody-serves-this-scheduler")
+    await client.CoreV1Api(api).patch_namespaced_pod_status(
+        name, namespace, {"status": {"podIP": ip, "podIPs": [{"ip": ip}]}})
+
+
+async def test_explain_shows_the_recorded_decision_after_the_cluster_changed(
+        testbed: Testbed, api_client: client.ApiClient) -> None:
+    tag = unique_name("dec")
+    big, small, tiny, pod, huge = f"{tag}-big", f"{tag}-small", f"{tag}-tiny", f"{tag}-a", f"{tag}-huge"
+    ns = tag
+    core = client.CoreV1Api(api_client)
+    taint = {"key": "e2e-decisions", "value": tag, "effect": "NoSchedule"}
+    spec = {"nodeSelector": {"e2e-decisions": tag},
+            "tolerations": [{"key": "e2e-decisions", "operator": "Equal", "value": tag, "effect": "NoSchedule"}]}
+    hostname = socket.gethostname()
+    ip = _host_ip()
+    await core.create_namespace({"metadata": {"name": ns}})
+    try:
+        await create_node(api_client, big, {"cpu": "8", "memory": "16Gi", "pods": "110"},
+                          labels={"e2e-decisions": tag}, taints=[taint])
+        await create_node(api_client, small, {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                          labels={"e2e-decisions": tag}, taints=[taint])
+        await create_node(api_client, tiny, {"cpu": "500m", "memory": "16Gi", "pods": "110"},
+                          labels={"e2e-decisions": tag}, taints=[taint])
+        async with running_scheduler(testbed, "decisions", lease_namespace=ns,
+                                     extra_args=["--metrics-bind-address", "0.0.0.0:0"]) as sched:
+            port = _port(sched)
+            await create_pod(api_client, pod, requests={"cpu": "1", "memory": "1Gi"}, scheduler_name="py-scheduler",
+                             spec=spec)
+            bound = await wait_for_pod_scheduled(api_client, pod)
+            assert bound.spec.node_name == big  # LeastAllocated: more room left on the big node
+            logged = sched.final_scores(f"default/{pod}")  # the scheduler's own --v 10 totals
+
+            # the cluster changes: the chosen node is cordoned; a recomputation can no longer pick it
+            await core.patch_node(big, {"spec": {"unschedulable": True}})
+            url = f"http://127.0.0.1:{port}"
+
+            # recorded: the leader's record, read directly ...
+            code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}", "-o", "json",
+                                            "--decisions-url", url)
+            assert code == 0, err
+            assert "recomputing" not in err, err
+            rec = json.loads(out)
+            assert rec["recorded"] is True and rec["result"] == "scheduled" and rec["selected"] == big
+            assert rec["uid"] == bound.metadata.uid and rec["attempt"] == 1
+            assert rec["totals"] == {n: t for n, t in logged.items() if n in rec["totals"]}
+            assert {big, small} <= set(rec["totals"]) and rec["totals"][big] > rec["totals"][small]
+            assert rec["scores"]["NodeResourcesFit"][big] > rec["scores"]["NodeResourcesFit"][small]
+            assert rec["filtered_histogram"].get("Insufficient cpu", 0) >= 1, rec  # the tiny node
+            assert "NodeResourcesFit" in rec["rejected_by"]
+            assert rec["weights"]["NodeResourcesFit"] == 1
+
+            # recomputing (asked for): today's answer differs and says nothing of a record
+            code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}", "-o", "json", "--recompute")
+            assert code == 0, err
+            assert json.loads(out)["selected"] == small and "recorded" not in json.loads(out)
+
+            # no record: a wrong Lease says why, then recomputes
+            code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}", "-o", "json",
+                                            "--lease", f"{ns}/no-such-lease")
+            assert code == 0, err
+            assert json.loads(out)["selected"] == small
+            assert "note: no recorded decision for" in err and "no-such-lease" in err and "recomputing" in err
+
+            # a Pod that fits nowhere is recorded too, with its FailedScheduling message
+            await create_pod(api_client, huge, requests={"cpu": "64"}, scheduler_name="py-scheduler", spec=spec)
+
+            async def huge_recorded() -> dict[str, object] | None:
+                async with aiohttp.ClientSession() as s, s.get(f"{url}/debug/decisions",
+                                                               params={"pod": f"default/{huge}"}) as r:
+                    return (await r.json())["decisions"][0] if r.status == 200 else None
+
+            failed = await wait_for(huge_recorded, timeout=30, what=f"a record of {huge}")
+            assert failed["result"] == "unschedulable" and failed["selected"] is None
+            assert str(failed["message"]).startswith("0/3 nodes are available: ")
+            async with aiohttp.ClientSession() as s, s.get(f"{url}/metrics") as r:
+                metrics = await r.text()
+            kept = re.search(r"^py_scheduler_decision_records (\S+)$", metrics, re.MULTILINE)
+            assert kept and float(kept.group(1)) >= 2, metrics[-2000:]
+            assert "py_scheduler_decision_records_dropped_total 0.0" in metrics
+            assert "py_scheduler_decision_records_oldest_age_seconds" in metrics
+
+            # the HTML page in a real browser
+            await _check_page_in_chromium(url, pod, big)
+
+            # ... and through the API server's Pod proxy to the Lease holder (what a user does)
+            if ip is None or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", hostname):
+                pytest.skip(f"no proxyable address ({ip}) or hostname {hostname!r} is no Pod name")
+            await _stand_in_leader_pod(api_client, ns, hostname, ip)
+            code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}", "-o", "json",
+                                            "--lease", f"{ns}/{sched.lease_name}", "--scheduler-port", str(port))
+            assert code == 0, err
+            assert "recomputing" not in err, err
+            assert json.loads(out) == rec
+            code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}",
+                                            "--lease", f"{ns}/{sched.lease_name}", "--scheduler-port", str(port))
+            assert code == 0, err
+            assert f"Recorded decision default/{pod}  attempt 1" in out and f"scheduled → {big}" in out
+            assert f"from the leader {ns}/{hostname} through" in out
+            line = next(row for row in out.splitlines() if "✔ selected" in row)
+            assert big in line
+    finally:
+        for name in (pod, huge):
+            await delete_pod(api_client, name)
+        for name in (big, small, tiny):
+            await delete_node(api_client, name)
+        await core.delete_namespace(ns)
+
+
+async def test_explain_says_it_recomputes_for_a_pod_another_scheduler_bound(
+        testbed: Testbed, api_client: client.ApiClient) -> None:
+    tag = unique_name("dec-other")
+    node, pod = f"{tag}-n", f"{tag}-p"
+    try:
+        await create_node(api_client, node)
+        await create_pod(api_client, pod, spec={"nodeName": node})  # bound at creation, default-scheduler
+        code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}", "-o", "json")
+        assert code == 0, err
+        assert "was scheduled by 'default-scheduler', not by py-scheduler" in err and "recomputing" in err
+        assert "recorded" not in json.loads(out)
+    finally:
+        await delete_pod(api_client, pod)
+        await delete_node(api_client, node)
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+async def _check_page_in_chromium(url: str, pod: str, node: str) -> None:
+    """Load ``/debug/decisions/ui?pod=...`` in headless Chromium: the rendered DOM holds the score
+    table with the selected node marked; a screenshot of the page of all recent decisions is taken
+    (and kept with DECISIONS_SCREENSHOT=path)."""
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    page = f"{url}/debug/decisions/ui?pod=default/{pod}"
+    async with aiohttp.ClientSession() as s, s.get(page) as r:
+        assert r.status == 200 and r.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"]
+    dom = await _run([browser, *flags, "--dump-dom", page])
+    assert f"default/{pod}" in dom and "NodeResourcesFit" in dom
+    assert re.search(rf"<tr class=\"sel\"><td class=\"l\">✔ {re.escape(node)}</td>", dom), dom[:3000]
+    shot = Path(os.environ.get("DECISIONS_SCREENSHOT") or Path(os.environ.get("TMPDIR", "/tmp")) / f"{pod}.png")
+    await _run([browser, *flags, "--window-size=1400,1000", f"--screenshot={shot}", f"{url}/debug/decisions/ui"])
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+async def _run(argv: list[str]) -> str:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    return out.decode()

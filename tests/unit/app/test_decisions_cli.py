@@ -1,0 +1,100 @@
+"""``explain``'s side of recorded decisions: reading ``/debug/decisions`` from a real aiohttp server
+(``py_scheduler.offline.recorded``) and printing a record (``render.print_recorded``)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from py_scheduler.app.decisions import DecisionLog, add_routes
+from py_scheduler.offline.recorded import _direct, fetch_recorded, leader_pod_name
+from py_scheduler.offline.render import make_console, print_recorded
+from tests.unit.app.test_decisions import _harness
+
+
+async def _recorded_log() -> DecisionLog:
+    h, log = _harness(top_k=2)
+    for i in range(4):
+        h.node(f"n{i}", cpu=str(2 + i))
+    h.pod("a")
+    await h.cycle()
+    h.pod("huge", cpu="64")
+    await h.cycle()
+    return log
+
+
+async def test_direct_lookup_reads_the_newest_record_of_the_pod_and_uid() -> None:
+    log = await _recorded_log()
+    app = web.Application()
+    add_routes(app, log, lambda: True)
+    server = TestServer(app)
+    await server.start_server()
+    try:
+        url = str(server.make_url(""))
+        found = await _direct(url, "default/a", "uid-a")
+        assert found.record is not None and found.record["pod"] == "default/a" and found.count == 1
+        assert found.record["recorded"] is True and found.record["selected"] in found.record["totals"]
+        other_uid = await _direct(url, "default/a", "uid-of-a-recreated-pod")
+        assert other_uid.record is None and "no record" in other_uid.reason
+        missing = await _direct(url, "default/nobody", "u")
+        assert missing.record is None and "no record" in missing.reason
+    finally:
+        await server.close()
+
+
+async def test_direct_lookup_failures_are_reasons_not_exceptions() -> None:
+    app = web.Application()
+    add_routes(app, DecisionLog(), lambda: False)  # a standby
+    server = TestServer(app)
+    await server.start_server()
+    try:
+        standby = await _direct(str(server.make_url("")), "default/a", "u")
+        assert standby.record is None and "HTTP 503" in standby.reason and "not leading" in standby.reason
+    finally:
+        await server.close()
+    gone = await _direct("http://127.0.0.1:9", "default/a", "u")  # discard port: connection refused
+    assert gone.record is None and gone.reason.startswith("cannot read http://127.0.0.1:9/debug/decisions")
+
+
+async def test_print_recorded_shows_scores_histogram_and_message() -> None:
+    log = await _recorded_log()
+    ok, failed = (log.find(p)[0].to_json() for p in ("default/a", "default/huge"))
+    buf = io.StringIO()
+    console = make_console(buf)
+    print_recorded(console, ok, "leader kube-system/sched-0")
+    print_recorded(console, failed)
+    out = buf.getvalue()
+    assert "Recorded decision default/a  attempt 1" in out and f"scheduled → {ok['selected']}" in out
+    assert "NodeResourcesFit" in out and "✔ selected" in out and "top 2 of 4 feasible nodes" in out
+    assert "from the leader kube-system/sched-0" in out
+    assert "Filtered out: 4 Insufficient cpu (by NodeResourcesFit)" in out
+    assert "FailedScheduling: 0/4 nodes are available: 4 Insufficient cpu." in out
+
+
+def test_proxy_lookup_without_a_usable_kubeconfig_is_a_reason(tmp_path: Path) -> None:
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("not: [a kubeconfig")
+    found = fetch_recorded(bad, "default/a", "u")
+    assert found.record is None and found.reason.startswith(f"kubeconfig {bad}: cannot load")
+    assert fetch_recorded(None, "default/a", "u").reason.startswith("no kubeconfig and no --decisions-url")
+
+
+def test_explain_with_a_malformed_kubeconfig_is_one_line_not_a_traceback(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from py_scheduler.offline.explain import explain_main
+
+    bad = tmp_path / "kubeconfig"
+    bad.write_text("not: [a kubeconfig")
+    assert explain_main(None, bad, "default/a", None, "table") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: kubeconfig {bad}: cannot load:") and len(err.strip().splitlines()) == 1
+
+
+def test_leader_pod_name() -> None:
+    assert leader_pod_name("py-scheduler-7d9f-abcde_0b6c1e2a-9d7e-4f5a-8a5b-0c1d2e3f4a5b") == "py-scheduler-7d9f-abcde"
+    with pytest.raises(ValueError):
+        leader_pod_name("")
