@@ -1,20 +1,13 @@
-"""``py-scheduler run``: wire config, API adapter, informers (the Pod reflector, kopf for the other
-kinds), cache, queue, leader election,
-the scheduling loop and the health/metrics server into one asyncio process.
+"""``py-scheduler run``: wire config, API adapter, informers (one reflector per watched kind), cache,
+queue, leader election, the scheduling loop and the health/metrics server into one asyncio process.
 
 Upstream: ``cmd/kube-scheduler/app/server.go`` (``Run``: start the informers, wait for the caches
 to sync, then run leader election and, while leading, the scheduler; flags override the config
 file) and ``pkg/scheduler/scheduler.go`` (one queue and one cache for all profiles).
 
 Shutdown (SIGTERM/SIGINT): stop popping, let in-flight bindings finish (5 s at most), release the
-Lease, stop kopf, exit 0. Exit codes: 0 after a clean shutdown, 1 for a bad configuration or
-kubeconfig, or when the watch machinery (kopf, or the Pod reflector) dies.
-
-kopf runs embedded: :func:`kopf.spawn_tasks` / :func:`kopf.run_tasks` with our registry and settings
-(``py_scheduler.app.informers``). kopf installs SIGINT/SIGTERM handlers of its own; they are replaced
-by ours right after, so a signal goes through our ordered shutdown. kopf cancels every task created
-after it started when it stops; the process's long-lived tasks are therefore started before kopf,
-and kopf is stopped last.
+Lease, stop the reflectors, exit 0. Exit codes: 0 after a clean shutdown, 1 for a bad configuration or
+kubeconfig, or when a long-lived task (the informers' reflectors included) dies.
 """
 
 from __future__ import annotations
@@ -27,8 +20,6 @@ import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
-
-import kopf
 
 from py_scheduler.app.binder import Binder
 from py_scheduler.app.informers import EventHandlers, Informers
@@ -215,24 +206,14 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
         asyncio.create_task(after_sync(lambda: leader.run(stop)), name="leader election"),
         asyncio.create_task(after_sync(lambda: _freeze_heap_then(loop.run(stop))), name="scheduling loop"),
     ]
-    # Created before the snapshot of existing tasks: kopf cancels tasks it does not know as its own
-    # leftovers, and a cancelled stop_waiter would end the wait below with exit status 0.
     stop_waiter = asyncio.create_task(stop.wait(), name="stop")
-    existing = asyncio.all_tasks()
-    kopf_stop = asyncio.Event()
-    kopf_tasks = await kopf.spawn_tasks(registry=informers.build_registry(), settings=informers.build_settings(),
-                                        clusterwide=True, standalone=True, stop_flag=kopf_stop)
     running = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             running.add_signal_handler(sig, _on_signal, sig, stop)
-    kopf_runner = asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=existing), name="kopf")
 
-    await asyncio.wait({stop_waiter, kopf_runner, *ours}, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({stop_waiter, *ours}, return_when=asyncio.FIRST_COMPLETED)
     code = 0
-    if kopf_runner.done() and not stop.is_set():
-        log.error("the watch machinery (kopf) stopped unexpectedly: %r", _exc(kopf_runner))
-        code = 1
     for t in ours:
         if t.done() and not stop.is_set():
             log.error("task %s stopped unexpectedly: %r", t.get_name(), _exc(t))
@@ -242,13 +223,10 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     queue.close()
     await loop.drain(SHUTDOWN_DRAIN_SECONDS)
     await leader.release()
-    kopf_stop.set()
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(asyncio.shield(kopf_runner), timeout=10)
-    everything: list[asyncio.Task[Any]] = [*ours, stop_waiter, kopf_runner]
+    everything: list[asyncio.Task[Any]] = [*ours, stop_waiter]
     for t in everything:
         t.cancel()
-    await asyncio.gather(*ours, stop_waiter, kopf_runner, return_exceptions=True)
+    await asyncio.gather(*everything, return_exceptions=True)
     if health is not None:
         await health.stop()
     log.info("stopped")

@@ -24,21 +24,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from py_scheduler.cache.kinds import CLUSTER_KINDS, NAMESPACED_KINDS
 from py_scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo, PodParseError, pod_pvc_keys
 
 Obj = dict[str, Any]
 
 __all__ = ["ClusterObjects", "GatheredColumns", "NodeColumns", "ScalarColumn", "Snapshot", "node_tree_order",
            "zone_key"]
-
-NAMESPACED_KINDS = (
-    "Service", "ReplicaSet", "StatefulSet", "ReplicationController", "PersistentVolumeClaim",
-    "CSIStorageCapacity", "ResourceClaim", "PodDisruptionBudget",
-)
-CLUSTER_KINDS = (
-    "Namespace", "PersistentVolume", "StorageClass", "CSINode", "CSIDriver", "ResourceSlice",
-    "DeviceClass", "PriorityClass", "VolumeAttachment",
-)
 
 
 class ClusterObjects:

@@ -33,7 +33,8 @@ Obj = dict[str, Any]
 class GatedKube(FakeKube):
     """A FakeKube whose paged LIST can fail at a given page (``fail_at``: page index -> error, used
     once) and wait on a gate before a given page (``gate_at``: page index -> Event), and whose
-    ``list_objects`` of a path can block on a gate (``object_gates``)."""
+    LIST of a path can block on a gate before its first page (``object_gates``: every kind's re-list
+    goes through its reflector's paged LIST)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -45,16 +46,13 @@ class GatedKube(FakeKube):
         self.at_object_gate: dict[str, asyncio.Event] = {}
         self.page_requests: list[int] = []
 
-    async def list_objects(self, path: str, **kw: Any) -> tuple[list[Obj], str]:
+    async def list_pages(self, path: str, *, limit: int = 500, **_: Any) -> AsyncIterator[tuple[list[Obj], str]]:
+        self.list_calls.append(path)
         gate = self.object_gates.get(path)
         if gate is not None:
             self.at_object_gate.setdefault(path, asyncio.Event()).set()
             await gate.wait()
-        return await super().list_objects(path, **kw)
-
-    async def list_pages(self, path: str, *, limit: int = 500, **_: Any) -> AsyncIterator[tuple[list[Obj], str]]:
-        self.list_calls.append(path)
-        if self.list_error is not None:
+        if self.list_error is not None and path == self.list_error.path:
             raise self.list_error
         items, rv = await FakeKube.list_objects(self, path)
         for page, i in enumerate(range(0, max(len(items), 1), limit)):
@@ -364,7 +362,7 @@ def _informers(kube: FakeKube, **kw: Any) -> tuple[Informers, Any, Any]:
     h, cache, queue = handlers()
     for wk in KINDS:
         kube.lists.setdefault(wk.list_path, ([], "1"))
-    inf = Informers(kube, h, relist_quiet=0.05, **kw)  # type: ignore[arg-type]
+    inf = Informers(kube, h, **kw)  # type: ignore[arg-type]
     for r in inf.reflectors.values():
         r.backoff_initial, r.backoff_max = 0.01, 0.02
     return inf, cache, queue
