@@ -11,6 +11,12 @@ from typing import Annotated
 
 import typer
 
+FeatureGates = Annotated[str, typer.Option(
+    help="kube-scheduler feature gates, e.g. OpportunisticBatching=false,TaintTolerationComparisonOperators=true "
+         "(v1.37 defaults: OpportunisticBatching on, TaintTolerationComparisonOperators off)")]
+"""``--feature-gates``, the same option and the same path (``py_scheduler.framework.features``) for the
+three commands."""
+
 app = typer.Typer(
     add_completion=False, no_args_is_help=True,
     help="An out-of-tree Kubernetes scheduler: kube-scheduler v1.37's default profile plus GPU plugins.",
@@ -29,8 +35,7 @@ def run(
     metrics_bind_address: Annotated[str, typer.Option(help="host:port for /metrics, /healthz, /livez, /readyz "
                                                       "(empty: off)")] = "0.0.0.0:10259",
     v: Annotated[int, typer.Option("--v", help="log verbosity (kube-scheduler style; 10 logs every plugin score)")] = 2,
-    feature_gates: Annotated[str, typer.Option(
-        help="kube-scheduler feature gates, e.g. OpportunisticBatching=false (on by default)")] = "",
+    feature_gates: FeatureGates = "",
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
     from py_scheduler.app.main import run_scheduler
@@ -50,11 +55,13 @@ def explain(
         help="NAMESPACE/NAME of the Pod to explain (default: every pending Pod)")] = None,
     config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")] = None,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json (JSON Lines)")] = "table",
+    feature_gates: FeatureGates = "",
 ) -> None:
     """Why would (or did) a Pod land where it did: per-plugin scores, filters, totals."""
     from py_scheduler.offline.explain import explain_main
 
-    raise typer.Exit(explain_main(snapshot=snapshot, kubeconfig=kubeconfig, pod=pod, config=config, output=output))
+    raise typer.Exit(explain_main(snapshot=snapshot, kubeconfig=kubeconfig, pod=pod, config=config, output=output,
+                                  feature_gates=feature_gates))
 
 
 @app.command()
@@ -64,11 +71,13 @@ def simulate(
     config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="add explain's table per Pod")] = False,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json")] = "table",
+    feature_gates: FeatureGates = "",
 ) -> None:
     """Schedule every pending Pod of a snapshot in queue order and show where each lands."""
     from py_scheduler.offline.simulate import simulate_main
 
-    raise typer.Exit(simulate_main(snapshot=snapshot, config=config, explain=explain, output=output))
+    raise typer.Exit(simulate_main(snapshot=snapshot, config=config, explain=explain, output=output,
+                                   feature_gates=feature_gates))
 
 
 def main() -> None:

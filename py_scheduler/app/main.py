@@ -36,6 +36,7 @@ from py_scheduler.framework.config import (
     load_config,
     missing_default_plugins,
 )
+from py_scheduler.framework.features import apply_feature_gates
 from py_scheduler.framework.runtime import Algorithm, Framework
 from py_scheduler.queue.scheduling_queue import PriorityQueue
 
@@ -70,7 +71,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
     ``leader_elect`` / ``lease_name`` / ``lease_namespace`` override the file's ``leaderElection``
     when given. ``metrics_bind_address`` ``host:port`` serves /metrics, /healthz, /livez, /readyz
     (empty: no server). ``feature_gates`` is kube-scheduler's ``--feature-gates`` list
-    (``OpportunisticBatching=false``; the only gate py-scheduler reads).
+    (:mod:`py_scheduler.framework.features`, shared with ``explain`` and ``simulate``).
     """
     setup_logging(verbosity)
     try:
@@ -95,38 +96,6 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         return _event_loop_run(_run(cfg, kc, metrics_bind_address))
     except KeyboardInterrupt:
         return 0
-
-
-FEATURE_GATES = ("OpportunisticBatching",)
-"""The ``--feature-gates`` py-scheduler understands."""
-
-
-def apply_feature_gates(spec: str) -> dict[str, bool]:
-    """Parse ``--feature-gates`` (``Name=true|false,...``) and apply it process-wide
-    (``OpportunisticBatching`` sets ``runtime.OPPORTUNISTIC_BATCHING_DEFAULT`` for the profiles built
-    after). Returns the gates given.
-
-    Raises:
-        ValueError: an entry without ``=``, a value other than true / false, or an unknown gate
-            (``unrecognized feature gate: X``, as upstream).
-    """
-    from py_scheduler.framework import runtime
-
-    gates: dict[str, bool] = {}
-    for item in (x.strip() for x in spec.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or value.strip().lower() not in ("true", "false"):
-            raise ValueError(f"missing bool value for {name}" if not sep else
-                             f"invalid value of {name}={value.strip()}, err: must be true or false")
-        if name not in FEATURE_GATES:
-            raise ValueError(f"unrecognized feature gate: {name}")
-        gates[name] = value.strip().lower() == "true"
-    if "OpportunisticBatching" in gates:
-        runtime.OPPORTUNISTIC_BATCHING_DEFAULT = gates["OpportunisticBatching"]
-    return gates
 
 
 GC_THRESHOLDS = (50_000, 20, 100)

@@ -27,7 +27,14 @@ import sys
 from pathlib import Path
 
 from py_scheduler.offline.engine import OfflineScheduler, Outcome, ProfileError, queue_order
-from py_scheduler.offline.loader import ClusterData, SnapshotError, load_snapshot_file, pending_pods, pod_key
+from py_scheduler.offline.loader import (
+    ClusterData,
+    SnapshotError,
+    load_snapshot_file,
+    note_skipped,
+    pending_pods,
+    pod_key,
+)
 from py_scheduler.offline.render import make_console, print_explain
 
 __all__ = ["OUTPUT_FORMATS", "explain_main", "fail", "outcome_json"]
@@ -56,8 +63,9 @@ def _load(snapshot: Path | None, kubeconfig: Path | None) -> ClusterData:
 
 
 def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None, config: Path | None,
-                 output: str) -> int:
-    """Run ``explain``; returns the exit status (0 ok, 2 error). See the module docstring."""
+                 output: str, feature_gates: str = "") -> int:
+    """Run ``explain``; returns the exit status (0 ok, 2 error). See the module docstring.
+    ``feature_gates``: kube-scheduler's ``--feature-gates`` (as ``run``)."""
     if output not in OUTPUT_FORMATS:
         return fail(f"-o/--output must be one of {', '.join(OUTPUT_FORMATS)}, not {output!r}")
     if (snapshot is None) == (kubeconfig is None):
@@ -66,7 +74,8 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         return fail(f"--pod must be NAMESPACE/NAME (or NAME in namespace default), not {pod!r}")
     try:
         data = _load(snapshot, kubeconfig)
-        sched = OfflineScheduler.from_data(data, config)
+        note_skipped(data)
+        sched = OfflineScheduler.from_data(data, config, feature_gates)
     except (SnapshotError, ProfileError) as exc:
         return fail(str(exc))
 
