@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from py_scheduler.cache.snapshot import ClusterObjects
-from py_scheduler.framework import signers
+from py_scheduler.framework import features, signers
 from py_scheduler.framework.config import ConfigError
 from py_scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -331,7 +331,8 @@ class _InclusionContext:
             return False
         if c.node_taints_policy == POLICY_HONOR:
             taints = ((node or {}).get("spec") or {}).get("taints") or []
-            if find_untolerated_taint(taints, self.tolerations, _DO_NOT_SCHEDULE_EFFECTS) is not None:
+            if find_untolerated_taint(taints, self.tolerations, _DO_NOT_SCHEDULE_EFFECTS,
+                                      features.enabled(features.TAINT_TOLERATION_COMPARISON_OPERATORS)) is not None:
                 return False
         return True
 
