@@ -19,6 +19,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from py_scheduler.app.informers import KINDS, KINDS_BY_NAME, Informers, ObjectStore
 from py_scheduler.app.kube import Kube, KubeError
+from py_scheduler.app.reflector import Reflector
 from tests.unit.app.fakes import FakeKube
 from tests.unit.app.test_informers import handlers, node, pod
 from tests.unit.app.test_reflector import Recorder, _reflector, _running, _serve, _stop, wait_until
@@ -437,3 +438,28 @@ async def test_many_gaps_in_a_row_end_consistent() -> None:
         stop.set()
         await asyncio.wait_for(task, timeout=5)
 
+
+
+# -- an optional kind whose API is not served ----------------------------------------------------
+
+
+async def test_an_absent_optional_kind_counts_as_listed_and_is_listed_again_until_served() -> None:
+    """DeviceClass (resource.k8s.io) on a cluster without DRA: the LIST's 404 makes the kind empty and
+    synced (start-up is not held up), nothing is watched, and the LIST is tried again every
+    ``absent_retry`` seconds; once served, its objects arrive and the watch starts."""
+    wk = KINDS_BY_NAME["DeviceClass"]
+    kube = FakeKube()
+    rec = Recorder()
+    r = Reflector(kube, wk, ObjectStore(), rec.on_delta, min_watch_timeout=60,  # type: ignore[arg-type]
+                  backoff_initial=0.01, backoff_max=0.02, absent_retry=0.01)
+    stop, task = await _running(r)
+    try:
+        assert r.absent and kube.watch_calls == []
+        await wait_until(lambda: len(kube.list_calls) >= 3)
+        assert kube.watch_calls == []
+        kube.lists[wk.list_path] = ([{"metadata": {"name": "gpu", "resourceVersion": "7"}}], "7")
+        await wait_until(lambda: len(kube.watch_calls) == 1)
+        assert not r.absent and rec.deltas == [(None, "gpu@7")]
+        assert kube.watch_calls[0][1]["resourceVersion"] == "7"
+    finally:
+        await _stop(stop, task)
