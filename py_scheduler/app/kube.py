@@ -253,7 +253,7 @@ class Kube:
         await self.api.close()
 
     def endpoint(self) -> Endpoint:
-        """The server and credentials (for kopf's login handler)."""
+        """The server and credentials (paths to PEM files, the bearer token)."""
         cfg = self.api.configuration
         token = (cfg.api_key or {}).get("BearerToken")
         if isinstance(token, str) and token.lower().startswith("bearer "):
