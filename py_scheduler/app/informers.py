@@ -272,6 +272,7 @@ class Informers:
         self._reflector_tasks: dict[str, asyncio.Task[None]] = {}
         self._relisting: set[str] = set()
         self._others_due: set[str] = set()
+        self._gap_since: float | None = None
 
     @property
     def unavailable(self) -> set[str]:
@@ -290,6 +291,8 @@ class Informers:
             return
         if not self._relisting:
             log.info("re-listing %s (%s): scheduling paused until the caches are reconciled", kind, reason)
+        began = self.reflectors[kind].blind_since
+        self._gap_since = began if self._gap_since is None else min(self._gap_since, began)
         self._relisting.add(kind)
         self.consistent.clear()
 
@@ -382,11 +385,20 @@ class Informers:
                 return
             self._check_reflectors()
             if self._others_due:
-                # A reflector re-listed after a gap: the other watches broke too; re-list them now
-                # (best effort: a kind failing to LIST must not keep scheduling paused).
+                # A reflector re-listed after a gap: the other watches broke too; re-list now every
+                # kind not listed since the gap began (the re-listed kind's ``blind_since``): after an
+                # API server restart every watch gets 410 in turn, and a kind whose own re-list, or
+                # the previous round, came after the gap began is up to date - 19 kinds must not
+                # re-list each other. Best effort: a kind failing to LIST must not keep scheduling
+                # paused.
                 due, self._others_due = self._others_due, set()
-                log.debug("%s re-listed; re-listing every other kind", ", ".join(sorted(due)))
-                await self._reconcile_kinds(wk for wk in self.kinds if wk.kind not in due)
+                since = self._gap_since if self._gap_since is not None else time.monotonic()
+                if not self._relisting:
+                    self._gap_since = None
+                stale = [wk for wk in self.kinds if wk.kind not in due and wk.kind not in self._relisting
+                         and self.reflectors[wk.kind].list_started < since]
+                log.debug("%s re-listed; re-listing %s", ", ".join(sorted(due)), ", ".join(wk.kind for wk in stale))
+                await self._reconcile_kinds(stale)
             if not self._relisting and not self.consistent.is_set():
                 log.info("caches reconciled after the watch gap: scheduling resumed")
                 self.consistent.set()

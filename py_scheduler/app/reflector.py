@@ -227,6 +227,11 @@ class Reflector:
             kind whose API is absent, once that was found out (the kind is then empty).
         absent: the last LIST of an optional kind answered 404 (the API is not served).
         lists, watches, events: counters (LISTs done, watches opened, watch events applied).
+        list_started: ``time.monotonic()`` when the last complete LIST was sent (-inf before).
+        blind_since: ``time.monotonic()`` since when changes may have been missed: the end of the last
+            watch (closed by the server or broken), or this reflector's own last LIST when no watch
+            ended since (a LIST the informers run beside a running watch does not count: the watch
+            still resumes from where it was). After a 410 it is when the gap began.
     """
 
     def __init__(self, kube: WatchSource, wk: WatchedKind, store: ObjectStore, on_delta: DeltaHandler, *,
@@ -251,6 +256,8 @@ class Reflector:
         self.last_rv = ""
         self.listed = asyncio.Event()
         self.lists = 0
+        self.list_started = float("-inf")
+        self.blind_since = float("-inf")
         self.watches = 0
         self.events = 0
         self._lock = asyncio.Lock()
@@ -268,6 +275,7 @@ class Reflector:
             KubeError: the LIST failed (the store keeps what was applied so far; nothing is deleted).
         """
         async with self._lock:
+            started = time.monotonic()
             wk = self.wk
             seen: set[str] = set()
             changes = 0
@@ -293,6 +301,7 @@ class Reflector:
                 changes += 1
                 self.on_delta(wk, old, new)
             self.lists += 1
+            self.list_started = started
             # A re-LIST racing a running watch (the informers' resync) must not move the watch's
             # resourceVersion back: the watch moved it while the LIST ran, it is the newer one.
             if list_rv and self.last_rv == rv_before:
@@ -344,6 +353,8 @@ class Reflector:
                     status = code if isinstance(code, int) else 0
                     reason, message = str(obj.get("reason") or ""), str(obj.get("message") or "")
                     if is_expired(status, reason, message):
+                        if n:  # a watch that was delivering: what it missed is unknown, up to now
+                            self.blind_since = time.monotonic()
                         raise ResourceExpired(message or reason)
                     raise KubeError(status, reason or "WatchError", message, "WATCH", wk.list_path)
                 meta = obj.get("metadata")
@@ -413,6 +424,7 @@ class Reflector:
                         self.on_relist_end(0, False)
                     delay = await self._backoff(delay)
                     continue
+                self.blind_since = self.list_started  # the watch below starts from this LIST
                 if gap_reason and self.on_relist_end is not None:
                     self.on_relist_end(changes, True)
                 need_list, gap_reason = False, ""
@@ -430,10 +442,12 @@ class Reflector:
                 need_list, gap_reason = True, f"410 Gone: {exc}"
                 continue
             except KubeError as exc:
+                self.blind_since = time.monotonic()
                 log.info("%s watch failed (%s): re-watching from resourceVersion %s in %.1fs", wk.kind, exc,
                          self.last_rv, delay)
                 delay = await self._backoff(delay)
                 continue
+            self.blind_since = time.monotonic()
             if n == 0 and time.monotonic() - started < 1.0:
                 # reflector.go's VeryShortWatchError: a server closing watches at once must not spin us
                 log.info("%s watch ended at once without an event; re-watching in %.1fs", wk.kind, delay)

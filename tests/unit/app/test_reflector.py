@@ -317,7 +317,10 @@ async def test_informers_sync_from_the_reflector_and_a_pod_410_reconciles_every_
         assert inf.pod("default", "pending") is not None and queue.where("default", "pending") == ACTIVE_Q
         assert cache.pod_count() == 1
         assert sorted(cache.node_names()) == ["gone", "keep"]
-        # a gap: Node "gone" and Pod "bound" deleted
+        # a gap: the Pod watch breaks (after every kind's start-up LIST), Node "gone" and Pod "bound"
+        # are deleted meanwhile; the Pods' reconnect gets 410
+        kube.watch_feed(PODS).put_nowait(KubeError(0, "ServerDisconnectedError", "", "WATCH", PODS))
+        await wait_until(lambda: inf.reflectors["Pod"].watches == 2)
         kube.lists["/api/v1/nodes"] = ([node("keep", 1)], "9")
         kube.lists[PODS] = ([pod("pending", 4)], "9")
         kube.watch_feed(PODS).put_nowait({"type": "ERROR", "object": {"code": 410, "reason": "Expired"}})

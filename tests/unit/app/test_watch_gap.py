@@ -12,6 +12,7 @@ path: tests/unit/app/test_reflector.py.)
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 from py_scheduler.app.informers import KINDS, Informers
 from py_scheduler.app.kube import KubeError
@@ -128,6 +129,42 @@ async def test_a_node_deleted_during_a_watch_gap_becomes_a_node_delete_event() -
         assert deletes == [(node("gone", 2), None)]
         await asyncio.wait_for(inf.consistent.wait(), timeout=5)
         assert inf.reflectors["Node"].last_rv == "9"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=5)
+
+
+async def test_watches_gone_in_turn_relist_each_kind_once() -> None:
+    """After a kube-apiserver restart with etcd compacted every watch breaks, then each gets 410 on
+    its own reconnect, in turn: the first re-list (Pods) re-lists every other kind; a kind whose 410
+    comes later re-lists itself only - the others were listed after its gap began."""
+    h, cache, _ = handlers()
+    kube = _kube_listing_everything()
+    kube.lists[NODES] = ([node("keep", 1), node("gone", 2)], "2")
+    inf = Informers(kube, h, resync_period=0)  # type: ignore[arg-type]
+    for r in inf.reflectors.values():
+        r.backoff_initial = r.backoff_max = 0.01
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(inf.run(stop))
+    try:
+        await asyncio.wait_for(inf.synced.wait(), timeout=5)
+        assert len(kube.list_calls) == len(KINDS)
+        watches = len(kube.watch_calls)
+        for wk in KINDS:  # the restart: every watch breaks, each reflector re-watches after its backoff
+            kube.watch_feed(wk.list_path).put_nowait(KubeError(0, "ServerDisconnectedError", "", "WATCH", ""))
+        await wait_until(lambda: len(kube.watch_calls) == watches + len(KINDS))
+        kube.lists[NODES] = ([node("keep", 1)], "9")
+        kube.watch_feed("/api/v1/pods").put_nowait(KubeError(410, "Expired", "too old", "WATCH", "pods"))
+        await wait_until(lambda: len(kube.list_calls) == 2 * len(KINDS) and inf.consistent.is_set())
+        assert cache.node_names() == ["keep"]
+        for wk in KINDS:  # the others' 410s arrive later, one by one
+            if wk.kind != "Pod":
+                kube.watch_feed(wk.list_path).put_nowait(KubeError(410, "Expired", "too old", "WATCH", ""))
+        await wait_until(lambda: len(kube.list_calls) >= 3 * len(KINDS) - 1 and inf.consistent.is_set())
+        for _ in range(20):
+            await asyncio.sleep(0)  # let any further (wrong) re-list start
+        # start-up, the Pods' gap (Pods + every other kind), each other kind's own 410: no more
+        assert Counter(kube.list_calls) == {wk.list_path: 2 if wk.kind == "Pod" else 3 for wk in KINDS}
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=5)
