@@ -16,9 +16,10 @@ no second client, no second listing and no timing heuristic.
 
 Consistency after a gap: when a reflector re-lists after ``410 Gone`` it says so
 (``on_relist_start`` / ``on_relist_end``); :attr:`Informers.consistent` is cleared until that re-list
-is applied and the other kinds have been re-listed too (their watches broke at the same time, but
-may resume without a 410 only later: a Pod re-listed must not be bound to a Node deleted in the same
-gap that the Node reflector has not noticed yet). The scheduling loop pauses while it is clear.
+is applied and the other kinds not listed since the gap began (the reflector's ``blind_since``) have
+been re-listed too (their watches broke at the same time, but may get their own 410 only later: a
+Pod re-listed must not be bound to a Node deleted in the same gap that the Node reflector has not
+noticed yet). The scheduling loop pauses while it is clear.
 A full re-list of every kind also runs every ``resync_period`` as a safety net.
 """
 
