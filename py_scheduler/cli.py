@@ -11,6 +11,12 @@ from typing import Annotated
 
 import typer
 
+FeatureGates = Annotated[str, typer.Option(
+    help="kube-scheduler feature gates, e.g. OpportunisticBatching=false,TaintTolerationComparisonOperators=true "
+         "(v1.37 defaults: OpportunisticBatching on, TaintTolerationComparisonOperators off)")]
+"""``--feature-gates``, the same option and the same path (``py_scheduler.framework.features``) for the
+three commands."""
+
 app = typer.Typer(
     add_completion=False, no_args_is_help=True,
     help="An out-of-tree Kubernetes scheduler: kube-scheduler v1.37's default profile plus GPU plugins.",
@@ -29,8 +35,7 @@ def run(
     metrics_bind_address: Annotated[str, typer.Option(help="host:port for /metrics, /healthz, /livez, /readyz "
                                                       "(empty: off)")] = "0.0.0.0:10259",
     v: Annotated[int, typer.Option("--v", help="log verbosity (kube-scheduler style; 10 logs every plugin score)")] = 2,
-    feature_gates: Annotated[str, typer.Option(
-        help="kube-scheduler feature gates, e.g. OpportunisticBatching=false (on by default)")] = "",
+    feature_gates: FeatureGates = "",
     decisions_capacity: Annotated[int, typer.Option(
         help="decision records kept in memory for /debug/decisions (0: none; ~0.8 KiB each)")] = 50_000,
     decisions_top_k: Annotated[int, typer.Option(help="nodes whose scores each decision record keeps, "
@@ -55,6 +60,7 @@ def explain(
         help="NAMESPACE/NAME of the Pod to explain (default: every pending Pod)")] = None,
     config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")] = None,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json (JSON Lines)")] = "table",
+    feature_gates: FeatureGates = "",
     recompute: Annotated[bool, typer.Option(
         "--recompute", help="for a bound Pod, recompute on the cluster as it is now instead of showing the "
         "decision the scheduler recorded")] = False,
@@ -73,7 +79,8 @@ def explain(
 
     raise typer.Exit(explain_main(snapshot=snapshot, kubeconfig=kubeconfig, pod=pod, config=config, output=output,
                                   recompute=recompute, lease=lease, scheduler_port=scheduler_port,
-                                  scheduler_scheme=scheduler_scheme, decisions_url=decisions_url))
+                                  scheduler_scheme=scheduler_scheme, decisions_url=decisions_url,
+                                  feature_gates=feature_gates))
 
 
 @app.command()
@@ -83,11 +90,13 @@ def simulate(
     config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="add explain's table per Pod")] = False,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json")] = "table",
+    feature_gates: FeatureGates = "",
 ) -> None:
     """Schedule every pending Pod of a snapshot in queue order and show where each lands."""
     from py_scheduler.offline.simulate import simulate_main
 
-    raise typer.Exit(simulate_main(snapshot=snapshot, config=config, explain=explain, output=output))
+    raise typer.Exit(simulate_main(snapshot=snapshot, config=config, explain=explain, output=output,
+                                   feature_gates=feature_gates))
 
 
 def main() -> None:

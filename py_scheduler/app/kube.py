@@ -11,12 +11,12 @@ Behaviour (as client-go's rest client + kube-scheduler's client settings):
 - client-side rate limit: a token bucket of ``qps`` / ``burst`` (kube-scheduler: 50 / 100), and a
   second one of the same size for Events (kube-scheduler records events through its own client);
 - retries with exponential backoff (0.2 s doubling, at most 5 s) on connection errors, timeouts,
-  429 (``Retry-After`` honoured) and 5xx, up to ``retries`` extra attempts;
+  429 (``Retry-After`` honoured) and 5xx, up to ``retries`` extra attempts (tenacity);
 - other errors raise :class:`KubeError` (``NotFound`` for 404, ``Conflict`` for 409) carrying the
   HTTP status, the Status ``reason`` and ``message``.
 
 Credentials come from a kubeconfig file or, without one, the in-cluster service account; tokens are
-never logged. :meth:`Kube.connection_info` gives kopf the same endpoint and credentials.
+never logged.
 
 Upstream: ``staging/src/k8s.io/client-go/rest`` (retry on 429/5xx with Retry-After,
 ``flowcontrol`` token bucket), ``pkg/scheduler/framework/plugins/defaultbinder/default_binder.go``
@@ -29,7 +29,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from urllib.parse import quote
 
 import aiohttp
 import orjson
+import tenacity
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
@@ -71,6 +72,9 @@ class KubeError(APIError):
     reason, e.g. ``NotFound``, ``Conflict``, ``AlreadyExists``), ``message``. A framework
     :class:`~py_scheduler.framework.handle.APIError`, so plugins handle it without knowing the client."""
 
+    retry_after: float | None = None
+    """Seconds the server asked to wait (``Retry-After`` of a 429), else None."""
+
     def __init__(self, status: int, reason: str, message: str, method: str = "", path: str = "") -> None:
         super().__init__(status, reason, message)
         self.method = method
@@ -98,6 +102,39 @@ def _error_for(status: int, body: bytes, method: str, path: str) -> KubeError:
         pass
     cls = NotFound if status == 404 else Conflict if status == 409 else KubeError
     return cls(status, reason, message, method, path)
+
+
+MAX_BACKOFF = 5.0
+"""Seconds: the longest wait between two attempts of one request (client-go's rest client caps at 10 s
+with jitter; kube-scheduler's writes are short-lived)."""
+
+
+def _retryable(exc: BaseException) -> bool:
+    """A connection error / timeout (status 0), 429 or 5xx: worth another attempt. Anything else
+    (4xx, the fence's own exception) is final."""
+    return isinstance(exc, KubeError) and (exc.status == 0 or exc.status == 429 or exc.status >= 500)
+
+
+def _retry_wait(initial: float) -> Callable[[tenacity.RetryCallState], float]:
+    """tenacity wait: the 429's ``Retry-After`` when given, else ``initial`` doubling per attempt up
+    to :data:`MAX_BACKOFF` (0.2, 0.4, 0.8, ... s)."""
+    exponential = tenacity.wait_exponential(multiplier=initial, max=MAX_BACKOFF)
+
+    def wait(rs: tenacity.RetryCallState) -> float:
+        exc = rs.outcome.exception() if rs.outcome is not None else None
+        ra = exc.retry_after if isinstance(exc, KubeError) else None
+        return ra if ra is not None else float(exponential(rs))
+
+    return wait
+
+
+def _log_retry(method: str, path: str) -> Callable[[tenacity.RetryCallState], None]:
+    def before_sleep(rs: tenacity.RetryCallState) -> None:
+        exc = rs.outcome.exception() if rs.outcome is not None else None
+        sleep = rs.next_action.sleep if rs.next_action is not None else 0.0
+        log.debug("retrying %s %s after %s (attempt %d, in %.1fs)", method, path, exc, rs.attempt_number, sleep)
+
+    return before_sleep
 
 
 class RateLimiter:
@@ -187,6 +224,8 @@ class Kube:
 
     initial_backoff = 0.2
     """Seconds before the first retry (doubling, at most 5 s)."""
+    retry_sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
+    """How a retry waits (tests record the waits)."""
 
     def __init__(self, api: k8s_client.ApiClient, qps: float = 50.0, burst: int = 100, retries: int = 5) -> None:
         self.api = api
@@ -215,7 +254,7 @@ class Kube:
         await self.api.close()
 
     def endpoint(self) -> Endpoint:
-        """The server and credentials (for kopf's login handler)."""
+        """The server and credentials (paths to PEM files, the bearer token)."""
         cfg = self.api.configuration
         token = (cfg.api_key or {}).get("BearerToken")
         if isinstance(token, str) and token.lower().startswith("bearer "):
@@ -250,16 +289,13 @@ class Kube:
         Raises:
             NotFound, Conflict, KubeError: the final failure after retries; whatever ``fence`` raises.
         """
-        attempts = (self.retries if retries is None else retries) + 1
-        delay = self.initial_backoff
-        last: KubeError | None = None
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
              if v is not None]
-        for attempt in range(attempts):
+
+        async def attempt() -> Any:
             await (limiter or self.limiter).acquire()
             if fence is not None:
                 fence()
-            retry_after: float | None = None
             try:
                 resp = await self.api.call_api(
                     path, method, query_params=q, header_params={"Content-Type": content_type, "Accept": JSON},
@@ -268,28 +304,22 @@ class Kube:
                 try:
                     data = await resp.read()
                     status = resp.status
-                    if status == 429:
-                        ra = resp.headers.get("Retry-After")
-                        retry_after = float(ra) if ra and ra.isdigit() else None
+                    ra = resp.headers.get("Retry-After") if status == 429 else None
                 finally:
                     resp.release()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                last = KubeError(0, type(exc).__name__, str(exc) or type(exc).__name__, method, path)
-            else:
-                if 200 <= status < 300:
-                    return _loads(data) if data else None
-                err = _error_for(status, data, method, path)
-                if status != 429 and status < 500:
-                    raise err
-                last = err
-            if attempt + 1 < attempts:
-                wait = retry_after if retry_after is not None else delay
-                log.debug("retrying %s %s after %s (attempt %d/%d, in %.1fs)", method, path, last, attempt + 1,
-                          attempts, wait)
-                await asyncio.sleep(wait)
-                delay = min(delay * 2, 5.0)
-        assert last is not None
-        raise last
+                raise KubeError(0, type(exc).__name__, str(exc) or type(exc).__name__, method, path) from exc
+            if 200 <= status < 300:
+                return _loads(data) if data else None
+            err = _error_for(status, data, method, path)
+            err.retry_after = float(ra) if ra and ra.isdigit() else None
+            raise err
+
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt((self.retries if retries is None else retries) + 1),
+            wait=_retry_wait(self.initial_backoff), retry=tenacity.retry_if_exception(_retryable),
+            before_sleep=_log_retry(method, path), reraise=True, sleep=self.retry_sleep)
+        return await retrying(attempt)
 
     # -- reads ---------------------------------------------------------------------------------------
     async def list_objects(self, path: str, *, field_selector: str | None = None, label_selector: str | None = None,

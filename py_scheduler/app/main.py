@@ -1,20 +1,13 @@
-"""``py-scheduler run``: wire config, API adapter, informers (the Pod reflector, kopf for the other
-kinds), cache, queue, leader election,
-the scheduling loop and the health/metrics server into one asyncio process.
+"""``py-scheduler run``: wire config, API adapter, informers (one reflector per watched kind), cache,
+queue, leader election, the scheduling loop and the health/metrics server into one asyncio process.
 
 Upstream: ``cmd/kube-scheduler/app/server.go`` (``Run``: start the informers, wait for the caches
 to sync, then run leader election and, while leading, the scheduler; flags override the config
 file) and ``pkg/scheduler/scheduler.go`` (one queue and one cache for all profiles).
 
 Shutdown (SIGTERM/SIGINT): stop popping, let in-flight bindings finish (5 s at most), release the
-Lease, stop kopf, exit 0. Exit codes: 0 after a clean shutdown, 1 for a bad configuration or
-kubeconfig, or when the watch machinery (kopf, or the Pod reflector) dies.
-
-kopf runs embedded: :func:`kopf.spawn_tasks` / :func:`kopf.run_tasks` with our registry and settings
-(``py_scheduler.app.informers``). kopf installs SIGINT/SIGTERM handlers of its own; they are replaced
-by ours right after, so a signal goes through our ordered shutdown. kopf cancels every task created
-after it started when it stops; the process's long-lived tasks are therefore started before kopf,
-and kopf is stopped last.
+Lease, stop the reflectors, exit 0. Exit codes: 0 after a clean shutdown, 1 for a bad configuration or
+kubeconfig, or when a long-lived task (the informers' reflectors included) dies.
 """
 
 from __future__ import annotations
@@ -27,8 +20,6 @@ import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
-
-import kopf
 
 from py_scheduler.app.binder import Binder
 from py_scheduler.app.decisions import DEFAULT_CAPACITY, DEFAULT_TOP_K, DecisionLog
@@ -49,6 +40,7 @@ from py_scheduler.framework.config import (
     load_config,
     missing_default_plugins,
 )
+from py_scheduler.framework.features import apply_feature_gates
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.runtime import Algorithm, Framework
 from py_scheduler.plugins import registry
@@ -87,7 +79,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
     ``leader_elect`` / ``lease_name`` / ``lease_namespace`` override the file's ``leaderElection``
     when given. ``metrics_bind_address`` ``host:port`` serves /metrics, /healthz, /livez, /readyz
     (empty: no server). ``feature_gates`` is kube-scheduler's ``--feature-gates`` list
-    (``OpportunisticBatching=false``; the only gate py-scheduler reads). ``decisions_capacity``
+    (:mod:`py_scheduler.framework.features`, shared with ``explain`` and ``simulate``). ``decisions_capacity``
     records (0: none) of ``decisions_top_k`` nodes each are kept for ``/debug/decisions``
     (:mod:`py_scheduler.app.decisions`).
     """
@@ -117,38 +109,6 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         return _event_loop_run(_run(cfg, kc, metrics_bind_address, decisions_capacity, decisions_top_k))
     except KeyboardInterrupt:
         return 0
-
-
-FEATURE_GATES = ("OpportunisticBatching",)
-"""The ``--feature-gates`` py-scheduler understands."""
-
-
-def apply_feature_gates(spec: str) -> dict[str, bool]:
-    """Parse ``--feature-gates`` (``Name=true|false,...``) and apply it process-wide
-    (``OpportunisticBatching`` sets ``runtime.OPPORTUNISTIC_BATCHING_DEFAULT`` for the profiles built
-    after). Returns the gates given.
-
-    Raises:
-        ValueError: an entry without ``=``, a value other than true / false, or an unknown gate
-            (``unrecognized feature gate: X``, as upstream).
-    """
-    from py_scheduler.framework import runtime
-
-    gates: dict[str, bool] = {}
-    for item in (x.strip() for x in spec.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or value.strip().lower() not in ("true", "false"):
-            raise ValueError(f"missing bool value for {name}" if not sep else
-                             f"invalid value of {name}={value.strip()}, err: must be true or false")
-        if name not in FEATURE_GATES:
-            raise ValueError(f"unrecognized feature gate: {name}")
-        gates[name] = value.strip().lower() == "true"
-    if "OpportunisticBatching" in gates:
-        runtime.OPPORTUNISTIC_BATCHING_DEFAULT = gates["OpportunisticBatching"]
-    return gates
 
 
 GC_THRESHOLDS = (50_000, 20, 100)
@@ -243,24 +203,14 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
         asyncio.create_task(after_sync(lambda: leader.run(stop)), name="leader election"),
         asyncio.create_task(after_sync(lambda: _freeze_heap_then(loop.run(stop))), name="scheduling loop"),
     ]
-    # Created before the snapshot of existing tasks: kopf cancels tasks it does not know as its own
-    # leftovers, and a cancelled stop_waiter would end the wait below with exit status 0.
     stop_waiter = asyncio.create_task(stop.wait(), name="stop")
-    existing = asyncio.all_tasks()
-    kopf_stop = asyncio.Event()
-    kopf_tasks = await kopf.spawn_tasks(registry=informers.build_registry(), settings=informers.build_settings(),
-                                        clusterwide=True, standalone=True, stop_flag=kopf_stop)
     running = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             running.add_signal_handler(sig, _on_signal, sig, stop)
-    kopf_runner = asyncio.create_task(kopf.run_tasks(kopf_tasks, ignored=existing), name="kopf")
 
-    await asyncio.wait({stop_waiter, kopf_runner, *ours}, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({stop_waiter, *ours}, return_when=asyncio.FIRST_COMPLETED)
     code = 0
-    if kopf_runner.done() and not stop.is_set():
-        log.error("the watch machinery (kopf) stopped unexpectedly: %r", _exc(kopf_runner))
-        code = 1
     for t in ours:
         if t.done() and not stop.is_set():
             log.error("task %s stopped unexpectedly: %r", t.get_name(), _exc(t))
@@ -270,13 +220,10 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     queue.close()
     await loop.drain(SHUTDOWN_DRAIN_SECONDS)
     await leader.release()
-    kopf_stop.set()
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(asyncio.shield(kopf_runner), timeout=10)
-    everything: list[asyncio.Task[Any]] = [*ours, stop_waiter, kopf_runner]
+    everything: list[asyncio.Task[Any]] = [*ours, stop_waiter]
     for t in everything:
         t.cancel()
-    await asyncio.gather(*ours, stop_waiter, kopf_runner, return_exceptions=True)
+    await asyncio.gather(*everything, return_exceptions=True)
     if health is not None:
         await health.stop()
     log.info("stopped")

@@ -1,23 +1,36 @@
-"""A lean LIST+WATCH of one kind (the Pod stream) straight into the informers' object store.
+"""The one watch machinery: a LIST+WATCH of one kind into the informers' store (client-go's
+reflector + indexer), used for every kind the scheduler reads (:data:`py_scheduler.cache.kinds.KINDS`).
 
 Upstream: ``staging/src/k8s.io/client-go/tools/cache/reflector.go`` (``ListAndWatch``: a paged LIST,
 then WATCH from the list's resourceVersion with ``allowWatchBookmarks`` and a ``timeoutSeconds``
 jittered in [5 min, 10 min]; a BOOKMARK only moves the resourceVersion; a watch the server ends is
 re-opened from the last resourceVersion; ``isExpiredError`` - ``410 Gone`` / reason ``Expired``,
-"too old resource version" - leads to a full re-LIST; other failures back off and retry).
+"too old resource version" - leads to a full re-LIST; other failures back off and retry),
+``tools/cache/delta_fifo.go`` (``Replace``: what a re-LIST lacks becomes a deletion) and
+``tools/cache/shared_informer.go`` (``processDeltas``: an update carries the stored old object and the
+new one).
 
-Why not kopf for Pods: kopf's per-event machinery (a worker task and queue per object, batching,
-handler dispatch) cost ~0.45 ms of CPU per Pod event on the benchmark (two events per scheduled Pod,
-~17% of the main thread), and its start-up listing was a second full copy of every Pod next to the
-informers' reconciling LIST (bench/RESULTS.md, issue 9). Here an event costs one orjson decode, one
-:meth:`ObjectStore.apply` and the handler; LIST pages are applied as they arrive and dropped.
+Informer semantics, per event: ADDED / MODIFIED give ``(old, new)`` with ``old`` the object the store
+held (None for an add), DELETED gives ``(old, None)``; a re-LIST gives the same deltas for what changed
+while no watch ran, and ``(old, None)`` for every stored object the LIST lacks. Nothing is guessed
+from timing: a re-LIST happens after a 410 (the reflector says so through ``on_relist_start`` /
+``on_relist_end``) or when the informers ask for one.
+
+Why our own and not kopf's watching: kopf's ``on.event`` gives the new object only, no re-list
+signal and no deletions for what vanished during a gap (informer semantics need all three), and its
+per-event machinery (a worker task and queue per object, handler dispatch) cost ~0.45 ms of CPU per
+Pod event on the benchmark against ~0.17 ms here (bench/RESULTS.md, issue 9). Here an event costs one
+orjson decode, one :meth:`ObjectStore.apply` and the handler; LIST pages are applied as they arrive
+and dropped.
 
 Differences from client-go, on purpose: the first LIST is a consistent read (no ``resourceVersion=0``
 from the watch cache: the scheduler starts from what etcd holds); a watch that fails with a
-connection error is re-opened from the last resourceVersion after a backoff (0.5 s doubling to 10 s,
-kopf's settings here) instead of re-listing at once - a 410 on that watch then leads to the re-list;
-the store is the informers' :class:`ObjectStore` (deltas, tombstones), so a re-list is an
-authoritative reconcile: what the LIST lacks and is not newer than it is deleted.
+connection error is re-opened from the last resourceVersion after a backoff (0.5 s doubling to 10 s)
+instead of re-listing at once - a 410 on that watch then leads to the re-list; an ``optional`` kind
+whose API is not served (LIST 404) counts as listed and empty, and is listed again every
+``absent_retry`` seconds; the store orders by resourceVersion and remembers deletions for a while, so
+a re-LIST the informers run while this kind's watch is still delivering (after another kind's gap)
+can neither resurrect a deleted object nor move an object back.
 """
 
 from __future__ import annotations
@@ -27,13 +40,11 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Protocol
 
-from py_scheduler.app.kube import KubeError
-
-if TYPE_CHECKING:
-    from py_scheduler.app.informers import ObjectStore, WatchedKind
+from py_scheduler.app.kube import KubeError, NotFound
+from py_scheduler.cache.kinds import WatchedKind
 
 log = logging.getLogger("py_scheduler.reflector")
 
@@ -44,6 +55,132 @@ MIN_WATCH_TIMEOUT = 300.0
 each watch asks for a random value in [min, 2 * min]."""
 BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 10.0
+ABSENT_RETRY = 60.0
+"""Seconds between LISTs of an optional kind whose API the cluster does not serve."""
+
+Delta = tuple[Obj | None, Obj | None]
+
+
+def _rv(obj: Obj | None) -> int | None:
+    raw = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(str(raw))
+    except (TypeError, ValueError):
+        return None
+
+
+def _strip(obj: Obj) -> Obj:
+    """Drop ``metadata.managedFields`` (upstream's informer transform) to save memory."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+class ObjectStore:
+    """The informers' store (client-go's ``Indexer``): the last object per kind and key, turning
+    watch events and LIST items into ``(old, new)`` deltas.
+
+    An event older than the stored object (resourceVersions of one resource are etcd revisions and
+    compare as integers) changes nothing, and a deletion is remembered ``tombstone_ttl`` seconds, so a
+    LIST taken before a deletion the watch already delivered cannot resurrect the object. One
+    reflector writes a kind; its re-LIST may overlap its own watch only when the informers ask for
+    one while the watch runs (after another kind's gap, or the periodic resync).
+    """
+
+    def __init__(self, now: Callable[[], float] = time.monotonic, tombstone_ttl: float = 900.0) -> None:
+        self._now = now
+        self.tombstone_ttl = tombstone_ttl
+        self._objs: dict[str, dict[str, Obj]] = {}
+        self._tombs: dict[str, dict[str, tuple[int | None, float]]] = {}
+
+    def get(self, kind: str, key: str) -> Obj | None:
+        return self._objs.get(kind, {}).get(key)
+
+    def list_kind(self, kind: str) -> list[Obj]:
+        """Every stored object of ``kind``."""
+        return list(self._objs.get(kind, {}).values())
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._objs.values())
+
+    def _bury(self, kind: str, key: str, rv: int | None) -> None:
+        self._tombs.setdefault(kind, {})[key] = (rv, self._now())
+
+    def apply(self, wk: WatchedKind, etype: str | None, obj: Obj) -> Delta | None:
+        """Apply one event (``ADDED``/``MODIFIED``/``DELETED``, None for a listing); returns the
+        delta, or None when it changes nothing (duplicate or stale)."""
+        key = wk.key(obj)
+        objs = self._objs.setdefault(wk.kind, {})
+        cur = objs.get(key)
+        rv = _rv(obj)
+        if etype == "DELETED":
+            if cur is None:
+                self._bury(wk.kind, key, rv)
+                return None
+            cur_rv = _rv(cur)
+            if rv is not None and cur_rv is not None and rv < cur_rv:
+                return None
+            del objs[key]
+            self._bury(wk.kind, key, rv)
+            return cur, None
+        if cur is not None:
+            cur_rv = _rv(cur)
+            if rv is not None and cur_rv is not None and rv <= cur_rv:
+                return None
+            if cur_rv is None and rv is None and cur == obj:
+                return None
+            objs[key] = _strip(obj)
+            return cur, obj
+        tomb = self._tombs.get(wk.kind, {}).get(key)
+        if tomb is not None and rv is not None and tomb[0] is not None and rv <= tomb[0]:
+            return None
+        self._tombs.get(wk.kind, {}).pop(key, None)
+        objs[key] = _strip(obj)
+        return None, obj
+
+    def reconcile(self, wk: WatchedKind, items: Iterable[Obj], list_rv: str) -> list[Delta]:
+        """Apply an authoritative LIST taken at ``list_rv``: upsert what it has, delete what it lacks
+        unless the stored object is newer than the LIST."""
+        deltas: list[Delta] = []
+        seen: set[str] = set()
+        for obj in items:
+            seen.add(wk.key(obj))
+            d = self.apply(wk, None, obj)
+            if d is not None:
+                deltas.append(d)
+        deltas.extend(self.sweep(wk, seen, list_rv))
+        return deltas
+
+    def sweep(self, wk: WatchedKind, seen: set[str], list_rv: str) -> list[Delta]:
+        """The deletions of an authoritative LIST taken at ``list_rv`` whose items' keys are ``seen``
+        (already applied, e.g. page by page): every stored object of ``wk`` not seen and not newer than
+        the LIST is deleted and remembered (tombstone). Returns the ``(old, None)`` deltas."""
+        deltas: list[Delta] = []
+        try:
+            lrv: int | None = int(list_rv)
+        except ValueError:
+            lrv = None
+        objs = self._objs.setdefault(wk.kind, {})
+        for key, cur in list(objs.items()):
+            if key in seen:
+                continue
+            cur_rv = _rv(cur)
+            if lrv is None or cur_rv is None or cur_rv <= lrv:
+                del objs[key]
+                self._bury(wk.kind, key, lrv)
+                deltas.append((cur, None))
+        self.prune_tombstones()
+        return deltas
+
+    def prune_tombstones(self) -> None:
+        limit = self._now() - self.tombstone_ttl
+        for tombs in self._tombs.values():
+            for key in [k for k, (_, t) in tombs.items() if t < limit]:
+                del tombs[key]
+
+
+
 
 
 class WatchSource(Protocol):
@@ -82,11 +219,19 @@ class Reflector:
         on_relist_end: called after that re-LIST with ``(changes, ok)``.
         min_watch_timeout: seconds, see :data:`MIN_WATCH_TIMEOUT`.
         page_limit: items per LIST page.
+        absent_retry: seconds between LISTs of an ``optional`` kind the cluster does not serve.
 
     Attributes:
         last_rv: the resourceVersion the next watch starts from ("" before the first LIST).
-        listed: set once the first LIST has been applied (the kind's initial sync).
+        listed: set once the first LIST has been applied (the kind's initial sync); for an optional
+            kind whose API is absent, once that was found out (the kind is then empty).
+        absent: the last LIST of an optional kind answered 404 (the API is not served).
         lists, watches, events: counters (LISTs done, watches opened, watch events applied).
+        list_started: ``time.monotonic()`` when the last complete LIST was sent (-inf before).
+        blind_since: ``time.monotonic()`` since when changes may have been missed: the end of the last
+            watch (closed by the server or broken), or this reflector's own last LIST when no watch
+            ended since (a LIST the informers run beside a running watch does not count: the watch
+            still resumes from where it was). After a 410 it is when the gap began.
     """
 
     def __init__(self, kube: WatchSource, wk: WatchedKind, store: ObjectStore, on_delta: DeltaHandler, *,
@@ -94,7 +239,7 @@ class Reflector:
                  on_relist_end: Callable[[int, bool], None] | None = None,
                  min_watch_timeout: float = MIN_WATCH_TIMEOUT, page_limit: int = 500,
                  backoff_initial: float = BACKOFF_INITIAL, backoff_max: float = BACKOFF_MAX,
-                 rand: Callable[[], float] = random.random) -> None:
+                 rand: Callable[[], float] = random.random, absent_retry: float = ABSENT_RETRY) -> None:
         self.kube = kube
         self.wk = wk
         self.store = store
@@ -106,9 +251,13 @@ class Reflector:
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self._rand = rand
+        self.absent_retry = absent_retry
+        self.absent = False
         self.last_rv = ""
         self.listed = asyncio.Event()
         self.lists = 0
+        self.list_started = float("-inf")
+        self.blind_since = float("-inf")
         self.watches = 0
         self.events = 0
         self._lock = asyncio.Lock()
@@ -119,39 +268,60 @@ class Reflector:
         returns the number of deltas (changes the watch had not delivered). Moves :attr:`last_rv` to
         the list's resourceVersion unless a running watch moved it meanwhile (a resync racing the
         watch). Items without object metadata are skipped (logged). One LIST at a time (a concurrent
-        caller waits for its turn).
+        caller waits for its turn). An ``optional`` kind whose LIST answers 404 is empty: whatever the
+        store held of it is deleted and :attr:`absent` is set.
 
         Raises:
             KubeError: the LIST failed (the store keeps what was applied so far; nothing is deleted).
         """
         async with self._lock:
+            started = time.monotonic()
             wk = self.wk
             seen: set[str] = set()
             changes = 0
             list_rv = ""
             rv_before = self.last_rv
-            async for items, rv in self.kube.list_pages(wk.list_path, field_selector=wk.field_selector,
-                                                        limit=self.page_limit):
-                list_rv = rv
-                for obj in items:
-                    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
-                        log.warning("%s list: ignoring an item without object metadata: %.200r", wk.kind, obj)
-                        continue
-                    seen.add(wk.key(obj))
-                    delta = self.store.apply(wk, None, obj)
-                    if delta is not None:
-                        changes += 1
-                        self.on_delta(wk, *delta)
-                del items
+            try:
+                async for items, rv in self.kube.list_pages(wk.list_path, field_selector=wk.field_selector,
+                                                            limit=self.page_limit):
+                    list_rv = rv
+                    changes += self._apply_page(items, seen)
+                    del items
+            except NotFound:
+                if not wk.optional:
+                    raise
+                if not self.absent:
+                    log.info("%s (%s) is not served by this cluster; not watching it", wk.kind, wk.group_version)
+                self.absent = True
+                seen.clear()
+                list_rv = ""
+            else:
+                self.absent = False
             for old, new in self.store.sweep(wk, seen, list_rv):
                 changes += 1
                 self.on_delta(wk, old, new)
             self.lists += 1
+            self.list_started = started
             # A re-LIST racing a running watch (the informers' resync) must not move the watch's
             # resourceVersion back: the watch moved it while the LIST ran, it is the newer one.
             if list_rv and self.last_rv == rv_before:
                 self.last_rv = list_rv
             return changes
+
+    def _apply_page(self, items: Iterable[Any], seen: set[str]) -> int:
+        """Apply one LIST page to the store (keys added to ``seen``); returns the deltas delivered."""
+        wk = self.wk
+        changes = 0
+        for obj in items:
+            if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+                log.warning("%s list: ignoring an item without object metadata: %.200r", wk.kind, obj)
+                continue
+            seen.add(wk.key(obj))
+            delta = self.store.apply(wk, None, obj)
+            if delta is not None:
+                changes += 1
+                self.on_delta(wk, *delta)
+        return changes
 
     # -- WATCH ---------------------------------------------------------------------------------------
     def _watch_query(self) -> dict[str, Any]:
@@ -183,6 +353,8 @@ class Reflector:
                     status = code if isinstance(code, int) else 0
                     reason, message = str(obj.get("reason") or ""), str(obj.get("message") or "")
                     if is_expired(status, reason, message):
+                        if n:  # a watch that was delivering: what it missed is unknown, up to now
+                            self.blind_since = time.monotonic()
                         raise ResourceExpired(message or reason)
                     raise KubeError(status, reason or "WatchError", message, "WATCH", wk.list_path)
                 meta = obj.get("metadata")
@@ -252,11 +424,16 @@ class Reflector:
                         self.on_relist_end(0, False)
                     delay = await self._backoff(delay)
                     continue
+                self.blind_since = self.list_started  # the watch below starts from this LIST
                 if gap_reason and self.on_relist_end is not None:
                     self.on_relist_end(changes, True)
                 need_list, gap_reason = False, ""
                 self.listed.set()
                 delay = self.backoff_initial
+                if self.absent:
+                    await asyncio.sleep(self.absent_retry)  # nothing to watch; look again later
+                    need_list = True
+                    continue
             started = time.monotonic()
             try:
                 n = await self.watch_once()
@@ -265,10 +442,12 @@ class Reflector:
                 need_list, gap_reason = True, f"410 Gone: {exc}"
                 continue
             except KubeError as exc:
+                self.blind_since = time.monotonic()
                 log.info("%s watch failed (%s): re-watching from resourceVersion %s in %.1fs", wk.kind, exc,
                          self.last_rv, delay)
                 delay = await self._backoff(delay)
                 continue
+            self.blind_since = time.monotonic()
             if n == 0 and time.monotonic() - started < 1.0:
                 # reflector.go's VeryShortWatchError: a server closing watches at once must not spin us
                 log.info("%s watch ended at once without an event; re-watching in %.1fs", wk.kind, delay)

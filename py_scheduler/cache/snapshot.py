@@ -20,21 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from py_scheduler.cache.kinds import CLUSTER_KINDS, NAMESPACED_KINDS
 from py_scheduler.framework.lister import D, DerivedFactory, NodeDerived
 from py_scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo, PodParseError, pod_pvc_keys
 
 Obj = dict[str, Any]
 
 __all__ = ["ClusterObjects", "Snapshot", "node_tree_order", "zone_key"]
-
-NAMESPACED_KINDS = (
-    "Service", "ReplicaSet", "StatefulSet", "ReplicationController", "PersistentVolumeClaim",
-    "CSIStorageCapacity", "ResourceClaim", "PodDisruptionBudget",
-)
-CLUSTER_KINDS = (
-    "Namespace", "PersistentVolume", "StorageClass", "CSINode", "CSIDriver", "ResourceSlice",
-    "DeviceClass", "DeviceTaintRule", "PriorityClass", "VolumeAttachment",
-)
 
 
 class ClusterObjects:

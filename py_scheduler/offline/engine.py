@@ -94,18 +94,27 @@ class Outcome:
         return self.result.totals.get(sel) if sel is not None else None
 
 
-def load_frameworks(config: Path | None, handle: Handle | None = None) -> tuple[dict[str, Framework], str, int]:
-    """Build every profile of ``config`` (the default configuration when None).
+def load_frameworks(config: Path | None, handle: Handle | None = None,
+                    feature_gates: str = "") -> tuple[dict[str, Framework], str, int]:
+    """Build every profile of ``config`` (the default configuration when None) under the
+    ``--feature-gates`` ``feature_gates`` (:func:`py_scheduler.framework.features.apply_feature_gates`,
+    the path ``run`` takes too; "" is every gate at its v1.37 default).
 
     Returns (schedulerName -> Framework, the default profile's name, the global
     percentageOfNodesToScore). The default profile is ``py-scheduler`` when configured, else the
     first profile.
 
     Raises:
-        ProfileError: the file cannot be loaded (or this build cannot load configuration files),
-        or a profile cannot be built (unknown plugin, bad args).
+        ProfileError: invalid feature gates, the file cannot be loaded (or this build cannot load
+        configuration files), or a profile cannot be built (unknown plugin, bad args).
     """
     from py_scheduler.framework import config as cfgmod
+    from py_scheduler.framework.features import apply_feature_gates
+
+    try:
+        apply_feature_gates(feature_gates)
+    except ValueError as exc:
+        raise ProfileError(f"invalid --feature-gates: {exc}") from exc
 
     if config is None:
         cfg = cfgmod.SchedulerConfig()
@@ -164,15 +173,15 @@ class OfflineScheduler:
                         p.bind_poll_interval = 0.0  # the in-memory controllers answer at once
 
     @classmethod
-    def from_data(cls, data: ClusterData, config: Path | None) -> OfflineScheduler:
-        """Snapshot of ``data`` plus the frameworks of ``config``.
+    def from_data(cls, data: ClusterData, config: Path | None, feature_gates: str = "") -> OfflineScheduler:
+        """Snapshot of ``data`` plus the frameworks of ``config`` under ``feature_gates``.
 
         Raises:
             ProfileError: see :func:`load_frameworks`.
             py_scheduler.offline.loader.SnapshotError: a malformed Node / bound Pod.
         """
         api = MemoryAPI()
-        fws, default, pct = load_frameworks(config, Handle(objects=api, client=api.client))
+        fws, default, pct = load_frameworks(config, Handle(objects=api, client=api.client), feature_gates)
         return cls(fws, default, data.snapshot(), pct, api=api)
 
     def framework_for(self, pod: Obj) -> Framework:

@@ -37,7 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from py_scheduler.offline.engine import OfflineScheduler, Outcome, ProfileError, queue_order
-from py_scheduler.offline.loader import ClusterData, SnapshotError, load_snapshot_file, pending_pods, pod_key
+from py_scheduler.offline.loader import (
+    ClusterData,
+    SnapshotError,
+    load_snapshot_file,
+    note_skipped,
+    pending_pods,
+    pod_key,
+)
 from py_scheduler.offline.recorded import DEFAULT_LEASE, DEFAULT_PORT, Lookup, fetch_recorded
 from py_scheduler.offline.render import make_console, print_explain, print_recorded
 
@@ -89,8 +96,9 @@ def _show_recorded(target: dict[str, Any], lookup: Lookup, output: str) -> None:
 def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None, config: Path | None,
                  output: str, *, recompute: bool = False, lease: str = DEFAULT_LEASE,
                  scheduler_port: int = DEFAULT_PORT,
-                 scheduler_scheme: str = "http", decisions_url: str | None = None) -> int:
+                 scheduler_scheme: str = "http", decisions_url: str | None = None, feature_gates: str = "") -> int:
     """Run ``explain``; returns the exit status (0 ok, 2 error). See the module docstring.
+    ``feature_gates``: kube-scheduler's ``--feature-gates`` (as ``run``).
 
     ``lease`` (``namespace/name``), ``scheduler_port`` and ``scheduler_scheme`` locate the leader's
     ``/debug/decisions`` for a bound Pod; ``decisions_url`` asks that URL instead; ``recompute``
@@ -103,7 +111,8 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         return fail(f"--pod must be NAMESPACE/NAME (or NAME in namespace default), not {pod!r}")
     try:
         data = _load(snapshot, kubeconfig)
-        sched = OfflineScheduler.from_data(data, config)
+        note_skipped(data)
+        sched = OfflineScheduler.from_data(data, config, feature_gates)
     except (SnapshotError, ProfileError) as exc:
         return fail(str(exc))
 

@@ -9,8 +9,12 @@ that runs on it later never meets a malformed Node or bound Pod:
 * a Pod needs ``metadata.name``; a *bound* Pod (``spec.nodeName``) needs valid requests, because it
   counts against its node. A *pending* Pod with a bad quantity is kept: explain / simulate report it
   with its :class:`~py_scheduler.framework.types.PodParseError` message, as the live scheduler would;
-* other kinds (Services, PVCs, ResourceSlices, ...) need ``metadata.name`` and go into
-  :class:`~py_scheduler.cache.snapshot.ClusterObjects`.
+* other kinds the scheduler reads (Services, PVCs, ResourceSlices, ...: the table
+  :data:`py_scheduler.cache.kinds.KINDS` the live informers watch) need ``metadata.name`` and go into
+  :class:`~py_scheduler.cache.snapshot.ClusterObjects`;
+* every other kind (Deployments, Secrets, Roles, RuntimeClasses, custom resources, ...) is skipped
+  and counted in :attr:`ClusterData.skipped`; :func:`note_skipped` prints one line saying what was
+  skipped, so a ``kubectl get all,... -o yaml`` dump of any cluster loads.
 
 Offline stand-ins for what the API server would have filled in: a Pod without ``metadata.uid``
 gets a stable one derived from its namespace/name (plugins key state by UID), and a Pod without
@@ -29,26 +33,28 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
-from py_scheduler.cache.snapshot import CLUSTER_KINDS, NAMESPACED_KINDS, ClusterObjects, Snapshot
+from py_scheduler.cache.kinds import KINDS, NAMESPACED_KINDS
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError
 
 __all__ = [
-    "IGNORED_KINDS",
     "KNOWN_KINDS",
     "ClusterData",
     "SnapshotError",
     "bundled_example_path",
     "load_documents",
     "load_snapshot_file",
+    "note_skipped",
     "object_ref",
     "parse_objects",
     "pending_pods",
@@ -56,16 +62,9 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-KNOWN_KINDS: frozenset[str] = frozenset(("Node", "Pod", *NAMESPACED_KINDS, *CLUSTER_KINDS))
-"""Kinds the scheduler reads; each goes to the node list, the pod list or ClusterObjects."""
-
-IGNORED_KINDS: frozenset[str] = frozenset((
-    "Deployment", "DaemonSet", "Job", "CronJob", "HorizontalPodAutoscaler", "Endpoints", "EndpointSlice",
-    "Event", "ConfigMap", "ServiceAccount", "ControllerRevision", "Lease", "ResourceClaimTemplate",
-    "LimitRange", "ResourceQuota",
-))
-"""Kinds ``kubectl get all`` and friends print that no scheduling plugin reads: accepted and
-dropped, so a broad ``kubectl get ... -o yaml`` dump loads. Any other kind is an error."""
+KNOWN_KINDS: frozenset[str] = frozenset(k.kind for k in KINDS)
+"""Kinds the scheduler reads (the informers' table); each goes to the node list, the pod list or
+ClusterObjects. Any other kind is skipped (:attr:`ClusterData.skipped`)."""
 
 OFFLINE_UID_NAMESPACE = uuid.UUID("5c0e6a3e-7f1c-4d1e-9d57-6f0a9c1e2b33")
 
@@ -97,6 +96,7 @@ class ClusterData:
         pods: Pod objects in file order (bound and pending).
         objects: every other kind, keyed as :class:`ClusterObjects` does.
         order: Pod key (``namespace/name``) -> position in the file (queue tie-break).
+        skipped: kind -> number of objects of kinds the scheduler does not read (not loaded).
     """
 
     source: str
@@ -104,6 +104,7 @@ class ClusterData:
     pods: list[Obj] = field(default_factory=list)
     objects: ClusterObjects = field(default_factory=ClusterObjects)
     order: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
 
     def snapshot(self) -> Snapshot:
         """A fresh :class:`Snapshot` of these objects (bound Pods counted on their nodes).
@@ -249,24 +250,19 @@ def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
 def parse_objects(docs: list[Any], source: str) -> ClusterData:
     """Sort the documents' objects by kind and validate Nodes and bound Pods.
 
+    Objects of kinds the scheduler does not read are counted in ``skipped`` and not checked.
+
     Raises:
-        SnapshotError: unknown kind, object without a name, duplicate Node / Pod, malformed
-        allocatable on a Node, malformed requests on a bound Pod.
+        SnapshotError: object without a kind or a name, duplicate Node / Pod, malformed allocatable
+        on a Node, malformed requests on a bound Pod.
     """
     data = ClusterData(source)
     node_names: set[str] = set()
     pod_keys: set[str] = set()
     for kind, where, obj in _flatten(docs, source):
-        if kind in IGNORED_KINDS:
-            continue
         if kind not in KNOWN_KINDS:
-            hint = ""
-            meta = obj.get("metadata")
-            if isinstance(meta, dict) and meta.get("name"):
-                ns = meta.get("namespace")
-                hint = f" ({ns + '/' if isinstance(ns, str) and ns else ''}{meta['name']})"
-            raise SnapshotError(f"{source}: {where}: unknown kind {kind!r}{hint}; expected one of "
-                                f"{', '.join(sorted(KNOWN_KINDS))}")
+            data.skipped[kind] = data.skipped.get(kind, 0) + 1
+            continue
         name = _name_of(kind, where, obj, source)
         if kind == "Node":
             if name in node_names:
@@ -323,6 +319,18 @@ def _fill_pod_defaults(pod: Obj, objects: ClusterObjects) -> None:
     value = (pc or {}).get("value")
     if isinstance(value, int) and not isinstance(value, bool):
         spec["priority"] = value
+
+
+def note_skipped(data: ClusterData, file: TextIO | None = None) -> None:
+    """Print one line on ``file`` (stderr by default) naming what :func:`parse_objects` skipped,
+    e.g. ``note: dump.yaml: skipped 3 objects of kinds the scheduler does not read: Role (1),
+    Secret (2)``; nothing when nothing was skipped."""
+    if not data.skipped:
+        return
+    total = sum(data.skipped.values())
+    kinds = ", ".join(f"{k} ({n})" for k, n in sorted(data.skipped.items()))
+    print(f"note: {data.source}: skipped {total} object{'s' if total != 1 else ''} of kinds the scheduler does not "
+          f"read: {kinds}", file=file if file is not None else sys.stderr)
 
 
 def load_snapshot_file(path: Path) -> ClusterData:

@@ -26,7 +26,8 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from py_scheduler.cache.snapshot import NAMESPACED_KINDS, ClusterObjects, Snapshot
+from py_scheduler.cache.kinds import NAMESPACED_KINDS
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.handle import APIConflict, APIError, APINotFound
 
 __all__ = ["MemoryAPI", "MemoryClient"]

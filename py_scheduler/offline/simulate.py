@@ -32,7 +32,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from py_scheduler.offline.engine import OfflineScheduler, Outcome, ProfileError, queue_order
 from py_scheduler.offline.explain import OUTPUT_FORMATS, fail
-from py_scheduler.offline.loader import SnapshotError, bundled_example_path, load_snapshot_file, pending_pods
+from py_scheduler.offline.loader import (
+    SnapshotError,
+    bundled_example_path,
+    load_snapshot_file,
+    note_skipped,
+    pending_pods,
+)
 from py_scheduler.offline.render import (
     NodeUsage,
     make_console,
@@ -62,14 +68,17 @@ def _run(sched: OfflineScheduler, pods: list[dict[str, Any]]) -> list[Outcome]:
         return sched.run(pods, explain=True, progress=lambda _o: bar.advance(task))
 
 
-def simulate_main(snapshot: Path | None, config: Path | None, explain: bool, output: str) -> int:
-    """Run ``simulate``; returns the exit status (0 ok, 2 error). See the module docstring."""
+def simulate_main(snapshot: Path | None, config: Path | None, explain: bool, output: str,
+                  feature_gates: str = "") -> int:
+    """Run ``simulate``; returns the exit status (0 ok, 2 error). See the module docstring.
+    ``feature_gates``: kube-scheduler's ``--feature-gates`` (as ``run``)."""
     if output not in OUTPUT_FORMATS:
         return fail(f"-o/--output must be one of {', '.join(OUTPUT_FORMATS)}, not {output!r}")
     path = snapshot if snapshot is not None else bundled_example_path()
     try:
         data = load_snapshot_file(path)
-        sched = OfflineScheduler.from_data(data, config)
+        note_skipped(data)
+        sched = OfflineScheduler.from_data(data, config, feature_gates)
     except (SnapshotError, ProfileError) as exc:
         return fail(str(exc))
     pods = queue_order(pending_pods(data), data.order)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
-from py_scheduler.framework import signers
+from py_scheduler.framework import features, signers
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
@@ -56,7 +56,7 @@ class NodeUnschedulable:
             ConfigError: args other than ``apiVersion`` / ``kind``.
         """
         check_no_args(NAME, args)
-        return cls()
+        return cls(features.enabled(features.TAINT_TOLERATION_COMPARISON_OPERATORS))
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
         """No-op."""

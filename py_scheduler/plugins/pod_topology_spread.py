@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from py_scheduler.framework import signers
+from py_scheduler.framework import features, signers
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.gomath import go_div, go_log, go_round
 from py_scheduler.framework.handle import Handle
@@ -275,7 +275,8 @@ class _InclusionContext:
             return False
         if c.node_taints_policy == POLICY_HONOR:
             taints = ((node or {}).get("spec") or {}).get("taints") or []
-            if find_untolerated_taint(taints, self.tolerations, _DO_NOT_SCHEDULE_EFFECTS) is not None:
+            if find_untolerated_taint(taints, self.tolerations, _DO_NOT_SCHEDULE_EFFECTS,
+                                      features.enabled(features.TAINT_TOLERATION_COMPARISON_OPERATORS)) is not None:
                 return False
         return True
 

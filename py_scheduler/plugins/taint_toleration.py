@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from py_scheduler.framework import signers
+from py_scheduler.framework import features, signers
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
@@ -78,13 +78,15 @@ class TaintToleration:
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> TaintToleration:
-        """Factory; TaintToleration has no args.
+        """Factory; TaintToleration has no args. ``Lt`` / ``Gt`` tolerations follow the process's
+        ``TaintTolerationComparisonOperators`` gate (:mod:`py_scheduler.framework.features`), as
+        upstream's ``New`` takes ``fts.EnableTaintTolerationComparisonOperators``.
 
         Raises:
             ConfigError: args other than ``apiVersion`` / ``kind``.
         """
         check_no_args(NAME, args)
-        return cls()
+        return cls(features.enabled(features.TAINT_TOLERATION_COMPARISON_OPERATORS))
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
         """No-op (upstream only Skips for resize-deferred Pods behind an Alpha gate)."""

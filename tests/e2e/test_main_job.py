@@ -123,7 +123,7 @@ async def test_published_two_node_case(testbed: Testbed, api_client: client.ApiC
         assert evs[0].type == "Normal" and evs[0].action == "Binding"
         assert evs[0].reporting_controller == "py-scheduler"
         assert evs[0].reporting_instance == sched.identity()
-        # kopf is only a watcher here: no annotations, no finalizers on what it watches
+        # the scheduler only watches: no annotations (kopf once would have added its own), no finalizers
         core = client.CoreV1Api(api_client)
         for obj in (await core.read_namespaced_pod(p1, "default"), await core.read_node(a)):
             assert not any("kopf" in k for k in (obj.metadata.annotations or {})), obj.metadata.annotations
@@ -236,7 +236,7 @@ async def test_creation_to_binding_latency(testbed: Testbed, api_client: client.
 
 async def test_survives_apiserver_restart(testbed: Testbed, api_client: client.ApiClient, objs: Cleanup) -> None:
     """The watches break and the Lease cannot be renewed while kube-apiserver restarts; the process
-    keeps running, re-watches (kopf) and reconciles, and schedules new Pods on new Nodes afterwards."""
+    keeps running, re-watches (its reflectors) and reconciles, and schedules new Pods on new Nodes afterwards."""
     await objs.node(unique_name("hiccup"), {"cpu": "4", "memory": "8Gi", "pods": "110"})
     async with running_scheduler(testbed, "apiserver-restart") as sched:
         before = await objs.pod(unique_name("before"), requests={"cpu": "100m"})

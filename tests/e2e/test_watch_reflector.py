@@ -1,4 +1,5 @@
-"""The Pod reflector (``py_scheduler.app.reflector``) against the real kube-apiserver of the test bed.
+"""The reflector (``py_scheduler.app.reflector``, the watch machinery of every kind) against the real
+kube-apiserver of the test bed: the Pods, then a cluster-scoped kind (Nodes) across a 410 gap.
 
 One reflector over the Pods of a fresh namespace (its namespaced path keeps other tests' Pods out; a
 ``metadata.namespace=`` field selector on the cluster-wide path does not do: kube-apiserver 1.37's
@@ -17,15 +18,23 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from py_scheduler.app.informers import ObjectStore, WatchedKind
+from py_scheduler.app.informers import KINDS_BY_NAME, ObjectStore, WatchedKind
 from py_scheduler.app.kube import Kube
 from py_scheduler.app.reflector import Reflector
 from py_scheduler.framework.events import Resource
 from tests.e2e.faults.scenarios import etcd_compact
-from tests.e2e.helpers import NamespacedPods, Testbed, create_pod, delete_pod, unique_name, wait_for
+from tests.e2e.helpers import (
+    NamespacedPods,
+    Testbed,
+    create_node,
+    create_pod,
+    delete_node,
+    delete_pod,
+    unique_name,
+    wait_for,
+)
 
 Obj = dict[str, Any]
-
 
 
 def _rvs(objs: list[Obj], wk: WatchedKind) -> dict[str, str]:
@@ -102,4 +111,54 @@ async def test_reflector_lists_watches_rewatches_and_relists_after_410(
     finally:
         for n in names:
             await delete_pod(api_client, n, ns, wait=False)
+        await kube.close()
+
+
+async def test_node_deleted_during_a_watch_gap_becomes_a_delete_event(
+        testbed: Testbed, api_client: client.ApiClient) -> None:
+    """The Node kind through the same machinery: a Node deleted while no watch ran (etcd compacted,
+    kube-apiserver restarted) reaches the handler as ``(old, None)`` from the re-LIST after 410, and
+    a Node modified in the same gap as ``(old, new)``."""
+    wk = KINDS_BY_NAME["Node"]
+    kube = await Kube.connect(testbed.kubeconfig)
+    store = ObjectStore()
+    deltas: list[tuple[Obj | None, Obj | None]] = []
+    gaps: list[str] = []
+    reflector = Reflector(kube, wk, store, lambda _wk, old, new: deltas.append((old, new)),
+                          on_relist_start=gaps.append, min_watch_timeout=2, page_limit=2)
+    gone, kept = unique_name("gap-gone"), unique_name("gap-kept")
+    try:
+        await create_node(api_client, gone)
+        await create_node(api_client, kept)
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(reflector.run(stop))
+        await asyncio.wait_for(reflector.listed.wait(), timeout=30)
+        assert store.get("Node", gone) is not None and store.get("Node", kept) is not None
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+        # the gap
+        await delete_node(api_client, gone)
+        await client.CoreV1Api(api_client).patch_node(kept, {"metadata": {"labels": {"during": "gap"}}})
+        old_rv = reflector.last_rv
+        rev = await asyncio.to_thread(etcd_compact, testbed)
+        assert int(old_rv) < rev
+        await asyncio.to_thread(testbed.restart_apiserver)
+        deltas.clear()
+        before = reflector.lists
+        stop = asyncio.Event()
+        task = asyncio.ensure_future(reflector.run(stop))
+        await wait_for(lambda: reflector.lists > before, timeout=30, what="the Node re-list after 410")
+        assert gaps and "410" in gaps[0]
+        deleted = [old for old, new in deltas if new is None and old is not None]
+        assert [o["metadata"]["name"] for o in deleted] == [gone]
+        updated = [(old, new) for old, new in deltas if old is not None and new is not None
+                   and new["metadata"]["name"] == kept]
+        assert len(updated) == 1 and "during" not in (updated[0][0]["metadata"].get("labels") or {})
+        assert updated[0][1]["metadata"]["labels"]["during"] == "gap"
+        assert store.get("Node", gone) is None
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+    finally:
+        await delete_node(api_client, gone)
+        await delete_node(api_client, kept)
         await kube.close()

@@ -129,6 +129,21 @@ async def test_conflict_and_not_found_are_not_retried() -> None:
         await k.patch_pod_status("default", "p", {"status": {}})
 
 
+async def test_retry_waits_double_and_honour_retry_after() -> None:
+    """tenacity drives the retries: 0.2 s doubling (capped at 5 s), a 429's Retry-After instead."""
+    k, api = kube_with([Resp(503, {}), Resp(429, {}, {"Retry-After": "3"}), Resp(500, {}), Resp(500, {}),
+                        Resp(500, {}), Resp(500, {}), Resp(201, {})], retries=6)
+    k.initial_backoff = 0.2
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    k.retry_sleep = record  # type: ignore[method-assign]
+    await k.bind("default", "p", "u", "n1")
+    assert waits == [0.2, 3.0, 0.8, 1.6, 3.2, 5.0] and len(api.calls) == 7
+
+
 async def test_gives_up_after_retries() -> None:
     k, api = kube_with([Resp(500, b"oops")] * 3, retries=2)
     with pytest.raises(KubeError) as ei:

@@ -1,17 +1,19 @@
 """Informers without a cluster: the object store (stale events, tombstones, reconcile after a
-re-list), the event routing of ``eventhandlers.go`` into cache, queue and ClusterObjects, and the
-reconcile LIST through a fake adapter."""
+re-list), the event routing of ``eventhandlers.go`` into cache, queue and ClusterObjects, the
+re-list through a reflector with a fake adapter, and the one table of watched kinds."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from py_scheduler.app.informers import KINDS_BY_NAME, EventHandlers, Informers, ObjectStore
+from py_scheduler.app.informers import KINDS, KINDS_BY_NAME, EventHandlers, Informers, ObjectStore
+from py_scheduler.cache import kinds as kinds_table
 from py_scheduler.cache.cache import Cache
+from py_scheduler.cache.snapshot import ClusterObjects
 from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.queue_sort import PrioritySort
+from py_scheduler.queue.events import Resource
 from py_scheduler.queue.scheduling_queue import ACTIVE_Q, PriorityQueue
 from tests.unit.app.fakes import FakeKube
 
@@ -186,41 +188,45 @@ def test_handler_errors_are_contained() -> None:
 # -- Informers.reconcile -------------------------------------------------------------------------
 
 
-async def test_reconcile_through_the_adapter_and_optional_kinds() -> None:
+async def test_reconcile_through_the_reflector_and_optional_kinds() -> None:
     h, cache, _ = handlers()
     kube = FakeKube()
     inf = Informers(kube, h)  # type: ignore[arg-type]
-    inf.on_event("Node", "ADDED", node("stale", 1))
+    kube.lists["/api/v1/nodes"] = ([node("stale", 1)], "1")
+    assert await inf.reconcile(NODE) == 1
     kube.lists["/api/v1/nodes"] = ([node("n1", 5)], "6")
-    assert await inf.reconcile(NODE) == 2
+    assert await inf.reconcile(NODE) == 2  # n1 added, stale deleted
     assert cache.node_names() == ["n1"]
-    assert await inf.reconcile(KINDS_BY_NAME["DeviceClass"]) == 0
-    assert "DeviceClass" in inf.unavailable
+    assert await inf.reconcile(KINDS_BY_NAME["DeviceClass"]) == 0  # 404: an optional kind is empty
+    assert inf.unavailable == {"DeviceClass"}
+    kube.lists["/apis/resource.k8s.io/v1/deviceclasses"] = ([{"metadata": {"name": "gpu", "resourceVersion": "7"}}],
+                                                            "7")
+    assert await inf.reconcile(KINDS_BY_NAME["DeviceClass"]) == 1 and inf.unavailable == set()
+    assert cache.objects.get("DeviceClass", "gpu") is not None
 
 
-async def test_listing_events_after_sync_mark_a_relist() -> None:
+def test_every_kind_has_its_reflector_and_no_other_watch_machinery() -> None:
     h, _, _ = handlers()
     inf = Informers(FakeKube(), h)  # type: ignore[arg-type]
-    inf.on_event("Node", None, node("n1", 1))
-    assert inf._listing_seen == {}
-    inf.synced.set()
-    inf._synced_at = time.monotonic()
-    inf.on_event("Node", None, node("n1", 1))
-    assert inf._listing_seen == {}  # kopf's own initial listing, just after our sync
-    inf.on_event("Node", "MODIFIED", node("n1", 2))
-    inf.on_event("Node", None, node("n1", 2))
-    assert "Node" in inf._listing_seen  # the watch had been running: a re-list
-
-
-def test_kopf_registry_and_settings() -> None:
-    h, _, _ = handlers()
-    inf = Informers(FakeKube(), h)  # type: ignore[arg-type]
-    registry = inf.build_registry()
-    # kopf watches every kind but the Pods (their reflector does, with the terminal-phase selector)
-    ids = {h.id for h in registry._watching.get_all_handlers()}
-    assert ids == {f"py-scheduler-{wk.kind}" for wk in inf.kinds if wk.kind != "Pod"}
-    assert set(inf.reflectors) == {"Pod"}
+    assert set(inf.reflectors) == {wk.kind for wk in KINDS}
     assert inf.reflectors["Pod"]._watch_query()["fieldSelector"] == "status.phase!=Succeeded,status.phase!=Failed"
-    settings = inf.build_settings()
-    assert settings.peering.standalone and not settings.posting.enabled and settings.scanning.disabled
-    assert list(settings.watching.field_selectors.values()) == []
+    assert all(r.store is inf.store for r in inf.reflectors.values())
+
+
+# -- the one table of watched kinds -------------------------------------------------------------
+
+
+def test_kinds_table_event_resources_are_the_queue_resources() -> None:
+    names = {v for k, v in vars(Resource).items() if k.isupper()}
+    for wk in kinds_table.KINDS:
+        assert wk.event_resource is None or wk.event_resource in names, wk
+
+
+def test_cluster_objects_key_kinds_as_the_table_says() -> None:
+    objs = ClusterObjects()
+    for wk in kinds_table.KINDS:
+        if wk.kind in ("Node", "Pod"):
+            continue
+        obj = {"metadata": {"name": "x", "namespace": "ns"}}
+        objs.upsert(wk.kind, obj)
+        assert objs.get(wk.kind, wk.key(obj)) is obj, wk.kind

@@ -307,24 +307,29 @@ async def test_informers_sync_from_the_reflector_and_a_pod_410_reconciles_every_
         kube.lists[wk.list_path] = ([], "1")
     kube.lists["/api/v1/nodes"] = ([node("keep", 1), node("gone", 2)], "2")
     kube.lists[PODS] = ([pod("bound", 3, node="keep"), pod("pending", 4)], "4")
-    inf = Informers(kube, h, relist_quiet=0.05, resync_period=0)  # type: ignore[arg-type]
+    inf = Informers(kube, h, resync_period=0)  # type: ignore[arg-type]
     inf.consistent = CountingEvent()
     stop = asyncio.Event()
     task = asyncio.ensure_future(inf.run(stop))
     try:
         await asyncio.wait_for(inf.synced.wait(), timeout=5)
-        assert kube.list_calls == [PODS]  # one LIST of Pods: the reflector's
+        assert sorted(kube.list_calls) == sorted(wk.list_path for wk in KINDS)  # start-up: every kind once
         assert inf.pod("default", "pending") is not None and queue.where("default", "pending") == ACTIVE_Q
         assert cache.pod_count() == 1
         assert sorted(cache.node_names()) == ["gone", "keep"]
-        # a gap: Node "gone" and Pod "bound" deleted
+        # a gap: the Pod watch breaks (after every kind's start-up LIST), Node "gone" and Pod "bound"
+        # are deleted meanwhile; the Pods' reconnect gets 410
+        kube.watch_feed(PODS).put_nowait(KubeError(0, "ServerDisconnectedError", "", "WATCH", PODS))
+        await wait_until(lambda: inf.reflectors["Pod"].watches == 2)
         kube.lists["/api/v1/nodes"] = ([node("keep", 1)], "9")
         kube.lists[PODS] = ([pod("pending", 4)], "9")
         kube.watch_feed(PODS).put_nowait({"type": "ERROR", "object": {"code": 410, "reason": "Expired"}})
         await wait_until(lambda: inf.consistent.clears == 1 and inf.consistent.is_set())  # type: ignore[attr-defined]
         assert cache.node_names() == ["keep"]  # the Node LIST was part of the reconcile
         assert inf.pod("default", "bound") is None and cache.pod_count() == 0
-        assert kube.list_calls == [PODS, PODS]
+        # the Pods' re-list after the 410, then every other kind once (their watches broke too)
+        assert kube.list_calls[len(KINDS)] == PODS
+        assert sorted(kube.list_calls[len(KINDS):]) == sorted(wk.list_path for wk in KINDS)
     finally:
         stop.set()
         await asyncio.wait_for(task, timeout=5)

@@ -19,6 +19,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from py_scheduler.app.informers import KINDS, KINDS_BY_NAME, Informers, ObjectStore
 from py_scheduler.app.kube import Kube, KubeError
+from py_scheduler.app.reflector import Reflector
 from tests.unit.app.fakes import FakeKube
 from tests.unit.app.test_informers import handlers, node, pod
 from tests.unit.app.test_reflector import Recorder, _reflector, _running, _serve, _stop, wait_until
@@ -33,7 +34,8 @@ Obj = dict[str, Any]
 class GatedKube(FakeKube):
     """A FakeKube whose paged LIST can fail at a given page (``fail_at``: page index -> error, used
     once) and wait on a gate before a given page (``gate_at``: page index -> Event), and whose
-    ``list_objects`` of a path can block on a gate (``object_gates``)."""
+    LIST of a path can block on a gate before its first page (``object_gates``: every kind's re-list
+    goes through its reflector's paged LIST)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -45,16 +47,13 @@ class GatedKube(FakeKube):
         self.at_object_gate: dict[str, asyncio.Event] = {}
         self.page_requests: list[int] = []
 
-    async def list_objects(self, path: str, **kw: Any) -> tuple[list[Obj], str]:
+    async def list_pages(self, path: str, *, limit: int = 500, **_: Any) -> AsyncIterator[tuple[list[Obj], str]]:
+        self.list_calls.append(path)
         gate = self.object_gates.get(path)
         if gate is not None:
             self.at_object_gate.setdefault(path, asyncio.Event()).set()
             await gate.wait()
-        return await super().list_objects(path, **kw)
-
-    async def list_pages(self, path: str, *, limit: int = 500, **_: Any) -> AsyncIterator[tuple[list[Obj], str]]:
-        self.list_calls.append(path)
-        if self.list_error is not None:
+        if self.list_error is not None and path == self.list_error.path:
             raise self.list_error
         items, rv = await FakeKube.list_objects(self, path)
         for page, i in enumerate(range(0, max(len(items), 1), limit)):
@@ -364,7 +363,7 @@ def _informers(kube: FakeKube, **kw: Any) -> tuple[Informers, Any, Any]:
     h, cache, queue = handlers()
     for wk in KINDS:
         kube.lists.setdefault(wk.list_path, ([], "1"))
-    inf = Informers(kube, h, relist_quiet=0.05, **kw)  # type: ignore[arg-type]
+    inf = Informers(kube, h, **kw)  # type: ignore[arg-type]
     for r in inf.reflectors.values():
         r.backoff_initial, r.backoff_max = 0.01, 0.02
     return inf, cache, queue
@@ -439,3 +438,28 @@ async def test_many_gaps_in_a_row_end_consistent() -> None:
         stop.set()
         await asyncio.wait_for(task, timeout=5)
 
+
+
+# -- an optional kind whose API is not served ----------------------------------------------------
+
+
+async def test_an_absent_optional_kind_counts_as_listed_and_is_listed_again_until_served() -> None:
+    """DeviceClass (resource.k8s.io) on a cluster without DRA: the LIST's 404 makes the kind empty and
+    synced (start-up is not held up), nothing is watched, and the LIST is tried again every
+    ``absent_retry`` seconds; once served, its objects arrive and the watch starts."""
+    wk = KINDS_BY_NAME["DeviceClass"]
+    kube = FakeKube()
+    rec = Recorder()
+    r = Reflector(kube, wk, ObjectStore(), rec.on_delta, min_watch_timeout=60,  # type: ignore[arg-type]
+                  backoff_initial=0.01, backoff_max=0.02, absent_retry=0.01)
+    stop, task = await _running(r)
+    try:
+        assert r.absent and kube.watch_calls == []
+        await wait_until(lambda: len(kube.list_calls) >= 3)
+        assert kube.watch_calls == []
+        kube.lists[wk.list_path] = ([{"metadata": {"name": "gpu", "resourceVersion": "7"}}], "7")
+        await wait_until(lambda: len(kube.watch_calls) == 1)
+        assert not r.absent and rec.deltas == [(None, "gpu@7")]
+        assert kube.watch_calls[0][1]["resourceVersion"] == "7"
+    finally:
+        await _stop(stop, task)

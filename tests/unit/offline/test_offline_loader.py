@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from py_scheduler.offline.loader import (
     SnapshotError,
     bundled_example_path,
     load_snapshot_file,
+    note_skipped,
     pending_pods,
 )
 
@@ -147,11 +149,43 @@ def test_error_bad_yaml_names_line(tmp_path: Path) -> None:
     assert "invalid YAML" in msg and "line" in msg
 
 
-def test_error_unknown_kind_names_document(tmp_path: Path) -> None:
-    path = write_multidoc(tmp_path / "s.yaml", [node("n1"), {"apiVersion": "x/v1", "kind": "Frobnicator",
-                                                             "metadata": {"name": "f"}}])
-    msg = _error(path)
-    assert "document 2" in msg and "unknown kind 'Frobnicator'" in msg
+def test_kinds_the_scheduler_does_not_read_are_skipped_and_counted(tmp_path: Path) -> None:
+    """A ``kubectl get all,... -o yaml`` dump of a GPU Operator cluster: RuntimeClass, Secrets, Roles,
+    the operator's ClusterPolicy (a custom resource), a DaemonSet, nested in lists or not."""
+    path = write_multidoc(tmp_path / "s.yaml", [
+        node("n1"),
+        {"apiVersion": "x/v1", "kind": "Frobnicator", "metadata": {"name": "f"}},
+        {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"},
+        {"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s1", "namespace": "gpu-operator"}},
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s2", "namespace": "gpu-operator"}},
+            {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+             "spec": {"driver": {"enabled": True}}},
+            {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "nvidia-device-plugin"}},
+        ]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleList", "items": [{"metadata": {"name": "r"}}]},
+    ])
+    data = load_snapshot_file(path)
+    assert [n["metadata"]["name"] for n in data.nodes] == ["n1"]
+    assert data.skipped == {"Frobnicator": 1, "RuntimeClass": 1, "Secret": 2, "ClusterPolicy": 1, "DaemonSet": 1,
+                            "Role": 1}
+    out = io.StringIO()
+    note_skipped(data, out)
+    assert out.getvalue() == (f"note: {path}: skipped 7 objects of kinds the scheduler does not read: ClusterPolicy "
+                              "(1), DaemonSet (1), Frobnicator (1), Role (1), RuntimeClass (1), Secret (2)\n")
+
+
+def test_every_kind_of_the_informers_table_is_loaded_not_skipped(tmp_path: Path) -> None:
+    from py_scheduler.cache.kinds import KINDS
+
+    objs = [{"apiVersion": wk.group_version, "kind": wk.kind,
+             "metadata": {"name": "x", **({"namespace": "ns"} if wk.namespaced else {})}}
+            for wk in KINDS if wk.kind not in ("Node", "Pod")]
+    data = load_snapshot_file(write_list(tmp_path / "s.yaml", objs))
+    assert data.skipped == {}
+    for wk in KINDS:
+        if wk.kind not in ("Node", "Pod"):
+            assert data.objects.get(wk.kind, "ns/x" if wk.namespaced else "x") is not None, wk.kind
 
 
 def test_ignored_kinds_are_dropped(tmp_path: Path) -> None:

@@ -199,6 +199,26 @@ def test_node_taints_policy(policy: str | None, tolerate: bool, want_y: Code) ->
     assert got == {"node-a": U, "node-b": U, "node-x": S, "node-y": want_y}
 
 
+@pytest.mark.parametrize(("gates", "want_y"), [("", S), ("TaintTolerationComparisonOperators=true", U)])
+def test_node_taints_policy_follows_the_comparison_operators_gate(gates: str, want_y: Code) -> None:
+    """nodeTaintsPolicy Honor with a ``Gt`` toleration: upstream's ``matchNodeInclusionPolicies``
+    takes ``fts.EnableTaintTolerationComparisonOperators``; off, node-y's taint (slots=5) is not
+    tolerated and node-y is left out of the count; on, 5 > 3 tolerates it and its pod counts."""
+    from py_scheduler.framework.features import apply_feature_gates
+
+    nodes = [*POLICY_NODES[:3], {**node("node-y", node="node-y"),
+                                 "spec": {"taints": [{"key": "slots", "value": "5", "effect": "NoSchedule"}]}}]
+    tol = [{"key": "slots", "operator": "Gt", "value": "3", "effect": "NoSchedule"}]
+    incoming = pod("p", labels={"foo": ""}, topologySpreadConstraints=[tsc(1, "node", nodeTaintsPolicy="Honor")],
+                   tolerations=tol)
+    try:
+        apply_feature_gates(gates)
+        got, _, _ = run_filter(incoming, nodes, foo_pods("node-a:1 node-b:1 node-y:1"))
+    finally:
+        apply_feature_gates("")
+    assert got == {"node-a": U, "node-b": U, "node-x": S, "node-y": want_y}
+
+
 def test_match_label_keys_restrict_counted_pods() -> None:
     """matchLabelKeys: only pods with the incoming pod's value of ``rev`` are counted."""
     incoming = pod("p", labels={"foo": "", "rev": "2"},

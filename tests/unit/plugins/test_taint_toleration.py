@@ -225,3 +225,34 @@ def test_create_rejects_args() -> None:
 def test_pre_filter_is_a_noop() -> None:
     r, st = TaintToleration().pre_filter(CycleState(), pod([]), [])
     assert r is None and st.is_success()
+
+
+# -- the TaintTolerationComparisonOperators gate through --feature-gates ---------------------------
+
+
+@pytest.mark.parametrize(("gates", "fits", "scores"), [
+    ("", False, {"gt": 0, "lt": 0}),
+    ("TaintTolerationComparisonOperators=false", False, {"gt": 0, "lt": 0}),
+    ("TaintTolerationComparisonOperators=true", True, {"gt": 100, "lt": 0}),
+])
+def test_gate_from_feature_gates_reaches_filter_and_score(gates: str, fits: bool, scores: dict[str, int]) -> None:
+    """``create()`` reads the process's gate (``framework.features``, the path of ``--feature-gates``
+    of run / explain / simulate): off by default in v1.37, a ``Gt`` toleration tolerates nothing (Filter
+    rejects, Score counts every PreferNoSchedule taint); on, it compares as upstream's
+    ``compareNumericValues`` (taint 950 > 900 tolerated, 800 not)."""
+    from py_scheduler.framework.features import apply_feature_gates
+    from py_scheduler.plugins.node_unschedulable import NodeUnschedulable
+
+    try:
+        apply_feature_gates(gates)
+        pl = TaintToleration.create({}, None)
+        nu = NodeUnschedulable.create({}, None)
+    finally:
+        apply_feature_gates("")
+    assert pl.enable_comparison_operators is fits and nu.enable_comparison_operators is fits
+    tol = [{"key": "sla", "operator": "Gt", "value": "900"}]
+    got = pl.filter(CycleState(), pod(tol), NodeInfo(node("n", [taint("sla", "950", "NoSchedule")])))
+    assert got.is_success() is fits
+    nodes = [node("gt", [taint("sla", "950", "PreferNoSchedule")]),
+             node("lt", [taint("sla", "800", "PreferNoSchedule")])]
+    assert run_score(pl, pod(tol), nodes) == scores
