@@ -8,24 +8,34 @@ LISTs the informers reconcile with. Callers pass and receive plain JSON dicts.
 
 Behaviour (as client-go's rest client + kube-scheduler's client settings):
 
-- client-side rate limit: a token bucket of ``qps`` / ``burst`` (kube-scheduler: 50 / 100), and a
-  second one of the same size for Events (kube-scheduler records events through its own client);
+- client-side rate limit: a token bucket of ``qps`` / ``burst`` (kube-scheduler: 50 / 100) per
+  client. Events and leader election each get a client of their own (:meth:`Kube.derive`: its own
+  ``ApiClient``, so its own connection pool, and its own token bucket), as kube-scheduler builds an
+  ``eventClient`` and ``resourcelock.NewFromKubeconfig`` builds a ``leader-election`` client: no
+  backlog of Bindings can delay a Lease renewal past the renew deadline;
 - retries with exponential backoff (0.2 s doubling, at most 5 s) on connection errors, timeouts,
-  429 (``Retry-After`` honoured) and 5xx, up to ``retries`` extra attempts;
+  429 and 5xx, up to ``retries`` extra attempts; a 429 or 5xx carrying ``Retry-After`` (API Priority
+  and Fairness' answer) waits exactly that many seconds and is retried up to
+  ``throttle_retries`` (10) times without spending ``retries``, as client-go's ``withRetry``
+  (``maxRetries`` 10, ``checkWait``);
 - other errors raise :class:`KubeError` (``NotFound`` for 404, ``Conflict`` for 409) carrying the
   HTTP status, the Status ``reason`` and ``message``.
 
 Credentials come from a kubeconfig file or, without one, the in-cluster service account; tokens are
 never logged. :meth:`Kube.connection_info` gives kopf the same endpoint and credentials.
 
-Upstream: ``staging/src/k8s.io/client-go/rest`` (retry on 429/5xx with Retry-After,
-``flowcontrol`` token bucket), ``pkg/scheduler/framework/plugins/defaultbinder/default_binder.go``
+Upstream: ``staging/src/k8s.io/client-go/rest`` (``with_retry.go``: retry on 429/5xx with
+Retry-After; ``flowcontrol`` token bucket), ``cmd/kube-scheduler/app/options/options.go``
+(``createClients``: a client and an ``eventClient``), ``client-go/tools/leaderelection/resourcelock/
+interface.go`` (``NewFromKubeconfig``: a copy of the config, timeout ``renewDeadline / 2``, user agent
+``leader-election``), ``pkg/scheduler/framework/plugins/defaultbinder/default_binder.go``
 (the Binding), ``pkg/scheduler/util/utils.go`` (``PatchPodStatus``, ``DeletePod``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import time
@@ -63,6 +73,11 @@ JSON = "application/json"
 DEFAULT_TIMEOUT = 30.0
 """Seconds one request may take before it counts as failed (and is retried)."""
 
+THROTTLE_RETRIES = 10
+"""Retries of a request the server answered with ``Retry-After`` (client-go's ``maxRetries``)."""
+
+USER_AGENT = "py-scheduler"
+
 
 class KubeError(Exception):
     """A failed API call: ``status`` (HTTP, 0 for a connection error), ``reason`` (the Status
@@ -97,6 +112,19 @@ def _error_for(status: int, body: bytes, method: str, path: str) -> KubeError:
         pass
     cls = NotFound if status == 404 else Conflict if status == 409 else KubeError
     return cls(status, reason, message, method, path)
+
+
+def retry_after_seconds(value: str | None) -> int | None:
+    """The ``Retry-After`` header as whole seconds (client-go's ``retryAfterSeconds``: an integer
+    >= 0; an HTTP date or anything else is ignored), capped at 60 s so a confused server cannot park
+    a Binding for hours. None when absent or unusable."""
+    if not value:
+        return None
+    try:
+        seconds = int(value.strip())
+    except ValueError:
+        return None
+    return min(seconds, 60) if seconds >= 0 else None
 
 
 class RateLimiter:
@@ -187,16 +215,27 @@ class Kube:
     initial_backoff = 0.2
     """Seconds before the first retry (doubling, at most 5 s)."""
 
-    def __init__(self, api: k8s_client.ApiClient, qps: float = 50.0, burst: int = 100, retries: int = 5) -> None:
+    def __init__(self, api: k8s_client.ApiClient, qps: float = 50.0, burst: int = 100, retries: int = 5,
+                 throttle_retries: int = THROTTLE_RETRIES) -> None:
         self.api = api
+        self.qps = qps
+        self.burst = burst
         self.limiter = RateLimiter(qps, burst)
         self.event_limiter = RateLimiter(qps, burst)
         self.retries = retries
+        self.throttle_retries = throttle_retries
+        self.throttled = 0
+        """Responses with ``Retry-After`` (429 from API Priority and Fairness, or a 5xx) seen so far."""
+        self.event_client: Kube | None = None
+        """Where Events go when set (:meth:`connect` sets a client made by :meth:`derive`); else through
+        this client's connection pool with :attr:`event_limiter`."""
+        self._derived: list[Kube] = []
 
     @classmethod
     async def connect(cls, kubeconfig: Path | str | None, qps: float = 50.0, burst: int = 100,
                       retries: int = 5) -> Kube:
-        """Load credentials from ``kubeconfig`` (its current context) or in-cluster when None.
+        """Load credentials from ``kubeconfig`` (its current context) or in-cluster when None. The
+        returned client posts Events through a second client of its own (:attr:`event_client`).
 
         Raises:
             kubernetes_asyncio.config.ConfigException: unusable kubeconfig / not in a cluster.
@@ -207,10 +246,40 @@ class Kube:
         else:
             k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         api = k8s_client.ApiClient(configuration=cfg)
+        api.user_agent = f"{USER_AGENT}/scheduler"
         resolve_env_once(api)
-        return cls(api, qps=qps, burst=burst, retries=retries)
+        kube = cls(api, qps=qps, burst=burst, retries=retries)
+        kube.event_client = kube.derive("events")
+        return kube
+
+    def derive(self, purpose: str, *, qps: float | None = None, burst: int | None = None,
+               retries: int | None = None) -> Kube:
+        """A client for one purpose (``leader-election``, ``events``, ``auth-delegation``): the same
+        server and credentials (a copy of the Configuration, so a rotated in-cluster token is re-read
+        by both), its own ``ApiClient`` (its own aiohttp connection pool: requests queued on this
+        client's connections cannot delay it), its own token bucket (``qps`` / ``burst`` default to
+        this client's), user agent ``py-scheduler/<purpose>``. Closed by :meth:`close` of this client.
+
+        Upstream: ``restclient.AddUserAgent`` + ``clientset.NewForConfig`` on a copy of the config
+        (``cmd/kube-scheduler/app/options/options.go`` ``createClients``,
+        ``resourcelock.NewFromKubeconfig``).
+        """
+        cfg = copy.deepcopy(self.api.configuration)
+        api = k8s_client.ApiClient(configuration=cfg)
+        api.user_agent = f"{USER_AGENT}/{purpose}"
+        resolve_env_once(api)
+        rest_proxy = getattr(self.api.rest_client, "proxy", None)
+        if rest_proxy and hasattr(api.rest_client, "proxy"):
+            api.rest_client.proxy = rest_proxy
+        out = Kube(api, qps=self.qps if qps is None else qps, burst=self.burst if burst is None else burst,
+                   retries=self.retries if retries is None else retries, throttle_retries=self.throttle_retries)
+        self._derived.append(out)
+        return out
 
     async def close(self) -> None:
+        for k in self._derived:
+            await k.close()
+        self._derived.clear()
         await self.api.close()
 
     def endpoint(self) -> Endpoint:
@@ -237,28 +306,33 @@ class Kube:
     # -- the one request path ------------------------------------------------------------------------
     async def request(self, method: str, path: str, *, body: Any = None, query: Mapping[str, Any] | None = None,
                       content_type: str = JSON, retries: int | None = None,
-                      timeout: float = DEFAULT_TIMEOUT, limiter: RateLimiter | None = None,
+                      throttle_retries: int | None = None, timeout: float = DEFAULT_TIMEOUT,
+                      limiter: RateLimiter | None = None,
                       fence: Callable[[], None] | None = None) -> Any:
         """Send one API request and return the decoded JSON body (None for an empty body).
 
         ``fence`` (when given) is called right before each attempt is sent, after the rate limiter
         and any retry backoff: whatever it raises aborts the request unsent. Bindings use it so that
         a process frozen (SIGSTOP, a long GC pause) while waiting for a token or a retry never sends
-        a write once its leader lease could have expired.
+        a write once its leader lease could have expired. ``retries`` / ``throttle_retries`` override
+        the client's budgets for this request (the Lease calls use 0 for both: the elector retries
+        on its own clock).
 
         Raises:
             NotFound, Conflict, KubeError: the final failure after retries; whatever ``fence`` raises.
         """
-        attempts = (self.retries if retries is None else retries) + 1
+        budget = self.retries if retries is None else retries
+        failures = throttles = 0
         delay = self.initial_backoff
         last: KubeError | None = None
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
              if v is not None]
-        for attempt in range(attempts):
+        while True:
             await (limiter or self.limiter).acquire()
             if fence is not None:
                 fence()
-            retry_after: float | None = None
+            retry_after: int | None = None
+            flow_schema = ""
             try:
                 resp = await self.api.call_api(
                     path, method, query_params=q, header_params={"Content-Type": content_type, "Accept": JSON},
@@ -267,9 +341,9 @@ class Kube:
                 try:
                     data = await resp.read()
                     status = resp.status
-                    if status == 429:
-                        ra = resp.headers.get("Retry-After")
-                        retry_after = float(ra) if ra and ra.isdigit() else None
+                    if status == 429 or status >= 500:
+                        retry_after = retry_after_seconds(resp.headers.get("Retry-After"))
+                        flow_schema = str(resp.headers.get("X-Kubernetes-PF-FlowSchema-UID") or "")
                 finally:
                     resp.release()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -281,14 +355,24 @@ class Kube:
                 if status != 429 and status < 500:
                     raise err
                 last = err
-            if attempt + 1 < attempts:
-                wait = retry_after if retry_after is not None else delay
-                log.debug("retrying %s %s after %s (attempt %d/%d, in %.1fs)", method, path, last, attempt + 1,
-                          attempts, wait)
-                await asyncio.sleep(wait)
-                delay = min(delay * 2, 5.0)
-        assert last is not None
-        raise last
+            if retry_after is not None:
+                # client-go's checkWait: the server said when to come back; its own retry budget
+                self.throttled += 1
+                throttles += 1
+                if throttles > (self.throttle_retries if throttle_retries is None else throttle_retries):
+                    raise last
+                log.debug("Got a Retry-After %ds response for %s %s (retries: %d%s)", retry_after, method, path,
+                          throttles, f", server-side throttling, FlowSchema UID {flow_schema!r}"
+                          if last.status == 429 else "")
+                await asyncio.sleep(retry_after)
+                continue
+            failures += 1
+            if failures > budget:
+                raise last
+            log.debug("retrying %s %s after %s (attempt %d/%d, in %.1fs)", method, path, last, failures,
+                      budget + 1, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     # -- reads ---------------------------------------------------------------------------------------
     async def list_objects(self, path: str, *, field_selector: str | None = None, label_selector: str | None = None,
@@ -381,6 +465,8 @@ class Kube:
         Raises:
             KubeError.
         """
+        if self.event_client is not None:
+            return await self.event_client.create_event(namespace, event)
         ev: Obj = await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{_q(namespace)}/events",
                                      body=event, retries=2, limiter=self.event_limiter)
         return ev
@@ -391,6 +477,8 @@ class Kube:
         Raises:
             NotFound, KubeError.
         """
+        if self.event_client is not None:
+            return await self.event_client.patch_event(namespace, name, patch)
         ev: Obj = await self.request("PATCH", f"/apis/events.k8s.io/v1/namespaces/{_q(namespace)}/events/{_q(name)}",
                                      body=patch, content_type=MERGE_PATCH, retries=2, limiter=self.event_limiter)
         return ev
@@ -403,20 +491,22 @@ class Kube:
     async def get_lease(self, namespace: str, name: str, timeout: float = DEFAULT_TIMEOUT) -> Obj | None:
         """The Lease or None (no retries: the elector has its own retry period)."""
         try:
-            lease: Obj = await self.request("GET", self._lease_path(namespace, name), retries=0, timeout=timeout)
+            lease: Obj = await self.request("GET", self._lease_path(namespace, name), retries=0, throttle_retries=0,
+                                      timeout=timeout)
         except NotFound:
             return None
         return lease
 
     async def create_lease(self, namespace: str, lease: Obj, timeout: float = DEFAULT_TIMEOUT) -> Obj:
         """Create the Lease. Raises Conflict when it already exists."""
-        out: Obj = await self.request("POST", self._lease_path(namespace), body=lease, retries=0, timeout=timeout)
+        out: Obj = await self.request("POST", self._lease_path(namespace), body=lease, retries=0, throttle_retries=0,
+                                      timeout=timeout)
         return out
 
     async def update_lease(self, namespace: str, name: str, lease: Obj, timeout: float = DEFAULT_TIMEOUT) -> Obj:
         """PUT the Lease; ``metadata.resourceVersion`` makes it optimistic. Raises Conflict when stale."""
         out: Obj = await self.request("PUT", self._lease_path(namespace, name), body=lease, retries=0,
-                                      timeout=timeout)
+                                      throttle_retries=0, timeout=timeout)
         return out
 
     # -- streaming reads (the reflector, py_scheduler.app.reflector) ----------------------------------
