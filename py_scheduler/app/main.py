@@ -24,7 +24,8 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,22 @@ log = logging.getLogger("py_scheduler.main")
 SHUTDOWN_DRAIN_SECONDS = 5.0
 
 
+@dataclass(frozen=True, slots=True)
+class ServingOptions:
+    """How the metrics/health port is served (kube-scheduler's secure serving flags).
+
+    ``plain_http``: plain HTTP without authentication (``--plain-http``; only by explicit choice).
+    Otherwise HTTPS with ``tls_cert_file`` / ``tls_private_key_file`` (both or neither: a
+    self-signed certificate made at start), delegated authentication and authorization of every
+    path except ``always_allow_paths`` (``--authorization-always-allow-paths``).
+    """
+
+    plain_http: bool = False
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
+    always_allow_paths: Sequence[str] = ("/healthz", "/readyz", "/livez")
+
+
 def build_profiles(cfg: SchedulerConfig) -> dict[str, Framework]:
     """schedulerName -> Framework, each with its own metrics observer.
 
@@ -72,14 +89,15 @@ def build_profiles(cfg: SchedulerConfig) -> dict[str, Framework]:
 
 def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bool | None, lease_name: str | None,
                   lease_namespace: str | None, metrics_bind_address: str, verbosity: int,
-                  feature_gates: str = "") -> int:
+                  feature_gates: str = "", serving: ServingOptions | None = None) -> int:
     """Run the scheduler until SIGTERM/SIGINT; returns the process exit code.
 
     ``kubeconfig`` None: ``clientConnection.kubeconfig`` of the config file, else in-cluster.
     ``leader_elect`` / ``lease_name`` / ``lease_namespace`` override the file's ``leaderElection``
     when given. ``metrics_bind_address`` ``host:port`` serves /metrics, /healthz, /livez, /readyz
     (empty: no server). ``feature_gates`` is kube-scheduler's ``--feature-gates`` list
-    (``OpportunisticBatching=false``; the only gate py-scheduler reads).
+    (``OpportunisticBatching=false``; the only gate py-scheduler reads). ``serving``: how that port
+    is served (default: HTTPS with a self-signed certificate and delegated authn/authz).
     """
     setup_logging(verbosity)
     try:
@@ -101,7 +119,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         le.resource_namespace = lease_namespace
     kc: Path | None = kubeconfig if kubeconfig is not None else (Path(cfg.kubeconfig) if cfg.kubeconfig else None)
     try:
-        return _event_loop_run(_run(cfg, kc, metrics_bind_address))
+        return _event_loop_run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions()))
     except KeyboardInterrupt:
         return 0
 
@@ -145,7 +163,8 @@ that it took 21% of the process's CPU on bench/throughput (4.8 of 22.6 s for 300
 collections of ~0.24 s each); with these thresholds 0.9 s, CPU per Pod 7.0 -> 5.8 ms (bench/RESULTS.md)."""
 
 
-async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str) -> int:
+async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str,
+               serving: ServingOptions) -> int:
     gc.set_threshold(*GC_THRESHOLDS)
     try:
         frameworks = build_profiles(cfg)
@@ -158,12 +177,13 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
         log.error("cannot load the client configuration (%s): %s", kubeconfig or "in-cluster", exc)
         return 1
     try:
-        return await _serve(cfg, frameworks, kube, metrics_bind_address)
+        return await _serve(cfg, frameworks, kube, metrics_bind_address, serving)
     finally:
         await kube.close()
 
 
-async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str) -> int:
+async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str,
+                 serving: ServingOptions) -> int:
     identity = new_identity()
     missing = missing_default_plugins()
     log.info("Starting py-scheduler identity=%s profiles=%s", identity, sorted(frameworks))
@@ -178,7 +198,8 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     le = cfg.leader_election
     leader: LeaderElector | AlwaysLeader
     if le.leader_elect:
-        leader = LeaderElector(kube, le.resource_namespace, le.resource_name, identity,
+        # its own client (connection pool and rate limiter): no backlog of Bindings delays a renewal
+        leader = LeaderElector(kube.derive("leader-election"), le.resource_namespace, le.resource_name, identity,
                                lease_duration=le.lease_duration_seconds, renew_deadline=le.renew_deadline_seconds,
                                retry_period=le.retry_period_seconds,
                                on_started_leading=lambda: log.info("became the leader: scheduling"),
@@ -195,12 +216,10 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
 
     health: Any = None
     if metrics_bind_address:
-        from py_scheduler.app.health import HealthServer
-
         try:
-            health = HealthServer(metrics_bind_address, ready)
+            health = build_health_server(metrics_bind_address, ready, kube, serving)
             await health.start()
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
             log.error("cannot serve metrics/health on %r: %s", metrics_bind_address, exc)
             return 1
 
@@ -253,6 +272,25 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
         await health.stop()
     log.info("stopped")
     return code
+
+
+def build_health_server(bind_address: str, ready: Callable[[], bool], kube: Kube, serving: ServingOptions) -> Any:
+    """The (not yet started) :class:`py_scheduler.app.health.HealthServer` ``serving`` asks for; the
+    delegated reviews go through a client of their own (``kube.derive``).
+
+    Raises:
+        ValueError: malformed bind address, or only one of the TLS files given.
+        OSError, ssl.SSLError: a TLS file cannot be read or the pair does not match.
+    """
+    from py_scheduler.app.health import HealthServer
+    from py_scheduler.app.secure import DelegatingAuth, server_ssl_context
+
+    if serving.plain_http:
+        log.warning("serving metrics and health over plain HTTP without authentication (--plain-http)")
+        return HealthServer(bind_address, ready)
+    ctx = server_ssl_context(serving.tls_cert_file, serving.tls_private_key_file)
+    auth = DelegatingAuth(kube.derive("auth-delegation"), always_allow_paths=serving.always_allow_paths)
+    return HealthServer(bind_address, ready, ssl_context=ctx, auth=auth)
 
 
 async def _freeze_heap_then(coro: Awaitable[None]) -> None:
