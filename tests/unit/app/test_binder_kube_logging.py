@@ -218,3 +218,47 @@ def test_v2_lines_follow_verbosity() -> None:
         assert v(2) and not v(3)
     finally:
         setup_logging(2, io.StringIO())
+
+
+async def test_retry_after_is_honoured_outside_the_retry_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """client-go's withRetry: a 429 (or 5xx) with Retry-After waits exactly that long and is retried
+    up to 10 times without spending the normal retries; without the header it is an ordinary retry."""
+    import asyncio as aio
+
+    slept: list[float] = []
+    real_sleep = aio.sleep
+
+    async def fake_sleep(s: float) -> None:
+        slept.append(s)
+        await real_sleep(0)
+
+    monkeypatch.setattr("py_scheduler.app.kube.asyncio.sleep", fake_sleep)
+    throttled = Resp(429, {"reason": "TooManyRequests"}, {"Retry-After": "3", "X-Kubernetes-PF-FlowSchema-UID": "u"})
+    k, api = kube_with([throttled] * 6 + [Resp(503, b"", {"Retry-After": "1"}), Resp(201, {})], retries=0)
+    await k.bind("default", "p", "u", "n1")
+    assert len(api.calls) == 8 and slept == [3.0] * 6 + [1.0] and k.throttled == 7
+    # 11 throttled answers: the 11th is given up
+    slept.clear()
+    k, api = kube_with([throttled] * 11, retries=5)
+    with pytest.raises(KubeError) as ei:
+        await k.bind("default", "p", "u", "n1")
+    assert ei.value.status == 429 and len(api.calls) == 11 and slept == [3.0] * 10
+    # no header: the ordinary backoff and budget
+    slept.clear()
+    k, api = kube_with([Resp(429, {}), Resp(429, {})], retries=1)
+    with pytest.raises(KubeError):
+        await k.bind("default", "p", "u", "n1")
+    assert len(api.calls) == 2 and slept == [0.0]
+    # the Lease calls never wait on the server's clock: the elector retries on its own
+    k, api = kube_with([throttled])
+    with pytest.raises(KubeError):
+        await k.update_lease("kube-system", "l", {})
+    assert len(api.calls) == 1
+
+
+@pytest.mark.parametrize(("value", "want"), [("3", 3), (" 0 ", 0), ("600", 60), ("-1", None), ("", None),
+                                              (None, None), ("Wed, 21 Oct 2015 07:28:00 GMT", None)])
+def test_retry_after_seconds(value: str | None, want: int | None) -> None:
+    from py_scheduler.app.kube import retry_after_seconds
+
+    assert retry_after_seconds(value) == want

@@ -73,3 +73,21 @@ async def test_kubeconfig_proxy_url_wins(tmp_path: Path, monkeypatch: pytest.Mon
         assert kube.api.rest_client.proxy == "http://kc-proxy.example.test:8080"
     finally:
         await kube.close()
+
+
+async def test_derived_clients_have_their_own_pool_and_limiter(tmp_path: Path) -> None:
+    """Leader election / events / auth reviews: same server and token, another aiohttp session
+    (connection pool) and token bucket, their own user agent; closed with the parent."""
+    kube = await _connect(tmp_path)
+    le = kube.derive("leader-election")
+    assert kube.event_client is not None
+    for other in (le, kube.event_client):
+        assert other.api is not kube.api
+        assert other.api.rest_client.pool_manager is not kube.api.rest_client.pool_manager
+        assert other.limiter is not kube.limiter and other.limiter.qps == kube.limiter.qps
+        assert other.endpoint().server == kube.endpoint().server and other.endpoint().token == "abc"
+        assert other.api.rest_client.pool_manager.trust_env is False
+    assert le.api.user_agent == "py-scheduler/leader-election"
+    assert kube.api.user_agent == "py-scheduler/scheduler"
+    await kube.close()
+    assert le.api.rest_client.pool_manager.closed and kube.event_client.api.rest_client.pool_manager.closed
