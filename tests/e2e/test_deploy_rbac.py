@@ -89,10 +89,14 @@ def test_deployment_is_hardened() -> None:
 
 
 def test_cluster_role_grants_no_secrets_or_configmaps() -> None:
-    (role,) = [d for d in deploy_objects() if d["kind"] == "ClusterRole"]
+    roles = {d["metadata"]["name"]: d for d in deploy_objects() if d["kind"] == "ClusterRole"}
+    assert set(roles) == {"py-scheduler", "py-scheduler-metrics-reader"}
+    role = roles["py-scheduler"]
     resources = {r for rule in role["rules"] for r in rule["resources"]}
     assert not resources & {"secrets", "configmaps", "*"}
     assert all("*" not in rule["verbs"] for rule in role["rules"])
+    # the reader may get /metrics and nothing else
+    assert roles["py-scheduler-metrics-reader"]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
 
 
 async def apply(api: client.ApiClient, obj: dict[str, Any]) -> None:
@@ -405,7 +409,9 @@ async def test_scheduler_runs_with_deploy_rbac(sa_access: SAAccess, api_client: 
                                 extension_point="Filter", profile=PROFILE) > 0
 
             log = sched.output()
-            forbidden = [ln for ln in log.splitlines() if "forbidden" in ln.lower() or " 403" in ln]
+            # (py_scheduler.secure's lines are the refusals it served above, not refusals it got)
+            forbidden = [ln for ln in log.splitlines() if ("forbidden" in ln.lower() or " 403" in ln)
+                         and "py_scheduler.secure]" not in ln]
             assert forbidden == [], "py-scheduler was refused something by RBAC:\n" + "\n".join(forbidden[:20])
     finally:
         for p in (cpu_pod, gpu_pod):
