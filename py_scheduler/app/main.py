@@ -24,7 +24,7 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,9 +274,12 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     return code
 
 
-def build_health_server(bind_address: str, ready: Callable[[], bool], kube: Kube, serving: ServingOptions) -> Any:
+def build_health_server(bind_address: str, ready: Callable[[], bool], kube: Kube, serving: ServingOptions,
+                        routes: Mapping[str, Callable[[Any], Awaitable[Any]]] | None = None) -> Any:
     """The (not yet started) :class:`py_scheduler.app.health.HealthServer` ``serving`` asks for; the
-    delegated reviews go through a client of their own (``kube.derive``).
+    delegated reviews go through a client of their own (``kube.derive``). ``routes``: more GET
+    paths -> aiohttp handlers (debug views); they get the same authentication and authorization as
+    ``/metrics`` unless always allowed.
 
     Raises:
         ValueError: malformed bind address, or only one of the TLS files given.
@@ -287,10 +290,14 @@ def build_health_server(bind_address: str, ready: Callable[[], bool], kube: Kube
 
     if serving.plain_http:
         log.warning("serving metrics and health over plain HTTP without authentication (--plain-http)")
-        return HealthServer(bind_address, ready)
-    ctx = server_ssl_context(serving.tls_cert_file, serving.tls_private_key_file)
-    auth = DelegatingAuth(kube.derive("auth-delegation"), always_allow_paths=serving.always_allow_paths)
-    return HealthServer(bind_address, ready, ssl_context=ctx, auth=auth)
+        server = HealthServer(bind_address, ready)
+    else:
+        ctx = server_ssl_context(serving.tls_cert_file, serving.tls_private_key_file)
+        auth = DelegatingAuth(kube.derive("auth-delegation"), always_allow_paths=serving.always_allow_paths)
+        server = HealthServer(bind_address, ready, ssl_context=ctx, auth=auth)
+    for path, handler in (routes or {}).items():
+        server.add_get(path, handler)
+    return server
 
 
 async def _freeze_heap_then(coro: Awaitable[None]) -> None:

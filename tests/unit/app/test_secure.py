@@ -5,6 +5,7 @@ TokenReview / SubjectAccessReview API (the e2e tests do the same against the rea
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,9 @@ async def _get(port: int, path: str, ca: Path | None, token: str | None = None,
         return r.status, await r.text()
 
 
-async def test_https_with_given_certificate_and_delegated_auth(cert_files: tuple[Path, Path]) -> None:
+async def test_https_with_given_certificate_and_delegated_auth(cert_files: tuple[Path, Path],
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     reviews = Reviews()
     auth = DelegatingAuth(reviews)  # type: ignore[arg-type]
     srv = HealthServer("127.0.0.1:0", lambda: True, ssl_context=server_ssl_context(*cert_files), auth=auth)
@@ -110,6 +113,8 @@ async def test_https_with_given_certificate_and_delegated_auth(cert_files: tuple
                    and b["spec"]["user"].endswith(":prometheus"))
         assert sar["spec"]["nonResourceAttributes"] == {"path": "/metrics", "verb": "get"}
         assert sar["spec"]["uid"] and sar["spec"]["groups"]
+        assert "Forbidden: user=system:anonymous" in caplog.text  # refusals are logged (at debug) ...
+        assert not [t for t in ("reader-token", "nobody-token", "forged", "YTpi") if t in caplog.text]  # tokens never
     finally:
         await srv.stop()
 
@@ -141,8 +146,19 @@ async def test_plain_http_only_when_asked() -> None:
         def derive(self, purpose: str) -> Reviews:
             return self
 
-    srv = build_health_server("127.0.0.1:0", lambda: True, KubeStub(), ServingOptions())  # type: ignore[arg-type]
-    assert srv.scheme == "https" and srv.auth is not None
+    async def debug(_r: Any) -> aiohttp.web.Response:
+        return aiohttp.web.Response(text="debug")
+
+    srv = build_health_server("127.0.0.1:0", lambda: True, KubeStub(), ServingOptions(),  # type: ignore[arg-type]
+                              routes={"/debug/x": debug})
+    assert srv.scheme == "https" and srv.auth is not None and "/debug/x" in srv.paths
+    await srv.start()
+    try:
+        assert (await _get(srv.port, "/debug/x", None))[0] == 403  # the hook's routes are protected too
+        assert (await _get(srv.port, "/debug/x", None, "reader-token"))[0] == 403
+        assert await _get(srv.port, "/debug/x", None, "admin-token") == (200, "debug")
+    finally:
+        await srv.stop()
     with pytest.raises(ValueError, match="together"):
         build_health_server("127.0.0.1:0", lambda: True, KubeStub(),  # type: ignore[arg-type]
                             ServingOptions(tls_cert_file=Path("/x")))
