@@ -3,8 +3,9 @@ and never drops a Pod.
 
 The bed's kube-apiserver gets a PriorityLevelConfiguration with the smallest share there is
 (``nominalConcurrencyShares: 1``, nothing borrowed, ``Reject`` when full: an immediate 429 with
-``Retry-After``) and a FlowSchema sending every write of the deploy/ ServiceAccount
-``kube-system/py-scheduler`` to it (Bindings, ``pods/status`` and annotation patches, Events); its
+``Retry-After``) and a FlowSchema sending every write (or, second variant, every request: LISTs and
+WATCHes too) of the deploy/ ServiceAccount ``kube-system/py-scheduler`` to it (Bindings,
+``pods/status`` and annotation patches, Events); its
 Lease goes to the built-in ``leader-election`` level first, as upstream's own FlowSchema does for
 kube-scheduler. py-scheduler runs as that ServiceAccount and gets a burst of Pods. Then:
 
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
@@ -58,8 +60,9 @@ def _flow_schema(name: str, precedence: int, level: str, resources: list[dict[st
 
 
 @contextlib.asynccontextmanager
-async def throttled(api: client.ApiClient) -> AsyncIterator[str]:
-    """The throttling FlowSchema (its name is yielded) and priority level, removed at the end."""
+async def throttled(api: client.ApiClient, verbs: list[str]) -> AsyncIterator[str]:
+    """The throttling FlowSchema for ``verbs`` (its name is yielded) and priority level, removed at
+    the end."""
     co = client.CustomObjectsApi(api)
     suffix = unique_name("apf")
     level, lease_fs, writes_fs = f"{suffix}-level", f"{suffix}-lease", f"{suffix}-writes"
@@ -73,7 +76,7 @@ async def throttled(api: client.ApiClient) -> AsyncIterator[str]:
             {"verbs": ["*"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
              "namespaces": ["*"]}])),
         ("flowschemas", _flow_schema(writes_fs, 101, level, [
-            {"verbs": ["create", "update", "patch", "delete"], "apiGroups": ["*"], "resources": ["*"],
+            {"verbs": verbs, "apiGroups": ["*"], "resources": ["*"],
              "clusterScope": True, "namespaces": ["*"]}])),
     ]
     try:
@@ -107,8 +110,12 @@ async def rejected(api: client.ApiClient, flow_schema: str) -> float:
     return total
 
 
-async def test_throttled_writes_back_off_and_no_pod_is_dropped(
-        testbed: Testbed, api_client: client.ApiClient, sa_access: SAAccess, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.parametrize("verbs", [["create", "update", "patch", "delete"], ["*"]], ids=["writes", "everything"])
+async def test_throttled_requests_back_off_and_no_pod_is_dropped(
+        testbed: Testbed, api_client: client.ApiClient, sa_access: SAAccess, tmp_path: Path,  # noqa: F811
+        verbs: list[str]) -> None:
+    """``writes``: Bindings, patches, Events; ``everything``: also the LISTs and WATCHes of start-up
+    and of every re-list."""
     cm = next(d for d in deploy_objects() if d["kind"] == "ConfigMap")
     config = tmp_path / "config.yaml"
     config.write_text(cm["data"]["config.yaml"])
@@ -119,7 +126,7 @@ async def test_throttled_writes_back_off_and_no_pod_is_dropped(
     try:
         for n in nodes:
             await create_node(api_client, n, {"cpu": "32", "memory": "64Gi", "pods": "110"}, labels=label)
-        async with throttled(api_client) as flow_schema, \
+        async with throttled(api_client, verbs) as flow_schema, \
                 run_scheduler(sa_access.kubeconfig, config, tmp_path / "py-scheduler.log") as sched:
 
             async def ready() -> bool:
