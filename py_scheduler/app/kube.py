@@ -52,7 +52,10 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from yarl import URL
 
+from py_scheduler.app.metrics import RestClientMetrics
+
 log = logging.getLogger("py_scheduler.kube")
+_METRICS = RestClientMetrics()
 
 
 def _loads(data: bytes) -> Any:
@@ -226,6 +229,8 @@ class Kube:
         self.throttle_retries = throttle_retries
         self.throttled = 0
         """Responses with ``Retry-After`` (429 from API Priority and Fairness, or a 5xx) seen so far."""
+        self.host = str(URL(str(getattr(getattr(api, "configuration", None), "host", "") or "")).authority or "")
+        """``host:port`` of the API server (the ``host`` label of the ``rest_client_*`` metrics)."""
         self.event_client: Kube | None = None
         """Where Events go when set (:meth:`connect` sets a client made by :meth:`derive`); else through
         this client's connection pool with :attr:`event_limiter`."""
@@ -328,11 +333,14 @@ class Kube:
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
              if v is not None]
         while True:
+            waited = time.monotonic()
             await (limiter or self.limiter).acquire()
+            _METRICS.rate_limited(method, self.host, time.monotonic() - waited)
             if fence is not None:
                 fence()
             retry_after: int | None = None
             flow_schema = ""
+            code = "<error>"
             try:
                 resp = await self.api.call_api(
                     path, method, query_params=q, header_params={"Content-Type": content_type, "Accept": JSON},
@@ -341,14 +349,17 @@ class Kube:
                 try:
                     data = await resp.read()
                     status = resp.status
+                    code = str(status)
                     if status == 429 or status >= 500:
                         retry_after = retry_after_seconds(resp.headers.get("Retry-After"))
                         flow_schema = str(resp.headers.get("X-Kubernetes-PF-FlowSchema-UID") or "")
                 finally:
                     resp.release()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                _METRICS.request(code, method, self.host)
                 last = KubeError(0, type(exc).__name__, str(exc) or type(exc).__name__, method, path)
             else:
+                _METRICS.request(code, method, self.host)
                 if 200 <= status < 300:
                     return _loads(data) if data else None
                 err = _error_for(status, data, method, path)
@@ -364,11 +375,13 @@ class Kube:
                 log.debug("Got a Retry-After %ds response for %s %s (retries: %d%s)", retry_after, method, path,
                           throttles, f", server-side throttling, FlowSchema UID {flow_schema!r}"
                           if last.status == 429 else "")
+                _METRICS.retry(code, method, self.host)
                 await asyncio.sleep(retry_after)
                 continue
             failures += 1
             if failures > budget:
                 raise last
+            _METRICS.retry(code, method, self.host)
             log.debug("retrying %s %s after %s (attempt %d/%d, in %.1fs)", method, path, last, failures,
                       budget + 1, delay)
             await asyncio.sleep(delay)

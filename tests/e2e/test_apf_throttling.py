@@ -42,8 +42,11 @@ from tests.e2e.test_deploy_rbac import (  # noqa: F401 (sa_access is a fixture)
     SAAccess,
     deploy_objects,
     http_get,
+    metric_value,
+    metrics_reader_subject,
     run_scheduler,
     sa_access,
+    sa_token,
 )
 
 GROUP, VERSION = "flowcontrol.apiserver.k8s.io", "v1"
@@ -159,6 +162,12 @@ async def test_throttled_requests_back_off_and_no_pod_is_dropped(
             assert got > 0, "the API server never rejected py-scheduler: the test throttled nothing"
             assert "Got a Retry-After" in log and "server-side throttling" in log, log[-3000:]
             assert "Failed to bind" not in log and "lost leadership" not in log
+            # py-scheduler's own client-go style metrics saw them too (read over HTTPS with the reader's token)
+            reader = await sa_token(api_client, *metrics_reader_subject())
+            status, text = await http_get(sched.port, "/metrics", reader)
+            assert status == 200
+            seen = metric_value(text, "rest_client_requests_total", code="429")
+            assert seen >= got and metric_value(text, "rest_client_request_retries_total", code="429") >= got, seen
             scheduled: dict[str, int] = {}
             for e in await events_v1(api_client):
                 if e.reason == "Scheduled" and e.regarding is not None and e.regarding.name in names:
@@ -166,11 +175,13 @@ async def test_throttled_requests_back_off_and_no_pod_is_dropped(
             # Events trail their Bindings (a throttled Event may still be waiting out its Retry-After) and
             # are best effort; none may be doubled:
             assert all(v == 1 for v in scheduled.values()), {k: v for k, v in scheduled.items() if v != 1}
-            print(f"APF rejected {got:.0f} requests of py-scheduler; {log.count('Got a Retry-After')} "
+            print(f"APF rejected {got:.0f} requests of py-scheduler (it counted {seen:.0f} 429s since start); "
+                  f"{log.count('Got a Retry-After')} "
                   f"Retry-After waits; {len(scheduled)}/{PODS} Scheduled events")
-    finally:
-        with contextlib.suppress(ApiException):
+    finally:  # best effort: a failing clean-up must not hide the test's own failure
+        with contextlib.suppress(Exception):
             await core.delete_collection_namespaced_pod("default", label_selector=f"py-scheduler-e2e/apf={zone}",
-                                                        grace_period_seconds=0)
+                                                        grace_period_seconds=0, _request_timeout=30)
         for n in nodes:
-            await delete_node(api_client, n)
+            with contextlib.suppress(Exception):
+                await delete_node(api_client, n)

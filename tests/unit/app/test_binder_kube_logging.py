@@ -233,10 +233,23 @@ async def test_retry_after_is_honoured_outside_the_retry_budget(monkeypatch: pyt
         await real_sleep(0)
 
     monkeypatch.setattr("py_scheduler.app.kube.asyncio.sleep", fake_sleep)
+    from py_scheduler.app.metrics import REGISTRY
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, {"host": "", **labels}) or 0.0
+
+    before = (sample("rest_client_requests_total", code="429", method="POST"),
+              sample("rest_client_request_retries_total", code="429", verb="POST"),
+              sample("rest_client_requests_total", code="201", method="POST"))
     throttled = Resp(429, {"reason": "TooManyRequests"}, {"Retry-After": "3", "X-Kubernetes-PF-FlowSchema-UID": "u"})
     k, api = kube_with([throttled] * 6 + [Resp(503, b"", {"Retry-After": "1"}), Resp(201, {})], retries=0)
     await k.bind("default", "p", "u", "n1")
     assert len(api.calls) == 8 and slept == [3.0] * 6 + [1.0] and k.throttled == 7
+    # client-go's rest_client_* metrics count each attempt and each retry
+    assert (sample("rest_client_requests_total", code="429", method="POST"),
+            sample("rest_client_request_retries_total", code="429", verb="POST"),
+            sample("rest_client_requests_total", code="201", method="POST")) == (before[0] + 6, before[1] + 6,
+                                                                                 before[2] + 1)
     # 11 throttled answers: the 11th is given up
     slept.clear()
     k, api = kube_with([throttled] * 11, retries=5)
