@@ -6,8 +6,9 @@ The bed's kube-apiserver gets a PriorityLevelConfiguration with the smallest sha
 ``Retry-After``) and a FlowSchema sending every write (or, second variant, every request: LISTs and
 WATCHes too) of the deploy/ ServiceAccount ``kube-system/py-scheduler`` to it (Bindings,
 ``pods/status`` and annotation patches, Events); its
-Lease goes to the built-in ``leader-election`` level first, as upstream's own FlowSchema does for
-kube-scheduler. py-scheduler runs as that ServiceAccount and gets a burst of Pods. Then:
+Lease stays on the built-in ``leader-election`` level (upstream's ``system-leader-election``
+FlowSchema already matches every kube-system ServiceAccount's Lease calls; the test's own copy makes
+that explicit). py-scheduler runs as that ServiceAccount and gets a burst of Pods. Then:
 
 * the API server did reject its requests (``apiserver_flowcontrol_rejected_requests_total`` of the
   FlowSchema moved) and py-scheduler waited the ``Retry-After`` it was given (its log);
