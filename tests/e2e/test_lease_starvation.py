@@ -26,6 +26,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
+from tests.e2e.faults import invariants
 from tests.e2e.helpers import Testbed, create_node, create_pod, delete_node, unique_name, wait_for
 from tests.e2e.scheduler_proc import SchedulerProcess
 
@@ -47,6 +48,7 @@ class Starvation:
         self.renewals: list[dt.datetime] = []
         self.holders: set[str] = set()
         self.transitions: set[int] = set()
+        self.pods: set[str] = set()
 
     def start(self, name: str, qps: float, burst: int) -> SchedulerProcess:
         cfg = Path(self.testbed.dir) / f"{name}.config.json"
@@ -75,6 +77,7 @@ class Starvation:
                                  spec={"nodeSelector": {"py-scheduler-e2e/starve": self.group}})
 
         await asyncio.gather(*(one(x) for x in names))
+        self.pods.update(names)
         return names
 
     async def unbound(self) -> int:
@@ -133,8 +136,12 @@ async def _run_until_bound(s: Starvation, pods: int, timeout: float) -> None:
         await watcher
 
 
-def _assert_lease_kept(s: Starvation) -> None:
+async def _assert_lease_kept(s: Starvation) -> None:
     assert s.replica is not None
+    # the fault suite's invariants: no overcommit, bound once, no crash, no Traceback
+    report = await invariants.check(s.api, pod_names=s.pods, procs=[s.replica], killed=set(),
+                                    group_nodes=set(s.nodes))
+    assert report.violations == [] and report.bound == len(s.pods), (report.violations, report.bound)
     log = s.replica.log()
     assert not [ln for ln in log.splitlines() if any(x in ln for x in LOST)], log[-3000:]
     fenced = log.count(FENCED)
@@ -153,7 +160,7 @@ async def test_burst_at_qps_5_keeps_the_lease(starve: Starvation) -> None:
     await replica.wait_leading()
     await starve.add_pods(100)
     await _run_until_bound(starve, 100, timeout=240)
-    _assert_lease_kept(starve)
+    await _assert_lease_kept(starve)
     assert replica.log().count("Successfully bound") >= 100
 
 
@@ -165,4 +172,4 @@ async def test_startup_backlog_of_800_pods_is_not_fenced_off(starve: Starvation)
     replica = starve.start("starve-backlog", qps=50, burst=100)
     await replica.wait_leading(timeout=120)
     await _run_until_bound(starve, 800, timeout=480)
-    _assert_lease_kept(starve)
+    await _assert_lease_kept(starve)
