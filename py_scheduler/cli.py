@@ -33,22 +33,36 @@ def run(
     lease_name: Annotated[str | None, typer.Option(help="Lease name (default py-scheduler)")] = None,
     lease_namespace: Annotated[str | None, typer.Option(help="Lease namespace (default kube-system)")] = None,
     metrics_bind_address: Annotated[str, typer.Option(help="host:port for /metrics, /healthz, /livez, /readyz "
-                                                      "(empty: off)")] = "0.0.0.0:10259",
+                                                      "(HTTPS unless --plain-http; empty: off)")] = "0.0.0.0:10259",
     v: Annotated[int, typer.Option("--v", help="log verbosity (kube-scheduler style; 10 logs every plugin score)")] = 2,
     feature_gates: FeatureGates = "",
     decisions_capacity: Annotated[int, typer.Option(
         help="decision records kept in memory for /debug/decisions (0: none; ~0.8 KiB each)")] = 50_000,
     decisions_top_k: Annotated[int, typer.Option(help="nodes whose scores each decision record keeps, "
                                                  "besides the selected one")] = 5,
+    tls_cert_file: Annotated[Path | None, typer.Option(
+        help="PEM certificate (chain) for the HTTPS metrics/health port; with --tls-private-key-file. "
+             "Default: a self-signed certificate made at start")] = None,
+    tls_private_key_file: Annotated[Path | None, typer.Option(help="PEM key of --tls-cert-file")] = None,
+    authorization_always_allow_paths: Annotated[str, typer.Option(
+        help="comma-separated paths served without authentication or authorization (a trailing * matches "
+             "a prefix)")] = "/healthz,/readyz,/livez",
+    plain_http: Annotated[bool, typer.Option(
+        "--plain-http", help="serve the metrics/health port as plain HTTP with no authentication "
+                             "(default: HTTPS, delegated authentication and authorization)")] = False,
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
-    from py_scheduler.app.main import run_scheduler
+    from py_scheduler.app.main import ServingOptions, run_scheduler
 
+    serving = ServingOptions(plain_http=plain_http, tls_cert_file=tls_cert_file,
+                             tls_private_key_file=tls_private_key_file,
+                             always_allow_paths=tuple(p.strip() for p in authorization_always_allow_paths.split(",")
+                                                      if p.strip()))
     raise typer.Exit(run_scheduler(kubeconfig=kubeconfig, config=config, leader_elect=leader_elect,
                                    lease_name=lease_name, lease_namespace=lease_namespace,
                                    metrics_bind_address=metrics_bind_address, verbosity=v,
                                    feature_gates=feature_gates, decisions_capacity=decisions_capacity,
-                                   decisions_top_k=decisions_top_k))
+                                   decisions_top_k=decisions_top_k, serving=serving))
 
 
 @app.command()

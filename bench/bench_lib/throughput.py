@@ -204,7 +204,8 @@ class PyScheduler(_Child):
         prefix = shlex.split(os.environ.get("BENCH_PY_WRAP", ""))
         super().__init__([sys.executable, *prefix, "-m", "py_scheduler.cli", "run", "--kubeconfig", str(tb.kubeconfig),
                           "--config", str(cfg_path), "--no-leader-elect",
-                          "--metrics-bind-address", f"127.0.0.1:{port}", "--v", str(verbosity)],
+                          "--metrics-bind-address", f"127.0.0.1:{port}", "--plain-http",  # readiness poll only
+                          "--v", str(verbosity)],
                          tb.logs_dir / "py-scheduler-bench.log")
 
     async def start(self) -> None:

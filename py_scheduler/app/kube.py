@@ -8,24 +8,34 @@ LISTs the informers reconcile with. Callers pass and receive plain JSON dicts.
 
 Behaviour (as client-go's rest client + kube-scheduler's client settings):
 
-- client-side rate limit: a token bucket of ``qps`` / ``burst`` (kube-scheduler: 50 / 100), and a
-  second one of the same size for Events (kube-scheduler records events through its own client);
+- client-side rate limit: a token bucket of ``qps`` / ``burst`` (kube-scheduler: 50 / 100) per
+  client. Events and leader election each get a client of their own (:meth:`Kube.derive`: its own
+  ``ApiClient``, so its own connection pool, and its own token bucket), as kube-scheduler builds an
+  ``eventClient`` and ``resourcelock.NewFromKubeconfig`` builds a ``leader-election`` client: no
+  backlog of Bindings can delay a Lease renewal past the renew deadline;
 - retries with exponential backoff (0.2 s doubling, at most 5 s) on connection errors, timeouts,
-  429 (``Retry-After`` honoured) and 5xx, up to ``retries`` extra attempts (tenacity);
+  429 and 5xx, up to ``retries`` extra attempts; a 429 or 5xx carrying ``Retry-After`` (API Priority
+  and Fairness' answer) waits exactly that many seconds and is retried up to
+  ``throttle_retries`` (10) times without spending ``retries``, as client-go's ``withRetry``
+  (``maxRetries`` 10, ``checkWait``);
 - other errors raise :class:`KubeError` (``NotFound`` for 404, ``Conflict`` for 409) carrying the
   HTTP status, the Status ``reason`` and ``message``.
 
 Credentials come from a kubeconfig file or, without one, the in-cluster service account; tokens are
 never logged.
 
-Upstream: ``staging/src/k8s.io/client-go/rest`` (retry on 429/5xx with Retry-After,
-``flowcontrol`` token bucket), ``pkg/scheduler/framework/plugins/defaultbinder/default_binder.go``
+Upstream: ``staging/src/k8s.io/client-go/rest`` (``with_retry.go``: retry on 429/5xx with
+Retry-After; ``flowcontrol`` token bucket), ``cmd/kube-scheduler/app/options/options.go``
+(``createClients``: a client and an ``eventClient``), ``client-go/tools/leaderelection/resourcelock/
+interface.go`` (``NewFromKubeconfig``: a copy of the config, timeout ``renewDeadline / 2``, user agent
+``leader-election``), ``pkg/scheduler/framework/plugins/defaultbinder/default_binder.go``
 (the Binding), ``pkg/scheduler/util/utils.go`` (``PatchPodStatus``, ``DeletePod``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import time
@@ -43,9 +53,11 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from yarl import URL
 
+from py_scheduler.app.metrics import RestClientMetrics
 from py_scheduler.framework.handle import APIConflict, APIError, APINotFound
 
 log = logging.getLogger("py_scheduler.kube")
+_METRICS = RestClientMetrics()
 
 
 def _loads(data: bytes) -> Any:
@@ -66,6 +78,11 @@ JSON = "application/json"
 DEFAULT_TIMEOUT = 30.0
 """Seconds one request may take before it counts as failed (and is retried)."""
 
+THROTTLE_RETRIES = 10
+"""Retries of a request the server answered with ``Retry-After`` (client-go's ``maxRetries``)."""
+
+USER_AGENT = "py-scheduler"
+
 
 class KubeError(APIError):
     """A failed API call: ``status`` (HTTP, 0 for a connection error), ``reason`` (the Status
@@ -73,7 +90,9 @@ class KubeError(APIError):
     :class:`~py_scheduler.framework.handle.APIError`, so plugins handle it without knowing the client."""
 
     retry_after: float | None = None
-    """Seconds the server asked to wait (``Retry-After`` of a 429), else None."""
+    """Seconds the server asked to wait (``Retry-After`` of a 429 or 5xx), else None."""
+    flow_schema: str = ""
+    """The APF FlowSchema UID of a throttled answer (``X-Kubernetes-PF-FlowSchema-UID``)."""
 
     def __init__(self, status: int, reason: str, message: str, method: str = "", path: str = "") -> None:
         super().__init__(status, reason, message)
@@ -104,37 +123,75 @@ def _error_for(status: int, body: bytes, method: str, path: str) -> KubeError:
     return cls(status, reason, message, method, path)
 
 
+def retry_after_seconds(value: str | None) -> int | None:
+    """The ``Retry-After`` header as whole seconds (client-go's ``retryAfterSeconds``: an integer
+    >= 0; an HTTP date or anything else is ignored), capped at 60 s so a confused server cannot park
+    a Binding for hours. None when absent or unusable."""
+    if not value:
+        return None
+    try:
+        seconds = int(value.strip())
+    except ValueError:
+        return None
+    return min(seconds, 60) if seconds >= 0 else None
+
+
+class _RetryPolicy:
+    """One request's retries, for tenacity (client-go's ``withRetry`` and ``checkWait``): a status 0
+    (connection error, timeout), 429 or 5xx is retried. One with ``Retry-After`` (API Priority and
+    Fairness' 429, or a 5xx) waits exactly that long and spends the throttle budget; any other
+    spends the ordinary budget and waits ``initial_backoff`` doubling per such failure up to 5 s.
+    Anything else (4xx, the fence's own exception) is final."""
+
+    def __init__(self, kube: Kube, method: str, path: str, budget: int, throttle_budget: int) -> None:
+        self.kube = kube
+        self.method = method
+        self.path = path
+        self.budget = budget
+        self.throttle_budget = throttle_budget
+        self.failures = 0
+        self.throttles = 0
+        self.delay = kube.initial_backoff
+        self.last_wait = 0.0
+
+    def retry(self, exc: BaseException) -> bool:
+        if not isinstance(exc, KubeError) or not (exc.status == 0 or exc.status == 429 or exc.status >= 500):
+            return False
+        if exc.retry_after is not None:
+            self.kube.throttled += 1
+            self.throttles += 1
+            self.last_wait = exc.retry_after
+        else:
+            self.failures += 1
+            self.last_wait = self.delay
+            self.delay = min(self.delay * 2, MAX_BACKOFF)
+        return True
+
+    def stop(self, rs: tenacity.RetryCallState) -> bool:
+        return self.failures > self.budget or self.throttles > self.throttle_budget
+
+    def wait(self, rs: tenacity.RetryCallState) -> float:
+        return self.last_wait
+
+    def before_sleep(self, rs: tenacity.RetryCallState) -> None:
+        exc = rs.outcome.exception() if rs.outcome is not None else None
+        code = str(exc.status) if isinstance(exc, KubeError) and exc.status else "<error>"
+        _METRICS.retry(code, self.method, self.kube.host)
+        if isinstance(exc, KubeError) and exc.retry_after is not None:
+            log.debug("Got a Retry-After %ds response for %s %s (retries: %d%s)", exc.retry_after, self.method,
+                      self.path, self.throttles, f", server-side throttling, FlowSchema UID {exc.flow_schema!r}"
+                      if exc.status == 429 else "")
+        else:
+            log.debug("retrying %s %s after %s (attempt %d/%d, in %.1fs)", self.method, self.path, exc,
+                      self.failures, self.budget + 1, self.last_wait)
+
+
 MAX_BACKOFF = 5.0
-"""Seconds: the longest wait between two attempts of one request (client-go's rest client caps at 10 s
-with jitter; kube-scheduler's writes are short-lived)."""
+"""Seconds: the longest wait between two ordinary retries of one request."""
 
 
-def _retryable(exc: BaseException) -> bool:
-    """A connection error / timeout (status 0), 429 or 5xx: worth another attempt. Anything else
-    (4xx, the fence's own exception) is final."""
-    return isinstance(exc, KubeError) and (exc.status == 0 or exc.status == 429 or exc.status >= 500)
-
-
-def _retry_wait(initial: float) -> Callable[[tenacity.RetryCallState], float]:
-    """tenacity wait: the 429's ``Retry-After`` when given, else ``initial`` doubling per attempt up
-    to :data:`MAX_BACKOFF` (0.2, 0.4, 0.8, ... s)."""
-    exponential = tenacity.wait_exponential(multiplier=initial, max=MAX_BACKOFF)
-
-    def wait(rs: tenacity.RetryCallState) -> float:
-        exc = rs.outcome.exception() if rs.outcome is not None else None
-        ra = exc.retry_after if isinstance(exc, KubeError) else None
-        return ra if ra is not None else float(exponential(rs))
-
-    return wait
-
-
-def _log_retry(method: str, path: str) -> Callable[[tenacity.RetryCallState], None]:
-    def before_sleep(rs: tenacity.RetryCallState) -> None:
-        exc = rs.outcome.exception() if rs.outcome is not None else None
-        sleep = rs.next_action.sleep if rs.next_action is not None else 0.0
-        log.debug("retrying %s %s after %s (attempt %d, in %.1fs)", method, path, exc, rs.attempt_number, sleep)
-
-    return before_sleep
+async def _sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
 
 
 class RateLimiter:
@@ -224,19 +281,32 @@ class Kube:
 
     initial_backoff = 0.2
     """Seconds before the first retry (doubling, at most 5 s)."""
-    retry_sleep: Callable[[float], Awaitable[None]] = staticmethod(asyncio.sleep)
+    retry_sleep: Callable[[float], Awaitable[None]] = staticmethod(_sleep)
     """How a retry waits (tests record the waits)."""
 
-    def __init__(self, api: k8s_client.ApiClient, qps: float = 50.0, burst: int = 100, retries: int = 5) -> None:
+    def __init__(self, api: k8s_client.ApiClient, qps: float = 50.0, burst: int = 100, retries: int = 5,
+                 throttle_retries: int = THROTTLE_RETRIES) -> None:
         self.api = api
+        self.qps = qps
+        self.burst = burst
         self.limiter = RateLimiter(qps, burst)
         self.event_limiter = RateLimiter(qps, burst)
         self.retries = retries
+        self.throttle_retries = throttle_retries
+        self.throttled = 0
+        """Responses with ``Retry-After`` (429 from API Priority and Fairness, or a 5xx) seen so far."""
+        self.host = str(URL(str(getattr(getattr(api, "configuration", None), "host", "") or "")).authority or "")
+        """``host:port`` of the API server (the ``host`` label of the ``rest_client_*`` metrics)."""
+        self.event_client: Kube | None = None
+        """Where Events go when set (:meth:`connect` sets a client made by :meth:`derive`); else through
+        this client's connection pool with :attr:`event_limiter`."""
+        self._derived: list[Kube] = []
 
     @classmethod
     async def connect(cls, kubeconfig: Path | str | None, qps: float = 50.0, burst: int = 100,
                       retries: int = 5) -> Kube:
-        """Load credentials from ``kubeconfig`` (its current context) or in-cluster when None.
+        """Load credentials from ``kubeconfig`` (its current context) or in-cluster when None. The
+        returned client posts Events through a second client of its own (:attr:`event_client`).
 
         Raises:
             kubernetes_asyncio.config.ConfigException: unusable kubeconfig / not in a cluster.
@@ -247,10 +317,40 @@ class Kube:
         else:
             k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         api = k8s_client.ApiClient(configuration=cfg)
+        api.user_agent = f"{USER_AGENT}/scheduler"
         resolve_env_once(api)
-        return cls(api, qps=qps, burst=burst, retries=retries)
+        kube = cls(api, qps=qps, burst=burst, retries=retries)
+        kube.event_client = kube.derive("events")
+        return kube
+
+    def derive(self, purpose: str, *, qps: float | None = None, burst: int | None = None,
+               retries: int | None = None) -> Kube:
+        """A client for one purpose (``leader-election``, ``events``, ``auth-delegation``): the same
+        server and credentials (a copy of the Configuration, so a rotated in-cluster token is re-read
+        by both), its own ``ApiClient`` (its own aiohttp connection pool: requests queued on this
+        client's connections cannot delay it), its own token bucket (``qps`` / ``burst`` default to
+        this client's), user agent ``py-scheduler/<purpose>``. Closed by :meth:`close` of this client.
+
+        Upstream: ``restclient.AddUserAgent`` + ``clientset.NewForConfig`` on a copy of the config
+        (``cmd/kube-scheduler/app/options/options.go`` ``createClients``,
+        ``resourcelock.NewFromKubeconfig``).
+        """
+        cfg = copy.deepcopy(self.api.configuration)
+        api = k8s_client.ApiClient(configuration=cfg)
+        api.user_agent = f"{USER_AGENT}/{purpose}"
+        resolve_env_once(api)
+        rest_proxy = getattr(self.api.rest_client, "proxy", None)
+        if rest_proxy and hasattr(api.rest_client, "proxy"):
+            api.rest_client.proxy = rest_proxy
+        out = Kube(api, qps=self.qps if qps is None else qps, burst=self.burst if burst is None else burst,
+                   retries=self.retries if retries is None else retries, throttle_retries=self.throttle_retries)
+        self._derived.append(out)
+        return out
 
     async def close(self) -> None:
+        for k in self._derived:
+            await k.close()
+        self._derived.clear()
         await self.api.close()
 
     def endpoint(self) -> Endpoint:
@@ -277,25 +377,35 @@ class Kube:
     # -- the one request path ------------------------------------------------------------------------
     async def request(self, method: str, path: str, *, body: Any = None, query: Mapping[str, Any] | None = None,
                       content_type: str = JSON, retries: int | None = None,
-                      timeout: float = DEFAULT_TIMEOUT, limiter: RateLimiter | None = None,
+                      throttle_retries: int | None = None, timeout: float = DEFAULT_TIMEOUT,
+                      limiter: RateLimiter | None = None,
                       fence: Callable[[], None] | None = None) -> Any:
         """Send one API request and return the decoded JSON body (None for an empty body).
 
         ``fence`` (when given) is called right before each attempt is sent, after the rate limiter
         and any retry backoff: whatever it raises aborts the request unsent. Bindings use it so that
         a process frozen (SIGSTOP, a long GC pause) while waiting for a token or a retry never sends
-        a write once its leader lease could have expired.
+        a write once its leader lease could have expired. ``retries`` / ``throttle_retries`` override
+        the client's budgets for this request (the Lease calls use 0 for both: the elector retries
+        on its own clock).
 
         Raises:
             NotFound, Conflict, KubeError: the final failure after retries; whatever ``fence`` raises.
         """
+        budget = self.retries if retries is None else retries
+        throttle_budget = self.throttle_retries if throttle_retries is None else throttle_retries
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
              if v is not None]
 
         async def attempt() -> Any:
+            waited = time.monotonic()
             await (limiter or self.limiter).acquire()
+            _METRICS.rate_limited(method, self.host, time.monotonic() - waited)
             if fence is not None:
                 fence()
+            code = "<error>"
+            retry_after: int | None = None
+            flow_schema = ""
             try:
                 resp = await self.api.call_api(
                     path, method, query_params=q, header_params={"Content-Type": content_type, "Accept": JSON},
@@ -304,21 +414,27 @@ class Kube:
                 try:
                     data = await resp.read()
                     status = resp.status
-                    ra = resp.headers.get("Retry-After") if status == 429 else None
+                    code = str(status)
+                    if status == 429 or status >= 500:
+                        retry_after = retry_after_seconds(resp.headers.get("Retry-After"))
+                        flow_schema = str(resp.headers.get("X-Kubernetes-PF-FlowSchema-UID") or "")
                 finally:
                     resp.release()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                _METRICS.request(code, method, self.host)
                 raise KubeError(0, type(exc).__name__, str(exc) or type(exc).__name__, method, path) from exc
+            _METRICS.request(code, method, self.host)
             if 200 <= status < 300:
                 return _loads(data) if data else None
             err = _error_for(status, data, method, path)
-            err.retry_after = float(ra) if ra and ra.isdigit() else None
+            err.retry_after = float(retry_after) if retry_after is not None else None
+            err.flow_schema = flow_schema
             raise err
 
-        retrying = tenacity.AsyncRetrying(
-            stop=tenacity.stop_after_attempt((self.retries if retries is None else retries) + 1),
-            wait=_retry_wait(self.initial_backoff), retry=tenacity.retry_if_exception(_retryable),
-            before_sleep=_log_retry(method, path), reraise=True, sleep=self.retry_sleep)
+        policy = _RetryPolicy(self, method, path, budget, throttle_budget)
+        retrying = tenacity.AsyncRetrying(retry=tenacity.retry_if_exception(policy.retry), stop=policy.stop,
+                                          wait=policy.wait, before_sleep=policy.before_sleep, reraise=True,
+                                          sleep=self.retry_sleep)
         return await retrying(attempt)
 
     # -- reads ---------------------------------------------------------------------------------------
@@ -401,6 +517,8 @@ class Kube:
         Raises:
             KubeError.
         """
+        if self.event_client is not None:
+            return await self.event_client.create_event(namespace, event)
         ev: Obj = await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{_q(namespace)}/events",
                                      body=event, retries=2, limiter=self.event_limiter)
         return ev
@@ -411,6 +529,8 @@ class Kube:
         Raises:
             NotFound, KubeError.
         """
+        if self.event_client is not None:
+            return await self.event_client.patch_event(namespace, name, patch)
         ev: Obj = await self.request("PATCH", f"/apis/events.k8s.io/v1/namespaces/{_q(namespace)}/events/{_q(name)}",
                                      body=patch, content_type=MERGE_PATCH, retries=2, limiter=self.event_limiter)
         return ev
@@ -423,20 +543,22 @@ class Kube:
     async def get_lease(self, namespace: str, name: str, timeout: float = DEFAULT_TIMEOUT) -> Obj | None:
         """The Lease or None (no retries: the elector has its own retry period)."""
         try:
-            lease: Obj = await self.request("GET", self._lease_path(namespace, name), retries=0, timeout=timeout)
+            lease: Obj = await self.request("GET", self._lease_path(namespace, name), retries=0, throttle_retries=0,
+                                      timeout=timeout)
         except NotFound:
             return None
         return lease
 
     async def create_lease(self, namespace: str, lease: Obj, timeout: float = DEFAULT_TIMEOUT) -> Obj:
         """Create the Lease. Raises Conflict when it already exists."""
-        out: Obj = await self.request("POST", self._lease_path(namespace), body=lease, retries=0, timeout=timeout)
+        out: Obj = await self.request("POST", self._lease_path(namespace), body=lease, retries=0, throttle_retries=0,
+                                      timeout=timeout)
         return out
 
     async def update_lease(self, namespace: str, name: str, lease: Obj, timeout: float = DEFAULT_TIMEOUT) -> Obj:
         """PUT the Lease; ``metadata.resourceVersion`` makes it optimistic. Raises Conflict when stale."""
         out: Obj = await self.request("PUT", self._lease_path(namespace, name), body=lease, retries=0,
-                                      timeout=timeout)
+                                      throttle_retries=0, timeout=timeout)
         return out
 
     # -- streaming reads (the reflector, py_scheduler.app.reflector) ----------------------------------

@@ -75,7 +75,10 @@ class LeaderElector:
     """Acquire and keep the Lease ``namespace/name`` as ``identity``.
 
     Args:
-        kube: the API adapter.
+        kube: the API adapter; in the live process a client of its own (``Kube.derive("leader-election")``:
+            own connection pool and rate limiter, as upstream's ``resourcelock.NewFromKubeconfig``), so
+            the scheduler's backlog of writes never delays a renewal past ``renew_deadline``
+            (``tests/e2e/test_lease_starvation.py``).
         lease_duration, renew_deadline, retry_period: seconds (15, 10, 2 by default).
         on_started_leading / on_stopped_leading: optional callbacks (no arguments).
         now: monotonic clock (seconds).

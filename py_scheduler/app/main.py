@@ -17,7 +17,8 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,22 @@ log = logging.getLogger("py_scheduler.main")
 SHUTDOWN_DRAIN_SECONDS = 5.0
 
 
+@dataclass(frozen=True, slots=True)
+class ServingOptions:
+    """How the metrics/health port is served (kube-scheduler's secure serving flags).
+
+    ``plain_http``: plain HTTP without authentication (``--plain-http``; only by explicit choice).
+    Otherwise HTTPS with ``tls_cert_file`` / ``tls_private_key_file`` (both or neither: a
+    self-signed certificate made at start), delegated authentication and authorization of every
+    path except ``always_allow_paths`` (``--authorization-always-allow-paths``).
+    """
+
+    plain_http: bool = False
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
+    always_allow_paths: Sequence[str] = ("/healthz", "/readyz", "/livez")
+
+
 def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None) -> dict[str, Framework]:
     """schedulerName -> Framework, each with its own metrics observer; plugins get ``handle`` (whose
     ``client`` the live process sets once connected).
@@ -72,7 +89,7 @@ def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None) -> dict[s
 def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bool | None, lease_name: str | None,
                   lease_namespace: str | None, metrics_bind_address: str, verbosity: int,
                   feature_gates: str = "", decisions_capacity: int = DEFAULT_CAPACITY,
-                  decisions_top_k: int = DEFAULT_TOP_K) -> int:
+                  decisions_top_k: int = DEFAULT_TOP_K, serving: ServingOptions | None = None) -> int:
     """Run the scheduler until SIGTERM/SIGINT; returns the process exit code.
 
     ``kubeconfig`` None: ``clientConnection.kubeconfig`` of the config file, else in-cluster.
@@ -81,7 +98,8 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
     (empty: no server). ``feature_gates`` is kube-scheduler's ``--feature-gates`` list
     (:mod:`py_scheduler.framework.features`, shared with ``explain`` and ``simulate``). ``decisions_capacity``
     records (0: none) of ``decisions_top_k`` nodes each are kept for ``/debug/decisions``
-    (:mod:`py_scheduler.app.decisions`).
+    (:mod:`py_scheduler.app.decisions`). ``serving``: how that port is served
+    (default: HTTPS with a self-signed certificate and delegated authn/authz).
     """
     setup_logging(verbosity)
     try:
@@ -106,7 +124,8 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         return 1
     kc: Path | None = kubeconfig if kubeconfig is not None else (Path(cfg.kubeconfig) if cfg.kubeconfig else None)
     try:
-        return _event_loop_run(_run(cfg, kc, metrics_bind_address, decisions_capacity, decisions_top_k))
+        return _event_loop_run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions(), decisions_capacity,
+                                    decisions_top_k))
     except KeyboardInterrupt:
         return 0
 
@@ -119,7 +138,8 @@ collections of ~0.24 s each); with these thresholds 0.9 s, CPU per Pod 7.0 -> 5.
 
 
 async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str,
-               decisions_capacity: int = DEFAULT_CAPACITY, decisions_top_k: int = DEFAULT_TOP_K) -> int:
+               serving: ServingOptions, decisions_capacity: int = DEFAULT_CAPACITY,
+               decisions_top_k: int = DEFAULT_TOP_K) -> int:
     gc.set_threshold(*GC_THRESHOLDS)
     handle = Handle()
     try:
@@ -134,13 +154,13 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
         return 1
     try:
         decisions = (DecisionLog(decisions_capacity, decisions_top_k) if decisions_capacity > 0 else None)
-        return await _serve(cfg, frameworks, kube, metrics_bind_address, decisions)
+        return await _serve(cfg, frameworks, kube, metrics_bind_address, serving, decisions)
     finally:
         await kube.close()
 
 
 async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str,
-                 decisions: DecisionLog | None = None) -> int:
+                 serving: ServingOptions, decisions: DecisionLog | None = None) -> int:
     identity = new_identity()
     missing = missing_default_plugins(registry=registry)
     log.info("Starting py-scheduler identity=%s profiles=%s", identity, sorted(frameworks))
@@ -155,7 +175,8 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     le = cfg.leader_election
     leader: LeaderElector | AlwaysLeader
     if le.leader_elect:
-        leader = LeaderElector(kube, le.resource_namespace, le.resource_name, identity,
+        # its own client (connection pool and rate limiter): no backlog of Bindings delays a renewal
+        leader = LeaderElector(kube.derive("leader-election"), le.resource_namespace, le.resource_name, identity,
                                lease_duration=le.lease_duration_seconds, renew_deadline=le.renew_deadline_seconds,
                                retry_period=le.retry_period_seconds,
                                on_started_leading=lambda: log.info("became the leader: scheduling"),
@@ -180,15 +201,13 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
 
     health: Any = None
     if metrics_bind_address:
-        from py_scheduler.app.health import HealthServer
-
         try:
-            health = HealthServer(metrics_bind_address, ready)
+            health = build_health_server(metrics_bind_address, ready, kube, serving)
             if decisions is not None:  # /debug/decisions: routes added before the app is frozen by start()
                 add_decision_routes(health.app, decisions, leader.is_leader_valid)
                 register_decision_metrics(decisions, REGISTRY)
             await health.start()
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
             log.error("cannot serve metrics/health on %r: %s", metrics_bind_address, exc)
             return 1
 
@@ -228,6 +247,32 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
         await health.stop()
     log.info("stopped")
     return code
+
+
+def build_health_server(bind_address: str, ready: Callable[[], bool], kube: Kube, serving: ServingOptions,
+                        routes: Mapping[str, Callable[[Any], Awaitable[Any]]] | None = None) -> Any:
+    """The (not yet started) :class:`py_scheduler.app.health.HealthServer` ``serving`` asks for; the
+    delegated reviews go through a client of their own (``kube.derive``). ``routes``: more GET
+    paths -> aiohttp handlers (debug views); they get the same authentication and authorization as
+    ``/metrics`` unless always allowed.
+
+    Raises:
+        ValueError: malformed bind address, or only one of the TLS files given.
+        OSError, ssl.SSLError: a TLS file cannot be read or the pair does not match.
+    """
+    from py_scheduler.app.health import HealthServer
+    from py_scheduler.app.secure import DelegatingAuth, server_ssl_context
+
+    if serving.plain_http:
+        log.warning("serving metrics and health over plain HTTP without authentication (--plain-http)")
+        server = HealthServer(bind_address, ready)
+    else:
+        ctx = server_ssl_context(serving.tls_cert_file, serving.tls_private_key_file)
+        auth = DelegatingAuth(kube.derive("auth-delegation"), always_allow_paths=serving.always_allow_paths)
+        server = HealthServer(bind_address, ready, ssl_context=ctx, auth=auth)
+    for path, handler in (routes or {}).items():
+        server.add_get(path, handler)
+    return server
 
 
 async def _freeze_heap_then(coro: Awaitable[None]) -> None:

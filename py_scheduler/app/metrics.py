@@ -327,3 +327,38 @@ class BatchMetricsRecorder:
 
     def store_duration(self, profile: str, seconds: float) -> None:
         self._store_duration(profile).observe(seconds)
+
+
+# -- the API client (client-go's rest_client_* metrics, kube-scheduler exposes them too) ----------------
+# Upstream: staging/src/k8s.io/component-base/metrics/prometheus/restclient/metrics.go (names, labels,
+# buckets). Recorded by py_scheduler.app.kube.Kube.request for every client (scheduler, leader election,
+# events, auth delegation): a 429 from API Priority and Fairness shows as code="429" and as a retry.
+_REST_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+REST_CLIENT_REQUESTS = Counter(
+    "rest_client_requests", "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"], registry=REGISTRY)
+REST_CLIENT_REQUEST_RETRIES = Counter(
+    "rest_client_request_retries", "Number of request retries, partitioned by status code, verb, and host.",
+    ["code", "verb", "host"], registry=REGISTRY)
+REST_CLIENT_RATE_LIMITER_DURATION = Histogram(
+    "rest_client_rate_limiter_duration_seconds", "Client side rate limiter latency in seconds. Broken down by "
+    "verb, and host.", ["verb", "host"], buckets=_REST_BUCKETS, registry=REGISTRY)
+
+
+class RestClientMetrics:
+    """What :class:`py_scheduler.app.kube.Kube` records per request (memoized children)."""
+
+    def __init__(self) -> None:
+        self._requests = Children(REST_CLIENT_REQUESTS)
+        self._retries = Children(REST_CLIENT_REQUEST_RETRIES)
+        self._limiter = Children(REST_CLIENT_RATE_LIMITER_DURATION)
+
+    def request(self, code: str, method: str, host: str) -> None:
+        """One attempt answered ``code`` (``<error>`` when no HTTP answer came)."""
+        self._requests(code, method, host).inc()
+
+    def retry(self, code: str, verb: str, host: str) -> None:
+        self._retries(code, verb, host).inc()
+
+    def rate_limited(self, verb: str, host: str, seconds: float) -> None:
+        self._limiter(verb, host).observe(seconds)

@@ -1,5 +1,8 @@
 """deploy/ on the real test bed: the manifests apply, the ServiceAccount's RBAC is enough to schedule
-and no more, and /metrics moves.
+and no more, and /metrics moves; the metrics port is HTTPS with delegated authentication and
+authorization (issue 20 item 4): anonymous, unknown and unauthorized tokens are refused (403 / 401 /
+403), the token of the ServiceAccount deploy/ binds to ``py-scheduler-metrics-reader`` reads the
+metrics, the probes answer without a token.
 
 Flow: every object of ``deploy/*.yaml`` except the Deployment is created with the admin client; a
 token for ``kube-system/py-scheduler`` comes from the TokenRequest API; ``py-scheduler run`` runs as
@@ -14,6 +17,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -71,6 +75,11 @@ def test_deployment_is_hardened() -> None:
     assert "--config=/etc/py-scheduler/config.yaml" in c["args"] and "--leader-elect" in c["args"]
     assert c["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # the port is HTTPS by default: the kubelet must probe with TLS (it does not verify the certificate)
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert c[probe]["httpGet"]["scheme"] == "HTTPS", probe
+        assert c[probe]["httpGet"]["port"] == c["ports"][0]["name"], probe
+    assert "--plain-http" not in c["args"]
     sc = c["securityContext"]
     assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"]["drop"] == ["ALL"] and sc["seccompProfile"]["type"] == "RuntimeDefault"
@@ -80,10 +89,14 @@ def test_deployment_is_hardened() -> None:
 
 
 def test_cluster_role_grants_no_secrets_or_configmaps() -> None:
-    (role,) = [d for d in deploy_objects() if d["kind"] == "ClusterRole"]
+    roles = {d["metadata"]["name"]: d for d in deploy_objects() if d["kind"] == "ClusterRole"}
+    assert set(roles) == {"py-scheduler", "py-scheduler-metrics-reader"}
+    role = roles["py-scheduler"]
     resources = {r for rule in role["rules"] for r in rule["resources"]}
     assert not resources & {"secrets", "configmaps", "*"}
     assert all("*" not in rule["verbs"] for rule in role["rules"])
+    # the reader may get /metrics and nothing else
+    assert roles["py-scheduler-metrics-reader"]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
 
 
 async def apply(api: client.ApiClient, obj: dict[str, Any]) -> None:
@@ -156,6 +169,8 @@ ALLOWED = [
     ("create", "coordination.k8s.io", "leases", "", SA_NS, ""),
     ("get", "coordination.k8s.io", "leases", "", SA_NS, "py-scheduler"),
     ("update", "coordination.k8s.io", "leases", "", SA_NS, "py-scheduler"),
+    ("create", "authentication.k8s.io", "tokenreviews", "", "", ""),
+    ("create", "authorization.k8s.io", "subjectaccessreviews", "", "", ""),
 ]
 DENIED = [
     ("get", "", "secrets", "", SA_NS, "x"), ("list", "", "secrets", "", "", ""),
@@ -259,10 +274,35 @@ async def run_scheduler(kubeconfig: Path, config: Path, log: Path) -> AsyncItera
                 await proc.wait()
 
 
-async def http_get(port: int, path: str) -> tuple[int, str]:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as s, \
-            s.get(f"http://127.0.0.1:{port}{path}") as r:
+async def http_get(port: int, path: str, token: str | None = None) -> tuple[int, str]:
+    """GET over HTTPS (the certificate is self-signed: not verified here, checked on its own)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s, \
+            s.get(f"https://127.0.0.1:{port}{path}", ssl=False, headers=headers) as r:
         return r.status, await r.text()
+
+
+async def sa_token(api: client.ApiClient, namespace: str, name: str) -> str:
+    """A bound token of ServiceAccount ``namespace/name`` (namespace and account created if absent)."""
+    core = client.CoreV1Api(api)
+    for create in (lambda: core.create_namespace({"metadata": {"name": namespace}}),
+                   lambda: core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})):
+        try:
+            await create()
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    tr = await core.create_namespaced_service_account_token(name, namespace, client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)))
+    return str(tr.status.token)
+
+
+def metrics_reader_subject() -> tuple[str, str]:
+    """(namespace, name) of the ServiceAccount deploy/ lets read /metrics."""
+    (crb,) = [d for d in deploy_objects() if d["kind"] == "ClusterRoleBinding"
+              and d["roleRef"]["name"] == "py-scheduler-metrics-reader"]
+    (subject,) = crb["subjects"]
+    return subject["namespace"], subject["name"]
 
 
 def metric_value(text: str, name: str, **labels: str) -> float:
@@ -304,6 +344,28 @@ async def test_scheduler_runs_with_deploy_rbac(sa_access: SAAccess, api_client: 
 
             await wait_for(ready, timeout=60, what="py-scheduler /readyz to answer 200")
             assert await http_get(sched.port, "/livez") == (200, "ok")
+            assert await http_get(sched.port, "/healthz") == (200, "ok")
+            reader = await sa_token(api_client, *metrics_reader_subject())
+            nobody = await sa_token(api_client, "default", unique_name("no-metrics"))
+            # anonymous, an unknown token, a token without the right: refused (403 / 401 / 403)
+            status, body = await http_get(sched.port, "/metrics")
+            assert status == 403 and "system:anonymous" in body, (status, body)
+            assert (await http_get(sched.port, "/metrics", "not-a-token"))[0] == 401
+            assert (await http_get(sched.port, "/metrics", nobody))[0] == 403
+            assert (await http_get(sched.port, "/metrics", sa_access.token))[0] == 403  # not its own either
+            status, body = await http_get(sched.port, "/metrics", reader)
+            assert status == 200 and "scheduler_schedule_attempts_total" in body
+            # not plain HTTP: a request without TLS is not answered with metrics
+            with contextlib.suppress(aiohttp.ClientError):
+                async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http, \
+                        http.get(f"http://127.0.0.1:{sched.port}/metrics") as r:
+                    assert r.status == 400, r.status
+            # the self-signed certificate names 127.0.0.1 and verifies against itself
+            pem = ssl.get_server_certificate(("127.0.0.1", sched.port))
+            ctx = ssl.create_default_context(cadata=pem)
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http, \
+                    http.get(f"https://127.0.0.1:{sched.port}/readyz", ssl=ctx) as r:
+                assert r.status == 200
 
             await create_pod(api_client, cpu_pod, scheduler_name=PROFILE, requests={"cpu": "100m", "memory": "64Mi"},
                              spec={"nodeSelector": {"e2e-zone": zone}})
@@ -344,16 +406,18 @@ async def test_scheduler_runs_with_deploy_rbac(sa_access: SAAccess, api_client: 
 
             # /metrics moved.
             async def scheduled_count() -> float:
-                _, text = await http_get(sched.port, "/metrics")
+                _, text = await http_get(sched.port, "/metrics", reader)
                 return metric_value(text, "scheduler_schedule_attempts_total", result="scheduled", profile=PROFILE)
 
             assert await wait_for(scheduled_count, timeout=30, what="scheduled attempts in /metrics") >= 2
-            _, text = await http_get(sched.port, "/metrics")
+            _, text = await http_get(sched.port, "/metrics", reader)
             assert metric_value(text, "scheduler_framework_extension_point_duration_seconds_count",
                                 extension_point="Filter", profile=PROFILE) > 0
 
             log = sched.output()
-            forbidden = [ln for ln in log.splitlines() if "forbidden" in ln.lower() or " 403" in ln]
+            # (py_scheduler.secure's lines are the refusals it served above, not refusals it got)
+            forbidden = [ln for ln in log.splitlines() if ("forbidden" in ln.lower() or " 403" in ln)
+                         and "py_scheduler.secure]" not in ln]
             assert forbidden == [], "py-scheduler was refused something by RBAC:\n" + "\n".join(forbidden[:20])
     finally:
         for p in (cpu_pod, gpu_pod):

@@ -221,7 +221,8 @@ async def test_gpu_gauges_move_when_a_gpu_pod_is_bound(testbed: Testbed, api_cli
     node = await objs.node("gauge", {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
                            labels={"nvidia.com/gpu.product": A100, "nvidia.com/gpu.memory": "40960",
                                    "nvidia.com/gpu.count": "8"})
-    async with running_scheduler(testbed, "int-gpu-gauges", verbosity=2) as sched:
+    # the gauges, not the transport (HTTPS + delegated auth: test_deploy_rbac.py)
+    async with running_scheduler(testbed, "int-gpu-gauges", verbosity=2, extra_args=["--plain-http"]) as sched:
         m = re.search(r"serving /metrics, /healthz, /livez, /readyz on [^:]+:(\d+)", sched.log())
         assert m is not None, sched.log()[-2000:]
         url = f"http://127.0.0.1:{m.group(1)}/metrics"

@@ -270,7 +270,8 @@ async def test_metrics_and_health_endpoints(testbed: Testbed, api_client: client
     import aiohttp
 
     await objs.node(unique_name("metrics"), {"cpu": "4", "memory": "8Gi", "pods": "110"})
-    async with running_scheduler(testbed, "metrics", verbosity=2) as sched:
+    # the content of the endpoints, not their transport (HTTPS + delegated auth: test_deploy_rbac.py)
+    async with running_scheduler(testbed, "metrics", verbosity=2, extra_args=["--plain-http"]) as sched:
         port = int(re.search(r"serving /metrics, /healthz, /livez, /readyz on [^:]+:(\d+)", sched.log()).group(1))  # type: ignore[union-attr]
         pod = await objs.pod(unique_name("m"), requests={"cpu": "100m"})
         await wait_for_pod_scheduled(api_client, pod)

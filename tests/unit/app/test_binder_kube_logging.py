@@ -130,7 +130,8 @@ async def test_conflict_and_not_found_are_not_retried() -> None:
 
 
 async def test_retry_waits_double_and_honour_retry_after() -> None:
-    """tenacity drives the retries: 0.2 s doubling (capped at 5 s), a 429's Retry-After instead."""
+    """tenacity drives the retries: 0.2 s doubling per ordinary failure (capped at 5 s); a 429's
+    Retry-After waits exactly that, outside the ordinary budget and without advancing the doubling."""
     k, api = kube_with([Resp(503, {}), Resp(429, {}, {"Retry-After": "3"}), Resp(500, {}), Resp(500, {}),
                         Resp(500, {}), Resp(500, {}), Resp(201, {})], retries=6)
     k.initial_backoff = 0.2
@@ -141,7 +142,7 @@ async def test_retry_waits_double_and_honour_retry_after() -> None:
 
     k.retry_sleep = record  # type: ignore[method-assign]
     await k.bind("default", "p", "u", "n1")
-    assert waits == [0.2, 3.0, 0.8, 1.6, 3.2, 5.0] and len(api.calls) == 7
+    assert waits == [0.2, 3.0, 0.4, 0.8, 1.6, 3.2] and len(api.calls) == 7
 
 
 async def test_gives_up_after_retries() -> None:
@@ -233,3 +234,60 @@ def test_v2_lines_follow_verbosity() -> None:
         assert v(2) and not v(3)
     finally:
         setup_logging(2, io.StringIO())
+
+
+async def test_retry_after_is_honoured_outside_the_retry_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """client-go's withRetry: a 429 (or 5xx) with Retry-After waits exactly that long and is retried
+    up to 10 times without spending the normal retries; without the header it is an ordinary retry."""
+    import asyncio as aio
+
+    slept: list[float] = []
+    real_sleep = aio.sleep
+
+    async def fake_sleep(s: float) -> None:
+        slept.append(s)
+        await real_sleep(0)
+
+    monkeypatch.setattr("py_scheduler.app.kube.asyncio.sleep", fake_sleep)
+    from py_scheduler.app.metrics import REGISTRY
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, {"host": "", **labels}) or 0.0
+
+    before = (sample("rest_client_requests_total", code="429", method="POST"),
+              sample("rest_client_request_retries_total", code="429", verb="POST"),
+              sample("rest_client_requests_total", code="201", method="POST"))
+    throttled = Resp(429, {"reason": "TooManyRequests"}, {"Retry-After": "3", "X-Kubernetes-PF-FlowSchema-UID": "u"})
+    k, api = kube_with([throttled] * 6 + [Resp(503, b"", {"Retry-After": "1"}), Resp(201, {})], retries=0)
+    await k.bind("default", "p", "u", "n1")
+    assert len(api.calls) == 8 and slept == [3.0] * 6 + [1.0] and k.throttled == 7
+    # client-go's rest_client_* metrics count each attempt and each retry
+    assert (sample("rest_client_requests_total", code="429", method="POST"),
+            sample("rest_client_request_retries_total", code="429", verb="POST"),
+            sample("rest_client_requests_total", code="201", method="POST")) == (before[0] + 6, before[1] + 6,
+                                                                                 before[2] + 1)
+    # 11 throttled answers: the 11th is given up
+    slept.clear()
+    k, api = kube_with([throttled] * 11, retries=5)
+    with pytest.raises(KubeError) as ei:
+        await k.bind("default", "p", "u", "n1")
+    assert ei.value.status == 429 and len(api.calls) == 11 and slept == [3.0] * 10
+    # no header: the ordinary backoff and budget
+    slept.clear()
+    k, api = kube_with([Resp(429, {}), Resp(429, {})], retries=1)
+    with pytest.raises(KubeError):
+        await k.bind("default", "p", "u", "n1")
+    assert len(api.calls) == 2 and slept == [0.0]
+    # the Lease calls never wait on the server's clock: the elector retries on its own
+    k, api = kube_with([throttled])
+    with pytest.raises(KubeError):
+        await k.update_lease("kube-system", "l", {})
+    assert len(api.calls) == 1
+
+
+@pytest.mark.parametrize(("value", "want"), [("3", 3), (" 0 ", 0), ("600", 60), ("-1", None), ("", None),
+                                              (None, None), ("Wed, 21 Oct 2015 07:28:00 GMT", None)])
+def test_retry_after_seconds(value: str | None, want: int | None) -> None:
+    from py_scheduler.app.kube import retry_after_seconds
+
+    assert retry_after_seconds(value) == want

@@ -73,3 +73,50 @@ async def test_kubeconfig_proxy_url_wins(tmp_path: Path, monkeypatch: pytest.Mon
         assert kube.api.rest_client.proxy == "http://kc-proxy.example.test:8080"
     finally:
         await kube.close()
+
+
+async def test_derived_clients_have_their_own_pool_and_limiter(tmp_path: Path) -> None:
+    """Leader election / events / auth reviews: same server and token, another aiohttp session
+    (connection pool) and token bucket, their own user agent; closed with the parent."""
+    kube = await _connect(tmp_path)
+    le = kube.derive("leader-election")
+    assert kube.event_client is not None
+    for other in (le, kube.event_client):
+        assert other.api is not kube.api
+        assert other.api.rest_client.pool_manager is not kube.api.rest_client.pool_manager
+        assert other.limiter is not kube.limiter and other.limiter.qps == kube.limiter.qps
+        assert other.endpoint().server == kube.endpoint().server and other.endpoint().token == "abc"
+        assert other.api.rest_client.pool_manager.trust_env is False
+    assert le.api.user_agent == "py-scheduler/leader-election"
+    assert kube.api.user_agent == "py-scheduler/scheduler"
+    await kube.close()
+    assert le.api.rest_client.pool_manager.closed and kube.event_client.api.rest_client.pool_manager.closed
+
+
+async def test_derived_client_follows_a_rotated_in_cluster_token(tmp_path: Path) -> None:
+    """In a Pod the ServiceAccount token file is rotated: a derived client (the leader election's)
+    re-reads it like the main one (the refresh hook is shared by the Configuration copies)."""
+    import datetime as dt
+
+    from kubernetes_asyncio import client as k8s_client
+    from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
+
+    from py_scheduler.app.secure import self_signed_cert
+
+    token, ca = tmp_path / "token", tmp_path / "ca.crt"
+    token.write_text("first")
+    ca.write_bytes(self_signed_cert("ca.example.test")[0])
+    loader = InClusterConfigLoader(str(token), str(ca), environ={"KUBERNETES_SERVICE_HOST": "10.0.0.1",
+                                                                 "KUBERNETES_SERVICE_PORT": "443"})
+    cfg = k8s_client.Configuration()
+    loader.load_and_set(cfg)
+    kube = Kube(k8s_client.ApiClient(configuration=cfg))
+    le = kube.derive("leader-election")
+    try:
+        assert (await le.fresh_endpoint()).token == "first"
+        token.write_text("second")
+        loader.token_expires_at = dt.datetime.now() - dt.timedelta(seconds=1)
+        assert (await le.fresh_endpoint()).token == "second"
+        assert (await kube.fresh_endpoint()).token == "second"
+    finally:
+        await kube.close()
