@@ -132,3 +132,15 @@ async def api_client(testbed: bed.Testbed) -> AsyncIterator[client.ApiClient]:
 def core_v1(api_client: client.ApiClient) -> client.CoreV1Api:
     """``CoreV1Api`` on the admin client."""
     return client.CoreV1Api(api_client)
+
+
+@pytest.fixture(scope="module")
+def controller_manager(testbed: bed.Testbed) -> Iterator[None]:
+    """kube-controller-manager for the requesting module only (its PV binder, resourceclaim and
+    ephemeral-volume controllers change what other modules would see)."""
+    started = not testbed.is_running("kube-controller-manager")
+    if started:
+        testbed.start_kube_controller_manager()
+    yield
+    if started:
+        testbed.stop_kube_controller_manager()

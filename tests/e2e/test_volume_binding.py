@@ -56,17 +56,6 @@ def _profile(name: str) -> Obj:
 
 
 @pytest.fixture(scope="module")
-def controller_manager(testbed: Testbed) -> Iterator[None]:
-    """kube-controller-manager for this module only (it changes what other modules would see)."""
-    started = not testbed.is_running("kube-controller-manager")
-    if started:
-        testbed.start_kube_controller_manager()
-    yield
-    if started:
-        testbed.stop_kube_controller_manager()
-
-
-@pytest.fixture(scope="module")
 def kube_vb(testbed: Testbed, controller_manager: None) -> Iterator[str]:
     """An upstream kube-scheduler serving profile ``kube-vb`` on its own Lease."""
     testbed.start_kube_scheduler(KUBE, config={
