@@ -81,7 +81,8 @@ def explain(
     lease: Annotated[str, typer.Option(help="NAMESPACE/NAME of the scheduler's Lease (finds the leader)")
                      ] = "kube-system/py-scheduler",
     scheduler_port: Annotated[int, typer.Option(help="the scheduler's --metrics-bind-address port")] = 10259,
-    scheduler_scheme: Annotated[str, typer.Option(help="http or https (the metrics port's scheme)")] = "http",
+    scheduler_scheme: Annotated[str, typer.Option(
+        help="https (the default serving) or http (a scheduler run with --plain-http)")] = "https",
     decisions_url: Annotated[str | None, typer.Option(
         help="read recorded decisions from this URL (e.g. http://127.0.0.1:10259 after kubectl port-forward) "
         "instead of through the API server's proxy to the leader")] = None,

@@ -96,7 +96,7 @@ def _show_recorded(target: dict[str, Any], lookup: Lookup, output: str) -> None:
 def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None, config: Path | None,
                  output: str, *, recompute: bool = False, lease: str = DEFAULT_LEASE,
                  scheduler_port: int = DEFAULT_PORT,
-                 scheduler_scheme: str = "http", decisions_url: str | None = None, feature_gates: str = "") -> int:
+                 scheduler_scheme: str = "https", decisions_url: str | None = None, feature_gates: str = "") -> int:
     """Run ``explain``; returns the exit status (0 ok, 2 error). See the module docstring.
     ``feature_gates``: kube-scheduler's ``--feature-gates`` (as ``run``).
 

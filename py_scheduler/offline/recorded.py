@@ -63,11 +63,36 @@ def _pick(body: Any, source: str) -> Lookup:
     return Lookup(decisions[0], "", source, len(decisions))
 
 
-async def _direct(url: str, pod: str, uid: str) -> Lookup:
+async def _bearer_token(kubeconfig: Path | None) -> str | None:
+    """The kubeconfig's bearer token (None for client certificates, exec plugins without one, or no
+    kubeconfig): what the scheduler's delegated authentication reviews (TokenReview)."""
+    if kubeconfig is None:
+        return None
+    from kubernetes_asyncio import client, config
+
+    cfg = client.Configuration()
+    try:
+        await config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
+    except Exception:  # no usable kubeconfig: ask without a token
+        return None
+    auth = str((cfg.api_key or {}).get("authorization") or cfg.api_key.get("BearerToken") or "")
+    return auth.removeprefix("Bearer ").strip() or None
+
+
+async def _direct(url: str, pod: str, uid: str, kubeconfig: Path | None = None) -> Lookup:
+    """GET ``url``/debug/decisions. Over HTTPS (the scheduler's default) the kubeconfig's bearer token
+    is sent for its delegated authentication and authorization, and the scheduler's certificate is
+    not verified (it is self-signed unless ``--tls-cert-file`` was given): name only a URL you trust,
+    e.g. ``https://127.0.0.1:10259`` after ``kubectl port-forward``."""
     full = url.rstrip("/") + "/debug/decisions"
+    headers: dict[str, str] = {}
+    token = await _bearer_token(kubeconfig) if full.startswith("https://") else None
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)) as s, \
-                s.get(full, params={"pod": pod, "uid": uid}) as r:
+                s.get(full, params={"pod": pod, "uid": uid}, headers=headers,
+                      ssl=not full.startswith("https://")) as r:
             text = await r.text()
             if r.status in (200, 404):
                 return _pick(json.loads(text), f"scheduler at {full}")
@@ -125,15 +150,19 @@ async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int
 
 
 def fetch_recorded(kubeconfig: Path | None, pod: str, uid: str, *, lease: str = DEFAULT_LEASE,
-                   port: int = DEFAULT_PORT, scheme: str = "http", decisions_url: str | None = None) -> Lookup:
+                   port: int = DEFAULT_PORT, scheme: str = "https", decisions_url: str | None = None) -> Lookup:
     """The newest record of ``pod`` (``namespace/name``) with ``uid`` held by the leader.
 
-    ``decisions_url`` (``http://host:port``) asks that server directly; otherwise the Lease
-    ``lease`` (``namespace/name``) names the leader, asked through the API server's Pod proxy on
-    ``port`` with ``scheme``. Never raises: a failure is :attr:`Lookup.reason`.
+    ``decisions_url`` (``https://host:port``, or ``http://`` for a scheduler run with ``--plain-http``)
+    asks that server directly, with the kubeconfig's bearer token; otherwise the Lease ``lease``
+    (``namespace/name``) names the leader, asked through the API server's Pod proxy on ``port`` with
+    ``scheme`` (the API server does not pass the user's identity through its proxy, so a scheduler
+    with secure serving refuses that path unless ``/debug/decisions`` is among its
+    ``--authorization-always-allow-paths``; explain then says so and recomputes). Never raises: a
+    failure is :attr:`Lookup.reason`.
     """
     if decisions_url:
-        return asyncio.run(_direct(decisions_url, pod, uid))
+        return asyncio.run(_direct(decisions_url, pod, uid, kubeconfig))
     if kubeconfig is None:
         return Lookup(None, "no kubeconfig and no --decisions-url: nowhere to ask", "")
     return asyncio.run(_via_proxy(kubeconfig, pod, uid, lease, port, scheme))

@@ -93,7 +93,7 @@ async def test_explain_shows_the_recorded_decision_after_the_cluster_changed(
         await create_node(api_client, tiny, {"cpu": "500m", "memory": "16Gi", "pods": "110"},
                           labels={"e2e-decisions": tag}, taints=[taint])
         async with running_scheduler(testbed, "decisions", lease_namespace=ns,
-                                     extra_args=["--metrics-bind-address", "0.0.0.0:0"]) as sched:
+                                     extra_args=["--metrics-bind-address", "0.0.0.0:0", "--plain-http"]) as sched:
             port = _port(sched)
             await create_pod(api_client, pod, requests={"cpu": "1", "memory": "1Gi"}, scheduler_name="py-scheduler",
                              spec=spec)
@@ -158,12 +158,14 @@ async def test_explain_shows_the_recorded_decision_after_the_cluster_changed(
                 pytest.skip(f"no proxyable address ({ip}) or hostname {hostname!r} is no Pod name")
             await _stand_in_leader_pod(api_client, ns, hostname, ip)
             code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}", "-o", "json",
-                                            "--lease", f"{ns}/{sched.lease_name}", "--scheduler-port", str(port))
+                                            "--lease", f"{ns}/{sched.lease_name}", "--scheduler-port", str(port),
+                                            "--scheduler-scheme", "http")
             assert code == 0, err
             assert "recomputing" not in err, err
             assert json.loads(out) == rec
             code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}",
-                                            "--lease", f"{ns}/{sched.lease_name}", "--scheduler-port", str(port))
+                                            "--lease", f"{ns}/{sched.lease_name}", "--scheduler-port", str(port),
+                                            "--scheduler-scheme", "http")
             assert code == 0, err
             assert f"Recorded decision default/{pod}  attempt 1" in out and f"scheduled → {big}" in out
             assert f"from the leader {ns}/{hostname} through" in out
