@@ -528,8 +528,7 @@ def test_post_filter_names_the_claim_upstream_would_deallocate() -> None:
     assert res.state.data[NEEDS_API_DEALLOCATION_KEY] == "default/c"
     assert res.message is not None
     assert res.message.startswith("0/3 nodes are available: 3 resourceclaim not available on the node. "
-                                  "DynamicResources: deallocating ResourceClaim default/c through the API is not "
-                                  "supported by py-scheduler yet")
+                                  "deallocation of ResourceClaim completed")
 
 
 # -- malformed input ---------------------------------------------------------------------------------
