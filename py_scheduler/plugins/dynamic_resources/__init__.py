@@ -55,6 +55,7 @@ from typing import Any
 
 from py_scheduler.framework import quantity as qty
 from py_scheduler.framework import signers
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, Resource
 from py_scheduler.framework.handle import APIClient, APIError, Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
@@ -300,6 +301,21 @@ class DynamicResources:
                 raise ConfigError(f"bindingTimeout: Invalid value: {args['bindingTimeout']!r}: must be at least 1 "
                                   f"second")
         return cls(ft, bt, handle)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: a Node added or its labels / allocatable changed; a ResourceClaim
+        added, updated or deleted; a generated claim's name added to the Pod's status; a DeviceClass
+        or a ResourceSlice added or updated (new devices). Upstream's claim and target-Pod hints are
+        not reproduced: those events queue the Pod (an extra attempt, never a Pod left waiting)."""
+        add_update = ActionType.ADD | ActionType.UPDATE
+        return [
+            ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL
+                                              | ActionType.UPDATE_NODE_ALLOCATABLE)),
+            ClusterEventWithHint(ClusterEvent(Resource.RESOURCE_CLAIM, add_update | ActionType.DELETE)),
+            ClusterEventWithHint(ClusterEvent(Resource.TARGET_POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)),
+            ClusterEventWithHint(ClusterEvent(Resource.DEVICE_CLASS, add_update)),
+            ClusterEventWithHint(ClusterEvent(Resource.RESOURCE_SLICE, add_update)),
+        ]
 
     # -- claims of a Pod --------------------------------------------------------------------------
     @staticmethod
