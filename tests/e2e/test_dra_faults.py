@@ -268,10 +268,11 @@ async def test_resource_slice_removed(api_client: client.ApiClient, py_faults: S
 
 async def test_post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_go(
         api_client: client.ApiClient, py_faults: SchedulerProcess) -> None:
-    """A claim was allocated on n1 for a Pod since deleted (the resourceclaim controller takes its
-    reservation back). A new Pod that may only run on n2 uses the claim: every node rejects it
-    ("resourceclaim not available on the node"), PostFilter deallocates the claim (upstream's
-    ``deallocateOrDeletePodClaims``), and the next attempt allocates it on n2's GPU and binds."""
+    """A claim is allocated on n1's GPU and reserved for nobody (a driver may allocate without
+    reserving; the resourceclaim controller leaves such a claim allocated). A Pod that may only run on
+    n2 uses it: every node rejects the Pod ("resourceclaim not available on the node"), PostFilter
+    deallocates the claim (upstream's ``deallocateOrDeletePodClaims``), and the next attempt allocates
+    it on n2's GPU and binds."""
     r = FRun(api_client, PY)
     try:
         await r.add_nodes(2)
@@ -279,17 +280,14 @@ async def test_post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_go
         await r.add_slice("n1", [gpu("gpu-0")])
         await r.add_slice("n2", [gpu("gpu-0")])
         await r.add_claim("c", [r.request()])
-        await r.add_pod("first", claims=["c"], on="n1")
-        assert await r.bound("first") == r.n("n1")
-        await client.CoreV1Api(r.api).delete_namespaced_pod(r.n("first"), "default", grace_period_seconds=0)
-        r.pods.remove(r.n("first"))
-
-        async def unreserved() -> bool:
-            c = await r.custom.get_namespaced_custom_object(G, V, "default", "resourceclaims", r.n("c"))
-            st = c.get("status") or {}
-            return bool(st.get("allocation")) and not st.get("reservedFor")
-
-        await wait_for(unreserved, timeout=60, what="the controller taking the deleted Pod's reservation back")
+        await r.custom.patch_namespaced_custom_object(G, V, "default", "resourceclaims", r.n("c"), {
+            "metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}})
+        n1 = r.n("n1")
+        await r.custom.patch_namespaced_custom_object_status(G, V, "default", "resourceclaims", r.n("c"), {
+            "status": {"allocation": {
+                "devices": {"results": [{"request": "r0", "driver": r.driver, "pool": n1, "device": "gpu-0"}]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [n1]}]}]}}}})
         await r.add_pod("second", claims=["c"], on="n2")
         await r.failed_scheduling("second", "deallocation of ResourceClaim completed")
         assert await r.bound("second", timeout=120) == r.n("n2")

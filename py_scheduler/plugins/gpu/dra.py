@@ -67,13 +67,20 @@ def _bytes(raw: object) -> int | None:
         return None
 
 
-def _gpu_devices(slices: list[Obj], node_name: str) -> dict[DeviceID, Obj]:
-    """GPU devices (with a ``productName`` attribute) of the slices local to ``node_name``."""
-    out: dict[DeviceID, Obj] = {}
+def _by_node(slices: list[Obj]) -> dict[str, list[Obj]]:
+    """Node-local slices by ``spec.nodeName`` (one pass: the per-node lookups stay linear)."""
+    out: dict[str, list[Obj]] = {}
     for sl in slices:
         spec = sl.get("spec") if isinstance(sl, dict) else None
-        if not isinstance(spec, dict) or spec.get("nodeName") != node_name:
-            continue
+        if isinstance(spec, dict) and isinstance(spec.get("nodeName"), str):
+            out.setdefault(spec["nodeName"], []).append(spec)
+    return out
+
+
+def _gpu_devices(specs: list[Obj]) -> dict[DeviceID, Obj]:
+    """GPU devices (with a ``productName`` attribute) of one node's slice specs."""
+    out: dict[DeviceID, Obj] = {}
+    for spec in specs:
         driver = str(spec.get("driver") or "")
         pool = str((spec.get("pool") or {}).get("name") or "") if isinstance(spec.get("pool"), dict) else ""
         for dev in spec.get("devices") or []:
@@ -134,7 +141,10 @@ def dra_node_gpus(state: CycleState, nodes: list[NodeInfo]) -> dict[str, DRANode
     if not isinstance(s, DRAState) or not s.claims or state.snapshot is None:
         return None
     objects = state.snapshot.objects
-    slices = [sl for sl in objects.list("ResourceSlice") if isinstance(sl, dict)]
+    slices = _by_node([sl for sl in objects.list("ResourceSlice") if isinstance(sl, dict)])
+    node_devices = {ni.name: _gpu_devices(slices.get(ni.name, [])) for ni in nodes}
+    if not any(node_devices.values()):
+        return None  # no GPU device on any node: not a GPU Pod (claims are not even read)
     claims = [c for c in objects.list("ResourceClaim") if isinstance(c, dict)]
     own_uids = {str((c.get("metadata") or {}).get("uid") or "") for c in s.claims}
     held: set[DeviceID] = set()
@@ -154,7 +164,7 @@ def dra_node_gpus(state: CycleState, nodes: list[NodeInfo]) -> dict[str, DRANode
     any_gpu = False
     for ni in nodes:
         results = fixed + [r for a in s.node_allocations.get(ni.name) or [] for r in _results(a, False)]
-        devices = _gpu_devices(slices, ni.name)
+        devices = node_devices[ni.name]
         products: list[str] = []
         memory: list[tuple[int | None, int, int]] = []
         new: set[DeviceID] = set()
