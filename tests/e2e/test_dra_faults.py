@@ -280,14 +280,13 @@ async def test_post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_go
         await r.add_slice("n1", [gpu("gpu-0")])
         await r.add_slice("n2", [gpu("gpu-0")])
         await r.add_claim("c", [r.request()])
-        await r.custom.patch_namespaced_custom_object(G, V, "default", "resourceclaims", r.n("c"), {
-            "metadata": {"finalizers": ["resource.kubernetes.io/delete-protection"]}})
+        claim = await r.custom.get_namespaced_custom_object(G, V, "default", "resourceclaims", r.n("c"))
         n1 = r.n("n1")
-        await r.custom.patch_namespaced_custom_object_status(G, V, "default", "resourceclaims", r.n("c"), {
-            "status": {"allocation": {
-                "devices": {"results": [{"request": "r0", "driver": r.driver, "pool": n1, "device": "gpu-0"}]},
-                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": [n1]}]}]}}}})
+        claim["status"] = {"allocation": {
+            "devices": {"results": [{"request": "r0", "driver": r.driver, "pool": n1, "device": "gpu-0"}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [n1]}]}]}}}
+        await r.custom.replace_namespaced_custom_object_status(G, V, "default", "resourceclaims", r.n("c"), claim)
         await r.add_pod("second", claims=["c"], on="n2")
         await r.failed_scheduling("second", "deallocation of ResourceClaim completed")
         assert await r.bound("second", timeout=120) == r.n("n2")
