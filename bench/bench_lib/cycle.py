@@ -26,13 +26,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.bench_lib.workloads import GPUS_PER_NODE, Workload, init_pods, make_nodes, max_pods
+from bench.bench_lib.workloads import (
+    GPUS_PER_NODE,
+    Workload,
+    dra_claim,
+    dra_objects,
+    init_pods,
+    make_nodes,
+    max_pods,
+)
 from py_scheduler.app.decisions import DecisionLog
-from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins import registry
+from py_scheduler.plugins.dynamic_resources import simulated_pre_bind
 
 Obj = dict[str, Any]
 
@@ -110,7 +119,13 @@ def build_cluster(workload: Workload, n_nodes: int, n_init: int) -> tuple[Snapsh
     """(snapshot with ``n_init`` bound Pods of the workload, number actually placed)."""
     nodes = make_nodes(n_nodes)
     pods = list(init_pods(workload, n_nodes, max_pods(workload, n_nodes, n_init)))
-    return Snapshot.from_objects(nodes, pods), len(pods)
+    objects = ClusterObjects()
+    if workload.dra:  # the driver's slices, class and template; the init Pods' allocated claims
+        for obj in dra_objects(n_nodes):
+            objects.upsert(obj["kind"], obj)
+        for pod in pods:
+            objects.upsert("ResourceClaim", dra_claim(pod, pod["metadata"]["annotations"]["bench/dra-device"]))
+    return Snapshot.from_objects(nodes, pods, objects), len(pods)
 
 
 def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: int = 20,
@@ -166,6 +181,8 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
         if measured and k == warmup:
             obs.active = breakdown
             stop_profile = _start_profiler(profiler)
+        if workload.dra:  # the resourceclaim controller's claim, before the Pod is scheduled
+            snap.objects.upsert("ResourceClaim", dra_claim(raw))
         pi = PodInfo(raw)
         u0 = time.thread_time()
         c0 = time.perf_counter()
@@ -177,6 +194,8 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
             state = result.state
             assert state is not None
             st = fw.run_reserve(state, pi, node)
+            if st.is_success() and workload.dra:
+                simulated_pre_bind(state, pi)  # PreBind's claim write, so later Pods see the device taken
             if st.is_success():
                 assumed = pi
                 if state.pod_annotations:

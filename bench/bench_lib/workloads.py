@@ -18,6 +18,13 @@ performance-config.yaml``; the definitions below are the ones this project's iss
 * ``TopologySpreading``: one ``DoNotSchedule`` zone spread constraint, ``maxSkew: 1``;
 * ``GPU``: 1 or 2 ``nvidia.com/gpu`` (alternating) plus the ``gpu-scheduler/gpu-model: A100`` and
   ``gpu-scheduler/gpu-memory-gb: "20"`` annotations (kube-scheduler only counts the resource).
+* ``SchedulingWithResourceClaimTemplate`` (DRA): scheduler_perf's workload of that name
+  (``test/integration/scheduler_perf/dra/performance-config.yaml``): every node publishes a
+  ResourceSlice of :data:`DRA_DEVICES_PER_NODE` devices of the test driver (``maxClaimsPerNode``),
+  one DeviceClass selects the driver, and each Pod's claim comes from one ResourceClaimTemplate
+  asking one device. In-process there is no resourceclaim controller: each Pod carries the
+  ``status.resourceClaimStatuses`` entry the controller would write and :func:`dra_claim` is the
+  claim it would create (owned by the Pod); bound init Pods' claims are allocated and reserved.
 """
 
 from __future__ import annotations
@@ -173,6 +180,65 @@ def _gpu(i: int, ns: str, sched: str, uid: str | None) -> Obj:
     return pod
 
 
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_CLASS = "test-class"
+DRA_TEMPLATE = "test-claim-template"
+DRA_DEVICES_PER_NODE = 10
+"""scheduler_perf's ``maxClaimsPerNode`` for SchedulingWithResourceClaimTemplate."""
+DRA_POD_CLAIM = "resource"
+
+
+def _dra(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    pod = _base_pod(f"dra-{i:06d}", ns, sched, {"app": "dra"}, uid)
+    pod["spec"]["resourceClaims"] = [{"name": DRA_POD_CLAIM, "resourceClaimTemplateName": DRA_TEMPLATE}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": DRA_POD_CLAIM}]
+    pod["status"] = {"resourceClaimStatuses": [{"name": DRA_POD_CLAIM,
+                                                "resourceClaimName": f"{pod['metadata']['name']}-{DRA_POD_CLAIM}"}]}
+    return pod
+
+
+def dra_objects(n_nodes: int) -> list[Obj]:
+    """The DeviceClass, the ResourceClaimTemplate and one ResourceSlice per node (its own pool)."""
+    out: list[Obj] = [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRA_CLASS},
+         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+         "metadata": {"name": DRA_TEMPLATE, "namespace": "bench"},
+         "spec": {"spec": {"devices": {"requests": [{"name": "req-0", "exactly": {
+             "deviceClassName": DRA_CLASS, "allocationMode": "ExactCount", "count": 1}}]}}}},
+    ]
+    for i in range(n_nodes):
+        name = node_name(i)
+        out.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                    "metadata": {"name": f"{name}-{DRA_DRIVER}"},
+                    "spec": {"driver": DRA_DRIVER, "nodeName": name,
+                             "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                             "devices": [{"name": f"device-{d}"} for d in range(DRA_DEVICES_PER_NODE)]}})
+    return out
+
+
+def dra_claim(pod: Obj, device: str | None = None) -> Obj:
+    """The claim the resourceclaim controller creates for ``pod`` from the template (owned by the Pod);
+    with ``device``: allocated on the Pod's node and reserved for it (a bound init Pod)."""
+    meta = pod["metadata"]
+    name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    claim: Obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                  "metadata": {"name": name, "namespace": meta["namespace"], "uid": f"uid-claim-{name}",
+                               "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                                    "uid": meta.get("uid", ""), "controller": True}]},
+                  "spec": {"devices": {"requests": [{"name": "req-0", "exactly": {
+                      "deviceClassName": DRA_CLASS, "allocationMode": "ExactCount", "count": 1}}]}}}
+    if device is not None:
+        node = pod["spec"]["nodeName"]
+        claim["status"] = {
+            "allocation": {"devices": {"results": [{"request": "req-0", "driver": DRA_DRIVER, "pool": node,
+                                                    "device": device}]},
+                           "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                               {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": meta["name"], "uid": meta.get("uid", "")}]}
+    return claim
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """One benchmark workload.
@@ -187,6 +253,8 @@ class Workload:
     pod: PodFactory
     eligible: Callable[[int], bool]
     gpus: bool = False
+    dra: bool = False
+    """Pods get a device by ResourceClaim (:func:`dra_objects`, :func:`dra_claim`)."""
 
 
 def _any(_: int) -> bool:
@@ -204,6 +272,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("PreferredPodAffinity", _preferred_affinity, _any),
     Workload("TopologySpreading", _spread, _any),
     Workload("GPU", _gpu, is_gpu_node, gpus=True),
+    Workload("SchedulingWithResourceClaimTemplate", _dra, _any, dra=True),
 )}
 
 
@@ -221,7 +290,10 @@ def get_workload(name: str) -> Workload:
 
 def max_pods(workload: Workload, n_nodes: int, wanted: int) -> int:
     """How many Pods of ``workload`` a benchmark may create on ``n_nodes`` nodes so that all can be
-    bound: ``wanted``, except for GPU Pods (1.5 GPUs each on average), limited to 90% of the GPUs."""
+    bound: ``wanted``, except for GPU Pods (1.5 GPUs each on average), limited to 90% of the GPUs, and
+    DRA Pods (one device each), limited to 90% of the devices."""
+    if workload.dra:
+        return min(wanted, int(n_nodes * DRA_DEVICES_PER_NODE * 0.9))
     if not workload.gpus:
         return wanted
     return min(wanted, int(gpu_capacity(n_nodes) * 0.9 / 1.5))
@@ -237,6 +309,7 @@ def init_pods(workload: Workload, n_nodes: int, count: int, namespace: str = "be
     if not eligible:
         return
     free = {i: GPUS_PER_NODE for i in eligible} if workload.gpus else {}
+    devices = dict.fromkeys(eligible, 0)
     k = 0
     for idx in range(count):
         pod = workload.pod(idx, namespace, scheduler_name, f"uid-{namespace}-{idx}")
@@ -253,5 +326,10 @@ def init_pods(workload: Workload, n_nodes: int, count: int, namespace: str = "be
         else:
             target = eligible[idx % len(eligible)]
         pod["spec"]["nodeName"] = node_name(target)
-        pod["status"] = {"phase": "Running"}
+        pod["status"] = {**(pod.get("status") or {}), "phase": "Running"}
+        if workload.dra:  # the device its claim holds (dra_claim): the node's next free one
+            if devices[target] >= DRA_DEVICES_PER_NODE:
+                return
+            pod["metadata"].setdefault("annotations", {})["bench/dra-device"] = f"device-{devices[target]}"
+            devices[target] += 1
         yield pod

@@ -24,12 +24,12 @@ flight; PreBind writes allocation and reservation through the Handle's API clien
 in-memory objects, :func:`simulated_pre_bind`), so later Pods see the devices taken and may share
 the claim.
 
-Not implemented by py-scheduler (clear reasons instead of a wrong placement):
+PostFilter deallocates a claim allocated where the Pod cannot go (or deletes a stale
+extended-resource claim) through the Handle's client, as a background task.
 
-* PostFilter's deallocation of a claim allocated elsewhere (an API write): the reason says so.
-* DeviceTaintRules (GA) add their taints to the devices they select before allocation, as the
-  scheduler's ResourceSlice tracker does; only NoSchedule / NoExecute taints keep a device from a
-  request that does not tolerate them (the eviction of running Pods is the controller's).
+DeviceTaintRules (GA) add their taints to the devices they select before allocation, as the
+scheduler's ResourceSlice tracker does; only NoSchedule / NoExecute taints keep a device from a
+request that does not tolerate them (the eviction of running Pods is the controller's).
 
 Admin access, consumable capacity (shares of a device, capacity request policies), partitionable
 devices (counter sets) and binding conditions are allocated as upstream's incubating allocator does
@@ -48,12 +48,14 @@ import copy
 import logging
 import re
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from py_scheduler.framework import quantity as qty
 from py_scheduler.framework import signers
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, Resource
 from py_scheduler.framework.handle import APIClient, APIError, Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
@@ -299,6 +301,21 @@ class DynamicResources:
                 raise ConfigError(f"bindingTimeout: Invalid value: {args['bindingTimeout']!r}: must be at least 1 "
                                   f"second")
         return cls(ft, bt, handle)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: a Node added or its labels / allocatable changed; a ResourceClaim
+        added, updated or deleted; a generated claim's name added to the Pod's status; a DeviceClass
+        or a ResourceSlice added or updated (new devices). Upstream's claim and target-Pod hints are
+        not reproduced: those events queue the Pod (an extra attempt, never a Pod left waiting)."""
+        add_update = ActionType.ADD | ActionType.UPDATE
+        return [
+            ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL
+                                              | ActionType.UPDATE_NODE_ALLOCATABLE)),
+            ClusterEventWithHint(ClusterEvent(Resource.RESOURCE_CLAIM, add_update | ActionType.DELETE)),
+            ClusterEventWithHint(ClusterEvent(Resource.TARGET_POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)),
+            ClusterEventWithHint(ClusterEvent(Resource.DEVICE_CLASS, add_update)),
+            ClusterEventWithHint(ClusterEvent(Resource.RESOURCE_SLICE, add_update)),
+        ]
 
     # -- claims of a Pod --------------------------------------------------------------------------
     @staticmethod
@@ -628,9 +645,17 @@ class DynamicResources:
     # -- PostFilter ------------------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: PodInfo,
                     node_statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
-        """``PostFilter``: upstream deallocates one claim that is allocated but unavailable on every
-        node and reserved for nobody else. py-scheduler does not write claims: it names the claim
-        (``state.data[NEEDS_API_DEALLOCATION_KEY]``) in an Unschedulable reason.
+        """``PostFilter`` / ``deallocateOrDeletePodClaims``: one claim that is allocated but
+        unavailable on the nodes and reserved for nobody else (or only for this Pod) is deallocated
+        (``status.reservedFor``, ``allocation`` and ``devices`` cleared through the status
+        subresource, the claim's resourceVersion as precondition), so the next attempt may allocate
+        other devices; otherwise an extended-resource claim left from an earlier cycle is deleted.
+        The claim's ``namespace/name`` is kept in ``state.data[NEEDS_API_DEALLOCATION_KEY]``.
+
+        Upstream writes inside PostFilter; py-scheduler's PostFilter is synchronous, so the write is a
+        background task on the Handle's client (a failure is logged; the claim stays allocated and the
+        next attempt's PostFilter tries again). Without a client (``explain`` / ``simulate``) nothing is
+        written. Upstream picks a random unavailable claim (map order); py-scheduler the first.
 
         Without PreFilter state (an earlier PreFilter plugin rejected the Pod, so DynamicResources'
         PreFilter never ran) upstream's ``getStateData`` fails with ``fwk.ErrNotFound``: an Error
@@ -642,18 +667,74 @@ class DynamicResources:
         if not s.claims:
             return None, Status(Code.UNSCHEDULABLE)
         ext = s.extended_claim()
+        ext_real = ext is not None and _meta(ext).get("name") != SPECIAL_CLAIM_NAME
         for i in sorted(s.unavailable):
             claim = s.claims[i]
             if claim is ext:
+                if ext_real:
+                    break
                 continue
             reserved = (claim.get("status") or {}).get("reservedFor") or []
             if not reserved or (len(reserved) == 1 and isinstance(reserved[0], dict)
                                 and reserved[0].get("uid") == pod.uid):
                 state.write(NEEDS_API_DEALLOCATION_KEY, claim_ref(claim))
-                return None, Status(Code.UNSCHEDULABLE, [
-                    f"DynamicResources: deallocating ResourceClaim {claim_ref(claim)} through the API is not "
-                    f"supported by py-scheduler yet"], NAME)
+                self._background(self._deallocate(claim))
+                return None, Status(Code.UNSCHEDULABLE, ["deallocation of ResourceClaim completed"], NAME)
+        if ext is not None and ext_real:
+            state.write(NEEDS_API_DEALLOCATION_KEY, claim_ref(ext))
+            self._background(self._delete_claim(ext))
+            return None, Status(Code.UNSCHEDULABLE, ["deletion of ResourceClaim completed"], NAME)
         return None, Status(Code.UNSCHEDULABLE)
+
+    def _background(self, make: Callable[[APIClient], Coroutine[Any, Any, None]]) -> None:
+        """Run the coroutine factory ``make(client)`` as a background task when there is an API client
+        and a running loop (else nothing is written: offline)."""
+        client = self.handle.client if self.handle is not None else None
+        if client is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(make(client))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    def _deallocate(claim: Obj) -> Callable[[APIClient], Coroutine[Any, Any, None]]:
+        """The deallocation write of PostFilter: PUT ``.../resourceclaims/NAME/status`` with the
+        claim (its resourceVersion) less ``reservedFor``, ``allocation`` and ``devices``."""
+        body = copy.deepcopy(claim)
+        status = dict(body.get("status") or {})
+        for k in ("reservedFor", "allocation", "devices"):
+            status.pop(k, None)
+        body["status"] = status
+
+        async def run(client: APIClient) -> None:
+            meta = _meta(body)
+            try:
+                await client.update(claim_path(str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                                               "status"), body)
+                log.info("deallocated resourceclaim=%s", claim_ref(body))
+            except APIError as exc:
+                log.error("deallocate resourceclaim=%s: %s", claim_ref(body), exc)
+
+        return run
+
+    def _delete_claim(self, claim: Obj) -> Callable[[APIClient], Coroutine[Any, Any, None]]:
+        """``deleteClaim``: the finalizer off, then DELETE with the claim's UID as precondition."""
+        meta = _meta(claim)
+        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+        async def run(client: APIClient) -> None:
+            try:
+                if meta.get("finalizers"):
+                    await client.patch(claim_path(ns, name), {"metadata": {"finalizers": None}})
+                await client.delete(claim_path(ns, name), uid=_uid(claim))
+            except APIError as exc:
+                log.error("delete resourceclaim=%s: %s", claim_ref(claim), exc)
+
+        return run
 
     # -- Score -------------------------------------------------------------------------------------
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:

@@ -29,6 +29,17 @@ default 40 / 35 / 25, ``W = wm + wmem + wq``):
 - ``t`` = size of the node's largest NVLink group still entirely free after the Pod takes the
   indices :func:`~py_scheduler.plugins.gpu.accounting.pick` chooses (0 when none is left).
 
+DRA (a Pod that gets GPUs by ResourceClaim, :mod:`py_scheduler.plugins.gpu.dra`): when
+DynamicResources' Filter found GPU devices (a ``productName`` attribute, as NVIDIA's GPU DRA driver
+publishes) for the Pod's claims on some node, the same parts are read from the devices the claims
+would get on each node: ``model`` from the least preferred device's ``productName``; ``memory`` the
+smallest per-device ``clamp((M - O - max(C, R)) / M, 0, 1)`` with ``M`` the device's ``memory``
+capacity, ``O`` what other claims' shares consume of it, ``C`` this claim's consumed capacity (0 for
+a whole device) and ``R`` the Pod's ``gpu-memory-gb``; ``queue`` from the node annotation as above;
+``pack`` the share of the node's GPU devices held once the Pod's new ones are taken; ``t`` = 0.
+A node where the Pod would get no GPU device scores 0. Pods without claims are scored as before,
+so with GPUScore disabled placement is kube-scheduler's.
+
 Score returns ``b * 1000 + min(t, 999)``. NormalizeScore sets each node to
 ``floor(99 * b / 100000) + (1 if t is the largest t among the nodes with the same b else 0)``:
 the three parts decide, and among otherwise equal nodes the placement that keeps the largest free
@@ -52,6 +63,7 @@ from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, largest_intact_group, pack_fraction, pick
 from py_scheduler.plugins.gpu.common import check_args, gpu_sign_pod, keys_from_args, request_for
+from py_scheduler.plugins.gpu.dra import DRANodeGPUs, dra_node_gpus
 from py_scheduler.plugins.gpu.model import GPUKeys, GPUParseError, GPURequest, model_matches
 
 NAME = "GPUScore"
@@ -83,6 +95,9 @@ class PreScoreState:
     base_memo: dict[tuple[str, int | None, int, int, int, int], int] = field(default_factory=dict, compare=False)
     """``base_milli`` per node description (product, memory, used memory, GPUs, queue): nodes that
     describe their GPUs alike share one exact computation per cycle."""
+    dra: dict[str, DRANodeGPUs] | None = None
+    """Per node, the GPU devices the Pod gets there by ResourceClaim (:mod:`.dra`); None: the Pod
+    asks GPUs through the device plugin (``nvidia.com/gpu`` / annotations)."""
 
 
 class GPUScore:
@@ -137,6 +152,9 @@ class GPUScore:
             req = request_for(state, pod, self.keys)
         except GPUParseError:
             return Status.skip()
+        dra = dra_node_gpus(state, nodes)
+        if dra is not None:
+            return self._pre_score_dra(state, req, nodes, dra)
         if not req.wants_gpu:
             return Status.skip()
         max_q = 0
@@ -157,12 +175,101 @@ class GPUScore:
         state.write(PRE_SCORE_KEY, PreScoreState(req, max_q, best, pack_range))
         return Status.success()
 
+    def _pre_score_dra(self, state: CycleState, req: GPURequest, nodes: list[NodeInfo],
+                       dra: dict[str, DRANodeGPUs]) -> Status:
+        """PreScore for a Pod that gets its GPUs by claim: the same shared parts, read from the
+        devices (module docstring, "DRA")."""
+        max_q = max((self._queue(ni) for ni in nodes), default=0)
+        best = max((self.dra_model_part(req, g) for g in dra.values() if g.products), default=Fraction(1))
+        pack_range: tuple[Fraction, Fraction] | None = None
+        if self.packing_weight:
+            packs = [self.dra_pack_part(g) for g in dra.values()
+                     if g.products and self.dra_model_part(req, g) == best]
+            if packs:
+                pack_range = (min(packs), max(packs))
+        state.write(PRE_SCORE_KEY, PreScoreState(req, max_q, best, pack_range, dra=dra))
+        return Status.success()
+
+    def _queue(self, ni: NodeInfo) -> int:
+        """The node's ``current-queue`` annotation (0 when absent or the GPU metadata is malformed)."""
+        st = derive_state(ni, self.keys)
+        return st.spec.queue if st.spec.error is None else 0
+
+    @staticmethod
+    def dra_model_part(req: GPURequest, g: DRANodeGPUs) -> Fraction:
+        """The model part of a claim's devices: the least preferred device's (``productName``)."""
+        if not req.models:
+            return Fraction(1)
+        k = len(req.models)
+        worst = k
+        for product in g.products:
+            i = next((j for j, m in enumerate(req.models) if model_matches(m, product)), k)
+            worst = min(worst, k - i)
+        return Fraction(worst, k)
+
+    def dra_pack_part(self, g: DRANodeGPUs) -> Fraction:
+        """Share of the node's GPU devices held once the Pod's new devices are taken (``spread``:
+        1 minus that); 0 for a node publishing no GPU device."""
+        if g.total <= 0:
+            return Fraction(0)
+        f = Fraction(min(g.total, g.used + g.new), g.total)
+        return 1 - f if self.packing == "spread" else f
+
+    def dra_parts(self, ps: PreScoreState, g: DRANodeGPUs,
+                  queue: int) -> tuple[Fraction, Fraction | None, Fraction, Fraction | None]:
+        """(model, memory, queue, packing) for a Pod getting the devices ``g`` (module docstring,
+        "DRA"); memory is the smallest per-device headroom ``(M - others - max(own, R)) / M``."""
+        req = ps.request
+        model = self.dra_model_part(req, g)
+        memory: Fraction | None = None
+        for cap, others, own in g.memory:
+            if not cap:
+                if req.memory_bytes:
+                    memory = Fraction(0)
+                    break
+                continue
+            head = min(max(Fraction(cap - others - max(own, req.memory_bytes), cap), Fraction(0)), Fraction(1))
+            memory = head if memory is None else min(memory, head)
+        q = Fraction(1) if ps.max_queue == 0 else 1 - Fraction(min(queue, ps.max_queue), ps.max_queue)
+        pack: Fraction | None = None
+        if ps.pack_range is not None:
+            lo, hi = ps.pack_range
+            if model != ps.best_model:
+                pack = Fraction(0)
+            elif hi == lo:
+                pack = Fraction(1)
+            else:
+                pack = (min(max(self.dra_pack_part(g), lo), hi) - lo) / (hi - lo)
+        return model, memory, q, pack
+
+    def _combine(self, model: Fraction, memory: Fraction | None, queue: Fraction, pack: Fraction | None) -> int:
+        """``floor(1000 * base)`` of the weighted parts (module docstring)."""
+        wm, wmem, wq = self.weights
+        num = wm * model + wq * queue
+        den = wm + wq
+        if memory is not None:
+            num, den = num + wmem * memory, den + wmem
+        if pack is not None:
+            num, den = num + self.packing_weight * pack, den + self.packing_weight
+        base = MAX_NODE_SCORE * num / den if den else Fraction(0)
+        return int(base * _B_SCALE)
+
+    def _dra_raw(self, ps: PreScoreState, ni: NodeInfo) -> int:
+        """``b * 1000`` for a DRA Pod (``t`` = 0: NVLink groups are the claim's ``matchAttribute``);
+        0 on a node where the Pod gets no GPU device."""
+        g = (ps.dra or {}).get(ni.name)
+        if g is None or not g.products:
+            return 0
+        return self._combine(*self.dra_parts(ps, g, self._queue(ni))) * _B_SCALE
+
     # -- Score ------------------------------------------------------------------------------------
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
         """The raw score ``b * 1000 + t`` (module docstring)."""
         ps = state.data.get(PRE_SCORE_KEY)
         if not isinstance(ps, PreScoreState):
             return 0, Status(Code.ERROR, [f"reading {PRE_SCORE_KEY!r} from cycleState: not found"], NAME)
+        if ps.dra is not None:
+            return self._dra_raw(ps, node_info), Status.success()
         return self._raw(ps, derive_state(node_info, self.keys)), Status.success()
 
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
@@ -170,6 +277,8 @@ class GPUScore:
         ps = state.data.get(PRE_SCORE_KEY)
         if not isinstance(ps, PreScoreState):
             return [], Status(Code.ERROR, [f"reading {PRE_SCORE_KEY!r} from cycleState: not found"], NAME)
+        if ps.dra is not None:
+            return [self._dra_raw(ps, ni) for ni in nodes], Status.success()
         keys = self.keys
         raw = self._raw
         return [raw(ps, derive_state(ni, keys)) for ni in nodes], Status.success()
@@ -235,16 +344,7 @@ class GPUScore:
         memo = ps.base_memo.get(key)
         if memo is not None:
             return memo
-        model, memory, queue, pack = self.parts(ps, st)
-        wm, wmem, wq = self.weights
-        num = wm * model + wq * queue
-        den = wm + wq
-        if memory is not None:
-            num, den = num + wmem * memory, den + wmem
-        if pack is not None:
-            num, den = num + self.packing_weight * pack, den + self.packing_weight
-        base = MAX_NODE_SCORE * num / den if den else Fraction(0)
-        result = int(base * _B_SCALE)
+        result = self._combine(*self.parts(ps, st))
         ps.base_memo[key] = result
         return result
 

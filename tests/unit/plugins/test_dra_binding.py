@@ -344,3 +344,57 @@ async def test_extended_resource_claim_created_bound_and_deleted_on_unreserve() 
     plugin.unreserve(res.state, pi, "b")
     await asyncio.wait_for(asyncio.gather(*plugin._tasks), 5)
     assert api.objs == {} and plugin.in_flight_claims() == []
+
+
+# -- PostFilter: deallocateOrDeletePodClaims ------------------------------------------------------------
+ON_GONE = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gone"]}]}]}
+
+
+def _blocked(reserved: list[Obj] | None = None) -> tuple[list[Obj], Obj, FakeAPI]:
+    """The cluster (its claim as the informer saw it: the API's resourceVersion), the claim, the API."""
+    c = claim("c", [{"name": "r", "exactly": ex()}], reserved=reserved, allocation={
+        "devices": {"results": [{"request": "r", "driver": G, "pool": "px", "device": "g0"}]},
+        "nodeSelector": ON_GONE})
+    api = FakeAPI([c])
+    seen = copy.deepcopy(api.objs[FakeAPI._path(c)])
+    return cluster(seen), seen, api
+
+
+def _post_filter(objs: list[Obj], api: FakeAPI) -> Any:
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
+    plugin = fw.plugins["DynamicResources"]
+    assert isinstance(plugin, DynamicResources)
+    plugin.handle = Handle(client=api)
+    p = next(o for o in objs if o["kind"] == "Pod")
+
+    async def go() -> Any:
+        res = Algorithm(rng=MinChoice()).schedule(fw, _snapshot(objs), PodInfo(p), explain=True)
+        await asyncio.gather(*plugin._tasks)
+        return res
+
+    return run(go())
+
+
+def test_post_filter_deallocates_the_blocking_claim_through_the_status_subresource() -> None:
+    objs, c, api = _blocked()
+    res = _post_filter(objs, api)
+    assert res.selected is None
+    assert "resourceclaim not available on the node. deallocation of ResourceClaim completed" in res.message
+    path = FakeAPI._path(c)
+    assert api.writes == [("update", path + "/status")]
+    assert "allocation" not in api.objs[path]["status"] and "reservedFor" not in api.objs[path]["status"]
+
+
+def test_post_filter_deallocation_conflict_leaves_the_claim_and_is_logged(caplog: Any) -> None:
+    objs, c, api = _blocked()
+    api.conflicts = 1  # someone wrote the claim since the informer saw it: the precondition fails
+    _post_filter(objs, api)
+    assert api.objs[FakeAPI._path(c)]["status"]["allocation"]
+    assert "deallocate resourceclaim=default/c" in caplog.text
+
+
+def test_post_filter_leaves_a_claim_reserved_for_another_pod() -> None:
+    objs, _c, api = _blocked(reserved=[{"resource": "pods", "name": "other", "uid": "uid-other"}])
+    res = _post_filter(objs, api)
+    assert api.writes == []
+    assert "deallocation" not in (res.message or "")

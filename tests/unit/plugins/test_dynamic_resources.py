@@ -528,8 +528,7 @@ def test_post_filter_names_the_claim_upstream_would_deallocate() -> None:
     assert res.state.data[NEEDS_API_DEALLOCATION_KEY] == "default/c"
     assert res.message is not None
     assert res.message.startswith("0/3 nodes are available: 3 resourceclaim not available on the node. "
-                                  "DynamicResources: deallocating ResourceClaim default/c through the API is not "
-                                  "supported by py-scheduler yet")
+                                  "deallocation of ResourceClaim completed")
 
 
 # -- malformed input ---------------------------------------------------------------------------------
@@ -786,3 +785,18 @@ def test_simulated_pre_bind_lets_later_pods_share_the_claim() -> None:
     written = snap.objects.get("ResourceClaim", "default/c")
     assert written is not None
     assert [r["uid"] for r in written["status"]["reservedFor"]] == ["uid-p", "uid-q"]
+
+
+def test_events_to_register_include_resource_slices_as_upstream() -> None:
+    """A ResourceSlice added or updated (new devices) must move a waiting DRA Pod back to the
+    active queue; the wildcard registration used without ``events_to_register`` has no slices."""
+    from py_scheduler.framework.events import ActionType, ClusterEvent, Resource, match_any_cluster_event
+
+    events = [e.event for e in DynamicResources().events_to_register()]
+    for res, action in ((Resource.RESOURCE_SLICE, ActionType.ADD), (Resource.RESOURCE_SLICE, ActionType.UPDATE),
+                        (Resource.RESOURCE_CLAIM, ActionType.DELETE), (Resource.DEVICE_CLASS, ActionType.ADD),
+                        (Resource.NODE, ActionType.UPDATE_NODE_LABEL),
+                        (Resource.TARGET_POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)):
+        assert match_any_cluster_event(ClusterEvent(res, action), events), (res, action)
+    assert not match_any_cluster_event(ClusterEvent(Resource.RESOURCE_SLICE, ActionType.DELETE), events)
+    assert not match_any_cluster_event(ClusterEvent(Resource.NODE, ActionType.UPDATE_NODE_TAINT), events)
