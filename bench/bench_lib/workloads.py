@@ -18,6 +18,36 @@ performance-config.yaml``; the definitions below are the ones this project's iss
 * ``TopologySpreading``: one ``DoNotSchedule`` zone spread constraint, ``maxSkew: 1``;
 * ``GPU``: 1 or 2 ``nvidia.com/gpu`` (alternating) plus the ``gpu-scheduler/gpu-model: A100`` and
   ``gpu-scheduler/gpu-memory-gb: "20"`` annotations (kube-scheduler only counts the resource).
+
+Issue 21 adds the rest of upstream's default-profile workloads, shaped as its templates (the
+``templates/*.yaml`` and ``*/performance-config.yaml`` files of ``test/integration/scheduler_perf``
+in k8s.io/kubernetes v1.37.2); requests stay 100m / 128Mi and nodes 32 CPU so that every workload
+runs on the same benchmark nodes:
+
+* ``PodAffinity``: required pod affinity on the zone to the label ``color: blue`` that every Pod
+  carries (``pod-with-pod-affinity.yaml``; init Pods bound in every zone, so every node fits);
+* ``PreferredPodAntiAffinity``: preferred (weight 1) anti-affinity on the hostname to ``color:
+  yellow`` (``pod-with-preferred-pod-anti-affinity.yaml``);
+* ``PreferredTopologySpreading``: ``maxSkew: 5`` zone spread, ``ScheduleAnyway``
+  (``pod-with-preferred-topology-spreading.yaml``);
+* ``MixedSchedulingBasePod``: init Pods cycling over the default, pod-affinity, pod-anti-affinity,
+  preferred-affinity and preferred-anti-affinity templates (two per node), measured default Pods
+  (``affinity/performance-config.yaml``);
+* ``Preemption``: four low-priority 8-CPU Pods fill every node (``pod-low-priority.yaml``, scaled
+  from 4-CPU to 32-CPU nodes); measured Pods are priority-10 3-CPU Pods that must preempt
+  (``default_preemption/templates/pod-high-priority.yaml``); PriorityClasses ``bench-low`` (0) and
+  ``bench-high`` (10) are created first (:attr:`Workload.setup`);
+* ``Unschedulable``: default Pods, and one Pod in ten that never fits (priority 10, 64 CPU on 32-CPU
+  nodes: ``pod-high-priority-large-cpu.yaml``) created among them (:attr:`Workload.extra`);
+* ``SchedulingGates``: as many gated Pods (``schedulingGates: test.k8s.io/hold``, pod affinity to the
+  measured Pods' label: ``gated-pod-with-pod-affinity.yaml``) as measured Pods, never released;
+* ``SchedulingWithMixedChurn``: default Pods while a node, a never-fitting high-priority Pod and a
+  Service are recreated every second (``misc/performance-config.yaml``; :attr:`Workload.churn`).
+
+Not here yet: volumes (PVs / WaitForFirstConsumer) and DRA (ResourceClaimTemplate) workloads.
+Upstream deviation: one namespace per run (upstream puts init and measured Pods in ``sched-0`` /
+``sched-1`` and names both in the terms' ``namespaces``); init Pods are created already bound
+(``spec.nodeName``) instead of being scheduled first.
 """
 
 from __future__ import annotations
@@ -90,6 +120,11 @@ def make_node(i: int) -> Obj:
 def make_nodes(n: int) -> list[Obj]:
     """``n`` benchmark nodes (``node-00000`` ..)."""
     return [make_node(i) for i in range(n)]
+
+
+def iter_nodes(n: int) -> Iterator[Obj]:
+    """``n`` benchmark nodes, generated one at a time."""
+    return (make_node(i) for i in range(n))
 
 
 def gpu_capacity(n_nodes: int) -> int:
@@ -177,16 +212,142 @@ def _gpu(i: int, ns: str, sched: str, uid: str | None) -> Obj:
 class Workload:
     """One benchmark workload.
 
-    ``pod(i, namespace, scheduler_name, uid)`` builds Pod ``i`` (``uid`` None: let the API server set
-    it); ``eligible(node_index)`` tells where :func:`init_pods` may place this workload's Pods
+    ``pod(i, namespace, scheduler_name, uid)`` builds measured Pod ``i`` (``uid`` None: let the API
+    server set it); ``eligible(node_index)`` tells where :func:`init_pods` may place init Pods
     directly; ``gpus`` whether Pods ask for ``nvidia.com/gpu`` (capacity-limited, see
     :func:`max_pods`).
+
+    ``init_pod``: the init Pods' factory (default ``pod``); ``init_per_node``: default init Pods per
+    node; ``extra`` / ``extra_ratio``: Pods that are never bound (unschedulable or gated), ``extra_ratio``
+    of them per measured Pod, created among the measured ones and not measured; ``setup``: cluster
+    objects created before anything else, as ``(collection path, object)``; ``churn``: recreate a
+    node, a Pod and a Service every second while the measured Pods schedule (live benchmark only).
     """
 
     name: str
     pod: PodFactory
     eligible: Callable[[int], bool]
     gpus: bool = False
+    init_pod: PodFactory | None = None
+    init_per_node: float = 1.0
+    extra: PodFactory | None = None
+    extra_ratio: float = 0.0
+    setup: tuple[tuple[str, Obj], ...] = ()
+    churn: bool = False
+
+    def default_init(self, n_nodes: int) -> int:
+        """Init Pods on ``n_nodes`` nodes unless told otherwise."""
+        return round(n_nodes * self.init_per_node)
+
+
+def _color_pod(prefix: str, color: str, i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    return _base_pod(f"{prefix}-{i:06d}", ns, sched, {"color": color}, uid)
+
+
+def _term(color: str, key: str) -> Obj:
+    return {"labelSelector": {"matchLabels": {"color": color}}, "topologyKey": key}
+
+
+def _pod_affinity(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-with-pod-affinity.yaml``."""
+    pod = _color_pod("affinity", "blue", i, ns, sched, uid)
+    pod["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        _term("blue", LABEL_ZONE)]}}
+    return pod
+
+
+def _upstream_anti_affinity(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-with-pod-anti-affinity.yaml`` (init Pods of MixedSchedulingBasePod)."""
+    pod = _color_pod("anti-affinity", "green", i, ns, sched, uid)
+    pod["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        _term("green", LABEL_HOSTNAME)]}}
+    return pod
+
+
+def _upstream_preferred_affinity(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-with-preferred-pod-affinity.yaml`` (init Pods of MixedSchedulingBasePod)."""
+    pod = _color_pod("preferred-affinity", "red", i, ns, sched, uid)
+    pod["spec"]["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "podAffinityTerm": _term("red", LABEL_HOSTNAME)}]}}
+    return pod
+
+
+def _preferred_anti_affinity(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-with-preferred-pod-anti-affinity.yaml``."""
+    pod = _color_pod("preferred-anti-affinity", "yellow", i, ns, sched, uid)
+    pod["spec"]["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "podAffinityTerm": _term("yellow", LABEL_HOSTNAME)}]}}
+    return pod
+
+
+def _preferred_spread(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-with-preferred-topology-spreading.yaml``."""
+    pod = _color_pod("spreading", "blue", i, ns, sched, uid)
+    pod["spec"]["topologySpreadConstraints"] = [{
+        "maxSkew": 5, "topologyKey": LABEL_ZONE, "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"color": "blue"}}}]
+    return pod
+
+
+def _default(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-default.yaml``."""
+    return _base_pod(f"pod-{i:06d}", ns, sched, {}, uid)
+
+
+_MIXED_INIT: tuple[PodFactory, ...] = (_basic, _pod_affinity, _upstream_anti_affinity,
+                                       _upstream_preferred_affinity, _preferred_anti_affinity)
+
+
+def _mixed_init(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """MixedSchedulingBasePod's init Pods: the five templates in turn (distinct names by index)."""
+    return _MIXED_INIT[i % len(_MIXED_INIT)](i, ns, sched, uid)
+
+
+PRIORITY_LOW = "bench-low"
+PRIORITY_HIGH = "bench-high"
+
+
+def _priority_class(name: str, value: int) -> tuple[str, Obj]:
+    return ("/apis/scheduling.k8s.io/v1/priorityclasses",
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+             "value": value, "preemptionPolicy": "PreemptLowerPriority"})
+
+
+PRIORITY_CLASSES = (_priority_class(PRIORITY_LOW, 0), _priority_class(PRIORITY_HIGH, 10))
+
+
+def _with_priority(pod: Obj, cls: str, value: int, cpu: str) -> Obj:
+    spec = pod["spec"]
+    spec["priorityClassName"] = cls
+    spec["priority"] = value  # what the Priority admission plugin resolves; the in-process bench needs it
+    res = spec["containers"][0]["resources"]
+    res["requests"]["cpu"] = cpu
+    res["limits"] = dict(res["requests"])
+    return pod
+
+
+def _low_priority(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-low-priority.yaml`` at 8 CPU (four fill a 32-CPU benchmark node)."""
+    return _with_priority(_base_pod(f"low-{i:06d}", ns, sched, {}, uid), PRIORITY_LOW, 0, "8")
+
+
+def _high_priority(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``default_preemption/templates/pod-high-priority.yaml``: priority 10, 3 CPU."""
+    return _with_priority(_base_pod(f"high-{i:06d}", ns, sched, {}, uid), PRIORITY_HIGH, 10, "3")
+
+
+def _never_fits(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-high-priority-large-cpu.yaml`` scaled: priority 10, 64 CPU (no 32-CPU node fits it)."""
+    return _with_priority(_base_pod(f"large-{i:06d}", ns, sched, {}, uid), PRIORITY_HIGH, 10, "64")
+
+
+def _gated(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``gated-pod-with-pod-affinity.yaml``: gated, with pod affinity to the measured Pods' label."""
+    pod = _base_pod(f"gated-{i:06d}", ns, sched, {}, uid)
+    pod["spec"]["schedulingGates"] = [{"name": "test.k8s.io/hold"}]
+    pod["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "basic"}}, "topologyKey": LABEL_HOSTNAME}]}}
+    return pod
 
 
 def _any(_: int) -> bool:
@@ -204,7 +365,34 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("PreferredPodAffinity", _preferred_affinity, _any),
     Workload("TopologySpreading", _spread, _any),
     Workload("GPU", _gpu, is_gpu_node, gpus=True),
+    Workload("PodAffinity", _pod_affinity, _any),
+    Workload("PreferredPodAntiAffinity", _preferred_anti_affinity, _any),
+    Workload("PreferredTopologySpreading", _preferred_spread, _any),
+    Workload("MixedSchedulingBasePod", _default, _any, init_pod=_mixed_init, init_per_node=2.0),
+    Workload("Preemption", _high_priority, _any, init_pod=_low_priority, init_per_node=4.0,
+             setup=PRIORITY_CLASSES),
+    Workload("Unschedulable", _default, _any, init_per_node=0.02, extra=_never_fits, extra_ratio=0.1,
+             setup=PRIORITY_CLASSES),
+    Workload("SchedulingGates", _basic, _any, init_per_node=0.0, extra=_gated, extra_ratio=1.0),
+    Workload("SchedulingWithMixedChurn", _default, _any, init_per_node=0.0, churn=True,
+             setup=PRIORITY_CLASSES),
 )}
+
+
+def churn_objects(k: int, namespace: str, scheduler_name: str) -> list[tuple[str, Obj]]:
+    """The ``k``-th set of SchedulingWithMixedChurn's recreated objects, as ``(collection path,
+    object)``: a node (``churn-node-<k>``, a benchmark node's shape), a Pod that never fits and a
+    Service (``templates/churn/*.yaml``, ``pod-high-priority-large-cpu.yaml``)."""
+    node = make_node(k)
+    name = f"churn-node-{k:05d}"
+    node["metadata"]["name"] = name
+    node["metadata"]["labels"][LABEL_HOSTNAME] = name
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"churn-svc-{k:05d}", "namespace": namespace},
+           "spec": {"selector": {"app": "churn"}, "ports": [{"port": 80, "targetPort": 8080}]}}
+    pod = _never_fits(k, namespace, scheduler_name, None)
+    pod["metadata"]["name"] = f"churn-pod-{k:05d}"
+    return [("/api/v1/nodes", node), (f"/api/v1/namespaces/{namespace}/pods", pod),
+            (f"/api/v1/namespaces/{namespace}/services", svc)]
 
 
 def get_workload(name: str) -> Workload:
@@ -228,18 +416,21 @@ def max_pods(workload: Workload, n_nodes: int, wanted: int) -> int:
 
 
 def init_pods(workload: Workload, n_nodes: int, count: int, namespace: str = "bench-init",
-              scheduler_name: str = "py-scheduler") -> Iterator[Obj]:
+              scheduler_name: str = "py-scheduler", uids: bool = True) -> Iterator[Obj]:
     """``count`` Pods of ``workload`` already bound (``spec.nodeName``, phase Running) round-robin
     over the eligible nodes, respecting the workload's rules (anti-affinity groups of 10 land on 10
     distinct nodes; GPU Pods only while the node has free GPUs). Their index range is ``0 ..
-    count-1``; UIDs are set (for in-process snapshots)."""
+    count-1``; UIDs are set (for in-process snapshots) unless ``uids`` is false (for the API server).
+    The Pods come from ``workload.init_pod`` (default ``workload.pod``) and are generated one at a
+    time (150000 of them are never held in a list here)."""
     eligible = [i for i in range(n_nodes) if workload.eligible(i)]
     if not eligible:
         return
     free = {i: GPUS_PER_NODE for i in eligible} if workload.gpus else {}
     k = 0
+    factory = workload.init_pod or workload.pod
     for idx in range(count):
-        pod = workload.pod(idx, namespace, scheduler_name, f"uid-{namespace}-{idx}")
+        pod = factory(idx, namespace, scheduler_name, f"uid-{namespace}-{idx}" if uids else None)
         if workload.gpus:
             need = gpu_count(idx)
             for _ in range(len(eligible)):
