@@ -136,8 +136,8 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     as ``py-scheduler run`` does (without them Python's full collections of the growing heap show in
     the p99).
     ``n_init`` bound Pods first (default: ``workload.default_init``, mostly one per node; for the GPU
-    workload at most half of what the GPUs can hold). ``profiler``: ``""``, ``"cprofile"`` or ``"pyinstrument"`` (profiles the measured
-    cycles only; the text report lands in ``profile_text``).
+    workload at most half of what the GPUs can hold). ``profiler``: ``""``, ``"cprofile"`` or
+    ``"pyinstrument"`` (profiles the measured cycles only; the text report lands in ``profile_text``).
     ``batching``: OpportunisticBatching as the live loop runs it (``cycle=`` advancing by one per
     Pod); the profile then uses PodTopologySpread ``defaultingType: List`` without default
     constraints, since the default System spreading makes every Pod unsignable (as upstream). Without
