@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.bench_lib.workloads import GPUS_PER_NODE, Workload, init_pods, iter_nodes, max_pods
+from bench.bench_lib.workloads import GPUS_PER_NODE, Workload, init_pods, iter_nodes, max_pods, pod_objects
 from py_scheduler.app.decisions import DecisionLog
-from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import PodInfo
@@ -115,14 +115,25 @@ def build_cluster(workload: Workload, n_nodes: int, n_init: int) -> tuple[Snapsh
     Nodes and Pods are generated one at a time into the snapshot (at 15000 nodes / 150000 Pods the
     JSON dicts are not held in a list beside the snapshot's own copies)."""
     placed = 0
+    objects = ClusterObjects()
+    if workload.node_object is not None:
+        for i in range(n_nodes):
+            add_object(objects, workload.node_object(i))
 
     def counted() -> Iterator[Obj]:
         nonlocal placed
         for pod in init_pods(workload, n_nodes, max_pods(workload, n_nodes, n_init)):
+            for obj in pod_objects(workload, placed, pod["metadata"]["namespace"]):
+                add_object(objects, obj)
             placed += 1
             yield pod
 
-    return Snapshot.from_objects(iter_nodes(n_nodes), counted()), placed
+    return Snapshot.from_objects(iter_nodes(n_nodes), counted(), objects), placed
+
+
+def add_object(objects: ClusterObjects, obj: Obj) -> None:
+    """Put ``obj`` (a PVC, PV, CSINode...) into the snapshot's cluster objects, as the informers would."""
+    objects.upsert(obj["kind"], obj)
 
 
 def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: int = 20,
@@ -164,6 +175,9 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     total = max_pods(workload, n_nodes, placed + warmup + cycles) - placed
     pods = [workload.pod(placed + k, namespace, PROFILE_NAME, f"uid-{namespace}-{placed + k}")
             for k in range(max(0, total))]
+    for k in range(max(0, total)):
+        for obj in pod_objects(workload, placed + k, namespace):
+            add_object(snap.objects, obj)
 
     stop_profile: Callable[[], str] = lambda: ""  # noqa: E731
     gc.collect()

@@ -43,7 +43,7 @@ from typing import Any
 import aiohttp
 
 from bench.bench_lib import workloads
-from bench.bench_lib.kubeapi import Api, ApiError, Endpoint
+from bench.bench_lib.kubeapi import Api, ApiError, Endpoint, gather_bounded
 from bench.bench_lib.workloads import Workload
 
 REPO = Path(__file__).resolve().parents[2]
@@ -449,6 +449,7 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
     res = RunResult(kind, workload.name, n_nodes, n_pods, mode="backlog" if backlog else "live", round=round_no)
     sched_name = SCHEDULER_NAMES[kind]
     await ensure_namespace(api, ns)
+    await create_pod_objects(api, workload, ns, range(n_init + n_pods), create_concurrency)
     if n_init:
         res.init_pods = await api.create_many(
             lambda _: f"/api/v1/namespaces/{ns}/pods",
@@ -549,14 +550,61 @@ def run_sizes(workload: Workload, n_nodes: int, wanted_pods: int, wanted_init: i
     return min(wanted_pods, cap - n_init), n_init
 
 
-async def ensure_setup(api: Api, workload: Workload) -> None:
-    """Create the workload's cluster objects (PriorityClasses...); existing ones are kept."""
+async def ensure_setup(api: Api, workload: Workload, n_nodes: int) -> None:
+    """Create the workload's cluster objects (PriorityClasses...) and per-node objects (CSINodes);
+    existing ones are kept."""
     for path, obj in workload.setup:
         try:
             await api.request("POST", path, obj)
         except ApiError as exc:
             if exc.status != 409:
                 raise
+    if workload.node_object is not None:
+        factory = workload.node_object
+        await api.create_many(lambda o: collection_path(o), (factory(i) for i in range(n_nodes)), concurrency=32,
+                              exist_ok=True)
+
+
+COLLECTIONS = {"PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
+               "CSINode": "csinodes", "Pod": "pods", "Service": "services", "Node": "nodes"}
+
+
+def collection_path(obj: Obj) -> str:
+    """The collection an object is POSTed to (the kinds the benchmarks create)."""
+    group_version = obj["apiVersion"]
+    base = f"/api/{group_version}" if group_version == "v1" else f"/apis/{group_version}"
+    ns = obj["metadata"].get("namespace")
+    plural = COLLECTIONS[obj["kind"]]
+    return f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
+
+
+async def create_with_status(api: Api, obj: Obj) -> None:
+    """POST ``obj``, then write its ``status`` through the ``/status`` subresource (the API server
+    resets statuses on create; upstream's ``CreatePodWithPersistentVolume`` does the same)."""
+    path = collection_path(obj)
+    created = await api.request("POST", path, obj)
+    if obj.get("status"):
+        created["status"] = obj["status"]
+        await api.request("PUT", f"{path}/{obj['metadata']['name']}/status", created)
+
+
+async def create_pod_objects(api: Api, workload: Workload, namespace: str, indices: range, concurrency: int) -> int:
+    """Create what Pods ``indices`` of ``workload`` need first (their PVC and PV, in that order, as
+    upstream); returns how many objects."""
+    if not workload.volumes:
+        return 0
+    sem = asyncio.Semaphore(concurrency)
+    count = 0
+
+    async def one(i: int) -> None:
+        nonlocal count
+        async with sem:
+            for obj in workloads.pod_objects(workload, i, namespace):
+                await create_with_status(api, obj)
+                count += 1
+
+    await gather_bounded(one(i) for i in indices)
+    return count
 
 
 # -- the benchmark ---------------------------------------------------------------------------------
@@ -634,7 +682,7 @@ async def run_throughput(opts: Options) -> list[RunResult]:
         async with Api(endpoint, qps=1e6, burst=1_000_000) as api:
             t = time.perf_counter()
             await ensure_nodes(api, opts.nodes)
-            await ensure_setup(api, wl)
+            await ensure_setup(api, wl, opts.nodes)
             print(f"[bench] {opts.nodes} nodes in {time.perf_counter() - t:.1f}s; {n_init} init + {n_pods} "
                   f"{wl.name} pods per run ({'backlog' if opts.backlog else 'live'})", file=sys.stderr, flush=True)
             for rnd in range(opts.repeat):
@@ -648,6 +696,9 @@ async def run_throughput(opts: Options) -> list[RunResult]:
                     finally:
                         await sched.stop()
                     await delete_pods(api, ns)
+                    if wl.volumes:  # they stay Terminating (no PV protection controller): harmless, bound
+                        await api.request("DELETE", "/api/v1/persistentvolumes",
+                                          params={"labelSelector": f"bench-namespace={ns}"})
                     results.append(res)
                     print(format_result(res), flush=True)
     return results

@@ -44,7 +44,15 @@ runs on the same benchmark nodes:
 * ``SchedulingWithMixedChurn``: default Pods while a node, a never-fitting high-priority Pod and a
   Service are recreated every second (``misc/performance-config.yaml``; :attr:`Workload.churn`).
 
-Not here yet: volumes (PVs / WaitForFirstConsumer) and DRA (ResourceClaimTemplate) workloads.
+* ``SchedulingInTreePVs`` / ``SchedulingCSIPVs``: every Pod (init and measured) mounts its own PVC,
+  pre-bound to its own PV (``pvc.yaml`` with ``pv.kubernetes.io/bind-completed``, ``pv-aws.yaml`` /
+  ``pv-csi.yaml``, bound as upstream's ``CreatePodWithPersistentVolume`` does: PV ``claimRef``,
+  PVC ``volumeName``, both statuses Bound); CSI nodes get a CSINode with 39 attachable
+  ``ebs.csi.aws.com`` volumes (``volumes/performance-config.yaml``). :func:`pod_objects` /
+  :attr:`Workload.node_object` give the extra objects.
+
+Not here yet: WaitForFirstConsumer provisioning (needs kube-controller-manager's PV controller) and
+DRA (ResourceClaimTemplate; another branch adds it to bench/bench_lib/cycle.py).
 Upstream deviation: one namespace per run (upstream puts init and measured Pods in ``sched-0`` /
 ``sched-1`` and names both in the terms' ``namespaces``); init Pods are created already bound
 (``spec.nodeName``) instead of being scheduled first.
@@ -234,6 +242,10 @@ class Workload:
     extra_ratio: float = 0.0
     setup: tuple[tuple[str, Obj], ...] = ()
     churn: bool = False
+    volumes: str = ""
+    """``""``, ``"aws"`` (in-tree awsElasticBlockStore PVs) or ``"csi"`` (ebs.csi.aws.com PVs)."""
+    node_object: Callable[[int], Obj] | None = None
+    """An object created per node (``CSINode``), before anything else."""
 
     def default_init(self, n_nodes: int) -> int:
         """Init Pods on ``n_nodes`` nodes unless told otherwise."""
@@ -350,6 +362,64 @@ def _gated(i: int, ns: str, sched: str, uid: str | None) -> Obj:
     return pod
 
 
+EBS_CSI_DRIVER = "ebs.csi.aws.com"
+EBS_VOLUME_LIMIT = 39
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
+
+
+def pvc_name(i: int) -> str:
+    """The PVC of Pod ``i`` of a volumes workload (upstream: ``pvc-<i>``)."""
+    return f"pvc-{i:06d}"
+
+
+def pv_name(namespace: str, i: int) -> str:
+    """The PV of Pod ``i``: PVs are cluster-wide, so the namespace is prepended (as upstream)."""
+    return f"{namespace}-pv-{i:06d}"
+
+
+def _with_pvc(pod: Obj, i: int) -> Obj:
+    pod["spec"]["volumes"] = [{"name": "vol", "persistentVolumeClaim": {"claimName": pvc_name(i)}}]
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "vol", "mountPath": "/data"}]
+    return pod
+
+
+def _pv_pod(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-default.yaml`` mounting ``pvc-<i>``."""
+    return _with_pvc(_base_pod(f"pv-pod-{i:06d}", ns, sched, {}, uid), i)
+
+
+def pod_objects(workload: Workload, i: int, namespace: str) -> list[Obj]:
+    """The objects Pod ``i`` of ``workload`` needs before it is created: for a volumes workload its
+    PVC then its PV, bound to each other with Bound statuses (the API server resets statuses on
+    create: write them through ``/status`` after); nothing for the others."""
+    if not workload.volumes:
+        return []
+    name = pv_name(namespace, i)
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": pvc_name(i), "namespace": namespace, "annotations": {BIND_COMPLETED: "true"}},
+           "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "1Gi"}},
+                    "volumeName": name, "storageClassName": ""},
+           "status": {"phase": "Bound", "accessModes": ["ReadOnlyMany"], "capacity": {"storage": "1Gi"}}}
+    source: Obj = ({"csi": {"driver": EBS_CSI_DRIVER, "volumeHandle": name}} if workload.volumes == "csi"
+                   else {"awsElasticBlockStore": {"volumeID": f"vol-{i:06d}"}})
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume",
+          "metadata": {"name": name, "labels": {"bench-namespace": namespace}},
+          "spec": {"accessModes": ["ReadOnlyMany"], "capacity": {"storage": "1Gi"},
+                   "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                   "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": namespace,
+                                "name": pvc_name(i)}, **source},
+          "status": {"phase": "Bound"}}
+    return [pvc, pv]
+
+
+def csinode(i: int) -> Obj:
+    """Node ``i``'s CSINode: the EBS CSI driver with 39 attachable volumes (upstream's
+    ``csiNodeAllocatable``)."""
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": node_name(i)},
+            "spec": {"drivers": [{"name": EBS_CSI_DRIVER, "nodeID": node_name(i),
+                                  "allocatable": {"count": EBS_VOLUME_LIMIT}}]}}
+
+
 def _any(_: int) -> bool:
     return True
 
@@ -376,6 +446,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("SchedulingGates", _basic, _any, init_per_node=0.0, extra=_gated, extra_ratio=1.0),
     Workload("SchedulingWithMixedChurn", _default, _any, init_per_node=0.0, churn=True,
              setup=PRIORITY_CLASSES),
+    Workload("SchedulingInTreePVs", _pv_pod, _any, volumes="aws"),
+    Workload("SchedulingCSIPVs", _pv_pod, _any, volumes="csi", node_object=csinode),
 )}
 
 

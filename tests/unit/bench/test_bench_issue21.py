@@ -112,3 +112,16 @@ def test_report_verdicts() -> None:
     assert "no, by 10%" in rows[next(k for k in rows if k.startswith("Pods/s"))]
     assert rows["CPU per Pod from ready, ms"].rstrip().endswith("| yes |")
     assert "no, by 0.50 s" in rows["start -> ready (first /readyz 200), s"]
+
+
+def test_volume_pods_come_with_their_bound_pvc_and_pv() -> None:
+    for name, source in (("SchedulingInTreePVs", "awsElasticBlockStore"), ("SchedulingCSIPVs", "csi")):
+        wl = w.get_workload(name)
+        pod = wl.pod(7, "ns", "s", None)
+        pvc, pv = w.pod_objects(wl, 7, "ns")
+        assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+        assert pvc["spec"]["volumeName"] == pv["metadata"]["name"] and pvc["status"]["phase"] == "Bound"
+        assert pv["spec"]["claimRef"]["name"] == pvc["metadata"]["name"] and source in pv["spec"]
+        assert pvc["metadata"]["annotations"][w.BIND_COMPLETED] == "true"
+    assert w.get_workload("SchedulingCSIPVs").node_object is not None
+    assert w.pod_objects(w.get_workload("SchedulingBasic"), 7, "ns") == []
