@@ -119,11 +119,13 @@ def build_cluster(workload: Workload, n_nodes: int, n_init: int) -> tuple[Snapsh
     if workload.node_object is not None:
         for i in range(n_nodes):
             add_object(objects, workload.node_object(i))
+    for _, obj in workload.setup:  # PriorityClasses, StorageClasses
+        add_object(objects, obj)
 
     def counted() -> Iterator[Obj]:
         nonlocal placed
         for pod in init_pods(workload, n_nodes, max_pods(workload, n_nodes, n_init)):
-            for obj in pod_objects(workload, placed, pod["metadata"]["namespace"]):
+            for obj in pod_objects(workload, placed, pod["metadata"]["namespace"], n_nodes):
                 add_object(objects, obj)
             placed += 1
             yield pod
@@ -176,7 +178,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     pods = [workload.pod(placed + k, namespace, PROFILE_NAME, f"uid-{namespace}-{placed + k}")
             for k in range(max(0, total))]
     for k in range(max(0, total)):
-        for obj in pod_objects(workload, placed + k, namespace):
+        for obj in pod_objects(workload, placed + k, namespace, n_nodes):
             add_object(snap.objects, obj)
 
     stop_profile: Callable[[], str] = lambda: ""  # noqa: E731

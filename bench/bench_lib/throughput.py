@@ -449,7 +449,7 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
     res = RunResult(kind, workload.name, n_nodes, n_pods, mode="backlog" if backlog else "live", round=round_no)
     sched_name = SCHEDULER_NAMES[kind]
     await ensure_namespace(api, ns)
-    await create_pod_objects(api, workload, ns, range(n_init + n_pods), create_concurrency)
+    await create_pod_objects(api, workload, ns, range(n_init + n_pods), n_nodes, create_concurrency)
     if n_init:
         res.init_pods = await api.create_many(
             lambda _: f"/api/v1/namespaces/{ns}/pods",
@@ -565,7 +565,8 @@ async def ensure_setup(api: Api, workload: Workload, n_nodes: int) -> None:
                               exist_ok=True)
 
 
-COLLECTIONS = {"PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
+COLLECTIONS = {"StorageClass": "storageclasses", "PriorityClass": "priorityclasses",
+               "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
                "CSINode": "csinodes", "Pod": "pods", "Service": "services", "Node": "nodes"}
 
 
@@ -588,7 +589,8 @@ async def create_with_status(api: Api, obj: Obj) -> None:
         await api.request("PUT", f"{path}/{obj['metadata']['name']}/status", created)
 
 
-async def create_pod_objects(api: Api, workload: Workload, namespace: str, indices: range, concurrency: int) -> int:
+async def create_pod_objects(api: Api, workload: Workload, namespace: str, indices: range, n_nodes: int,
+                             concurrency: int) -> int:
     """Create what Pods ``indices`` of ``workload`` need first (their PVC and PV, in that order, as
     upstream); returns how many objects."""
     if not workload.volumes:
@@ -599,7 +601,7 @@ async def create_pod_objects(api: Api, workload: Workload, namespace: str, indic
     async def one(i: int) -> None:
         nonlocal count
         async with sem:
-            for obj in workloads.pod_objects(workload, i, namespace):
+            for obj in workloads.pod_objects(workload, i, namespace, n_nodes):
                 await create_with_status(api, obj)
                 count += 1
 
@@ -683,6 +685,8 @@ async def run_throughput(opts: Options) -> list[RunResult]:
             t = time.perf_counter()
             await ensure_nodes(api, opts.nodes)
             await ensure_setup(api, wl, opts.nodes)
+            if wl.controller_manager:
+                await asyncio.to_thread(tb.start_kube_controller_manager)
             print(f"[bench] {opts.nodes} nodes in {time.perf_counter() - t:.1f}s; {n_init} init + {n_pods} "
                   f"{wl.name} pods per run ({'backlog' if opts.backlog else 'live'})", file=sys.stderr, flush=True)
             for rnd in range(opts.repeat):

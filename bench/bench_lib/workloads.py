@@ -51,8 +51,13 @@ runs on the same benchmark nodes:
   ``ebs.csi.aws.com`` volumes (``volumes/performance-config.yaml``). :func:`pod_objects` /
   :attr:`Workload.node_object` give the extra objects.
 
-Not here yet: WaitForFirstConsumer provisioning (needs kube-controller-manager's PV controller) and
-DRA (ResourceClaimTemplate; another branch adds it to bench/bench_lib/cycle.py).
+* ``SchedulingWaitForFirstConsumer`` (not in upstream's config; issue 21): every Pod mounts an unbound
+  PVC of the WaitForFirstConsumer class ``bench-wffc`` (``kubernetes.io/no-provisioner``); as many
+  static local PVs of that class as Pods, pinned round-robin to the nodes by node affinity: the
+  scheduler picks the node, VolumeBinding's PreBind writes the PV's ``claimRef`` and waits for
+  kube-controller-manager's PV binder (started for this workload: :attr:`Workload.controller_manager`).
+
+Not here yet: DRA (ResourceClaimTemplate; another branch adds it to bench/bench_lib/cycle.py).
 Upstream deviation: one namespace per run (upstream puts init and measured Pods in ``sched-0`` /
 ``sched-1`` and names both in the terms' ``namespaces``); init Pods are created already bound
 (``spec.nodeName``) instead of being scheduled first.
@@ -246,6 +251,8 @@ class Workload:
     """``""``, ``"aws"`` (in-tree awsElasticBlockStore PVs) or ``"csi"`` (ebs.csi.aws.com PVs)."""
     node_object: Callable[[int], Obj] | None = None
     """An object created per node (``CSINode``), before anything else."""
+    controller_manager: bool = False
+    """The live benchmark needs kube-controller-manager (the PV binder completes WFFC bindings)."""
 
     def default_init(self, n_nodes: int) -> int:
         """Init Pods on ``n_nodes`` nodes unless told otherwise."""
@@ -388,12 +395,39 @@ def _pv_pod(i: int, ns: str, sched: str, uid: str | None) -> Obj:
     return _with_pvc(_base_pod(f"pv-pod-{i:06d}", ns, sched, {}, uid), i)
 
 
-def pod_objects(workload: Workload, i: int, namespace: str) -> list[Obj]:
+WFFC_CLASS = "bench-wffc"
+WFFC_STORAGE_CLASS = ("/apis/storage.k8s.io/v1/storageclasses",
+                      {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": WFFC_CLASS},
+                       "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"})
+
+
+def _wffc_objects(i: int, namespace: str, n_nodes: int) -> list[Obj]:
+    name = pv_name(namespace, i)
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": pvc_name(i), "namespace": namespace},
+           "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                    "storageClassName": WFFC_CLASS}}
+    node = node_name(i % max(1, n_nodes))
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume",
+          "metadata": {"name": name, "labels": {"bench-namespace": namespace}},
+          "spec": {"accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+                   "persistentVolumeReclaimPolicy": "Retain", "storageClassName": WFFC_CLASS,
+                   "local": {"path": f"/mnt/bench/{i}"},
+                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                       {"key": LABEL_HOSTNAME, "operator": "In", "values": [node]}]}]}}},
+          "status": {"phase": "Available"}}
+    return [pvc, pv]
+
+
+def pod_objects(workload: Workload, i: int, namespace: str, n_nodes: int = 0) -> list[Obj]:
     """The objects Pod ``i`` of ``workload`` needs before it is created: for a volumes workload its
-    PVC then its PV, bound to each other with Bound statuses (the API server resets statuses on
-    create: write them through ``/status`` after); nothing for the others."""
+    PVC then its PV (in-tree / CSI: bound to each other with Bound statuses; the API server resets
+    statuses on create, so write them through ``/status`` after; WaitForFirstConsumer: an unbound
+    claim and an Available local PV on node ``i % n_nodes``); nothing for the others."""
     if not workload.volumes:
         return []
+    if workload.volumes == "wffc":
+        return _wffc_objects(i, namespace, n_nodes)
     name = pv_name(namespace, i)
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
            "metadata": {"name": pvc_name(i), "namespace": namespace, "annotations": {BIND_COMPLETED: "true"}},
@@ -448,6 +482,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              setup=PRIORITY_CLASSES),
     Workload("SchedulingInTreePVs", _pv_pod, _any, volumes="aws"),
     Workload("SchedulingCSIPVs", _pv_pod, _any, volumes="csi", node_object=csinode),
+    Workload("SchedulingWaitForFirstConsumer", _pv_pod, _any, init_per_node=0.0, volumes="wffc",
+             setup=(WFFC_STORAGE_CLASS,), controller_manager=True),
 )}
 
 
