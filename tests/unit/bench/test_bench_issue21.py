@@ -125,3 +125,15 @@ def test_volume_pods_come_with_their_bound_pvc_and_pv() -> None:
         assert pvc["metadata"]["annotations"][w.BIND_COMPLETED] == "true"
     assert w.get_workload("SchedulingCSIPVs").node_object is not None
     assert w.pod_objects(w.get_workload("SchedulingBasic"), 7, "ns") == []
+
+
+def test_wffc_claims_are_unbound_and_pvs_spread_over_the_nodes() -> None:
+    wl = w.get_workload("SchedulingWaitForFirstConsumer")
+    nodes = Counter()
+    for i in range(20):
+        pvc, pv = w.pod_objects(wl, i, "ns", n_nodes=5)
+        assert "volumeName" not in pvc["spec"] and pvc["spec"]["storageClassName"] == w.WFFC_CLASS
+        term = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+        nodes[term["values"][0]] += 1
+    assert nodes == {w.node_name(k): 4 for k in range(5)}
+    assert wl.controller_manager and wl.setup[0][1]["volumeBindingMode"] == "WaitForFirstConsumer"
