@@ -583,10 +583,20 @@ async def create_with_status(api: Api, obj: Obj) -> None:
     """POST ``obj``, then write its ``status`` through the ``/status`` subresource (the API server
     resets statuses on create; upstream's ``CreatePodWithPersistentVolume`` does the same)."""
     path = collection_path(obj)
-    created = await api.request("POST", path, obj)
-    if obj.get("status"):
-        created["status"] = obj["status"]
-        await api.request("PUT", f"{path}/{obj['metadata']['name']}/status", created)
+    current = await api.request("POST", path, obj)
+    if not obj.get("status"):
+        return
+    item = f"{path}/{obj['metadata']['name']}"
+    for _ in range(10):  # kube-controller-manager's PV binder may write the status first (WFFC)
+        current["status"] = obj["status"]
+        try:
+            await api.request("PUT", f"{item}/status", current)
+            return
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        current = await api.request("GET", item)
+    raise ApiError(409, f"status of {item} kept conflicting")
 
 
 async def create_pod_objects(api: Api, workload: Workload, namespace: str, indices: range, n_nodes: int,
