@@ -59,8 +59,8 @@ def _header(rec: Obj, title: str, smoke: bool) -> list[str]:
     load_end = m.get("loadavg_end", [])
     lines = [f"### {title}", ""]
     if smoke:
-        lines += ["**Smoke run on a loaded shared machine, NOT a result** (proves the mode and workload run end "
-                  "to end for both schedulers; sizes far below the issue's).", ""]
+        lines += ["*Smoke run on a loaded shared machine, NOT a result: it proves the mode and workload run end "
+                  "to end; sizes far below the issue's.*", ""]
     lines += [f"`bench/{tool} {' '.join(rec.get('argv', []))}` · {rec.get('date', '?')} · "
               f"{m.get('nproc', '?')} CPU {m.get('cpu', '?')}, {m.get('mem_gib', '?')} GiB, Python "
               f"{m.get('python', '?')}, load {load[:1]}{' -> ' + str(load_end[:1]) if load_end else ''}, "
@@ -78,8 +78,8 @@ def throughput_table(rec: Obj, smoke: bool = False) -> str:
     argv = rec.get("argv") or []
     mode = rec.get("mode") or ("rss" if "--rss" in argv else "backlog" if "--backlog" in argv else "live")
     if mode == "rss":
-        title = (f"Start-up and peak RSS: {nodes} nodes, {first.get('first_index', '')} bound Pods, "
-                 f"{rounds} round(s)")
+        bound = argv[argv.index("--rss-pods") + 1] if "--rss-pods" in argv[:-1] else "30000"
+        title = f"Start-up to ready and peak RSS: {nodes} nodes, {bound} bound Pods, {rounds} round(s)"
         rows = [r for r in ROWS if r[0] in ("ready_s", "startup_cpu_s", "rss_mib")]
     else:
         title = (f"{first.get('workload', '?')}: {mode}, {nodes} nodes, {first.get('init_pods', 0)} init + "
