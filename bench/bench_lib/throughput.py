@@ -450,6 +450,8 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
     sched_name = SCHEDULER_NAMES[kind]
     await ensure_namespace(api, ns)
     await create_pod_objects(api, workload, ns, range(n_init + n_pods), n_nodes, create_concurrency)
+    for obj in workload.namespace_objects(ns) if workload.namespace_objects is not None else ():
+        await api.request("POST", collection_path(obj), obj)
     if n_init:
         res.init_pods = await api.create_many(
             lambda _: f"/api/v1/namespaces/{ns}/pods",
@@ -544,7 +546,7 @@ def run_sizes(workload: Workload, n_nodes: int, wanted_pods: int, wanted_init: i
     left (as bench/cycle)."""
     n_init = workload.default_init(n_nodes) if wanted_init is None else wanted_init
     if not workload.gpus:
-        return wanted_pods, n_init
+        return workloads.max_pods(workload, n_nodes, wanted_pods), n_init
     cap = workloads.max_pods(workload, n_nodes, 10**9)
     n_init = min(n_init, cap // 2)
     return min(wanted_pods, cap - n_init), n_init
@@ -566,6 +568,8 @@ async def ensure_setup(api: Api, workload: Workload, n_nodes: int) -> None:
 
 
 COLLECTIONS = {"StorageClass": "storageclasses", "PriorityClass": "priorityclasses",
+               "ResourceSlice": "resourceslices", "DeviceClass": "deviceclasses",
+               "ResourceClaimTemplate": "resourceclaimtemplates",
                "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
                "CSINode": "csinodes", "Pod": "pods", "Service": "services", "Node": "nodes"}
 

@@ -57,7 +57,13 @@ runs on the same benchmark nodes:
   scheduler picks the node, VolumeBinding's PreBind writes the PV's ``claimRef`` and waits for
   kube-controller-manager's PV binder (started for this workload: :attr:`Workload.controller_manager`).
 
-Not here yet: DRA (ResourceClaimTemplate; another branch adds it to bench/bench_lib/cycle.py).
+* ``SchedulingWithResourceClaimTemplate`` (``dra/performance-config.yaml``; live benchmark only,
+  :attr:`Workload.live_only`): every node publishes a ResourceSlice of 10 devices of driver
+  ``test-driver.cdi.k8s.io`` (``resourceslice-basic-devices.yaml``, fewer attributes), DeviceClass
+  ``test-class``, a ResourceClaimTemplate per namespace, measured Pods with one claim from it
+  (``pod-with-claim-template.yaml``); kube-controller-manager's resourceclaim controller creates the
+  claims. Upstream's allocated init claims are left out. The in-process DRA workload of bench/cycle
+  is another branch's (``dra2``).
 Upstream deviation: one namespace per run (upstream puts init and measured Pods in ``sched-0`` /
 ``sched-1`` and names both in the terms' ``namespaces``); init Pods are created already bound
 (``spec.nodeName``) instead of being scheduled first.
@@ -253,6 +259,10 @@ class Workload:
     """An object created per node (``CSINode``), before anything else."""
     controller_manager: bool = False
     """The live benchmark needs kube-controller-manager (the PV binder completes WFFC bindings)."""
+    namespace_objects: Callable[[str], list[Obj]] | None = None
+    """Objects created in each run's namespace before its Pods (ResourceClaimTemplate)."""
+    live_only: bool = False
+    """Not run by bench/cycle (its objects are made by a controller in the live benchmark)."""
 
     def default_init(self, n_nodes: int) -> int:
         """Init Pods on ``n_nodes`` nodes unless told otherwise."""
@@ -454,6 +464,44 @@ def csinode(i: int) -> Obj:
                                   "allocatable": {"count": EBS_VOLUME_LIMIT}}]}}
 
 
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_CLASS = "test-class"
+DRA_TEMPLATE = "test-claim-template"
+DRA_DEVICES_PER_NODE = 10
+DRA_DEVICE_CLASS = ("/apis/resource.k8s.io/v1/deviceclasses",
+                    {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRA_CLASS},
+                     "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]}})
+
+
+def resource_slice(i: int) -> Obj:
+    """Node ``i``'s ResourceSlice: 10 devices (``resourceslice-basic-devices.yaml``, two PCI roots)."""
+    node = node_name(i)
+    devices = [{"name": f"basic-device-{d}",
+                "attributes": {"driver": {"string": "xe"}, "model": {"string": "B60"}, "type": {"string": "gpu"},
+                               "resource.kubernetes.io/pciRoot": {"string": f"pci0000:0{d % 2}"}},
+                "capacity": {"memory": {"value": "24480Mi"}, "millicores": {"value": "1k"}}}
+               for d in range(DRA_DEVICES_PER_NODE)]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"resourceslice-{node}"},
+            "spec": {"pool": {"name": f"resourceslice-{node}", "generation": 1, "resourceSliceCount": 1},
+                     "driver": DRA_DRIVER, "nodeName": node, "devices": devices}}
+
+
+def _claim_template(namespace: str) -> list[Obj]:
+    """``resourceclaimtemplate.yaml`` with one request of ``test-class``."""
+    return [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+             "metadata": {"name": DRA_TEMPLATE, "namespace": namespace},
+             "spec": {"spec": {"devices": {"requests": [{"name": "req-0",
+                                                         "exactly": {"deviceClassName": DRA_CLASS}}]}}}}]
+
+
+def _dra_pod(i: int, ns: str, sched: str, uid: str | None) -> Obj:
+    """``pod-with-claim-template.yaml``."""
+    pod = _base_pod(f"dra-{i:06d}", ns, sched, {}, uid)
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "resource"}]
+    pod["spec"]["resourceClaims"] = [{"name": "resource", "resourceClaimTemplateName": DRA_TEMPLATE}]
+    return pod
+
+
 def _any(_: int) -> bool:
     return True
 
@@ -484,6 +532,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("SchedulingCSIPVs", _pv_pod, _any, volumes="csi", node_object=csinode),
     Workload("SchedulingWaitForFirstConsumer", _pv_pod, _any, init_per_node=0.0, volumes="wffc",
              setup=(WFFC_STORAGE_CLASS,), controller_manager=True),
+    Workload("SchedulingWithResourceClaimTemplate", _dra_pod, _any, init_per_node=0.0, setup=(DRA_DEVICE_CLASS,),
+             node_object=resource_slice, namespace_objects=_claim_template, controller_manager=True,
+             live_only=True),
 )}
 
 
@@ -518,6 +569,8 @@ def get_workload(name: str) -> Workload:
 def max_pods(workload: Workload, n_nodes: int, wanted: int) -> int:
     """How many Pods of ``workload`` a benchmark may create on ``n_nodes`` nodes so that all can be
     bound: ``wanted``, except for GPU Pods (1.5 GPUs each on average), limited to 90% of the GPUs."""
+    if workload.node_object is resource_slice:  # one device per Pod
+        return min(wanted, n_nodes * DRA_DEVICES_PER_NODE)
     if not workload.gpus:
         return wanted
     return min(wanted, int(gpu_capacity(n_nodes) * 0.9 / 1.5))

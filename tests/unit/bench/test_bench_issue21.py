@@ -137,3 +137,16 @@ def test_wffc_claims_are_unbound_and_pvs_spread_over_the_nodes() -> None:
         nodes[term["values"][0]] += 1
     assert nodes == {w.node_name(k): 4 for k in range(5)}
     assert wl.controller_manager and wl.setup[0][1]["volumeBindingMode"] == "WaitForFirstConsumer"
+
+
+def test_dra_workload_shape() -> None:
+    wl = w.get_workload("SchedulingWithResourceClaimTemplate")
+    pod = wl.pod(0, "ns", "s", None)
+    assert pod["spec"]["resourceClaims"] == [{"name": "resource", "resourceClaimTemplateName": w.DRA_TEMPLATE}]
+    PodInfo(pod)
+    assert wl.node_object is not None and wl.namespace_objects is not None
+    slice_ = wl.node_object(3)
+    assert slice_["spec"]["nodeName"] == w.node_name(3) and len(slice_["spec"]["devices"]) == w.DRA_DEVICES_PER_NODE
+    (tmpl,) = wl.namespace_objects("ns")
+    assert tmpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == w.DRA_CLASS
+    assert w.max_pods(wl, 20, 1000) == 200 and wl.live_only
