@@ -57,7 +57,7 @@ runs on the same benchmark nodes:
   scheduler picks the node, VolumeBinding's PreBind writes the PV's ``claimRef`` and waits for
   kube-controller-manager's PV binder (started for this workload: :attr:`Workload.controller_manager`).
 
-* ``SchedulingWithResourceClaimTemplate`` (``dra/performance-config.yaml``; live benchmark only,
+* ``SchedulingWithResourceClaimTemplate`` (``dra/performance-config.yaml``; bench/throughput only,
   :attr:`Workload.live_only`): every node publishes a ResourceSlice of 10 devices of driver
   ``test-driver.cdi.k8s.io`` (``resourceslice-basic-devices.yaml``, fewer attributes), DeviceClass
   ``test-class``, a ResourceClaimTemplate per namespace, measured Pods with one claim from it
