@@ -22,26 +22,18 @@ import random
 import statistics
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from bench.bench_lib.workloads import (
-    GPUS_PER_NODE,
-    Workload,
-    dra_claim,
-    dra_objects,
-    init_pods,
-    make_nodes,
-    max_pods,
-)
+from bench.bench_lib.workloads import GPUS_PER_NODE, Workload, init_pods, iter_nodes, max_pods, pod_objects
 from py_scheduler.app.decisions import DecisionLog
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins import registry
-from py_scheduler.plugins.dynamic_resources import simulated_pre_bind
 
 Obj = dict[str, Any]
 
@@ -76,6 +68,8 @@ class CycleResult:
     only); compare with ``cpu``: wall-clock times of a few microseconds are mostly the noise of a
     shared machine."""
     build_seconds: float = 0.0
+    rss_kib: int = 0
+    """Resident set size (``VmRSS``) of this process at the end of the run, the cluster still held."""
     scheduled: int = 0
     unschedulable: int = 0
     evaluated: list[int] = field(default_factory=list)
@@ -99,7 +93,7 @@ class CycleResult:
             "record_mean_ms": statistics.fmean(self.record) * 1000 if self.record else 0.0,
             "cpu_mean_ms": statistics.fmean(cpu) if cpu else 0.0,
             "nodes_evaluated_median": statistics.median(self.evaluated) if self.evaluated else 0,
-            "build_s": self.build_seconds,
+            "build_s": self.build_seconds, "rss_mib": self.rss_kib / 1024,
         }
 
 
@@ -116,16 +110,32 @@ class _Breakdown:
 
 
 def build_cluster(workload: Workload, n_nodes: int, n_init: int) -> tuple[Snapshot, int]:
-    """(snapshot with ``n_init`` bound Pods of the workload, number actually placed)."""
-    nodes = make_nodes(n_nodes)
-    pods = list(init_pods(workload, n_nodes, max_pods(workload, n_nodes, n_init)))
+    """(snapshot with ``n_init`` bound Pods of the workload, number actually placed).
+
+    Nodes and Pods are generated one at a time into the snapshot (at 15000 nodes / 150000 Pods the
+    JSON dicts are not held in a list beside the snapshot's own copies)."""
+    placed = 0
     objects = ClusterObjects()
-    if workload.dra:  # the driver's slices, class and template; the init Pods' allocated claims
-        for obj in dra_objects(n_nodes):
-            objects.upsert(obj["kind"], obj)
-        for pod in pods:
-            objects.upsert("ResourceClaim", dra_claim(pod, pod["metadata"]["annotations"]["bench/dra-device"]))
-    return Snapshot.from_objects(nodes, pods, objects), len(pods)
+    if workload.node_object is not None:
+        for i in range(n_nodes):
+            add_object(objects, workload.node_object(i))
+    for _, obj in workload.setup:  # PriorityClasses, StorageClasses
+        add_object(objects, obj)
+
+    def counted() -> Iterator[Obj]:
+        nonlocal placed
+        for pod in init_pods(workload, n_nodes, max_pods(workload, n_nodes, n_init)):
+            for obj in pod_objects(workload, placed, pod["metadata"]["namespace"], n_nodes):
+                add_object(objects, obj)
+            placed += 1
+            yield pod
+
+    return Snapshot.from_objects(iter_nodes(n_nodes), counted(), objects), placed
+
+
+def add_object(objects: ClusterObjects, obj: Obj) -> None:
+    """Put ``obj`` (a PVC, PV, CSINode...) into the snapshot's cluster objects, as the informers would."""
+    objects.upsert(obj["kind"], obj)
 
 
 def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: int = 20,
@@ -138,9 +148,9 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     ``gc_freeze``: ``gc.freeze()`` the cluster once built and use the live process's GC thresholds,
     as ``py-scheduler run`` does (without them Python's full collections of the growing heap show in
     the p99).
-    ``n_init`` bound Pods first (default: one per node; for the GPU workload at most half of what the
-    GPUs can hold). ``profiler``: ``""``, ``"cprofile"`` or ``"pyinstrument"`` (profiles the measured
-    cycles only; the text report lands in ``profile_text``).
+    ``n_init`` bound Pods first (default: ``workload.default_init``, mostly one per node; for the GPU
+    workload at most half of what the GPUs can hold). ``profiler``: ``""``, ``"cprofile"`` or
+    ``"pyinstrument"`` (profiles the measured cycles only; the text report lands in ``profile_text``).
     ``batching``: OpportunisticBatching as the live loop runs it (``cycle=`` advancing by one per
     Pod); the profile then uses PodTopologySpread ``defaultingType: List`` without default
     constraints, since the default System spreading makes every Pod unsignable (as upstream). Without
@@ -153,7 +163,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
             (``pip install -e '.[bench]'``).
     """
     t0 = time.perf_counter()
-    n_init = n_nodes if n_init is None else n_init
+    n_init = workload.default_init(n_nodes) if n_init is None else n_init
     if workload.gpus:  # keep half of the GPU capacity free for the measured Pods
         n_init = min(n_init, max_pods(workload, n_nodes, n_init + n_nodes * GPUS_PER_NODE) // 2)
     snap, placed = build_cluster(workload, n_nodes, n_init)
@@ -167,6 +177,9 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     total = max_pods(workload, n_nodes, placed + warmup + cycles) - placed
     pods = [workload.pod(placed + k, namespace, PROFILE_NAME, f"uid-{namespace}-{placed + k}")
             for k in range(max(0, total))]
+    for k in range(max(0, total)):
+        for obj in pod_objects(workload, placed + k, namespace, n_nodes):
+            add_object(snap.objects, obj)
 
     stop_profile: Callable[[], str] = lambda: ""  # noqa: E731
     gc.collect()
@@ -181,8 +194,6 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
         if measured and k == warmup:
             obs.active = breakdown
             stop_profile = _start_profiler(profiler)
-        if workload.dra:  # the resourceclaim controller's claim, before the Pod is scheduled
-            snap.objects.upsert("ResourceClaim", dra_claim(raw))
         pi = PodInfo(raw)
         u0 = time.thread_time()
         c0 = time.perf_counter()
@@ -194,8 +205,6 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
             state = result.state
             assert state is not None
             st = fw.run_reserve(state, pi, node)
-            if st.is_success() and workload.dra:
-                simulated_pre_bind(state, pi)  # PreBind's claim write, so later Pods see the device taken
             if st.is_success():
                 assumed = pi
                 if state.pod_annotations:
@@ -224,12 +233,24 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
                 res.scheduled += 1
     obs.active = False
     res.profile_text = stop_profile()
+    res.rss_kib = vm_rss_kib()
     if gc_freeze:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
     if breakdown and res.cycles:
         res.breakdown = {k: v / len(res.cycles) for k, v in sorted(obs.sums.items())}
     return res
+
+
+def vm_rss_kib() -> int:
+    """This process's resident set size (``VmRSS`` of ``/proc/self/status``) in KiB; 0 if unreadable."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _start_profiler(kind: str) -> Callable[[], str]:

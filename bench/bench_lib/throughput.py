@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from typing import Any
 import aiohttp
 
 from bench.bench_lib import workloads
-from bench.bench_lib.kubeapi import Api, ApiError, Endpoint
+from bench.bench_lib.kubeapi import Api, ApiError, Endpoint, gather_bounded
 from bench.bench_lib.workloads import Workload
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,10 +97,28 @@ class RunResult:
     timed_out: bool = False
     rss_kib: int = 0
     cpu_seconds: float = 0.0
-    """CPU time the scheduler process used during the run (robust to other load on the machine)."""
+    """CPU time the scheduler process used from ready to the last binding (robust to other load on
+    the machine)."""
+    mode: str = "live"
+    """``live`` (Pods created while the scheduler runs) or ``backlog`` (created before it starts)."""
+    round: int = 0
+    init_pods: int = 0
+    """Init Pods created already bound before the measured ones."""
+    extra_pods: int = 0
+    """Never-bound Pods (unschedulable / gated) created among the measured ones."""
+    ready_seconds: float = 0.0
+    """Process start -> first ``/readyz`` 200."""
+    startup_cpu_seconds: float = 0.0
+    """CPU time of the scheduler process from its start to ready."""
+    start_to_bound_seconds: float = 0.0
+    """Process start -> last binding (backlog)."""
+    drain_seconds: float = 0.0
+    """First binding -> last binding (backlog)."""
 
     @property
     def pods_per_second(self) -> float:
+        """Live: bound Pods / (first creation -> last binding); backlog: the drain rate, bound Pods /
+        (first binding -> last binding)."""
         return self.bound / self.seconds if self.seconds > 0 else 0.0
 
     def summary(self) -> dict[str, Any]:
@@ -139,6 +157,15 @@ class Scheduler:
     """A scheduler process under test."""
 
     kind = ""
+    started_at: float = 0.0
+    """``time.perf_counter()`` just before the process was started."""
+    ready_at: float = 0.0
+    """``time.perf_counter()`` at its first ``/readyz`` 200 (blind binder: its ``ready`` line)."""
+
+    @property
+    def ready_seconds(self) -> float:
+        """Start -> ready, seconds."""
+        return self.ready_at - self.started_at if self.ready_at else 0.0
 
     async def start(self) -> None:
         raise NotImplementedError
@@ -209,17 +236,9 @@ class PyScheduler(_Child):
                          tb.logs_dir / "py-scheduler-bench.log")
 
     async def start(self) -> None:
+        self.started_at = time.perf_counter()
         self._popen()
-        deadline = time.monotonic() + 120
-        async with aiohttp.ClientSession() as s:
-            while time.monotonic() < deadline:
-                self.check_alive()
-                with contextlib.suppress(aiohttp.ClientError, OSError):
-                    async with s.get(f"http://127.0.0.1:{self.port}/readyz") as r:
-                        if r.status == 200:
-                            return
-                await asyncio.sleep(0.2)
-        raise TimeoutError("py-scheduler not ready after 120 s")
+        self.ready_at = await poll_ready(f"http://127.0.0.1:{self.port}/readyz", 300.0, self.check_alive)
 
 
 class BlindBinder(_Child):
@@ -234,13 +253,15 @@ class BlindBinder(_Child):
                          tb.logs_dir / "blind-binder.log")
 
     async def start(self) -> None:
+        self.started_at = time.perf_counter()
         self._popen()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             self.check_alive()
             if "\nready\n" in self.log.read_text(errors="replace").rsplit("=====", 1)[-1]:
+                self.ready_at = time.perf_counter()
                 return
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.05)
         raise TimeoutError("blind binder not ready after 60 s")
 
 
@@ -249,13 +270,27 @@ class KubeScheduler(Scheduler):
 
     def __init__(self, tb: BenchBed, qps: float, burst: int, verbosity: int) -> None:
         self.tb = tb
+        # No leader election, as py-scheduler's --no-leader-elect: time to ready is the informers' sync.
         self.config = {"clientConnection": {"kubeconfig": str(tb.dir / "kube-scheduler.kubeconfig"),
-                                            "qps": qps, "burst": burst}}
+                                            "qps": qps, "burst": burst},
+                       "leaderElection": {"leaderElect": False}}
         self.verbosity = verbosity
 
     async def start(self) -> None:
-        await asyncio.to_thread(self.tb.start_kube_scheduler, config=self.config, verbosity=self.verbosity,
-                                restart=False, timeout=180)
+        port = self.tb._port(bed.KUBE_SCHEDULER)  # recorded: the bed starts it on this port
+        self.started_at = time.perf_counter()
+        poller = asyncio.create_task(poll_ready(f"https://127.0.0.1:{port}/readyz", 300.0))
+        try:
+            await asyncio.to_thread(self.tb.start_kube_scheduler, config=self.config, verbosity=self.verbosity,
+                                    restart=False, timeout=300, wait_leading=False)
+            healthy_at = time.perf_counter()
+            try:
+                self.ready_at = await asyncio.wait_for(poller, 60)
+            except TimeoutError:  # the bed moved it to another port (a clash): healthy is the nearest figure
+                print("  kube-scheduler /readyz not seen; time to ready = time to healthy", file=sys.stderr)
+                self.ready_at = healthy_at
+        finally:
+            poller.cancel()
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.tb.stop_kube_scheduler)
@@ -263,6 +298,28 @@ class KubeScheduler(Scheduler):
     @property
     def pid(self) -> int | None:
         return self.tb.pid(bed.KUBE_SCHEDULER)
+
+
+async def poll_ready(url: str, timeout: float, check: Callable[[], None] | None = None) -> float:
+    """Poll ``url`` every 20 ms until it answers 200; return ``time.perf_counter()`` then.
+
+    HTTPS is not verified (kube-scheduler serves a self-signed certificate; ``/readyz`` is in its
+    ``--authorization-always-allow-paths``). ``check()`` runs before each attempt (raise to give up).
+
+    Raises:
+        TimeoutError: no 200 within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False)) as s:
+        while time.monotonic() < deadline:
+            if check is not None:
+                check()
+            with contextlib.suppress(aiohttp.ClientError, OSError):
+                async with s.get(url, timeout=aiohttp.ClientTimeout(total=2)) as r:
+                    if r.status == 200:
+                        return time.perf_counter()
+            await asyncio.sleep(0.02)
+    raise TimeoutError(f"{url} not ready after {timeout} s")
 
 
 # -- cluster set-up ----------------------------------------------------------------------------------
@@ -349,6 +406,228 @@ async def measure(api: Api, ns: str, workload: Workload, n_nodes: int, n_pods: i
     return res
 
 
+async def churn(api: Api, ns: str, scheduler_name: str, stop: asyncio.Event, interval: float = 1.0) -> int:
+    """SchedulingWithMixedChurn's ``churn`` op (mode ``recreate``, ``number: 1``): every ``interval``
+    seconds delete the previous node / Pod / Service and create the next set
+    (:func:`workloads.churn_objects`) until ``stop`` is set; the last set is deleted too. Returns
+    how many sets were created."""
+    k = 0
+    prev: list[tuple[str, Obj]] = []
+
+    async def drop(objs: list[tuple[str, Obj]]) -> None:
+        for path, obj in objs:
+            with contextlib.suppress(ApiError):
+                await api.request("DELETE", f"{path}/{obj['metadata']['name']}",
+                                  {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+
+    while not stop.is_set():
+        await drop(prev)
+        prev = workloads.churn_objects(k, ns, scheduler_name)
+        for path, obj in prev:
+            await api.request("POST", path, obj)
+        k += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+    await drop(prev)
+    return k
+
+
+async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Workload, n_nodes: int, n_pods: int,
+                   n_init: int, *, backlog: bool, timeout: float, create_concurrency: int,
+                   round_no: int = 0) -> RunResult:
+    """One scheduler's run of ``workload`` in namespace ``ns``; starts ``sched``, never stops it.
+
+    1. ``n_init`` init Pods created already bound (upstream's ``createPods`` of ``initPods``, here
+       without scheduling them);
+    2. a watch on ``ns`` from the current resourceVersion (binding time = when it first shows
+       ``spec.nodeName`` of a measured Pod, ``time.perf_counter`` in this process);
+    3. ``backlog``: the ``n_pods`` measured Pods (and the workload's never-bound extra Pods among
+       them) are created, then the scheduler starts; otherwise the scheduler starts first;
+    4. SchedulingWithMixedChurn's churn runs from ready to the last binding;
+    5. wait until every measured Pod is bound (or ``timeout`` seconds).
+
+    Figures: live = first creation -> last binding and creation -> binding latencies; backlog = the
+    drain (first -> last binding), start -> last binding, and queue -> binding latencies counted
+    from ready (when the scheduler's informers have every Pod queued). CPU per Pod counts from
+    ready; the start-up CPU is kept apart.
+    """
+    res = RunResult(kind, workload.name, n_nodes, n_pods, mode="backlog" if backlog else "live", round=round_no)
+    sched_name = SCHEDULER_NAMES[kind]
+    await ensure_namespace(api, ns)
+    await create_pod_objects(api, workload, ns, range(n_init + n_pods), n_nodes, create_concurrency)
+    for obj in workload.namespace_objects(ns) if workload.namespace_objects is not None else ():
+        await api.request("POST", collection_path(obj), obj)
+    if n_init:
+        res.init_pods = await api.create_many(
+            lambda _: f"/api/v1/namespaces/{ns}/pods",
+            workloads.init_pods(workload, n_nodes, n_init, ns, sched_name, uids=False),
+            concurrency=create_concurrency)
+    listed = await api.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": "1"})
+    measured: set[str] = set()
+    created: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    all_bound = asyncio.Event()
+
+    async def watcher() -> None:
+        rv = listed["metadata"]["resourceVersion"]
+        while True:
+            try:
+                async for ev in api.watch(f"/api/v1/namespaces/{ns}/pods", rv):
+                    obj = ev.get("object") or {}
+                    meta = obj.get("metadata") or {}
+                    rv = meta.get("resourceVersion", rv)
+                    name = meta.get("name")
+                    if ev.get("type") in ("ADDED", "MODIFIED") and name in measured and name not in bound \
+                            and (obj.get("spec") or {}).get("nodeName"):
+                        bound[name] = time.perf_counter()
+                        if len(bound) >= n_pods:
+                            all_bound.set()
+            except (aiohttp.ClientError, ApiError) as exc:
+                print(f"  watch restarted: {exc}", file=sys.stderr)
+
+    def pods() -> Iterator[Obj]:
+        for i in range(n_pods):
+            pod = workload.pod(n_init + i, ns, sched_name, None)
+            measured.add(pod["metadata"]["name"])
+            yield pod
+            if workload.extra is not None:
+                while res.extra_pods < (i + 1) * workload.extra_ratio:
+                    yield workload.extra(res.extra_pods, ns, sched_name, None)
+                    res.extra_pods += 1
+
+    def on_created(obj: Obj, t: float) -> None:
+        created[obj["metadata"]["name"]] = t
+
+    async def create() -> None:
+        t0 = time.perf_counter()
+        await api.create_many(lambda _: f"/api/v1/namespaces/{ns}/pods", pods(), concurrency=create_concurrency,
+                              on_created=on_created)
+        res.create_seconds = time.perf_counter() - t0
+
+    wt = asyncio.create_task(watcher())
+    stop_churn = asyncio.Event()
+    churn_task: asyncio.Task[int] | None = None
+    try:
+        if backlog:
+            await create()
+        await sched.start()
+        pid = sched.pid
+        cpu_ready = cpu_seconds(pid) if pid else 0.0
+        res.ready_seconds = sched.ready_seconds
+        res.startup_cpu_seconds = cpu_ready
+        if workload.churn:
+            churn_task = asyncio.create_task(churn(api, ns, sched_name, stop_churn))
+        if not backlog:
+            await create()
+        try:
+            await asyncio.wait_for(all_bound.wait(), timeout)
+        except TimeoutError:
+            res.timed_out = True
+        res.cpu_seconds = (cpu_seconds(pid) - cpu_ready) if pid else 0.0
+        res.rss_kib = vm_hwm_kib(pid) if pid else 0
+    finally:
+        stop_churn.set()
+        if churn_task is not None:
+            await churn_task
+        wt.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await wt
+    res.bound = len(bound)
+    if bound:
+        last = max(bound.values())
+        if backlog:
+            res.drain_seconds = res.seconds = last - min(bound.values())
+            res.start_to_bound_seconds = last - sched.started_at
+            res.latencies = [t - sched.ready_at for t in bound.values()]
+        elif created:
+            res.seconds = last - min(created.values())
+            res.latencies = [bound[n] - created[n] for n in bound if n in created]
+    return res
+
+
+def run_sizes(workload: Workload, n_nodes: int, wanted_pods: int, wanted_init: int | None) -> tuple[int, int]:
+    """(measured Pods, init Pods) for ``workload`` on ``n_nodes``: the workload's default init count
+    unless ``wanted_init``; GPU workloads keep init Pods to half the GPUs and measured Pods to what is
+    left (as bench/cycle)."""
+    n_init = workload.default_init(n_nodes) if wanted_init is None else wanted_init
+    if not workload.gpus:
+        return workloads.max_pods(workload, n_nodes, wanted_pods), n_init
+    cap = workloads.max_pods(workload, n_nodes, 10**9)
+    n_init = min(n_init, cap // 2)
+    return min(wanted_pods, cap - n_init), n_init
+
+
+async def ensure_setup(api: Api, workload: Workload, n_nodes: int) -> None:
+    """Create the workload's cluster objects (PriorityClasses...) and per-node objects (CSINodes);
+    existing ones are kept."""
+    for path, obj in workload.setup:
+        try:
+            await api.request("POST", path, obj)
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    if workload.node_object is not None:
+        factory = workload.node_object
+        await api.create_many(lambda o: collection_path(o), (factory(i) for i in range(n_nodes)), concurrency=32,
+                              exist_ok=True)
+
+
+COLLECTIONS = {"StorageClass": "storageclasses", "PriorityClass": "priorityclasses",
+               "ResourceSlice": "resourceslices", "DeviceClass": "deviceclasses",
+               "ResourceClaimTemplate": "resourceclaimtemplates",
+               "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
+               "CSINode": "csinodes", "Pod": "pods", "Service": "services", "Node": "nodes"}
+
+
+def collection_path(obj: Obj) -> str:
+    """The collection an object is POSTed to (the kinds the benchmarks create)."""
+    group_version = obj["apiVersion"]
+    base = f"/api/{group_version}" if group_version == "v1" else f"/apis/{group_version}"
+    ns = obj["metadata"].get("namespace")
+    plural = COLLECTIONS[obj["kind"]]
+    return f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
+
+
+async def create_with_status(api: Api, obj: Obj) -> None:
+    """POST ``obj``, then write its ``status`` through the ``/status`` subresource (the API server
+    resets statuses on create; upstream's ``CreatePodWithPersistentVolume`` does the same)."""
+    path = collection_path(obj)
+    current = await api.request("POST", path, obj)
+    if not obj.get("status"):
+        return
+    item = f"{path}/{obj['metadata']['name']}"
+    for _ in range(10):  # kube-controller-manager's PV binder may write the status first (WFFC)
+        current["status"] = obj["status"]
+        try:
+            await api.request("PUT", f"{item}/status", current)
+            return
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+        current = await api.request("GET", item)
+    raise ApiError(409, f"status of {item} kept conflicting")
+
+
+async def create_pod_objects(api: Api, workload: Workload, namespace: str, indices: range, n_nodes: int,
+                             concurrency: int) -> int:
+    """Create what Pods ``indices`` of ``workload`` need first (their PVC and PV, in that order, as
+    upstream); returns how many objects."""
+    if not workload.volumes:
+        return 0
+    sem = asyncio.Semaphore(concurrency)
+    count = 0
+
+    async def one(i: int) -> None:
+        nonlocal count
+        async with sem:
+            for obj in workloads.pod_objects(workload, i, namespace, n_nodes):
+                await create_with_status(api, obj)
+                count += 1
+
+    await gather_bounded(one(i) for i in indices)
+    return count
+
+
 # -- the benchmark ---------------------------------------------------------------------------------
 
 @dataclass(slots=True)
@@ -368,6 +647,9 @@ class Options:
     rss_pods: int = 30000
     keep: bool = False
     bed_dir: str | None = None
+    backlog: bool = False
+    init: int | None = None
+    """Init Pods per run (None: the workload's default, :meth:`Workload.default_init`)."""
 
 
 @contextlib.contextmanager
@@ -411,38 +693,44 @@ def endpoint_of(tb: BenchBed) -> Endpoint:
 
 async def run_throughput(opts: Options) -> list[RunResult]:
     """Throughput / latency runs (``opts.repeat`` rounds over ``opts.schedulers``) in one bed."""
+    """Throughput / latency runs (``opts.repeat`` rounds over ``opts.schedulers``, interleaved: py,
+    kube, ... then again) in one bed; ``opts.backlog`` queues the measured Pods before each start."""
     wl = workloads.get_workload(opts.workload)
-    n_pods = workloads.max_pods(wl, opts.nodes, opts.pods)
+    n_pods, n_init = run_sizes(wl, opts.nodes, opts.pods, opts.init)
     results: list[RunResult] = []
     with bench_bed(opts) as tb:
         endpoint = endpoint_of(tb)
         async with Api(endpoint, qps=1e6, burst=1_000_000) as api:
             t = time.perf_counter()
             await ensure_nodes(api, opts.nodes)
-            print(f"[bench] {opts.nodes} nodes in {time.perf_counter() - t:.1f}s; {n_pods} {wl.name} pods per run",
-                  file=sys.stderr, flush=True)
+            await ensure_setup(api, wl, opts.nodes)
+            if wl.controller_manager:
+                await asyncio.to_thread(tb.start_kube_controller_manager)
+            print(f"[bench] {opts.nodes} nodes in {time.perf_counter() - t:.1f}s; {n_init} init + {n_pods} "
+                  f"{wl.name} pods per run ({'backlog' if opts.backlog else 'live'})", file=sys.stderr, flush=True)
             for rnd in range(opts.repeat):
                 for kind in opts.schedulers:
                     sched = make_scheduler(kind, tb, endpoint, opts)
                     ns = f"bench-{kind}-{rnd}"
-                    await sched.start()
                     try:
-                        pid = sched.pid
-                        cpu0 = cpu_seconds(pid) if pid else 0.0
-                        res = await measure(api, ns, wl, opts.nodes, n_pods, kind, opts.timeout,
-                                            opts.create_concurrency)
-                        res.cpu_seconds = (cpu_seconds(pid) - cpu0) if pid else 0.0
-                        res.rss_kib = vm_hwm_kib(pid) if pid else 0
+                        res = await run_once(api, sched, kind, ns, wl, opts.nodes, n_pods, n_init,
+                                             backlog=opts.backlog, timeout=opts.timeout,
+                                             create_concurrency=opts.create_concurrency, round_no=rnd)
                     finally:
                         await sched.stop()
                     await delete_pods(api, ns)
+                    if wl.volumes:  # they stay Terminating (no PV protection controller): harmless, bound
+                        await api.request("DELETE", "/api/v1/persistentvolumes",
+                                          params={"labelSelector": f"bench-namespace={ns}"})
                     results.append(res)
                     print(format_result(res), flush=True)
     return results
 
 
 async def run_rss(opts: Options) -> list[RunResult]:
-    """Peak RSS of each scheduler (py, kube) with ``rss_nodes`` nodes and ``rss_pods`` bound Pods."""
+    """Peak RSS and time to ready of each scheduler (py, kube) with ``rss_nodes`` nodes and ``rss_pods``
+    bound Pods (created once, streamed from a generator), ``opts.repeat`` interleaved rounds; each
+    run schedules 50 Pods after ready so the cache holds a scheduled Pod too."""
     wl = workloads.get_workload("SchedulingBasic")
     results: list[RunResult] = []
     with bench_bed(opts) as tb:
@@ -461,54 +749,77 @@ async def run_rss(opts: Options) -> list[RunResult]:
             await api.create_many(lambda p: "/api/v1/namespaces/bench-rss/pods", bound_pods(), concurrency=48)
             print(f"[bench] {opts.rss_nodes} nodes + {opts.rss_pods} bound pods in {time.perf_counter() - t:.1f}s",
                   file=sys.stderr, flush=True)
-            for kind in [k for k in opts.schedulers if k != "blind"]:
-                sched = make_scheduler(kind, tb, endpoint, opts)
-                ns = f"bench-rss-{kind}"
-                await sched.start()
-                try:
-                    res = await measure(api, ns, wl, opts.rss_nodes, 50, kind, opts.timeout, 8,
-                                        first_index=opts.rss_pods)
-                    await asyncio.sleep(2)
-                    pid = sched.pid
-                    res.rss_kib = vm_hwm_kib(pid) if pid else 0
-                finally:
-                    await sched.stop()
-                await delete_pods(api, ns)
-                results.append(res)
-                print(f"{kind:<6} peak RSS (VmHWM) {res.rss_kib / 1024:8.1f} MiB with {opts.rss_nodes} nodes, "
-                      f"{opts.rss_pods} bound pods ({res.bound}/50 test pods bound)", flush=True)
+            for rnd in range(opts.repeat):
+                for kind in [k for k in opts.schedulers if k not in ("blind", "blindev")]:
+                    sched = make_scheduler(kind, tb, endpoint, opts)
+                    ns = f"bench-rss-{kind}-{rnd}"
+                    await sched.start()
+                    try:
+                        pid = sched.pid
+                        cpu_ready = cpu_seconds(pid) if pid else 0.0
+                        res = await measure(api, ns, wl, opts.rss_nodes, 50, kind, opts.timeout, 8,
+                                            first_index=opts.rss_pods)
+                        res.round = rnd
+                        res.ready_seconds = sched.ready_seconds
+                        res.startup_cpu_seconds = cpu_ready
+                        res.rss_kib = vm_hwm_kib(pid) if pid else 0
+                    finally:
+                        await sched.stop()
+                    await delete_pods(api, ns)
+                    results.append(res)
+                    print(f"{kind:<6} r{rnd} peak RSS (VmHWM) {res.rss_kib / 1024:8.1f} MiB, ready "
+                          f"{res.ready_seconds:.2f} s after start (start-up CPU {res.startup_cpu_seconds:.2f} s) "
+                          f"with {opts.rss_nodes} nodes, {opts.rss_pods} bound pods ({res.bound}/50 test pods bound)",
+                          flush=True)
     return results
 
 
 def format_result(r: RunResult) -> str:
     s = r.summary()
     flag = "  TIMED OUT" if r.timed_out else ""
-    return (f"{r.scheduler:<6} {r.workload:<20} nodes={r.nodes:<5} pods={r.bound}/{r.pods:<6} "
-            f"{s['pods_per_second']:8.1f} pods/s  p50={s['p50_ms']:8.1f} ms  p90={s['p90_ms']:8.1f} ms  "
-            f"p99={s['p99_ms']:8.1f} ms  cpu/pod={s['cpu_ms_per_pod']:5.2f} ms  (create {r.create_seconds:.1f}s, "
-            f"RSS {r.rss_kib / 1024:.0f} MiB){flag}")
+    rate = "drain" if r.mode == "backlog" else "live"
+    extra = (f"ready {r.ready_seconds:.2f}s (cpu {r.startup_cpu_seconds:.2f}s)  start->all bound "
+             f"{r.start_to_bound_seconds:.2f}s  " if r.mode == "backlog" else f"ready {r.ready_seconds:.2f}s  ")
+    return (f"{r.scheduler:<6} r{r.round} {r.workload:<26} nodes={r.nodes:<5} init={r.init_pods:<6} "
+            f"pods={r.bound}/{r.pods:<6} {rate} {s['pods_per_second']:8.1f} pods/s  {extra}"
+            f"p50={s['p50_ms']:8.1f} ms  p99={s['p99_ms']:8.1f} ms  cpu/pod={s['cpu_ms_per_pod']:5.2f} ms  "
+            f"(create {r.create_seconds:.1f}s, RSS {r.rss_kib / 1024:.0f} MiB){flag}")
 
 
-def ratios(results: Sequence[RunResult]) -> dict[str, float]:
-    """Medians over repetitions per scheduler, then py/kube and py/blind for throughput and p99."""
-    by: dict[str, list[RunResult]] = {}
-    by_cpu: dict[str, float] = {}
+FIGURES: dict[str, Callable[[RunResult], float]] = {
+    "pods_per_second": lambda r: r.pods_per_second,
+    "p99_ms": lambda r: percentile([x * 1000 for x in r.latencies], 99),
+    "cpu_ms_per_pod": lambda r: r.cpu_seconds * 1000 / r.bound if r.bound else 0.0,
+    "ready_s": lambda r: r.ready_seconds,
+    "startup_cpu_s": lambda r: r.startup_cpu_seconds,
+    "start_to_bound_s": lambda r: r.start_to_bound_seconds,
+    "rss_mib": lambda r: r.rss_kib / 1024,
+}
+"""The figures :func:`ratios` compares (``start_to_bound_s`` is 0 in live runs)."""
+
+
+def ratios(results: Sequence[RunResult]) -> dict[str, Any]:
+    """Per scheduler the median of each figure over the rounds (``<kind>_<figure>``); for py against
+    each other scheduler the ratio of the medians (``py/<kind>_<figure>``) and the range of the
+    per-round ratios (``py/<kind>_<figure>_range``: ``"min-max"``, rounds where both ran)."""
+    by: dict[str, dict[int, RunResult]] = {}
     for r in results:
-        by.setdefault(r.scheduler, []).append(r)
-    for k, v in by.items():
-        out_cpu = statistics.median(r.cpu_seconds * 1000 / r.bound for r in v if r.bound) if v else 0.0
-        by_cpu[k] = out_cpu
-    med = {k: (statistics.median(r.pods_per_second for r in v),
-               statistics.median(percentile([x * 1000 for x in r.latencies], 99) for r in v)) for k, v in by.items()}
-    out: dict[str, float] = {}
-    for k, (tput, p99) in med.items():
-        out[f"{k}_pods_per_second"] = round(tput, 1)
-        out[f"{k}_p99_ms"] = round(p99, 1)
-        out[f"{k}_cpu_ms_per_pod"] = round(by_cpu.get(k, 0.0), 2)
-    if "py" in med:
+        by.setdefault(r.scheduler, {})[r.round] = r
+    out: dict[str, Any] = {}
+    med: dict[str, dict[str, float]] = {}
+    for k, runs in by.items():
+        med[k] = {f: statistics.median(fn(r) for r in runs.values()) for f, fn in FIGURES.items()}
+        for f, v in med[k].items():
+            out[f"{k}_{f}"] = round(v, 3)
+    if "py" in by:
         for other in ("kube", "blind", "blindev"):
-            if other in med and med[other][0] > 0:
-                out[f"py/{other}_throughput"] = round(med["py"][0] / med[other][0], 3)
-            if other in med and med["py"][1] > 0:
-                out[f"py/{other}_p99_latency"] = round(med["py"][1] / med[other][1], 3) if med[other][1] else 0.0
+            if other not in by:
+                continue
+            for f, fn in FIGURES.items():
+                if med[other][f] > 0:
+                    out[f"py/{other}_{f}"] = round(med["py"][f] / med[other][f], 3)
+                per_round = [fn(by["py"][rnd]) / fn(by[other][rnd]) for rnd in by["py"]
+                             if rnd in by[other] and fn(by[other][rnd]) > 0]
+                if per_round:
+                    out[f"py/{other}_{f}_range"] = f"{min(per_round):.3f}-{max(per_round):.3f}"
     return out
