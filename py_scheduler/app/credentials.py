@@ -101,7 +101,8 @@ async def load_connection_info(kubeconfig: Path | str | None) -> ClusterConnecti
     )
 
 
-def _expired(info: kopf.ConnectionInfo, now: datetime.datetime) -> bool:
+def expired(info: kopf.ConnectionInfo, now: datetime.datetime) -> bool:
+    """Whether ``info`` has expired at ``now`` (a naive ``expiration`` is UTC, as kopf reads it)."""
     exp = info.expiration
     if exp is None:
         return False
@@ -152,13 +153,13 @@ class Credentials:
         info = self._info
         if info is None:
             raise RuntimeError("no credentials yet: login() has not succeeded")
-        if not _expired(info, datetime.datetime.now(datetime.UTC)):
+        if not expired(info, datetime.datetime.now(datetime.UTC)):
             return info
         async with self._lock:
             info = self._info
             assert info is not None
             now = datetime.datetime.now(datetime.UTC)
-            if not _expired(info, now):  # another request logged in meanwhile
+            if not expired(info, now):  # another request logged in meanwhile
                 return info
             try:
                 return await self.login()

@@ -12,7 +12,9 @@ Authentication, Embedding): it owns the process's life cycle, and py-scheduler o
   documents for failed startup handlers.
 - ``@kopf.on.login`` (:func:`login`): hands kopf the very ConnectionInfo the adapter was built from;
   when kopf asks again (its copy expired or was refused with 401) it reads the credentials afresh,
-  through the same function. kopf's own client uses them only for the API discovery below.
+  through the same function (after a backoff when refused, so that a wrong token leaves the process
+  running and retrying as before instead of stopping it). kopf's own client uses them only for the
+  API discovery below.
 - ``@kopf.on.cleanup`` (:func:`cleanup`): sets the stop event and waits for the scheduler body's
   shutdown: no more pops, in-flight bindings drained (5 s at most), the Lease released, the reflectors
   stopped, the health server closed; then the client is closed.
@@ -41,6 +43,8 @@ election; on shutdown release the Lease when ``ReleaseOnCancel``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 import itertools
 import logging
 from collections.abc import Callable, Coroutine, Iterator
@@ -50,7 +54,7 @@ from typing import Any
 
 import kopf
 
-from py_scheduler.app.credentials import Credentials, load_connection_info
+from py_scheduler.app.credentials import Credentials, expired, load_connection_info
 from py_scheduler.app.kube import Kube
 
 log = logging.getLogger("py_scheduler.operator")
@@ -89,6 +93,9 @@ class Runtime:
     task: asyncio.Task[int] | None = None
     """The scheduler body (started by :func:`startup`)."""
     given_to_kopf: kopf.ConnectionInfo | None = None
+    """The record kopf got last."""
+    refusals: int = 0
+    """kopf's re-logins before its record expired (the API server refused it)."""
     exit_code: int = 0
 
     def __post_init__(self) -> None:
@@ -121,19 +128,51 @@ async def startup(memo: object, **_: Any) -> None:
     rt.task.add_done_callback(lambda _t: rt.stop.set())
 
 
+REFUSED_BACKOFF_CAP = 30.0
+"""Seconds: the longest wait before kopf gets credentials again after the API server refused them."""
+REFUSED_RECORD_LIFETIME = datetime.timedelta(hours=1)
+
+
 async def login(memo: object, **_: Any) -> kopf.ConnectionInfo:
     """``@kopf.on.login``: the ConnectionInfo the client was built from; a fresh one when kopf asks
-    again (its copy expired, or the API server refused it).
+    again (its copy expired, or the API server refused it with 401).
+
+    A refused record is not a reason to stop the scheduler (its reflectors keep retrying, as
+    client-go's do), but kopf stops the operator when a login hands back a record equal to one it saw
+    refused. So after a refusal the credentials are read again after a backoff (1, 2, 4 ... 30 s:
+    kopf's discovery then retries at that pace instead of in a tight loop) and, when they are
+    unchanged, handed over with an expiration of their own (one hour) so that kopf takes them.
 
     Raises:
         whatever :func:`~py_scheduler.app.credentials.load_connection_info` raises (kopf retries).
     """
     rt = _runtime(memo)
-    info = rt.credentials.info
-    if info is None or info is rt.given_to_kopf:
-        info = await rt.credentials.login()
-    rt.given_to_kopf = info
-    return info
+    given = rt.given_to_kopf
+    if given is None:  # the initial login: the record start-up built the client from
+        rt.given_to_kopf = rt.credentials.info or await rt.credentials.login()
+        return rt.given_to_kopf
+    now = datetime.datetime.now(datetime.UTC)
+    refused = not expired(given, now)  # kopf asks again before its copy expired: the server refused it
+    if refused:
+        rt.refusals += 1
+        delay = min(2.0 ** (rt.refusals - 1), REFUSED_BACKOFF_CAP)
+        log.warning("the API server refused the credentials (401 to kopf's discovery); reading them again in %gs",
+                    delay)
+        await _sleep(delay)
+    fresh = await rt.credentials.login()
+    if refused:  # a record of its own, never equal to one kopf saw refused
+        now = datetime.datetime.now(datetime.UTC)
+        until = now + REFUSED_RECORD_LIFETIME
+        if fresh.expiration is not None:
+            exp = fresh.expiration if fresh.expiration.tzinfo else fresh.expiration.replace(tzinfo=datetime.UTC)
+            until = min(until, exp)
+        fresh = dataclasses.replace(fresh, expiration=until if until != given.expiration else until
+                                    - datetime.timedelta(microseconds=1))
+    rt.given_to_kopf = fresh
+    return fresh
+
+
+_sleep = asyncio.sleep
 
 
 async def cleanup(memo: object, **_: Any) -> None:

@@ -150,8 +150,15 @@ def test_api_configuration_carries_every_field() -> None:
 
 
 # -- the handlers ----------------------------------------------------------------------------------------------
-async def test_startup_builds_the_client_from_the_record_login_hands_to_kopf(tmp_path: Path) -> None:
+async def test_startup_builds_the_client_from_the_record_login_hands_to_kopf(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: dict[str, Any] = {}
+    waits: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+
+    monkeypatch.setattr(operator, "_sleep", sleep)
 
     async def serve(kube: Kube, stop: asyncio.Event) -> int:
         seen["auth"] = await kube.api.configuration.get_api_key_with_prefix("BearerToken")
@@ -165,8 +172,15 @@ async def test_startup_builds_the_client_from_the_record_login_hands_to_kopf(tmp
     assert rt.task is not None and rt.kube is not None
     first = await operator.login(memo=rt)
     assert first is rt.credentials.info  # kopf gets the record the client was built from
-    again = await operator.login(memo=rt)  # kopf asks again: its copy expired or was refused
-    assert again is not first and again == first
+    assert waits == []
+    # kopf asks again before its copy expired: the API server refused it (401). Read again after a
+    # backoff, and hand over a record kopf has not seen refused (else kopf stops the operator).
+    again = await operator.login(memo=rt)
+    third = await operator.login(memo=rt)
+    assert waits == [1.0, 2.0]
+    for rec in (again, third):
+        assert (rec.server, rec.token) == (first.server, first.token) and rec.expiration is not None
+    assert len({first, again, third}) == 3
     await asyncio.wait_for(_until(lambda: "auth" in seen), 5)
     assert seen["auth"] == "Bearer abc" and seen["host"] == "https://api.example.test:6443"
     assert rt.kube.limiter.qps == 5 and rt.kube.limiter.burst == 10
@@ -188,6 +202,27 @@ async def test_cleanup_takes_the_bodys_exit_code_and_a_crash_as_1(tmp_path: Path
         await asyncio.wait_for(rt.stop.wait(), 5)  # the body's end stops the operator (kopf's stop_flag)
         await operator.cleanup(memo=rt)
         assert rt.exit_code == 1, body.__name__
+
+
+async def test_login_after_kopfs_copy_expired_reads_afresh_without_waiting(
+        in_cluster: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        waits.append(delay)
+
+    monkeypatch.setattr(operator, "_sleep", sleep)
+    rt = operator.Runtime(kubeconfig=None, serve=_never, qps=5, burst=10, stop=asyncio.Event())
+    first = await rt.credentials.login()
+    assert await operator.login(memo=rt) is first
+    rt.given_to_kopf = ClusterConnection(**{**first.__dict__, "expiration": datetime.datetime(2000, 1, 1)})
+    in_cluster.write_text("sa-token-2")
+    fresh = await operator.login(memo=rt)
+    assert waits == [] and fresh.token == "sa-token-2" and fresh is rt.credentials.info
+
+
+async def _never(kube: Kube, stop: asyncio.Event) -> int:
+    raise AssertionError("not started in this test")
 
 
 async def test_startup_with_a_bad_kubeconfig_fails_permanently(tmp_path: Path) -> None:
