@@ -47,6 +47,7 @@ import dataclasses
 import datetime
 import itertools
 import logging
+import warnings
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,6 +216,9 @@ async def run(kubeconfig: Path | None, serve: Serve, *, qps: float = 50.0, burst
     (0 after a clean shutdown, 1 when the credentials cannot be loaded, the scheduler body failed, or
     kopf itself stopped with an error)."""
     rt = Runtime(kubeconfig=kubeconfig, serve=serve, qps=qps, burst=burst, stop=asyncio.Event())
+    # When start-up fails, kopf cancels its credentials task before it ever ran; Python then warns
+    # that its coroutine was never awaited (noise next to the real error, which is logged).
+    warnings.filterwarnings("ignore", message="coroutine 'authenticator' was never awaited", category=RuntimeWarning)
     try:
         await kopf.operator(registry=operator_registry(), settings=operator_settings(), memo=rt,
                             stop_flag=rt.stop, clusterwide=True, standalone=True)
