@@ -21,8 +21,9 @@ Behaviour (as client-go's rest client + kube-scheduler's client settings):
 - other errors raise :class:`KubeError` (``NotFound`` for 404, ``Conflict`` for 409) carrying the
   HTTP status, the Status ``reason`` and ``message``.
 
-Credentials come from a kubeconfig file or, without one, the in-cluster service account; tokens are
-never logged.
+Credentials come from a kubeconfig file or, without one, the in-cluster service account, through the
+one login path of :mod:`py_scheduler.app.credentials` (a :class:`kopf.ConnectionInfo`, the record
+kopf's ``@on.login`` handler returns); tokens are never logged.
 
 Upstream: ``staging/src/k8s.io/client-go/rest`` (``with_retry.go``: retry on 429/5xx with
 Retry-After; ``flowcontrol`` token bucket), ``cmd/kube-scheduler/app/options/options.go``
@@ -49,10 +50,11 @@ import aiohttp
 import orjson
 import tenacity
 from aiohttp.helpers import get_env_proxy_for_url
+from kopf import ConnectionInfo
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 from yarl import URL
 
+from py_scheduler.app.credentials import Credentials, api_configuration, load_connection_info
 from py_scheduler.app.metrics import RestClientMetrics
 from py_scheduler.framework.handle import APIConflict, APIError, APINotFound
 
@@ -305,18 +307,27 @@ class Kube:
     @classmethod
     async def connect(cls, kubeconfig: Path | str | None, qps: float = 50.0, burst: int = 100,
                       retries: int = 5) -> Kube:
-        """Load credentials from ``kubeconfig`` (its current context) or in-cluster when None. The
-        returned client posts Events through a second client of its own (:attr:`event_client`).
+        """Log in from ``kubeconfig`` (its current context) or in-cluster when None, through the one
+        login path (:func:`py_scheduler.app.credentials.load_connection_info`), and build the client
+        from that ConnectionInfo (:meth:`from_connection_info`; rotating tokens are re-read).
 
         Raises:
             kubernetes_asyncio.config.ConfigException: unusable kubeconfig / not in a cluster.
         """
-        cfg = k8s_client.Configuration()
-        if kubeconfig is not None:
-            await k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
-        else:
-            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        api = k8s_client.ApiClient(configuration=cfg)
+        creds = Credentials(lambda: load_connection_info(kubeconfig))
+        return cls.from_connection_info(await creds.login(), creds, qps=qps, burst=burst, retries=retries)
+
+    @classmethod
+    def from_connection_info(cls, info: ConnectionInfo, credentials: Credentials | None = None, qps: float = 50.0,
+                             burst: int = 100, retries: int = 5) -> Kube:
+        """The adapter for the server and credentials of ``info`` (kopf's connection record, as the
+        ``@on.login`` handler returns it); with ``credentials``, every request first takes the latest
+        token from it (:func:`py_scheduler.app.credentials.api_configuration`).
+
+        Raises:
+            ValueError: ``info`` carries certificates as data rather than paths.
+        """
+        api = k8s_client.ApiClient(configuration=api_configuration(info, credentials))
         api.user_agent = f"{USER_AGENT}/scheduler"
         resolve_env_once(api)
         kube = cls(api, qps=qps, burst=burst, retries=retries)

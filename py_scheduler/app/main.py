@@ -5,18 +5,19 @@ Upstream: ``cmd/kube-scheduler/app/server.go`` (``Run``: start the informers, wa
 to sync, then run leader election and, while leading, the scheduler; flags override the config
 file) and ``pkg/scheduler/scheduler.go`` (one queue and one cache for all profiles).
 
-Shutdown (SIGTERM/SIGINT): stop popping, let in-flight bindings finish (5 s at most), release the
-Lease, stop the reflectors, exit 0. Exit codes: 0 after a clean shutdown, 1 for a bad configuration or
-kubeconfig, or when a long-lived task (the informers' reflectors included) dies.
+The process runs as a kopf operator with no resource handlers (:mod:`py_scheduler.app.operator`):
+kopf's login handler and start-up build the client and start :func:`_serve`; kopf handles the
+signals. Shutdown (SIGTERM/SIGINT, kopf's clean-up): stop popping, let in-flight bindings finish
+(5 s at most), release the Lease, stop the reflectors, exit 0. Exit codes: 0 after a clean shutdown,
+1 for a bad configuration or kubeconfig, or when a long-lived task (the informers' reflectors
+included) dies.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
-import signal
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from py_scheduler.app.lister import InformerLister
 from py_scheduler.app.logging import setup_logging
 from py_scheduler.app.loop import Housekeeping, QueueMetricsRecorder, SchedulingLoop
 from py_scheduler.app.metrics import REGISTRY, BatchMetricsRecorder, framework_observer
+from py_scheduler.app.operator import run as run_operator
 from py_scheduler.cache.cache import Cache
 from py_scheduler.framework.config import (
     ConfigError,
@@ -147,20 +149,20 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
     except ConfigError as exc:
         log.error("invalid configuration: %s", exc)
         return 1
-    try:
-        kube = await Kube.connect(kubeconfig, qps=cfg.qps, burst=cfg.burst)
-    except Exception as exc:  # ConfigException, OSError, YAML errors: all mean "cannot connect"
-        log.error("cannot load the client configuration (%s): %s", kubeconfig or "in-cluster", exc)
-        return 1
-    try:
-        decisions = (DecisionLog(decisions_capacity, decisions_top_k) if decisions_capacity > 0 else None)
-        return await _serve(cfg, frameworks, kube, metrics_bind_address, serving, decisions)
-    finally:
-        await kube.close()
+    decisions = (DecisionLog(decisions_capacity, decisions_top_k) if decisions_capacity > 0 else None)
+
+    async def serve(kube: Kube, stop: asyncio.Event) -> int:
+        return await _serve(cfg, frameworks, kube, metrics_bind_address, serving, decisions, stop)
+
+    # kopf runs the process: login, start-up (serve), signals, clean-up (py_scheduler.app.operator).
+    return await run_operator(kubeconfig, serve, qps=cfg.qps, burst=cfg.burst)
 
 
 async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str,
-                 serving: ServingOptions, decisions: DecisionLog | None = None) -> int:
+                 serving: ServingOptions, decisions: DecisionLog | None = None,
+                 stop: asyncio.Event | None = None) -> int:
+    """The scheduler's body: start the components, run until ``stop`` is set (kopf's clean-up sets it
+    on SIGTERM / SIGINT) or one of them dies, then shut down and return the exit code."""
     identity = new_identity()
     missing = missing_default_plugins(registry=registry)
     log.info("Starting py-scheduler identity=%s profiles=%s", identity, sorted(frameworks))
@@ -194,7 +196,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     loop = SchedulingLoop(frameworks=frameworks, algorithm=Algorithm(cfg.percentage_of_nodes_to_score), cache=cache,
                           queue=queue, binder=Binder(kube, identity), leader=leader, pod_lister=informers.pod,
                           cache_consistent=informers.consistent, decisions=decisions)
-    stop = asyncio.Event()
+    stop = stop if stop is not None else asyncio.Event()
 
     def ready() -> bool:
         return informers.synced.is_set() and (not leader.is_leader() or leader.is_leader_valid())
@@ -223,10 +225,6 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
         asyncio.create_task(after_sync(lambda: _freeze_heap_then(loop.run(stop))), name="scheduling loop"),
     ]
     stop_waiter = asyncio.create_task(stop.wait(), name="stop")
-    running = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            running.add_signal_handler(sig, _on_signal, sig, stop)
 
     await asyncio.wait({stop_waiter, *ours}, return_when=asyncio.FIRST_COMPLETED)
     code = 0
@@ -293,11 +291,6 @@ def _event_loop_run(coro: Coroutine[Any, Any, int]) -> int:
         return asyncio.run(coro)
     result: int = uvloop.run(coro)
     return result
-
-
-def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
-    log.info("received %s", sig.name)
-    stop.set()
 
 
 def _exc(task: asyncio.Task[Any]) -> BaseException | None:
