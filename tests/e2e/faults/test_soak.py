@@ -1,0 +1,51 @@
+"""The soak on the real test bed (``bench/bench_lib/soak.py``): steady churn of Pods (GPU Pods among
+them), Nodes added and removed, Nodes NotReady and back, the leader SIGKILLed, two replicas; every
+sample the cache of each replica equals a fresh LIST (``cachediff``: no difference persisting 5 s)
+and the fault suite's invariants hold.
+
+CI runs the seeded short variant (``SOAK_MINUTES`` default 3, ``SOAK_SEED`` default 1, a sample
+every minute, the leader killed once); ``bench/soak --minutes N`` runs the same test longer and
+writes ``SOAK_OUT`` (JSON: every sample, the RSS slopes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.bench_lib.soak import Soak
+from tests.e2e.faults import cachediff
+from tests.e2e.faults.scenarios import STATS, FaultEnv
+
+MINUTES = float(os.environ.get("SOAK_MINUTES", "3"))
+SEED = int(os.environ.get("SOAK_SEED", "1"))
+
+
+@pytest.mark.timeout(int(MINUTES * 60) + 300)
+async def test_soak(env: FaultEnv) -> None:
+    token = await cachediff.debug_reader_token(env.api)
+    # the short variant kills the leader once, half-way; longer runs every 2 minutes
+    kill_every = 120.0 if MINUTES > 6 else MINUTES * 60 / 2 - 1
+    soak = Soak(env, minutes=MINUTES, seed=SEED, token=token, kill_every=kill_every)
+    res = await soak.run()
+    out = os.environ.get("SOAK_OUT")
+    if out:
+        Path(out).write_text(json.dumps(res.to_json(), indent=2) + "\n")
+    STATS.failovers += res.failovers
+    STATS.violations += [f"[soak] {v}" for v in res.violations]
+    for what, n in res.churn.items():
+        if what != "leader SIGKILLs":  # FaultEnv.kill counts those
+            STATS.fault(f"soak: {what}", n)
+    print(f"soak {MINUTES:g} min seed {SEED}: churn {res.churn}; failovers {[round(f, 1) for f in res.failovers]}; "
+          f"cache diffs {res.diffs}; violations {len(res.violations)}; RSS slope over the last half "
+          f"(MiB/min) {({k: round(v, 3) for k, v in res.rss_slope_mib_per_min.items()})}")
+    # every minute, and at the end, each live replica was compared with the API
+    assert len(res.samples) >= int(MINUTES), [s.t for s in res.samples]
+    assert all(s.replicas for s in res.samples), "a sample reached no replica"
+    assert res.violations == [], res.violations[:20]
+    assert res.diffs == 0
+    assert res.churn.get("pods created", 0) > 0 and res.churn.get("nodes NotReady", 0) > 0
+    assert res.churn.get("leader SIGKILLs", 0) >= 1 and len(res.failovers) == res.churn["leader SIGKILLs"]
