@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bench.bench_lib.soak import Soak
+from bench.bench_lib.soak import Soak, serving_port
 from tests.e2e.faults import cachediff
 from tests.e2e.faults.scenarios import STATS, FaultEnv
+from tests.e2e.helpers import wait_for
 
 MINUTES = float(os.environ.get("SOAK_MINUTES", "3"))
 SEED = int(os.environ.get("SOAK_SEED", "1"))
@@ -49,3 +51,38 @@ async def test_soak(env: FaultEnv) -> None:
     assert res.diffs == 0
     assert res.churn.get("pods created", 0) > 0 and res.churn.get("nodes NotReady", 0) > 0
     assert res.churn.get("leader SIGKILLs", 0) >= 1 and len(res.failovers) == res.churn["leader SIGKILLs"]
+
+
+async def test_cache_diff_sees_a_stale_view_and_not_a_live_one(env: FaultEnv) -> None:
+    """The checker is not vacuous: a dump taken before a Node was created, compared with the LISTs
+    after, shows the Node missing from the informers and the cache until ``settle``; the live dump
+    of the same replica equals the LISTs."""
+    token = await cachediff.debug_reader_token(env.api)
+    await env.node()
+    sched = env.replica("diff")
+    await sched.wait_leading()
+    await sched.wait_log("informer caches synced")
+    port = serving_port(sched)
+    assert port is not None
+
+    async def live() -> dict[str, Any]:
+        return await cachediff.fetch_dump(port, token)
+
+    res = await cachediff.check_until_quiet(live, env.api, timeout=30)
+    assert not res.persistent, res.persistent
+    stale = await live()
+    late = await env.node()
+
+    async def frozen() -> dict[str, Any]:
+        return stale
+
+    res = await cachediff.check_until_quiet(frozen, env.api, settle=1.0, timeout=30)
+    assert {d[:2] for d in res.persistent} >= {("informer:Node", late), ("cache:Node", late)}, res.last
+    assert res.seconds < 30
+
+    async def has_late() -> bool:
+        return late in (await live())["cache"]["nodes"]
+
+    await wait_for(has_late, timeout=30, what=f"{late} in the replica's cache")
+    res = await cachediff.check_until_quiet(live, env.api, timeout=30)
+    assert not res.persistent, res.persistent
