@@ -1,0 +1,71 @@
+"""Network faults between the leader and the API server (:mod:`tests.e2e.faults.netproxy`): the
+leader reaches kube-apiserver only through the fault proxy, the standby directly.
+
+A partition (every connection of the leader, established or new, carries nothing; nothing is closed)
+while Pods are being bound: the leader must stop binding before its lease can expire (its renew
+deadline passes first: ``lost leadership``), the standby takes over and binds the rest, and when the
+network heals the Bindings the partition held are delivered late - none may bind a Pod twice. Then
+the fault suite's invariants.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from tests.e2e.faults.netproxy import FaultProxy
+from tests.e2e.faults.scenarios import STATS, FaultEnv, bound_count
+from tests.e2e.helpers import unique_name, wait_for
+from tests.e2e.scheduler_proc import SchedulerProcess
+
+
+async def test_partitioned_leader_stops_binding_and_the_standby_takes_over(env: FaultEnv) -> None:
+    up = urlsplit(env.testbed.server)
+    proxy = FaultProxy(up.hostname or "127.0.0.1", int(up.port or 443))
+    await proxy.start()
+    try:
+        for _ in range(3):
+            await env.node()
+        await env.node(gpu=True)
+        logs = Path(env.testbed.dir) / "logs"
+        kc = proxy.kubeconfig(Path(env.testbed.kubeconfig), logs / f"{unique_name('proxied')}.kubeconfig")
+        leader = SchedulerProcess(kc, logs / f"{unique_name('net-leader')}.log", lease_name=env.lease, verbosity=4,
+                                  extra_args=["--config", str(env.config_file())])
+        leader.start()
+        env.replicas.append(leader)
+        await leader.wait_leading()
+        standby = env.replica("net-standby")
+        await standby.wait_log("informer caches synced")
+        names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=0.1), spread=2.0)
+        await wait_for(lambda: bound_count(leader) >= 3, timeout=60, interval=0.02, what="the leader binding")
+        proxy.blackhole()
+        cut = time.monotonic()
+        STATS.fault("network partition of the leader")
+        lease_duration, renew_deadline, _ = env.scale.lease
+
+        def stopped() -> bool:
+            return "lost leadership" in leader.log()
+
+        await wait_for(stopped, timeout=60, interval=0.05, what="the partitioned leader giving up")
+        gave_up = time.monotonic() - cut
+        await standby.wait_leading(timeout=60)
+        took_over = time.monotonic() - cut
+        STATS.failovers.append(took_over)
+        # Its Bindings are fenced off renewDeadline after its last renewal began (is_leader_valid), before
+        # the lease it last wrote can expire; it gives the Lease up (the log line) one retryPeriod later
+        # at most, as client-go's renew loop: both before the standby may lead.
+        assert gave_up < lease_duration, (gave_up, lease_duration)
+        assert took_over >= gave_up
+        more = await env.create_all(env.burst_bodies(10, prefix="flt-net"), spread=1.0)
+        await env.wait_bound(more, timeout=120)
+        bound_while_cut = bound_count(leader)
+        proxy.heal()  # what the partition held (Bindings included) is delivered now
+        await env.wait_bound(names, timeout=180)
+        assert leader.alive(), leader.log()[-3000:]
+        await env.check()
+        print(f"partition: the leader gave up {gave_up:.1f} s after the cut, the standby led after {took_over:.1f} s "
+              f"(lease {lease_duration:g} s, renew deadline {renew_deadline:g} s); the leader's binds: "
+              f"{bound_while_cut} before the heal, {bound_count(leader)} after")
+    finally:
+        await proxy.close()
