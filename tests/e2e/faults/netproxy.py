@@ -2,10 +2,11 @@
 relayed as they are: TLS passes through end to end, the API server's certificate names 127.0.0.1).
 
 Faults (:class:`FaultProxy`): ``latency`` + ``jitter`` seconds added to every chunk, ``bandwidth``
-bytes/s, :meth:`FaultProxy.blackhole` (established connections stay open but carry nothing, new ones
-are accepted and carry nothing either: a partition as a client sees it, packets dropped, no RST),
-:meth:`FaultProxy.heal` (held bytes flow on), :meth:`FaultProxy.reset_all` (every connection closed
-with an RST).
+bytes/s, :meth:`FaultProxy.blackhole_established` (the connections open now carry nothing from then
+on, new ones flow: a blackholed watch), :meth:`FaultProxy.blackhole` (established connections stay
+open but carry nothing, new ones are accepted and carry nothing either: a partition as a client
+sees it, packets dropped, no RST), :meth:`FaultProxy.heal` (held bytes flow on),
+:meth:`FaultProxy.reset_all` (every connection closed with an RST).
 
 A real proxy (the issue allows toxiproxy "or an equivalent real proxy"): the API server is never
 mocked, only the network between it and the replica is broken.
@@ -40,6 +41,7 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._held: set[asyncio.Event] = set()  # one per connection: cleared while it is blackholed
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -49,8 +51,17 @@ class FaultProxy:
         """Stop relaying (both directions, every connection, new ones too); nothing is closed."""
         self._flowing.clear()
 
+    def blackhole_established(self) -> int:
+        """Stop relaying on the connections open now (they stay open); new ones flow. Returns how
+        many were blackholed."""
+        for ev in self._held:
+            ev.clear()
+        return len(self._held)
+
     def heal(self) -> None:
         self._flowing.set()
+        for ev in self._held:
+            ev.set()
 
     def reset_all(self) -> None:
         """Close every relayed connection with an RST (SO_LINGER 0)."""
@@ -88,27 +99,33 @@ class FaultProxy:
             writer.transport.abort()
             return
         self._writers |= {writer, up_writer}
-        pipes = [asyncio.ensure_future(self._pipe(reader, up_writer)),
-                 asyncio.ensure_future(self._pipe(up_reader, writer))]
+        flowing = asyncio.Event()
+        flowing.set()
+        self._held.add(flowing)
+        pipes = [asyncio.ensure_future(self._pipe(reader, up_writer, flowing)),
+                 asyncio.ensure_future(self._pipe(up_reader, writer, flowing))]
         for t in pipes:
             self._tasks.add(t)
             t.add_done_callback(self._tasks.discard)
         await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
         for t in pipes:
             t.cancel()
+        self._held.discard(flowing)
         for w in (writer, up_writer):
             self._writers.discard(w)
             w.transport.abort()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flowing: asyncio.Event) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while chunk := await reader.read(65536):
                 await self._flowing.wait()  # held while blackholed
+                await flowing.wait()
                 delay = self.latency + (self._rng.uniform(-self.jitter, self.jitter) if self.jitter else 0.0)
                 if self.bandwidth:
                     delay += len(chunk) / self.bandwidth
                 if delay > 0:
                     await asyncio.sleep(delay)  # the injected latency itself
                 await self._flowing.wait()
+                await flowing.wait()
                 writer.write(chunk)
                 await writer.drain()

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import pytest
+
 from tests.e2e.faults.netproxy import FaultProxy
 from tests.e2e.faults.scenarios import STATS, FaultEnv, bound_count
 from tests.e2e.helpers import unique_name, wait_for
@@ -67,5 +69,55 @@ async def test_partitioned_leader_stops_binding_and_the_standby_takes_over(env: 
         print(f"partition: the leader gave up {gave_up:.1f} s after the cut, the standby led after {took_over:.1f} s "
               f"(lease {lease_duration:g} s, renew deadline {renew_deadline:g} s); the leader's binds: "
               f"{bound_while_cut} before the heal, {bound_count(leader)} after")
+    finally:
+        await proxy.close()
+
+
+WATCH_IDLE = 8.0
+"""``PY_SCHEDULER_WATCH_IDLE_TIMEOUT_SECONDS`` of the blackhole test (90 s by default: a bookmark
+comes every minute; shortened here so that CI does not wait 90 s)."""
+
+
+async def test_blackholed_watch_is_noticed_and_reopened(env: FaultEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every connection the replica has open goes silent (it stays open; new connections work): its
+    watches must notice within the idle timeout and re-open from their resourceVersion, so a Node
+    and a Pod pinned to it, both created during the silence, get scheduled."""
+    monkeypatch.setenv("PY_SCHEDULER_WATCH_IDLE_TIMEOUT_SECONDS", f"{WATCH_IDLE:g}")
+    up = urlsplit(env.testbed.server)
+    proxy = FaultProxy(up.hostname or "127.0.0.1", int(up.port or 443))
+    await proxy.start()
+    try:
+        await env.node()
+        logs = Path(env.testbed.dir) / "logs"
+        kc = proxy.kubeconfig(Path(env.testbed.kubeconfig), logs / f"{unique_name('proxied')}.kubeconfig")
+        sched = SchedulerProcess(kc, logs / f"{unique_name('net-watch')}.log", lease_name=env.lease,
+                                 leader_elect=False, verbosity=4, extra_args=["--config", str(env.config_file())])
+        sched.start()
+        env.replicas.append(sched)
+        await sched.wait_log("informer caches synced")
+        before = len(sched.log())
+        held = proxy.blackhole_established()
+        cut = time.monotonic()
+        STATS.fault("blackholed watch connections", held)
+        late = await env.node()
+        name = await env.create(env.pod_body(unique_name("flt-late"), node_selector={"kubernetes.io/hostname": late}))
+        noticed: dict[str, float] = {}
+
+        def reopened() -> bool:
+            text = sched.log()[before:]
+            for kind in ("Node", "Pod"):
+                if kind not in noticed and f"{kind} watch failed (" in text:
+                    noticed[kind] = time.monotonic() - cut
+            return len(noticed) == 2
+
+        await wait_for(reopened, timeout=WATCH_IDLE + 30, interval=0.05, what="the silent watches noticed")
+        await env.wait_bound([name], timeout=90)
+        bound = time.monotonic() - cut
+        assert max(noticed.values()) <= WATCH_IDLE + 5, noticed  # the idle timeout, plus polling and load
+        assert "re-listing" not in sched.log()[before:]  # resumed from the resourceVersion: no gap, no LIST
+        await env.check()
+        print(f"blackholed watches ({held} connections): noticed after {noticed['Node']:.1f} s (Node) / "
+              f"{noticed['Pod']:.1f} s (Pod) with a {WATCH_IDLE:g} s idle timeout; the Pod created during "
+              f"the silence bound after {bound:.1f} s")
     finally:
         await proxy.close()
