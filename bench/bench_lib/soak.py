@@ -11,8 +11,9 @@ Churn (all at once, seeded by ``seed``; :func:`run_soak`):
 - **NotReady**: every ``flap_interval`` seconds a Node turns ``Ready=False`` with the
   ``node.kubernetes.io/not-ready:NoSchedule`` taint (what the node lifecycle controller adds), and is
   back ``Ready`` with the taint removed ``flap_interval / 2`` seconds later;
-- **leader kills**: every ``kill_every`` seconds the leader is SIGKILLed and a fresh replica started,
-  so two always compete (0: never); the failover time (kill -> a replica logs that it leads) is kept.
+- **leader kills**: every ``kill_every`` seconds (the first after 3/4 of it) the leader is
+  SIGKILLed and a fresh replica started, so two always compete (0: never); the failover time (kill
+  -> a replica logs that it leads) is kept.
 
 Every ``sample_every`` seconds (and at the end) one row (:class:`Sample`): for each live replica its
 ``/debug/cache`` figures - RSS, asyncio tasks, open file descriptors, queue lengths - and the
@@ -249,8 +250,10 @@ class Soak:
     async def _kills(self, until: float) -> None:
         if self.kill_every <= 0:
             return
-        while time.monotonic() + self.kill_every < until:
-            await asyncio.sleep(self.kill_every)  # the fault's period
+        wait = self.kill_every * 0.75  # out of step with the minute's samples: they find both replicas up
+        while time.monotonic() + wait < until:
+            await asyncio.sleep(wait)  # the fault's period
+            wait = self.kill_every
             leader = await self.env.leader()
             self.env.kill(leader)
             killed_at = time.monotonic()
