@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from py_scheduler.app.binder import Binder
+from py_scheduler.app.cachedump import CacheDump
+from py_scheduler.app.cachedump import add_routes as add_cache_dump_routes
 from py_scheduler.app.decisions import DEFAULT_CAPACITY, DEFAULT_TOP_K, DecisionLog
 from py_scheduler.app.decisions import add_routes as add_decision_routes
 from py_scheduler.app.decisions import register_metrics as register_decision_metrics
@@ -208,6 +210,9 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
             if decisions is not None:  # /debug/decisions: routes added before the app is frozen by start()
                 add_decision_routes(health.app, decisions, leader.is_leader_valid)
                 register_decision_metrics(decisions, REGISTRY)
+            # /debug/cache: the informers' and the cache's view, for a differential check against a LIST
+            add_cache_dump_routes(health.app, CacheDump(informers.store, cache, queue, is_leader=leader.is_leader,
+                                                        synced=informers.synced, consistent=informers.consistent))
             await health.start()
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
             log.error("cannot serve metrics/health on %r: %s", metrics_bind_address, exc)

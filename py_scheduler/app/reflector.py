@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -53,12 +54,39 @@ Obj = dict[str, Any]
 MIN_WATCH_TIMEOUT = 300.0
 """Seconds: the shortest ``timeoutSeconds`` of a watch (reflector.go ``defaultMinWatchTimeout``);
 each watch asks for a random value in [min, 2 * min]."""
+WATCH_IDLE_TIMEOUT = 90.0
+"""Seconds without a byte on a watch (not even a bookmark) after which it is taken for dead and
+re-opened from the last resourceVersion (no re-list). kube-apiserver's watch cache sends every watcher
+that allows bookmarks one at least every minute (``staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go``
+``defaultBookmarkFrequency``), so 90 s of silence is a connection that stays open but carries
+nothing (a blackholed network path), which ``timeoutSeconds`` + 60 s (6-11 minutes) used to take to
+notice. client-go notices it with HTTP/2 pings (``ReadIdleTimeout`` 30 s + ``PingTimeout`` 15 s,
+``k8s.io/apimachinery/pkg/util/net/http.go``); the watches here are HTTP/1.1 streams without pings.
+Environment ``PY_SCHEDULER_WATCH_IDLE_TIMEOUT_SECONDS`` overrides it (as client-go's
+``HTTP2_READ_IDLE_TIMEOUT_SECONDS``; the e2e tests shorten it)."""
 BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 10.0
 ABSENT_RETRY = 60.0
 """Seconds between LISTs of an optional kind whose API the cluster does not serve."""
 
 Delta = tuple[Obj | None, Obj | None]
+
+
+def watch_idle_timeout() -> float:
+    """:data:`WATCH_IDLE_TIMEOUT`, or ``PY_SCHEDULER_WATCH_IDLE_TIMEOUT_SECONDS`` when it is a positive
+    number (anything else is logged and ignored)."""
+    raw = os.environ.get("PY_SCHEDULER_WATCH_IDLE_TIMEOUT_SECONDS", "")
+    if not raw:
+        return WATCH_IDLE_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        log.warning("PY_SCHEDULER_WATCH_IDLE_TIMEOUT_SECONDS=%r is not a positive number; using %g s", raw,
+                    WATCH_IDLE_TIMEOUT)
+        return WATCH_IDLE_TIMEOUT
+    return value
 
 
 def _rv(obj: Obj | None) -> int | None:
@@ -220,6 +248,8 @@ class Reflector:
         min_watch_timeout: seconds, see :data:`MIN_WATCH_TIMEOUT`.
         page_limit: items per LIST page.
         absent_retry: seconds between LISTs of an ``optional`` kind the cluster does not serve.
+        idle_timeout: seconds of silence after which a watch is re-opened (default
+            :func:`watch_idle_timeout`).
 
     Attributes:
         last_rv: the resourceVersion the next watch starts from ("" before the first LIST).
@@ -239,8 +269,10 @@ class Reflector:
                  on_relist_end: Callable[[int, bool], None] | None = None,
                  min_watch_timeout: float = MIN_WATCH_TIMEOUT, page_limit: int = 500,
                  backoff_initial: float = BACKOFF_INITIAL, backoff_max: float = BACKOFF_MAX,
-                 rand: Callable[[], float] = random.random, absent_retry: float = ABSENT_RETRY) -> None:
+                 rand: Callable[[], float] = random.random, absent_retry: float = ABSENT_RETRY,
+                 idle_timeout: float | None = None) -> None:
         self.kube = kube
+        self.idle_timeout = idle_timeout if idle_timeout is not None else watch_idle_timeout()
         self.wk = wk
         self.store = store
         self.on_delta = on_delta
@@ -340,7 +372,10 @@ class Reflector:
         query = self._watch_query()
         self.watches += 1
         n = 0
-        stream = self.kube.watch(wk.list_path, query, read_timeout=query["timeoutSeconds"] + 60.0)
+        # a silent connection is dead after the idle timeout (bookmarks come every minute), the
+        # server's own end of the watch is never later than timeoutSeconds
+        stream = self.kube.watch(wk.list_path, query,
+                                 read_timeout=min(query["timeoutSeconds"] + 60.0, self.idle_timeout))
         try:
             async for event in stream:
                 etype = event.get("type") if isinstance(event, dict) else None

@@ -470,6 +470,11 @@ class Cache:
         """The live NodeInfo (do not mutate); tests and debugging."""
         return self._nodes.get(name)
 
+    def pod_states(self) -> list[tuple[PodInfo, bool, bool]]:
+        """Every cached Pod as ``(PodInfo, assumed, binding_finished)`` (do not mutate the PodInfo);
+        the debug dump of :mod:`py_scheduler.app.cachedump`."""
+        return [(st.pod_info, key in self._assumed, st.binding_finished) for key, st in self._pod_states.items()]
+
 
 def _assign(existing: NodeInfo, clone: NodeInfo) -> None:
     """``*existing = *clone``: keep the snapshot's NodeInfo object, take the clone's state."""

@@ -1,0 +1,355 @@
+"""The soak: steady churn against two ``py-scheduler run`` replicas for N minutes, measured every minute.
+
+Churn (all at once, seeded by ``seed``; :func:`run_soak`):
+
+- **Pods**: one created every ``pod_interval`` seconds (250-500m CPU / 64-256Mi; one in ten asks for 1-2
+  GPUs of the GPU Node, half of those with a per-GPU memory annotation); once ``live_pods`` exist, each
+  creation is paired with the deletion of a random older Pod;
+- **Nodes**: every ``node_interval`` seconds a CPU Node (4 CPU / 8Gi) is added, or, above
+  ``min_nodes``, one is deleted together with its Pods (PodGC's job on a real cluster: the bed has no
+  PodGC for Pods of a deleted Node);
+- **NotReady**: every ``flap_interval`` seconds a Node turns ``Ready=False`` with the
+  ``node.kubernetes.io/not-ready:NoSchedule`` taint (what the node lifecycle controller adds), and is
+  back ``Ready`` with the taint removed ``flap_interval / 2`` seconds later;
+- **leader kills**: every ``kill_every`` seconds (the first after 3/4 of it) the leader is
+  SIGKILLed and a fresh replica started, so two always compete (0: never); the failover time (kill
+  -> a replica logs that it leads) is kept.
+
+Every ``sample_every`` seconds (and at the end) one row (:class:`Sample`): for each live replica its
+``/debug/cache`` figures - RSS, asyncio tasks, open file descriptors, queue lengths - and the
+cache-vs-API differential check (``tests/e2e/faults/cachediff.py``: differences that persist 5 s;
+must be 0); the invariants of the fault suite (``tests/e2e/faults/invariants.py``: no overcommit of
+any resource or GPU, bound once by events and logs, no crash, no Pod bound to a Node already known
+deleted; Pods older than ``pending_grace`` seconds pending without a reason); must be 0.
+
+At the end (:class:`SoakResult`): the RSS slope (least squares, MiB per minute) of each replica
+over the samples of the last half of the run, the largest of them reported (replicas are
+restarted by the kills: with ``kill_every`` of a few minutes a replica lives two periods).
+
+Used by ``tests/e2e/faults/test_soak.py`` (a seeded 3-minute variant in CI) and ``bench/soak``
+(``--minutes N``; docs/faults.md has a run's figures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
+
+from tests.e2e.faults import cachediff, invariants
+from tests.e2e.faults.scenarios import FaultEnv
+from tests.e2e.helpers import unique_name, wait_for
+from tests.e2e.scheduler_proc import SchedulerProcess
+
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+_SERVING = re.compile(r"serving /metrics\S* .*? on (?P<host>\S+):(?P<port>\d+)")
+MiB = 1024 * 1024
+
+
+@dataclass
+class Sample:
+    """One row of the soak's report.
+
+    Attributes:
+        t: seconds since the start.
+        replicas: per live replica (its log name): ``rss_mib``, ``tasks``, ``fds``, ``queue``
+            (lengths), ``leader``, ``diff`` (persistent cache-vs-API differences), ``diff_rounds``,
+            ``diff_seconds``.
+        violations: the invariant violations found now (texts).
+        pods / nodes: live Pods of the soak / Nodes of its group.
+        bound: of those Pods, how many are bound.
+    """
+
+    t: float
+    replicas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
+    pods: int = 0
+    nodes: int = 0
+    bound: int = 0
+
+    def line(self) -> str:
+        reps = "; ".join(
+            f"{name}{'*' if r['leader'] else ''} rss {r['rss_mib']:.1f} MiB tasks {r['tasks']} fds {r['fds']} "
+            f"queue {r['queue'].get('active', 0)}/{r['queue'].get('backoff', 0)}/{r['queue'].get('unschedulable', 0)}"
+            f" diff {r['diff']} ({'clean' if r['diff_clean'] else 'no quiet round'}, {r['diff_rounds']} rounds)"
+            for name, r in sorted(self.replicas.items()))
+        return (f"t={self.t:6.0f}s pods {self.pods} (bound {self.bound}) nodes {self.nodes} | {reps} | "
+                f"violations {len(self.violations)}")
+
+
+@dataclass
+class SoakResult:
+    """The whole run: samples, churn counts, failovers, slopes."""
+
+    minutes: float
+    seed: int
+    samples: list[Sample] = field(default_factory=list)
+    churn: dict[str, int] = field(default_factory=dict)
+    failovers: list[float] = field(default_factory=list)
+    rss_slope_mib_per_min: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def violations(self) -> list[str]:
+        return [v for s in self.samples for v in s.violations]
+
+    @property
+    def diffs(self) -> int:
+        return sum(r["diff"] for s in self.samples for r in s.replicas.values())
+
+    @property
+    def max_slope(self) -> float | None:
+        return max(self.rss_slope_mib_per_min.values(), default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"minutes": self.minutes, "seed": self.seed, "churn": self.churn,
+                "failover_seconds": [round(f, 2) for f in self.failovers],
+                "rss_slope_mib_per_min": {k: round(v, 3) for k, v in self.rss_slope_mib_per_min.items()},
+                "max_rss_slope_mib_per_min": self.max_slope, "cache_diffs": self.diffs,
+                "invariant_violations": len(self.violations), "violations": self.violations[:50],
+                "samples": [asdict(s) for s in self.samples]}
+
+
+def slope_per_minute(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of ``(seconds, value)`` points, per minute; 0.0 for fewer than 2 points."""
+    if len(points) < 2:
+        return 0.0
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx == 0:
+        return 0.0
+    return sum((x - mx) * (y - my) for x, y in points) / sxx * 60.0
+
+
+def serving_port(p: SchedulerProcess) -> int | None:
+    """The replica's metrics/health port (from its start-up line), None before it serves."""
+    m = _SERVING.search(p.log())
+    return int(m.group("port")) if m else None
+
+
+class Soak:
+    """One soak run on ``env`` (its Nodes, Pods and replicas; the caller closes ``env``). ``token``
+    may ``get`` ``/debug/cache`` (:func:`tests.e2e.faults.cachediff.debug_reader_token`); the
+    intervals are the module docstring's, ``diff_timeout`` bounds one replica's differential check
+    when churn never lets a round come out clean (differences persisting 5 s are still caught)."""
+
+    def __init__(self, env: FaultEnv, *, minutes: float, seed: int, token: str, kill_every: float = 120.0,
+                 sample_every: float = 60.0, pod_interval: float = 0.5, live_pods: int = 40,
+                 node_interval: float = 20.0, min_nodes: int = 3, max_nodes: int = 6, flap_interval: float = 15.0,
+                 pending_grace: float = 60.0, diff_timeout: float = 15.0, log: Callable[[str], None] = print) -> None:
+        self.env = env
+        self.minutes = minutes
+        self.rng = random.Random(seed)
+        self.token = token
+        self.kill_every = kill_every
+        self.sample_every = sample_every
+        self.pod_interval = pod_interval
+        self.live_pods = live_pods
+        self.node_interval = node_interval
+        self.min_nodes, self.max_nodes = min_nodes, max_nodes
+        self.flap_interval = flap_interval
+        self.pending_grace = pending_grace
+        self.diff_timeout = diff_timeout
+        self.log = log
+        self.result = SoakResult(minutes, seed)
+        self.churn = self.result.churn
+        self.created: dict[str, float] = {}  # live Pod name -> creation time (monotonic)
+        self.cpu_nodes: list[str] = []
+        self.gpu_node = ""
+        self.t0 = 0.0
+        self.rss: dict[str, list[tuple[float, float]]] = {}
+
+    def _count(self, what: str) -> None:
+        self.churn[what] = self.churn.get(what, 0) + 1
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    # -- churn ----------------------------------------------------------------------------------------
+    async def _pods(self, until: float) -> None:
+        while time.monotonic() < until:
+            name = unique_name("soak-pod")
+            if self.rng.random() < 0.1:
+                ann = {invariants.MEM_ANNOTATION: "40"} if self.rng.random() < 0.5 else {}
+                body = self.env.pod_body(name, cpu="100m", memory="64Mi", gpus=self.rng.choice((1, 2)),
+                                         annotations=ann)
+            else:
+                body = self.env.pod_body(name, cpu=f"{self.rng.choice((250, 300, 400, 500))}m",
+                                         memory=f"{self.rng.choice((64, 128, 256))}Mi")
+            with contextlib.suppress(ApiException):
+                await self.env.create(body)
+                self.created[name] = time.monotonic()
+                self._count("pods created")
+            if len(self.created) > self.live_pods:
+                victim = self.rng.choice(sorted(self.created))
+                await self._delete_pod(victim)
+            await asyncio.sleep(self.pod_interval)  # the churn's pace
+
+    async def _delete_pod(self, name: str) -> None:
+        with contextlib.suppress(ApiException):
+            await self.env.delete_pod(name)
+            self._count("pods deleted")
+        self.created.pop(name, None)
+
+    async def _nodes(self, until: float) -> None:
+        core = self.env.core
+        while time.monotonic() < until:
+            await asyncio.sleep(self.node_interval * (0.5 + self.rng.random()))  # the churn's pace
+            if len(self.cpu_nodes) < self.max_nodes and (len(self.cpu_nodes) <= self.min_nodes
+                                                         or self.rng.random() < 0.5):
+                self.cpu_nodes.append(await self.env.node())
+                self._count("nodes added")
+                continue
+            victim = self.rng.choice(self.cpu_nodes)
+            self.cpu_nodes.remove(victim)
+            await self.env.delete_node(victim)
+            self._count("nodes removed")
+            # PodGC's part: the Pods bound to the deleted Node go too
+            pods = await core.list_namespaced_pod("default", field_selector=f"spec.nodeName={victim}")
+            for p in pods.items:
+                if p.metadata.name in self.created:
+                    await self._delete_pod(p.metadata.name)
+
+    async def _flaps(self, until: float) -> None:
+        core = self.env.core
+        while time.monotonic() < until:
+            await asyncio.sleep(self.flap_interval * (0.5 + self.rng.random()))  # the churn's pace
+            name = self.rng.choice([*self.cpu_nodes, self.gpu_node])
+            try:
+                await self._set_ready(core, name, False)
+                self._count("nodes NotReady")
+                await asyncio.sleep(self.flap_interval / 2)  # how long it stays NotReady
+                await self._set_ready(core, name, True)
+            except ApiException as e:
+                if e.status != 404:  # deleted meanwhile by the node churn
+                    raise
+
+    @staticmethod
+    async def _set_ready(core: client.CoreV1Api, name: str, ready: bool) -> None:
+        node = await core.read_node(name)
+        taints = [t.to_dict() for t in (node.spec.taints or []) if t.key != NOT_READY_TAINT["key"]]
+        taints = [{k: v for k, v in t.items() if v is not None} for t in taints]
+        if not ready:
+            taints.append(dict(NOT_READY_TAINT))
+        await core.patch_node(name, {"spec": {"taints": taints}})
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        await core.patch_node_status(name, {"status": {"conditions": [{
+            "type": "Ready", "status": "True" if ready else "False",
+            "reason": "KubeletReady" if ready else "KubeletNotReady", "message": "soak",
+            "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
+
+    async def _kills(self, until: float) -> None:
+        if self.kill_every <= 0:
+            return
+        wait = self.kill_every * 0.75  # out of step with the minute's samples: they find both replicas up
+        while time.monotonic() + wait < until:
+            await asyncio.sleep(wait)  # the fault's period
+            wait = self.kill_every
+            leader = await self.env.leader()
+            self.env.kill(leader)
+            killed_at = time.monotonic()
+            self._count("leader SIGKILLs")
+            self.env.replica("soak")
+
+            def took_over() -> bool:
+                return any("became the leader" in r.log() for r in self.env.replicas if r.alive())
+
+            await wait_for(took_over, timeout=60, interval=0.05, what="a standby taking over")
+            self.result.failovers.append(time.monotonic() - killed_at)
+
+    # -- measuring ------------------------------------------------------------------------------------
+    async def sample(self) -> Sample:
+        """One row: each live replica's dump and differential check, then the invariants."""
+        s = Sample(t=self._elapsed())
+        for r in list(self.env.replicas):
+            port = serving_port(r)
+            if not r.alive() or port is None or "informer caches synced" not in r.log():
+                continue
+            name = r.log_path.stem
+
+            async def fetch(port: int = port) -> dict[str, Any]:
+                return await cachediff.fetch_dump(port, self.token)
+
+            try:
+                res = await cachediff.check_until_quiet(fetch, self.env.api, timeout=self.diff_timeout)
+            except (OSError, AssertionError) as e:  # killed meanwhile (connection refused) is fine
+                if r.alive():
+                    s.violations.append(f"{name}: /debug/cache unreadable: {e}")
+                continue
+            proc, dump = res.dump.get("process") or {}, res.dump
+            s.replicas[name] = {"rss_mib": (proc.get("rss_bytes") or 0) / MiB, "tasks": proc.get("asyncio_tasks"),
+                                "fds": proc.get("open_fds"), "queue": dump.get("queue") or {},
+                                "leader": bool(dump.get("leader")), "diff": len(res.persistent),
+                                "diff_clean": res.clean, "diff_rounds": res.rounds,
+                                "diff_seconds": round(res.seconds, 2)}
+            self.rss.setdefault(name, []).append((s.t, s.replicas[name]["rss_mib"]))
+            s.violations += [f"{name}: cache differs from the API: {d}" for d in sorted(res.persistent)[:20]]
+        report = invariants.Report()
+        nodes, pods, events = await invariants.cluster_state(self.env.api)
+        logs = {p.log_path.stem: p.log() for p in self.env.replicas}
+        invariants.check_capacity(nodes, pods, report)
+        invariants.check_bound_once(pods, events, logs, report)
+        invariants.check_processes(self.env.replicas, self.env.killed, report)
+        invariants.check_deleted_nodes(pods, nodes, logs, self.env.all_nodes, report)
+        now = time.monotonic()
+        old = {n for n, at in self.created.items() if now - at > self.pending_grace}
+        for name in invariants.pending_without_reason(pods, events, old):
+            report.add(f"pod {name} pending {self.pending_grace:g} s without a reason")
+        s.violations += report.violations
+        ours = [p for p in pods if (p.get("metadata") or {}).get("name") in self.created]
+        s.pods, s.bound = len(ours), sum(1 for p in ours if (p.get("spec") or {}).get("nodeName"))
+        s.nodes = len(self.cpu_nodes) + 1
+        return s
+
+    async def _sampler(self, until: float) -> None:
+        while True:
+            await asyncio.sleep(max(0.0, min(self.sample_every, until - time.monotonic())))  # the report's period
+            s = await self.sample()
+            self.result.samples.append(s)
+            self.log(s.line())
+            for v in s.violations[:10]:
+                self.log(f"  VIOLATION: {v[:300]}")
+            if time.monotonic() >= until:
+                return
+
+    # -- the run --------------------------------------------------------------------------------------
+    async def run(self) -> SoakResult:
+        """Set up (3 CPU Nodes, 1 GPU Node, two replicas), churn for ``minutes``, sample, and compute
+        the slopes. Raises what a churn task raises (an API failure the churn does not expect)."""
+        for _ in range(self.min_nodes):
+            self.cpu_nodes.append(await self.env.node())
+        self.gpu_node = await self.env.node(gpu=True)
+        first = self.env.replica("soak")
+        await first.wait_leading()
+        self.env.replica("soak")
+        self.t0 = time.monotonic()
+        until = self.t0 + self.minutes * 60
+        churn = [asyncio.create_task(c(until)) for c in (self._pods, self._nodes, self._flaps, self._kills)]
+        sampler = asyncio.create_task(self._sampler(until))
+        try:
+            while not sampler.done():  # the churn runs until the sampler's last row; a churn failure stops it
+                await asyncio.wait({sampler, *churn}, return_when=asyncio.FIRST_COMPLETED)
+                for t in churn:
+                    if t.done() and not t.cancelled() and t.exception() is not None:
+                        raise t.exception()  # type: ignore[misc]
+                churn = [t for t in churn if not t.done()]
+            sampler.result()
+        finally:
+            for t in (*churn, sampler):
+                t.cancel()
+            await asyncio.gather(*churn, sampler, return_exceptions=True)
+        half = self.minutes * 60 / 2
+        for name, pts in self.rss.items():
+            last = [p for p in pts if p[0] >= half]
+            if len(last) >= 2:
+                self.result.rss_slope_mib_per_min[name] = slope_per_minute(last)
+        return self.result

@@ -1,0 +1,131 @@
+"""A TCP fault proxy between one py-scheduler replica and the bed's kube-apiserver (asyncio, bytes
+relayed as they are: TLS passes through end to end, the API server's certificate names 127.0.0.1).
+
+Faults (:class:`FaultProxy`): ``latency`` + ``jitter`` seconds added to every chunk, ``bandwidth``
+bytes/s, :meth:`FaultProxy.blackhole_established` (the connections open now carry nothing from then
+on, new ones flow: a blackholed watch), :meth:`FaultProxy.blackhole` (established connections stay
+open but carry nothing, new ones are accepted and carry nothing either: a partition as a client
+sees it, packets dropped, no RST), :meth:`FaultProxy.heal` (held bytes flow on),
+:meth:`FaultProxy.reset_all` (every connection closed with an RST).
+
+A real proxy (the issue allows toxiproxy "or an equivalent real proxy"): the API server is never
+mocked, only the network between it and the replica is broken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import struct
+from pathlib import Path
+
+import yaml
+
+
+class FaultProxy:
+    """Listens on ``127.0.0.1:<port>`` (picked by the OS; :attr:`port` after :meth:`start`) and relays
+    to ``upstream_host:upstream_port``."""
+
+    def __init__(self, upstream_host: str, upstream_port: int, *, seed: int = 1) -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self.latency = 0.0
+        self.jitter = 0.0
+        self.bandwidth: float | None = None
+        self.port = 0
+        self.connections = 0
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._rng = random.Random(seed)
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._held: set[asyncio.Event] = set()  # one per connection: cleared while it is blackholed
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    def blackhole(self) -> None:
+        """Stop relaying (both directions, every connection, new ones too); nothing is closed."""
+        self._flowing.clear()
+
+    def blackhole_established(self) -> int:
+        """Stop relaying on the connections open now (they stay open); new ones flow. Returns how
+        many were blackholed."""
+        for ev in self._held:
+            ev.clear()
+        return len(self._held)
+
+    def heal(self) -> None:
+        self._flowing.set()
+        for ev in self._held:
+            ev.set()
+
+    def reset_all(self) -> None:
+        """Close every relayed connection with an RST (SO_LINGER 0)."""
+        for w in list(self._writers):
+            sock = w.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            w.transport.abort()
+        self._writers.clear()
+
+    async def close(self) -> None:
+        self.heal()
+        if self._server is not None:
+            self._server.close()
+        self.reset_all()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def kubeconfig(self, src: Path, dest: Path) -> Path:
+        """A copy of kubeconfig ``src`` whose clusters' server is this proxy."""
+        doc = yaml.safe_load(src.read_text())
+        for c in doc.get("clusters") or []:
+            c["cluster"]["server"] = f"https://127.0.0.1:{self.port}"
+        dest.write_text(yaml.safe_dump(doc))
+        return dest
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self._flowing.wait()  # a partition: the connection is accepted and then hangs
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers |= {writer, up_writer}
+        flowing = asyncio.Event()
+        flowing.set()
+        self._held.add(flowing)
+        pipes = [asyncio.ensure_future(self._pipe(reader, up_writer, flowing)),
+                 asyncio.ensure_future(self._pipe(up_reader, writer, flowing))]
+        for t in pipes:
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+        await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
+        for t in pipes:
+            t.cancel()
+        self._held.discard(flowing)
+        for w in (writer, up_writer):
+            self._writers.discard(w)
+            w.transport.abort()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flowing: asyncio.Event) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            while chunk := await reader.read(65536):
+                await self._flowing.wait()  # held while blackholed
+                await flowing.wait()
+                delay = self.latency + (self._rng.uniform(-self.jitter, self.jitter) if self.jitter else 0.0)
+                if self.bandwidth:
+                    delay += len(chunk) / self.bandwidth
+                if delay > 0:
+                    await asyncio.sleep(delay)  # the injected latency itself
+                await self._flowing.wait()
+                await flowing.wait()
+                writer.write(chunk)
+                await writer.drain()
