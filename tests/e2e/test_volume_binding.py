@@ -221,6 +221,11 @@ async def side_by_side(api: client.ApiClient, case: Case) -> tuple[Obj, Obj]:
 
 # -- the cases ---------------------------------------------------------------------------------------
 
+async def _pv_available(r: Run, short: str) -> bool:
+    pv = await r.core.read_persistent_volume(r.n(short))
+    return bool(pv.status and pv.status.phase == "Available")
+
+
 async def test_static_local_pvs_wffc(api_client: client.ApiClient, py_vb: SchedulerProcess, kube_vb: str) -> None:
     """Local PVs under WaitForFirstConsumer: the node with a fitting PV wins (StorageCapacityScoring
     prefers the PV with the most room left), the PV's claimRef is written and the PV controller binds."""
@@ -231,6 +236,11 @@ async def test_static_local_pvs_wffc(api_client: client.ApiClient, py_vb: Schedu
         await r.add_pv("pv-small", "5Gi", sc, "n2")
         await r.add_pv("pv-large", "20Gi", sc, "n3")
         await r.add_pv("pv-tiny", "1Gi", sc, "n1")
+        # The PV controller has seen all three (phase Available) before the Pod exists: under load a
+        # scheduler whose PV informer lagged would otherwise see only some of them (seen once in CI:
+        # kube-scheduler chose n2's 5Gi PV while py-scheduler, with all three, chose n3's 20Gi).
+        for pv in ("pv-small", "pv-large", "pv-tiny"):
+            await wait_for(lambda pv=pv: _pv_available(r, pv), timeout=30, what=f"{pv} Available")
         await r.add_claim("data", "4Gi", sc)
         await r.add_pod("db", ["data"])
         await r.bound_after("db")
