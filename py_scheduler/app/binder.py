@@ -1,7 +1,7 @@
-"""API writes of a scheduling attempt: Binding, Events, the PodScheduled condition, preemption.
+"""API writes of a scheduling attempt besides the Binding: Events, the PodScheduled condition, the
+nominated node, preemption. (The Binding is the DefaultBinder plugin's, through the Handle's client.)
 
-Upstream: ``pkg/scheduler/framework/plugins/defaultbinder/default_binder.go`` (the Binding),
-``pkg/scheduler/schedule_one.go`` (``finishBinding``: Normal ``Scheduled`` / ``Binding`` /
+Upstream: ``pkg/scheduler/schedule_one.go`` (``finishBinding``: Normal ``Scheduled`` / ``Binding`` /
 ``Successfully assigned NS/NAME to NODE``; ``handleSchedulingFailure``: Warning ``FailedScheduling``
 / ``Scheduling`` with the FitError text truncated to 1024 bytes (``truncateMessage``), and the
 ``PodScheduled=False`` condition with reason ``Unschedulable`` (rejections) or ``SchedulerError``
@@ -18,7 +18,7 @@ import datetime as dt
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,19 +84,6 @@ def pod_condition_patch(pod: Obj, condition: Obj, nominated_node: str | None) ->
     return {"status": out}
 
 
-class NotLeader(RuntimeError):
-    """The fence refused a write: this replica's leadership could have expired."""
-
-
-class NodeGone(RuntimeError):
-    """The chosen Node was deleted (as the informers know) before the Binding went out."""
-
-
-def _check(fence: Callable[[], bool] | None) -> None:
-    if fence is not None and not fence():
-        raise NotLeader("leader election lease could have expired; not binding")
-
-
 @dataclass(slots=True)
 class _Series:
     namespace: str
@@ -119,36 +106,6 @@ class Binder:
         self.identity = identity
         self._now = now
         self._series: OrderedDict[tuple[str, str, str, str, str], _Series] = OrderedDict()
-
-    async def bind(self, pod: PodInfo, node: str, annotations: Mapping[str, str] | None = None,
-                   binding: Obj | None = None, fence: Callable[[], bool] | None = None,
-                   node_exists: Callable[[str], bool] | None = None) -> None:
-        """PATCH the Pod's annotations first (when any), then POST the Binding; ``fence()`` is
-        checked before each write and again right before each attempt goes on the wire (after the
-        client rate limiter and retry backoff, where a frozen process could otherwise wake up past
-        its lease and still send).
-
-        ``node_exists`` (when given) is asked at the same points: the API accepts a Binding to a Node
-        that no longer exists (upstream then relies on PodGC), so a Binding that waited (rate limiter,
-        retries) past the Node's deletion is not sent.
-
-        Raises:
-            NotLeader: the fence refused; NodeGone: the Node was deleted meanwhile; NotFound: the Pod
-            is gone; Conflict: already bound elsewhere (or recreated); KubeError: any other failure
-            after retries.
-        """
-
-        def guard() -> None:
-            _check(fence)
-            if node_exists is not None and not node_exists(node):
-                raise NodeGone(f"node {node!r} was deleted before the Binding was sent")
-
-        if annotations:
-            guard()
-            await self.kube.patch_pod_annotations(pod.namespace, pod.name, annotations, uid=pod.uid or None,
-                                                  fence=guard)
-        guard()
-        await self.kube.bind(pod.namespace, pod.name, pod.uid, node, binding, fence=guard)
 
     async def event(self, pod: Obj, type_: str, reason: str, action: str, note: str, controller: str) -> None:
         """Record an events.k8s.io/v1 Event about ``pod``; failures are logged, never raised."""
@@ -210,6 +167,22 @@ class Binder:
             await self.kube.patch_pod_status(str(meta.get("namespace") or "default"), str(meta.get("name")), patch)
         except KubeError as exc:
             log.warning("Error updating pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+
+    async def set_nominated_node(self, pod: Obj, node: str) -> None:
+        """``updatePod`` with only a NominatingInfo (the binding cycle, ``NominatedNodeNameForExpectation``):
+        ``status.nominatedNodeName = node`` unless already so, telling other components (the cluster
+        autoscaler) where a Pod waiting on Permit or PreBind is about to be bound. Failures are
+        logged, never raised (upstream goes on binding)."""
+        status = pod.get("status") or {}
+        if status.get("nominatedNodeName") == node:
+            return
+        meta = pod.get("metadata") or {}
+        try:
+            await self.kube.patch_pod_status(str(meta.get("namespace") or "default"), str(meta.get("name")),
+                                             {"status": {"nominatedNodeName": node}})
+        except KubeError as exc:
+            log.error("Failed to update the nominated node name in the binding cycle pod=%s/%s "
+                      "nominatedNodeName=%s: %s", meta.get("namespace"), meta.get("name"), node, exc)
 
     async def delete_victims(self, victims: list[PodInfo], preemptor: Obj, controller: str) -> int:
         """Delete preemption victims (UID-preconditioned); returns how many deletions succeeded.

@@ -44,7 +44,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -279,6 +279,9 @@ class EventHandlers:
         self.cache = cache
         self.queue = queue
         self.profiles = set(profiles)
+        # schedulerName -> Framework when given one (its waiting-Pods map: a deleted Pod waiting on
+        # Permit is rejected there).
+        self.frameworks: Mapping[str, Any] = profiles if isinstance(profiles, Mapping) else {}
 
     def responsible(self, pod: Obj) -> bool:
         """``responsibleForPod``: the Pod names one of our profiles."""
@@ -393,9 +396,15 @@ class EventHandlers:
                                                      lambda p: _priority(p) <= prio)
 
     def _assumed_pod_deleted(self, pod: Obj) -> None:
-        """``handleAssumedPodDeletion``: release the assumed resources now; the bind will fail."""
+        """``handleAssumedPodDeletion``: a Pod waiting on Permit is rejected (its binding cycle then
+        unreserves and forgets it); otherwise the assumed resources are released now and the bind
+        will fail."""
         assumed = self.cache.get_pod(pod)
         if assumed is None:
+            return
+        fw = self.frameworks.get(_scheduler_name(pod))
+        waiting = getattr(fw, "waiting_pods", None)
+        if waiting is not None and waiting.reject(assumed.uid):
             return
         try:
             self.cache.remove_assumed_pod(assumed)

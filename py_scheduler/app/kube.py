@@ -1,8 +1,8 @@
 """The one typed adapter between py-scheduler and the Kubernetes API (kubernetes_asyncio).
 
 Everything the live process writes goes through :class:`Kube`: the Binding (``pods/binding`` with
-``metadata.uid`` set; the response body is read raw, the generated client cannot decode it), pod
-annotation patches, ``pods/status`` patches (the PodScheduled condition, ``nominatedNodeName``),
+``metadata.uid`` set, carrying the annotations Reserve plugins attach; the response body is read raw,
+the generated client cannot decode it), ``pods/status`` patches (the PodScheduled condition, ``nominatedNodeName``),
 ``events.k8s.io/v1`` Events, Pod deletions (preemption victims), the Lease, and the authoritative
 LISTs the informers reconcile with. Callers pass and receive plain JSON dicts.
 
@@ -42,6 +42,8 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from yarl import URL
 
+from py_scheduler.framework.handle import APIConflict, APIError, APINotFound
+
 log = logging.getLogger("py_scheduler.kube")
 
 
@@ -64,25 +66,24 @@ DEFAULT_TIMEOUT = 30.0
 """Seconds one request may take before it counts as failed (and is retried)."""
 
 
-class KubeError(Exception):
+class KubeError(APIError):
     """A failed API call: ``status`` (HTTP, 0 for a connection error), ``reason`` (the Status
-    reason, e.g. ``NotFound``, ``Conflict``, ``AlreadyExists``), ``message``."""
+    reason, e.g. ``NotFound``, ``Conflict``, ``AlreadyExists``), ``message``. A framework
+    :class:`~py_scheduler.framework.handle.APIError`, so plugins handle it without knowing the client."""
 
     def __init__(self, status: int, reason: str, message: str, method: str = "", path: str = "") -> None:
-        self.status = status
-        self.reason = reason
-        self.message = message
+        super().__init__(status, reason, message)
         self.method = method
         self.path = path
-        super().__init__(f"{method} {path}: {status} {reason}: {message}" if method else
-                         f"{status} {reason}: {message}")
+        self.args = (f"{method} {path}: {status} {reason}: {message}" if method else
+                     f"{status} {reason}: {message}",)
 
 
-class NotFound(KubeError):
+class NotFound(KubeError, APINotFound):
     """404: the object (or API) does not exist."""
 
 
-class Conflict(KubeError):
+class Conflict(KubeError, APIConflict):
     """409: a conflict (stale resourceVersion, a Pod already bound, an object that already exists)."""
 
 
@@ -317,35 +318,24 @@ class Kube:
         return pod
 
     # -- pod writes ----------------------------------------------------------------------------------
-    async def bind(self, namespace: str, name: str, uid: str, node: str, binding: Obj | None = None,
-                   fence: Callable[[], None] | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str,
+                   annotations: Mapping[str, str] | None = None, fence: Callable[[], None] | None = None) -> None:
         """POST ``pods/binding`` (``DefaultBinder``): ``metadata.uid`` guards against a Pod recreated
-        under the same name. ``fence``: see :meth:`request`.
+        under the same name; ``annotations`` (when any) ride in the Binding's metadata and the API
+        server copies them onto the Pod together with ``spec.nodeName``, so a refused Binding leaves
+        none behind. ``fence``: see :meth:`request`.
 
         Raises:
             Conflict: already bound (or the UID differs); NotFound: the Pod is gone; KubeError;
             whatever ``fence`` raises.
         """
-        body = binding or {"apiVersion": "v1", "kind": "Binding",
-                           "metadata": {"name": name, "namespace": namespace, "uid": uid},
-                           "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        meta: Obj = {"name": name, "namespace": namespace, "uid": uid}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         await self.request("POST", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/binding", body=body,
                            fence=fence)
-
-    async def patch_pod_annotations(self, namespace: str, name: str, annotations: Mapping[str, str],
-                                    uid: str | None = None, fence: Callable[[], None] | None = None) -> Obj:
-        """JSON-merge-patch ``metadata.annotations`` (with ``metadata.uid`` as a precondition when given).
-        ``fence``: see :meth:`request`.
-
-        Raises:
-            NotFound, Conflict (UID mismatch), KubeError; whatever ``fence`` raises.
-        """
-        meta: Obj = {"annotations": dict(annotations)}
-        if uid:
-            meta["uid"] = uid
-        pod: Obj = await self.request("PATCH", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}",
-                                      body={"metadata": meta}, content_type=MERGE_PATCH, fence=fence)
-        return pod
 
     async def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:
         """Strategic-merge-patch ``pods/status`` (``util.PatchPodStatus``: conditions merge by type).
@@ -531,3 +521,79 @@ async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         piece = b"".join(parts)
         if piece.strip():
             yield piece
+
+
+class Fenced(KubeError):
+    """A write refused before it was sent: the fence said this replica may no longer write (its
+    leader lease could have expired), or the Binding's target Node is gone. ``reason`` says which."""
+
+
+class KubeAPIClient:
+    """:class:`~py_scheduler.framework.handle.APIClient` over :class:`Kube`: what PreBind and Bind
+    plugins write through the Handle.
+
+    Every write is fenced: ``fence()`` (leadership still valid) is asked right before each attempt
+    goes on the wire (after the rate limiter and any retry backoff), and a Binding also asks
+    ``node_exists(node)`` (the API accepts a Binding to a deleted Node; upstream then relies on
+    PodGC), so a process frozen past its Lease, or a Binding that waited past its Node's deletion,
+    sends nothing. A refused fence raises :class:`Fenced` (an ``APIError`` with status 0 and reason
+    ``NotLeader`` / ``NodeGone``).
+
+    Args:
+        kube: the API adapter.
+        fence: None or a callable, False when this replica must not write.
+        node_exists: None or ``node name -> bool`` (the informers' view).
+    """
+
+    def __init__(self, kube: Kube, fence: Callable[[], bool] | None = None,
+                 node_exists: Callable[[str], bool] | None = None) -> None:
+        self.kube = kube
+        self.fence = fence
+        self.node_exists = node_exists
+
+    def _guard(self, node: str | None = None) -> Callable[[], None]:
+        def check() -> None:
+            if self.fence is not None and not self.fence():
+                raise Fenced(0, "NotLeader", "leader election lease could have expired; not writing")
+            if node is not None and self.node_exists is not None and not self.node_exists(node):
+                raise Fenced(0, "NodeGone", f"node {node!r} was deleted before the Binding was sent")
+        return check
+
+    async def get(self, path: str) -> Obj | None:
+        try:
+            out: Obj = await self.kube.request("GET", path)
+        except NotFound:
+            return None
+        return out
+
+    async def create(self, path: str, obj: Obj) -> Obj:
+        guard = self._guard()
+        guard()
+        out: Obj = await self.kube.request("POST", path, body=obj, fence=guard)
+        return out
+
+    async def update(self, path: str, obj: Obj) -> Obj:
+        guard = self._guard()
+        guard()
+        out: Obj = await self.kube.request("PUT", path, body=obj, fence=guard)
+        return out
+
+    async def patch(self, path: str, patch: Obj, content_type: str = MERGE_PATCH) -> Obj:
+        guard = self._guard()
+        guard()
+        out: Obj = await self.kube.request("PATCH", path, body=patch, content_type=content_type, fence=guard)
+        return out
+
+    async def delete(self, path: str, uid: str | None = None) -> None:
+        guard = self._guard()
+        guard()
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        await self.kube.request("DELETE", path, body=body, fence=guard)
+
+    async def bind(self, namespace: str, name: str, uid: str, node_name: str,
+                   annotations: Mapping[str, str] | None = None) -> None:
+        guard = self._guard(node_name)
+        guard()
+        await self.kube.bind(namespace, name, uid, node_name, annotations, fence=guard)

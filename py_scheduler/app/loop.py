@@ -16,14 +16,24 @@ preemption freed for a nominated one; an assumed Pod leaves the nominator
 (``DeleteNominatedPodIfExists`` in ``assume``) and ``handleSchedulingFailure`` records the
 nomination PostFilter chose (``AddNominatedPod``).
 
+The binding cycle (``runBindingCycle`` / ``bindingCycle``, in an asyncio task): Permit runs at the
+end of the scheduling cycle (a Wait puts the Pod in the framework's waiting-Pods map); the task
+runs PreBindPreFlight (a Pod that will wait on Permit or run PreBind first gets
+``status.nominatedNodeName``, ``NominatedNodeNameForExpectation``), WaitOnPermit, PreBind, the Bind
+plugins (DefaultBinder: the Binding through the Handle's client), the ``Scheduled`` event and
+PostBind; any failure goes through ``handleBindingCycleError``. The extension points themselves are
+``py_scheduler.framework.binding_cycle``. Metrics: ``scheduler_permit_wait_duration_seconds{result}``,
+``scheduler_goroutines{operation="binding"}`` and, through the profile's observer, the binding
+extension points' durations.
+
 Differences from upstream, by design of this build: Reserve plugins run before the Pod is assumed,
 so annotations they ask for (``CycleState.pod_annotations``, e.g. GPU indices) are part of the
-assumed Pod the cache accounts; those annotations are PATCHed onto the Pod before the Binding.
-Every bind is fenced by ``leader.is_leader_valid()``. py-scheduler has no PreBind: a Pod whose
-PVCs VolumeBinding would bind / provision (``unbound_volumes_message``) or whose ResourceClaims
-DynamicResources would allocate or reserve (``NEEDS_API_ALLOCATION_KEY``) is unreserved right after
-Reserve and fails UnschedulableAndUnresolvable with that plugin's reason, never bound (it is retried
-on the events those plugins register, e.g. PVC / PV / ResourceClaim changes).
+assumed Pod the cache accounts; they travel in the Binding's metadata (never in a separate write).
+Every API write of PreBind / Bind plugins is fenced by ``leader.is_leader_valid()`` (the client's
+fence); a binding cycle that fails while this replica's leadership is no longer valid keeps the Pod
+and its nomination for the next leader and reports nothing. PreBind plugins run one at a time
+(upstream may run ``AllowParallel`` ones together), and a Pod in PreBind is not cancelled by
+preemption.
 """
 
 from __future__ import annotations
@@ -37,18 +47,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from py_scheduler.app import metrics as m
-from py_scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder, NodeGone, NotLeader
-from py_scheduler.app.kube import Conflict, KubeError, NotFound
+from py_scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder
 from py_scheduler.app.logging import v as klog_v
 from py_scheduler.cache.cache import Cache, CacheError
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework import binding_cycle as bc
 from py_scheduler.framework.interfaces import PostFilterResult
 from py_scheduler.framework.runtime import Algorithm, Diagnosis, Framework, SchedulingError, fit_error_message
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
-from py_scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED, NEEDS_API_ALLOCATION_KEY
-from py_scheduler.plugins.dynamic_resources import NAME as DYNAMIC_RESOURCES
-from py_scheduler.plugins.volume_binding import NAME as VOLUME_BINDING
-from py_scheduler.plugins.volume_binding import unbound_volumes_message
 from py_scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE
 from py_scheduler.queue.scheduling_queue import PARSE_ERROR_PLUGIN, PriorityQueue, QueuedPodInfo
 
@@ -75,6 +81,10 @@ class Leader(Protocol):
 _SCHEDULE_ATTEMPTS = m.Children(m.SCHEDULE_ATTEMPTS)
 _SCHEDULING_ATTEMPT_DURATION = m.Children(m.SCHEDULING_ATTEMPT_DURATION)
 _POD_SCHEDULING_SLI_DURATION = m.Children(m.POD_SCHEDULING_SLI_DURATION)
+
+
+def _observe_permit_wait(result: str, seconds: float) -> None:
+    m.PERMIT_WAIT_DURATION.labels(result).observe(seconds)
 
 
 def _attempts_label(attempts: int) -> str:
@@ -235,25 +245,11 @@ class SchedulingLoop:
         except Exception as exc:
             log.exception("Reserve failed for pod %s", pi.key)
             st = Status.error(f"{type(exc).__name__}: {exc}")
-        point = "Reserve"
-        if st.is_success():
-            point = "PreBind"
-            st = self._pre_bind_unsupported(state, node)
         if not st.is_success():
             self._unreserve(fw, state, pi, node)
-            if st.is_rejected():
-                d = Diagnosis(node_to_status={node: st})
-                d.add_plugin_status(st)
-                qpi.unschedulable_plugins = frozenset(d.unschedulable_plugins)
-                self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, fit_error_message(1, d), start,
-                              RESULT_UNSCHEDULABLE, nominated="")
-            else:
-                self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR,
-                              f'running {point} plugin "{st.plugin}": {st.message()}', start, RESULT_ERROR,
-                              nominated="")
+            self._cycle_failure(fw, qpi, st, node, start)
             return
-        annotations = dict(state.pod_annotations)
-        assumed = self._assumed_pod_info(pi, node, annotations)
+        assumed = self._assumed_pod_info(pi, node, state.pod_annotations)
         try:
             self.cache.assume_pod(assumed)
         except CacheError as exc:
@@ -262,24 +258,30 @@ class SchedulingLoop:
             return
         # An assumed Pod is no longer nominated anywhere (``assume``).
         self.queue.delete_nominated_pod_if_exists(assumed.pod)
-        self._spawn(self._binding_cycle(fw, qpi, assumed, node, state, annotations, start,
-                                        result.nodes_evaluated, len(result.feasible)))
+        # Permit (``prepareForBindingCycle``): Wait puts the Pod in the waiting-Pods map, the binding
+        # cycle waits on it; a rejection or an error ends the attempt here.
+        st, waits = bc.run_permit(fw, state, assumed, node)
+        if st.code == Code.WAIT:
+            bc.add_waiting_pod(fw, assumed, waits)
+        elif not st.is_success():
+            self._unreserve_and_forget(fw, state, assumed, node)
+            self._cycle_failure(fw, qpi, st, node, start)
+            return
+        self._spawn(self._binding_cycle(fw, qpi, assumed, node, state, start, result.nodes_evaluated,
+                                        len(result.feasible)))
 
-    @staticmethod
-    def _pre_bind_unsupported(state: CycleState, node: str) -> Status:
-        """After a successful Reserve: an UnschedulableAndUnresolvable status when binding the Pod
-        needs API writes upstream's PreBind would make and py-scheduler does not (VolumeBinding's
-        PV / PVC updates, DynamicResources' ResourceClaim status), else success."""
-        try:
-            msg = unbound_volumes_message(state, node)
-        except Exception as exc:  # a plugin-state bug must not bind a Pod whose volumes are not ready
-            log.exception("reading VolumeBinding's state failed")
-            return Status(Code.ERROR, [f"{type(exc).__name__}: {exc}"], VOLUME_BINDING)
-        if msg:
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg], VOLUME_BINDING)
-        if state.data.get(NEEDS_API_ALLOCATION_KEY):
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [API_ALLOCATION_UNSUPPORTED], DYNAMIC_RESOURCES)
-        return Status.success()
+    def _cycle_failure(self, fw: Framework, qpi: QueuedPodInfo, st: Status, node: str, start: float) -> None:
+        """A Reserve or Permit failure: a rejection is a FitError on the one node tried (``0/1 nodes are
+        available: <reason>.``, the plugin recorded as the rejector), anything else a SchedulerError."""
+        if st.is_rejected():
+            d = Diagnosis(node_to_status={node: st})
+            d.add_plugin_status(st)
+            qpi.unschedulable_plugins = frozenset(d.unschedulable_plugins)
+            qpi.pending_plugins = frozenset(d.pending_plugins)
+            self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, fit_error_message(1, d), start, RESULT_UNSCHEDULABLE,
+                          nominated="")
+        else:
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, st.message(), start, RESULT_ERROR, nominated="")
 
     @staticmethod
     def _assumed_pod_info(pi: PodInfo, node: str, annotations: Mapping[str, str]) -> PodInfo:
@@ -291,50 +293,63 @@ class SchedulingLoop:
             pod["metadata"] = meta
         return pi.derive(pod)
 
-    def _unreserve(self, fw: Framework, state: CycleState, pi: PodInfo, node: str) -> None:
-        try:
-            fw.run_unreserve(state, pi, node)
-        except Exception:
-            log.exception("Unreserve failed for pod %s", pi.key)
+    @staticmethod
+    def _unreserve(fw: Framework, state: CycleState, pi: PodInfo, node: str) -> None:
+        bc.run_unreserve(fw, state, pi, node)
 
     # -- binding cycle -------------------------------------------------------------------------------
     async def _binding_cycle(self, fw: Framework, qpi: QueuedPodInfo, assumed: PodInfo, node: str,
-                             state: CycleState, annotations: dict[str, str], start: float,
-                             evaluated: int, feasible: int) -> None:
-        pi = qpi.pod_info
-        self.queue.done(pi.uid)
-        binder_plugin = fw.plugins.get("DefaultBinder")
-        binding = binder_plugin.binding(pi, node) if binder_plugin is not None and hasattr(
-            binder_plugin, "binding") else None
+                             state: CycleState, start: float, evaluated: int, feasible: int) -> None:
+        """``runBindingCycle``: :meth:`_bind_steps`, and ``handleBindingCycleError`` on any failure."""
+        goroutines = m.GOROUTINES.labels("binding")
+        goroutines.inc()
         try:
-            await self.binder.bind(pi, node, annotations, binding, fence=self.leader.is_leader_valid,
-                                   node_exists=self.cache.has_node)
-        except (KubeError, NotLeader, Exception) as exc:
-            if not isinstance(exc, KubeError | NotLeader | NodeGone):
-                log.exception("binding pod %s failed", pi.key)
-            if isinstance(exc, NotFound | Conflict):
-                # The Pod is gone, was recreated, or is already bound: its Binding lost.
-                log.info("Not binding pod %s to %s: %s", pi.key, node, exc.message)
-            log.warning("Failed to bind pod pod=%s node=%s err=%s", pi.key, node, exc)
-            self._forget(fw, state, assumed, node)
-            qpi.unschedulable_plugins = frozenset()
-            qpi.pending_plugins = frozenset()
-            if isinstance(exc, NotLeader):
-                # Leadership is going away: keep the Pod (and its nomination, which assume dropped)
-                # for whoever leads next (maybe us again).
-                if self._requeue(qpi) is not None:
-                    self.queue.add_nominated_pod(qpi.pod_info)
-                return
-            # ``handleBindingCycleError``: whatever the API said -- 404 (the Pod is gone), 409 (bound
-            # elsewhere, or recreated: the Binding's UID precondition) or any other error -- goes
-            # through ``handleSchedulingFailure`` as an Error status: it requeues only a Pod that still
-            # exists unbound with the same UID, and reports FailedScheduling and PodScheduled=False
-            # (SchedulerError) unless the Pod was recreated.
-            detail = exc.message if isinstance(exc, KubeError) else str(exc)
-            msg = f"running Bind plugin \"DefaultBinder\": {detail}"
-            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, msg, start, RESULT_ERROR, nominated="")
-            return
+            try:
+                st = await self._bind_steps(fw, qpi, assumed, node, state, start, evaluated, feasible)
+            except Exception as exc:  # a bug must not leave the Pod assumed and out of the queue
+                log.exception("binding cycle for pod %s failed", assumed.key)
+                st = Status.error(f"{type(exc).__name__}: {exc}")
+            if not st.is_success():
+                self._binding_cycle_error(fw, qpi, assumed, node, state, start, st)
+        finally:
+            goroutines.dec()
+
+    async def _bind_steps(self, fw: Framework, qpi: QueuedPodInfo, assumed: PodInfo, node: str,
+                          state: CycleState, start: float, evaluated: int, feasible: int) -> Status:
+        """``bindingCycle``: PreBindPreFlight (a Pod that will wait on Permit or run PreBind gets
+        ``status.nominatedNodeName`` first, ``NominatedNodeNameForExpectation``), WaitOnPermit, PreBind,
+        Bind, then the ``Scheduled`` event, the metrics and PostBind. Returns the first failure."""
+        pi = qpi.pod_info
+        pre_flight = bc.run_pre_bind_pre_flights(fw, state, assumed, node)
+        if pre_flight.code == Code.ERROR:
+            self._permit_reject_pending(fw, assumed)
+            return pre_flight
+        if pre_flight.is_success() or bc.will_wait_on_permit(fw, assumed):
+            await self.binder.set_nominated_node(pi.pod, node)
+
+        st = await bc.wait_on_permit(fw, assumed, on_waited=_observe_permit_wait)
+        if not st.is_success():
+            if st.is_rejected():
+                # A FitError on the one node: its plugin is the rejector the queue's hints consult.
+                d = Diagnosis(node_to_status={node: st}, unschedulable_plugins={st.plugin} if st.plugin else set())
+                qpi.unschedulable_plugins = frozenset(d.unschedulable_plugins)
+                return Status(st.code, [fit_error_message(1, d)], st.plugin)
+            return st
+        # Past Permit nothing makes the Pod unschedulable: in-flight events are no longer needed.
+        self.queue.done(pi.uid)
+
+        st = await bc.run_pre_bind(fw, state, assumed, node)
+        if not st.is_success():
+            return st
+        st = await bc.run_bind(fw, state, assumed, node)
+        if st.is_skip():
+            st = Status.error("no Bind plugin bound the pod")
+        if not st.is_success():
+            return st
         self.cache.finish_binding(assumed)
+        if klog_v(2):
+            log.info("Successfully bound pod to node pod=%s node=%s evaluatedNodes=%d feasibleNodes=%d",
+                     pi.key, node, evaluated, feasible)
         elapsed = time.perf_counter() - start
         _SCHEDULE_ATTEMPTS(RESULT_SCHEDULED, fw.profile_name).inc()
         _SCHEDULING_ATTEMPT_DURATION(RESULT_SCHEDULED, fw.profile_name).observe(elapsed)
@@ -342,19 +357,65 @@ class SchedulingLoop:
         if qpi.initial_attempt_set:
             _POD_SCHEDULING_SLI_DURATION(_attempts_label(qpi.attempts)).observe(
                 max(self.queue.now() - qpi.initial_attempt_timestamp, 0.0))
-        if klog_v(2):
-            log.info("Successfully bound pod to node pod=%s node=%s evaluatedNodes=%d feasibleNodes=%d",
-                     pi.key, node, evaluated, feasible)
+        bc.run_post_bind(fw, state, assumed, node)
         await self.binder.scheduled(pi.pod, node, fw.profile_name)
+        return Status.success()
 
-    def _forget(self, fw: Framework, state: CycleState, assumed: PodInfo, node: str) -> None:
-        """``unreserveAndForget`` + the ``AssignedPodDelete`` event for the freed room."""
+    @staticmethod
+    def _permit_reject_pending(fw: Framework, assumed: PodInfo) -> None:
+        """A binding cycle that ends before WaitOnPermit leaves no waiting Pod behind."""
+        wp = fw.waiting_pods.get(assumed.uid)
+        if wp is not None:
+            wp.reject("", "binding cycle failed")
+            fw.waiting_pods.remove(assumed.uid)
+
+    def _binding_cycle_error(self, fw: Framework, qpi: QueuedPodInfo, assumed: PodInfo, node: str,
+                             state: CycleState, start: float, st: Status) -> None:
+        """``handleBindingCycleError``: Unreserve (reverse order) and ForgetPod, the freed room offered to
+        the other Pods as an ``AssignedPodDelete``, then ``handleSchedulingFailure``.
+
+        Whatever failed -- 404 (the Pod is gone), 409 (bound elsewhere, or recreated: the Binding's UID
+        precondition), a PreBind, any other error -- the Pod is requeued only when it still exists
+        unbound with the same UID, with FailedScheduling and ``PodScheduled=False`` (``SchedulerError``
+        for errors, ``Unschedulable`` for rejections) unless it was recreated. One exception, by design
+        of this build: when this replica's leadership is no longer valid (the client's fence refused
+        the write, or the Lease went while it waited), the Pod and its nomination are kept for whoever
+        leads next, with no failure reported.
+        """
+        pi = qpi.pod_info
+        log.warning("Failed to bind pod pod=%s node=%s err=%s", pi.key, node, st.message())
+        forgotten = self._unreserve_and_forget(fw, state, assumed, node)
+        if not self.leader.is_leader_valid():
+            qpi.unschedulable_plugins = frozenset()
+            qpi.pending_plugins = frozenset()
+            if self._requeue(qpi) is not None:
+                self.queue.add_nominated_pod(qpi.pod_info)
+        elif st.is_rejected():
+            # Only a Permit rejection (a FitError) names rejector plugins; a PreBind / Bind rejection
+            # leaves none, so the Pod goes to backoff (handleSchedulingFailure).
+            self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, st.message(), start, RESULT_UNSCHEDULABLE,
+                          nominated="")
+        else:
+            self._failure(fw, qpi, POD_REASON_SCHEDULER_ERROR, st.message(), start, RESULT_ERROR, nominated="")
+        if forgotten:
+            # The freed room, offered after the Pod itself was requeued (upstream defers this move so
+            # the Pod's own requeue does not see it as an in-flight event).
+            self._assigned_pod_deleted(assumed)
+
+    def _unreserve_and_forget(self, fw: Framework, state: CycleState, assumed: PodInfo, node: str) -> bool:
+        """``unreserveAndForget``: Unreserve, then drop the assumed Pod from the cache (False when the
+        cache refused: the Pod was already gone from it)."""
         self._unreserve(fw, state, assumed, node)
         try:
             self.cache.forget_pod(assumed)
         except CacheError as exc:
             log.error("ForgetPod failed: %s", exc)
-            return
+            return False
+        return True
+
+    def _assigned_pod_deleted(self, assumed: PodInfo) -> None:
+        """The ``AssignedPodDelete`` event for the room a forgotten assumed Pod freed (not offered
+        to that Pod itself)."""
         self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed.pod, None,
                                                  lambda p: (p.get("metadata") or {}).get("uid") != assumed.uid)
 
@@ -437,14 +498,29 @@ class SchedulingLoop:
 
     async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo]) -> None:
         """``prepareCandidateAsync``: evict the victims (UID-preconditioned deletes with a
-        ``Preempted`` event each), then let the preemptor back in and activate it, so it does not
-        depend on the victims' deletion events reaching the queue after the PreEnqueue gate lifted."""
+        ``Preempted`` event each; a victim waiting on Permit is only rejected), then let the
+        preemptor back in and activate it, so it does not depend on the victims' deletion events
+        reaching the queue after the PreEnqueue gate lifted."""
         uid = str((preemptor.get("metadata") or {}).get("uid") or "")
         try:
             log.info("Start the preemption asynchronously preemptor=%s/%s numVictims=%d",
                      (preemptor.get("metadata") or {}).get("namespace"), (preemptor.get("metadata") or {}).get("name"),
                      len(victims))
-            await self.binder.delete_victims(victims, preemptor, fw.profile_name)
+            # A victim waiting on Permit is preempted in memory (its binding cycle fails and it goes
+            # back to the queue), not deleted (``PreemptPod``: ``WaitingPod.Preempt``).
+            to_delete: list[PodInfo] = []
+            for v in victims:
+                wp = fw.waiting_pods.get(v.uid)
+                plugin = fw.post_filter_plugins[0].name if fw.post_filter_plugins else ""
+                if wp is not None and wp.preempt(plugin, "preempted"):
+                    log.info("Preemptor preempted a waiting pod preemptor=%s waitingPod=%s node=%s", uid, v.key,
+                             v.node_name)
+                    await self.binder.event(v.pod, "Normal", "Preempted", "Preempting",
+                                            f"Preempted by pod {uid} on node {v.node_name} (in kube-scheduler memory).",
+                                            fw.profile_name)
+                else:
+                    to_delete.append(v)
+            await self.binder.delete_victims(to_delete, preemptor, fw.profile_name)
         finally:
             self._mark_preempting(fw, uid, False)
             self.queue.activate([preemptor])

@@ -32,7 +32,7 @@ import kopf
 
 from py_scheduler.app.binder import Binder
 from py_scheduler.app.informers import EventHandlers, Informers
-from py_scheduler.app.kube import Kube
+from py_scheduler.app.kube import Kube, KubeAPIClient
 from py_scheduler.app.leader import AlwaysLeader, LeaderElector, new_identity
 from py_scheduler.app.logging import setup_logging
 from py_scheduler.app.loop import Housekeeping, QueueMetricsRecorder, SchedulingLoop
@@ -45,6 +45,7 @@ from py_scheduler.framework.config import (
     load_config,
     missing_default_plugins,
 )
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.runtime import Algorithm, Framework
 from py_scheduler.queue.scheduling_queue import PriorityQueue
 
@@ -53,8 +54,9 @@ log = logging.getLogger("py_scheduler.main")
 SHUTDOWN_DRAIN_SECONDS = 5.0
 
 
-def build_profiles(cfg: SchedulerConfig) -> dict[str, Framework]:
-    """schedulerName -> Framework, each with its own metrics observer.
+def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None) -> dict[str, Framework]:
+    """schedulerName -> Framework, each with its own metrics observer; plugins get ``handle`` (whose
+    ``client`` the live process sets once connected).
 
     Raises:
         ConfigError: duplicate schedulerName or any plugin/args error.
@@ -63,7 +65,7 @@ def build_profiles(cfg: SchedulerConfig) -> dict[str, Framework]:
     for p in cfg.profiles:
         if p.scheduler_name in out:
             raise ConfigError(f"profiles: duplicate schedulerName {p.scheduler_name!r}")
-        fw = build_framework(p, cfg, framework_observer(p.scheduler_name))
+        fw = build_framework(p, cfg, framework_observer(p.scheduler_name), handle)
         if fw.batch is not None:
             fw.batch.recorder = BatchMetricsRecorder()
         out[p.scheduler_name] = fw
@@ -147,8 +149,9 @@ collections of ~0.24 s each); with these thresholds 0.9 s, CPU per Pod 7.0 -> 5.
 
 async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str) -> int:
     gc.set_threshold(*GC_THRESHOLDS)
+    handle = Handle()
     try:
-        frameworks = build_profiles(cfg)
+        frameworks = build_profiles(cfg, handle)
     except ConfigError as exc:
         log.error("invalid configuration: %s", exc)
         return 1
@@ -158,12 +161,13 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
         log.error("cannot load the client configuration (%s): %s", kubeconfig or "in-cluster", exc)
         return 1
     try:
-        return await _serve(cfg, frameworks, kube, metrics_bind_address)
+        return await _serve(cfg, frameworks, kube, metrics_bind_address, handle)
     finally:
         await kube.close()
 
 
-async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str) -> int:
+async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str,
+                 handle: Handle | None = None) -> int:
     identity = new_identity()
     missing = missing_default_plugins()
     log.info("Starting py-scheduler identity=%s profiles=%s", identity, sorted(frameworks))
@@ -185,6 +189,9 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
                                on_stopped_leading=lambda: log.error("lost leadership: standing by"))
     else:
         leader = AlwaysLeader(identity)
+    if handle is not None:
+        # PreBind / Bind plugins write through this client: fenced by leadership, Bindings by the Node.
+        handle.client = KubeAPIClient(kube, fence=leader.is_leader_valid, node_exists=cache.has_node)
     loop = SchedulingLoop(frameworks=frameworks, algorithm=Algorithm(cfg.percentage_of_nodes_to_score), cache=cache,
                           queue=queue, binder=Binder(kube, identity), leader=leader, pod_lister=informers.pod,
                           cache_consistent=informers.consistent)

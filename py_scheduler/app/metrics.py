@@ -105,6 +105,19 @@ PLUGIN_EXECUTION_DURATION = Histogram(
     ["plugin", "extension_point", "status"], buckets=exponential_buckets(0.00001, 1.5, 20), registry=REGISTRY)
 """Seconds for one plugin at one extension point."""
 
+PERMIT_WAIT_DURATION = Histogram(
+    "scheduler_permit_wait_duration_seconds",
+    "Duration of waiting on permit.",
+    ["result"], buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+"""Seconds a Pod waited in WaitOnPermit, by outcome (``Success``, ``Unschedulable``, ``Error``)."""
+
+GOROUTINES = Gauge(
+    "scheduler_goroutines",
+    "Number of running goroutines split by the work they do such as binding.",
+    ["operation"], registry=REGISTRY)
+"""Running background tasks by operation; ``binding``: binding cycles in flight (upstream counts
+goroutines, here asyncio tasks)."""
+
 QUEUE_INCOMING_PODS = Counter(
     "scheduler_queue_incoming_pods",
     "Number of pods added to scheduling queues by event and queue type.",

@@ -46,11 +46,16 @@ from py_scheduler.framework.batch import (
     SortedScoredNodes,
     canonical_signature,
 )
+from py_scheduler.framework.binding_cycle import WaitingPods
 from py_scheduler.framework.interfaces import (
+    BindPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
+    PermitPlugin,
+    PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
+    PreBindPlugin,
     PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
@@ -244,6 +249,13 @@ class Framework:
         self.pre_score_plugins: list[PreScorePlugin] = point(PreScorePlugin, "preScore")
         self.score_plugins: list[ScorePlugin] = point(ScorePlugin, "score")
         self.reserve_plugins: list[ReservePlugin] = point(ReservePlugin, "reserve")
+        # The binding cycle's points (run by py_scheduler.framework.binding_cycle).
+        self.permit_plugins: list[PermitPlugin] = point(PermitPlugin, "permit")
+        self.pre_bind_plugins: list[PreBindPlugin] = point(PreBindPlugin, "preBind")
+        self.bind_plugins: list[BindPlugin] = point(BindPlugin, "bind")
+        self.post_bind_plugins: list[PostBindPlugin] = point(PostBindPlugin, "postBind")
+        self.waiting_pods = WaitingPods()
+        """Pods a Permit plugin holds (``waitingPodsMap``); plugins reach it through the framework."""
         self.score_weights = {p.name: self.weights.get(p.name) or 1 for p in self.score_plugins}
         self.record_plugin_metrics = True
         """Whether this cycle reports per-plugin durations to the observer; ``Algorithm.schedule``

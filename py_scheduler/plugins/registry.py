@@ -40,6 +40,19 @@ _ENTRIES: dict[str, str] = {
 }
 
 
+def register(name: str, entry: str) -> None:
+    """Add an out-of-tree plugin (upstream ``app.WithPlugin(name, factory)`` given to
+    ``NewSchedulerCommand``): ``entry`` is ``"module:Class"``, imported on first use like the in-tree
+    ones. A program that embeds py-scheduler (or a test) calls this before loading its configuration.
+
+    Raises:
+        ValueError: ``name`` is already registered (upstream: "a plugin named X already exists").
+    """
+    if name in _ENTRIES:
+        raise ValueError(f"a plugin named {name} already exists")
+    _ENTRIES[name] = entry
+
+
 def available() -> list[str]:
     """Names of the plugins whose module imports (implemented ones), in registry order."""
     out = []

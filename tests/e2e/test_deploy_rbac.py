@@ -133,7 +133,6 @@ ALLOWED = [
     ("list", "", "pods", "", "", ""), ("watch", "", "pods", "", "", ""), ("get", "", "pods", "", "default", "x"),
     ("create", "", "pods", "binding", "default", "x"), ("patch", "", "pods", "status", "default", "x"),
     ("update", "", "pods", "status", "default", "x"), ("delete", "", "pods", "", "default", "x"),
-    ("patch", "", "pods", "", "default", "x"),
     ("list", "", "nodes", "", "", ""), ("watch", "", "nodes", "", "", ""),
     ("create", "", "events", "", "default", ""), ("patch", "", "events", "", "default", "e"),
     ("create", "events.k8s.io", "events", "", "default", ""),
@@ -156,6 +155,7 @@ DENIED = [
     ("get", "", "secrets", "", SA_NS, "x"), ("list", "", "secrets", "", "", ""),
     ("list", "", "configmaps", "", SA_NS, ""), ("get", "", "configmaps", "", SA_NS, "py-scheduler-config"),
     ("create", "", "pods", "", "default", ""), ("update", "", "pods", "", "default", "x"),
+    ("patch", "", "pods", "", "default", "x"),
     ("create", "", "pods", "exec", "default", "x"), ("create", "", "pods", "eviction", "default", "x"),
     ("update", "", "nodes", "", "", "n"), ("patch", "", "nodes", "", "", "n"), ("delete", "", "nodes", "", "", "n"),
     ("create", "", "serviceaccounts", "token", SA_NS, SA_NAME),
@@ -317,7 +317,7 @@ async def test_scheduler_runs_with_deploy_rbac(sa_access: SAAccess, api_client: 
             gbound = await wait_for_pod_scheduled(api_client, gpu_pod, timeout=60)
             assert gbound.spec.node_name == gpu_node
 
-            # pods patch: the GPU indices annotation Reserve chose was written to the Pod.
+            # The GPU indices Reserve chose reached the Pod through the Binding (no pods patch allowed).
             async def indices() -> str | None:
                 p = await core.read_namespaced_pod(gpu_pod, "default")
                 return (p.metadata.annotations or {}).get("gpu-scheduler/gpu-indices")

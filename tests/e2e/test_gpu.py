@@ -2,8 +2,8 @@
 
 Node objects carry GPU Feature Discovery labels, the ``gpu-scheduler/nvlink-groups`` annotation and
 ``nvidia.com/gpu`` allocatable (set through the status subresource by ``create_node``). Checks that
-the indices Reserve picks reach the Pod as the ``gpu-scheduler/gpu-indices`` annotation before the
-Binding, that a burst never shares an index or exceeds a node's GPUs, that deleting a Pod (grace 0)
+the indices Reserve picks reach the Pod as the ``gpu-scheduler/gpu-indices`` annotation with the
+Binding (its ``metadata.annotations``), that a burst never shares an index or exceeds a node's GPUs, that deleting a Pod (grace 0)
 frees its GPUs for the next one, and that a new leader rebuilds the allocation from the API.
 """
 

@@ -22,8 +22,8 @@ Not implemented by py-scheduler (clear reasons instead of a wrong placement):
 * writing ``ResourceClaim.status`` (allocation, ``reservedFor``) through the API. Reserve records
   the allocation in the CycleState (``state.data[ALLOCATIONS_KEY]``: claim ``namespace/name`` ->
   AllocationResult JSON) and sets ``state.data[NEEDS_API_ALLOCATION_KEY] = True`` when a claim
-  must be allocated or reserved for the Pod; the live loop must then fail the Pod with
-  :data:`API_ALLOCATION_UNSUPPORTED` (and call Unreserve) instead of binding it. ``explain`` /
+  must be allocated or reserved for the Pod; its PreBind then refuses the Pod with
+  :data:`API_ALLOCATION_UNSUPPORTED` (the binding cycle calls Unreserve) instead of binding it. ``explain`` /
   ``simulate`` keep the allocation in flight so later Pods see the devices as taken; calling
   :func:`simulated_pre_bind` after Reserve also writes it into the in-memory ResourceClaims (what
   upstream's PreBind does through the API), so later Pods can share the claim.
@@ -88,7 +88,7 @@ NEEDS_API_DEALLOCATION_KEY = "DynamicResources/needs-api-deallocation"
 """CycleState key: claim ``namespace/name`` PostFilter would deallocate upstream."""
 API_ALLOCATION_UNSUPPORTED = ("DynamicResources: allocating ResourceClaims through the API is not supported by "
                               "py-scheduler yet")
-"""The reason the live loop gives a Pod whose Reserve set :data:`NEEDS_API_ALLOCATION_KEY`."""
+"""The reason PreBind gives a Pod whose Reserve set :data:`NEEDS_API_ALLOCATION_KEY`."""
 
 FIRST_AVAILABLE_DEVICE_REQUEST_MAX_SIZE = 8
 """``resourceapi.FirstAvailableDeviceRequestMaxSize``: Score adds ``8 - index`` per subrequest used."""
@@ -707,6 +707,21 @@ class DynamicResources:
         if needs_write:
             state.write(NEEDS_API_ALLOCATION_KEY, True)
         return Status.success()
+
+    # -- PreBind ------------------------------------------------------------------------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBindPreFlight``: Success when Reserve flagged claims whose status must be written
+        (:data:`NEEDS_API_ALLOCATION_KEY`), else Skip."""
+        return Status.success() if state.data.get(NEEDS_API_ALLOCATION_KEY) else Status.skip()
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBind``: writing the allocation / ``reservedFor`` through the API is not implemented yet
+        (a later issue), so a Pod that needs it is refused with :data:`API_ALLOCATION_UNSUPPORTED`
+        (UnschedulableAndUnresolvable; the binding cycle unreserves it) instead of being bound
+        without its devices."""
+        if not state.data.get(NEEDS_API_ALLOCATION_KEY):
+            return Status.success()
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [API_ALLOCATION_UNSUPPORTED], NAME)
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """``Unreserve``: release the in-flight allocations of this Pod's claims (idempotent)."""

@@ -360,6 +360,20 @@ class VolumeBinding:
         if pv is not None:
             self.binder.revert_assumed_pod_volumes(pv)
 
+    # -- PreBind (stand-in until BindPodVolumes lands: refuses instead of binding) --------------------
+    def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBindPreFlight``: Success when the Pod has claims to bind / provision on ``node_name``."""
+        return Status.skip() if pre_bind_plan(state, node_name) is None else Status.success()
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """``PreBind``: not implemented yet; a Pod whose volumes need binding is refused
+        (UnschedulableAndUnresolvable, :func:`unbound_volumes_message`; the binding cycle unreserves
+        it and the Pod goes to backoff), never bound without its volumes."""
+        msg = unbound_volumes_message(state, node_name)
+        if msg is None:
+            return Status.success()
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg], NAME)
+
 
 def _provision_class(pvc: dict[str, Any]) -> str:
     """``*pvc.Spec.StorageClassName`` (the beta annotation as a fallback where upstream would panic)."""

@@ -18,6 +18,7 @@ class FakeKube:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
         self.bind_error: KubeError | None = None
+        self.bound_annotations: dict[str, dict[str, str]] = {}
         self.lease_error: KubeError | None = None
         self.events: list[Obj] = []
         self.status_patches: list[tuple[str, Obj]] = []
@@ -30,20 +31,14 @@ class FakeKube:
         self.list_calls: list[str] = []
 
     # pods
-    async def bind(self, namespace: str, name: str, uid: str, node: str, binding: Obj | None = None,
+    async def bind(self, namespace: str, name: str, uid: str, node: str, annotations: Any = None,
                    fence: Any = None) -> None:
         if fence is not None:
             fence()
         self.calls.append(("bind", (f"{namespace}/{name}", node, uid)))
+        self.bound_annotations[f"{namespace}/{name}"] = dict(annotations or {})
         if self.bind_error is not None:
             raise self.bind_error
-
-    async def patch_pod_annotations(self, namespace: str, name: str, annotations: Any, uid: str | None = None,
-                                    fence: Any = None) -> Obj:
-        if fence is not None:
-            fence()
-        self.calls.append(("annotate", (f"{namespace}/{name}", dict(annotations))))
-        return {}
 
     async def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:
         self.calls.append(("status", f"{namespace}/{name}"))

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.app.binder import Binder, NotLeader
-from py_scheduler.app.kube import Kube
+from py_scheduler.app.kube import Fenced, Kube, KubeAPIClient
+from py_scheduler.framework.handle import APIError
 from py_scheduler.framework.types import PodInfo
 
 
@@ -61,9 +61,10 @@ async def test_fence_checked_after_waiting_for_the_rate_limiter() -> None:
         valid["v"] = False  # the lease expired while the Binding was waiting for its token
 
     kube.limiter.acquire = acquire_then_lose_lease  # type: ignore[method-assign]
-    binder = Binder(kube, "me")
-    with pytest.raises(NotLeader):
-        await binder.bind(_pod(), "n1", fence=lambda: valid["v"])
+    client = KubeAPIClient(kube, fence=lambda: valid["v"])
+    with pytest.raises(Fenced) as ei:
+        await client.bind("default", "p", "u1", "n1")
+    assert ei.value.reason == "NotLeader" and isinstance(ei.value, APIError)
     assert api.sent == [("GET", "/api")], "the Binding was sent after the lease could have expired"
 
 
@@ -76,33 +77,51 @@ async def test_fence_checked_before_each_retry() -> None:
         checks["n"] += 1
         return checks["n"] <= 2  # valid for the pre-check and the first attempt, then lost
 
-    with pytest.raises(NotLeader):
-        await Binder(kube, "me").bind(_pod(), "n1", fence=fence)
+    with pytest.raises(Fenced):
+        await KubeAPIClient(kube, fence=fence).bind("default", "p", "u1", "n1")
     assert [m for m, _ in api.sent] == ["POST"], "the retry went out after the lease was lost"
 
 
-async def test_annotations_patch_is_fenced_too() -> None:
-    api = _Api([_Resp(200, {}), _Resp(201, {})])
+async def test_plugin_writes_are_fenced_too() -> None:
+    """PreBind plugins' writes (PUT / PATCH / POST / DELETE through the Handle's client) are fenced
+    like the Binding."""
+    api = _Api([_Resp(200, {})] * 4)
     kube = Kube(api, qps=0, burst=1)  # type: ignore[arg-type]
-    checks = {"n": 0}
-
-    def fence() -> bool:
-        checks["n"] += 1
-        return checks["n"] <= 1  # lost between the pre-check and the PATCH going out
-
-    with pytest.raises(NotLeader):
-        await Binder(kube, "me").bind(_pod(), "n1", {"gpu-scheduler/gpu-indices": "0"}, fence=fence)
+    client = KubeAPIClient(kube, fence=lambda: False)
+    for call in (client.update("/api/v1/persistentvolumes/pv", {}), client.patch("/x", {}),
+                 client.create("/x", {}), client.delete("/x", uid="u")):
+        with pytest.raises(Fenced):
+            await call
     assert api.sent == []
 
 
-async def test_binding_to_a_node_deleted_meanwhile_is_not_sent() -> None:
-    """The API accepts a Binding to a missing Node; the binder asks the cache right before sending."""
-    from py_scheduler.app.binder import NodeGone
+async def test_binding_carries_the_annotations() -> None:
+    """The annotations ride in the Binding's metadata (copied onto the Pod by the API server with
+    spec.nodeName): no separate Pod write that a lost Binding would leave behind."""
+    bodies: list[Any] = []
 
+    class _Recording(_Api):
+        async def call_api(self, path: str, method: str, **kw: Any) -> _Resp:
+            bodies.append(kw.get("body"))
+            return await super().call_api(path, method, **kw)
+
+    api = _Recording([_Resp(201, {})])
+    await KubeAPIClient(Kube(api, qps=0, burst=1)).bind(  # type: ignore[arg-type]
+        "default", "p", "u1", "n1", {"gpu-scheduler/gpu-indices": "0"})
+    assert api.sent == [("POST", "/api/v1/namespaces/default/pods/p/binding")]
+    assert bodies[0]["metadata"] == {"name": "p", "namespace": "default", "uid": "u1",
+                                     "annotations": {"gpu-scheduler/gpu-indices": "0"}}
+    assert bodies[0]["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+
+
+async def test_binding_to_a_node_deleted_meanwhile_is_not_sent() -> None:
+    """The API accepts a Binding to a missing Node; the client asks the cache right before sending."""
     api = _Api([_Resp(201, {})])
     kube = Kube(api, qps=0, burst=1)  # type: ignore[arg-type]
-    with pytest.raises(NodeGone):
-        await Binder(kube, "me").bind(_pod(), "n1", fence=lambda: True, node_exists=lambda n: n != "n1")
+    with pytest.raises(Fenced) as ei:
+        await KubeAPIClient(kube, fence=lambda: True, node_exists=lambda n: n != "n1").bind("default", "p", "u1",
+                                                                                            "n1")
+    assert ei.value.reason == "NodeGone"
     assert api.sent == []
 
 
@@ -122,3 +141,16 @@ async def test_loop_requeues_a_pod_whose_node_went_away_before_binding() -> None
     assert not any(c[0] == "bind" for c in h.kube.calls)
     assert any("was deleted before the Binding was sent" in e.get("note", "") for e in h.kube.events)
     assert not h.cache.is_assumed_pod(qpi.pod_info)
+
+
+def test_kube_errors_are_the_frameworks() -> None:
+    """Plugins catch the framework's errors; the live adapter's are those (404 / 409 by class)."""
+    from py_scheduler.app.kube import Conflict, KubeError, NotFound, _error_for
+    from py_scheduler.framework.handle import APIConflict, APINotFound
+
+    nf = _error_for(404, b'{"reason": "NotFound", "message": "pods \\"p\\" not found"}', "GET", "/p")
+    cf = _error_for(409, b'{"reason": "Conflict", "message": "already assigned"}', "POST", "/b")
+    assert isinstance(nf, NotFound) and isinstance(nf, APINotFound) and nf.message == 'pods "p" not found'
+    assert isinstance(cf, Conflict) and isinstance(cf, APIConflict) and (cf.status, cf.reason) == (409, "Conflict")
+    assert isinstance(KubeError(500, "x", "y"), APIError)
+    assert str(cf) == "POST /b: 409 Conflict: already assigned"

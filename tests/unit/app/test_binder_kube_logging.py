@@ -132,7 +132,7 @@ async def test_conflict_and_not_found_are_not_retried() -> None:
 async def test_gives_up_after_retries() -> None:
     k, api = kube_with([Resp(500, b"oops")] * 3, retries=2)
     with pytest.raises(KubeError) as ei:
-        await k.patch_pod_annotations("default", "p", {"a": "b"})
+        await k.patch_event("default", "e", {"series": {"count": 2}})
     assert ei.value.status == 500 and len(api.calls) == 3
     assert api.calls[0][2] == "application/merge-patch+json"
 

@@ -9,11 +9,12 @@ import asyncio
 from typing import Any
 
 from py_scheduler.app.binder import Binder
-from py_scheduler.app.kube import Conflict, KubeError, NotFound
+from py_scheduler.app.kube import Conflict, KubeAPIClient, KubeError, NotFound
 from py_scheduler.app.leader import AlwaysLeader
 from py_scheduler.app.loop import Housekeeping, SchedulingLoop
 from py_scheduler.cache.cache import Cache
 from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.runtime import Algorithm, Framework
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.default_binder import DefaultBinder
@@ -34,13 +35,21 @@ class Leader(AlwaysLeader):
 
 
 class Harness:
+    """The loop over a fake API. Its DefaultBinder (built here, or found in ``fw``) binds through
+    the live :class:`KubeAPIClient` over the fake, fenced by ``leader`` and the cache's nodes."""
+
     def __init__(self, fw: Framework | None = None) -> None:
-        self.fw = fw or build_framework(ProfileConfig())
         self.kube = FakeKube()
         self.cache = Cache()
+        self.leader = Leader()
+        self.handle = Handle(client=KubeAPIClient(self.kube, fence=lambda: self.leader.is_leader_valid(),  # type: ignore[arg-type]
+                                                  node_exists=self.cache.has_node))
+        self.fw = fw or build_framework(ProfileConfig(), handle=self.handle)
+        for pl in self.fw.bind_plugins:
+            if isinstance(pl, DefaultBinder):
+                pl.handle = self.handle
         self.pods: dict[str, Obj] = {}
         self.queue = PriorityQueue({"py-scheduler": self.fw}, pod_lister=lambda ns, n: self.pods.get(f"{ns}/{n}"))
-        self.leader = Leader()
         self.loop = SchedulingLoop(frameworks={"py-scheduler": self.fw}, algorithm=Algorithm(), cache=self.cache,
                                    queue=self.queue, binder=Binder(self.kube, "me_1"),  # type: ignore[arg-type]
                                    leader=self.leader, pod_lister=lambda ns, n: self.pods.get(f"{ns}/{n}"))
@@ -236,15 +245,15 @@ class Annotating:
         self.unreserved.append(pod.key)
 
 
-async def test_reserve_annotations_are_assumed_and_patched_before_binding() -> None:
+async def test_reserve_annotations_are_assumed_and_travel_in_the_binding() -> None:
     plugin = Annotating()
     h = Harness(Framework("py-scheduler", [(PrioritySort(), 0), (plugin, 0), (DefaultBinder(), 0)]))
     h.node("n1")
     h.pod("a")
     await h.cycle()
-    kinds = [c[0] for c in h.kube.calls]
-    assert kinds.index("annotate") < kinds.index("bind")
-    assert ("annotate", ("default/a", {"example.com/gpu-index": "0"})) in h.kube.calls
+    # No separate write: the only Pod write is the Binding, and it carries the annotations.
+    assert [c[0] for c in h.kube.calls if c[0] not in ("event", "event-series")] == ["bind"]
+    assert h.kube.bound_annotations["default/a"] == {"example.com/gpu-index": "0"}
     assumed = h.cache.get_pod(h.pods["default/a"])
     assert assumed is not None and assumed.pod["metadata"]["annotations"] == {"example.com/gpu-index": "0"}
     assert assumed.node_name == "n1"

@@ -11,8 +11,7 @@ from py_scheduler.app import metrics as m
 from py_scheduler.app.loop import Housekeeping
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.dynamic_resources import API_ALLOCATION_UNSUPPORTED
-from py_scheduler.queue.events import EVENT_ASSIGNED_POD_DELETE, ActionType, ClusterEvent, Resource
-from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
+from py_scheduler.queue.scheduling_queue import BACKOFF_Q
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
 from tests.unit.plugins import test_volume_helpers as vol
@@ -98,7 +97,10 @@ async def test_nominated_pod_of_higher_priority_blocks_its_node() -> None:
 
 
 # -- VolumeBinding -------------------------------------------------------------------------------------
-async def test_unbound_wait_for_first_consumer_claim_fails_unreserved_and_requeues_on_pvc_events() -> None:
+async def test_unbound_wait_for_first_consumer_claim_fails_at_pre_bind_unreserved_to_backoff() -> None:
+    """VolumeBinding's PreBind stand-in refuses claims it would have to bind / provision: the binding
+    cycle unreserves (the binder's assumed claim reverted), forgets the Pod and sends it to backoff
+    with the plugin's reason, never binding it."""
     h = Harness()
     h.node("n1")
     h.cache.objects.upsert("StorageClass", vol.storage_class("wffc"))
@@ -106,25 +108,17 @@ async def test_unbound_wait_for_first_consumer_claim_fails_unreserved_and_requeu
     h.cache.objects.upsert("PersistentVolumeClaim", claim)
     h.pod("a", volumes=[vol.pvc_vol("v", "data")])
     await h.cycle()
-    assert _binds(h) == [] and not any(c[0] == "annotate" for c in h.kube.calls)
+    assert _binds(h) == []
     (note,) = _failed(h, "a")
-    assert note.startswith("0/1 nodes are available: 1 pod's volumes need binding before the Pod can run on node "
-                           "'n1' (provision PersistentVolumeClaim default/data on node n1); py-scheduler does not "
-                           "bind volumes (VolumeBinding PreBind is not implemented).")
+    assert note == ("pod's volumes need binding before the Pod can run on node 'n1' (provision "
+                    "PersistentVolumeClaim default/data on node n1); py-scheduler does not bind volumes "
+                    "(VolumeBinding PreBind is not implemented)")
     cond = h.kube.status_patches[-1][1]["status"]["conditions"][0]
     assert (cond["reason"], cond["message"]) == ("Unschedulable", note)
     assert h.cache.pod_count() == 0
     # Unreserve reverted the binder's assumed claim (else the next Pod would see it provisioned on n1).
     assert h.fw.plugins["VolumeBinding"].binder.pvc_cache.assumed == {}
-    qpi = h.queue.get("default", "a")
-    assert qpi is not None and qpi.unschedulable_plugins == frozenset({"VolumeBinding"})
-    assert h.queue.where("default", "a") == UNSCHEDULABLE_Q
-    h.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, {"metadata": {"name": "x"}}, None)
-    assert h.queue.where("default", "a") == UNSCHEDULABLE_Q
-    newer = {**claim, "metadata": {**claim["metadata"], "resourceVersion": "2"}}
-    h.queue.move_all_to_active_or_backoff(ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, ActionType.UPDATE),
-                                          claim, newer)
-    assert h.queue.where("default", "a") != UNSCHEDULABLE_Q
+    assert h.queue.where("default", "a") == BACKOFF_Q
 
 
 async def test_bound_claim_schedules_on_the_volume_node() -> None:
@@ -140,7 +134,11 @@ async def test_bound_claim_schedules_on_the_volume_node() -> None:
 
 
 # -- DynamicResources ----------------------------------------------------------------------------------
-async def test_claim_needing_allocation_fails_unreserved_and_never_binds() -> None:
+async def test_claim_needing_allocation_fails_at_pre_bind_unreserved_and_never_binds() -> None:
+    """DynamicResources' PreBind refuses claims it would have to write (not implemented yet): the
+    binding cycle fails after Permit, so the Pod is nominated to the node first (upstream's
+    NominatedNodeNameForExpectation), then unreserved, forgotten and sent to backoff (a PreBind
+    rejection is no FitError: no rejector plugins), with the plugin's reason as the message."""
     h = Harness()
     h.node("n1")
     h.cache.objects.upsert("DeviceClass", dra.dclass("gpu", [f'device.driver == "{dra.G}"']))
@@ -149,12 +147,14 @@ async def test_claim_needing_allocation_fails_unreserved_and_never_binds() -> No
     h.pod("a", resourceClaims=dra.uses("c"))
     await h.cycle()
     assert _binds(h) == []
-    assert _failed(h, "a") == [f"0/1 nodes are available: 1 {API_ALLOCATION_UNSUPPORTED}."]
-    cond = h.kube.status_patches[-1][1]["status"]["conditions"][0]
-    assert cond["reason"] == "Unschedulable"
+    assert _failed(h, "a") == [API_ALLOCATION_UNSUPPORTED]
+    assert h.kube.status_patches[0][1] == {"status": {"nominatedNodeName": "n1"}}
+    last = h.kube.status_patches[-1][1]["status"]
+    assert last["conditions"][0]["reason"] == "Unschedulable"
     assert h.fw.plugins["DynamicResources"].in_flight_claims() == []  # Unreserve released the devices
     qpi = h.queue.get("default", "a")
-    assert qpi is not None and qpi.unschedulable_plugins == frozenset({"DynamicResources"})
+    assert qpi is not None and qpi.unschedulable_plugins == frozenset()
+    assert h.queue.where("default", "a") == BACKOFF_Q
     assert h.cache.pod_count() == 0
 
 
