@@ -108,20 +108,21 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         return 0
 
 
-FEATURE_GATES = ("OpportunisticBatching",)
+FEATURE_GATES = ("OpportunisticBatching", "GenericWorkload", "TopologyAwareWorkloadScheduling")
 """The ``--feature-gates`` py-scheduler understands."""
 
 
 def apply_feature_gates(spec: str) -> dict[str, bool]:
     """Parse ``--feature-gates`` (``Name=true|false,...``) and apply it process-wide
     (``OpportunisticBatching`` sets ``runtime.OPPORTUNISTIC_BATCHING_DEFAULT`` for the profiles built
-    after). Returns the gates given.
+    after; ``GenericWorkload`` / ``TopologyAwareWorkloadScheduling`` go to
+    :func:`py_scheduler.framework.config.set_feature_gates`). Returns the gates given.
 
     Raises:
         ValueError: an entry without ``=``, a value other than true / false, or an unknown gate
             (``unrecognized feature gate: X``, as upstream).
     """
-    from py_scheduler.framework import runtime
+    from py_scheduler.framework import config, runtime
 
     gates: dict[str, bool] = {}
     for item in (x.strip() for x in spec.split(",")):
@@ -137,6 +138,7 @@ def apply_feature_gates(spec: str) -> dict[str, bool]:
         gates[name] = value.strip().lower() == "true"
     if "OpportunisticBatching" in gates:
         runtime.OPPORTUNISTIC_BATCHING_DEFAULT = gates["OpportunisticBatching"]
+    config.set_feature_gates(gates)  # the workload gates: the default profile's plugins
     return gates
 
 

@@ -102,10 +102,40 @@ class SchedulerConfig:
     """``clientConnection.kubeconfig`` (empty: the ``--kubeconfig`` flag, else in-cluster config)."""
 
 
+WORKLOAD_GATES: dict[str, bool] = {"GenericWorkload": False, "TopologyAwareWorkloadScheduling": False}
+"""The workload-scheduling feature gates and their v1.37.2 defaults (``pkg/features/kube_features.go``:
+GenericWorkload beta, TopologyAwareWorkloadScheduling alpha, both off; the latter needs the former)."""
+
+feature_gates: dict[str, bool] = dict(WORKLOAD_GATES)
+"""The process's gate values (``--feature-gates``, through :func:`set_feature_gates`); read when
+profiles are built."""
+
+
+def set_feature_gates(gates: dict[str, bool]) -> None:
+    """Apply the workload gates of ``gates`` (others are ignored here) process-wide.
+
+    Raises:
+        ConfigError: TopologyAwareWorkloadScheduling on with GenericWorkload off (upstream refuses the
+            dependency the same way at start-up).
+    """
+    merged = dict(feature_gates)
+    merged.update({k: v for k, v in gates.items() if k in WORKLOAD_GATES})
+    if merged["TopologyAwareWorkloadScheduling"] and not merged["GenericWorkload"]:
+        raise ConfigError("feature gate TopologyAwareWorkloadScheduling depends on GenericWorkload, which is off")
+    feature_gates.update(merged)
+
+
+def gated_default_plugins() -> list[tuple[str, int]]:
+    """What ``applyFeatureGates`` appends to the default multiPoint list for the workload gates:
+    GenericWorkload -> GangScheduling (``applyGangScheduling``)."""
+    return [("GangScheduling", 0)] if feature_gates.get("GenericWorkload") else []
+
+
 def default_multipoint(with_gpu: bool = True) -> list[tuple[str, int]]:
-    """The default profile's multiPoint list restricted to plugins implemented in this build."""
+    """The default profile's multiPoint list restricted to plugins implemented in this build (with
+    the plugins the workload gates add, after upstream's, before the GPU plugins)."""
     have = set(registry.available())
-    plugins = UPSTREAM_DEFAULT_PLUGINS + (GPU_PLUGINS if with_gpu else [])
+    plugins = UPSTREAM_DEFAULT_PLUGINS + gated_default_plugins() + (GPU_PLUGINS if with_gpu else [])
     return [(n, w) for n, w in plugins if n in have]
 
 

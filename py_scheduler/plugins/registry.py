@@ -35,6 +35,7 @@ _ENTRIES: dict[str, str] = {
     "DefaultPreemption": "py_scheduler.plugins.default_preemption:DefaultPreemption",
     "NodeDeclaredFeatures": "py_scheduler.plugins.node_declared_features:NodeDeclaredFeatures",
     "DefaultBinder": "py_scheduler.plugins.default_binder:DefaultBinder",
+    "GangScheduling": "py_scheduler.plugins.gang_scheduling:GangScheduling",
     "GPUFilter": "py_scheduler.plugins.gpu.filter:GPUFilter",
     "GPUScore": "py_scheduler.plugins.gpu.score:GPUScore",
 }

@@ -1,0 +1,350 @@
+"""GangScheduling: all-or-nothing scheduling of the Pods of a gang PodGroup (feature gate ``GenericWorkload``).
+
+Upstream (kube-scheduler v1.37.2):
+``pkg/scheduler/framework/plugins/gangscheduling/gangscheduling.go`` (PreEnqueue, Permit,
+EventsToRegister with queueing hints, PlacementFeasible), ``pkg/scheduler/backend/cache/podgroupstate.go``
+(a group's Pods split into unscheduled / assumed / assigned; ``AllPodsCount``,
+``ScheduledPodsCount`` = assumed + assigned), ``staging/src/k8s.io/api/scheduling/v1beta1/types.go``
+(``PodGroup.spec.schedulingPolicy.gang.minCount``) and ``core/v1`` ``Pod.spec.schedulingGroup.podGroupName``.
+Added to the default profile's multiPoint list when ``GenericWorkload`` is on
+(``apis/config/v1/default_plugins.go`` ``applyGangScheduling``).
+
+What it does, for a Pod whose ``spec.schedulingGroup.podGroupName`` names a PodGroup with a ``gang``
+policy (a Pod without a group, or in a ``basic`` group, passes untouched):
+
+- PreEnqueue: UnschedulableAndUnresolvable ``waiting for pods's pod group "<name>" to appear in
+  scheduling queue`` until the PodGroup exists, then ``waiting for minCount pods from a gang to appear
+  in scheduling queue`` until at least ``minCount`` Pods of the group exist.
+- Permit: Wait (:data:`PERMIT_TIMEOUT_SECONDS`, upstream's 5 minutes, or ``permitTimeoutSeconds``
+  from pluginConfig) ``waiting for minCount pods from a gang to be scheduled`` while fewer than
+  ``minCount`` members are assumed or bound; the member that completes the quorum is admitted and
+  Allows every member waiting in the framework's waiting-Pods map, so the group binds together.
+
+What differs from upstream, and why: v1.37.2 schedules a gang in one *pod group scheduling cycle*
+(``pkg/scheduler/schedule_one_podgroup.go``: every member placed against one snapshot, then all
+reverted unless ``PlacementFeasible`` holds). py-scheduler schedules members one cycle each, so a
+partial gang can hold resources (GPUs) while it waits at Permit. To keep "whole or nothing" true in
+that path this plugin also (as the scheduler-plugins coscheduling plugin does):
+
+- Reserve / Unreserve record which members are assumed (upstream keeps this in the cache's pod
+  group state; the plugin cannot see the cache, so it keeps its own set, and counts a member as
+  assigned once its informer object carries ``spec.nodeName``);
+- Unreserve of a member while the quorum is not met (its Permit timed out, a member was deleted,
+  its binding failed) rejects every other waiting member of the group, so nothing stays reserved;
+- PostFilter (after DefaultPreemption) for a member that fits nowhere while the quorum is not met
+  rejects the waiting members likewise, instead of letting them hold resources until the timeout.
+
+Where the plugin reads objects: ``handle.objects`` (an :class:`~py_scheduler.framework.handle.ObjectLister`:
+``list("Pod")``, ``get("PodGroup", ns, name)``); without it (no lister wired) every gang Pod waits at
+PreEnqueue for its PodGroup. Cost: one pass over the listed Pods per PreEnqueue / Permit of a gang
+member; Pods without a scheduling group cost one dict lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
+from py_scheduler.queue.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
+
+Obj = dict[str, Any]
+
+NAME = "GangScheduling"
+PERMIT_TIMEOUT_SECONDS = 300.0
+"""``permitTimeoutDuration``: how long a gang member waits at Permit for the quorum (5 minutes)."""
+
+POD_GROUP = "scheduling.k8s.io/PodGroup"
+"""``fwk.PodGroup`` event resource."""
+
+MSG_MIN_COUNT_NOT_IN_QUEUE = "waiting for minCount pods from a gang to appear in scheduling queue"
+MSG_MIN_COUNT_NOT_SCHEDULED = "waiting for minCount pods from a gang to be scheduled"
+MSG_REJECTED_WITH_GROUP = "rejected with its pod group {group}: {why}"
+
+
+def _pod_group_missing(name: str) -> str:
+    # upstream's wording, typo included ("pods's")
+    return f'waiting for pods\'s pod group "{name}" to appear in scheduling queue'
+
+
+def pod_group_name(pod: Obj) -> str | None:
+    """``spec.schedulingGroup.podGroupName`` of a Pod object, or None (no group, or malformed)."""
+    spec = pod.get("spec")
+    sg = spec.get("schedulingGroup") if isinstance(spec, dict) else None
+    name = sg.get("podGroupName") if isinstance(sg, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def gang_min_count(pod_group: Obj) -> int | None:
+    """``spec.schedulingPolicy.gang.minCount`` of a PodGroup; None when the policy is not ``gang``.
+
+    A gang policy with a missing or malformed ``minCount`` counts as 1 (the API server refuses
+    such objects; bad input must not stall the group forever)."""
+    spec = pod_group.get("spec")
+    policy = spec.get("schedulingPolicy") if isinstance(spec, dict) else None
+    gang = policy.get("gang") if isinstance(policy, dict) else None
+    if not isinstance(gang, dict):
+        return None
+    n = gang.get("minCount")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+
+
+def _meta(obj: Obj) -> Obj:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def _ns(obj: Obj) -> str:
+    return str(_meta(obj).get("namespace") or "default")
+
+
+@dataclass(slots=True)
+class PodGroupState:
+    """One group's members (``podGroupStateData``): UIDs split into ``assigned`` (bound: the Pod
+    object has ``spec.nodeName``), ``assumed`` (reserved by this scheduler, not bound yet) and
+    ``unscheduled``; ``pods`` maps every member UID to its object."""
+
+    pods: dict[str, Obj] = field(default_factory=dict)
+    assigned: set[str] = field(default_factory=set)
+    assumed: set[str] = field(default_factory=set)
+    unscheduled: set[str] = field(default_factory=set)
+
+    def all_pods_count(self) -> int:
+        return len(self.pods)
+
+    def scheduled_pods_count(self) -> int:
+        """Assumed + assigned members (``ScheduledPodsCount``)."""
+        return len(self.assumed) + len(self.assigned)
+
+
+def placement_feasible(min_count: int, scheduled: int, remaining: int) -> Status:
+    """``PlacementFeasible``: the group-cycle check of a gang's quorum.
+
+    ``scheduled`` members placed so far in the cycle, ``remaining`` still to try. Unschedulable when
+    even all remaining ones cannot reach ``min_count``; Wait while they still might; Success once
+    ``scheduled >= min_count``."""
+    if remaining + scheduled < min_count:
+        return Status(Code.UNSCHEDULABLE, [f"minCount ({min_count}) cannot be satisfied: {scheduled} scheduled, "
+                                           f"{remaining} remaining"], NAME)
+    if scheduled < min_count:
+        return Status(Code.WAIT, [f"minCount ({min_count}) is not yet satisfied: {scheduled} scheduled, "
+                                  f"{remaining} remaining"], NAME)
+    return Status.success()
+
+
+class GangScheduling:
+    """PreEnqueue + Reserve + Permit + PostFilter plugin enforcing a gang's ``minCount``.
+
+    Args (pluginConfig, a py-scheduler extension; upstream has none): ``permitTimeoutSeconds``
+    (positive number, default 300).
+    """
+
+    name = NAME
+
+    def __init__(self, objects: Any = None, permit_timeout: float = PERMIT_TIMEOUT_SECONDS) -> None:
+        self.objects = objects
+        """``ObjectLister`` (``list(kind)``, ``get(kind, namespace, name)``) or None."""
+        self.permit_timeout = permit_timeout
+        self.fw: Any = None
+        """The framework (its ``waiting_pods``; ``activate`` when the loop provides it)."""
+        self._assumed: dict[str, set[str]] = {}
+        """Group key ``ns/name`` -> UIDs this scheduler reserved and has not seen bound or released."""
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> GangScheduling:
+        """Raises ConfigError on a bad ``permitTimeoutSeconds``."""
+        from py_scheduler.framework.config import ConfigError
+
+        t = args.get("permitTimeoutSeconds", PERMIT_TIMEOUT_SECONDS)
+        if isinstance(t, bool) or not isinstance(t, int | float) or t <= 0:
+            raise ConfigError(f"permitTimeoutSeconds: must be a positive number of seconds, got {t!r}")
+        return cls(getattr(handle, "objects", None), float(t))
+
+    def bind_handle(self, fw: Any) -> None:
+        """Given the assembled framework (upstream: the plugin's ``fwk.Handle``)."""
+        self.fw = fw
+
+    # -- pod group state -----------------------------------------------------------------------------
+    def _pod_group(self, namespace: str, name: str) -> Obj | None:
+        if self.objects is None:
+            return None
+        obj: Obj | None = self.objects.get("PodGroup", namespace, name)
+        return obj
+
+    def _list_pods(self) -> Iterable[Obj]:
+        if self.objects is None:
+            return ()
+        pods: Iterable[Obj] = self.objects.list("Pod")
+        return pods
+
+    def pod_group_state(self, namespace: str, name: str) -> PodGroupState:
+        """The members of group ``namespace/name`` now (Pods listed + this plugin's assumed set).
+
+        Terminal Pods (phase Succeeded / Failed) and Pods being deleted are not members, as the
+        scheduler's informers drop them."""
+        key = f"{namespace}/{name}"
+        assumed = self._assumed.get(key, set())
+        st = PodGroupState()
+        for pod in self._list_pods():
+            if _ns(pod) != namespace or pod_group_name(pod) != name:
+                continue
+            meta = _meta(pod)
+            status = pod.get("status")
+            phase = status.get("phase") if isinstance(status, dict) else None
+            if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
+                continue
+            uid = str(meta.get("uid") or "")
+            st.pods[uid] = pod
+            spec = pod.get("spec")
+            if isinstance(spec, dict) and spec.get("nodeName"):
+                st.assigned.add(uid)
+            elif uid in assumed:
+                st.assumed.add(uid)
+            else:
+                st.unscheduled.add(uid)
+        # Forget assumed members that are gone or bound (upstream: the cache's AddPod/DeletePod).
+        if assumed:
+            assumed &= st.assumed
+            if not assumed:
+                self._assumed.pop(key, None)
+        return st
+
+    def _gang_of(self, pod: PodInfo) -> tuple[str, int] | None:
+        """(group name, minCount) when the Pod belongs to an existing gang PodGroup."""
+        name = pod_group_name(pod.pod)
+        if name is None:
+            return None
+        pg = self._pod_group(pod.namespace, name)
+        if pg is None:
+            return None
+        n = gang_min_count(pg)
+        return None if n is None else (name, n)
+
+    # -- PreEnqueue ----------------------------------------------------------------------------------
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """``PreEnqueue`` (``preEnqueueHierarchiesDisabled``): hold a gang member out of activeQ
+        until its PodGroup exists and the group has at least ``minCount`` Pods."""
+        name = pod_group_name(pod.pod)
+        if name is None:
+            return Status.success()
+        pg = self._pod_group(pod.namespace, name)
+        if pg is None:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [_pod_group_missing(name)], NAME)
+        n = gang_min_count(pg)
+        if n is None:
+            return Status.success()
+        if self.pod_group_state(pod.namespace, name).all_pods_count() < n:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [MSG_MIN_COUNT_NOT_IN_QUEUE], NAME)
+        return Status.success()
+
+    # -- Reserve / Unreserve -------------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
+        """Record the member as assumed (upstream: the cache's ``assumePod`` on the group state)."""
+        name = pod_group_name(pod.pod)
+        if name is not None:
+            self._assumed.setdefault(f"{pod.namespace}/{name}", set()).add(pod.uid)
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        """Forget the member (``forgetPod``); while the group's quorum is not met, reject every
+        other member waiting at Permit so the partial gang releases what it reserved."""
+        name = pod_group_name(pod.pod)
+        if name is None:
+            return
+        key = f"{pod.namespace}/{name}"
+        members = self._assumed.get(key)
+        if members is not None:
+            members.discard(pod.uid)
+            if not members:
+                self._assumed.pop(key, None)
+        gang = self._gang_of(pod)
+        if gang is None:
+            return
+        if self.pod_group_state(pod.namespace, name).scheduled_pods_count() >= gang[1]:
+            return
+        self.reject_waiting(pod.namespace, name, f"member {pod.name} was unreserved")
+
+    # -- Permit --------------------------------------------------------------------------------------
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status, float]:
+        """``Permit`` (``permitPodGroup``): Wait until ``minCount`` members are assumed or bound,
+        then Allow every waiting member of the group and admit this one."""
+        gang = self._gang_of(pod)
+        if gang is None:
+            return Status.success(), 0.0
+        name, min_count = gang
+        st = self.pod_group_state(pod.namespace, name)
+        if st.scheduled_pods_count() < min_count:
+            activate = getattr(self.fw, "activate", None)
+            if callable(activate) and st.unscheduled:
+                activate([st.pods[u] for u in sorted(st.unscheduled)])
+            return Status(Code.WAIT, [MSG_MIN_COUNT_NOT_SCHEDULED], NAME), self.permit_timeout
+        for wp in self._waiting(pod.namespace, name):
+            wp.allow(NAME)
+        return Status.success(), 0.0
+
+    # -- PostFilter ----------------------------------------------------------------------------------
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    node_statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
+        """A member that fits nowhere (after preemption found nothing): when the quorum is not met,
+        reject the members waiting at Permit so the gang holds nothing. Never nominates, adds no
+        reason to the FailedScheduling message."""
+        gang = self._gang_of(pod)
+        if gang is not None and self.pod_group_state(pod.namespace, gang[0]).scheduled_pods_count() < gang[1]:
+            self.reject_waiting(pod.namespace, gang[0], f"member {pod.name} cannot be scheduled")
+        # No reason of its own: the FailedScheduling message stays upstream's.
+        return None, Status(Code.UNSCHEDULABLE, [], NAME)
+
+    # -- the waiting-Pods map ------------------------------------------------------------------------
+    def _waiting(self, namespace: str, name: str) -> list[Any]:
+        wps = getattr(self.fw, "waiting_pods", None)
+        if wps is None:
+            return []
+        return [wp for wp in wps
+                if wp.pod.namespace == namespace and pod_group_name(wp.pod.pod) == name]
+
+    def reject_waiting(self, namespace: str, name: str, why: str) -> int:
+        """Reject every member of group ``namespace/name`` waiting at Permit; returns how many."""
+        n = 0
+        for wp in self._waiting(namespace, name):
+            if wp.reject(NAME, MSG_REJECTED_WITH_GROUP.format(group=name, why=why)):
+                n += 1
+        return n
+
+    # -- queueing hints ------------------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: a Pod of the same group added (unscheduled or assigned) may complete
+        the quorum; a PodGroup added, or updated with a smaller ``minCount``, may too."""
+        pod_added: Callable[[Obj, Any, Any], QueueingHint] = self._hint_pod_added
+        return [
+            ClusterEventWithHint(ClusterEvent(Resource.UNSCHEDULED_POD, ActionType.ADD), pod_added),
+            ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, ActionType.ADD), pod_added),
+            ClusterEventWithHint(ClusterEvent(POD_GROUP, ActionType.ADD), self._hint_pod_group_added),
+            ClusterEventWithHint(ClusterEvent(POD_GROUP, ActionType.UPDATE), self._hint_pod_group_updated),
+        ]
+
+    @staticmethod
+    def _same_group(pod: Obj, other: Any, other_name: str | None) -> bool:
+        name = pod_group_name(pod)
+        return (name is not None and other_name == name and isinstance(other, dict)
+                and _ns(other) == _ns(pod))
+
+    def _hint_pod_added(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, dict) and self._same_group(pod, new, pod_group_name(new)):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    def _hint_pod_group_added(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, dict) and self._same_group(pod, new, _meta(new).get("name")):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    def _hint_pod_group_updated(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
+        if not (isinstance(new, dict) and isinstance(old, dict)
+                and self._same_group(pod, new, _meta(new).get("name"))):
+            return QueueingHint.QUEUE_SKIP
+        n_old, n_new = gang_min_count(old), gang_min_count(new)
+        if n_old is None or n_new is None or n_new >= n_old:
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
