@@ -53,11 +53,13 @@ import kopf
 from py_scheduler.app.kube import Kube, KubeError, NotFound
 from py_scheduler.app.reflector import MIN_WATCH_TIMEOUT, Reflector
 from py_scheduler.cache.cache import Cache
+from py_scheduler.framework import config
 from py_scheduler.queue.events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_ASSIGNED_POD_DELETE,
     EVENT_NODE_ADD,
     EVENT_NODE_DELETE,
+    EVENT_UNSCHEDULED_POD_ADD,
     ActionType,
     ClusterEvent,
     Resource,
@@ -130,6 +132,8 @@ KINDS: tuple[WatchedKind, ...] = (
                 optional=True),
     WatchedKind("DeviceClass", "resource.k8s.io/v1", "deviceclasses", False, Resource.DEVICE_CLASS,
                 optional=True),
+    # GenericWorkload (beta, off by default: absent unless the API server serves scheduling.k8s.io/v1beta1).
+    WatchedKind("PodGroup", "scheduling.k8s.io/v1beta1", "podgroups", True, Resource.POD_GROUP, optional=True),
 )
 KINDS_BY_NAME = {k.kind: k for k in KINDS}
 
@@ -344,6 +348,9 @@ class EventHandlers:
         if self.responsible(pod) and not _assigned(pod):
             log.debug("Add event for unscheduled pod pod=%s", _pod_ref(pod))
             self.queue.add(pod)
+            if config.feature_gates.get("GenericWorkload"):
+                # upstream addPodToSchedulingQueue: a new member may complete a waiting gang.
+                self.queue.move_all_to_active_or_backoff(EVENT_UNSCHEDULED_POD_ADD, None, pod)
         if _assigned(pod):
             log.debug("Add event for scheduled pod pod=%s", _pod_ref(pod))
             self.cache.add_pod(pod)

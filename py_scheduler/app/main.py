@@ -31,7 +31,7 @@ from typing import Any
 import kopf
 
 from py_scheduler.app.binder import Binder
-from py_scheduler.app.informers import EventHandlers, Informers
+from py_scheduler.app.informers import EventHandlers, Informers, ObjectStore
 from py_scheduler.app.kube import Kube, KubeAPIClient
 from py_scheduler.app.leader import AlwaysLeader, LeaderElector, new_identity
 from py_scheduler.app.logging import setup_logging
@@ -106,6 +106,20 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         return _event_loop_run(_run(cfg, kc, metrics_bind_address))
     except KeyboardInterrupt:
         return 0
+
+
+class StoreLister:
+    """The Handle's ``objects`` (:class:`~py_scheduler.framework.handle.ObjectLister`) over the
+    informers' store: the latest watched object of every kind, Pods included (non-terminal ones)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.get(kind, f"{namespace}/{name}" if namespace else name)
+
+    def list(self, kind: str) -> list[dict[str, Any]]:
+        return self.store.list_kind(kind)
 
 
 FEATURE_GATES = ("OpportunisticBatching", "GenericWorkload", "TopologyAwareWorkloadScheduling")
@@ -192,6 +206,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     else:
         leader = AlwaysLeader(identity)
     if handle is not None:
+        handle.objects = StoreLister(informers.store)
         # PreBind / Bind plugins write through this client: fenced by leadership, Bindings by the Node.
         handle.client = KubeAPIClient(kube, fence=leader.is_leader_valid, node_exists=cache.has_node)
     loop = SchedulingLoop(frameworks=frameworks, algorithm=Algorithm(cfg.percentage_of_nodes_to_score), cache=cache,

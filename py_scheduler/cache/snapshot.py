@@ -33,7 +33,7 @@ __all__ = ["ClusterObjects", "GatheredColumns", "NodeColumns", "ScalarColumn", "
 
 NAMESPACED_KINDS = (
     "Service", "ReplicaSet", "StatefulSet", "ReplicationController", "PersistentVolumeClaim",
-    "CSIStorageCapacity", "ResourceClaim", "PodDisruptionBudget",
+    "CSIStorageCapacity", "ResourceClaim", "PodDisruptionBudget", "PodGroup",
 )
 CLUSTER_KINDS = (
     "Namespace", "PersistentVolume", "StorageClass", "CSINode", "CSIDriver", "ResourceSlice",

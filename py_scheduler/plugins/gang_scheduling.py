@@ -56,7 +56,7 @@ NAME = "GangScheduling"
 PERMIT_TIMEOUT_SECONDS = 300.0
 """``permitTimeoutDuration``: how long a gang member waits at Permit for the quorum (5 minutes)."""
 
-POD_GROUP = "scheduling.k8s.io/PodGroup"
+POD_GROUP = Resource.POD_GROUP
 """``fwk.PodGroup`` event resource."""
 
 MSG_MIN_COUNT_NOT_IN_QUEUE = "waiting for minCount pods from a gang to appear in scheduling queue"
@@ -143,9 +143,10 @@ class GangScheduling:
 
     name = NAME
 
-    def __init__(self, objects: Any = None, permit_timeout: float = PERMIT_TIMEOUT_SECONDS) -> None:
-        self.objects = objects
-        """``ObjectLister`` (``list(kind)``, ``get(kind, namespace, name)``) or None."""
+    def __init__(self, objects: Any = None, permit_timeout: float = PERMIT_TIMEOUT_SECONDS,
+                 handle: Any = None) -> None:
+        self._objects = objects
+        self._handle = handle
         self.permit_timeout = permit_timeout
         self.fw: Any = None
         """The framework (its ``waiting_pods``; ``activate`` when the loop provides it)."""
@@ -160,7 +161,13 @@ class GangScheduling:
         t = args.get("permitTimeoutSeconds", PERMIT_TIMEOUT_SECONDS)
         if isinstance(t, bool) or not isinstance(t, int | float) or t <= 0:
             raise ConfigError(f"permitTimeoutSeconds: must be a positive number of seconds, got {t!r}")
-        return cls(getattr(handle, "objects", None), float(t))
+        return cls(None, float(t), handle)
+
+    @property
+    def objects(self) -> Any:
+        """``ObjectLister`` (``list(kind)``, ``get(kind, namespace, name)``) or None: the one given,
+        else the Handle's, read at use (the live process sets it once its informers exist)."""
+        return self._objects if self._objects is not None else getattr(self._handle, "objects", None)
 
     def bind_handle(self, fw: Any) -> None:
         """Given the assembled framework (upstream: the plugin's ``fwk.Handle``)."""

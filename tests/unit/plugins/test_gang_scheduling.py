@@ -314,3 +314,29 @@ def test_default_profile_gains_gang_scheduling_only_with_the_gate() -> None:
     finally:
         config.feature_gates.clear()
         config.feature_gates.update(saved)
+
+
+def test_feature_gates_flag_and_the_live_lister() -> None:
+    from py_scheduler.app.informers import KINDS_BY_NAME, ObjectStore
+    from py_scheduler.app.main import StoreLister, apply_feature_gates
+
+    saved = dict(config.feature_gates)
+    try:
+        assert apply_feature_gates("GenericWorkload=true") == {"GenericWorkload": True}
+        assert config.feature_gates["GenericWorkload"] is True
+        with pytest.raises(ValueError, match="depends on GenericWorkload"):
+            apply_feature_gates("GenericWorkload=false,TopologyAwareWorkloadScheduling=true")
+    finally:
+        config.feature_gates.clear()
+        config.feature_gates.update(saved)
+    store = ObjectStore()
+    store.apply(KINDS_BY_NAME["PodGroup"], "ADDED", pod_group() | {"metadata": {"name": "pg", "namespace": "ns",
+                                                                               "resourceVersion": "1"}})
+    store.apply(KINDS_BY_NAME["Pod"], "ADDED", pod("p0") | {"metadata": {"name": "p0", "namespace": "ns",
+                                                                        "uid": "uid-p0", "resourceVersion": "2"}})
+    lister = StoreLister(store)
+    handle = type("H", (), {"objects": None})()
+    pl = gs.GangScheduling.create({}, handle)
+    handle.objects = lister  # set after the profile is built, as the live process does
+    assert pl.pre_enqueue(PodInfo(pod("p0"))).message() == gs.MSG_MIN_COUNT_NOT_IN_QUEUE
+    assert pl.pod_group_state("ns", "pg").all_pods_count() == 1
