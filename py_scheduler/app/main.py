@@ -194,6 +194,9 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     queue = PriorityQueue(frameworks, pod_initial_backoff=cfg.pod_initial_backoff_seconds,
                           pod_max_backoff=cfg.pod_max_backoff_seconds, metrics=QueueMetricsRecorder())
     informers = Informers(kube, EventHandlers(cache, queue, frameworks))
+    for fw in frameworks.values():
+        # ``Handle.Activate`` for plugins (GangScheduling's Permit wakes its group's unscheduled members).
+        setattr(fw, "activate", queue.activate)  # noqa: B010
     queue.pod_lister = informers.pod  # the nominator's podLister
     le = cfg.leader_election
     leader: LeaderElector | AlwaysLeader
