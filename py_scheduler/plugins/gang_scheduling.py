@@ -42,6 +42,9 @@ member; Pods without a scheduling group cost one dict lookup.
 
 from __future__ import annotations
 
+import asyncio
+import datetime
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +54,8 @@ from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 from py_scheduler.queue.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 
 Obj = dict[str, Any]
+
+log = logging.getLogger("py_scheduler.plugins.gang_scheduling")
 
 NAME = "GangScheduling"
 PERMIT_TIMEOUT_SECONDS = 300.0
@@ -62,6 +67,9 @@ POD_GROUP = Resource.POD_GROUP
 MSG_MIN_COUNT_NOT_IN_QUEUE = "waiting for minCount pods from a gang to appear in scheduling queue"
 MSG_MIN_COUNT_NOT_SCHEDULED = "waiting for minCount pods from a gang to be scheduled"
 MSG_REJECTED_WITH_GROUP = "rejected with its pod group {group}: {why}"
+CONDITION = "PodGroupInitiallyScheduled"
+"""``schedulingapi.PodGroupInitiallyScheduled``: True (reason ``Scheduled``) once the quorum is placed,
+never regressed to False afterwards; False (reason ``Unschedulable``) while the group cannot be placed."""
 
 
 def _pod_group_missing(name: str) -> str:
@@ -119,6 +127,41 @@ class PodGroupState:
         return len(self.assumed) + len(self.assigned)
 
 
+def set_condition(conditions: list[Obj], cond: Obj, now: str) -> bool:
+    """``apimeta.SetStatusCondition``: add or update ``cond`` (by ``type``) in ``conditions`` in place;
+    ``lastTransitionTime`` changes only when ``status`` does. Returns whether anything changed."""
+    for c in conditions:
+        if c.get("type") == cond["type"]:
+            changed = False
+            if c.get("status") != cond["status"]:
+                c["status"] = cond["status"]
+                c["lastTransitionTime"] = now
+                changed = True
+            for k in ("reason", "message", "observedGeneration"):
+                if c.get(k) != cond.get(k):
+                    c[k] = cond.get(k)
+                    changed = True
+            return changed
+    conditions.append({**cond, "lastTransitionTime": now})
+    return True
+
+
+def condition_patch(pod_group: Obj, status: str, reason: str, message: str, now: str) -> Obj | None:
+    """The status patch ``updatePodGroupCondition`` sends for the ``PodGroupInitiallyScheduled``
+    condition, or None when nothing changes (or when it would regress True to something else)."""
+    st = pod_group.get("status")
+    old = st.get("conditions") if isinstance(st, dict) else None
+    conditions = [dict(c) for c in old if isinstance(c, dict)] if isinstance(old, list) else []
+    existing = next((c for c in conditions if c.get("type") == CONDITION), None)
+    if existing is not None and existing.get("status") == "True" and status != "True":
+        return None
+    cond = {"type": CONDITION, "status": status, "reason": reason, "message": message,
+            "observedGeneration": _meta(pod_group).get("generation", 0)}
+    if not set_condition(conditions, cond, now):
+        return None
+    return {"status": {"conditions": [c for c in conditions if c.get("type") == CONDITION]}}
+
+
 def placement_feasible(min_count: int, scheduled: int, remaining: int) -> Status:
     """``PlacementFeasible``: the group-cycle check of a gang's quorum.
 
@@ -152,6 +195,7 @@ class GangScheduling:
         """The framework (its ``waiting_pods``; ``activate`` when the loop provides it)."""
         self._assumed: dict[str, set[str]] = {}
         """Group key ``ns/name`` -> UIDs this scheduler reserved and has not seen bound or released."""
+        self._writes: set[asyncio.Task[None]] = set()
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> GangScheduling:
@@ -289,6 +333,7 @@ class GangScheduling:
             return Status(Code.WAIT, [MSG_MIN_COUNT_NOT_SCHEDULED], NAME), self.permit_timeout
         for wp in self._waiting(pod.namespace, name):
             wp.allow(NAME)
+        self.write_condition(pod.namespace, name, "True", "Scheduled", "")
         return Status.success(), 0.0
 
     # -- PostFilter ----------------------------------------------------------------------------------
@@ -312,12 +357,43 @@ class GangScheduling:
                 if wp.pod.namespace == namespace and pod_group_name(wp.pod.pod) == name]
 
     def reject_waiting(self, namespace: str, name: str, why: str) -> int:
-        """Reject every member of group ``namespace/name`` waiting at Permit; returns how many."""
+        """Reject every member of group ``namespace/name`` waiting at Permit and mark the group
+        Unschedulable (``why`` as the condition's message); returns how many were rejected."""
         n = 0
         for wp in self._waiting(namespace, name):
             if wp.reject(NAME, MSG_REJECTED_WITH_GROUP.format(group=name, why=why)):
                 n += 1
+        self.write_condition(namespace, name, "False", "Unschedulable", why)
         return n
+
+    # -- PodGroup status ------------------------------------------------------------------------------
+    def write_condition(self, namespace: str, name: str, status: str, reason: str, message: str) -> None:
+        """Patch the group's ``PodGroupInitiallyScheduled`` condition through the Handle's client
+        (``updatePodGroupCondition``), in the background; nothing without a client (explain) or an
+        event loop. API errors are logged, never raised (upstream: ``HandleErrorWithLogger``)."""
+        client = getattr(self._handle, "client", None)
+        pg = self._pod_group(namespace, name)
+        if client is None or pg is None:
+            return
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch = condition_patch(pg, status, reason, message, now)
+        if patch is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        path = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
+
+        async def send() -> None:
+            try:
+                await client.patch(path, patch, "application/strategic-merge-patch+json")
+            except Exception as exc:  # APIError, connection errors: the condition is informational
+                log.warning("Failed to update PodGroup status podGroup=%s/%s: %s", namespace, name, exc)
+
+        task = loop.create_task(send())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
 
     # -- queueing hints ------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -340,3 +340,53 @@ def test_feature_gates_flag_and_the_live_lister() -> None:
     handle.objects = lister  # set after the profile is built, as the live process does
     assert pl.pre_enqueue(PodInfo(pod("p0"))).message() == gs.MSG_MIN_COUNT_NOT_IN_QUEUE
     assert pl.pod_group_state("ns", "pg").all_pods_count() == 1
+
+
+def test_condition_patch_sets_and_never_regresses() -> None:
+    pg = pod_group() | {"metadata": {"name": "pg", "namespace": "ns", "generation": 2}}
+    p = gs.condition_patch(pg, "False", "Unschedulable", "why", "T1")
+    assert p == {"status": {"conditions": [{"type": gs.CONDITION, "status": "False", "reason": "Unschedulable",
+                                            "message": "why", "observedGeneration": 2, "lastTransitionTime": "T1"}]}}
+    pg["status"] = p["status"]
+    assert gs.condition_patch(pg, "False", "Unschedulable", "why", "T2") is None  # unchanged
+    p = gs.condition_patch(pg, "True", "Scheduled", "", "T3")
+    assert p is not None and p["status"]["conditions"][0]["lastTransitionTime"] == "T3"
+    pg["status"] = p["status"]
+    assert gs.condition_patch(pg, "False", "Unschedulable", "again", "T4") is None  # True is terminal
+
+
+def test_quorum_and_release_write_the_pod_group_condition_through_the_client() -> None:
+    class Client:
+        def __init__(self) -> None:
+            self.patches: list[tuple[str, Obj, str]] = []
+
+        async def patch(self, path: str, patch: Obj, content_type: str = "") -> Obj:
+            self.patches.append((path, patch, content_type))
+            if len(self.patches) > 1:
+                raise RuntimeError("API down")  # logged, never raised
+            return {}
+
+    async def scenario() -> list[tuple[str, Obj, str]]:
+        objs = Objects()
+        members = [pod(f"p{i}") for i in range(2)]
+        objs.add(pod_group(min_count=2), *members)
+        api = Client()
+        pl = gs.GangScheduling.create({}, type("H", (), {"objects": objs, "client": api})())
+        fw = FakeFramework()
+        pl.bind_handle(fw)
+        infos = [PodInfo(p) for p in members]
+        pl.reserve(CycleState(), infos[0], "n1")
+        fw.waiting_pods.append(FakeWaiting(infos[0]))
+        pl.post_filter(CycleState(), infos[1], {})  # below quorum: Unschedulable
+        objs.groups[("ns", "pg")]["status"] = {"conditions": []}
+        pl.reserve(CycleState(), infos[0], "n1")
+        pl.reserve(CycleState(), infos[1], "n1")
+        assert pl.permit(CycleState(), infos[1], "n1")[0].is_success()  # quorum: Scheduled
+        await asyncio.wait_for(asyncio.gather(*pl._writes), 5)
+        return api.patches
+
+    patches = asyncio.run(scenario())
+    assert [p[0] for p in patches] == ["/apis/scheduling.k8s.io/v1beta1/namespaces/ns/podgroups/pg/status"] * 2
+    assert [(c["status"], c["reason"]) for _, body, _ in patches for c in body["status"]["conditions"]] == [
+        ("False", "Unschedulable"), ("True", "Scheduled")]
+    assert patches[0][2] == "application/strategic-merge-patch+json"
