@@ -127,8 +127,12 @@ def set_feature_gates(gates: dict[str, bool]) -> None:
 
 def gated_default_plugins() -> list[tuple[str, int]]:
     """What ``applyFeatureGates`` appends to the default multiPoint list for the workload gates:
-    GenericWorkload -> GangScheduling (``applyGangScheduling``)."""
-    return [("GangScheduling", 0)] if feature_gates.get("GenericWorkload") else []
+    GenericWorkload -> GangScheduling (``applyGangScheduling``); TopologyAwareWorkloadScheduling ->
+    TopologyPlacementGenerator and PodGroupPodsCount weight 1 (``applyTopologyAwareWorkloadScheduling``)."""
+    out = [("GangScheduling", 0)] if feature_gates.get("GenericWorkload") else []
+    if feature_gates.get("TopologyAwareWorkloadScheduling"):
+        out += [("TopologyPlacementGenerator", 0), ("PodGroupPodsCount", 1)]
+    return out
 
 
 def default_multipoint(with_gpu: bool = True) -> list[tuple[str, int]]:

@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.interfaces import PlacementProgress, PodGroupInfo, PostFilterResult
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 from py_scheduler.queue.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 
@@ -347,6 +347,13 @@ class GangScheduling:
             self.reject_waiting(pod.namespace, gang[0], f"member {pod.name} cannot be scheduled")
         # No reason of its own: the FailedScheduling message stays upstream's.
         return None, Status(Code.UNSCHEDULABLE, [], NAME)
+
+    # -- PlacementFeasible (the pod group cycle) --------------------------------------------------------
+    def placement_feasible(self, state: CycleState, pod_group: PodGroupInfo, progress: PlacementProgress) -> Status:
+        """``PlacementFeasible``: :func:`placement_feasible` with the group's ``minCount`` (1 when the
+        policy is not gang)."""
+        n = gang_min_count(pod_group.pod_group)
+        return placement_feasible(n if n is not None else 1, progress.scheduled, progress.remaining)
 
     # -- the waiting-Pods map ------------------------------------------------------------------------
     def _waiting(self, namespace: str, name: str) -> list[Any]:
