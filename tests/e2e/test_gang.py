@@ -82,7 +82,7 @@ class GangBed:
              "metadata": {"name": name, "namespace": "default"},
              "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}})
 
-    async def member(self, scheduler_name: str, group: str, node_group: str) -> str:
+    async def member(self, scheduler_name: str, group: str, node_group: str, *, gated: bool = False) -> str:
         name = unique_name(f"{group}-m")
         self.pods.append(name)
         body: dict[str, Any] = {
@@ -93,6 +93,8 @@ class GangBed:
                      "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
                          "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"nvidia.com/gpu": "1"}}}]},
         }
+        if gated:
+            body["spec"]["schedulingGates"] = [{"name": "example.com/held"}]
         await self.core.create_namespaced_pod("default", body)
         return name
 
@@ -179,3 +181,72 @@ async def test_gang_that_does_not_fit_binds_nothing_then_whole_when_a_gpu_appear
 
         await wait_for(all_bound, timeout=120, what=f"{impl}: the gang bound whole after a GPU appeared")
     assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def test_two_gangs_competing_for_the_same_gpus_one_wins_whole(gbed: GangBed) -> None:
+    """4 GPUs, two 4-member gangs created interleaved: no deadlock, exactly one gang binds whole and
+    the other binds nothing (both schedulers)."""
+    names = await _start_both(gbed)
+    runs: dict[str, tuple[list[str], list[str]]] = {}
+    for impl, sched in names.items():
+        nodes = unique_name(f"race-{impl}")
+        for _ in range(2):
+            await gbed.node(nodes, 2)
+        a, b = unique_name(f"race-{impl}-a"), unique_name(f"race-{impl}-b")
+        await gbed.pod_group(a, 4)
+        await gbed.pod_group(b, 4)
+        pods = await asyncio.gather(*(gbed.member(sched, g, nodes) for _ in range(4) for g in (a, b)))
+        runs[impl] = (list(pods[0::2]), list(pods[1::2]))
+    for impl, (a_pods, b_pods) in runs.items():
+        async def one_whole(a_pods: list[str] = a_pods, b_pods: list[str] = b_pods) -> tuple[int, int] | None:
+            got_a, got_b = len(await gbed.bound(a_pods)), len(await gbed.bound(b_pods))
+            return (got_a, got_b) if 4 in (got_a, got_b) else None
+
+        got = await wait_for(one_whole, timeout=120, what=f"{impl}: one of the two gangs bound whole")
+        assert sorted(got) == [0, 4], (impl, got)
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def test_member_deleted_while_the_gang_waits_releases_its_gpus(gbed: GangBed) -> None:
+    """Three members of a minCount-4 gang wait at Permit, holding 3 GPUs (the fourth exists but is held
+    back by a scheduling gate); the fourth is deleted. After the Permit timeout (5 s here) no member is
+    bound nor holds a GPU (PreEnqueue now holds them: 3 < minCount): two 2-GPU Pods, one per Node, bind."""
+    sched_name = unique_name("gang-py")
+    sched = gbed.py_scheduler(sched_name)
+    await sched.wait_leading()
+    nodes = unique_name("del")
+    for _ in range(2):
+        await gbed.node(nodes, 2)
+    group = unique_name("del-g")
+    await gbed.pod_group(group, 4)
+    stray = await gbed.member(sched_name, group, nodes, gated=True)
+    members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
+
+    async def waiting_at_permit() -> bool:
+        # The binding cycle nominates a Pod that waits on Permit (NominatedNodeNameForExpectation).
+        pods = await gbed.core.list_namespaced_pod("default")
+        got = [p for p in pods.items if p.metadata.name in members]
+        return len(got) == 3 and all(p.status.nominated_node_name and not p.spec.node_name for p in got)
+
+    await wait_for(waiting_at_permit, timeout=60, what="3 members reserved and waiting at Permit")
+    await gbed.core.delete_namespaced_pod(stray, "default", grace_period_seconds=0)
+    # Two 2-GPU Pods without a gang: they fit only once the gang's three reservations are gone.
+    fillers = []
+    for _ in range(2):
+        name = unique_name("del-fill")
+        gbed.pods.append(name)
+        fillers.append(name)
+        await gbed.core.create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulerName": sched_name, "terminationGracePeriodSeconds": 0,
+                     "nodeSelector": {GROUP_LABEL: nodes},
+                     "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
+                         "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"nvidia.com/gpu": "2"}}}]}})
+
+    async def fillers_bound() -> dict[str, str] | None:
+        got = await gbed.bound(fillers)
+        return got if len(got) == 2 else None
+
+    await wait_for(fillers_bound, timeout=60, what="the 2-GPU Pods bound once the gang released its GPUs")
+    assert not await gbed.bound(members), "a member of an incomplete gang was bound"
+    assert "Traceback" not in sched.log()
