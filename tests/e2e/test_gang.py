@@ -47,14 +47,17 @@ class GangBed:
         self.replicas: list[SchedulerProcess] = []
         self.kube_schedulers: list[str] = []
 
-    def py_scheduler(self, scheduler_name: str) -> SchedulerProcess:
+    def py_scheduler(self, scheduler_name: str, *, lease: str = "", replica: str = "",
+                     permit_timeout: float = 5) -> SchedulerProcess:
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                "profiles": [{"schedulerName": scheduler_name,
-                             "pluginConfig": [{"name": "GangScheduling", "args": {"permitTimeoutSeconds": 5}}]}]}
+                             "pluginConfig": [{"name": "GangScheduling",
+                                               "args": {"permitTimeoutSeconds": permit_timeout}}]}]}
         path = self.tmp / f"{scheduler_name}.yaml"
         path.write_text(json.dumps(cfg))
-        p = SchedulerProcess(Path(self.testbed.kubeconfig), Path(self.testbed.dir) / "logs" / f"{scheduler_name}.log",
-                             lease_name=unique_name("py-sched-gang"), verbosity=4,
+        log = Path(self.testbed.dir) / "logs" / f"{scheduler_name}{replica}.log"
+        p = SchedulerProcess(Path(self.testbed.kubeconfig), log,
+                             lease_name=lease or unique_name("py-sched-gang"), verbosity=4,
                              extra_args=["--config", str(path), "--feature-gates", "GenericWorkload=true"])
         p.start()
         self.replicas.append(p)
@@ -250,3 +253,50 @@ async def test_member_deleted_while_the_gang_waits_releases_its_gpus(gbed: GangB
     await wait_for(fillers_bound, timeout=60, what="the 2-GPU Pods bound once the gang released its GPUs")
     assert not await gbed.bound(members), "a member of an incomplete gang was bound"
     assert "Traceback" not in sched.log()
+
+
+async def test_leader_killed_while_the_gang_waits_at_permit(gbed: GangBed) -> None:
+    """Three members wait at Permit on the leader (the fourth held back by a scheduling gate); the
+    leader is killed (SIGKILL: nothing released, nothing bound). The standby takes the Lease, holds the
+    three at Permit again; the gate is lifted and the whole gang binds, each GPU index once per Node."""
+    sched_name = unique_name("gang-py")
+    lease = unique_name("py-sched-gang-le")
+    a = gbed.py_scheduler(sched_name, lease=lease, replica="-a", permit_timeout=120)
+    await a.wait_leading()
+    b = gbed.py_scheduler(sched_name, lease=lease, replica="-b", permit_timeout=120)
+    await b.wait_log("attempting to acquire leader lease")
+    nodes = unique_name("le")
+    for _ in range(2):
+        await gbed.node(nodes, 2)
+    group = unique_name("le-g")
+    await gbed.pod_group(group, 4)
+    held = await gbed.member(sched_name, group, nodes, gated=True)
+    members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
+
+    async def waiting_at_permit() -> bool:
+        pods = await gbed.core.list_namespaced_pod("default")
+        got = [p for p in pods.items if p.metadata.name in members]
+        return len(got) == 3 and all(p.status.nominated_node_name and not p.spec.node_name for p in got)
+
+    await wait_for(waiting_at_permit, timeout=60, what="3 members waiting at Permit on the leader")
+    a.kill()
+    await b.wait_log("became the leader", timeout=60)
+    await b.wait_log(f"GPU indices reserved pod=default/{members[0]}", timeout=60)
+    assert not await gbed.bound(members), "a member bound before its gang was complete"
+    await gbed.core.patch_namespaced_pod(held, "default", {"spec": {"schedulingGates": None}})
+    everyone = [*members, held]
+
+    async def all_bound() -> dict[str, str] | None:
+        got = await gbed.bound(everyone)
+        return got if len(got) == 4 else None
+
+    got = await wait_for(all_bound, timeout=90, what="the whole gang bound by the new leader")
+    assert sorted(list(got.values()).count(n) for n in set(got.values())) == [2, 2], got
+    pods = await gbed.core.list_namespaced_pod("default")
+    indices: dict[str, list[str]] = {}
+    for p in pods.items:
+        if p.metadata.name in got:
+            raw = (p.metadata.annotations or {}).get("gpu-scheduler/gpu-indices", "")
+            indices.setdefault(p.spec.node_name, []).extend(raw.split(","))
+    assert all(sorted(v) == ["0", "1"] for v in indices.values()), indices
+    assert "Traceback" not in b.log()
