@@ -48,7 +48,7 @@ class GangBed:
         self.kube_schedulers: list[str] = []
 
     def py_scheduler(self, scheduler_name: str, *, lease: str = "", replica: str = "",
-                     permit_timeout: float = 5) -> SchedulerProcess:
+                     permit_timeout: float = 5, gates: str = "GenericWorkload=true") -> SchedulerProcess:
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                "profiles": [{"schedulerName": scheduler_name,
                              "pluginConfig": [{"name": "GangScheduling",
@@ -58,32 +58,34 @@ class GangBed:
         log = Path(self.testbed.dir) / "logs" / f"{scheduler_name}{replica}.log"
         p = SchedulerProcess(Path(self.testbed.kubeconfig), log,
                              lease_name=lease or unique_name("py-sched-gang"), verbosity=4,
-                             extra_args=["--config", str(path), "--feature-gates", "GenericWorkload=true"])
+                             extra_args=["--config", str(path), "--feature-gates", gates])
         p.start()
         self.replicas.append(p)
         return p
 
-    def kube_scheduler(self, scheduler_name: str) -> None:
+    def kube_scheduler(self, scheduler_name: str, gates: str = "GenericWorkload=true") -> None:
         self.kube_schedulers.append(scheduler_name)
         self.testbed.start_kube_scheduler(scheduler_name, config={"leaderElection": {"leaderElect": False},
                                                                   "profiles": [{"schedulerName": scheduler_name}]},
                                           wait_leading=False, restart=False,
-                                          extra_args=["--feature-gates=GenericWorkload=true"])
+                                          extra_args=[f"--feature-gates={gates}"])
 
-    async def node(self, group: str, gpus: int) -> str:
+    async def node(self, group: str, gpus: int, labels: dict[str, str] | None = None) -> str:
         name = unique_name("gang-gpu")
         self.nodes[name] = gpus
         await create_node(self.api, name, {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)},
-                          labels={GROUP_LABEL: group, **L4})
+                          labels={GROUP_LABEL: group, **L4, **(labels or {})})
         return name
 
-    async def pod_group(self, name: str, min_count: int) -> None:
+    async def pod_group(self, name: str, min_count: int, topology_key: str = "") -> None:
         self.groups.append(name)
+        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+        if topology_key:
+            spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
         await self.custom.create_namespaced_custom_object(
             "scheduling.k8s.io", "v1beta1", "default", "podgroups",
             {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-             "metadata": {"name": name, "namespace": "default"},
-             "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}})
+             "metadata": {"name": name, "namespace": "default"}, "spec": spec})
 
     async def member(self, scheduler_name: str, group: str, node_group: str, *, gated: bool = False) -> str:
         name = unique_name(f"{group}-m")
@@ -300,3 +302,35 @@ async def test_leader_killed_while_the_gang_waits_at_permit(gbed: GangBed) -> No
             indices.setdefault(p.spec.node_name, []).extend(raw.split(","))
     assert all(sorted(v) == ["0", "1"] for v in indices.values()), indices
     assert "Traceback" not in b.log()
+
+
+RACK = "example.com/rack"
+
+
+async def test_topology_aware_gang_lands_in_the_one_rack_that_holds_it(gbed: GangBed) -> None:
+    """TopologyAwareWorkloadScheduling on for both: rack a has 4 free GPUs on two Nodes, rack b 3 on two
+    Nodes. A 4-member one-GPU gang with a rack constraint lands whole in rack a (without the constraint
+    the default scoring would spread it over both racks)."""
+    gates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+    names = {"py": unique_name("gang-py"), "kube": unique_name("gang-ks")}
+    sched = gbed.py_scheduler(names["py"], gates=gates)
+    gbed.kube_scheduler(names["kube"], gates=gates)
+    await sched.wait_leading()
+    members: dict[str, list[str]] = {}
+    racks: dict[str, dict[str, str]] = {}
+    for impl, sched_name in names.items():
+        nodes = unique_name(f"topo-{impl}")
+        racks[impl] = {}
+        for rack, gpus in (("a", 2), ("a", 2), ("b", 2), ("b", 1)):
+            racks[impl][await gbed.node(nodes, gpus, {RACK: f"{nodes}-{rack}"})] = rack
+        group = unique_name(f"topo-{impl}-g")
+        await gbed.pod_group(group, 4, RACK)
+        members[impl] = list(await asyncio.gather(*(gbed.member(sched_name, group, nodes) for _ in range(4))))
+    for impl, pods in members.items():
+        async def all_bound(pods: list[str] = pods) -> dict[str, str] | None:
+            got = await gbed.bound(pods)
+            return got if len(got) == 4 else None
+
+        got = await wait_for(all_bound, timeout=90, what=f"{impl}: the topology-constrained gang bound")
+        assert {racks[impl][n] for n in got.values()} == {"a"}, (impl, got)
+    assert "Traceback" not in gbed.replicas[0].log()
