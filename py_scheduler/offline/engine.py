@@ -70,7 +70,24 @@ class Outcome:
         return self.result.totals.get(sel) if sel is not None else None
 
 
-def load_frameworks(config: Path | None) -> tuple[dict[str, Framework], str, int]:
+class DataLister:
+    """The Handle's ``objects`` offline (:class:`~py_scheduler.framework.handle.ObjectLister`): the
+    snapshot file's (or live listing's) Pods and other objects, as the live informers' store would
+    hold them (GangScheduling and TopologyPlacementGenerator read PodGroups and members here)."""
+
+    def __init__(self, data: ClusterData) -> None:
+        self.data = data
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        if kind == "Pod":
+            return next((p for p in self.data.pods if pod_key(p) == f"{namespace}/{name}"), None)
+        return self.data.objects.get(kind, f"{namespace}/{name}" if namespace else name)
+
+    def list(self, kind: str) -> list[Obj]:
+        return list(self.data.pods) if kind == "Pod" else self.data.objects.list(kind)
+
+
+def load_frameworks(config: Path | None, handle: Any = None) -> tuple[dict[str, Framework], str, int]:
     """Build every profile of ``config`` (the default configuration when None).
 
     Returns (schedulerName -> Framework, the default profile's name, the global
@@ -98,7 +115,7 @@ def load_frameworks(config: Path | None) -> tuple[dict[str, Framework], str, int
         except OSError as exc:
             raise ProfileError(f"{config}: cannot read: {exc.strerror or exc}") from exc
     try:
-        fws = cfgmod.build_frameworks(cfg)
+        fws = cfgmod.build_frameworks(cfg, handle=handle)
     except cfgmod.ConfigError as exc:
         where = f"{config}: " if config is not None else ""
         raise ProfileError(f"{where}{exc}") from exc
@@ -143,7 +160,9 @@ class OfflineScheduler:
             ProfileError: see :func:`load_frameworks`.
             py_scheduler.offline.loader.SnapshotError: a malformed Node / bound Pod.
         """
-        fws, default, pct = load_frameworks(config)
+        from py_scheduler.framework.handle import Handle
+
+        fws, default, pct = load_frameworks(config, Handle(objects=DataLister(data)))
         return cls(fws, default, data.snapshot(), pct)
 
     def framework_for(self, pod: Obj) -> Framework:

@@ -29,6 +29,7 @@ from pathlib import Path
 from py_scheduler.offline.engine import OfflineScheduler, Outcome, ProfileError, queue_order
 from py_scheduler.offline.loader import ClusterData, SnapshotError, load_snapshot_file, pending_pods, pod_key
 from py_scheduler.offline.render import make_console, print_explain
+from py_scheduler.plugins.topology_placement import placement_note
 
 __all__ = ["OUTPUT_FORMATS", "explain_main", "fail", "outcome_json"]
 
@@ -91,6 +92,9 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
     console = make_console() if output == "table" else None
     for p in pods:
         o = sched.schedule(p, explain=True)
+        note = placement_note(o.result.state)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
         if console is None:
             sys.stdout.write(outcome_json(o) + "\n")
             sys.stdout.flush()

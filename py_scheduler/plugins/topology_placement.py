@@ -34,6 +34,7 @@ from py_scheduler.plugins.gang_scheduling import pod_group_name
 Obj = dict[str, Any]
 
 NAME = "TopologyPlacementGenerator"
+STATE_KEY = f"PreFilter{NAME}"
 
 
 def topology_key(pod_group: Obj) -> str | None:
@@ -79,7 +80,8 @@ def required_domain(members: list[tuple[PodInfo, NodeInfo]], key: str) -> tuple[
 
 def copies_that_fit(ni: NodeInfo, req: Resource) -> int:
     """How many Pods with requests ``req`` fit the node's free allocatable (CPU, memory, extended
-    resources, pod count); a Pod requesting nothing counts once per free pod slot."""
+    resources, pod count); a Pod requesting nothing counts once per free pod slot. Whole units only:
+    ``req`` from :func:`effective_requests`."""
     free_pods = ni.allocatable.allowed_pod_number - len(ni.pods)
     n = max(free_pods, 0)
     pairs = [(ni.allocatable.milli_cpu - ni.requested.milli_cpu, req.milli_cpu),
@@ -89,6 +91,41 @@ def copies_that_fit(ni: NodeInfo, req: Resource) -> int:
         if want > 0:
             n = min(n, max(free, 0) // want)
     return n
+
+
+def placement_note(state: CycleState | None) -> str | None:
+    """The group placement decision of this cycle, for ``explain``: which domain, each domain's room
+    (copies of the Pod that fit) and the group's size; None when PreFilter chose no domain."""
+    try:
+        d = state.read(STATE_KEY) if state is not None else None
+    except KeyError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    room = ", ".join(f"{dom}={n}" for dom, n in sorted(d["capacity"].items()))
+    fits = d["capacity"].get(d["domain"], 0) >= d["needed"]
+    verdict = "holds the whole group" if fits else "holds the most members, but not all: the group cannot fit whole"
+    return (f"pod group {d['group']}: topology {d['key']}={d['domain']} ({verdict}; {d['needed']} members, "
+            f"room per domain: {room})")
+
+
+def effective_requests(pod: PodInfo) -> Resource:
+    """The Pod's requests, with extended resources given only as limits counted as requested (the
+    API server defaults such requests to the limits; a snapshot file may not have them)."""
+    req = Resource(pod.requests.milli_cpu, pod.requests.memory, pod.requests.ephemeral_storage,
+                   pod.requests.allowed_pod_number, dict(pod.requests.scalar))
+    limits: dict[str, int] = {}
+    for c in pod.spec.get("containers") or []:
+        lim = ((c.get("resources") or {}).get("limits") or {}) if isinstance(c, dict) else {}
+        for name, q in lim.items() if isinstance(lim, dict) else ():
+            if "/" in name and not name.startswith(("kubernetes.io/", "requests.")) and name not in req.scalar:
+                try:
+                    limits[name] = limits.get(name, 0) + int(str(q))
+                except ValueError:
+                    continue
+    for name, n in limits.items():
+        req.scalar[name] = n
+    return req
 
 
 class TopologyPlacement:
@@ -153,10 +190,11 @@ class TopologyPlacement:
         """The domain for a group with no member scheduled yet (module docstring), and every
         domain's capacity in copies of ``pod``."""
         capacity: dict[str, int] = {}
+        req = effective_requests(pod)
         for ni in nodes:
             d = _labels(ni).get(key)
             if d is not None:
-                capacity[d] = capacity.get(d, 0) + copies_that_fit(ni, pod.requests)
+                capacity[d] = capacity.get(d, 0) + copies_that_fit(ni, req)
         if not capacity:
             return None, capacity
         whole = [d for d, c in capacity.items() if c >= members_needed]
@@ -182,6 +220,7 @@ class TopologyPlacement:
             if domain is None:
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                                     [f"no node has the pod group's topology key {key}"], NAME)
-            state.write(f"PreFilter{NAME}", {"domain": domain, "capacity": capacity})
+            state.write(STATE_KEY, {"group": f"{pod.namespace}/{name}", "key": key, "domain": domain,
+                                    "capacity": capacity, "needed": self._group_size(pod, name)})
         allowed = {ni.name for ni in nodes if _labels(ni).get(key) == domain}
         return allowed, Status.success()

@@ -85,11 +85,21 @@ def test_pre_filter_keeps_the_gang_in_the_best_fitting_domain() -> None:
     state = CycleState()
     allowed, s = pl.pre_filter(state, PodInfo(gpu_pod("p0", 2)), nodes)
     assert s.is_success() and allowed == {"a1", "a2"}
-    assert state.read("PreFilterTopologyPlacementGenerator") == {"domain": "a", "capacity": {"a": 4, "b": 2}}
+    assert state.read("PreFilterTopologyPlacementGenerator")["capacity"] == {"a": 4, "b": 2}
+    assert tp.placement_note(state) == (f"pod group ns/pg: topology {RACK}=a (holds the whole group; 4 members, "
+                                        "room per domain: a=4, b=2)")
+    assert tp.placement_note(CycleState()) is None
     small = Objects()
     small.add(topo_group(2), *[gpu_pod(f"p{i}", 2) for i in range(2)])
     allowed, s = tp.TopologyPlacement(small).pre_filter(CycleState(), PodInfo(gpu_pod("p0", 2)), nodes)
     assert allowed == {"b1"}
+    big = Objects()
+    big.add(topo_group(6), *[gpu_pod(f"p{i}", 2) for i in range(6)])
+    state = CycleState()
+    allowed, s = tp.TopologyPlacement(big).pre_filter(state, PodInfo(gpu_pod("p0", 2)), nodes)
+    assert allowed == {"a1", "a2"}
+    note = tp.placement_note(state)
+    assert note is not None and "holds the most members, but not all: the group cannot fit whole" in note
 
 
 def test_pre_filter_follows_scheduled_members_and_skips_others() -> None:
