@@ -31,13 +31,14 @@ from typing import Any
 import kopf
 
 from py_scheduler.app.binder import Binder
-from py_scheduler.app.informers import EventHandlers, Informers, ObjectStore
+from py_scheduler.app.informers import KINDS, EventHandlers, Informers, ObjectStore
 from py_scheduler.app.kube import Kube, KubeAPIClient
 from py_scheduler.app.leader import AlwaysLeader, LeaderElector, new_identity
 from py_scheduler.app.logging import setup_logging
 from py_scheduler.app.loop import Housekeeping, QueueMetricsRecorder, SchedulingLoop
 from py_scheduler.app.metrics import BatchMetricsRecorder, framework_observer
 from py_scheduler.cache.cache import Cache
+from py_scheduler.framework import config
 from py_scheduler.framework.config import (
     ConfigError,
     SchedulerConfig,
@@ -136,7 +137,7 @@ def apply_feature_gates(spec: str) -> dict[str, bool]:
         ValueError: an entry without ``=``, a value other than true / false, or an unknown gate
             (``unrecognized feature gate: X``, as upstream).
     """
-    from py_scheduler.framework import config, runtime
+    from py_scheduler.framework import runtime
 
     gates: dict[str, bool] = {}
     for item in (x.strip() for x in spec.split(",")):
@@ -193,7 +194,10 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     cache = Cache()
     queue = PriorityQueue(frameworks, pod_initial_backoff=cfg.pod_initial_backoff_seconds,
                           pod_max_backoff=cfg.pod_max_backoff_seconds, metrics=QueueMetricsRecorder())
-    informers = Informers(kube, EventHandlers(cache, queue, frameworks))
+    # PodGroups are watched only with GenericWorkload on, as kube-scheduler starts that informer only then
+    # (and an RBAC without podgroups must not keep the caches from syncing).
+    kinds = [k for k in KINDS if k.kind != "PodGroup" or config.feature_gates.get("GenericWorkload")]
+    informers = Informers(kube, EventHandlers(cache, queue, frameworks), kinds)
     for fw in frameworks.values():
         # ``Handle.Activate`` for plugins (GangScheduling's Permit wakes its group's unscheduled members).
         setattr(fw, "activate", queue.activate)  # noqa: B010
