@@ -32,7 +32,12 @@ that path this plugin also (as the scheduler-plugins coscheduling plugin does):
 - Unreserve of a member while the quorum is not met (its Permit timed out, a member was deleted,
   its binding failed) rejects every other waiting member of the group, so nothing stays reserved;
 - PostFilter (after DefaultPreemption) for a member that fits nowhere while the quorum is not met
-  rejects the waiting members likewise, instead of letting them hold resources until the timeout.
+  rejects the waiting members likewise, instead of letting them hold resources until the timeout;
+  the group is then held at PreEnqueue (``pod group <name> could not be placed whole; waiting for a
+  cluster change``) until a Node event or another Pod's deletion / update, as upstream retries a
+  group only on a cluster event. Without that hold the freed room's own events would wake the
+  misfit member at once and the group would reserve and release in a loop (on the test bed: 690
+  scheduling attempts in 25 s for one 4-member gang that cannot fit).
 
 Where the plugin reads objects: ``handle.objects`` (an :class:`~py_scheduler.framework.handle.ObjectLister`:
 ``list("Pod")``, ``get("PodGroup", ns, name)``); without it (no lister wired) every gang Pod waits at
@@ -67,6 +72,7 @@ POD_GROUP = Resource.POD_GROUP
 MSG_MIN_COUNT_NOT_IN_QUEUE = "waiting for minCount pods from a gang to appear in scheduling queue"
 MSG_MIN_COUNT_NOT_SCHEDULED = "waiting for minCount pods from a gang to be scheduled"
 MSG_REJECTED_WITH_GROUP = "rejected with its pod group {group}: {why}"
+MSG_HELD = "pod group {group} could not be placed whole; waiting for a cluster change"
 CONDITION = "PodGroupInitiallyScheduled"
 """``schedulingapi.PodGroupInitiallyScheduled``: True (reason ``Scheduled``) once the quorum is placed,
 never regressed to False afterwards; False (reason ``Unschedulable``) while the group cannot be placed."""
@@ -196,6 +202,11 @@ class GangScheduling:
         self._assumed: dict[str, set[str]] = {}
         """Group key ``ns/name`` -> UIDs this scheduler reserved and has not seen bound or released."""
         self._writes: set[asyncio.Task[None]] = set()
+        self._changes = 0
+        """Cluster changes seen through the queueing hints (Node events, other Pods' deletions)."""
+        self._released: dict[str, int] = {}
+        """Group key -> ``_changes`` when the group was released because a member fit nowhere: until
+        the cluster changes, its members are held at PreEnqueue (no reserve-and-release churn)."""
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Any) -> GangScheduling:
@@ -237,6 +248,10 @@ class GangScheduling:
         scheduler's informers drop them."""
         key = f"{namespace}/{name}"
         assumed = self._assumed.get(key, set())
+        if assumed:
+            # A member rejected at Permit stays assumed until its binding cycle unreserves it; it
+            # must not count toward the quorum meanwhile (or a partial gang would be let through).
+            assumed -= self._rejected_waiting()
         st = PodGroupState()
         for pod in self._list_pods():
             if _ns(pod) != namespace or pod_group_name(pod) != name:
@@ -288,7 +303,19 @@ class GangScheduling:
             return Status.success()
         if self.pod_group_state(pod.namespace, name).all_pods_count() < n:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [MSG_MIN_COUNT_NOT_IN_QUEUE], NAME)
+        if self._held(f"{pod.namespace}/{name}"):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [MSG_HELD.format(group=name)], NAME)
         return Status.success()
+
+    def _held(self, key: str) -> bool:
+        """Whether group ``key`` was released for a misfit and the cluster has not changed since."""
+        at = self._released.get(key)
+        if at is None:
+            return False
+        if at == self._changes:
+            return True
+        del self._released[key]
+        return False
 
     # -- Reserve / Unreserve -------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
@@ -325,6 +352,9 @@ class GangScheduling:
         if gang is None:
             return Status.success(), 0.0
         name, min_count = gang
+        if self._held(f"{pod.namespace}/{name}"):
+            self._assumed.get(f"{pod.namespace}/{name}", set()).discard(pod.uid)
+            return Status(Code.UNSCHEDULABLE, [MSG_HELD.format(group=name)], NAME), 0.0
         st = self.pod_group_state(pod.namespace, name)
         if st.scheduled_pods_count() < min_count:
             activate = getattr(self.fw, "activate", None)
@@ -339,14 +369,41 @@ class GangScheduling:
     # -- PostFilter ----------------------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: PodInfo,
                     node_statuses: dict[str, Status]) -> tuple[PostFilterResult | None, Status]:
-        """A member that fits nowhere (after preemption found nothing): when the quorum is not met,
-        reject the members waiting at Permit so the gang holds nothing. Never nominates, adds no
-        reason to the FailedScheduling message."""
+        """A member that fits nowhere (after preemption found nothing) while its group's quorum is not
+        met: the older gang wins. When gangs younger than this one (PodGroup ``creationTimestamp``, then
+        namespace/name) hold members at Permit and no older one does, their waiting members are
+        rejected and they are held (this group keeps its reservations; the freed room requeues the
+        misfit member). Otherwise this group's waiting members are rejected and it is held until the
+        cluster changes. Without the order, two gangs competing for the same GPUs release each other
+        in turn forever. Never nominates, adds no reason to the FailedScheduling message."""
         gang = self._gang_of(pod)
-        if gang is not None and self.pod_group_state(pod.namespace, gang[0]).scheduled_pods_count() < gang[1]:
-            self.reject_waiting(pod.namespace, gang[0], f"member {pod.name} cannot be scheduled")
+        if gang is None or self.pod_group_state(pod.namespace, gang[0]).scheduled_pods_count() >= gang[1]:
+            return None, Status(Code.UNSCHEDULABLE, [], NAME)
+        key = f"{pod.namespace}/{gang[0]}"
+        mine = self._age(key)
+        others = {f"{wp.pod.namespace}/{pod_group_name(wp.pod.pod)}" for wp in self._all_waiting()} - {key}
+        younger = sorted(k for k in others if self._age(k) > mine)
+        if younger and not any(self._age(k) < mine for k in others):
+            for k in younger:
+                ns, _, name = k.partition("/")
+                if self.reject_waiting(ns, name, f"yields to the older pod group {gang[0]}"):
+                    self._released[k] = self._changes
+        elif self.reject_waiting(pod.namespace, gang[0], f"member {pod.name} cannot be scheduled"):
+            # Hold the group until the cluster changes: retrying at once would reserve and release again.
+            self._released[key] = self._changes
         # No reason of its own: the FailedScheduling message stays upstream's.
         return None, Status(Code.UNSCHEDULABLE, [], NAME)
+
+    def _age(self, key: str) -> tuple[str, str]:
+        """Order of gangs: (PodGroup creationTimestamp, namespace/name); RFC 3339 UTC sorts as text."""
+        ns, _, name = key.partition("/")
+        pg = self._pod_group(ns, name) or {}
+        return str(_meta(pg).get("creationTimestamp") or ""), key
+
+    def _all_waiting(self) -> list[Any]:
+        """Gang members waiting at Permit (not yet allowed or rejected), any group."""
+        return [wp for wp in getattr(self.fw, "waiting_pods", None) or ()
+                if not getattr(wp, "done", False) and pod_group_name(wp.pod.pod) is not None]
 
     # -- PlacementFeasible (the pod group cycle) --------------------------------------------------------
     def placement_feasible(self, state: CycleState, pod_group: PodGroupInfo, progress: PlacementProgress) -> Status:
@@ -363,12 +420,20 @@ class GangScheduling:
         return [wp for wp in wps
                 if wp.pod.namespace == namespace and pod_group_name(wp.pod.pod) == name]
 
+    def _rejected_waiting(self) -> set[str]:
+        """UIDs in the waiting-Pods map already rejected (or preempted) but not yet unreserved: done
+        with plugins still pending (an allowed Pod is done with none pending)."""
+        return {wp.pod.uid for wp in getattr(self.fw, "waiting_pods", None) or ()
+                if getattr(wp, "done", False) and wp.pending_plugins()}
+
     def reject_waiting(self, namespace: str, name: str, why: str) -> int:
         """Reject every member of group ``namespace/name`` waiting at Permit and mark the group
         Unschedulable (``why`` as the condition's message); returns how many were rejected."""
         n = 0
+        members = self._assumed.get(f"{namespace}/{name}", set())
         for wp in self._waiting(namespace, name):
             if wp.reject(NAME, MSG_REJECTED_WITH_GROUP.format(group=name, why=why)):
+                members.discard(wp.pod.uid)  # no longer counts, even before its Unreserve runs
                 n += 1
         self.write_condition(namespace, name, "False", "Unschedulable", why)
         return n
@@ -412,7 +477,22 @@ class GangScheduling:
             ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, ActionType.ADD), pod_added),
             ClusterEventWithHint(ClusterEvent(POD_GROUP, ActionType.ADD), self._hint_pod_group_added),
             ClusterEventWithHint(ClusterEvent(POD_GROUP, ActionType.UPDATE), self._hint_pod_group_updated),
+            # py-scheduler's release-on-misfit: a group held since then goes back on a cluster change.
+            ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ALL), self._hint_cluster_change),
+            ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE),
+                                 self._hint_cluster_change),
         ]
+
+    def _hint_cluster_change(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
+        """Queue a held group's members on a Node event or another Pod's deletion / update (not one of
+        the group's own members: their release is what left the group held)."""
+        other = old if isinstance(old, dict) else new
+        if isinstance(other, dict) and self._same_group(pod, other, pod_group_name(other)):  # Nodes have no group
+            return QueueingHint.QUEUE_SKIP
+        self._changes += 1
+        name = pod_group_name(pod)
+        return QueueingHint.QUEUE if name is not None and f"{_ns(pod)}/{name}" in self._released \
+            else QueueingHint.QUEUE_SKIP
 
     @staticmethod
     def _same_group(pod: Obj, other: Any, other_name: str | None) -> bool:

@@ -109,6 +109,14 @@ class GangBed:
         return {p.metadata.name: p.spec.node_name for p in pods.items
                 if p.metadata.name in wanted and p.spec.node_name}
 
+    async def condition(self, name: str) -> tuple[str, str] | None:
+        """The PodGroup's PodGroupInitiallyScheduled (status, reason), or None."""
+        pg = await self.custom.get_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "default",
+                                                            "podgroups", name)
+        conds = (pg.get("status") or {}).get("conditions") or []
+        c = next((c for c in conds if c.get("type") == "PodGroupInitiallyScheduled"), None)
+        return (c["status"], c["reason"]) if c else None
+
     async def close(self) -> None:
         for name in self.kube_schedulers:
             self.testbed.stop_kube_scheduler(name, kill=True)
@@ -176,6 +184,12 @@ async def test_gang_that_does_not_fit_binds_nothing_then_whole_when_a_gpu_appear
             got = await gbed.bound(pods)
             assert not got, f"{impl} bound part of a gang that cannot fit: {got}"
         await asyncio.sleep(1.0)  # sampling period of a negative check, not synchronisation
+    # Both mark the PodGroup as upstream's updatePodGroupCondition does.
+    for impl in names:
+        async def unschedulable(impl: str = impl) -> bool:
+            return await gbed.condition(groups[impl]) == ("False", "Unschedulable")
+
+        await wait_for(unschedulable, timeout=30, what=f"{impl}: PodGroupInitiallyScheduled False/Unschedulable")
     # One more GPU: the gang fits exactly, so it binds whole only if no member still holds a GPU.
     for impl in names:
         await gbed.node(groups[impl], 1)
@@ -185,6 +199,11 @@ async def test_gang_that_does_not_fit_binds_nothing_then_whole_when_a_gpu_appear
             return got if len(got) == 4 else None
 
         await wait_for(all_bound, timeout=120, what=f"{impl}: the gang bound whole after a GPU appeared")
+
+        async def scheduled(impl: str = impl) -> bool:
+            return await gbed.condition(groups[impl]) == ("True", "Scheduled")
+
+        await wait_for(scheduled, timeout=30, what=f"{impl}: PodGroupInitiallyScheduled True/Scheduled")
     assert "Traceback" not in gbed.replicas[0].log()
 
 

@@ -67,14 +67,20 @@ class FakeWaiting:
         self.pod = p
         self.allowed: list[str] = []
         self.rejected: list[tuple[str, str]] = []
+        self.done = False
+
+    def pending_plugins(self) -> list[str]:
+        return [] if self.allowed else [gs.NAME]
 
     def allow(self, plugin: str) -> None:
         self.allowed.append(plugin)
+        self.done = True
 
     def reject(self, plugin: str, message: str) -> bool:
         if self.rejected or self.allowed:
             return False
         self.rejected.append((plugin, message))
+        self.done = True
         return True
 
 
@@ -172,7 +178,7 @@ def test_unreserve_below_quorum_rejects_every_waiting_member() -> None:
     pl.unreserve(CycleState(), infos[0], "n1")
     assert fw.waiting_pods[1].rejected and fw.waiting_pods[1].rejected[0][0] == gs.NAME
     assert fw.waiting_pods[1].rejected[0][1] == "rejected with its pod group pg: member p0 was unreserved"
-    assert pl.pod_group_state("ns", "pg").assumed == {"uid-p1"}
+    assert pl.pod_group_state("ns", "pg").assumed == set()  # p1 is rejected: it no longer counts
     pl.unreserve(CycleState(), infos[1], "n1")
     assert pl.pod_group_state("ns", "pg").scheduled_pods_count() == 0
 
@@ -221,8 +227,8 @@ def test_permit_and_unreserve_ignore_pods_without_gang() -> None:
 def test_queueing_hints() -> None:
     pl, _ = make(Objects())
     hints = {ev.event.label(): ev.hint_fn for ev in pl.events_to_register()}
-    assert set(hints) == {"UnscheduledPodAdd", "AssignedPodAdd", "scheduling.k8s.io/PodGroupAdd",
-                          "scheduling.k8s.io/PodGroupUpdate"}
+    assert {"UnscheduledPodAdd", "AssignedPodAdd", "scheduling.k8s.io/PodGroupAdd",
+            "scheduling.k8s.io/PodGroupUpdate", "NodeAll"} <= set(hints)
     me = pod("p0")
     add = hints["UnscheduledPodAdd"]
     assert add is not None
@@ -379,6 +385,8 @@ def test_quorum_and_release_write_the_pod_group_condition_through_the_client() -
         fw.waiting_pods.append(FakeWaiting(infos[0]))
         pl.post_filter(CycleState(), infos[1], {})  # below quorum: Unschedulable
         objs.groups[("ns", "pg")]["status"] = {"conditions": []}
+        pl._hint_cluster_change(members[0], None, {"metadata": {"name": "new-node"}})  # the hold ends
+        fw.waiting_pods.clear()  # the rejected p0 left the map (its binding cycle ended)
         pl.reserve(CycleState(), infos[0], "n1")
         pl.reserve(CycleState(), infos[1], "n1")
         assert pl.permit(CycleState(), infos[1], "n1")[0].is_success()  # quorum: Scheduled
@@ -390,3 +398,92 @@ def test_quorum_and_release_write_the_pod_group_condition_through_the_client() -
     assert [(c["status"], c["reason"]) for _, body, _ in patches for c in body["status"]["conditions"]] == [
         ("False", "Unschedulable"), ("True", "Scheduled")]
     assert patches[0][2] == "application/strategic-merge-patch+json"
+
+
+
+def test_a_group_released_for_a_misfit_is_held_until_the_cluster_changes() -> None:
+    """No reserve-and-release loop: after PostFilter released the waiting members, the group's
+    members stay at PreEnqueue (and a member already past it is refused at Permit) until a Node
+    event or another Pod's deletion; the release of the group's own members does not count."""
+    objs = Objects()
+    members = [pod(f"p{i}") for i in range(3)]
+    objs.add(pod_group(min_count=3), *members)
+    pl, fw = make(objs)
+    infos = [PodInfo(p) for p in members]
+    pl.reserve(CycleState(), infos[0], "n1")
+    fw.waiting_pods.append(FakeWaiting(infos[0]))
+    pl.post_filter(CycleState(), infos[2], {})
+    held = pl.pre_enqueue(infos[2])
+    assert held.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert held.message() == "pod group pg could not be placed whole; waiting for a cluster change"
+    s, _ = pl.permit(CycleState(), infos[1], "n1")
+    assert s.code == Code.UNSCHEDULABLE and s.message() == held.message()
+    hints = {ev.event.label(): ev.hint_fn for ev in pl.events_to_register()}
+    own_delete = [ev.hint_fn for ev in pl.events_to_register() if ev.hint_fn == pl._hint_cluster_change]
+    assert len(own_delete) == 2
+    assert pl._hint_cluster_change(members[1], members[0], None) == QueueingHint.QUEUE_SKIP  # own member
+    assert not pl.pre_enqueue(infos[2]).is_success()
+    node_hint = hints["NodeAll"]
+    assert node_hint is not None
+    assert node_hint(members[1], None, {"metadata": {"name": "n9"}, "spec": {}}) == QueueingHint.QUEUE
+    assert node_hint(pod("solo", None), None, {"metadata": {"name": "n9"}}) == QueueingHint.QUEUE_SKIP
+    assert pl.pre_enqueue(infos[2]).is_success()
+    assert pl.pre_enqueue(infos[1]).is_success()  # the hold is gone for every member
+
+
+def test_a_misfit_with_nothing_waiting_does_not_hold_the_group() -> None:
+    objs = Objects()
+    members = [pod(f"p{i}") for i in range(2)]
+    objs.add(pod_group(min_count=2), *members)
+    pl, _ = make(objs)
+    pl.post_filter(CycleState(), PodInfo(members[0]), {})
+    assert pl.pre_enqueue(PodInfo(members[0])).is_success()
+
+
+
+def test_a_member_rejected_at_permit_does_not_count_before_its_unreserve() -> None:
+    """The partial-gang race: p0 and p1 wait, p0's Permit timer fires (rejected, not yet unreserved);
+    p2 and p3 arrive. Counting p0 would let p1..p3 through while p0 goes back to the queue."""
+    objs = Objects()
+    members = [pod(f"p{i}") for i in range(4)]
+    objs.add(pod_group(min_count=4), *members)
+    pl, fw = make(objs)
+    infos = [PodInfo(p) for p in members]
+    for i in range(2):
+        pl.reserve(CycleState(), infos[i], "n1")
+        fw.waiting_pods.append(FakeWaiting(infos[i]))
+    fw.waiting_pods[0].reject("", "rejected due to timeout")  # its binding cycle has not unreserved yet
+    for i in (2, 3):
+        pl.reserve(CycleState(), infos[i], "n1")
+    s, _ = pl.permit(CycleState(), infos[3], "n1")
+    assert s.code == Code.WAIT, "a rejected member was counted toward the quorum"
+    assert fw.waiting_pods[1].allowed == []
+
+
+def test_competing_gangs_the_older_one_wins() -> None:
+    """A (older) and B each hold members at Permit; A's next member fits nowhere: B's waiting members
+    are rejected and B is held, A keeps its reservations. Then B's misfit yields to A."""
+    objs = Objects()
+    a = [pod(f"a{i}", "ga") for i in range(3)]
+    b = [pod(f"b{i}", "gb") for i in range(3)]
+    ga, gb = pod_group("ga", 3), pod_group("gb", 3)
+    ga["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    gb["metadata"]["creationTimestamp"] = "2026-01-01T00:00:01Z"
+    objs.add(ga, gb, *a, *b)
+    pl, fw = make(objs)
+    for p in (a[0], b[0]):
+        pl.reserve(CycleState(), PodInfo(p), "n1")
+        fw.waiting_pods.append(FakeWaiting(PodInfo(p)))
+    wa, wb = fw.waiting_pods
+    pl.post_filter(CycleState(), PodInfo(a[1]), {})
+    assert wa.rejected == [] and wb.rejected and "yields to the older pod group ga" in wb.rejected[0][1]
+    assert not pl.pre_enqueue(PodInfo(b[1])).is_success()  # B held
+    assert pl.pre_enqueue(PodInfo(a[1])).is_success()  # A not held
+    # The other way round: B's misfit while A waits -> B releases its own.
+    fw.waiting_pods.clear()
+    pl._released.clear()
+    for p in (a[0], b[0]):
+        fw.waiting_pods.append(FakeWaiting(PodInfo(p)))
+    wa, wb = fw.waiting_pods
+    pl.post_filter(CycleState(), PodInfo(b[1]), {})
+    assert wa.rejected == [] and wb.rejected and "member b1 cannot be scheduled" in wb.rejected[0][1]
