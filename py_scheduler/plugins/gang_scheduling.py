@@ -52,7 +52,7 @@ import datetime
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from py_scheduler.framework.interfaces import PlacementProgress, PodGroupInfo, PostFilterResult
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
@@ -202,8 +202,12 @@ class GangScheduling:
         self._assumed: dict[str, set[str]] = {}
         """Group key ``ns/name`` -> UIDs this scheduler reserved and has not seen bound or released."""
         self._writes: set[asyncio.Task[None]] = set()
+        self._initially_scheduled: set[str] = set()
+        """PodGroup UIDs this process marked PodGroupInitiallyScheduled=True (never regressed)."""
         self._changes = 0
         """Cluster changes seen through the queueing hints (Node events, other Pods' deletions)."""
+        self._yielding: dict[str, set[str]] = {}
+        """Group key -> members rejected to yield to an older gang whose Unreserve has not run yet."""
         self._released: dict[str, int] = {}
         """Group key -> ``_changes`` when the group was released because a member fit nowhere: until
         the cluster changes, its members are held at PreEnqueue (no reserve-and-release churn)."""
@@ -332,6 +336,11 @@ class GangScheduling:
         if name is None:
             return
         key = f"{pod.namespace}/{name}"
+        yielding = self._yielding.get(key)
+        if yielding is not None:
+            yielding.discard(pod.uid)
+            if not yielding:
+                del self._yielding[key]
         members = self._assumed.get(key)
         if members is not None:
             members.discard(pod.uid)
@@ -381,13 +390,22 @@ class GangScheduling:
             return None, Status(Code.UNSCHEDULABLE, [], NAME)
         key = f"{pod.namespace}/{gang[0]}"
         mine = self._age(key)
-        others = {f"{wp.pod.namespace}/{pod_group_name(wp.pod.pod)}" for wp in self._all_waiting()} - {key}
+        others = {f"{wp.pod.namespace}/{pod_group_name(wp.pod.pod)}" for wp in self._all_waiting()}
+        for k in list(self._assumed):  # gangs holding reservations, waiting at Permit or not yet there
+            ns, _, name = k.partition("/")
+            if self.pod_group_state(ns, name).assumed:  # (prunes members since bound or gone)
+                others.add(k)
+        others.discard(key)
         younger = sorted(k for k in others if self._age(k) > mine)
-        if younger and not any(self._age(k) < mine for k in others):
+        yielding = any(uids and self._age(k) > mine for k, uids in self._yielding.items())
+        if (younger or yielding) and not any(self._age(k) < mine for k in others):
             for k in younger:
+                self._released[k] = self._changes  # members not yet at Permit are refused there
                 ns, _, name = k.partition("/")
-                if self.reject_waiting(ns, name, f"yields to the older pod group {gang[0]}"):
-                    self._released[k] = self._changes
+                rejected = self.reject_waiting(ns, name, f"yields to the older pod group {gang[0]}", uids=True)
+                if rejected:
+                    self._yielding.setdefault(k, set()).update(rejected)
+            # This group keeps its reservations: the yielded room frees when their Unreserve runs.
         elif self.reject_waiting(pod.namespace, gang[0], f"member {pod.name} cannot be scheduled"):
             # Hold the group until the cluster changes: retrying at once would reserve and release again.
             self._released[key] = self._changes
@@ -426,17 +444,24 @@ class GangScheduling:
         return {wp.pod.uid for wp in getattr(self.fw, "waiting_pods", None) or ()
                 if getattr(wp, "done", False) and wp.pending_plugins()}
 
-    def reject_waiting(self, namespace: str, name: str, why: str) -> int:
+    @overload
+    def reject_waiting(self, namespace: str, name: str, why: str) -> int: ...
+
+    @overload
+    def reject_waiting(self, namespace: str, name: str, why: str, uids: Literal[True]) -> set[str]: ...
+
+    def reject_waiting(self, namespace: str, name: str, why: str, uids: bool = False) -> int | set[str]:
         """Reject every member of group ``namespace/name`` waiting at Permit and mark the group
-        Unschedulable (``why`` as the condition's message); returns how many were rejected."""
-        n = 0
+        Unschedulable (``why`` as the condition's message); returns how many were rejected (their
+        UIDs with ``uids=True``)."""
+        done: set[str] = set()
         members = self._assumed.get(f"{namespace}/{name}", set())
         for wp in self._waiting(namespace, name):
             if wp.reject(NAME, MSG_REJECTED_WITH_GROUP.format(group=name, why=why)):
                 members.discard(wp.pod.uid)  # no longer counts, even before its Unreserve runs
-                n += 1
+                done.add(wp.pod.uid)
         self.write_condition(namespace, name, "False", "Unschedulable", why)
-        return n
+        return done if uids else len(done)
 
     # -- PodGroup status ------------------------------------------------------------------------------
     def write_condition(self, namespace: str, name: str, status: str, reason: str, message: str) -> None:
@@ -447,6 +472,11 @@ class GangScheduling:
         pg = self._pod_group(namespace, name)
         if client is None or pg is None:
             return
+        uid = str(_meta(pg).get("uid") or f"{namespace}/{name}")
+        if uid in self._initially_scheduled and status != "True":
+            return  # True is terminal; the informer's copy may not show it yet
+        if status == "True":
+            self._initially_scheduled.add(uid)
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         patch = condition_patch(pg, status, reason, message, now)
         if patch is None:
@@ -483,11 +513,24 @@ class GangScheduling:
                                  self._hint_cluster_change),
         ]
 
+    def _undone_assumption(self, obj: Obj) -> bool:
+        """A Pod "deleted" from a node only because its reservation was undone (it still exists,
+        unbound): another gang releasing what it reserved is not a cluster change."""
+        meta = _meta(obj)
+        name = meta.get("name")
+        if pod_group_name(obj) is None or not isinstance(name, str) or self.objects is None:
+            return False
+        current: Obj | None = self.objects.get("Pod", _ns(obj), name)
+        spec = current.get("spec") if isinstance(current, dict) else None
+        return isinstance(spec, dict) and not spec.get("nodeName")
+
     def _hint_cluster_change(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
         """Queue a held group's members on a Node event or another Pod's deletion / update (not one of
         the group's own members: their release is what left the group held)."""
         other = old if isinstance(old, dict) else new
         if isinstance(other, dict) and self._same_group(pod, other, pod_group_name(other)):  # Nodes have no group
+            return QueueingHint.QUEUE_SKIP
+        if isinstance(other, dict) and self._undone_assumption(other):
             return QueueingHint.QUEUE_SKIP
         self._changes += 1
         name = pod_group_name(pod)

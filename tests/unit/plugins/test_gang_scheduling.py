@@ -54,6 +54,9 @@ class Objects:
                 self.pods.append(o)
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        if kind == "Pod":
+            return next((p for p in self.pods if (p["metadata"]["namespace"], p["metadata"]["name"])
+                         == (namespace, name)), None)
         return self.groups.get((namespace, name)) if kind == "PodGroup" else None
 
     def list(self, kind: str) -> list[Obj]:
@@ -487,3 +490,68 @@ def test_competing_gangs_the_older_one_wins() -> None:
     wa, wb = fw.waiting_pods
     pl.post_filter(CycleState(), PodInfo(b[1]), {})
     assert wa.rejected == [] and wb.rejected and "member b1 cannot be scheduled" in wb.rejected[0][1]
+
+
+def test_older_gang_keeps_waiting_while_the_younger_one_is_still_yielding() -> None:
+    """A second misfit of the older gang before the yielded members' Unreserve ran: the older gang
+    still keeps its reservations (the room is on its way); once they ran, a misfit releases it."""
+    objs = Objects()
+    a = [pod(f"a{i}", "ga") for i in range(3)]
+    b = [pod(f"b{i}", "gb") for i in range(2)]
+    ga, gb = pod_group("ga", 3), pod_group("gb", 2)
+    ga["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    gb["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"  # same second: namespace/name decides
+    objs.add(ga, gb, *a, *b)
+    pl, fw = make(objs)
+    for p in (a[0], b[0]):
+        pl.reserve(CycleState(), PodInfo(p), "n1")
+        fw.waiting_pods.append(FakeWaiting(PodInfo(p)))
+    wa, wb = fw.waiting_pods
+    pl.post_filter(CycleState(), PodInfo(a[1]), {})
+    assert wb.rejected and not wa.rejected
+    pl.post_filter(CycleState(), PodInfo(a[2]), {})  # b0 not unreserved yet
+    assert not wa.rejected
+    pl.unreserve(CycleState(), PodInfo(b[0]), "n1")
+    pl.post_filter(CycleState(), PodInfo(a[2]), {})
+    assert wa.rejected and "member a2 cannot be scheduled" in wa.rejected[0][1]
+
+
+def test_another_gangs_undone_reservation_is_not_a_cluster_change() -> None:
+    objs = Objects()
+    a = [pod(f"a{i}", "ga") for i in range(2)]
+    other = pod("x0", "gx")
+    objs.add(pod_group("ga", 2), pod_group("gx", 2), *a, other)
+    pl, fw = make(objs)
+    pl.reserve(CycleState(), PodInfo(a[0]), "n1")
+    fw.waiting_pods.append(FakeWaiting(PodInfo(a[0])))
+    pl.post_filter(CycleState(), PodInfo(a[1]), {})
+    assumed_copy = {**other, "spec": {**other["spec"], "nodeName": "n1"}}  # what the loop reports
+    assert pl._hint_cluster_change(a[1], assumed_copy, None) == QueueingHint.QUEUE_SKIP
+    assert not pl.pre_enqueue(PodInfo(a[1])).is_success()
+    bound_elsewhere = pod("y0", None, node="n2")  # a real Pod leaving a node
+    assert pl._hint_cluster_change(a[1], bound_elsewhere, None) == QueueingHint.QUEUE
+    assert pl.pre_enqueue(PodInfo(a[1])).is_success()
+
+
+def test_scheduled_condition_is_never_followed_by_unschedulable() -> None:
+    """The informer's copy lags: after this process wrote True, a late release writes nothing."""
+    class Client:
+        def __init__(self) -> None:
+            self.bodies: list[Obj] = []
+
+        async def patch(self, path: str, patch: Obj, content_type: str = "") -> Obj:
+            self.bodies.append(patch)
+            return {}
+
+    async def scenario() -> list[Obj]:
+        objs = Objects()
+        objs.add(pod_group(min_count=1))
+        api = Client()
+        pl = gs.GangScheduling.create({}, type("H", (), {"objects": objs, "client": api})())
+        pl.write_condition("ns", "pg", "True", "Scheduled", "")
+        pl.write_condition("ns", "pg", "False", "Unschedulable", "late")
+        await asyncio.wait_for(asyncio.gather(*pl._writes), 5)
+        return api.bodies
+
+    bodies = asyncio.run(scenario())
+    assert [b["status"]["conditions"][0]["status"] for b in bodies] == ["True"]
