@@ -409,24 +409,8 @@ class GangScheduling:
         elif self.reject_waiting(pod.namespace, gang[0], f"member {pod.name} cannot be scheduled"):
             # Hold the group until the cluster changes: retrying at once would reserve and release again.
             self._released[key] = self._changes
-            self._retry_oldest_held(key)
         # No reason of its own: the FailedScheduling message stays upstream's.
         return None, Status(Code.UNSCHEDULABLE, [], NAME)
-
-    def _retry_oldest_held(self, key: str) -> None:
-        """When ``key`` holds itself while other gangs are held too (they released each other), the
-        oldest held gang is let go and its members activated: it retries with the room all of them
-        freed, so competing gangs cannot end all held (a deadlock until the 5-minute flush)."""
-        held = [k for k, at in self._released.items() if at == self._changes]
-        if len(held) < 2:
-            return
-        oldest = min(held, key=self._age)
-        del self._released[oldest]
-        ns, _, name = oldest.partition("/")
-        activate = getattr(self.fw, "activate", None)
-        if callable(activate):
-            st = self.pod_group_state(ns, name)
-            activate([st.pods[u] for u in sorted(st.unscheduled)])
 
     def _age(self, key: str) -> tuple[str, str]:
         """Order of gangs: (PodGroup creationTimestamp, namespace/name); RFC 3339 UTC sorts as text."""

@@ -555,22 +555,3 @@ def test_scheduled_condition_is_never_followed_by_unschedulable() -> None:
 
     bodies = asyncio.run(scenario())
     assert [b["status"]["conditions"][0]["status"] for b in bodies] == ["True"]
-
-
-def test_when_competing_gangs_end_all_held_the_oldest_is_retried() -> None:
-    objs = Objects()
-    a = [pod(f"a{i}", "ga") for i in range(2)]
-    b = [pod(f"b{i}", "gb") for i in range(2)]
-    objs.add(pod_group("ga", 2), pod_group("gb", 2), *a, *b)
-    pl, fw = make(objs)
-    pl.reserve(CycleState(), PodInfo(a[0]), "n1")
-    fw.waiting_pods.append(FakeWaiting(PodInfo(a[0])))
-    pl.post_filter(CycleState(), PodInfo(a[1]), {})  # a yields to nobody: a held
-    assert not pl.pre_enqueue(PodInfo(a[1])).is_success()
-    fw.waiting_pods.clear()
-    pl.reserve(CycleState(), PodInfo(b[0]), "n1")
-    fw.waiting_pods.append(FakeWaiting(PodInfo(b[0])))
-    pl.post_filter(CycleState(), PodInfo(b[1]), {})  # b holds itself too: the oldest (a) goes again
-    assert pl.pre_enqueue(PodInfo(a[1])).is_success()
-    assert not pl.pre_enqueue(PodInfo(b[1])).is_success()
-    assert {p["metadata"]["name"] for p in fw.activated[-1]} == {"a0", "a1"}
