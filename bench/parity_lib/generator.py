@@ -924,3 +924,57 @@ def _controller(kind: str, app: str, ns: str) -> Obj:
         spec["serviceName"] = f"svc-{app}"
     return {"apiVersion": api, "kind": kind, "metadata": {"name": f"{kind.lower()}-{app}", "namespace": ns},
             "spec": spec}
+
+
+# -- gangs (GenericWorkload) -------------------------------------------------------------------------
+def gang_scenario(seed: int, index: int) -> list[Obj]:
+    """Scenario ``index`` of :func:`scenario`'s stream plus 1-3 gangs (feature gate GenericWorkload):
+    a ``scheduling.k8s.io/v1beta1`` PodGroup each (gang ``minCount`` 1..size, sometimes a ``basic``
+    policy), and 2-6 pending members naming it in ``spec.schedulingGroup``; members ask CPU and
+    memory, often GPUs on GPU nodes, sometimes more than any node has (mixed fits). The base
+    scenario comes first, unchanged, so its stream is not disturbed; the gangs draw from their own RNG.
+
+    Compared per Pod (the oracle's ``schedule`` is one cycle per Pod): Filter, Score, Reserve and the
+    FailedScheduling message of every member must agree with GangScheduling in both profiles.
+    """
+    objs = scenario(seed, index)
+    r = random.Random(f"gang:{seed}:{index}")
+    if r.random() < 0.5:  # GPU nodes of the gangs' own (the base scenario has GPUs in 15% of cases)
+        for i in range(r.randint(1, 4)):
+            name = f"gpu-node-{i}"
+            alloc = {"cpu": r.choice(["16", "32"]), "memory": r.choice(["64Gi", "128Gi"]), "pods": "110",
+                     GPU: str(r.choice([2, 4, 8]))}
+            objs.append({"apiVersion": "v1", "kind": "Node",
+                         "metadata": {"name": name, "uid": f"gpu-node-uid-{i}", "labels": {HOST_KEY: name}},
+                         "spec": {}, "status": {"allocatable": alloc, "capacity": dict(alloc)}})
+    nodes = [o for o in objs if o["kind"] == "Node"]
+    has_gpu = any(GPU in ((n.get("status") or {}).get("allocatable") or {}) for n in nodes)
+    uid = 0
+    for g in range(r.randint(1, 3)):
+        ns = r.choice(NAMESPACES)
+        name = f"gang-{g}"
+        size = r.randint(2, 6)
+        policy: Obj = {"basic": {}} if r.random() < 0.15 else {"gang": {"minCount": r.randint(1, size)}}
+        objs.append({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                     "metadata": {"name": name, "namespace": ns, "uid": f"pg-{g}"},
+                     "spec": {"schedulingPolicy": policy}})
+        req: Obj = {"cpu": r.choice(["500m", "1", "2", "4"]), "memory": r.choice(["512Mi", "2Gi", "8Gi"])}
+        if r.random() < 0.1:
+            req["cpu"] = "500"  # fits nowhere
+        limits: Obj = {}
+        if has_gpu and r.random() < 0.6:
+            limits[GPU] = req[GPU] = str(r.choice([1, 1, 2, 4]))
+        for m in range(size):
+            uid += 1
+            c: Obj = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": dict(req)}}
+            if limits:
+                c["resources"]["limits"] = dict(limits)
+            objs.append({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"{name}-m{m}", "namespace": ns, "uid": f"gang-uid-{uid:04d}",
+                             "labels": {"app": "gang", "gang": name},
+                             "creationTimestamp": f"2026-01-02T00:{g:02d}:{m:02d}Z"},
+                "spec": {"schedulerName": "default-scheduler", "schedulingGroup": {"podGroupName": name},
+                         "containers": [c]},
+                "status": {"phase": "Pending"}})
+    return objs

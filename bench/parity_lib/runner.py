@@ -57,10 +57,13 @@ def oracle_binary() -> Path:
     return out
 
 
-def run_oracle(binary: Path, objects: list[Obj]) -> list[Obj]:
-    """Upstream's verdicts for the scenario's pending Pods (JSON Lines from the oracle)."""
+def run_oracle(binary: Path, objects: list[Obj], gates: str = "") -> list[Obj]:
+    """Upstream's verdicts for the scenario's pending Pods (JSON Lines from the oracle).
+
+    ``gates`` (``--feature-gates`` syntax) reach the oracle as ``ORACLE_FEATURE_GATES``."""
+    env = {**os.environ, "ORACLE_FEATURE_GATES": gates} if gates else None
     proc = subprocess.run([str(binary)], input=json.dumps({"objects": objects}), capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
     if proc.returncode != 0:
         tail = "\n".join(ln for ln in proc.stderr.splitlines() if not ln.startswith(("I1", "W1")))[-2000:]
         raise RuntimeError(f"oracle failed: {tail}")
@@ -387,42 +390,62 @@ def coverage(oracle: list[Obj], py: list[Obj], counts: dict[str, int]) -> None:
     counts["preemption ties followed"] = counts.get("preemption ties followed", 0) + sum(1 for p in py if p.get("tie"))
 
 
-def run(n: int, seed: int, out_dir: Path, quiet: bool = False, counts: dict[str, int] | None = None) -> tuple[int, int]:
+def run(n: int, seed: int, out_dir: Path, quiet: bool = False, counts: dict[str, int] | None = None,
+        scenario_fn: Any = None, gates: str = "") -> tuple[int, int]:
     """Run ``n`` scenarios; write each differing one to ``out_dir``. Returns (agree, differ).
 
-    ``counts`` (when given) receives :func:`coverage` over all scenarios."""
+    ``counts`` (when given) receives :func:`coverage` over all scenarios. ``scenario_fn(seed, i)``
+    replaces the generator's :func:`scenario` (e.g. ``gang_scenario``); ``gates`` (``Name=true,...``)
+    are turned on in both the oracle and py-scheduler's profile (default: upstream's defaults)."""
     from bench.parity_lib.generator import scenario
+    from py_scheduler.framework import config
 
+    make = scenario_fn if scenario_fn is not None else scenario
     binary = oracle_binary()
     agree = differ = 0
     t0 = time.monotonic()
-    for i in range(n):
-        objs = scenario(seed, i)
-        try:
-            o = run_oracle(binary, objs)
-            p = run_py(objs, o)
-            diffs = compare(o, p)
-        except Exception as exc:  # a crash on either side is a difference too
-            o, p, diffs = [], [], [Diff("*", "crash", None, f"{type(exc).__name__}: {exc}")]
-        if counts is not None:
-            coverage(o, p, counts)
-        if diffs:
-            differ += 1
-            out_dir.mkdir(parents=True, exist_ok=True)
-            path = out_dir / f"scenario-{seed}-{i:05d}.json"
-            path.write_text(json.dumps({"seed": seed, "index": i, "objects": objs,
-                                        "diff": [d.__dict__ for d in diffs], "oracle": o, "py": p},
-                                       indent=1, default=str))
-            if not quiet:
-                first = diffs[0]
-                print(f"scenario {i}: {len(diffs)} difference(s), first: {first.pod} {first.what}: "
-                      f"oracle={json.dumps(first.oracle, default=str)[:200]} "
-                      f"py={json.dumps(first.py, default=str)[:200]} -> {path}")
-        else:
-            agree += 1
+    saved = dict(config.feature_gates)
+    for item in filter(None, (x.strip() for x in gates.split(","))):
+        k, _, v = item.partition("=")
+        config.set_feature_gates({k.strip(): v.strip().lower() == "true"})
+    try:
+        for i in range(n):
+            objs = make(seed, i)
+            try:
+                o = run_oracle(binary, objs, gates)
+                p = run_py(objs, o)
+                diffs = compare(o, p)
+            except Exception as exc:  # a crash on either side is a difference too
+                o, p, diffs = [], [], [Diff("*", "crash", None, f"{type(exc).__name__}: {exc}")]
+            differ, agree = _record(seed, i, objs, o, p, diffs, out_dir, quiet, counts, differ, agree)
+    finally:
+        config.feature_gates.clear()
+        config.feature_gates.update(saved)
     if not quiet:
         print(f"{n} scenarios in {time.monotonic() - t0:.1f}s (seed {seed})", file=sys.stderr)
     return agree, differ
+
+
+def _record(seed: int, i: int, objs: list[Obj], o: list[Obj], p: list[Obj], diffs: list[Diff], out_dir: Path,
+            quiet: bool, counts: dict[str, int] | None, differ: int, agree: int) -> tuple[int, int]:
+    """Count one scenario's outcome and write it to ``out_dir`` when it differs."""
+    if counts is not None:
+        coverage(o, p, counts)
+    if diffs:
+        differ += 1
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"scenario-{seed}-{i:05d}.json"
+        path.write_text(json.dumps({"seed": seed, "index": i, "objects": objs,
+                                    "diff": [d.__dict__ for d in diffs], "oracle": o, "py": p},
+                                   indent=1, default=str))
+        if not quiet:
+            first = diffs[0]
+            print(f"scenario {i}: {len(diffs)} difference(s), first: {first.pod} {first.what}: "
+                  f"oracle={json.dumps(first.oracle, default=str)[:200]} "
+                  f"py={json.dumps(first.py, default=str)[:200]} -> {path}")
+    else:
+        agree += 1
+    return differ, agree
 
 
 if __name__ == "__main__":  # pragma: no cover

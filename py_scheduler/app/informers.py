@@ -37,11 +37,13 @@ from py_scheduler.app.kube import Kube, KubeError
 from py_scheduler.app.reflector import MIN_WATCH_TIMEOUT, Delta, ObjectStore, Reflector
 from py_scheduler.cache.cache import Cache
 from py_scheduler.cache.kinds import KINDS, KINDS_BY_NAME, POD_FIELD_SELECTOR, WatchedKind
+from py_scheduler.framework import features
 from py_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_ASSIGNED_POD_DELETE,
     EVENT_NODE_ADD,
     EVENT_NODE_DELETE,
+    EVENT_UNSCHEDULED_POD_ADD,
     ActionType,
     ClusterEvent,
     node_scheduling_properties_change,
@@ -156,6 +158,9 @@ class EventHandlers:
         if self.responsible(pod) and not _assigned(pod):
             log.debug("Add event for unscheduled pod pod=%s", _pod_ref(pod))
             self.queue.add(pod)
+            if features.enabled(features.GENERIC_WORKLOAD):
+                # upstream addPodToSchedulingQueue: a new member may complete a waiting gang.
+                self.queue.move_all_to_active_or_backoff(EVENT_UNSCHEDULED_POD_ADD, None, pod)
         if _assigned(pod):
             log.debug("Add event for scheduled pod pod=%s", _pod_ref(pod))
             self.cache.add_pod(pod)

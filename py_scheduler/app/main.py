@@ -38,6 +38,8 @@ from py_scheduler.app.loop import Housekeeping, QueueMetricsRecorder, Scheduling
 from py_scheduler.app.metrics import REGISTRY, BatchMetricsRecorder, framework_observer
 from py_scheduler.app.operator import run as run_operator
 from py_scheduler.cache.cache import Cache
+from py_scheduler.cache.kinds import KINDS
+from py_scheduler.framework import features
 from py_scheduler.framework.config import (
     ConfigError,
     SchedulerConfig,
@@ -174,7 +176,13 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     cache = Cache()
     queue = PriorityQueue(frameworks, pod_initial_backoff=cfg.pod_initial_backoff_seconds,
                           pod_max_backoff=cfg.pod_max_backoff_seconds, metrics=QueueMetricsRecorder())
-    informers = Informers(kube, EventHandlers(cache, queue, frameworks))
+    # PodGroups are watched only with GenericWorkload on, as kube-scheduler starts that informer only then
+    # (and an RBAC without podgroups must not keep the caches from syncing).
+    kinds = [k for k in KINDS if k.kind != "PodGroup" or features.enabled(features.GENERIC_WORKLOAD)]
+    informers = Informers(kube, EventHandlers(cache, queue, frameworks), kinds)
+    for fw in frameworks.values():
+        # ``Handle.Activate`` for plugins (GangScheduling's Permit wakes its group's unscheduled members).
+        fw.activate = queue.activate
     queue.pod_lister = informers.pod  # the nominator's podLister
     le = cfg.leader_election
     leader: LeaderElector | AlwaysLeader

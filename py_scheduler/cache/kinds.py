@@ -97,6 +97,10 @@ KINDS: tuple[WatchedKind, ...] = (
     # (upstream's ResourceSlice tracker emits slice events for them).
     WatchedKind("DeviceTaintRule", "resource.k8s.io/v1", "devicetaintrules", False,
                 "resource.k8s.io/ResourceSlice", optional=True),
+    # GenericWorkload (beta, off by default): watched only with the gate on (py_scheduler.app.main), and
+    # absent unless the API server serves scheduling.k8s.io/v1beta1.
+    WatchedKind("PodGroup", "scheduling.k8s.io/v1beta1", "podgroups", True, "scheduling.k8s.io/PodGroup",
+                optional=True),
 )
 """Every kind the scheduler reads, Nodes and Pods first (the informers list them in this order)."""
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from py_scheduler.framework import features
 from py_scheduler.framework.errors import ConfigError as ConfigError
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PluginRegistry
@@ -93,10 +94,43 @@ class SchedulerConfig:
     """``clientConnection.kubeconfig`` (empty: the ``--kubeconfig`` flag, else in-cluster config)."""
 
 
+WORKLOAD_GATES: dict[str, bool] = {features.GENERIC_WORKLOAD: False, features.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: False}
+"""The workload-scheduling feature gates and their v1.37.2 defaults (``pkg/features/kube_features.go``:
+GenericWorkload beta, TopologyAwareWorkloadScheduling alpha, both off; the latter needs the former)."""
+
+feature_gates: dict[str, bool] = features.GATES
+"""The process's gate values (:data:`py_scheduler.framework.features.GATES`, the one dict
+``--feature-gates`` sets); read when profiles are built."""
+
+
+def set_feature_gates(gates: dict[str, bool]) -> None:
+    """Apply ``gates`` process-wide (:func:`py_scheduler.framework.features.set_gates`).
+
+    Raises:
+        ConfigError: an unknown gate, or TopologyAwareWorkloadScheduling on with GenericWorkload off
+            (upstream refuses the dependency the same way at start-up).
+    """
+    try:
+        features.set_gates(gates)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def gated_default_plugins() -> list[tuple[str, int]]:
+    """What ``applyFeatureGates`` appends to the default multiPoint list for the workload gates:
+    GenericWorkload -> GangScheduling (``applyGangScheduling``); TopologyAwareWorkloadScheduling ->
+    TopologyPlacementGenerator and PodGroupPodsCount weight 1 (``applyTopologyAwareWorkloadScheduling``)."""
+    out = [("GangScheduling", 0)] if features.enabled(features.GENERIC_WORKLOAD) else []
+    if features.enabled(features.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
+        out += [("TopologyPlacementGenerator", 0), ("PodGroupPodsCount", 1)]
+    return out
+
+
 def default_multipoint(registry: PluginRegistry, with_gpu: bool = True) -> list[tuple[str, int]]:
-    """The default profile's multiPoint list restricted to plugins implemented in this build."""
+    """The default profile's multiPoint list restricted to plugins implemented in this build (with
+    the plugins the workload gates add, after upstream's, before the GPU plugins)."""
     have = set(registry.available())
-    plugins = UPSTREAM_DEFAULT_PLUGINS + (GPU_PLUGINS if with_gpu else [])
+    plugins = UPSTREAM_DEFAULT_PLUGINS + gated_default_plugins() + (GPU_PLUGINS if with_gpu else [])
     return [(n, w) for n, w in plugins if n in have]
 
 

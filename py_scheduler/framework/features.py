@@ -10,6 +10,9 @@ factory receives). Only gates that change what py-scheduler does are accepted:
   taint's value with the toleration's as decimal int64 (TaintToleration's Filter and Score,
   NodeUnschedulable; ``k8s.io/api/core/v1/toleration.go`` ``ToleratesTaint``); off, they tolerate
   nothing.
+* ``GenericWorkload`` (Beta, off): the default profile gains GangScheduling; PodGroups are watched.
+* ``TopologyAwareWorkloadScheduling`` (Alpha, off; needs GenericWorkload): TopologyPlacementGenerator
+  and PodGroupPodsCount (weight 1).
 
 Every command calls :func:`apply_feature_gates` with its ``--feature-gates`` value before it builds
 its profiles; plugin factories read :func:`enabled`.
@@ -19,19 +22,46 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["DEFAULTS", "OPPORTUNISTIC_BATCHING", "TAINT_TOLERATION_COMPARISON_OPERATORS", "apply_feature_gates",
-           "enabled", "parse_feature_gates"]
+__all__ = ["DEFAULTS", "GATES", "GENERIC_WORKLOAD", "OPPORTUNISTIC_BATCHING", "TAINT_TOLERATION_COMPARISON_OPERATORS",
+           "TOPOLOGY_AWARE_WORKLOAD_SCHEDULING", "apply_feature_gates", "enabled", "parse_feature_gates", "set_gates"]
 
 OPPORTUNISTIC_BATCHING = "OpportunisticBatching"
 TAINT_TOLERATION_COMPARISON_OPERATORS = "TaintTolerationComparisonOperators"
+GENERIC_WORKLOAD = "GenericWorkload"
+TOPOLOGY_AWARE_WORKLOAD_SCHEDULING = "TopologyAwareWorkloadScheduling"
 
 DEFAULTS: Mapping[str, bool] = {
     OPPORTUNISTIC_BATCHING: True,
     TAINT_TOLERATION_COMPARISON_OPERATORS: False,
+    GENERIC_WORKLOAD: False,
+    TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: False,
 }
 """The gates py-scheduler understands and their v1.37 defaults."""
 
-_enabled: dict[str, bool] = dict(DEFAULTS)
+GATES: dict[str, bool] = dict(DEFAULTS)
+"""The process's gate values (one dict, read when profiles are built)."""
+_enabled = GATES
+
+
+def _check_dependencies(gates: Mapping[str, bool]) -> None:
+    if gates.get(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING) and not gates.get(GENERIC_WORKLOAD):
+        raise ValueError(f"feature gate {TOPOLOGY_AWARE_WORKLOAD_SCHEDULING} depends on {GENERIC_WORKLOAD}, "
+                         f"which is off")
+
+
+def set_gates(gates: Mapping[str, bool]) -> None:
+    """Merge ``gates`` into the process's gates (the others keep their values).
+
+    Raises:
+        ValueError: an unknown gate, or TopologyAwareWorkloadScheduling on without GenericWorkload
+            (nothing is changed then).
+    """
+    unknown = sorted(set(gates) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"unrecognized feature gate: {unknown[0]}")
+    merged = {**GATES, **gates}
+    _check_dependencies(merged)
+    GATES.update(merged)
 
 
 def parse_feature_gates(spec: str) -> dict[str, bool]:
@@ -66,6 +96,7 @@ def apply_feature_gates(spec: str) -> dict[str, bool]:
         ValueError: see :func:`parse_feature_gates` (nothing is changed then).
     """
     gates = parse_feature_gates(spec)
+    _check_dependencies({**DEFAULTS, **gates})
     _enabled.clear()
     _enabled.update(DEFAULTS)
     _enabled.update(gates)

@@ -211,6 +211,117 @@ class PostBindPlugin(Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
 
 
+# --- workload-aware scheduling (GenericWorkload, TopologyAwareWorkloadScheduling) ----------------------
+# Upstream: staging/src/k8s.io/kube-scheduler/framework/interface.go (PlacementGeneratePlugin,
+# PlacementScorePlugin + PlacementScoreExtensions, PodGroupPostFilterPlugin), types.go (Placement,
+# PodGroupAssignments) and pkg/scheduler/framework/interface.go (PlacementFeasiblePlugin). They run in
+# upstream's pod group scheduling cycle (pkg/scheduler/schedule_one_podgroup.go), which py-scheduler does
+# not run yet: plugins implement them so that cycle, explain and tests can call them.
+
+@dataclass(slots=True)
+class PodGroupInfo:
+    """A PodGroup being scheduled (``fwk.PodGroupInfo``): its API object (``scheduling.k8s.io/v1beta1``
+    PodGroup dict) and the member Pods considered in this cycle."""
+
+    pod_group: dict[str, Any]
+    pods: list[PodInfo]
+
+    @property
+    def namespace(self) -> str:
+        return str((self.pod_group.get("metadata") or {}).get("namespace") or "default")
+
+    @property
+    def name(self) -> str:
+        return str((self.pod_group.get("metadata") or {}).get("name") or "")
+
+
+@dataclass(slots=True)
+class Placement:
+    """``fwk.Placement``: a named set of nodes the whole group is tried on (``name`` is the topology
+    domain for TopologyPlacementGenerator; ``""`` for the unconstrained placement)."""
+
+    name: str
+    nodes: list[NodeInfo]
+
+
+@dataclass(slots=True)
+class PodGroupAssignments:
+    """``fwk.PodGroupAssignments``: a placement and the (Pod, node name) pairs the group cycle proposed
+    in it."""
+
+    placement: Placement
+    proposed: list[tuple[PodInfo, str]]
+
+
+@dataclass(slots=True)
+class PlacementScore:
+    """``fwk.PlacementScore``: a placement and its score (normalized in place by extensions)."""
+
+    placement: Placement
+    score: int
+
+
+@dataclass(slots=True)
+class PlacementProgress:
+    """``framework.PlacementProgress``: members placed so far in this placement, and still to try."""
+
+    scheduled: int
+    remaining: int
+
+
+@runtime_checkable
+class PlacementGeneratePlugin(Protocol):
+    """``PlacementGeneratePlugin``: split ``parent`` into the placements the group is tried on."""
+
+    name: str
+
+    def generate_placements(self, state: CycleState, pod_group: PodGroupInfo,
+                            parent: Placement) -> tuple[list[Placement], Status]: ...
+
+
+@runtime_checkable
+class PlacementScorePlugin(Protocol):
+    """``PlacementScorePlugin``: score one feasible placement's proposed assignments."""
+
+    name: str
+
+    def score_placement(self, state: CycleState, pod_group: PodGroupInfo,
+                        assignments: PodGroupAssignments) -> tuple[int, Status]: ...
+
+
+@runtime_checkable
+class PlacementScoreExtensions(Protocol):
+    """``PlacementScoreExtensions.NormalizePlacementScore`` (edits ``scores`` in place)."""
+
+    name: str
+
+    def normalize_placement_score(self, state: CycleState, pod_group: PodGroupInfo,
+                                  scores: list[PlacementScore]) -> Status: ...
+
+
+@runtime_checkable
+class PlacementFeasiblePlugin(Protocol):
+    """``PlacementFeasiblePlugin``: after each member is evaluated in a placement, Success (the group
+    is feasible), Wait (maybe, once more members are evaluated) or Unschedulable (cannot be)."""
+
+    name: str
+
+    def placement_feasible(self, state: CycleState, pod_group: PodGroupInfo,
+                           progress: PlacementProgress) -> Status: ...
+
+
+@runtime_checkable
+class PodGroupPostFilterPlugin(Protocol):
+    """``PodGroupPostFilterPlugin``: called when no placement fits the group (group preemption);
+    ``schedule`` re-runs the group's scheduling algorithm on a mutated snapshot. Returns nominated
+    nodes per Pod key (or None) and a Status."""
+
+    name: str
+
+    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo,
+                              schedule: Any) -> tuple[dict[str, str] | None, Status]: ...
+
+
 @runtime_checkable
 class PreEnqueuePlugin(Protocol):
     """``PreEnqueuePlugin``: runs before a Pod enters activeQ; any non-Success Status keeps it in the

@@ -264,6 +264,9 @@ class Framework:
         self.bind_plugins: list[BindPlugin] = point(BindPlugin, "bind")
         self.post_bind_plugins: list[PostBindPlugin] = point(PostBindPlugin, "postBind")
         self.waiting_pods = WaitingPods()
+        self.activate: Callable[[list[dict[str, Any]]], None] | None = None
+        """``Handle.Activate``: move these unscheduled Pods to activeQ (the live loop sets it to the
+        queue's ``activate``; None offline). GangScheduling's Permit wakes its group's members with it."""
         """Pods a Permit plugin holds (``waitingPodsMap``); plugins reach it through the framework."""
         self.score_weights = {p.name: self.weights.get(p.name) or 1 for p in self.score_plugins}
         self.record_plugin_metrics = True

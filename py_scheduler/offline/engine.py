@@ -181,6 +181,7 @@ class OfflineScheduler:
             py_scheduler.offline.loader.SnapshotError: a malformed Node / bound Pod.
         """
         api = MemoryAPI()
+        api.unscheduled = [p for p in data.pods if not (p.get("spec") or {}).get("nodeName")]
         fws, default, pct = load_frameworks(config, Handle(objects=api, client=api.client), feature_gates)
         return cls(fws, default, data.snapshot(), pct, api=api)
 

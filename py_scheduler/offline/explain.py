@@ -47,6 +47,7 @@ from py_scheduler.offline.loader import (
 )
 from py_scheduler.offline.recorded import DEFAULT_LEASE, DEFAULT_PORT, Lookup, fetch_recorded
 from py_scheduler.offline.render import make_console, print_explain, print_recorded
+from py_scheduler.plugins.topology_placement import placement_note
 
 __all__ = ["OUTPUT_FORMATS", "explain_main", "fail", "outcome_json"]
 
@@ -152,6 +153,9 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
     console = make_console() if output == "table" else None
     for p in pods:
         o = sched.schedule(p, explain=True)
+        note = placement_note(o.result.state)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
         if console is None:
             sys.stdout.write(outcome_json(o) + "\n")
             sys.stdout.flush()

@@ -88,6 +88,9 @@ class MemoryAPI:
         self.snapshot = snapshot
         self.pending: dict[tuple[str, str], Obj] = {}
         """(namespace, name) -> Pods in their binding cycle (not yet in the snapshot)."""
+        self.unscheduled: list[Obj] = []
+        """The file's Pods without a node (what the live informers' store would hold as the queue's
+        Pods): listed and found as ``Pod`` too, so GangScheduling counts a group's members."""
         self.writes: list[tuple[str, str, str]] = []
         """(verb, kind, key) of every accepted write, in order (for reports and tests)."""
         self._rv = 0
@@ -116,6 +119,10 @@ class MemoryAPI:
             for pi in self.snapshot.all_pods():
                 if pi.namespace == namespace and pi.name == name:
                     return pi.pod
+            for p in self.unscheduled:
+                meta = p.get("metadata") or {}
+                if (meta.get("namespace") or "default") == namespace and meta.get("name") == name:
+                    return p
             return None
         key = f"{namespace or 'default'}/{name}" if kind in NAMESPACED_KINDS else name
         return self.objects.get(kind, key)
@@ -125,7 +132,12 @@ class MemoryAPI:
         if kind == "Node":
             return [ni.node for ni in self.snapshot.node_info_list if ni.node] if self.snapshot else []
         if kind == "Pod":
-            return [pi.pod for pi in self.snapshot.all_pods()] if self.snapshot else []
+            placed = [pi.pod for pi in self.snapshot.all_pods()] if self.snapshot else []
+            seen = {((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name"))
+                    for p in placed}
+            return placed + [p for p in self.unscheduled
+                             if ((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name"))
+                             not in seen]
         return self.objects.list(kind)
 
     # -- APIClient ------------------------------------------------------------------------------------

@@ -39,6 +39,9 @@ _ENTRIES: dict[str, str] = {
     "DefaultPreemption": "py_scheduler.plugins.default_preemption:DefaultPreemption",
     "NodeDeclaredFeatures": "py_scheduler.plugins.node_declared_features:NodeDeclaredFeatures",
     "DefaultBinder": "py_scheduler.plugins.default_binder:DefaultBinder",
+    "GangScheduling": "py_scheduler.plugins.gang_scheduling:GangScheduling",
+    "TopologyPlacementGenerator": "py_scheduler.plugins.topology_placement:TopologyPlacement",
+    "PodGroupPodsCount": "py_scheduler.plugins.pod_group_pods_count:PodGroupPodsCount",
     "GPUFilter": "py_scheduler.plugins.gpu.filter:GPUFilter",
     "GPUScore": "py_scheduler.plugins.gpu.score:GPUScore",
 }

@@ -886,6 +886,10 @@ class Testbed:
             "--authorization-mode=Node,RBAC",
             f"--disable-admission-plugins={','.join(APISERVER_DISABLED_ADMISSION)}",
             "--allow-privileged=true",
+            # Workload-aware scheduling (tests/e2e/test_gang.py): the PodGroup API and Pod.spec.schedulingGroup.
+            # The schedulers keep their own gates (off unless a test turns them on).
+            "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+            "--runtime-config=scheduling.k8s.io/v1beta1=true",
             "--profiling=false",
             f"--v={os.environ.get('TESTBED_APISERVER_V', '1')}",
         ]

@@ -38,6 +38,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -54,6 +55,7 @@ import (
 	"k8s.io/klog/v2"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -167,6 +169,15 @@ func run() error {
 	if err := utilfeature.DefaultMutableFeatureGate.Set("SchedulerAsyncPreemption=false"); err != nil {
 		return err
 	}
+	// ORACLE_FEATURE_GATES (kube-scheduler's --feature-gates syntax, e.g.
+	// "GenericWorkload=true"): set before the configuration is defaulted, so the
+	// default profile gains what default_plugins.go's applyFeatureGates adds.
+	// Unset: upstream's defaults, as before.
+	if gates := os.Getenv("ORACLE_FEATURE_GATES"); gates != "" {
+		if err := utilfeature.DefaultMutableFeatureGate.Set(gates); err != nil {
+			return err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	logger := klog.FromContext(ctx)
@@ -238,6 +249,7 @@ func run() error {
 		frameworkruntime.WithMutableSnapshotLister(snapshot),
 		frameworkruntime.WithSharedDRAManager(draManager),
 		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
+		frameworkruntime.WithPodGroupManager(podGroupManager(ctx, others, pending)),
 	)
 	if err != nil {
 		return err
@@ -669,4 +681,23 @@ func pendingAllocations(dm fwk.SharedDRAManager, others []runtime.Object, pod *v
 		}
 	}
 	return out
+}
+
+// podGroupManager is what kube-scheduler hands plugins as their PodGroupManager
+// (scheduler.go: the scheduler cache) when GenericWorkload is on: the input's
+// PodGroups and pending members. Nil with the gate off, as upstream's default.
+func podGroupManager(ctx context.Context, others []runtime.Object, pending []*v1.Pod) fwk.PodGroupManager {
+	if !utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		return nil
+	}
+	c := internalcache.New(ctx, nil, true, false)
+	for _, o := range others {
+		if pg, ok := o.(*schedulingv1beta1.PodGroup); ok {
+			c.AddPodGroup(pg)
+		}
+	}
+	for _, p := range pending {
+		c.AddPodGroupMember(p)
+	}
+	return c
 }

@@ -1,0 +1,226 @@
+"""TopologyPlacementGenerator: one placement per topology domain for a PodGroup with a topology constraint.
+
+Upstream (kube-scheduler v1.37.2, feature gate ``TopologyAwareWorkloadScheduling``, alpha):
+``pkg/scheduler/framework/plugins/topologyaware/topology_placement.go``. A PodGroup whose
+``spec.schedulingConstraints.topology[0].key`` names a Node label (``topology.kubernetes.io/zone``, a
+rack label, an NVLink clique label such as ``nvidia.com/gpu.clique``) is tried on each domain of that
+label in turn; once some members are scheduled (assumed or bound) only their domain remains.
+Nodes without the label are in no placement. A group without the constraint gets the parent
+placement unchanged.
+
+:meth:`TopologyPlacement.generate_placements` is upstream's PlacementGenerate. py-scheduler schedules
+members one cycle each (no pod group cycle yet), so the plugin also has a PreFilter that gives the
+same result per Pod (a py-scheduler addition, documented in docs/gpu.md):
+
+- members already scheduled: the Pod may go only to nodes of their domain (upstream's
+  ``requiredDomain``); scheduled members in two domains: UnschedulableAndUnresolvable;
+- none yet: the domain where the group's members fit best, judged as upstream's PodGroupPodsCount
+  would after simulating the group: the domain that can hold the most members (counting copies of this
+  Pod's requests that fit the nodes' free CPU, memory and extended resources such as GPUs). Among
+  domains that hold them all, the one with the least room left (best fit, so larger domains stay free
+  for larger groups; upstream breaks this tie by its map order). The chosen domain is explained in the
+  PreFilter's reason when no domain holds the whole group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from py_scheduler.framework.interfaces import Placement, PodGroupInfo, PreFilterResult
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Resource, Status
+from py_scheduler.plugins.gang_scheduling import pod_group_name
+
+Obj = dict[str, Any]
+
+NAME = "TopologyPlacementGenerator"
+STATE_KEY = f"PreFilter{NAME}"
+
+
+def topology_key(pod_group: Obj) -> str | None:
+    """``getTopologyKey``: ``spec.schedulingConstraints.topology[0].key``, or None."""
+    spec = pod_group.get("spec")
+    sc = spec.get("schedulingConstraints") if isinstance(spec, dict) else None
+    topo = sc.get("topology") if isinstance(sc, dict) else None
+    if isinstance(topo, list) and topo and isinstance(topo[0], dict):
+        key = topo[0].get("key")
+        if isinstance(key, str) and key:
+            return key
+    return None
+
+
+def _labels(ni: NodeInfo) -> dict[str, str]:
+    meta = (ni.node or {}).get("metadata") or {}
+    labels = meta.get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
+def scheduled_members(nodes: Iterable[NodeInfo], namespace: str, name: str) -> list[tuple[PodInfo, NodeInfo]]:
+    """Members of group ``namespace/name`` on these nodes (assumed or bound: the snapshot has both)."""
+    out = []
+    for ni in nodes:
+        for p in ni.pods:
+            if p.namespace == namespace and pod_group_name(p.pod) == name:
+                out.append((p, ni))
+    return out
+
+
+def required_domain(members: list[tuple[PodInfo, NodeInfo]], key: str) -> tuple[str | None, str]:
+    """``getScheduledPodsTopologyDomain``: (the scheduled members' domain, "") or (None, error)."""
+    domain = ""
+    for p, ni in members:
+        d = _labels(ni).get(key)
+        if d is None:
+            return None, f"no topology domain found for pod {p.key}"
+        if domain and domain != d:
+            return None, f"more than 1 domain found for pod group: {domain}, {d}"
+        domain = d
+    return domain, ""
+
+
+def copies_that_fit(ni: NodeInfo, req: Resource) -> int:
+    """How many Pods with requests ``req`` fit the node's free allocatable (CPU, memory, extended
+    resources, pod count); a Pod requesting nothing counts once per free pod slot. Whole units only:
+    ``req`` from :func:`effective_requests`."""
+    free_pods = ni.allocatable.allowed_pod_number - len(ni.pods)
+    n = max(free_pods, 0)
+    pairs = [(ni.allocatable.milli_cpu - ni.requested.milli_cpu, req.milli_cpu),
+             (ni.allocatable.memory - ni.requested.memory, req.memory)]
+    pairs += [(ni.allocatable.scalar.get(r, 0) - ni.requested.scalar.get(r, 0), q) for r, q in req.scalar.items()]
+    for free, want in pairs:
+        if want > 0:
+            n = min(n, max(free, 0) // want)
+    return n
+
+
+def placement_note(state: CycleState | None) -> str | None:
+    """The group placement decision of this cycle, for ``explain``: which domain, each domain's room
+    (copies of the Pod that fit) and the group's size; None when PreFilter chose no domain."""
+    try:
+        d = state.read(STATE_KEY) if state is not None else None
+    except KeyError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    room = ", ".join(f"{dom}={n}" for dom, n in sorted(d["capacity"].items()))
+    fits = d["capacity"].get(d["domain"], 0) >= d["needed"]
+    verdict = "holds the whole group" if fits else "holds the most members, but not all: the group cannot fit whole"
+    return (f"pod group {d['group']}: topology {d['key']}={d['domain']} ({verdict}; {d['needed']} members, "
+            f"room per domain: {room})")
+
+
+def effective_requests(pod: PodInfo) -> Resource:
+    """The Pod's requests, with extended resources given only as limits counted as requested (the
+    API server defaults such requests to the limits; a snapshot file may not have them)."""
+    req = Resource(pod.requests.milli_cpu, pod.requests.memory, pod.requests.ephemeral_storage,
+                   pod.requests.allowed_pod_number, dict(pod.requests.scalar))
+    limits: dict[str, int] = {}
+    for c in pod.spec.get("containers") or []:
+        lim = ((c.get("resources") or {}).get("limits") or {}) if isinstance(c, dict) else {}
+        for name, q in lim.items() if isinstance(lim, dict) else ():
+            if "/" in name and not name.startswith(("kubernetes.io/", "requests.")) and name not in req.scalar:
+                try:
+                    limits[name] = limits.get(name, 0) + int(str(q))
+                except ValueError:
+                    continue
+    for name, n in limits.items():
+        req.scalar[name] = n
+    return req
+
+
+class TopologyPlacement:
+    """PlacementGenerate (upstream) + PreFilter (per-Pod path) plugin."""
+
+    name = NAME
+
+    def __init__(self, objects: Any = None, handle: Any = None) -> None:
+        self._objects = objects
+        self._handle = handle
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Any) -> TopologyPlacement:
+        return cls(None, handle)
+
+    @property
+    def objects(self) -> Any:
+        return self._objects if self._objects is not None else getattr(self._handle, "objects", None)
+
+    def generate_placements(self, state: CycleState, pod_group: PodGroupInfo,
+                            parent: Placement) -> tuple[list[Placement], Status]:
+        """``GeneratePlacements``: the parent placement split by the group's topology domain (only the
+        scheduled members' domain once there are some), domains in first-seen node order."""
+        key = topology_key(pod_group.pod_group)
+        if key is None:
+            return [parent], Status.success()
+        snapshot = getattr(state, "snapshot", None)
+        all_nodes = list(snapshot.node_info_list) if snapshot is not None else parent.nodes
+        members = scheduled_members(all_nodes, pod_group.namespace, pod_group.name)
+        required: str | None = None
+        if members:
+            required, err = required_domain(members, key)
+            if required is None:
+                return [], Status(Code.ERROR, [f"cannot determine domain for already scheduled pods: {err}"], NAME)
+        per_domain: dict[str, list[NodeInfo]] = {}
+        for ni in parent.nodes:
+            d = _labels(ni).get(key)
+            if d is not None and (required is None or d == required):
+                per_domain.setdefault(d, []).append(ni)
+        return [Placement(d, nodes) for d, nodes in per_domain.items()], Status.success()
+
+    # -- the per-Pod path ----------------------------------------------------------------------------
+    def _pod_group(self, pod: PodInfo) -> Obj | None:
+        name = pod_group_name(pod.pod)
+        objs = self.objects
+        if name is None or objs is None:
+            return None
+        pg: Obj | None = objs.get("PodGroup", pod.namespace, name)
+        return pg
+
+    def _group_size(self, pod: PodInfo, name: str) -> int:
+        objs = self.objects
+        n = 0
+        for p in (objs.list("Pod") if objs is not None else ()):
+            meta = p.get("metadata") or {}
+            if (meta.get("namespace") or "default") == pod.namespace and pod_group_name(p) == name:
+                n += 1
+        return max(n, 1)
+
+    def choose_domain(self, pod: PodInfo, key: str, nodes: list[NodeInfo],
+                      members_needed: int) -> tuple[str | None, dict[str, int]]:
+        """The domain for a group with no member scheduled yet (module docstring), and every
+        domain's capacity in copies of ``pod``."""
+        capacity: dict[str, int] = {}
+        req = effective_requests(pod)
+        for ni in nodes:
+            d = _labels(ni).get(key)
+            if d is not None:
+                capacity[d] = capacity.get(d, 0) + copies_that_fit(ni, req)
+        if not capacity:
+            return None, capacity
+        whole = [d for d, c in capacity.items() if c >= members_needed]
+        if whole:
+            return min(whole, key=lambda d: capacity[d]), capacity
+        return max(capacity, key=lambda d: capacity[d]), capacity
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
+        """Keep the Pod inside its group's topology domain (module docstring); Skip for Pods without a
+        group or whose group has no topology constraint."""
+        pg = self._pod_group(pod)
+        key = topology_key(pg) if pg is not None else None
+        if pg is None or key is None:
+            return None, Status.skip()
+        name = str((pg.get("metadata") or {}).get("name") or "")
+        members = scheduled_members(nodes, pod.namespace, name)
+        if members:
+            domain, err = required_domain(members, key)
+            if domain is None:
+                return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [err], NAME)
+        else:
+            domain, capacity = self.choose_domain(pod, key, nodes, self._group_size(pod, name))
+            if domain is None:
+                return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                    [f"no node has the pod group's topology key {key}"], NAME)
+            state.write(STATE_KEY, {"group": f"{pod.namespace}/{name}", "key": key, "domain": domain,
+                                    "capacity": capacity, "needed": self._group_size(pod, name)})
+        allowed = {ni.name for ni in nodes if _labels(ni).get(key) == domain}
+        return allowed, Status.success()

