@@ -209,6 +209,20 @@ class DRAState:
         return self.claims[self.num_user] if len(self.claims) > self.num_user else None
 
 
+
+def _state_not_found() -> Status:
+    """``getStateData``'s error: PreFilter never wrote the plugin's state (it did not run for this Pod)."""
+    return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+
+
+def _state_data(state: CycleState) -> DRAState | None:
+    """``getStateData``: the plugin's cycle state, or None when PreFilter did not write it."""
+    try:
+        s: DRAState = state.read(STATE_KEY)
+    except KeyError:
+        return None
+    return s
+
 class _Unschedulable(Exception):
     """A reason for ``statusUnschedulable`` found while collecting the Pod's claims."""
 
@@ -554,10 +568,9 @@ class DynamicResources:
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
         """``Filter``: allocated claims must be reachable from the node; the others must be
         allocatable from the node's devices (``cannot allocate all claims`` otherwise)."""
-        try:
-            s: DRAState = state.read(STATE_KEY)
-        except KeyError:
-            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        s = _state_data(state)
+        if s is None:
+            return _state_not_found()
         if not s.claims:
             return Status.success()
         node = node_info.node or {}
@@ -740,10 +753,9 @@ class DynamicResources:
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
         """:meth:`score` for each of ``nodes`` in order (batch form): all 0 at once for a Pod without
         claims, else node by node."""
-        try:
-            s: DRAState = state.read(STATE_KEY)
-        except KeyError:
-            return [], Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        s = _state_data(state)
+        if s is None:
+            return [], _state_not_found()
         if not s.claims:
             return [0] * len(nodes), Status.success()
         out: list[int] = []
@@ -757,10 +769,9 @@ class DynamicResources:
     def score(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> tuple[int, Status]:
         """``Score``: 0 without claims or without a Filter result for the node; otherwise
         ``computeScore``: for every ``firstAvailable`` subrequest used, ``8 - its index``."""
-        try:
-            s: DRAState = state.read(STATE_KEY)
-        except KeyError:
-            return 0, Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        s = _state_data(state)
+        if s is None:
+            return 0, _state_not_found()
         if not s.claims:
             return 0, Status.success()
         allocations = s.node_allocations.get(node_info.name)
@@ -795,10 +806,9 @@ class DynamicResources:
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """``Reserve``: take the node's allocation from Filter, keep it in flight, record it in the
         CycleState and flag that the claims' status must be written through the API."""
-        try:
-            s: DRAState = state.read(STATE_KEY)
-        except KeyError:
-            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        s = _state_data(state)
+        if s is None:
+            return _state_not_found()
         if not s.claims:
             return Status.success()
         recorded: dict[str, Obj] = {}
@@ -861,10 +871,9 @@ class DynamicResources:
     # -- the binding cycle ---------------------------------------------------------------------------
     def pre_bind_pre_flight(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """``PreBindPreFlight``: Skip for a Pod without claims."""
-        try:
-            s: DRAState = state.read(STATE_KEY)
-        except KeyError:
-            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        s = _state_data(state)
+        if s is None:
+            return _state_not_found()
         if not s.claims:
             return Status(Code.SKIP, [], NAME)
         return Status.success()
@@ -874,10 +883,9 @@ class DynamicResources:
         and the Pod's reservation written through the API (:func:`.binding.bind_claim`); then, if
         an allocated device has binding conditions, wait for them (``bindingTimeout``). Without an
         API client (offline) the same effect is applied to the in-memory objects."""
-        try:
-            s: DRAState = state.read(STATE_KEY)
-        except KeyError:
-            return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        s = _state_data(state)
+        if s is None:
+            return _state_not_found()
         if not s.claims:
             return Status.success()
         client = self.handle.client if self.handle is not None else None
