@@ -257,11 +257,11 @@ def parse_duration(raw: object, path: str) -> float:
 
 
 class DynamicResources:
-    """PreFilter / Filter / PostFilter / Score / NormalizeScore / Reserve / Unreserve of DRA.
+    """PreFilter / Filter / PostFilter / Score / NormalizeScore / Reserve / Unreserve / PreBind of DRA.
 
     Args (``DynamicResourcesArgs``): ``filterTimeout`` (duration, default 10s, 0 disables, must
-    not be negative), ``bindingTimeout`` (duration, default 600s, at least 1s; accepted for
-    compatibility, py-scheduler does no PreBind).
+    not be negative), ``bindingTimeout`` (duration, default 600s, at least 1s: how long PreBind waits
+    for device binding conditions).
 
     The plugin keeps the claims it allocated in Reserve "in flight" (upstream's
     ``SignalClaimPendingAllocation``) until Unreserve or until the claim's status shows an
