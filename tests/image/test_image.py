@@ -44,6 +44,7 @@ import resource
 import secrets
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -164,14 +165,20 @@ class PodSandbox:
         except OSError:
             pass
 
-    def http_get(self, port: int, path: str) -> tuple[int, str]:
+    def http_get(self, port: int, path: str, scheme: str = "HTTP") -> tuple[int, str]:
         """``(status, body)`` of ``GET path`` on ``127.0.0.1:port`` inside the namespace, as a
-        kubelet's httpGet probe; ``(0, error)`` when nothing answers."""
+        kubelet's httpGet probe (``HTTPS``: TLS without certificate verification, as the kubelet's
+        prober); ``(0, error)`` when nothing answers."""
         with in_netns(self.path):
             sock = socket.socket()
         try:
             sock.settimeout(5)
             sock.connect(("127.0.0.1", port))
+            if scheme.upper() == "HTTPS":
+                ctx = ssl.create_default_context()
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+                sock = ctx.wrap_socket(sock, server_hostname="127.0.0.1")
             sock.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
             raw = b""
             while chunk := sock.recv(65536):
@@ -252,16 +259,18 @@ def kubectl(testbed: Testbed, *args: str, input: str | None = None) -> str:
     return run("kubectl", f"--kubeconfig={testbed.kubeconfig}", *args, input=input).stdout
 
 
-def test_deploy_renders_nine_objects(rendered: Rendered) -> None:
+def test_deploy_renders_eleven_objects(rendered: Rendered) -> None:
+    """The scheduler's objects, plus the metrics reader's ClusterRole and its binding (secure serving:
+    Prometheus needs ``get`` on ``/metrics``)."""
     kinds = sorted(o["kind"] for o in rendered.objects)
-    assert kinds == sorted(["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                            "ConfigMap", "Deployment", "PodDisruptionBudget", "Service"]), kinds
+    assert kinds == sorted(["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
+                            "Role", "RoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service"]), kinds
 
 
 def test_deploy_server_side_dry_run_strict(testbed: Testbed) -> None:
     """Every object of deploy/ (the Deployment too) passes the apiserver's strict validation."""
     out = kubectl(testbed, "apply", "--dry-run=server", "--validate=strict", "-k", str(DEPLOY))
-    assert out.count("(server dry run)") == 9, out
+    assert out.count("(server dry run)") == 11, out
 
 
 @pytest.fixture(scope="module")
@@ -305,7 +314,7 @@ class Replica:
         port = http_get["port"]
         if isinstance(port, str):
             (port,) = [p["containerPort"] for p in ports if p.get("name") == port]
-        return self.sandbox.http_get(int(port), http_get["path"])
+        return self.sandbox.http_get(int(port), http_get["path"], str(http_get.get("scheme") or "HTTP"))
 
 
 class Kubelet:
