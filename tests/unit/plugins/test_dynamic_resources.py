@@ -741,27 +741,34 @@ def random_cluster(seed: int) -> list[Obj]:
     return objs
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_random_clusters_match_upstream(seed: int, oracle: Path) -> None:
-    objs = random_cluster(seed)
+def match_oracle(objs: list[Obj], oracle: Path) -> tuple[Any, Obj] | None:
+    """Schedule the pending Pod of ``objs`` here and with upstream's framework (the Go oracle) and
+    assert they agree (feasible nodes, filter reasons, scores, message; or the same Error). Returns
+    (our result, the oracle's JSON line) when the Pod was scheduled or rejected, None after an Error."""
     proc = subprocess.run([str(oracle)], input=json.dumps({"objects": objs}), capture_output=True, text=True,
                           timeout=120)
     if proc.returncode != 0:  # upstream failed the Pod with an Error (e.g. "asks for all devices, but ...")
         with pytest.raises(SchedulingError) as ei:
             schedule(objs)
         assert str(ei.value).split("plugin: ")[-1] in proc.stderr
-        return
-    want = json.loads(proc.stdout.splitlines()[0])
+        return None
+    want: Obj = json.loads(proc.stdout.splitlines()[0])
     if want.get("error"):  # the oracle reports a plugin Error (not a rejection) in the JSON line
         with pytest.raises(SchedulingError) as ei:
             schedule(objs)
         assert str(ei.value) == want["error"]
-        return
+        return None
     got = schedule(objs)[0]
     assert sorted(got.feasible) == want["feasible"]
     assert got.filtered == want["filtered"]
     assert got.scores == want["scores"]
     assert got.message == want["message"]
+    return got, want
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_clusters_match_upstream(seed: int, oracle: Path) -> None:
+    match_oracle(random_cluster(seed), oracle)
 
 
 def test_simulated_pre_bind_lets_later_pods_share_the_claim() -> None:
