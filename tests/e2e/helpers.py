@@ -294,6 +294,24 @@ async def events_v1(api: client.ApiClient, namespace: str = "default") -> list[A
     return [JsonView(item) for item in doc.get("items") or []]
 
 
+async def wait_for_failed_scheduling(api: client.ApiClient, name: str, needle: str, namespace: str = "default",
+                                     timeout: float = 60.0) -> str:
+    """The first FailedScheduling message about Pod ``name`` containing ``needle`` (polled every 0.2 s).
+
+    Raises:
+        AssertionError: none within ``timeout`` seconds.
+    """
+
+    async def event() -> str | None:
+        for reason, msg in await pod_events(api, name, namespace):
+            if reason == "FailedScheduling" and needle in msg:
+                return msg
+        return None
+
+    msg: str = await wait_for(event, timeout=timeout, interval=0.2, what=f"FailedScheduling for {name}")
+    return msg
+
+
 async def pod_events(api: client.ApiClient, name: str, namespace: str = "default") -> list[tuple[str, str]]:
     """``(reason, message)`` of every event about Pod ``name``, from core/v1 and events.k8s.io/v1.
 

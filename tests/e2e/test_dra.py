@@ -33,9 +33,9 @@ from tests.e2e.helpers import (
     create_pod,
     delete_node,
     delete_pod,
-    pod_events,
     unique_name,
     wait_for,
+    wait_for_failed_scheduling,
 )
 from tests.e2e.scheduler_proc import SchedulerProcess, running_scheduler
 
@@ -183,16 +183,8 @@ class Run:
         return node
 
     async def failed_scheduling(self, short: str, needle: str, timeout: float = 60.0) -> str:
-        name = self.n(short)
-
-        async def event() -> str | None:
-            for reason, msg in await pod_events(self.api, name):
-                if reason == "FailedScheduling" and needle in msg:
-                    return msg
-            return None
-
-        msg: str = await wait_for(event, timeout=timeout, interval=0.2, what=f"FailedScheduling for {name}")
-        return msg
+        """The first FailedScheduling message about ``short`` containing ``needle``."""
+        return await wait_for_failed_scheduling(self.api, self.n(short), needle, timeout=timeout)
 
     async def all_claims(self) -> list[Obj]:
         """Every claim of the run (named ones and those the controller made from templates)."""

@@ -32,9 +32,9 @@ from tests.e2e.helpers import (
     create_pod,
     delete_node,
     delete_pod,
-    pod_events,
     unique_name,
     wait_for,
+    wait_for_failed_scheduling,
 )
 from tests.e2e.scheduler_proc import SchedulerProcess, running_scheduler
 from tests.e2e.volume_provisioner import running_provisioner
@@ -157,16 +157,7 @@ class Run:
 
     async def failed_scheduling(self, pod: str, needle: str, timeout: float = 60.0) -> str:
         """The first FailedScheduling message about ``pod`` containing ``needle``."""
-        name = self.n(pod)
-
-        async def event() -> str | None:
-            for reason, msg in await pod_events(self.api, name):
-                if reason == "FailedScheduling" and needle in msg:
-                    return msg
-            return None
-
-        msg: str = await wait_for(event, timeout=timeout, interval=0.2, what=f"FailedScheduling for {name}")
-        return msg
+        return await wait_for_failed_scheduling(self.api, self.n(pod), needle, timeout=timeout)
 
     async def cleanup(self) -> None:
         await asyncio.gather(*(delete_pod(self.api, p) for p in self.pods), return_exceptions=True)

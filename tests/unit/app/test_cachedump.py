@@ -62,7 +62,7 @@ def test_dump_holds_every_kind_the_cache_and_the_process_figures() -> None:
 
 async def test_process_stats_counts_the_running_tasks() -> None:
     before = process_stats()["asyncio_tasks"]
-    t = asyncio.create_task(asyncio.sleep(10))
+    t = asyncio.create_task(asyncio.Event().wait())  # a task that stays pending until cancelled
     try:
         assert process_stats()["asyncio_tasks"] == (before or 0) + 1
     finally:
