@@ -55,7 +55,7 @@ from typing import Any
 
 from py_scheduler.framework import quantity as qty
 from py_scheduler.framework import signers
-from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, Resource
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import APIClient, APIError, Handle
 from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
@@ -317,19 +317,117 @@ class DynamicResources:
         return cls(ft, bt, handle)
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        """``EventsToRegister``: a Node added or its labels / allocatable changed; a ResourceClaim
-        added, updated or deleted; a generated claim's name added to the Pod's status; a DeviceClass
-        or a ResourceSlice added or updated (new devices). Upstream's claim and target-Pod hints are
-        not reproduced: those events queue the Pod (an extra attempt, never a Pod left waiting)."""
+        """``EventsToRegister`` (upstream ``dynamicresources.go``): a Node added or its labels /
+        allocatable changed; a ResourceClaim added, updated or deleted (hint
+        :meth:`is_schedulable_after_claim_change`); a generated claim's name added to the Pod's
+        own status (hint :meth:`is_schedulable_after_target_pod_update`); a DeviceClass or a
+        ResourceSlice added or updated (new devices; DeviceTaintRule changes arrive as slice
+        events, :mod:`py_scheduler.cache.kinds`). Node, class and slice events have no hint
+        upstream: they always queue the Pod.
+
+        Upstream also narrows claim events with a ``PreQueueingHintFn`` (only Pods that name the
+        claim, or every Pod when an allocated claim is deallocated or deleted): an indexing
+        shortcut that decides nothing the claim hint would decide otherwise, so it is left out.
+        """
         add_update = ActionType.ADD | ActionType.UPDATE
         return [
             ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL
                                               | ActionType.UPDATE_NODE_ALLOCATABLE)),
-            ClusterEventWithHint(ClusterEvent(Resource.RESOURCE_CLAIM, add_update | ActionType.DELETE)),
-            ClusterEventWithHint(ClusterEvent(Resource.TARGET_POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM)),
+            ClusterEventWithHint(ClusterEvent(Resource.RESOURCE_CLAIM, add_update | ActionType.DELETE),
+                                 self.is_schedulable_after_claim_change),
+            ClusterEventWithHint(ClusterEvent(Resource.TARGET_POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM),
+                                 self.is_schedulable_after_target_pod_update),
             ClusterEventWithHint(ClusterEvent(Resource.DEVICE_CLASS, add_update)),
             ClusterEventWithHint(ClusterEvent(Resource.RESOURCE_SLICE, add_update)),
         ]
+
+    # -- queueing hints (dynamicresources.go isSchedulableAfter*) ---------------------------------
+    def _claim_getter(self) -> ClaimGetter | None:
+        """Claims as the informers hold them now (the Handle's ``objects``, read at call time: the
+        live process fills it in after the queue has collected the hints); None without one."""
+        objects = self.handle.objects if self.handle is not None else None
+        if objects is None:
+            return None
+        lister = objects
+
+        def get(namespace: str, name: str) -> Obj | None:
+            return lister.get("ResourceClaim", namespace, name)
+
+        return get
+
+    def _pod_claims_now(self, pod: Obj, get: ClaimGetter) -> list[Obj]:
+        """``foreachPodResourceClaim`` on a queued Pod's JSON against the latest claims.
+
+        Raises:
+            _Unschedulable: a claim is missing, being deleted, not the Pod's or not generated yet.
+            PodParseError: malformed ``spec.resourceClaims``.
+        """
+        return _resolve_claims(pod, _parse_claims_spec(pod.get("spec") or {}), get)
+
+    def is_schedulable_after_claim_change(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterClaimChange``: whether a ResourceClaim add / update / delete may let
+        ``pod`` (rejected by this plugin) through. ``old`` / ``new`` are the claim's JSON (None for
+        an add / a delete).
+
+        - deleted: Queue only if it was allocated (its devices are free now);
+        - any of the Pod's claims missing, being deleted or not the Pod's: QueueSkip (the Pod
+          still cannot pass; a later claim or Pod event will queue it);
+        - deallocated (allocation removed): Queue, whoever's claim it is (devices freed);
+        - not one of the Pod's claims (compared by UID): QueueSkip;
+        - one of the Pod's claims created: Queue; updated: Queue only when its ``status`` changed
+          (allocation, reservedFor, devices; a new finalizer or label alone is skipped).
+
+        Without an object lister (no Handle) every event queues the Pod.
+
+        Raises:
+            TypeError: ``old`` or ``new`` is not a JSON object (the queue counts it as Queue, as
+                upstream counts a hint's error).
+        """
+        for side, obj in (("old", old), ("new", new)):
+            if obj is not None and not isinstance(obj, dict):
+                raise TypeError(f"unexpected {side} object in isSchedulableAfterClaimChange: {type(obj).__name__}")
+        if new is None:
+            if old is None:
+                raise TypeError("isSchedulableAfterClaimChange: neither an old nor a new claim")
+            return QueueingHint.QUEUE if _allocation(old) is not None else QueueingHint.QUEUE_SKIP
+        get = self._claim_getter()
+        if get is None:
+            return QueueingHint.QUEUE
+        try:
+            claims = self._pod_claims_now(pod, get)
+        except (_Unschedulable, PodParseError):
+            return QueueingHint.QUEUE_SKIP
+        if old is not None and _allocation(old) is not None and _allocation(new) is None:
+            return QueueingHint.QUEUE
+        uid = _uid(new)
+        if not any(_uid(c) == uid for c in claims):
+            return QueueingHint.QUEUE_SKIP
+        if old is None:
+            return QueueingHint.QUEUE
+        if (old.get("status") or {}) == (new.get("status") or {}):
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
+
+    def is_schedulable_after_target_pod_update(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterTargetPodUpdate``: the queued Pod's own update that recorded generated
+        claims (``status.resourceClaimStatuses``) queues it only once every claim it needs exists
+        and is its own (``new`` is the updated Pod's JSON; ``old`` is not read).
+
+        Without an object lister (no Handle) the update queues the Pod.
+
+        Raises:
+            TypeError: ``new`` is not a JSON object (counted as Queue by the queue).
+        """
+        if not isinstance(new, dict):
+            raise TypeError(f"unexpected object in isSchedulableAfterTargetPodUpdate: {type(new).__name__}")
+        get = self._claim_getter()
+        if get is None:
+            return QueueingHint.QUEUE
+        try:
+            self._pod_claims_now(new, get)
+        except (_Unschedulable, PodParseError):
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
 
     # -- claims of a Pod --------------------------------------------------------------------------
     @staticmethod
@@ -344,65 +442,21 @@ class DynamicResources:
     @staticmethod
     def _parse_pod_claims(pod: PodInfo) -> list[_PodClaim]:
         """``spec.resourceClaims`` parsed (see :meth:`_pod_claims`)."""
-        raw = pod.spec.get("resourceClaims")
-        out: list[_PodClaim] = []
-        if raw is not None:
-            if not isinstance(raw, list):
-                raise PodParseError("spec.resourceClaims", raw, "expected a list of PodResourceClaims")
-            for i, rc in enumerate(raw):
-                if not isinstance(rc, dict):
-                    raise PodParseError(f"spec.resourceClaims[{i}]", rc, "expected an object")
-                vals = []
-                for k in ("name", "resourceClaimName", "resourceClaimTemplateName"):
-                    v = rc.get(k)
-                    if v is not None and not isinstance(v, str):
-                        raise PodParseError(f"spec.resourceClaims[{i}].{k}", v, "expected a string")
-                    vals.append(v)
-                out.append(_PodClaim(str(vals[0] or ""), vals[1], vals[2]))
-        return out
+        return _parse_claims_spec(pod.spec)
 
     def _collect_claims(self, pod: PodInfo, objects: ClusterObjectsLister | None) -> list[Obj]:
-        """``foreachPodResourceClaim``: the ResourceClaim of each ``spec.resourceClaims`` entry.
+        """``foreachPodResourceClaim``: the ResourceClaim of each ``spec.resourceClaims`` entry
+        (:func:`_resolve_claims` over the cycle's objects).
 
         Raises:
             _Unschedulable: upstream's reason (claim not generated yet, not found, being deleted,
                 not owned by the Pod, no source set).
             PodParseError: malformed ``spec.resourceClaims``.
         """
-        out: list[Obj] = []
-        statuses = (pod.pod.get("status") or {}).get("resourceClaimStatuses") or []
-        for pc in self._pod_claims(pod):
-            must_check_owner = False
-            if pc.claim_name is not None:
-                claim_name: str | None = pc.claim_name
-            elif pc.template_name is not None:
-                found = False
-                claim_name = None
-                for st in statuses if isinstance(statuses, list) else []:
-                    if isinstance(st, dict) and st.get("name") == pc.name:
-                        found = True
-                        rcn = st.get("resourceClaimName")
-                        claim_name = str(rcn) if rcn else None
-                        must_check_owner = True
-                        break
-                if not found:
-                    raise _Unschedulable(f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet')
-            else:
-                raise _Unschedulable(f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{pc.name}": none of '
-                                     f"the supported fields are set")
-            if claim_name is None:
-                continue
-            claim = objects.get("ResourceClaim", f"{pod.namespace}/{claim_name}") if objects is not None else None
-            if not isinstance(claim, dict):
-                raise _Unschedulable(f'could not find ResourceClaim "{pod.namespace}/{claim_name}"')
-            meta = _meta(claim)
-            if meta.get("deletionTimestamp"):
-                raise _Unschedulable(f'resourceclaim "{meta.get("name")}" is being deleted')
-            if must_check_owner and not _controlled_by(claim, pod.uid):
-                raise _Unschedulable(f"ResourceClaim {pod.namespace}/{meta.get('name')} was not created for Pod "
-                                     f"{pod.namespace}/{pod.name} (Pod is not owner)")
-            out.append(claim)
-        return out
+        def get(namespace: str, name: str) -> Obj | None:
+            return objects.get("ResourceClaim", f"{namespace}/{name}") if objects is not None else None
+
+        return _resolve_claims(pod.pod, self._pod_claims(pod), get)
 
     # -- PreFilter -------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
@@ -1128,6 +1182,85 @@ def simulated_pre_bind(state: CycleState, pod: PodInfo) -> list[str]:
         objects.upsert("ResourceClaim", new)
         written.append(claim_ref(new))
     return written
+
+
+def _parse_claims_spec(spec: Obj) -> list[_PodClaim]:
+    """A Pod's ``spec.resourceClaims`` as :class:`_PodClaim` entries.
+
+    Raises:
+        PodParseError: not a list of objects with string names.
+    """
+    raw = spec.get("resourceClaims")
+    out: list[_PodClaim] = []
+    if raw is not None:
+        if not isinstance(raw, list):
+            raise PodParseError("spec.resourceClaims", raw, "expected a list of PodResourceClaims")
+        for i, rc in enumerate(raw):
+            if not isinstance(rc, dict):
+                raise PodParseError(f"spec.resourceClaims[{i}]", rc, "expected an object")
+            vals = []
+            for k in ("name", "resourceClaimName", "resourceClaimTemplateName"):
+                v = rc.get(k)
+                if v is not None and not isinstance(v, str):
+                    raise PodParseError(f"spec.resourceClaims[{i}].{k}", v, "expected a string")
+                vals.append(v)
+            out.append(_PodClaim(str(vals[0] or ""), vals[1], vals[2]))
+    return out
+
+
+ClaimGetter = Callable[[str, str], Obj | None]
+"""``(namespace, name) -> ResourceClaim`` or None: where :func:`_resolve_claims` looks claims up."""
+
+
+def _resolve_claims(pod: Obj, pod_claims: list[_PodClaim], get: ClaimGetter) -> list[Obj]:
+    """``foreachPodResourceClaim`` (upstream ``dynamicresources.go``, with ``resourceclaim.Name`` and
+    ``IsForPod`` of ``k8s.io/dynamic-resource-allocation/resourceclaim``): the ResourceClaim of each
+    entry of ``pod_claims`` (the Pod's parsed ``spec.resourceClaims``), looked up with ``get``. A
+    template entry takes its claim's name from ``status.resourceClaimStatuses``; an entry whose
+    status names no claim is skipped (valid upstream).
+
+    Raises:
+        _Unschedulable: upstream's reason (claim not generated yet, not found, being deleted, not
+            owned by the Pod, no source set).
+    """
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    pod_name = str(meta.get("name") or "")
+    pod_uid = str(meta.get("uid") or "")
+    statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    out: list[Obj] = []
+    for pc in pod_claims:
+        must_check_owner = False
+        if pc.claim_name is not None:
+            claim_name: str | None = pc.claim_name
+        elif pc.template_name is not None:
+            found = False
+            claim_name = None
+            for st in statuses if isinstance(statuses, list) else []:
+                if isinstance(st, dict) and st.get("name") == pc.name:
+                    found = True
+                    rcn = st.get("resourceClaimName")
+                    claim_name = str(rcn) if rcn else None
+                    must_check_owner = True
+                    break
+            if not found:
+                raise _Unschedulable(f'pod "{namespace}/{pod_name}": ResourceClaim not created yet')
+        else:
+            raise _Unschedulable(f'pod "{namespace}/{pod_name}", spec.resourceClaim "{pc.name}": none of '
+                                 f"the supported fields are set")
+        if claim_name is None:
+            continue
+        claim = get(namespace, claim_name)
+        if not isinstance(claim, dict):
+            raise _Unschedulable(f'could not find ResourceClaim "{namespace}/{claim_name}"')
+        cmeta = _meta(claim)
+        if cmeta.get("deletionTimestamp"):
+            raise _Unschedulable(f'resourceclaim "{cmeta.get("name")}" is being deleted')
+        if must_check_owner and not _controlled_by(claim, pod_uid):
+            raise _Unschedulable(f"ResourceClaim {namespace}/{cmeta.get('name')} was not created for Pod "
+                                 f"{namespace}/{pod_name} (Pod is not owner)")
+        out.append(claim)
+    return out
 
 
 def _controlled_by(claim: Obj, pod_uid: str) -> bool:
