@@ -17,6 +17,7 @@ from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
 from py_scheduler.plugins.helpers.resource_scoring import balanced_resource_score, balanced_resource_scorer
+from tests.unit.plugins.plain_handle import plain_handle
 
 
 def node(name: str, cpu: str, memory: str, **extra: str) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def run(incoming: dict[str, Any], nodes: list[dict[str, Any]], existing: Sequenc
         args: dict[str, Any] | None = None) -> dict[str, int] | None:
     """Scores per node, or None when PreScore skipped."""
     snap = Snapshot.from_objects(nodes, list(existing))
-    pl = NodeResourcesBalancedAllocation.create(args or {}, None)
+    pl = NodeResourcesBalancedAllocation.create(args or {}, plain_handle())
     state = CycleState(snap)
     pi = PodInfo(incoming)
     s = pl.pre_score(state, pi, snap.node_info_list)
@@ -66,7 +67,7 @@ def test_explicit_zero_requests_skip_too() -> None:
 
 def test_score_without_prescore_is_zero_for_best_effort() -> None:
     snap = Snapshot.from_objects([node("n", "4", "4Gi")])
-    pl = NodeResourcesBalancedAllocation.create({}, None)
+    pl = NodeResourcesBalancedAllocation.create({}, plain_handle())
     sc, st = pl.score(CycleState(snap), PodInfo(pod()), snap.get("n"))
     assert (sc, st.code) == (0, Code.SUCCESS)
     sc, st = pl.score(CycleState(snap), PodInfo(pod(cpu="3", memory="5000")), snap.get("n"))
@@ -133,13 +134,13 @@ def test_zero_allocatable_resources_are_skipped() -> None:
 ])
 def test_invalid_args(args: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as ei:
-        registry.get("NodeResourcesBalancedAllocation")(args, None)
+        registry.get("NodeResourcesBalancedAllocation")(args, plain_handle())
     assert field in str(ei.value)
 
 
 def test_args_defaults() -> None:
     pl = NodeResourcesBalancedAllocation.create({"resources": [{"name": "cpu"}, {"name": "memory", "weight": 0}]},
-                                                None)
+                                                plain_handle())
     assert [(r.name, r.weight) for r in pl.args.resources] == [("cpu", 1), ("memory", 1)]
-    assert [(r.name, r.weight) for r in NodeResourcesBalancedAllocation.create({}, None).args.resources] == [
+    assert [(r.name, r.weight) for r in NodeResourcesBalancedAllocation.create({}, plain_handle()).args.resources] == [
         ("cpu", 1), ("memory", 1)]

@@ -39,6 +39,7 @@ from py_scheduler.plugins.default_preemption import (
     DefaultPreemptionArgs,
 )
 from py_scheduler.plugins.node_resources_fit import NodeResourcesFit
+from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]
 
@@ -895,7 +896,8 @@ def test_registry_builds_the_plugin_into_the_default_profile() -> None:
     dp = fw.plugins["DefaultPreemption"]
     assert isinstance(dp, DefaultPreemption) and dp.handle.profile is fw and fw.handle is dp.handle
     assert [p.name for p in fw.post_filter_plugins][-1] == "DefaultPreemption"
-    assert isinstance(registry.get("DefaultPreemption")({"minCandidateNodesAbsolute": 7}, None), DefaultPreemption)
+    assert isinstance(registry.get("DefaultPreemption")({"minCandidateNodesAbsolute": 7}, plain_handle()),
+                      DefaultPreemption)
 
 
 # -- bad input never escapes -------------------------------------------------------------------------------------

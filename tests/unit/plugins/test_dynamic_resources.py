@@ -35,6 +35,7 @@ from py_scheduler.plugins.dynamic_resources import (
 )
 from py_scheduler.plugins.dynamic_resources.allocator import AllocationTimeout, Allocator
 from py_scheduler.plugins.helpers import cel
+from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]
 G = "gpu.example.com"
@@ -603,17 +604,17 @@ def test_result_size_limit_falls_back_to_smaller_subrequest() -> None:
 
 # -- args -----------------------------------------------------------------------------------------
 def test_args() -> None:
-    pl = DynamicResources.create({"filterTimeout": "1m30s", "bindingTimeout": "10m"}, None)
+    pl = DynamicResources.create({"filterTimeout": "1m30s", "bindingTimeout": "10m"}, plain_handle())
     assert (pl.filter_timeout, pl.binding_timeout) == (90.0, 600.0)
-    assert DynamicResources.create({}, None).filter_timeout == 10.0
+    assert DynamicResources.create({}, plain_handle()).filter_timeout == 10.0
     with pytest.raises(ConfigError, match="filterTimeout: Invalid value: '-1s': must be zero or positive"):
-        DynamicResources.create({"filterTimeout": "-1s"}, None)
+        DynamicResources.create({"filterTimeout": "-1s"}, plain_handle())
     with pytest.raises(ConfigError, match=r"bindingTimeout.*must be at least 1 second"):
-        DynamicResources.create({"bindingTimeout": "500ms"}, None)
+        DynamicResources.create({"bindingTimeout": "500ms"}, plain_handle())
     with pytest.raises(ConfigError, match="invalid duration"):
-        DynamicResources.create({"filterTimeout": "ten"}, None)
+        DynamicResources.create({"filterTimeout": "ten"}, plain_handle())
     with pytest.raises(ConfigError, match="unknown field"):
-        DynamicResources.create({"timeout": "1s"}, None)
+        DynamicResources.create({"timeout": "1s"}, plain_handle())
 
 
 # -- CEL environment ----------------------------------------------------------------------------------

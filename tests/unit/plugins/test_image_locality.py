@@ -12,6 +12,7 @@ from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.image_locality import ImageLocality, calculate_priority, normalized_image_name
+from tests.unit.plugins.plain_handle import plain_handle
 
 MB = 1024 * 1024
 
@@ -33,7 +34,7 @@ def pod(*images: str, init: tuple[str, ...] = (), volumes: tuple[str, ...] = ())
 
 def run(incoming: dict[str, Any], nodes: list[dict[str, Any]]) -> dict[str, int]:
     snap = Snapshot.from_objects(nodes)
-    pl = registry.get("ImageLocality")({}, None)
+    pl = registry.get("ImageLocality")({}, plain_handle())
     state = CycleState(snap)
     pi = PodInfo(incoming)
     out = {}
@@ -106,7 +107,7 @@ def test_calculate_priority_integer_math() -> None:
 
 
 def test_no_snapshot_is_an_error_not_an_exception() -> None:
-    pl = ImageLocality.create({}, None)
+    pl = ImageLocality.create({}, plain_handle())
     snap = Snapshot.from_objects([node("n1")])
     sc, s = pl.score(CycleState(None), PodInfo(pod("a")), snap.get("n1"))
     assert (sc, s.code) == (0, Code.ERROR)
@@ -114,4 +115,4 @@ def test_no_snapshot_is_an_error_not_an_exception() -> None:
 
 def test_takes_no_args() -> None:
     with pytest.raises(ConfigError):
-        ImageLocality.create({"foo": 1}, None)
+        ImageLocality.create({"foo": 1}, plain_handle())

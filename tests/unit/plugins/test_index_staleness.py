@@ -21,6 +21,7 @@ from py_scheduler.plugins.inter_pod_affinity import InterPodAffinity, PreFilterS
 from py_scheduler.plugins.pod_topology_spread import PRE_FILTER_STATE_KEY as PTS_KEY
 from py_scheduler.plugins.pod_topology_spread import PodTopologySpread
 from py_scheduler.plugins.pod_topology_spread import PreFilterState as PTSState
+from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -88,7 +89,7 @@ def test_assigning_an_indexed_field_bumps_the_generation(field: str) -> None:
 
 def test_affinity_index_sees_a_pod_put_on_a_node_without_add_pod() -> None:
     snap = _snapshot()
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     own = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "none"}}, "topologyKey": ZONE}]}}
     incoming = PodInfo(_pod("in", "db", affinity=own))  # a term of its own: PreFilter does not Skip

@@ -22,6 +22,7 @@ from py_scheduler.plugins.inter_pod_affinity import (
     InterPodAffinity,
     pod_affinity_terms,
 )
+from tests.unit.plugins.plain_handle import plain_handle
 
 S, U, UU = Code.SUCCESS, Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 AFF, ANTI, EXISTING = (ERR_REASON_AFFINITY_RULES_NOT_MATCH, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
@@ -71,7 +72,7 @@ def run_filter(incoming: dict[str, Any], nodes: list[dict[str, Any]], existing: 
                objects: ClusterObjects | None = None, plugin: InterPodAffinity | None = None,
                ) -> dict[str, tuple[Code, str]]:
     """PreFilter then Filter on every node: node -> (code, reason); (SKIP, "") when PreFilter skipped."""
-    pl = plugin or InterPodAffinity.create({}, None)
+    pl = plugin or InterPodAffinity.create({}, plain_handle())
     snap = Snapshot.from_objects(nodes, existing, objects)
     state = CycleState(snap)
     pi = PodInfo(incoming)
@@ -95,7 +96,7 @@ IPA_CASES = golden_cases("InterPodAffinity")
 
 @pytest.mark.parametrize("case", IPA_CASES, ids=[case_id(c) for c in IPA_CASES])
 def test_golden_score_vectors(case: dict[str, Any]) -> None:
-    pl = InterPodAffinity.create(case.get("args") or {}, None)
+    pl = InterPodAffinity.create(case.get("args") or {}, plain_handle())
     got = run_scores(pl, case)
     assert {n: got[n] for n in case["expected"]} == case["expected"]
 
@@ -236,7 +237,7 @@ def test_prefilter_skips_without_terms() -> None:
 
 
 def test_malformed_term_is_unresolvable_with_field() -> None:
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     snap = Snapshot.from_objects(ZONES)
     bad = pod("p", affinity=required(term("service", ["{{.bad-value.}}"], "zone")))
     _, st = pl.pre_filter(CycleState(snap), PodInfo(bad), snap.node_info_list)
@@ -263,7 +264,7 @@ def test_terms_are_parsed_once_per_pod() -> None:
 
 def test_add_and_remove_pod() -> None:
     """PreFilterExtensions keep all three counters right (upstream TestPreFilterStateAddRemovePod)."""
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     incoming = PodInfo(pod("p", labels={"security": "S1"}, affinity={
         **required(term("app", ["db"], "zone")), **required(term("app", ["noisy"], "zone"), anti=True)}))
     snap = Snapshot.from_objects(ZONES, [pod("db", on="nodeA", labels={"app": "db"})])
@@ -295,7 +296,7 @@ def test_add_and_remove_pod() -> None:
 
 
 def test_filter_without_state_is_an_error() -> None:
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     snap = Snapshot.from_objects(ZONES)
     assert pl.filter(CycleState(snap), PodInfo(pod("p")), snap.get("nodeA")).code == Code.ERROR
 
@@ -319,9 +320,9 @@ def _scores(pl: InterPodAffinity, incoming: dict[str, Any], existing: list[dict[
 def test_hard_pod_affinity_weight_scores_existing_required_terms() -> None:
     existing = [pod("e", on="nodeC", affinity=required(term("app", ["web"], "zone")))]
     incoming = pod("p", labels={"app": "web"})
-    assert _scores(InterPodAffinity.create({}, None), incoming, existing) == {
+    assert _scores(InterPodAffinity.create({}, plain_handle()), incoming, existing) == {
         "nodeA": 0, "nodeB": 0, "nodeC": 100, "nodeD": 0}
-    assert _scores(InterPodAffinity.create({"hardPodAffinityWeight": 0}, None), incoming, existing) is None
+    assert _scores(InterPodAffinity.create({"hardPodAffinityWeight": 0}, plain_handle()), incoming, existing) is None
 
 
 def test_preferred_anti_affinity_and_truncation() -> None:
@@ -331,7 +332,7 @@ def test_preferred_anti_affinity_and_truncation() -> None:
         **preferred((2, term("app", ["y"], HOST)))})
     existing = [pod("x", on="nodeA", labels={"app": "x"}), pod("y", on="nodeC", labels={"app": "y"})]
     # nodeA, nodeB: -3 (zone az1); nodeC: +2 (hostname nodeC); nodeD: 0 -> min -3, max 2, diff 5
-    assert _scores(InterPodAffinity.create({}, None), incoming, existing) == {
+    assert _scores(InterPodAffinity.create({}, plain_handle()), incoming, existing) == {
         "nodeA": 0, "nodeB": 0, "nodeC": 100, "nodeD": 60}
 
 
@@ -339,11 +340,11 @@ def test_equal_raw_scores_normalize_to_zero() -> None:
     incoming = pod("p", affinity=preferred((5, term("app", ["x"], "zone"))))
     existing = [pod("x", on="nodeA", labels={"app": "x"})]
     nodes = ZONES[:2]
-    assert _scores(InterPodAffinity.create({}, None), incoming, existing, nodes) == {"nodeA": 0, "nodeB": 0}
+    assert _scores(InterPodAffinity.create({}, plain_handle()), incoming, existing, nodes) == {"nodeA": 0, "nodeB": 0}
 
 
 def test_prescore_skips_when_nothing_matches() -> None:
-    assert _scores(InterPodAffinity.create({}, None), pod("p"), [pod("x", on="nodeA")]) is None
+    assert _scores(InterPodAffinity.create({}, plain_handle()), pod("p"), [pod("x", on="nodeA")]) is None
 
 
 # -- args -------------------------------------------------------------------------------------------
@@ -357,11 +358,11 @@ def test_prescore_skips_when_nothing_matches() -> None:
 ])
 def test_args_validation(args: dict[str, Any], needle: str) -> None:
     with pytest.raises(ConfigError) as ei:
-        InterPodAffinity.create(args, None)
+        InterPodAffinity.create(args, plain_handle())
     assert needle in str(ei.value)
 
 
 def test_args_defaults() -> None:
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     assert pl.hard_pod_affinity_weight == 1
     assert pl.ignore_preferred_terms_of_existing_pods is False

@@ -20,6 +20,7 @@ from py_scheduler.plugins.inter_pod_affinity import (
     PreFilterState,
     PreScoreState,
 )
+from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -152,8 +153,8 @@ def _check(indexed: InterPodAffinity, reference: InterPodAffinity, snap: Snapsho
 
 
 def _plugins(**args: Any) -> tuple[InterPodAffinity, InterPodAffinity]:
-    indexed = InterPodAffinity.create(dict(args), None)
-    reference = InterPodAffinity.create(dict(args), None)
+    indexed = InterPodAffinity.create(dict(args), plain_handle())
+    reference = InterPodAffinity.create(dict(args), plain_handle())
     reference.use_index = False
     return indexed, reference
 
@@ -200,7 +201,7 @@ def test_relabelled_node_moves_its_pods_counts() -> None:
     existing = {"metadata": {"name": "e", "namespace": "default", "uid": "e", "labels": {"app": "b"}},
                 "spec": {"nodeName": "n0", "affinity": anti}}
     snap = Snapshot.from_objects(nodes, [existing], _objects())
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     incoming = PodInfo({"metadata": {"name": "p", "namespace": "default", "uid": "p", "labels": {"app": "a"}},
                         "spec": {}})
 
@@ -221,7 +222,7 @@ def test_a_replaced_node_list_rebuilds_and_two_lists_are_kept() -> None:
     rng = random.Random(7)
     snap_a = _cluster(rng, 6, 12)
     snap_b = _cluster(rng, 9, 20)
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     ia = pl.affinity_index(snap_a.node_info_list)
     ib = pl.affinity_index(snap_b.node_info_list)
     assert ia is not ib
@@ -239,7 +240,7 @@ def test_filter_nodes_equals_filter_after_add_and_remove_pod(seed: int) -> None:
     each node what Filter gives."""
     rng = random.Random(300 + seed)
     snap = _cluster(rng, 10, 25)
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     checked = 0
     for k in range(10):
         pi = PodInfo(_pod(rng, f"in{k}"))
@@ -262,7 +263,7 @@ def test_filter_nodes_equals_filter_after_add_and_remove_pod(seed: int) -> None:
 
 def test_filter_nodes_without_prefilter_state_is_the_error_filter_gives() -> None:
     snap = _cluster(random.Random(1), 3, 2)
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     pi = PodInfo(_pod(random.Random(2), "p"))
     got = pl.filter_nodes(CycleState(snap), pi, snap.node_info_list)
     assert got is not None and [s.code for s in got] == [Code.ERROR] * 3
@@ -270,7 +271,7 @@ def test_filter_nodes_without_prefilter_state_is_the_error_filter_gives() -> Non
 
 def test_score_nodes_without_prescore_state_is_scores_error() -> None:
     snap = _cluster(random.Random(3), 3, 2)
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     pi = PodInfo(_pod(random.Random(4), "p"))
     values, st = pl.score_nodes(CycleState(snap), pi, snap.node_info_list)
     one = pl.score(CycleState(snap), pi, snap.node_info_list[0])[1]
@@ -282,7 +283,7 @@ def test_score_nodes_sums_several_topology_keys_and_normalize_truncates() -> Non
              for i in range(6)]
     nodes.append({"metadata": {"name": "bare", "labels": {}}})
     snap = Snapshot.from_objects(nodes, [], _objects())
-    pl = InterPodAffinity.create({}, None)
+    pl = InterPodAffinity.create({}, plain_handle())
     state = CycleState(snap)
     state.write(PRE_SCORE_STATE_KEY, PreScoreState({ZONE: {"z0": 3, "z1": -2}, RACK: {"r1": 5}}))
     pi = PodInfo(_pod(random.Random(5), "p"))

@@ -21,6 +21,7 @@ from py_scheduler.plugins.node_affinity import (
     ERR_REASON_POD,
     NodeAffinity,
 )
+from tests.unit.plugins.plain_handle import plain_handle
 
 GOLDEN = Path(__file__).resolve().parents[3].parent / "shared" / "golden" / "score_vectors.jsonl"
 NAME = "NodeAffinity"
@@ -148,7 +149,7 @@ def test_pre_filter_skip_without_node_selector_or_required_affinity() -> None:
         assert result is None and st.is_skip()
     # Skip is not returned when the plugin has an added required affinity.
     pl = NodeAffinity.create({"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [expr("zone", "In", "a")]}]}}}, None)
+        "nodeSelectorTerms": [{"matchExpressions": [expr("zone", "In", "a")]}]}}}, plain_handle())
     result, st = pl.pre_filter(CycleState(), pod(), [])
     assert result is None and st.is_success()
 
@@ -174,7 +175,7 @@ def added_required(*terms: dict[str, Any]) -> dict[str, Any]:
     ({}, added_required({"matchExpressions": [expr("zone", "In", "bar")]}), REJECT_ENFORCED),
 ])
 def test_filter_with_added_affinity(spec: dict[str, Any], args: dict[str, Any], want: Status | None) -> None:
-    pl = NodeAffinity.create(args, None)
+    pl = NodeAffinity.create(args, plain_handle())
     _, _, got = run_filter(pl, pod(**spec), node("node2", {"zone": "foo"}))
     assert got == (want or Status.success())
 
@@ -244,7 +245,7 @@ def test_pre_score_skip_and_error() -> None:
     assert ('[0].matchExpressions[0].key: Invalid value: "invalid key": name part must consist of alphanumeric '
             "characters") in st.message()
     # Added preferred terms keep PreScore from skipping.
-    pl = NodeAffinity.create({"addedAffinity": AFFINITY1["nodeAffinity"]}, None)
+    pl = NodeAffinity.create({"addedAffinity": AFFINITY1["nodeAffinity"]}, plain_handle())
     assert pl.pre_score(CycleState(), pod(), []).is_success()
 
 
@@ -257,12 +258,13 @@ def test_score_all_match_with_different_priorities() -> None:
 
 
 def test_score_added_affinity() -> None:
-    pl = NodeAffinity.create({"addedAffinity": AFFINITY1["nodeAffinity"]}, None)
+    pl = NodeAffinity.create({"addedAffinity": AFFINITY1["nodeAffinity"]}, plain_handle())
     assert run_score(pl, pod(), [node("node1", LABEL1), node("node2", LABEL2)]) == {"node1": 100, "node2": 0}
 
 
 def test_score_added_affinity_and_pod_affinity() -> None:
-    pl = NodeAffinity.create({"addedAffinity": preferred((3, [expr("key", "In", "value")]))["nodeAffinity"]}, None)
+    pl = NodeAffinity.create({"addedAffinity": preferred((3, [expr("key", "In", "value")]))["nodeAffinity"]},
+                             plain_handle())
     nodes = [node("node1", LABEL1), node("node2", LABEL2), node("node3", LABEL5)]
     assert run_score(pl, pod(affinity=AFFINITY1), nodes) == {"node1": 40, "node2": 60, "node3": 100}
 
@@ -276,7 +278,7 @@ def _golden(plugin: str) -> list[dict[str, Any]]:
 @pytest.mark.skipif(not GOLDEN.exists(), reason="shared golden vectors not present")
 @pytest.mark.parametrize("case", _golden("NodeAffinity"), ids=lambda c: c["source"].rsplit(":", 1)[-1][:60])
 def test_golden_vectors(case: dict[str, Any]) -> None:
-    pl = registry.get(NAME)(case.get("args") or {}, None)
+    pl = registry.get(NAME)(case.get("args") or {}, plain_handle())
     assert isinstance(pl, NodeAffinity)
     nodes = [NodeInfo(n) for n in case["nodes"]]
     assert run_score(pl, PodInfo(case["pod"]), nodes) == case["expected"]
@@ -301,7 +303,7 @@ def test_golden_vectors(case: dict[str, Any]) -> None:
 ])
 def test_invalid_args(args: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as exc:
-        NodeAffinity.create(args, None)
+        NodeAffinity.create(args, plain_handle())
     assert message in str(exc.value)
 
 
@@ -312,9 +314,9 @@ def test_valid_args() -> None:
                                       {"matchExpressions": [expr("zone", "In", "a")]}]},
                                   "preferredDuringSchedulingIgnoredDuringExecution": [
                                       {"weight": 5, "preference": {"matchExpressions": [expr("disk", "In", "ssd")]}}]}},
-                             None)
+                             plain_handle())
     assert pl.added_node_selector is not None and pl.added_pref_terms is not None
-    assert NodeAffinity.create({}, None).added_node_selector is None
+    assert NodeAffinity.create({}, plain_handle()).added_node_selector is None
 
 
 # -- through the runtime: PreFilterResult narrowing -----------------------------------------------------------

@@ -17,6 +17,7 @@ from py_scheduler.plugins.node_declared_features import (
     infer_for_pod_scheduling,
     node_declared_features,
 )
+from tests.unit.plugins.plain_handle import plain_handle
 
 RESTART_RULE = {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [1]}}
 
@@ -120,6 +121,6 @@ def test_infer_malformed_raises_pod_parse_error(spec: dict[str, Any], field: str
 
 
 def test_registry_and_args() -> None:
-    assert isinstance(registry.get("NodeDeclaredFeatures")({}, None), NodeDeclaredFeatures)
+    assert isinstance(registry.get("NodeDeclaredFeatures")({}, plain_handle()), NodeDeclaredFeatures)
     with pytest.raises(ConfigError):
-        NodeDeclaredFeatures.create({"features": []}, None)
+        NodeDeclaredFeatures.create({"features": []}, plain_handle())

@@ -14,6 +14,7 @@ from py_scheduler.framework.runtime import Algorithm, Framework
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.node_ports import ERR_REASON, PRE_FILTER_STATE_KEY, NodePorts
+from tests.unit.plugins.plain_handle import plain_handle
 
 
 def node(name: str) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def pod(name: str, ports: Sequence[dict[str, Any]] = (), node_name: str = "",
 
 def filter_status(incoming: dict[str, Any], existing: Sequence[dict[str, Any]]) -> Status:
     snap = Snapshot.from_objects([node("n")], list(existing))
-    pl = registry.get("NodePorts")({}, None)
+    pl = registry.get("NodePorts")({}, plain_handle())
     state = CycleState(snap)
     pi = PodInfo(incoming)
     _, s = pl.pre_filter(state, pi, snap.node_info_list)
@@ -52,7 +53,7 @@ def filter_status(incoming: dict[str, Any], existing: Sequence[dict[str, Any]]) 
 
 
 def test_prefilter_skips_without_host_ports() -> None:
-    pl = NodePorts.create({}, None)
+    pl = NodePorts.create({}, plain_handle())
     state = CycleState()
     no_host = pod("p", [{"containerPort": 80}])
     _, s = pl.pre_filter(state, PodInfo(no_host), [])
@@ -105,4 +106,4 @@ def test_fit_error_message() -> None:
 
 def test_takes_no_args() -> None:
     with pytest.raises(ConfigError):
-        NodePorts.create({"foo": 1}, None)
+        NodePorts.create({"foo": 1}, plain_handle())

@@ -22,6 +22,7 @@ from py_scheduler.plugins.helpers.resource_scoring import (
     build_broken_linear_function,
 )
 from py_scheduler.plugins.node_resources_fit import NodeResourcesFit
+from tests.unit.plugins.plain_handle import plain_handle
 
 MI = 1024 * 1024
 GI = 1024 * MI
@@ -51,7 +52,7 @@ def filter_status(incoming: dict[str, Any], nodes: list[dict[str, Any]], existin
                   args: dict[str, Any] | None = None, objects: ClusterObjects | None = None,
                   node_name: str | None = None) -> Status:
     snap = Snapshot.from_objects(nodes, list(existing), objects)
-    pl = NodeResourcesFit.create(args or {}, None)
+    pl = NodeResourcesFit.create(args or {}, plain_handle())
     state = CycleState(snap)
     pi = PodInfo(incoming)
     _, s = pl.pre_filter(state, pi, snap.node_info_list)
@@ -63,7 +64,7 @@ def filter_status(incoming: dict[str, Any], nodes: list[dict[str, Any]], existin
 def scores(incoming: dict[str, Any], nodes: list[dict[str, Any]], existing: Sequence[dict[str, Any]] = (),
            args: dict[str, Any] | None = None, pre_score: bool = True) -> dict[str, int]:
     snap = Snapshot.from_objects(nodes, list(existing))
-    pl = NodeResourcesFit.create(args or {}, None)
+    pl = NodeResourcesFit.create(args or {}, plain_handle())
     state = CycleState(snap)
     pi = PodInfo(incoming)
     if pre_score:
@@ -203,7 +204,7 @@ class TestFilter:
 
     def test_filter_without_prefilter_is_an_error(self) -> None:
         snap = Snapshot.from_objects([node("n")])
-        pl = NodeResourcesFit.create({}, None)
+        pl = NodeResourcesFit.create({}, plain_handle())
         s = pl.filter(CycleState(snap), PodInfo(pod()), snap.get("n"))
         assert s.code == Code.ERROR
         assert "PreFilterNodeResourcesFit" in s.message()
@@ -219,7 +220,7 @@ class TestFilter:
         existing = [pod("e", [container(cpu="900m")], node_name="a"),
                     pod("f", [container(cpu="900m")], node_name="b")]
         snap = Snapshot.from_objects(nodes, existing)
-        fw = Framework("test", [(NodeResourcesFit.create({}, None), 1)])
+        fw = Framework("test", [(NodeResourcesFit.create({}, plain_handle()), 1)])
         res = Algorithm().schedule(fw, snap, PodInfo(pod(containers=[container(cpu="500m")])))
         assert res.selected is None
         assert res.message == "0/2 nodes are available: 1 Too many pods, 2 Insufficient cpu."
@@ -342,13 +343,13 @@ class TestGoArithmetic:
 # -- args -----------------------------------------------------------------------------------------
 class TestArgs:
     def test_defaults(self) -> None:
-        pl = NodeResourcesFit.create({}, None)
+        pl = NodeResourcesFit.create({}, plain_handle())
         assert pl.args.strategy == "LeastAllocated"
         assert [(r.name, r.weight) for r in pl.args.resources] == [("cpu", 1), ("memory", 1)]
 
     def test_zero_weight_defaults_to_one(self) -> None:
         pl = NodeResourcesFit.create({"scoringStrategy": {"type": "MostAllocated",
-                                                          "resources": [{"name": "cpu", "weight": 0}]}}, None)
+                                                          "resources": [{"name": "cpu", "weight": 0}]}}, plain_handle())
         assert [(r.name, r.weight) for r in pl.args.resources] == [("cpu", 1)]
 
     @pytest.mark.parametrize(("args", "field"), [
@@ -382,13 +383,13 @@ class TestArgs:
     ])
     def test_invalid(self, args: dict[str, Any], field: str) -> None:
         with pytest.raises(ConfigError) as ei:
-            registry.get("NodeResourcesFit")(args, None)
+            registry.get("NodeResourcesFit")(args, plain_handle())
         assert field in str(ei.value)
 
     def test_errors_are_aggregated(self) -> None:
         with pytest.raises(ConfigError) as ei:
             NodeResourcesFit.create({"scoringStrategy": {"type": "Foo", "resources": [{"name": "cpu", "weight": 200}]}},
-                                    None)
+                                    plain_handle())
         msg = str(ei.value)
         assert msg.startswith("[") and "scoringStrategy.type" in msg and "scoringStrategy.resources[0].weight" in msg
 
@@ -417,7 +418,7 @@ class TestDRAExtendedResourceScore:
         args = {"scoringStrategy": {"type": "LeastAllocated", "resources": [
             {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": "example.com/gpu", "weight": 1}]}}
         snap = Snapshot.from_objects([node("n", cpu="4", memory="1000")], [], objects)
-        pl = NodeResourcesFit.create(args, None)
+        pl = NodeResourcesFit.create(args, plain_handle())
         state = CycleState(snap)
         pi = PodInfo(pod(containers=[container(cpu="2", memory="500", **{"example.com/gpu": "1"})]))
         _, s = pl.pre_filter(state, pi, snap.node_info_list)
@@ -437,7 +438,7 @@ class TestDRAExtendedResourceScore:
         snap = Snapshot.from_objects([node("n", cpu="4", memory="1000")], [], objs)
         args = {"scoringStrategy": {"type": "LeastAllocated", "resources": [
             {"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}, {"name": "example.com/gpu", "weight": 1}]}}
-        pl = NodeResourcesFit.create(args, None)
+        pl = NodeResourcesFit.create(args, plain_handle())
         state = CycleState(snap)
         pi = PodInfo(pod(containers=[container(cpu="2", memory="500", **{"example.com/gpu": "1"})]))
         assert pl.pre_score(state, pi, snap.node_info_list).is_success()

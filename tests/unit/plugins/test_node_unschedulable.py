@@ -10,6 +10,7 @@ from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.node_unschedulable import NodeUnschedulable
+from tests.unit.plugins.plain_handle import plain_handle
 
 UNSCHEDULABLE = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node(s) were unschedulable"], "NodeUnschedulable")
 
@@ -57,9 +58,9 @@ def test_node_object_missing_is_schedulable() -> None:
 
 
 def test_registry_and_args() -> None:
-    pl = registry.get("NodeUnschedulable")({}, None)
+    pl = registry.get("NodeUnschedulable")({}, plain_handle())
     assert isinstance(pl, NodeUnschedulable)
     r, st = pl.pre_filter(CycleState(), pod(), [])
     assert r is None and st.is_success()
     with pytest.raises(ConfigError):
-        NodeUnschedulable.create({"x": 1}, None)
+        NodeUnschedulable.create({"x": 1}, plain_handle())

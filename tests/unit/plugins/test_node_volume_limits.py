@@ -19,6 +19,7 @@ from py_scheduler.plugins.node_volume_limits import (
     NodeVolumeLimits,
     get_volume_limits,
 )
+from tests.unit.plugins.plain_handle import plain_handle
 from tests.unit.plugins.volume_objects import (
     DRIVER,
     ZONE,
@@ -185,7 +186,7 @@ def filter_on(objs: list[Obj], p: Obj, node_name: str = "n1",
               pl: NodeVolumeLimits | None = None) -> tuple[Status, Status]:
     """(PreFilter status, Filter status on ``node_name``)."""
     snap = snapshot_with(NODES, objs)
-    pl = pl or NodeVolumeLimits.create({}, None)
+    pl = pl or NodeVolumeLimits.create({}, plain_handle())
     state, pi, pre = pre_filter_with(pl, snap, p)
     return pre, pl.filter(state, pi, snap.get(node_name))
 
@@ -275,8 +276,8 @@ def test_volume_limits_of_a_csi_node() -> None:
 
 def test_no_args() -> None:
     with pytest.raises(ConfigError):
-        NodeVolumeLimits.create({"x": 1}, None)
-    assert isinstance(registry.get("NodeVolumeLimits")({}, None), NodeVolumeLimits)
+        NodeVolumeLimits.create({"x": 1}, plain_handle())
+    assert isinstance(registry.get("NodeVolumeLimits")({}, plain_handle()), NodeVolumeLimits)
 
 
 def test_counting_errors_of_existing_pods_are_not_short_cut() -> None:

@@ -21,6 +21,7 @@ from py_scheduler.plugins.pod_topology_spread import (
     PRE_FILTER_STATE_KEY,
     PodTopologySpread,
 )
+from tests.unit.plugins.plain_handle import plain_handle
 
 FOO = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
 TAINT = {"key": "k", "value": "v", "effect": "NoSchedule"}
@@ -62,7 +63,7 @@ def run_filter(incoming: dict[str, Any], nodes: list[dict[str, Any]], existing: 
                ) -> tuple[dict[str, Code], CycleState, PodInfo]:
     """PreFilter over all nodes, then Filter on each: node -> status code (SKIP when PreFilter
     skipped)."""
-    pl = plugin or PodTopologySpread.create({}, None)
+    pl = plugin or PodTopologySpread.create({}, plain_handle())
     snap = Snapshot.from_objects(nodes, existing, objects)
     state = CycleState(snap)
     pi = PodInfo(incoming)
@@ -91,7 +92,7 @@ PTS_CASES = golden_cases("PodTopologySpread")
 
 @pytest.mark.parametrize("case", PTS_CASES, ids=[case_id(c) for c in PTS_CASES])
 def test_golden_score_vectors(case: dict[str, Any]) -> None:
-    pl = PodTopologySpread.create(case.get("args") or {}, None)
+    pl = PodTopologySpread.create(case.get("args") or {}, plain_handle())
     got = run_scores(pl, case)
     assert {n: got[n] for n in case["expected"]} == case["expected"]
 
@@ -259,7 +260,7 @@ def test_system_defaults_have_no_hard_constraints() -> None:
 def test_list_default_hard_constraint_uses_replicaset_selector() -> None:
     """A List default DoNotSchedule constraint takes its selector from the owning ReplicaSet."""
     pl = PodTopologySpread.create({"defaultingType": "List", "defaultConstraints": [
-        {"maxSkew": 1, "topologyKey": "node", "whenUnsatisfiable": "DoNotSchedule"}]}, None)
+        {"maxSkew": 1, "topologyKey": "node", "whenUnsatisfiable": "DoNotSchedule"}]}, plain_handle())
     objects = ClusterObjects()
     objects.upsert("ReplicaSet", {"metadata": {"name": "rs", "namespace": "default"},
                                   "spec": {"selector": {"matchLabels": {"app": "web"}}}})
@@ -278,7 +279,7 @@ def test_list_default_hard_constraint_uses_replicaset_selector() -> None:
 def test_add_and_remove_pod_update_counts() -> None:
     """PreFilterExtensions: adding a matching pod on node-x makes node-x exceed the skew; removing it
     restores the original verdicts. A pod of another namespace changes nothing."""
-    pl = PodTopologySpread.create({}, None)
+    pl = PodTopologySpread.create({}, plain_handle())
     incoming = pod("p", labels={"foo": ""}, topologySpreadConstraints=[tsc(1, "node")])
     snap = Snapshot.from_objects(ZONE_NODES, foo_pods("node-a:1 node-b:1 node-y:1"))
     state = CycleState(snap)
@@ -306,7 +307,7 @@ def test_add_and_remove_pod_update_counts() -> None:
 
 
 def test_filter_without_prefilter_state_is_an_error() -> None:
-    pl = PodTopologySpread.create({}, None)
+    pl = PodTopologySpread.create({}, plain_handle())
     snap = Snapshot.from_objects(ZONE_NODES)
     st = pl.filter(CycleState(snap), PodInfo(pod("p")), snap.get("node-a"))
     assert st.code == Code.ERROR
@@ -320,7 +321,7 @@ def test_filter_without_prefilter_state_is_an_error() -> None:
     ("not-a-constraint", "spec.topologySpreadConstraints[0]"),
 ])
 def test_malformed_constraint_rejects_pod_with_field(constraint: Any, field: str) -> None:
-    pl = PodTopologySpread.create({}, None)
+    pl = PodTopologySpread.create({}, plain_handle())
     snap = Snapshot.from_objects(ZONE_NODES)
     pi = PodInfo(pod("p", labels={"foo": ""}, topologySpreadConstraints=[constraint]))
     _, st = pl.pre_filter(CycleState(snap), pi, snap.node_info_list)
@@ -331,7 +332,7 @@ def test_malformed_constraint_rejects_pod_with_field(constraint: Any, field: str
 
 def test_constraints_are_parsed_once() -> None:
     pi = PodInfo(pod("p", labels={"foo": ""}, topologySpreadConstraints=[tsc(1, "zone")]))
-    pl = PodTopologySpread.create({}, None)
+    pl = PodTopologySpread.create({}, plain_handle())
     objs = ClusterObjects()
     first = pl.get_constraints(pi, "DoNotSchedule", objs)
     assert any(m.name == NAME for m in pi.memos)
@@ -342,7 +343,7 @@ def test_constraints_are_parsed_once() -> None:
 # -- Score details ----------------------------------------------------------------------------------
 
 def test_prescore_skips_without_soft_constraints() -> None:
-    pl = PodTopologySpread.create({}, None)
+    pl = PodTopologySpread.create({}, plain_handle())
     snap = Snapshot.from_objects(ZONE_NODES)
     pi = PodInfo(pod("p", labels={"foo": ""}, topologySpreadConstraints=[tsc(1, "zone")]))
     assert pl.pre_score(CycleState(snap), pi, snap.node_info_list).is_skip()
@@ -352,7 +353,7 @@ def test_prescore_skips_without_soft_constraints() -> None:
 
 def test_ignored_nodes_score_zero() -> None:
     """A node without the topology key is ignored (0) with explicit constraints."""
-    pl = PodTopologySpread.create({}, None)
+    pl = PodTopologySpread.create({}, plain_handle())
     nodes = [node("node-a", zone="z1"), node("node-b", zone="z2"), node("node-c")]
     snap = Snapshot.from_objects(nodes, foo_pods("node-a:2"))
     state = CycleState(snap)
@@ -392,16 +393,16 @@ def test_ignored_nodes_score_zero() -> None:
 ])
 def test_args_validation(args: dict[str, Any], needle: str) -> None:
     with pytest.raises(ConfigError) as ei:
-        PodTopologySpread.create(args, None)
+        PodTopologySpread.create(args, plain_handle())
     assert needle in str(ei.value)
 
 
 def test_args_defaults() -> None:
-    pl = PodTopologySpread.create({}, None)
+    pl = PodTopologySpread.create({}, plain_handle())
     assert pl.system_defaulted
     assert [(c["topologyKey"], c["maxSkew"]) for c in pl.default_constraints] == [
         ("kubernetes.io/hostname", 3), ("topology.kubernetes.io/zone", 5)]
-    pl2 = PodTopologySpread.create({"defaultingType": "List"}, None)
+    pl2 = PodTopologySpread.create({"defaultingType": "List"}, plain_handle())
     assert not pl2.system_defaulted and pl2.default_constraints == []
 
 

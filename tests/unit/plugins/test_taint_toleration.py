@@ -16,6 +16,7 @@ from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, St
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.node_affinity import NodeAffinity
 from py_scheduler.plugins.taint_toleration import ERR_REASON_UNTOLERATED, TaintToleration
+from tests.unit.plugins.plain_handle import plain_handle
 
 GOLDEN = Path(__file__).resolve().parents[3].parent / "shared" / "golden" / "score_vectors.jsonl"
 UNTOLERATED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["node(s) had untolerated taint(s)"], "TaintToleration")
@@ -173,7 +174,7 @@ def _golden(plugin: str) -> list[dict[str, Any]]:
 @pytest.mark.skipif(not GOLDEN.exists(), reason="shared golden vectors not present")
 @pytest.mark.parametrize("case", _golden("TaintToleration"), ids=lambda c: c["source"].rsplit(":", 1)[-1][:60])
 def test_golden_vectors(case: dict[str, Any]) -> None:
-    pl = registry.get("TaintToleration")(case.get("args") or {}, None)
+    pl = registry.get("TaintToleration")(case.get("args") or {}, plain_handle())
     assert isinstance(pl, TaintToleration)
     assert run_score(pl, PodInfo(case["pod"]), case["nodes"]) == case["expected"]
 
@@ -217,9 +218,9 @@ def test_published_two_node_case(tolerate: bool, want_taint: dict[str, int], wan
 
 
 def test_create_rejects_args() -> None:
-    assert isinstance(TaintToleration.create({"kind": "TaintTolerationArgs"}, None), TaintToleration)
+    assert isinstance(TaintToleration.create({"kind": "TaintTolerationArgs"}, plain_handle()), TaintToleration)
     with pytest.raises(ConfigError):
-        TaintToleration.create({"enable": True}, None)
+        TaintToleration.create({"enable": True}, plain_handle())
 
 
 def test_pre_filter_is_a_noop() -> None:
@@ -245,8 +246,8 @@ def test_gate_from_feature_gates_reaches_filter_and_score(gates: str, fits: bool
 
     try:
         apply_feature_gates(gates)
-        pl = TaintToleration.create({}, None)
-        nu = NodeUnschedulable.create({}, None)
+        pl = TaintToleration.create({}, plain_handle())
+        nu = NodeUnschedulable.create({}, plain_handle())
     finally:
         apply_feature_gates("")
     assert pl.enable_comparison_operators is fits and nu.enable_comparison_operators is fits

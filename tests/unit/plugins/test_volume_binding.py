@@ -26,6 +26,7 @@ from py_scheduler.plugins.volume_binding import (
 from py_scheduler.plugins.volume_binding import storage as st
 from py_scheduler.plugins.volume_binding.binder import StorageResource
 from py_scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, build_scorer_function
+from tests.unit.plugins.plain_handle import plain_handle
 from tests.unit.plugins.volume_objects import (
     DRIVER,
     REGION,
@@ -400,14 +401,15 @@ def test_args_defaults_and_validation() -> None:
     assert custom.bind_timeout_seconds == 30 and custom.shape[1] == UtilizationShapePoint(100, 10)
     with pytest.raises(ConfigError, match="bindTimeoutSeconds: Invalid value: -1: invalid BindTimeoutSeconds, "
                                           "should not be a negative value"):
-        VolumeBinding.create({"bindTimeoutSeconds": -1}, None)
+        VolumeBinding.create({"bindTimeoutSeconds": -1}, plain_handle())
     with pytest.raises(ConfigError, match=r"shape\[1\].utilization: Invalid value: 10: values must be sorted"):
-        VolumeBinding.create({"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}, None)
+        VolumeBinding.create({"shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]},
+                             plain_handle())
     with pytest.raises(ConfigError, match=r"shape\[0\].score: Invalid value: 11: not in valid range \[0, 10\]"):
-        VolumeBinding.create({"shape": [{"utilization": 50, "score": 11}]}, None)
+        VolumeBinding.create({"shape": [{"utilization": 50, "score": 11}]}, plain_handle())
     with pytest.raises(ConfigError, match='unknown field "timeout"'):
-        VolumeBinding.create({"timeout": 5}, None)
-    assert isinstance(registry.get("VolumeBinding")({}, None), VolumeBinding)
+        VolumeBinding.create({"timeout": 5}, plain_handle())
+    assert isinstance(registry.get("VolumeBinding")({}, plain_handle()), VolumeBinding)
 
 
 def test_reserve_assumes_static_binding_and_unreserve_reverts() -> None:

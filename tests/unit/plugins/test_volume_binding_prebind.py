@@ -21,6 +21,7 @@ from py_scheduler.framework.interfaces import PreBindPlugin
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins.volume_binding import STATE_KEY, VolumeBinding, VolumeBindingArgs
 from py_scheduler.plugins.volume_binding import storage as st
+from tests.unit.plugins.plain_handle import plain_handle
 from tests.unit.plugins.volume_objects import Obj, node, pod, pv, pvc, pvc_vol, storage_class
 
 NODES = [node("n1"), node("n2")]
@@ -289,7 +290,7 @@ async def test_claim_ref_reset_by_the_pv_controller() -> None:
 async def test_without_a_client_pre_bind_is_an_error_not_a_crash() -> None:
     p = pod("a", [pvc_vol("v", "c1")])
     _, _, snap = setup([storage_class("w", provisioner="csi.example.com"), pvc("c1", sc="w")], p)
-    pl = VolumeBinding.create({}, None)
+    pl = VolumeBinding.create({}, plain_handle())
     state, pi = reserve(pl, snap, p, "n1")
     assert state.read(STATE_KEY).all_bound is False
     status = await pl.pre_bind(state, pi, "n1")

@@ -23,6 +23,7 @@ from py_scheduler.plugins.volume_restrictions import (
     VolumeRestrictions,
     is_volume_conflict,
 )
+from tests.unit.plugins.plain_handle import plain_handle
 from tests.unit.plugins.volume_objects import (
     Obj,
     node,
@@ -156,7 +157,7 @@ def test_matches_upstream_oracle(case: str) -> None:
 
 def setup(objs: list[Obj], p: Obj) -> tuple[VolumeRestrictions, CycleState, PodInfo, Snapshot, Any]:
     snap = snapshot_with(NODES, objs)
-    pl = VolumeRestrictions.create({}, None)
+    pl = VolumeRestrictions.create({}, plain_handle())
     state, pi, s = pre_filter_with(pl, snap, p)
     return pl, state, pi, snap, s
 
@@ -230,8 +231,8 @@ def test_is_volume_conflict_rules() -> None:
 
 def test_no_args() -> None:
     with pytest.raises(ConfigError):
-        VolumeRestrictions.create({"x": 1}, None)
-    assert isinstance(registry.get("VolumeRestrictions")({}, None), VolumeRestrictions)
+        VolumeRestrictions.create({"x": 1}, plain_handle())
+    assert isinstance(registry.get("VolumeRestrictions")({}, plain_handle()), VolumeRestrictions)
 
 
 def test_ephemeral_volume_of_a_scheduled_pod_is_not_a_read_write_once_pod_user() -> None:

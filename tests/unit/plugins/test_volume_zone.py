@@ -17,6 +17,7 @@ from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.volume_zone import ERR_REASON_CONFLICT, PRE_FILTER_STATE_KEY, VolumeZone, pv_topologies
+from tests.unit.plugins.plain_handle import plain_handle
 from tests.unit.plugins.volume_objects import (
     BETA_REGION,
     BETA_ZONE,
@@ -129,7 +130,7 @@ def test_matches_upstream_oracle(case: str) -> None:
 
 def run_pre_filter(objs: list[Obj], p: Obj) -> tuple[VolumeZone, CycleState, PodInfo, Snapshot, Any]:
     snap = snapshot_with(NODES, objs)
-    pl = VolumeZone.create({}, None)
+    pl = VolumeZone.create({}, plain_handle())
     state, pi, s = pre_filter_with(pl, snap, p)
     return pl, state, pi, snap, s
 
@@ -179,8 +180,8 @@ def test_topologies_of_a_pv() -> None:
 
 def test_no_args() -> None:
     with pytest.raises(ConfigError):
-        VolumeZone.create({"foo": 1}, None)
-    assert isinstance(registry.get("VolumeZone")({}, None), VolumeZone)
+        VolumeZone.create({"foo": 1}, plain_handle())
+    assert isinstance(registry.get("VolumeZone")({}, plain_handle()), VolumeZone)
 
 
 def test_queueing_hints() -> None:

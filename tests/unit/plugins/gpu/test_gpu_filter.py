@@ -27,6 +27,7 @@ from tests.unit.plugins.gpu.gpu_objects import (
     h100_node,
     l4_node,
 )
+from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]
 
@@ -146,19 +147,19 @@ def test_malformed_memory_label_fails_only_pods_asking_memory() -> None:
 
 
 def test_create_validates_args() -> None:
-    assert GPUFilter.create({}, None).keys.prefix == "gpu-scheduler/"
-    pl = GPUFilter.create({"prefix": "example.com/", "resourceName": "amd.com/gpu"}, None)
+    assert GPUFilter.create({}, plain_handle()).keys.prefix == "gpu-scheduler/"
+    pl = GPUFilter.create({"prefix": "example.com/", "resourceName": "amd.com/gpu"}, plain_handle())
     assert (pl.keys.gpu_indices, pl.keys.resource_name) == ("example.com/gpu-indices", "amd.com/gpu")
     with pytest.raises(ConfigError, match=r"^prefix: "):
-        GPUFilter.create({"prefix": "Bad Prefix"}, None)
+        GPUFilter.create({"prefix": "Bad Prefix"}, plain_handle())
     with pytest.raises(ConfigError, match=r"^resourceName: "):
-        GPUFilter.create({"resourceName": "gpu"}, None)
+        GPUFilter.create({"resourceName": "gpu"}, plain_handle())
     with pytest.raises(ConfigError, match=r"^bogus: unknown field"):
-        GPUFilter.create({"bogus": 1}, None)
+        GPUFilter.create({"bogus": 1}, plain_handle())
 
 
 def test_custom_resource_name_and_prefix() -> None:
-    pl = GPUFilter.create({"prefix": "example.com/", "resourceName": "amd.com/gpu"}, None)
+    pl = GPUFilter.create({"prefix": "example.com/", "resourceName": "amd.com/gpu"}, plain_handle())
     node = gpu_node("n", 0, cpu="8", labels={"example.com/gpu-model": "MI300X"})
     node["status"]["allocatable"]["amd.com/gpu"] = "4"
     pod = gpu_pod("p", 0)

@@ -12,6 +12,7 @@ from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, PodIn
 from py_scheduler.plugins.gpu.accounting import clear_memo
 from py_scheduler.plugins.gpu.score import GPUScore
 from tests.unit.plugins.gpu.gpu_objects import A100_40, a100_node, gpu_node, gpu_pod, h100_node, l4_node
+from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]
 
@@ -116,7 +117,7 @@ def test_skip_for_non_gpu_and_malformed_pods() -> None:
 
 def test_weights_from_args() -> None:
     nodes = [simple_node("short", "80", "0", "1"), simple_node("long", "80", "0", "4")]
-    pl = GPUScore.create({"modelWeight": 0, "memoryWeight": 0, "queueWeight": 7, "packing": "none"}, None)
+    pl = GPUScore.create({"modelWeight": 0, "memoryWeight": 0, "queueWeight": 7, "packing": "none"}, plain_handle())
     _, norm = scores(nodes, gpu_pod("p", 1), plugin=pl)
     assert norm == {"short": 99 * 75000 // 100000 + 1, "long": 0 + 1}
 
@@ -133,12 +134,12 @@ def test_weights_from_args() -> None:
 ])
 def test_bad_args_name_the_field(args: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as ei:
-        GPUScore.create(args, None)
+        GPUScore.create(args, plain_handle())
     assert str(ei.value).startswith(f"{field}: ")
 
 
 def test_defaults() -> None:
-    pl = GPUScore.create({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "GPUScoreArgs"}, None)
+    pl = GPUScore.create({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "GPUScoreArgs"}, plain_handle())
     assert pl.weights == (40, 35, 25)
 
 
@@ -151,6 +152,6 @@ def test_binpack_prefers_the_fullest_node_and_spread_the_emptiest() -> None:
     assert norm["six"] > norm["three"] > norm["empty"]
     # pack fractions (6+2)/8, (3+2)/8, 2/8 normalized to 1, 1/2, 0 -> weighted 100, 50, 0 of 200
     assert norm["six"] - norm["empty"] == 50
-    _, norm = scores(nodes, gpu_pod("p", 2), used, plugin=GPUScore.create({"packing": "spread"}, None))
+    _, norm = scores(nodes, gpu_pod("p", 2), used, plugin=GPUScore.create({"packing": "spread"}, plain_handle()))
     assert norm["empty"] > norm["three"] > norm["six"]
     assert GPUScore().packing == "binpack" and GPUScore().packing_weight == 100
