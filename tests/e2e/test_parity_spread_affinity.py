@@ -27,6 +27,7 @@ from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.types import CycleState, PodInfo
 from py_scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from py_scheduler.plugins.pod_topology_spread import PodTopologySpread
+from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]
 HOST = "kubernetes.io/hostname"
@@ -193,8 +194,8 @@ def scenario(seed: int) -> tuple[list[Obj], list[Obj], list[Obj], list[Obj]]:
 def _compare(seed: int) -> list[str]:
     """Differences between upstream and py-scheduler for one generated scenario."""
     assert ORACLE is not None
-    pts = PodTopologySpread.create({}, None)
-    ipa = InterPodAffinity.create({}, None)
+    pts = PodTopologySpread.create({}, plain_handle())
+    ipa = InterPodAffinity.create({}, plain_handle())
     nodes, objs, bound, pending = scenario(seed)
     out = subprocess.run([str(ORACLE)], input=json.dumps({"objects": nodes + objs + bound + pending}),
                          capture_output=True, text=True, timeout=120, check=True)

@@ -30,6 +30,7 @@ from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.interfaces import NormalizeScorePlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import registry
+from tests.unit.plugins.plain_handle import plain_handle
 
 GOLDEN = Path(__file__).resolve().parents[2].parent / "shared" / "golden" / "score_vectors.jsonl"
 
@@ -73,7 +74,7 @@ def run_case(case: dict[str, Any]) -> dict[str, int]:
         objects.upsert("Service", svc)
     existing = [_empty_namespace_is_default(p) for p in case.get("existing_pods") or []]
     snapshot = Snapshot.from_objects(case["nodes"], existing, objects)
-    plugin = registry.get(case["plugin"])(case.get("args") or {}, None)
+    plugin = registry.get(case["plugin"])(case.get("args") or {}, plain_handle())
     assert isinstance(plugin, ScorePlugin)
 
     state = CycleState(snapshot)
