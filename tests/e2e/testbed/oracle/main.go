@@ -265,7 +265,7 @@ func run() error {
 	// The allocated-devices index of the claim tracker is fed by another
 	// handler, on the assume cache: wait until it holds every device that the
 	// input claims' status.allocation names too.
-	wantClaims, wantSlices := 0, 0
+	wantClaims, wantSlices, wantShares := 0, 0, 0
 	wantDevices := sets.New[string]()
 	var classes []string
 	for _, o := range others {
@@ -276,7 +276,14 @@ func run() error {
 				for _, r := range c.Status.Allocation.Devices.Results {
 					// Admin-access results and shares of a multi-allocatable device are not
 					// dedicated devices: the DRA manager does not list them as allocated.
-					if (r.AdminAccess != nil && *r.AdminAccess) || r.ShareID != nil {
+					// Shares are in the gathered state's shared-device index instead
+					// (with their consumed capacity): wait for those as well, or the
+					// allocator can miss a share's consumption now and then.
+					if r.ShareID != nil {
+						wantShares++
+						continue
+					}
+					if r.AdminAccess != nil && *r.AdminAccess {
 						continue
 					}
 					wantDevices.Insert(r.Driver + "/" + r.Pool + "/" + r.Device)
@@ -297,13 +304,19 @@ func run() error {
 			}
 		}
 		allocated, err := draManager.ResourceClaims().ListAllAllocatedDevices()
+		shares := 0
+		if gathered, gerr := draManager.ResourceClaims().GatherAllocatedState(); gerr == nil && gathered != nil {
+			shares = gathered.AllocatedSharedDeviceIDs.Len()
+		} else if err == nil {
+			err = gerr
+		}
 		if tracker.HasSynced() && len(claimCache.List(nil)) >= wantClaims && len(slices) >= wantSlices && classesKnown &&
-			err == nil && allocated.Len() >= wantDevices.Len() {
+			err == nil && allocated.Len() >= wantDevices.Len() && shares >= wantShares {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("DRA caches not in sync after 60s (claims %d/%d, slices %d/%d, allocated devices %d/%d)",
-				len(claimCache.List(nil)), wantClaims, len(slices), wantSlices, allocated.Len(), wantDevices.Len())
+			return fmt.Errorf("DRA caches not in sync after 60s (claims %d/%d, slices %d/%d, allocated devices %d/%d, shares %d/%d)",
+				len(claimCache.List(nil)), wantClaims, len(slices), wantSlices, allocated.Len(), wantDevices.Len(), shares, wantShares)
 		}
 		time.Sleep(time.Millisecond)
 	}
