@@ -276,14 +276,14 @@ func run() error {
 				for _, r := range c.Status.Allocation.Devices.Results {
 					// Admin-access results and shares of a multi-allocatable device are not
 					// dedicated devices: the DRA manager does not list them as allocated.
+					if r.AdminAccess != nil && *r.AdminAccess {
+						continue
+					}
 					// Shares are in the gathered state's shared-device index instead
 					// (with their consumed capacity): wait for those as well, or the
 					// allocator can miss a share's consumption now and then.
 					if r.ShareID != nil {
 						wantShares++
-						continue
-					}
-					if r.AdminAccess != nil && *r.AdminAccess {
 						continue
 					}
 					wantDevices.Insert(r.Driver + "/" + r.Pool + "/" + r.Device)
