@@ -57,6 +57,7 @@ from typing import Any, Literal, overload
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY
 from py_scheduler.framework.interfaces import PlacementProgress, PodGroupInfo, PostFilterResult
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 
@@ -247,6 +248,10 @@ class GangScheduling:
         obj: Obj | None = self.objects.get("PodGroup", namespace, name)
         return obj
 
+    def pod_group(self, namespace: str, name: str) -> Obj | None:
+        """The PodGroup object ``namespace/name`` from the informers, or None."""
+        return self._pod_group(namespace, name)
+
     def _list_pods(self) -> Iterable[Obj]:
         if self.objects is None:
             return ()
@@ -354,6 +359,8 @@ class GangScheduling:
             members.discard(pod.uid)
             if not members:
                 self._assumed.pop(key, None)
+        if state.data.get(POD_GROUP_CYCLE_KEY):
+            return  # a pod group cycle reverting a trial: it settles the group (and its condition) itself
         gang = self._gang_of(pod)
         if gang is None:
             return
@@ -481,8 +488,8 @@ class GangScheduling:
         if client is None or pg is None:
             return
         uid = str(_meta(pg).get("uid") or f"{namespace}/{name}")
-        if uid in self._initially_scheduled and status != "True":
-            return  # True is terminal; the informer's copy may not show it yet
+        if uid in self._initially_scheduled:
+            return  # True is terminal (and written once); the informer's copy may not show it yet
         if status == "True":
             self._initially_scheduled.add(uid)
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
