@@ -37,7 +37,8 @@ from py_scheduler.framework.interfaces import PodGroupInfo
 from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY, MemberResult, schedule_pod_group
 from py_scheduler.framework.runtime import Diagnosis, Framework, fit_error_message
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
-from py_scheduler.plugins.gang_scheduling import NAME as GANG, GangScheduling, pod_group_name
+from py_scheduler.plugins.gang_scheduling import NAME as GANG
+from py_scheduler.plugins.gang_scheduling import GangScheduling, pod_group_name
 from py_scheduler.queue.scheduling_queue import QueuedPodInfo
 
 if TYPE_CHECKING:

@@ -57,8 +57,8 @@ from typing import Any, Literal, overload
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY
 from py_scheduler.framework.interfaces import PlacementProgress, PodGroupInfo, PostFilterResult
+from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 
 Obj = dict[str, Any]
