@@ -88,6 +88,7 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
             loop._record(fw, q, RESULT_ERROR, start, message=str(exc))
             loop._failure(fw, q, POD_REASON_SCHEDULER_ERROR, str(exc), start, RESULT_ERROR, nominated="")
         gang.write_condition(ns, name, "False", "SchedulerError", str(exc))
+        _observe(fw, RESULT_ERROR, start)
         return
 
     assumed: dict[str, PodInfo] = {}
@@ -127,7 +128,7 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
         result, _reverts = schedule_pod_group(fw, loop.algorithm, loop.snapshot, group, assume,
                                               nominator=loop.queue.nominator, cycle=loop.queue.scheduling_cycle)
     finally:
-        m.SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - start)
+        m.PODGROUP_SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - start)
 
     if result.status.is_success():
         for mr in result.members:
@@ -140,6 +141,7 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
             log.info("Successfully scheduled a pod group podGroup=%s/%s scheduledPods=%d", ns, name,
                      sum(1 for mr in result.members if mr.status.is_success()))
         gang.write_condition(ns, name, "True", "Scheduled", result.status.message())
+        _observe(fw, RESULT_SCHEDULED, start)
         return
     if result.status.is_rejected():
         rejectors = {GANG}
@@ -159,6 +161,7 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
             log.info("Unable to schedule a pod group podGroup=%s/%s unschedulablePods=%d err=%s", ns, name,
                      len(result.members), message)
         gang.write_condition(ns, name, "False", "Unschedulable", message)
+        _observe(fw, RESULT_UNSCHEDULABLE, start)
         return
     message = result.status.message()
     log.error("Error scheduling pod group podGroup=%s/%s errorPods=%d err=%s", ns, name, len(queued), message)
@@ -168,6 +171,13 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
         loop._record(fw, q, RESULT_ERROR, start, mr.result, msg, state=mr.state)
         loop._failure(fw, q, POD_REASON_SCHEDULER_ERROR, msg, start, RESULT_ERROR, nominated="")
     gang.write_condition(ns, name, "False", "SchedulerError", message)
+    _observe(fw, RESULT_ERROR, start)
+
+
+def _observe(fw: Framework, result: str, start: float) -> None:
+    """``PodGroupScheduled`` / ``PodGroupUnschedulable`` / ``PodGroupScheduleError``."""
+    m.PODGROUP_SCHEDULE_ATTEMPTS.labels(result, fw.profile_name).inc()
+    m.PODGROUP_SCHEDULING_ATTEMPT_DURATION.labels(result, fw.profile_name).observe(time.perf_counter() - start)
 
 
 def klog_v2() -> bool:

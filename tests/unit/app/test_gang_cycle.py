@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from py_scheduler.app.metrics import REGISTRY
 from py_scheduler.framework import config
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.events import ActionType, ClusterEvent, Resource
@@ -106,7 +107,13 @@ def _bound(h: Harness) -> dict[str, str]:
     return {c[1][0]: c[1][1] for c in h.kube.calls if c[0] == "bind"}
 
 
+def _attempts(result: str) -> float:
+    return REGISTRY.get_sample_value("scheduler_podgroup_schedule_attempts_total",
+                                     {"result": result, "profile": "py-scheduler"}) or 0.0
+
+
 async def test_a_gang_that_fits_is_placed_in_one_cycle() -> None:
+    scheduled = _attempts("scheduled")
     h, objs = _harness()
     _gpu_node(h, "n1", 2)
     _gpu_node(h, "n2", 2)
@@ -118,6 +125,7 @@ async def test_a_gang_that_fits_is_placed_in_one_cycle() -> None:
     assert sorted(bound) == [f"default/{n}" for n in names]
     assert sorted(bound.values()) == ["n1", "n1", "n2", "n2"]
     assert h.queue.in_flight_uids() == []
+    assert _attempts("scheduled") == scheduled + 1  # one pod group attempt
 
 
 async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together() -> None:
@@ -130,7 +138,9 @@ async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together()
     before = _accounting(h)
     _group(objs, "g", 4)
     names = _members(h, "g", 4)
+    unschedulable = _attempts("unschedulable")
     await h.cycle()
+    assert _attempts("unschedulable") == unschedulable + 1
     assert _accounting(h) == before  # no member assumed, no GPU index, no resource held
     assert h.cache.assumed_count() == 1
     assert not any(f"default/{n}" in _bound(h) for n in names)
