@@ -11,6 +11,7 @@ a real default profile with GangScheduling, the live cache and queue, a fake API
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,6 +23,7 @@ from py_scheduler.framework.podgroup import RevertFns
 from py_scheduler.plugins import registry
 from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
 from tests.unit.app.test_loop import Harness
+from tests.unit.plugins import test_dynamic_resources as dra
 
 Obj = dict[str, Any]
 
@@ -58,6 +60,7 @@ def _harness() -> tuple[Harness, Objects]:
         config.feature_gates.update(saved)
     h = Harness(fw)
     h.handle = h0.handle
+    h0.kube.__dict__ = h.kube.__dict__  # one fake API behind the plugins' client and the binder
     h.pods = objs.pods
     h.queue.pod_lister = h.loop.pod_lister = lambda ns, n: objs.pods.get(f"{ns}/{n}")
     assert "GangScheduling" in fw.plugins
@@ -208,3 +211,45 @@ def test_revert_fns_run_newest_first_once_and_survive_a_failure() -> None:
     r.revert()
     r.revert()
     assert seen == [3, 1] and len(r) == 0
+
+
+async def test_a_dra_gang_that_does_not_fit_leaves_no_device_in_flight() -> None:
+    """Three members, each with its own ResourceClaim for one device, minCount 3, two devices: the
+    first two allocate devices in the trial, the third fits nowhere; after the revert no claim is in
+    flight (no device held) and nothing is assumed. With a third device the gang places whole, each
+    claim on its own device."""
+    h, objs = _harness()
+    h.node("n1")
+    h.cache.objects.upsert("DeviceClass", dra.dclass("gpu", [f'device.driver == "{dra.G}"']))
+    h.cache.objects.upsert("ResourceSlice", dra.rslice("s1", dra.G, "p1", node="n1",
+                                                       devices=[dra.dev("g0"), dra.dev("g1")]))
+    _group(objs, "g", 3)
+    names = [f"g-{i}" for i in range(3)]
+    for name in names:
+        path = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{name}"
+        h.kube.put_object(path, dra.claim(f"c-{name}", [{"name": "r", "exactly": dra.ex()}]))
+        h.cache.objects.upsert("ResourceClaim", copy.deepcopy(h.kube.objects[path]))
+        h.pods[f"default/{name}"] = {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": "g"},
+                     "resourceClaims": dra.uses(f"c-{name}"),
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
+    for name in names:
+        h.queue.add(h.pods[f"default/{name}"])
+    before = _accounting(h)
+    plugin = h.fw.plugins["DynamicResources"]
+    await h.cycle()
+    assert plugin.in_flight_claims() == []
+    assert h.cache.assumed_count() == 0 and _accounting(h) == before
+    assert [h.queue.where("default", n) for n in names] == [UNSCHEDULABLE_Q] * 3
+    assert not [c for c in h.kube.calls if c[0] in ("put", "bind")]  # nothing written to the API
+    # A third device: the whole gang is placed, each claim on its own device.
+    h.cache.objects.upsert("ResourceSlice", dra.rslice("s1", dra.G, "p1", node="n1",
+                                                       devices=[dra.dev("g0"), dra.dev("g1"), dra.dev("g2")]))
+    for n in names:
+        h.queue.activate([h.pods[f"default/{n}"]])
+    await h.cycle()
+    assert sorted(c[1][0] for c in h.kube.calls if c[0] == "bind") == [f"default/{n}" for n in names]
+    devices = sorted(h.kube.objects[f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{n}"]
+                     ["status"]["allocation"]["devices"]["results"][0]["device"] for n in names)
+    assert devices == ["g0", "g1", "g2"]
