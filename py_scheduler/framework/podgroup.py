@@ -20,6 +20,9 @@ PlacementScore plugins; TopologyPlacement's PreFilter confines members to one do
 this cycle it sees the previous members assumed), PodGroupPostFilter (group preemption), and
 upstream's "revert all, then assume again in ``submitPodGroupAlgorithmResult``" (the assumptions of a
 feasible group are kept; the outcome is the same as nothing happens in between).
+
+Callers: the live loop (:mod:`py_scheduler.app.podgroup_cycle`) and ``simulate``
+(``OfflineScheduler.run``); ``explain`` of one Pod keeps the single-Pod cycle (the parity oracle's unit).
 """
 
 from __future__ import annotations
@@ -120,11 +123,11 @@ def _feasible(plugins: list[Any], state: CycleState, group: PodGroupInfo, progre
 
 def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group: PodGroupInfo,
                        assume: AssumeFn, *, nominator: Any = None, cycle: int | None = None,
-                       ) -> tuple[PodGroupResult, RevertFns]:
+                       explain: bool = False) -> tuple[PodGroupResult, RevertFns]:
     """``podGroupSchedulingDefaultAlgorithm`` over ``group.pods`` (the queued members, in order).
 
     ``snapshot`` must be up to date and must show each member :data:`AssumeFn` assumed before the next
-    member is evaluated. Returns the result and, on Success, the revert functions of the members
+    member is evaluated. ``explain`` scores every feasible node (the offline tables). Returns the result and, on Success, the revert functions of the members
     assumed (empty otherwise: already reverted).
     """
     plugins = [p for p in fw.plugins.values() if isinstance(p, PlacementFeasiblePlugin)]
@@ -142,7 +145,7 @@ def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group
     else:
         result.status = st
         for pi in group.pods:
-            member = _schedule_member(fw, algorithm, snapshot, pi, key, assume, reverts, nominator, cycle)
+            member = _schedule_member(fw, algorithm, snapshot, pi, key, assume, reverts, nominator, cycle, explain)
             result.members.append(member)
             if not member.status.is_success() and not member.status.is_rejected():
                 result.status = Status.error(f"failed to schedule other pod from a pod group: "
@@ -174,11 +177,13 @@ def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group
 
 
 def _schedule_member(fw: Framework, algorithm: Algorithm, snapshot: Any, pi: PodInfo, key: str,
-                     assume: AssumeFn, reverts: RevertFns, nominator: Any, cycle: int | None) -> MemberResult:
+                     assume: AssumeFn, reverts: RevertFns, nominator: Any, cycle: int | None,
+                     explain: bool) -> MemberResult:
     """``podGroupPodSchedulingAlgorithm``: filter/score one member (no PostFilter), then assume and
     reserve it on the selected node, its revert appended to ``reverts``."""
     try:
-        res = algorithm.schedule(fw, snapshot, pi, run_post_filter=False, nominator=nominator, cycle=cycle)
+        res = algorithm.schedule(fw, snapshot, pi, explain=explain, run_post_filter=False, nominator=nominator,
+                                 cycle=cycle)
     except SchedulingError as exc:
         return MemberResult(pi, Status.error(str(exc)))
     except Exception as exc:
