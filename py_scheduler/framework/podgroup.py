@@ -127,8 +127,9 @@ def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group
     """``podGroupSchedulingDefaultAlgorithm`` over ``group.pods`` (the queued members, in order).
 
     ``snapshot`` must be up to date and must show each member :data:`AssumeFn` assumed before the next
-    member is evaluated. ``explain`` scores every feasible node (the offline tables). Returns the result and, on Success, the revert functions of the members
-    assumed (empty otherwise: already reverted).
+    member is evaluated. ``explain`` scores every feasible node (the offline tables). Returns the
+    result and, on Success, the revert functions of the members assumed (empty otherwise: already
+    reverted). Never raises for a member's failure (an exception in a plugin is that member's Error).
     """
     plugins = [p for p in fw.plugins.values() if isinstance(p, PlacementFeasiblePlugin)]
     group_state = CycleState(snapshot)
