@@ -31,10 +31,16 @@ from typing import TYPE_CHECKING, Any
 
 from py_scheduler.app import metrics as m
 from py_scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE
+from py_scheduler.app.logging import v as klog_v
 from py_scheduler.cache.cache import CacheError
 from py_scheduler.framework import binding_cycle as bc
 from py_scheduler.framework.interfaces import PodGroupInfo
-from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY, MemberResult, schedule_pod_group
+from py_scheduler.framework.podgroup import (
+    MSG_POD_GROUP_UNSCHEDULABLE,
+    POD_GROUP_CYCLE_KEY,
+    MemberResult,
+    schedule_pod_group,
+)
 from py_scheduler.framework.runtime import Diagnosis, Framework, fit_error_message
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 from py_scheduler.plugins.gang_scheduling import NAME as GANG
@@ -137,7 +143,7 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
                 _to_binding(loop, fw, q, mr, assumed[mr.pod.uid], start, RESULT_SCHEDULED)
             else:
                 _member_failed(loop, fw, q, mr, start, None, RESULT_UNSCHEDULABLE, RESULT_ERROR)
-        if klog_v2():
+        if klog_v(2):
             log.info("Successfully scheduled a pod group podGroup=%s/%s scheduledPods=%d", ns, name,
                      sum(1 for mr in result.members if mr.status.is_success()))
         gang.write_condition(ns, name, "True", "Scheduled", result.status.message())
@@ -153,11 +159,13 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
             if mr.evaluated and not mr.status.is_success():
                 _member_failed(loop, fw, q, mr, start, frozenset(rejectors), RESULT_UNSCHEDULABLE, RESULT_ERROR)
                 continue
-            # The member fit (and was reverted) or was not tried: the group's message, nomination cleared.
+            # The member fit (and was reverted): the group's message after errPodGroupUnschedulable; not
+            # tried: the group's status as is (completePodGroupAlgorithmResult). Nomination cleared.
+            msg = f"{MSG_POD_GROUP_UNSCHEDULABLE}, {message}" if mr.evaluated else message
             q.unschedulable_plugins = frozenset(rejectors)
-            loop._record(fw, q, RESULT_UNSCHEDULABLE, start, mr.result, message, state=mr.state)
-            loop._failure(fw, q, POD_REASON_UNSCHEDULABLE, message, start, RESULT_UNSCHEDULABLE, nominated="")
-        if klog_v2():
+            loop._record(fw, q, RESULT_UNSCHEDULABLE, start, mr.result, msg, state=mr.state)
+            loop._failure(fw, q, POD_REASON_UNSCHEDULABLE, msg, start, RESULT_UNSCHEDULABLE, nominated="")
+        if klog_v(2):
             log.info("Unable to schedule a pod group podGroup=%s/%s unschedulablePods=%d err=%s", ns, name,
                      len(result.members), message)
         gang.write_condition(ns, name, "False", "Unschedulable", message)
@@ -178,12 +186,6 @@ def _observe(fw: Framework, result: str, start: float) -> None:
     """``PodGroupScheduled`` / ``PodGroupUnschedulable`` / ``PodGroupScheduleError``."""
     m.PODGROUP_SCHEDULE_ATTEMPTS.labels(result, fw.profile_name).inc()
     m.PODGROUP_SCHEDULING_ATTEMPT_DURATION.labels(result, fw.profile_name).observe(time.perf_counter() - start)
-
-
-def klog_v2() -> bool:
-    from py_scheduler.app.logging import v
-
-    return v(2)
 
 
 def _own_rejectors(mr: MemberResult) -> set[str]:

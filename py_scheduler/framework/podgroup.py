@@ -89,7 +89,9 @@ class MemberResult:
 @dataclass(slots=True)
 class PodGroupResult:
     """``podGroupAlgorithmResult``: the group's status (Success, Unschedulable or Error, with
-    PlacementFeasible's message) and one :class:`MemberResult` per member, in member order."""
+    PlacementFeasible's message -- led by ``pod group is unschedulable`` when the group was refused
+    before any member was tried, as upstream's ``WithError``) and one :class:`MemberResult` per
+    member, in member order."""
 
     status: Status
     members: list[MemberResult] = field(default_factory=list)
@@ -142,7 +144,8 @@ def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group
     if st.code == Code.ERROR:
         result.status = Status.error(f"failed to evaluate placement feasibility: {st.message()}")
     elif st.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
-        result.status = Status(Code.UNSCHEDULABLE, st.reasons or [MSG_POD_GROUP_UNSCHEDULABLE], st.plugin)
+        # NewStatus(Unschedulable, reasons...).WithError(errPodGroupUnschedulable): the error leads the message
+        result.status = Status(Code.UNSCHEDULABLE, [MSG_POD_GROUP_UNSCHEDULABLE, *st.reasons], st.plugin)
     else:
         result.status = st
         for pi in group.pods:
@@ -164,7 +167,8 @@ def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group
                 break
             result.any_scheduled = result.any_scheduled or member.status.is_success()
         if result.status.code == Code.WAIT:
-            result.status = Status(Code.UNSCHEDULABLE, result.status.reasons, result.status.plugin)
+            result.status = Status(Code.UNSCHEDULABLE, [MSG_POD_GROUP_UNSCHEDULABLE, *result.status.reasons],
+                                   result.status.plugin)
         if result.status.is_success() and not result.any_scheduled:
             result.status = Status(Code.UNSCHEDULABLE, [MSG_POD_GROUP_UNSCHEDULABLE])
     # completePodGroupAlgorithmResult: one result per member.

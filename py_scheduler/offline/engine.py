@@ -35,7 +35,7 @@ from typing import Any
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PodGroupInfo
-from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY, schedule_pod_group
+from py_scheduler.framework.podgroup import MSG_POD_GROUP_UNSCHEDULABLE, POD_GROUP_CYCLE_KEY, schedule_pod_group
 from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
 from py_scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
 from py_scheduler.offline.loader import ClusterData, creation_timestamp, pod_key
@@ -388,7 +388,9 @@ class OfflineScheduler:
                 else:
                     out.append(Outcome(pod, res, dict(state.pod_annotations)))
                 continue
-            if mr.status.is_success() or not mr.evaluated or mr.result is None:
+            if mr.status.is_success():  # placed, then reverted with its group (upstream's message)
+                res.message = f"{MSG_POD_GROUP_UNSCHEDULABLE}, {result.status.message() if result else ''}"
+            elif not mr.evaluated or mr.result is None:
                 res.message = result.status.message() if result is not None else mr.status.message()
             elif mr.result.selected is not None:  # a Reserve rejection on its node
                 res.message = f"running Reserve plugin {mr.status.plugin!r}: {mr.status.message()}"

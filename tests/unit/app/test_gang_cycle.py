@@ -152,7 +152,7 @@ async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together()
     assert len(rejectors) == 1 and next(iter(rejectors)) == {"GangScheduling", "GPUFilter"}
     notes = sorted(e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling")
     assert len(notes) == 4
-    assert notes.count("minCount (4) cannot be satisfied: 3 scheduled, 0 remaining") == 3
+    assert notes.count("pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining") == 3
     assert sum(n.startswith("0/2 nodes are available:") for n in notes) == 1, notes
     assert h.queue.in_flight_uids() == []
     # One more GPU: the Node event moves every member; one pop places the whole gang.
@@ -193,7 +193,7 @@ async def test_too_few_members_are_refused_before_any_filter() -> None:
     await h.cycle()
     assert h.cache.assumed_count() == 0
     notes = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"]
-    assert notes == ["minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"] * 2
+    assert notes == ["pod group is unschedulable, minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"] * 2
     assert {h.queue.get("default", n).rejector_plugins() for n in names[:2]} == {  # type: ignore[union-attr]
         frozenset({"GangScheduling"})}
 

@@ -62,7 +62,8 @@ def test_a_gang_that_does_not_fit_places_no_member(tmp_path: Path, gates: Any,
     by = {p["pod"]: p for p in doc["placements"]}
     assert [by[f"default/m{i}"]["node"] for i in range(4)] == [None] * 4, doc["placements"]
     msgs = sorted(by[f"default/m{i}"]["message"] for i in range(4))
-    assert msgs.count("minCount (4) cannot be satisfied: 3 scheduled, 0 remaining") == 3, msgs
+    want = "pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining"
+    assert msgs.count(want) == 3, msgs
     assert by["default/solo"]["node"] in ("n1", "n2")  # the GPUs the gang did not keep
     assert doc["scheduled"] == 1
 
