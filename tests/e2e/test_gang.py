@@ -6,6 +6,12 @@
 - a 4-Pod gang that does not fit (3 GPUs for 4 one-GPU members): no member is bound, by either;
   then a Node with one more GPU is added and the gang binds whole (the group is retried when the
   cluster changes, and no member was left holding a GPU: all 4 fit in exactly 4 GPUs).
+- two 4-Pod gangs competing for 4 GPUs: one binds whole, the other holds nothing (no member bound
+  nor nominated) and binds whole once the winner's Pods are deleted;
+- a rack-constrained gang lands in the one rack that holds it (TopologyAwareWorkloadScheduling).
+
+py-scheduler alone: an incomplete gang (one member gated) is refused by the pod group cycle before
+any Filter, holds no GPU and the PodGroup says so; the leader killed while such a gang waits.
 
 Each scheduler gets its own Nodes (a label and nodeSelector per run) and schedulerName, so the two
 never race; what is compared is the outcome.
