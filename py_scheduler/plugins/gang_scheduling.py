@@ -20,11 +20,13 @@ policy (a Pod without a group, or in a ``basic`` group, passes untouched):
   ``minCount`` members are assumed or bound; the member that completes the quorum is admitted and
   Allows every member waiting in the framework's waiting-Pods map, so the group binds together.
 
-What differs from upstream, and why: v1.37.2 schedules a gang in one *pod group scheduling cycle*
-(``pkg/scheduler/schedule_one_podgroup.go``: every member placed against one snapshot, then all
-reverted unless ``PlacementFeasible`` holds). py-scheduler schedules members one cycle each, so a
-partial gang can hold resources (GPUs) while it waits at Permit. To keep "whole or nothing" true in
-that path this plugin also (as the scheduler-plugins coscheduling plugin does):
+The live loop and ``simulate`` schedule a gang in one *pod group scheduling cycle* as v1.37.2 does
+(:mod:`py_scheduler.framework.podgroup`, :mod:`py_scheduler.app.podgroup_cycle`; upstream
+``pkg/scheduler/schedule_one_podgroup.go``): :meth:`GangScheduling.placement_feasible` decides there,
+no PostFilter runs, and a trial's Unreserve (CycleState key ``POD_GROUP_CYCLE_KEY``) releases nothing
+else. Where members are still scheduled one cycle each (``explain`` of one Pod, tests of this plugin),
+a partial gang could hold resources (GPUs) while it waits at Permit; to keep "whole or nothing" true
+in that path this plugin also (as the scheduler-plugins coscheduling plugin does):
 
 - Reserve / Unreserve record which members are assumed (upstream keeps this in the cache's pod
   group state; the plugin cannot see the cache, so it keeps its own set, and counts a member as
