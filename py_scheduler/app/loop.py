@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from py_scheduler.app import metrics as m
+from py_scheduler.app import podgroup_cycle
 from py_scheduler.app.binder import POD_REASON_SCHEDULER_ERROR, POD_REASON_UNSCHEDULABLE, Binder
 from py_scheduler.app.decisions import DecisionLog
 from py_scheduler.app.logging import v as klog_v
@@ -205,6 +206,10 @@ class SchedulingLoop:
             qpi.unschedulable_plugins = frozenset({PARSE_ERROR_PLUGIN})
             self._record(fw, qpi, RESULT_UNSCHEDULABLE, start, message=str(qpi.parse_error))
             self._failure(fw, qpi, POD_REASON_UNSCHEDULABLE, str(qpi.parse_error), start, RESULT_UNSCHEDULABLE)
+            return
+        group = podgroup_cycle.pod_group_of(fw, pi)
+        if group is not None:  # GenericWorkload: the whole group in one cycle (schedule_one_podgroup.go)
+            podgroup_cycle.schedule_one_pod_group(self, fw, qpi, *group)
             return
         try:
             self.cache.update_snapshot(self.snapshot)

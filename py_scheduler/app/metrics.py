@@ -362,3 +362,26 @@ class RestClientMetrics:
 
     def rate_limited(self, verb: str, host: str, seconds: float) -> None:
         self._limiter(verb, host).observe(seconds)
+
+
+# -- pod group scheduling (GenericWorkload; upstream metrics.go podGroupScheduleAttempts,
+# podGroupSchedulingLatency, PodGroupSchedulingAlgorithmLatency; profile_metrics.go PodGroupScheduled...) --
+PODGROUP_SCHEDULE_ATTEMPTS = Counter(
+    "scheduler_podgroup_schedule_attempts",
+    "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod group could not be "
+    "scheduled, while 'error' means an internal scheduler problem.",
+    ["result", "profile"], registry=REGISTRY)
+"""``scheduler_podgroup_schedule_attempts_total{result,profile}``: one per pod group cycle; result
+``scheduled``, ``unschedulable`` or ``error``."""
+
+PODGROUP_SCHEDULING_ATTEMPT_DURATION = Histogram(
+    "scheduler_podgroup_scheduling_attempt_duration_seconds",
+    "Pod group scheduling attempt latency in seconds",
+    ["result", "profile"], buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+"""Seconds of one pod group cycle (algorithm + submitting its result), by result and profile."""
+
+PODGROUP_SCHEDULING_ALGORITHM_DURATION = Histogram(
+    "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+    "Pod group scheduling algorithm latency in seconds",
+    buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+"""Seconds spent in the pod group algorithm (every member's Filter + Score, assume, revert)."""

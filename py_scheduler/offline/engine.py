@@ -34,6 +34,8 @@ from typing import Any
 
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.interfaces import PodGroupInfo
+from py_scheduler.framework.podgroup import MSG_POD_GROUP_UNSCHEDULABLE, POD_GROUP_CYCLE_KEY, schedule_pod_group
 from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
 from py_scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
 from py_scheduler.offline.loader import ClusterData, creation_timestamp, pod_key
@@ -288,11 +290,141 @@ class OfflineScheduler:
     def run(self, pods: list[Obj], *, explain: bool = True,
             progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
         """Schedule ``pods`` in the given order (call :func:`queue_order` first), each seeing the
-        earlier placements. ``progress`` is called after each Pod."""
-        out = []
-        for pod in pods:
-            o = self.schedule(pod, explain=explain)
-            out.append(o)
-            if progress is not None:
-                progress(o)
+        earlier placements. ``progress`` is called after each Pod.
+
+        With ``GenericWorkload`` on (the profile has GangScheduling), the first Pod of a PodGroup
+        brings every later pending member of that group (same profile) into one pod group cycle, as
+        the live loop does (:mod:`py_scheduler.app.podgroup_cycle`): placed whole when the group's
+        ``minCount`` can be placed, otherwise none of them (each one's message says why). The
+        outcomes keep the order of ``pods``.
+        """
+        out: list[Outcome | None] = [None] * len(pods)
+        for i, pod in enumerate(pods):
+            if out[i] is not None:
+                continue
+            group = self._pod_group_of(pod)
+            if group is None:
+                out[i] = self.schedule(pod, explain=explain)
+                if progress is not None:
+                    progress(out[i])  # type: ignore[arg-type]
+                continue
+            fw, pod_group = group
+            ns, name = _ns(pod), _group_name(pod)
+            idx = [j for j in range(i, len(pods)) if out[j] is None and _ns(pods[j]) == ns
+                   and _group_name(pods[j]) == name and self.framework_for(pods[j]) is fw]
+            for j, o in zip(idx, self.schedule_group(fw, pod_group, [pods[j] for j in idx], explain=explain),
+                            strict=True):
+                out[j] = o
+                if progress is not None:
+                    progress(o)
+        return [o for o in out if o is not None]
+
+    def _pod_group_of(self, pod: Obj) -> tuple[Framework, Obj] | None:
+        """(profile, PodGroup object) when ``pod`` goes through the pod group cycle: its profile has
+        GangScheduling and its ``spec.schedulingGroup`` names a PodGroup of the snapshot."""
+        fw = self.framework_for(pod)
+        gang = fw.plugins.get("GangScheduling")
+        name = _group_name(pod)
+        if gang is None or name is None or not hasattr(gang, "pod_group"):
+            return None
+        pg: Obj | None = gang.pod_group(_ns(pod), name)
+        return (fw, pg) if pg is not None else None
+
+    def schedule_group(self, fw: Framework, pod_group: Obj, pods: list[Obj], *,
+                       explain: bool = True) -> list[Outcome]:
+        """One pod group cycle (:func:`~py_scheduler.framework.podgroup.schedule_pod_group`) over
+        ``pods`` on this snapshot: each member's Reserve and in-memory assume (reverted unless the
+        group is feasible), then PreBind of the placed members. One Outcome per Pod, in order; a Pod
+        that cannot be parsed fails alone."""
+        infos: list[PodInfo] = []
+        outcomes: dict[int, Outcome] = {}
+        for k, pod in enumerate(pods):
+            try:
+                infos.append(PodInfo(pod))
+            except (PodParseError, AttributeError, TypeError, ValueError) as exc:
+                msg = str(exc) if isinstance(exc, PodParseError) else f"malformed Pod: {exc}"
+                outcomes[k] = Outcome(pod, ScheduleResult(pod=pod_key(pod), profile=fw.profile_name, message=msg,
+                                                          weights=dict(fw.score_weights)), {})
+        placed: dict[str, tuple[PodInfo, str, CycleState]] = {}
+
+        def assume(pi: PodInfo, node: str, state: CycleState) -> tuple[Status, Callable[[], None] | None]:
+            try:
+                st = fw.run_reserve(state, pi, node)
+            except PodParseError as exc:
+                st = Status.error(str(exc))
+            if not st.is_success():
+                fw.run_unreserve(state, pi, node)
+                return st, None
+            info = _annotated(pi, state.pod_annotations)
+            self.snapshot.assume(info, node)
+            placed[pi.uid] = (info, node, state)
+
+            def revert() -> None:
+                placed.pop(pi.uid, None)
+                fw.run_unreserve(state, pi, node)
+                self._forget(pi.uid, node)
+
+            return Status.success(), revert
+
+        result, _reverts = (schedule_pod_group(fw, self.algorithm, self.snapshot, PodGroupInfo(pod_group, infos),
+                                               assume, explain=explain) if infos else (None, None))
+        members = iter(result.members if result is not None else [])
+        out: list[Outcome] = []
+        for k, pod in enumerate(pods):
+            if k in outcomes:
+                out.append(outcomes[k])
+                continue
+            mr = next(members)
+            res = mr.result or ScheduleResult(pod=mr.pod.key, profile=fw.profile_name, weights=dict(fw.score_weights))
+            if result is not None and result.status.is_success() and mr.status.is_success():
+                _, node, state = placed[mr.pod.uid]
+                state.data.pop(POD_GROUP_CYCLE_KEY, None)
+                msg = self._pre_bind(fw, state, mr.pod, node)
+                if msg:  # the others stay placed: PreBind runs in each member's own binding cycle
+                    fw.run_unreserve(state, mr.pod, node)
+                    self._forget(mr.pod.uid, node)
+                    res.message, res.selected = msg, None
+                    out.append(Outcome(pod, res, {}))
+                else:
+                    out.append(Outcome(pod, res, dict(state.pod_annotations)))
+                continue
+            if mr.status.is_success():  # placed, then reverted with its group (upstream's message)
+                res.message = f"{MSG_POD_GROUP_UNSCHEDULABLE}, {result.status.message() if result else ''}"
+            elif not mr.evaluated or mr.result is None:
+                res.message = result.status.message() if result is not None else mr.status.message()
+            elif mr.result.selected is not None:  # a Reserve rejection on its node
+                res.message = f"running Reserve plugin {mr.status.plugin!r}: {mr.status.message()}"
+            res.selected = None
+            out.append(Outcome(pod, res, {}))
         return out
+
+    def _forget(self, uid: str, node: str) -> None:
+        """Undo :meth:`Snapshot.assume` of Pod ``uid`` on ``node``."""
+        ni = self.snapshot.node_info_map.get(node)
+        if ni is None:
+            return
+        ni.remove_pod(uid)
+        self.snapshot.node_changed(ni)
+        self.snapshot.rebuild_lists()
+
+
+def _ns(pod: Obj) -> str:
+    return str((pod.get("metadata") or {}).get("namespace") or "default")
+
+
+def _group_name(pod: Obj) -> str | None:
+    spec = pod.get("spec")
+    sg = spec.get("schedulingGroup") if isinstance(spec, dict) else None
+    name = sg.get("podGroupName") if isinstance(sg, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _annotated(pi: PodInfo, annotations: dict[str, str]) -> PodInfo:
+    """``pi`` with the Reserve annotations (GPU indices) on its object."""
+    if not annotations:
+        return pi
+    pod = copy.copy(pi.pod)
+    meta = dict(pod.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+    pod["metadata"] = meta
+    return pi.derive(pod)

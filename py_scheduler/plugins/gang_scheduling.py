@@ -20,11 +20,13 @@ policy (a Pod without a group, or in a ``basic`` group, passes untouched):
   ``minCount`` members are assumed or bound; the member that completes the quorum is admitted and
   Allows every member waiting in the framework's waiting-Pods map, so the group binds together.
 
-What differs from upstream, and why: v1.37.2 schedules a gang in one *pod group scheduling cycle*
-(``pkg/scheduler/schedule_one_podgroup.go``: every member placed against one snapshot, then all
-reverted unless ``PlacementFeasible`` holds). py-scheduler schedules members one cycle each, so a
-partial gang can hold resources (GPUs) while it waits at Permit. To keep "whole or nothing" true in
-that path this plugin also (as the scheduler-plugins coscheduling plugin does):
+The live loop and ``simulate`` schedule a gang in one *pod group scheduling cycle* as v1.37.2 does
+(:mod:`py_scheduler.framework.podgroup`, :mod:`py_scheduler.app.podgroup_cycle`; upstream
+``pkg/scheduler/schedule_one_podgroup.go``): :meth:`GangScheduling.placement_feasible` decides there,
+no PostFilter runs, and a trial's Unreserve (CycleState key ``POD_GROUP_CYCLE_KEY``) releases nothing
+else. Where members are still scheduled one cycle each (``explain`` of one Pod, tests of this plugin),
+a partial gang could hold resources (GPUs) while it waits at Permit; to keep "whole or nothing" true
+in that path this plugin also (as the scheduler-plugins coscheduling plugin does):
 
 - Reserve / Unreserve record which members are assumed (upstream keeps this in the cache's pod
   group state; the plugin cannot see the cache, so it keeps its own set, and counts a member as
@@ -58,6 +60,7 @@ from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PlacementProgress, PodGroupInfo, PostFilterResult
+from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 
 Obj = dict[str, Any]
@@ -247,6 +250,10 @@ class GangScheduling:
         obj: Obj | None = self.objects.get("PodGroup", namespace, name)
         return obj
 
+    def pod_group(self, namespace: str, name: str) -> Obj | None:
+        """The PodGroup object ``namespace/name`` from the informers, or None."""
+        return self._pod_group(namespace, name)
+
     def _list_pods(self) -> Iterable[Obj]:
         if self.objects is None:
             return ()
@@ -354,6 +361,8 @@ class GangScheduling:
             members.discard(pod.uid)
             if not members:
                 self._assumed.pop(key, None)
+        if state.data.get(POD_GROUP_CYCLE_KEY):
+            return  # a pod group cycle reverting a trial: it settles the group (and its condition) itself
         gang = self._gang_of(pod)
         if gang is None:
             return
@@ -481,8 +490,8 @@ class GangScheduling:
         if client is None or pg is None:
             return
         uid = str(_meta(pg).get("uid") or f"{namespace}/{name}")
-        if uid in self._initially_scheduled and status != "True":
-            return  # True is terminal; the informer's copy may not show it yet
+        if uid in self._initially_scheduled:
+            return  # True is terminal (and written once); the informer's copy may not show it yet
         if status == "True":
             self._initially_scheduled.add(uid)
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

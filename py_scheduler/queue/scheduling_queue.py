@@ -27,6 +27,7 @@ index as the runtime's ``Nominator`` mapping (``NominatedPodsForNode``) for
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import logging
 import math
@@ -635,6 +636,37 @@ class PriorityQueue:
             self._reason(qpi, -1)
             self._update_pending()
             return qpi
+
+    def pop_members(self, member: Callable[[QueuedPodInfo], bool]) -> list[QueuedPodInfo]:
+        """The other queued members of a pod group popped with the one :meth:`pop` returned, so the group
+        is scheduled as one entity (upstream pops a ``QueuedPodGroupInfo`` holding every pending member,
+        ``backend/queue/scheduling_queue.go`` ``pendingPodGroupPods``).
+
+        Takes every Pod in activeQ, backoffQ (both) and the unschedulable Pods for which ``member`` is
+        true, except Pods held by a PreEnqueue plugin (gated). Each becomes in flight (its attempt
+        counted) until :meth:`done` / :meth:`add_unschedulable_if_not_present`; the scheduling cycle
+        is not advanced (the group is one cycle). Returned in activeQ order (QueueSort).
+        """
+        out: list[QueuedPodInfo] = []
+        for heap in (self._active, self._backoff, self._error_backoff):
+            for q in heap.list():
+                if q.uid not in self._in_flight and member(q):
+                    heap.delete(q.key)
+                    out.append(q)
+        for q in list(self._unschedulable.values()):
+            if not q.gated and q.uid not in self._in_flight and member(q):
+                self._unschedulable_pop(q.key)
+                out.append(q)
+        for q in out:
+            q.attempts += 1
+            marker = [_IN_FLIGHT_POD, q.key]
+            self._in_flight[q.uid] = marker
+            self._in_flight_events.append(marker)
+            self._reason(q, -1)
+        if out:
+            self._update_pending()
+        out.sort(key=functools.cmp_to_key(lambda a, b: -1 if self._less(a, b) else (1 if self._less(b, a) else 0)))
+        return out
 
     async def pop(self) -> QueuedPodInfo | None:
         """``Pop``: await the next Pod; None once the queue is closed."""

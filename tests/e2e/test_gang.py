@@ -6,6 +6,12 @@
 - a 4-Pod gang that does not fit (3 GPUs for 4 one-GPU members): no member is bound, by either;
   then a Node with one more GPU is added and the gang binds whole (the group is retried when the
   cluster changes, and no member was left holding a GPU: all 4 fit in exactly 4 GPUs).
+- two 4-Pod gangs competing for 4 GPUs: one binds whole, the other holds nothing (no member bound
+  nor nominated) and binds whole once the winner's Pods are deleted;
+- a rack-constrained gang lands in the one rack that holds it (TopologyAwareWorkloadScheduling).
+
+py-scheduler alone: an incomplete gang (one member gated) is refused by the pod group cycle before
+any Filter, holds no GPU and the PodGroup says so; the leader killed while such a gang waits.
 
 Each scheduler gets its own Nodes (a label and nodeSelector per run) and schedulerName, so the two
 never race; what is compared is the outcome.
@@ -167,9 +173,6 @@ async def test_gang_that_fits_binds_whole_side_by_side(gbed: GangBed) -> None:
     assert "Traceback" not in gbed.replicas[0].log()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "flaky under load (failed 1 of 3 full CI runs, 2026-12-01): the released gang is held until a cluster "
-    "change and may miss the GPU's arrival; upstream's pod-group cycle is the fix (issue 22)"))
 async def test_gang_that_does_not_fit_binds_nothing_then_whole_when_a_gpu_appears(gbed: GangBed) -> None:
     names = await _start_both(gbed)
     members: dict[str, list[str]] = {}
@@ -210,10 +213,6 @@ async def test_gang_that_does_not_fit_binds_nothing_then_whole_when_a_gpu_appear
     assert "Traceback" not in gbed.replicas[0].log()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "py-scheduler's per-Pod path: when both gangs release themselves in the same burst, both stay "
-    "held until a cluster change or the 5-minute unschedulable flush (passed 1 of 3 runs on the loaded "
-    "bed); upstream's pod group cycle settles them at once. kube-scheduler's half always passes."))
 async def test_two_gangs_competing_for_the_same_gpus_one_wins_whole(gbed: GangBed) -> None:
     """4 GPUs, two 4-member gangs created interleaved: no deadlock, exactly one gang binds whole and
     the other binds nothing (both schedulers)."""
@@ -235,13 +234,29 @@ async def test_two_gangs_competing_for_the_same_gpus_one_wins_whole(gbed: GangBe
 
         got = await wait_for(one_whole, timeout=120, what=f"{impl}: one of the two gangs bound whole")
         assert sorted(got) == [0, 4], (impl, got)
+        # The loser holds nothing: none of its members is nominated (reserved at Permit) either.
+        loser = b_pods if got[0] == 4 else a_pods
+        pods = await gbed.core.list_namespaced_pod("default")
+        assert not [p.metadata.name for p in pods.items
+                    if p.metadata.name in loser and (p.spec.node_name or p.status.nominated_node_name)], impl
+        runs[impl] = (a_pods if got[0] == 4 else b_pods, loser)
+    # The winner goes away: the loser wins whole on the freed GPUs.
+    for impl, (winner, loser) in runs.items():
+        for name in winner:
+            await gbed.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+
+        async def loser_whole(loser: list[str] = loser) -> bool:
+            return len(await gbed.bound(loser)) == 4
+
+        await wait_for(loser_whole, timeout=120, what=f"{impl}: the other gang bound whole once GPUs freed")
     assert "Traceback" not in gbed.replicas[0].log()
 
 
-async def test_member_deleted_while_the_gang_waits_releases_its_gpus(gbed: GangBed) -> None:
-    """Three members of a minCount-4 gang wait at Permit, holding 3 GPUs (the fourth exists but is held
-    back by a scheduling gate); the fourth is deleted. After the Permit timeout (5 s here) no member is
-    bound nor holds a GPU (PreEnqueue now holds them: 3 < minCount): two 2-GPU Pods, one per Node, bind."""
+async def test_incomplete_gang_holds_no_gpus_and_a_deleted_member_changes_nothing(gbed: GangBed) -> None:
+    """Three members of a minCount-4 gang are queued (the fourth exists but is held back by a scheduling
+    gate): the pod group cycle refuses the group before any Filter (PlacementFeasible: minCount cannot be
+    satisfied), so no member is reserved (none nominated) and the PodGroup is False/Unschedulable. The
+    fourth is deleted; two 2-GPU Pods, one per Node, bind (nothing was held) and no member binds."""
     sched_name = unique_name("gang-py")
     sched = gbed.py_scheduler(sched_name)
     await sched.wait_leading()
@@ -253,13 +268,13 @@ async def test_member_deleted_while_the_gang_waits_releases_its_gpus(gbed: GangB
     stray = await gbed.member(sched_name, group, nodes, gated=True)
     members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
 
-    async def waiting_at_permit() -> bool:
-        # The binding cycle nominates a Pod that waits on Permit (NominatedNodeNameForExpectation).
-        pods = await gbed.core.list_namespaced_pod("default")
-        got = [p for p in pods.items if p.metadata.name in members]
-        return len(got) == 3 and all(p.status.nominated_node_name and not p.spec.node_name for p in got)
+    async def refused() -> bool:
+        return await gbed.condition(group) == ("False", "Unschedulable")
 
-    await wait_for(waiting_at_permit, timeout=60, what="3 members reserved and waiting at Permit")
+    await wait_for(refused, timeout=60, what="the incomplete gang's PodGroup False/Unschedulable")
+    pods = await gbed.core.list_namespaced_pod("default")
+    assert not [p.metadata.name for p in pods.items
+                if p.metadata.name in members and (p.spec.node_name or p.status.nominated_node_name)]
     await gbed.core.delete_namespaced_pod(stray, "default", grace_period_seconds=0)
     # Two 2-GPU Pods without a gang: they fit only once the gang's three reservations are gone.
     fillers = []
@@ -283,10 +298,10 @@ async def test_member_deleted_while_the_gang_waits_releases_its_gpus(gbed: GangB
     assert "Traceback" not in sched.log()
 
 
-async def test_leader_killed_while_the_gang_waits_at_permit(gbed: GangBed) -> None:
-    """Three members wait at Permit on the leader (the fourth held back by a scheduling gate); the
-    leader is killed (SIGKILL: nothing released, nothing bound). The standby takes the Lease, holds the
-    three at Permit again; the gate is lifted and the whole gang binds, each GPU index once per Node."""
+async def test_leader_killed_while_the_gang_waits(gbed: GangBed) -> None:
+    """Three members of a minCount-4 gang are refused by the leader's pod group cycle (the fourth held
+    back by a scheduling gate: nothing reserved); the leader is killed (SIGKILL). The standby takes the
+    Lease; the gate is lifted and the whole gang binds in one group cycle, each GPU index once per Node."""
     sched_name = unique_name("gang-py")
     lease = unique_name("py-sched-gang-le")
     a = gbed.py_scheduler(sched_name, lease=lease, replica="-a", permit_timeout=120)
@@ -301,15 +316,12 @@ async def test_leader_killed_while_the_gang_waits_at_permit(gbed: GangBed) -> No
     held = await gbed.member(sched_name, group, nodes, gated=True)
     members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
 
-    async def waiting_at_permit() -> bool:
-        pods = await gbed.core.list_namespaced_pod("default")
-        got = [p for p in pods.items if p.metadata.name in members]
-        return len(got) == 3 and all(p.status.nominated_node_name and not p.spec.node_name for p in got)
+    async def refused() -> bool:
+        return await gbed.condition(group) == ("False", "Unschedulable")
 
-    await wait_for(waiting_at_permit, timeout=60, what="3 members waiting at Permit on the leader")
+    await wait_for(refused, timeout=60, what="the incomplete gang refused by the leader")
     a.kill()
     await b.wait_log("became the leader", timeout=60)
-    await b.wait_log(f"GPU indices reserved pod=default/{members[0]}", timeout=60)
     assert not await gbed.bound(members), "a member bound before its gang was complete"
     await gbed.core.patch_namespaced_pod(held, "default", {"spec": {"schedulingGates": None}})
     everyone = [*members, held]

@@ -7,9 +7,9 @@ the same gate.
 
 What is compared is the oracle's unit, one scheduling cycle per Pod: every member's feasible nodes,
 filter reasons, scores, selected node and FailedScheduling message (with the ``preemption:`` tail)
-must agree with GangScheduling in both profiles. The all-or-nothing outcome itself (upstream's pod
-group cycle, py-scheduler's Permit) is checked live side by side with kube-scheduler in
-tests/e2e/test_gang.py.
+must agree with GangScheduling in both profiles. The all-or-nothing outcome itself (the pod group
+cycle, in both schedulers) is checked live side by side with kube-scheduler in tests/e2e/test_gang.py
+and in memory by tests/unit/app/test_gang_cycle.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,205 @@
+"""The pod group scheduling algorithm: every queued member of a PodGroup placed against one snapshot.
+
+Upstream (kube-scheduler v1.37.2): ``pkg/scheduler/schedule_one_podgroup.go`` --
+``podGroupSchedulingDefaultAlgorithm`` (PlacementFeasible before the first member and after each one,
+``Wait`` at the end turned into ``Unschedulable``), ``podGroupPodSchedulingAlgorithm`` (one member:
+``schedulingAlgorithm`` without PostFilter, then ``assumeAndReserveWithRevert``), ``revertFns`` (undo
+in LIFO order) and ``runRootSchedulingAlgorithm`` (a success must have placed at least one member).
+
+This module is the pure part: it runs the profile's filter/score pipeline
+(:meth:`~py_scheduler.framework.runtime.Algorithm.schedule` with ``run_post_filter=False``, as upstream
+skips PostFilter for a Pod in a pod group cycle) and the PlacementFeasible plugins. Assuming and
+reserving a member (cache writes) is the caller's :data:`AssumeFn`, so the algorithm never touches the
+cache nor the API. On any outcome but Success every member this call assumed is already reverted when
+it returns (nothing held: node resources, GPU indices, DRA devices); on Success the caller owns the
+returned :class:`RevertFns` (to undo them if it cannot go on) and moves the members to Permit.
+
+What py-scheduler does not reproduce: composite pod groups (``CompositePodGroup``), the placement
+algorithm (``podGroupSchedulingPlacementAlgorithm``: one trial per generated placement, scored by
+PlacementScore plugins; TopologyPlacement's PreFilter confines members to one domain instead, and in
+this cycle it sees the previous members assumed), PodGroupPostFilter (group preemption), and
+upstream's "revert all, then assume again in ``submitPodGroupAlgorithmResult``" (the assumptions of a
+feasible group are kept; the outcome is the same as nothing happens in between).
+
+Callers: the live loop (:mod:`py_scheduler.app.podgroup_cycle`) and ``simulate``
+(``OfflineScheduler.run``); ``explain`` of one Pod keeps the single-Pod cycle (the parity oracle's unit).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from py_scheduler.framework.interfaces import PlacementFeasiblePlugin, PlacementProgress, PodGroupInfo
+from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
+from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
+
+log = logging.getLogger("py_scheduler.framework.podgroup")
+
+POD_GROUP_CYCLE_KEY = "PodGroupSchedulingCycle"
+"""CycleState key set (to the group's ``namespace/name``) while a member is evaluated in a pod group
+cycle (upstream ``CycleState.IsPodGroupSchedulingCycle``); removed before Permit."""
+
+MSG_POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+"""``errPodGroupUnschedulable``."""
+
+AssumeFn = Callable[[PodInfo, str, CycleState], tuple[Status, Callable[[], None] | None]]
+"""``assumeAndReserveWithRevert``: (member, node, its CycleState) -> (Status, revert or None). On
+success the member is accounted on the node (cache and the snapshot the next member sees)."""
+
+
+class RevertFns:
+    """``revertFns``: undo functions run last-in first-out, at most once."""
+
+    def __init__(self) -> None:
+        self._fns: list[Callable[[], None]] = []
+
+    def append(self, fn: Callable[[], None]) -> None:
+        self._fns.append(fn)
+
+    def __len__(self) -> int:
+        return len(self._fns)
+
+    def revert(self) -> None:
+        """Run every function (newest first); a failing one is logged and the others still run."""
+        fns, self._fns = self._fns, []
+        for fn in reversed(fns):
+            try:
+                fn()
+            except Exception:
+                log.exception("reverting a pod group member's assumption failed")
+
+
+@dataclass(slots=True)
+class MemberResult:
+    """One member's attempt: ``status`` Success (assumed on ``node``), a rejection (``result`` holds the
+    FitError diagnosis) or an error; ``state`` its CycleState. Members not evaluated (the loop stopped
+    early) have ``evaluated`` False and an Unschedulable status."""
+
+    pod: PodInfo
+    status: Status
+    node: str = ""
+    result: ScheduleResult | None = None
+    state: CycleState | None = None
+    evaluated: bool = True
+
+
+@dataclass(slots=True)
+class PodGroupResult:
+    """``podGroupAlgorithmResult``: the group's status (Success, Unschedulable or Error, with
+    PlacementFeasible's message -- led by ``pod group is unschedulable`` when the group was refused
+    before any member was tried, as upstream's ``WithError``) and one :class:`MemberResult` per
+    member, in member order."""
+
+    status: Status
+    members: list[MemberResult] = field(default_factory=list)
+    any_scheduled: bool = False
+
+
+def scheduled_members_count(snapshot: Any, namespace: str, name: str) -> int:
+    """Members of group ``namespace/name`` assumed or bound in ``snapshot`` (``ScheduledPodsCount``)."""
+    n = 0
+    for pi in snapshot.all_pods():
+        if pi.namespace != namespace:
+            continue
+        sg = (pi.pod.get("spec") or {}).get("schedulingGroup")
+        if isinstance(sg, dict) and sg.get("podGroupName") == name:
+            n += 1
+    return n
+
+
+def _feasible(plugins: list[Any], state: CycleState, group: PodGroupInfo, progress: PlacementProgress) -> Status:
+    """``RunPlacementFeasiblePlugins``: the first non-Success status (an exception is an Error)."""
+    for pl in plugins:
+        try:
+            st: Status = pl.placement_feasible(state, group, progress)
+        except Exception as exc:
+            log.exception("PlacementFeasible plugin %s failed", pl.name)
+            return Status(Code.ERROR, [f"{type(exc).__name__}: {exc}"], pl.name)
+        if not st.is_success():
+            return st
+    return Status.success()
+
+
+def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group: PodGroupInfo,
+                       assume: AssumeFn, *, nominator: Any = None, cycle: int | None = None,
+                       explain: bool = False) -> tuple[PodGroupResult, RevertFns]:
+    """``podGroupSchedulingDefaultAlgorithm`` over ``group.pods`` (the queued members, in order).
+
+    ``snapshot`` must be up to date and must show each member :data:`AssumeFn` assumed before the next
+    member is evaluated. ``explain`` scores every feasible node (the offline tables). Returns the
+    result and, on Success, the revert functions of the members assumed (empty otherwise: already
+    reverted). Never raises for a member's failure (an exception in a plugin is that member's Error).
+    """
+    plugins = [p for p in fw.plugins.values() if isinstance(p, PlacementFeasiblePlugin)]
+    group_state = CycleState(snapshot)
+    reverts = RevertFns()
+    result = PodGroupResult(Status(Code.UNSCHEDULABLE, [MSG_POD_GROUP_UNSCHEDULABLE]))
+    progress = PlacementProgress(scheduled=scheduled_members_count(snapshot, group.namespace, group.name),
+                                 remaining=len(group.pods))
+    key = f"{group.namespace}/{group.name}"
+    st = _feasible(plugins, group_state, group, progress)
+    if st.code == Code.ERROR:
+        result.status = Status.error(f"failed to evaluate placement feasibility: {st.message()}")
+    elif st.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+        # NewStatus(Unschedulable, reasons...).WithError(errPodGroupUnschedulable): the error leads the message
+        result.status = Status(Code.UNSCHEDULABLE, [MSG_POD_GROUP_UNSCHEDULABLE, *st.reasons], st.plugin)
+    else:
+        result.status = st
+        for pi in group.pods:
+            member = _schedule_member(fw, algorithm, snapshot, pi, key, assume, reverts, nominator, cycle, explain)
+            result.members.append(member)
+            if not member.status.is_success() and not member.status.is_rejected():
+                result.status = Status.error(f"failed to schedule other pod from a pod group: "
+                                             f"{member.status.message()}")
+                break
+            progress.remaining -= 1
+            if member.status.is_success():
+                progress.scheduled += 1
+            st = _feasible(plugins, group_state, group, progress)
+            if st.code == Code.ERROR:
+                result.status = Status.error(f"failed to evaluate placement feasibility: {st.message()}")
+                break
+            result.status = st
+            if st.is_rejected():
+                break
+            result.any_scheduled = result.any_scheduled or member.status.is_success()
+        if result.status.code == Code.WAIT:
+            result.status = Status(Code.UNSCHEDULABLE, [MSG_POD_GROUP_UNSCHEDULABLE, *result.status.reasons],
+                                   result.status.plugin)
+        if result.status.is_success() and not result.any_scheduled:
+            result.status = Status(Code.UNSCHEDULABLE, [MSG_POD_GROUP_UNSCHEDULABLE])
+    # completePodGroupAlgorithmResult: one result per member.
+    for pi in group.pods[len(result.members):]:
+        result.members.append(MemberResult(pi, Status(Code.UNSCHEDULABLE, [result.status.message()]),
+                                           evaluated=False))
+    if not result.status.is_success():
+        reverts.revert()
+        result.any_scheduled = False
+    return result, reverts
+
+
+def _schedule_member(fw: Framework, algorithm: Algorithm, snapshot: Any, pi: PodInfo, key: str,
+                     assume: AssumeFn, reverts: RevertFns, nominator: Any, cycle: int | None,
+                     explain: bool) -> MemberResult:
+    """``podGroupPodSchedulingAlgorithm``: filter/score one member (no PostFilter), then assume and
+    reserve it on the selected node, its revert appended to ``reverts``."""
+    try:
+        res = algorithm.schedule(fw, snapshot, pi, explain=explain, run_post_filter=False, nominator=nominator,
+                                 cycle=cycle)
+    except SchedulingError as exc:
+        return MemberResult(pi, Status.error(str(exc)))
+    except Exception as exc:
+        log.exception("Error selecting node for pod pod=%s", pi.key)
+        return MemberResult(pi, Status.error(f"{type(exc).__name__}: {exc}"))
+    state = res.state if res.state is not None else CycleState(snapshot)
+    state.data[POD_GROUP_CYCLE_KEY] = key
+    if res.selected is None:
+        return MemberResult(pi, Status(Code.UNSCHEDULABLE, [res.message or "0/0 nodes are available"]),
+                            result=res, state=state)
+    st, revert = assume(pi, res.selected, state)
+    if revert is not None:
+        reverts.append(revert)
+    return MemberResult(pi, st, res.selected if st.is_success() else "", res, state)

@@ -1,0 +1,255 @@
+"""The pod group scheduling cycle in the live loop (``schedule_one_podgroup.go``), GenericWorkload on:
+a real default profile with GangScheduling, the live cache and queue, a fake API.
+
+- a gang that fits: one pop schedules every member (all bound, GPU indices distinct per node);
+- a gang that does not fit: nothing assumed nor reserved afterwards (each NodeInfo's accounting and
+  the GPU indices exactly as before), every member back in the unschedulable Pods with the same
+  rejectors, FailedScheduling with upstream's messages, PodGroup condition False/Unschedulable;
+  then a Node with one more GPU moves all of them and the next pop places the whole gang;
+- too few members queued (minCount not reachable): PlacementFeasible refuses before any Filter.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+
+from py_scheduler.app.metrics import REGISTRY
+from py_scheduler.framework import config
+from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.events import ActionType, ClusterEvent, Resource
+from py_scheduler.framework.podgroup import RevertFns
+from py_scheduler.plugins import registry
+from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
+from tests.unit.app.test_loop import Harness
+from tests.unit.plugins import test_dynamic_resources as dra
+
+Obj = dict[str, Any]
+
+
+class Objects:
+    """ObjectLister over the harness's Pods and a PodGroup dict."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, Obj] = {}
+        self.groups: dict[str, Obj] = {}
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        if kind == "PodGroup":
+            return self.groups.get(f"{namespace}/{name}")
+        if kind == "Pod":
+            return self.pods.get(f"{namespace}/{name}")
+        return None
+
+    def list(self, kind: str) -> Iterable[Obj]:
+        return list(self.pods.values()) if kind == "Pod" else list(self.groups.values())
+
+
+def _harness() -> tuple[Harness, Objects]:
+    """The loop harness with a default profile built with GenericWorkload on and an ObjectLister."""
+    objs = Objects()
+    h0 = Harness()  # its Handle (the fenced client over the fake API)
+    h0.handle.objects = objs
+    saved = dict(config.feature_gates)
+    try:
+        config.set_feature_gates({"GenericWorkload": True})
+        fw = build_framework(ProfileConfig(), handle=h0.handle, registry=registry)
+    finally:
+        config.feature_gates.clear()
+        config.feature_gates.update(saved)
+    h = Harness(fw)
+    h.handle = h0.handle
+    h0.kube.__dict__ = h.kube.__dict__  # one fake API behind the plugins' client and the binder
+    h.pods = objs.pods
+    h.queue.pod_lister = h.loop.pod_lister = lambda ns, n: objs.pods.get(f"{ns}/{n}")
+    assert "GangScheduling" in fw.plugins
+    return h, objs
+
+
+def _gpu_node(h: Harness, name: str, gpus: int) -> None:
+    h.cache.add_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                      "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110",
+                                                 "nvidia.com/gpu": str(gpus)}}})
+
+
+def _group(objs: Objects, name: str, min_count: int) -> None:
+    objs.groups[f"default/{name}"] = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                                      "metadata": {"name": name, "namespace": "default", "uid": f"pg-{name}"},
+                                      "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
+
+
+def _members(h: Harness, group: str, n: int) -> list[str]:
+    names = [f"{group}-{i}" for i in range(n)]
+    for name in names:  # all known to the lister first, so PreEnqueue lets each in
+        h.pods[f"default/{name}"] = {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": group},
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"},
+                                                                "limits": {"nvidia.com/gpu": "1"}}}]}}
+    for name in names:
+        h.queue.add(h.pods[f"default/{name}"])
+    return names
+
+
+def _accounting(h: Harness) -> dict[str, Any]:
+    """Every NodeInfo's accounting: requested and non-zero requested resources (GPUs included), Pods
+    with their GPU index annotations, host ports, PVC references."""
+    out = {}
+    for name in ("n1", "n2", "n3"):
+        ni = h.cache.node_info(name)
+        if ni is None:
+            continue
+        out[name] = (repr(ni.requested), repr(ni.non_zero_requested), repr(ni.used_ports), dict(ni.pvc_ref_counts),
+                     sorted((p.key, ((p.pod.get("metadata") or {}).get("annotations") or {}).get(
+                         "gpu-scheduler/gpu-indices", "")) for p in ni.pods))
+    return out
+
+
+def _bound(h: Harness) -> dict[str, str]:
+    return {c[1][0]: c[1][1] for c in h.kube.calls if c[0] == "bind"}
+
+
+def _attempts(result: str) -> float:
+    return REGISTRY.get_sample_value("scheduler_podgroup_schedule_attempts_total",
+                                     {"result": result, "profile": "py-scheduler"}) or 0.0
+
+
+async def test_a_gang_that_fits_is_placed_in_one_cycle() -> None:
+    scheduled = _attempts("scheduled")
+    h, objs = _harness()
+    _gpu_node(h, "n1", 2)
+    _gpu_node(h, "n2", 2)
+    _group(objs, "g", 4)
+    names = _members(h, "g", 4)
+    await h.cycle()  # one pop
+    assert h.queue.lengths() == {k: 0 for k in h.queue.lengths()}
+    bound = _bound(h)
+    assert sorted(bound) == [f"default/{n}" for n in names]
+    assert sorted(bound.values()) == ["n1", "n1", "n2", "n2"]
+    assert h.queue.in_flight_uids() == []
+    assert _attempts("scheduled") == scheduled + 1  # one pod group attempt
+
+
+async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together() -> None:
+    h, objs = _harness()
+    _gpu_node(h, "n1", 2)
+    _gpu_node(h, "n2", 1)
+    other = h.pod("plain", cpu="1")  # an unrelated Pod already assumed: its accounting must stay
+    await h.cycle()
+    assert h.cache.is_assumed_pod(other)
+    before = _accounting(h)
+    _group(objs, "g", 4)
+    names = _members(h, "g", 4)
+    unschedulable = _attempts("unschedulable")
+    await h.cycle()
+    assert _attempts("unschedulable") == unschedulable + 1
+    assert _accounting(h) == before  # no member assumed, no GPU index, no resource held
+    assert h.cache.assumed_count() == 1
+    assert not any(f"default/{n}" in _bound(h) for n in names)
+    assert [h.queue.where("default", n) for n in names] == [UNSCHEDULABLE_Q] * 4
+    rejectors = {h.queue.get("default", n).rejector_plugins() for n in names}  # type: ignore[union-attr]
+    assert len(rejectors) == 1 and next(iter(rejectors)) == {"GangScheduling", "GPUFilter"}
+    notes = sorted(e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling")
+    assert len(notes) == 4
+    assert notes.count("pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining") == 3
+    assert sum(n.startswith("0/2 nodes are available:") for n in notes) == 1, notes
+    assert h.queue.in_flight_uids() == []
+    # One more GPU: the Node event moves every member; one pop places the whole gang.
+    _gpu_node(h, "n3", 1)
+    h.queue.move_all_to_active_or_backoff(ClusterEvent(Resource.NODE, ActionType.ADD), None,
+                                          {"metadata": {"name": "n3"}})
+    h.queue.flush_backoff_q_completed()
+    for q in list(h.queue._backoff.list()):  # backoff expiry without waiting (test clock)
+        q.backoff_expiration = 0.0
+    h.queue.flush_backoff_q_completed()
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None
+    h.loop.schedule_one(qpi)
+    await h.loop.drain()
+    bound = _bound(h)
+    assert sorted(k for k in bound if k != "default/plain") == [f"default/{n}" for n in names]
+    indices: dict[str, list[str]] = {}
+    for c in h.kube.calls:
+        if c[0] == "bind" and c[1][0] != "default/plain":
+            pod = h.cache.node_info(c[1][1])
+            assert pod is not None
+    for name in ("n1", "n2", "n3"):
+        ni = h.cache.node_info(name)
+        assert ni is not None
+        for p in ni.pods:
+            raw = ((p.pod.get("metadata") or {}).get("annotations") or {}).get("gpu-scheduler/gpu-indices")
+            if raw:
+                indices.setdefault(name, []).extend(raw.split(","))
+    assert all(len(v) == len(set(v)) for v in indices.values()), indices
+
+
+async def test_too_few_members_are_refused_before_any_filter() -> None:
+    h, objs = _harness()
+    _gpu_node(h, "n1", 4)
+    _group(objs, "g", 3)
+    names = _members(h, "g", 3)
+    h.queue.delete(h.pods[f"default/{names[2]}"])  # still listed (PreEnqueue passes), not queued
+    await h.cycle()
+    assert h.cache.assumed_count() == 0
+    notes = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"]
+    assert notes == ["pod group is unschedulable, minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"] * 2
+    assert {h.queue.get("default", n).rejector_plugins() for n in names[:2]} == {  # type: ignore[union-attr]
+        frozenset({"GangScheduling"})}
+
+
+def test_revert_fns_run_newest_first_once_and_survive_a_failure() -> None:
+    seen: list[int] = []
+    r = RevertFns()
+    r.append(lambda: seen.append(1))
+
+    def boom() -> None:
+        raise RuntimeError("x")
+
+    r.append(boom)
+    r.append(lambda: seen.append(3))
+    r.revert()
+    r.revert()
+    assert seen == [3, 1] and len(r) == 0
+
+
+async def test_a_dra_gang_that_does_not_fit_leaves_no_device_in_flight() -> None:
+    """Three members, each with its own ResourceClaim for one device, minCount 3, two devices: the
+    first two allocate devices in the trial, the third fits nowhere; after the revert no claim is in
+    flight (no device held) and nothing is assumed. With a third device the gang places whole, each
+    claim on its own device."""
+    h, objs = _harness()
+    h.node("n1")
+    h.cache.objects.upsert("DeviceClass", dra.dclass("gpu", [f'device.driver == "{dra.G}"']))
+    h.cache.objects.upsert("ResourceSlice", dra.rslice("s1", dra.G, "p1", node="n1",
+                                                       devices=[dra.dev("g0"), dra.dev("g1")]))
+    _group(objs, "g", 3)
+    names = [f"g-{i}" for i in range(3)]
+    for name in names:
+        path = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{name}"
+        h.kube.put_object(path, dra.claim(f"c-{name}", [{"name": "r", "exactly": dra.ex()}]))
+        h.cache.objects.upsert("ResourceClaim", copy.deepcopy(h.kube.objects[path]))
+        h.pods[f"default/{name}"] = {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": "g"},
+                     "resourceClaims": dra.uses(f"c-{name}"),
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
+    for name in names:
+        h.queue.add(h.pods[f"default/{name}"])
+    before = _accounting(h)
+    plugin = h.fw.plugins["DynamicResources"]
+    await h.cycle()
+    assert plugin.in_flight_claims() == []
+    assert h.cache.assumed_count() == 0 and _accounting(h) == before
+    assert [h.queue.where("default", n) for n in names] == [UNSCHEDULABLE_Q] * 3
+    assert not [c for c in h.kube.calls if c[0] in ("put", "bind")]  # nothing written to the API
+    # A third device: the whole gang is placed, each claim on its own device.
+    h.cache.objects.upsert("ResourceSlice", dra.rslice("s1", dra.G, "p1", node="n1",
+                                                       devices=[dra.dev("g0"), dra.dev("g1"), dra.dev("g2")]))
+    for n in names:
+        h.queue.activate([h.pods[f"default/{n}"]])
+    await h.cycle()
+    assert sorted(c[1][0] for c in h.kube.calls if c[0] == "bind") == [f"default/{n}" for n in names]
+    devices = sorted(h.kube.objects[f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{n}"]
+                     ["status"]["allocation"]["devices"]["results"][0]["device"] for n in names)
+    assert devices == ["g0", "g1", "g2"]

@@ -1,0 +1,78 @@
+"""``simulate`` with GenericWorkload on: a gang goes through the same pod group cycle as the live loop
+(``framework/podgroup.py``): placed whole, or none of its members (the snapshot's usage after equals
+before), each unplaced member saying why; Pods outside the group are scheduled as before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from py_scheduler.framework import config
+from py_scheduler.offline.simulate import simulate_main
+
+Obj = dict[str, Any]
+GATES = "GenericWorkload=true"
+
+
+def _node(name: str, gpus: int) -> Obj:
+    alloc = {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": alloc, "capacity": alloc}}
+
+
+def _pod(name: str, group: str | None, gpus: int = 1) -> Obj:
+    spec: Obj = {"containers": [{"name": "c", "image": "x", "resources": {
+        "requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": str(gpus)}}}]}
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": spec}
+
+
+def _group(name: str, min_count: int) -> Obj:
+    return {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
+
+
+@pytest.fixture
+def gates() -> Any:
+    saved = dict(config.feature_gates)
+    yield
+    config.feature_gates.clear()
+    config.feature_gates.update(saved)
+
+
+def _simulate(tmp_path: Path, objs: list[Obj], capsys: pytest.CaptureFixture[str]) -> Obj:
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    assert simulate_main(path, None, False, "json", feature_gates=GATES) == 0
+    doc: Obj = json.loads(capsys.readouterr().out)
+    return doc
+
+
+def test_a_gang_that_does_not_fit_places_no_member(tmp_path: Path, gates: Any,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    objs = [_node("n1", 2), _node("n2", 1), _group("g", 4), *[_pod(f"m{i}", "g") for i in range(4)],
+            _pod("solo", None)]
+    doc = _simulate(tmp_path, objs, capsys)
+    by = {p["pod"]: p for p in doc["placements"]}
+    assert [by[f"default/m{i}"]["node"] for i in range(4)] == [None] * 4, doc["placements"]
+    msgs = sorted(by[f"default/m{i}"]["message"] for i in range(4))
+    want = "pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining"
+    assert msgs.count(want) == 3, msgs
+    assert by["default/solo"]["node"] in ("n1", "n2")  # the GPUs the gang did not keep
+    assert doc["scheduled"] == 1
+
+
+def test_a_gang_that_fits_is_placed_whole_in_file_order(tmp_path: Path, gates: Any,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    objs = [_node("n1", 2), _node("n2", 2), _group("g", 3), _pod("m0", "g"), _pod("solo", None, 1),
+            _pod("m1", "g"), _pod("m2", "g")]
+    doc = _simulate(tmp_path, objs, capsys)
+    assert [p["pod"] for p in doc["placements"]] == ["default/m0", "default/solo", "default/m1", "default/m2"]
+    assert all(p["node"] for p in doc["placements"]), doc["placements"]
+    assert doc["scheduled"] == 4
