@@ -44,7 +44,7 @@ import datetime as dt
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any
 
 from aiohttp import web
@@ -81,7 +81,8 @@ class Decision:
         duration: seconds from pop to the end of the scheduling cycle (binding not included).
         result: ``scheduled`` (assumed; binding follows in the background), ``unschedulable`` or ``error``.
         nodes_total / nodes_evaluated / feasible: nodes in the snapshot, looked at, passing Filter.
-        filters: ``(reason, nodes)`` per distinct Filter / PreFilter reason, most nodes first.
+        counts: the Filter / PreFilter rejections as the hot path counted them (:func:`filter_counts`:
+            ``(reasons joined by NUL, nodes)``, unsorted); :attr:`filters` renders them when read.
         rejected_by: the plugins that rejected a node (or the Pod), sorted.
         plugins / weights: the Score plugins that ran (the order of each row of ``rows``) and their weights.
         skipped: Score plugins whose PreScore returned Skip.
@@ -95,7 +96,7 @@ class Decision:
         nominated / victims: preemption's nominated node and the victims' ``namespace/name``.
     """
 
-    __slots__ = ("annotations", "attempt", "dra", "duration", "feasible", "filters", "message", "nodes",
+    __slots__ = ("annotations", "attempt", "counts", "dra", "duration", "feasible", "message", "nodes",
                  "nodes_evaluated", "nodes_total", "nominated", "plugins", "pod", "profile", "rejected_by", "result",
                  "rows", "selected", "skipped", "time", "totals", "uid", "victims", "weights")
 
@@ -109,7 +110,7 @@ class Decision:
     nodes_total: int
     nodes_evaluated: int
     feasible: int
-    filters: tuple[tuple[str, int], ...]
+    counts: tuple[tuple[str, int], ...]
     rejected_by: tuple[str, ...]
     plugins: tuple[str, ...]
     weights: Mapping[str, int]
@@ -123,6 +124,12 @@ class Decision:
     dra: Mapping[str, Any] | None
     nominated: str | None
     victims: tuple[str, ...]
+
+    @property
+    def filters(self) -> tuple[tuple[str, int], ...]:
+        """``(reason, nodes)`` per distinct Filter / PreFilter reason, most nodes first then by reason
+        (what :func:`filter_histogram` returns for the cycle's result), rendered on read."""
+        return render_histogram(self.counts)
 
     def to_json(self) -> dict[str, Any]:
         """The served JSON object. Keys shared with ``explain -o json`` mean the same there:
@@ -177,7 +184,6 @@ def rfc3339(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-_REASONS = attrgetter("reasons")
 _FIRST = itemgetter(0)
 _SEP = "\x00"  # joins a status's reasons into one hashable key; never part of a reason
 
@@ -186,19 +192,46 @@ def filter_histogram(res: ScheduleResult | None) -> tuple[tuple[str, int], ...]:
     """``(reason, nodes)`` from a result's Diagnosis, most nodes first then by reason: the per-node
     statuses (``Diagnosis.node_to_status``; a status with several reasons counts for each, as
     ``FitError.Error()`` counts) plus, after a PreFilter rejection or narrowing, the nodes it left
-    out (``absent_nodes_status``, counted as ``explain`` counts them). The counting is one C-level
-    ``Counter`` pass (statuses are distinct objects, their reason strings shared constants)."""
-    d = res.diagnosis if res is not None else None
-    if d is None or res is None or (not d.node_to_status and d.absent_nodes_status is None):
+    out (``absent_nodes_status``, counted as ``explain`` counts them).
+
+    The eager form, in one call: the reference :class:`Decision` is checked against (the hot path
+    keeps :func:`filter_counts` and renders with :func:`render_histogram` when read)."""
+    return render_histogram(filter_counts(res))
+
+
+_FEW_KEYS = 8
+"""Distinct reason keys up to which :func:`filter_counts` counts with ``list.count`` (C scans)."""
+
+
+def filter_counts(res: ScheduleResult | None) -> tuple[tuple[str, int], ...]:
+    """The hot-path half of :func:`filter_histogram`: ``(key, nodes)`` per distinct list of reasons
+    (a node's reasons joined by ``\\x00``), unsorted. No split, no sort.
+
+    Reads ``ScheduleResult.filtered`` (node -> reasons), which the runtime builds in every cycle from
+    the Diagnosis (``framework/runtime.py``, ``Algorithm.schedule``: every rejected node's status
+    reasons, plus the absent nodes' reasons after a PreFilter rejection or narrowing): the record
+    depends on that map holding exactly those entries. Cost: one C-level pass joining each
+    rejected node's reasons (a single reason is returned as is), then ``list.count`` per distinct key
+    (a C scan; rejections have a handful of distinct reasons, usually one), ~20 ns per rejected node;
+    ``Counter`` (~60 ns per node: a dict update each) only beyond :data:`_FEW_KEYS` keys."""
+    filtered = res.filtered if res is not None else None
+    if not filtered:
         return ()
-    counts = Counter(map(_SEP.join, map(_REASONS, d.node_to_status.values())))
-    absent = d.absent_nodes_status
-    if absent is not None:
-        n_absent = len(res.filtered) - len(d.node_to_status)
-        if n_absent > 0:
-            counts[_SEP.join(absent.reasons)] += n_absent
+    keys = list(map(_SEP.join, filtered.values()))
+    if keys.count(first := keys[0]) == len(keys):
+        return ((first, len(keys)),)
+    distinct = set(keys)
+    if len(distinct) <= _FEW_KEYS:
+        return tuple((k, keys.count(k)) for k in distinct)
+    return tuple(Counter(keys).items())
+
+
+def render_histogram(counts: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    """Read-time half of :func:`filter_histogram`: split the keys of :func:`filter_counts` into
+    reasons (a status with several reasons counts for each; no reason reads ``rejected``) and sort,
+    most nodes first then by reason."""
     hist: dict[str, int] = {}
-    for key, n in counts.items():
+    for key, n in counts:
         for r in key.split(_SEP):
             hist[r or "rejected"] = hist.get(r or "rejected", 0) + n
     return tuple(sorted(hist.items(), key=lambda x: (-x[1], x[0])))
@@ -225,10 +258,10 @@ def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, 
     idx: list[int] = []
     if k > 0:
         # C-level work only (this runs in every cycle): one sort of the totals gives the K best
-        # values; each is then located with ``list.index`` (a C scan), best first, ties in
-        # evaluation order. Much cheaper than a keyed sort or a per-node Python comparison.
-        top = max(totals)
-        best = [top] * k if totals.count(top) >= k else sorted(totals)[-k:]  # ties at the top: no sort
+        # values (totals repeat a lot; equal runs cost a comparison each); each is then located with
+        # ``list.index`` (a C scan), best first, ties in evaluation order. Much cheaper than
+        # ``heapq.nlargest`` with a key or any per-node Python comparison.
+        best = sorted(totals)[-k:]
         for v in sorted(set(best), reverse=True):
             start = 0
             for _ in range(best.count(v)):
@@ -304,14 +337,14 @@ class DecisionLog:
         d.dra = dra or None
         if res is None:
             d.nodes_evaluated = d.feasible = 0
-            d.filters = d.rejected_by = d.plugins = d.nodes = d.totals = d.rows = d.victims = ()
+            d.counts = d.rejected_by = d.plugins = d.nodes = d.totals = d.rows = d.victims = ()
             d.weights = {}
             d.skipped = ()
             d.selected = d.nominated = None
         else:
             d.nodes_evaluated = res.nodes_evaluated
             d.feasible = len(res.feasible)
-            d.filters = filter_histogram(res)
+            d.counts = filter_counts(res)
             intern = self._interned
             rejected = rejecting_plugins(res)
             d.rejected_by = intern.setdefault(rejected, rejected)
