@@ -46,11 +46,13 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from py_scheduler.app.secure import TOKEN_COOKIE, DelegatingAuth, is_token, token_cookie
 from py_scheduler.framework.runtime import ScheduleResult
 from py_scheduler.framework.types import PodInfo
 
@@ -444,14 +446,23 @@ def _select(log: DecisionLog, request: web.Request) -> tuple[str | None, list[De
     return None, log.latest(limit)
 
 
-def add_routes(app: web.Application, log: DecisionLog, is_leader: Callable[[], bool]) -> None:
+def add_routes(app: web.Application, log: DecisionLog, is_leader: Callable[[], bool],
+               auth: DelegatingAuth | None = None) -> None:
     """Register ``/debug/decisions`` (JSON) and ``/debug/decisions/ui`` (HTML) on ``app``.
 
     Query: ``pod=NAMESPACE/NAME`` (that Pod's records, newest first), ``uid`` (only that
     incarnation), ``limit`` (default 20, at most 1000). JSON: ``{"pod", "decisions": [...],
     "ring": {...}}``; 404 when ``pod`` has no record, 400 for a bad query, 503 on a replica that is
-    not leading. Protection: whatever protects the server (``app/health.py``): its bind address
-    today, delegated authn/authz once the secure port lands; see docs/decisions.md.
+    not leading. Protection: whatever protects the server (``app/health.py``): ``auth``'s delegated
+    authentication and authorization (secure serving), or nothing but the bind address
+    (``--plain-http``); see docs/decisions.md.
+
+    With ``auth``, a browser without credentials gets a sign-in page at ``/debug/decisions/ui``
+    (401; 403 when the token's user lacks the right) instead of a bare status; ``POST
+    /debug/decisions/login`` (form field ``token``) reviews the token as the middleware would for
+    ``get /debug/decisions/ui`` and, when allowed, sets the token cookie
+    (:func:`py_scheduler.app.secure.token_cookie`) and redirects (303, relative) to the page;
+    ``/debug/decisions/logout`` clears the cookie.
     """
 
     async def decisions_json(request: web.Request) -> web.Response:
@@ -467,11 +478,51 @@ def add_routes(app: web.Application, log: DecisionLog, is_leader: Callable[[], b
         if not is_leader():
             return web.Response(status=503, text=NOT_LEADER + "\n")
         pod, found = _select(log, request)
-        html = render_page(found, log.stats(), pod=pod, limit=_limit(request))
-        return web.Response(text=html, content_type="text/html", charset="utf-8",
-                            headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-                                     "X-Content-Type-Options": "nosniff"})
+        html = render_page(found, log.stats(), pod=pod, limit=_limit(request),
+                           signed_in=auth is not None and TOKEN_COOKIE in request.cookies)
+        return _html(html)
 
     app.router.add_get("/debug/decisions", decisions_json)
     app.router.add_get("/debug/decisions/ui", decisions_ui)
+    if auth is None:
+        return
+    from py_scheduler.app.decisions_html import render_login
+
+    def login_page(request: web.Request, status: int, message: str) -> web.Response:
+        q = request.query
+        return _html(render_login(message, pod=q.get("pod"), limit=q.get("limit")), status)
+
+    async def login(request: web.Request) -> web.Response:
+        if request.method != "POST":
+            return _html(render_login("sign in with a bearer token"))
+        form = await request.post()
+        token = str(form.get("token") or "").strip()
+        pod, limit = str(form.get("pod") or ""), str(form.get("limit") or "")
+        if not is_token(token):
+            return _html(render_login("that is not a bearer token", pod=pod, limit=limit), 401)
+        code, _, message = await auth.check(token, "get", "/debug/decisions/ui")
+        if code != 200:
+            return _html(render_login(message, pod=pod, limit=limit), code)
+        query = urlencode([(k, v) for k, v in (("pod", pod), ("limit", limit)) if v])
+        resp = web.Response(status=303, headers={"Location": "ui" + (f"?{query}" if query else "")})
+        resp.headers.add("Set-Cookie", token_cookie(token))
+        return resp
+
+    async def logout(request: web.Request) -> web.Response:
+        resp = _html(render_login("signed out"))
+        resp.headers.add("Set-Cookie", token_cookie(None))
+        return resp
+
+    auth.login_pages["/debug/decisions/ui"] = login_page
+    auth.login_handlers.update(("/debug/decisions/login", "/debug/decisions/logout"))
+    app.router.add_route("GET", "/debug/decisions/login", login)
+    app.router.add_route("POST", "/debug/decisions/login", login)
+    app.router.add_get("/debug/decisions/logout", logout)
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    """An HTML answer with the page's headers: no script may run, no type sniffing, never cached."""
+    return web.Response(text=text, status=status, content_type="text/html", charset="utf-8",
+                        headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+                                 "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
 
