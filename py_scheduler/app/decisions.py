@@ -258,11 +258,16 @@ def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, 
     if n == 0:
         return (), (), ()
     idx: list[int] = []
+    sel = res.selected
+    i_sel = res.selected_index  # selectHost's choice: the highest total (ScheduleResult, runtime.py)
+    if not (0 <= i_sel < n and names[i_sel] == sel):
+        i_sel = -1
     if k > 0:
         # C-level work only (this runs in every cycle): one sort of the totals gives the K best
-        # values (totals repeat a lot; equal runs cost a comparison each); each is then located with
-        # ``list.index`` (a C scan), best first, ties in evaluation order. Much cheaper than
-        # ``heapq.nlargest`` with a key or any per-node Python comparison.
+        # values (a sort of ints compares them without the generic protocol: cheaper than one
+        # ``max`` or ``list.count`` pass); each is then located with ``list.index`` (a C scan), best
+        # first, ties in evaluation order. Much cheaper than ``heapq.nlargest`` with a key or any
+        # per-node Python comparison. The selected node's position comes from selectHost.
         best = sorted(totals)[-k:]
         for v in sorted(set(best), reverse=True):
             start = 0
@@ -270,10 +275,12 @@ def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, 
                 i = totals.index(v, start)
                 idx.append(i)
                 start = i + 1
-    sel = res.selected
-    if sel is not None and all(names[i] != sel for i in idx):
-        with contextlib.suppress(ValueError):  # a selected node is always scored; be safe anyway
-            idx.append(names.index(sel))
+    if sel is not None and (i_sel not in idx if i_sel >= 0 else all(names[i] != sel for i in idx)):
+        if i_sel < 0:
+            with contextlib.suppress(ValueError):  # a selected node is always scored; be safe anyway
+                i_sel = names.index(sel)
+        if i_sel >= 0:
+            idx.append(i_sel)
     flat = [c[i] for i in idx for _, c in cols]
     rows: Sequence[int]
     try:

@@ -61,7 +61,11 @@ def results(draw: st.DrawFn) -> tuple[ScheduleResult, int]:
     res = ScheduleResult(pod="ns/p", profile="py-scheduler", feasible=list(names), weights=weights)
     res.score_names, res.score_columns = names, cols
     res.total_values = [sum(c[i] * weights[p] for p, c in cols) for i in range(n)]
-    if n and draw(st.booleans()):
+    if n and draw(st.booleans()):  # as selectHost: one of the highest totals, its position known
+        top = max(res.total_values)
+        res.selected_index = draw(st.sampled_from([i for i, t in enumerate(res.total_values) if t == top]))
+        res.selected = names[res.selected_index]
+    elif n and draw(st.booleans()):  # any node, position unknown (the record searches for it)
         res.selected = draw(st.sampled_from(names))
     rejected = draw(st.integers(0, 60))
     statuses = {f"bad-{i}": Status(Code.UNSCHEDULABLE,
