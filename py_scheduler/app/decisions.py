@@ -262,7 +262,19 @@ def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, 
     i_sel = res.selected_index  # selectHost's choice: the highest total (ScheduleResult, runtime.py)
     if not (0 <= i_sel < n and names[i_sel] == sel):
         i_sel = -1
-    if k > 0:
+    if k > 0 and i_sel >= 0:
+        # Totals tie a lot (every node of a homogeneous pool): when the selected node's total, the
+        # highest, occurs K times, the K best are its first K occurrences, found by ``list.index``
+        # (C scans that stop early), without touching every total.
+        top, start = totals[i_sel], 0
+        try:
+            for _ in range(k):
+                i = totals.index(top, start)
+                idx.append(i)
+                start = i + 1
+        except ValueError:  # fewer than K ties at the top: sort below
+            idx.clear()
+    if k > 0 and not idx:
         # C-level work only (this runs in every cycle): one sort of the totals gives the K best
         # values (a sort of ints compares them without the generic protocol: cheaper than one
         # ``max`` or ``list.count`` pass); each is then located with ``list.index`` (a C scan), best

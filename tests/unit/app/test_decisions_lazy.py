@@ -56,7 +56,8 @@ def results(draw: st.DrawFn) -> tuple[ScheduleResult, int]:
     n = draw(st.integers(0, 40))
     names = [f"node-{i}" for i in range(n)]
     plugins = draw(st.lists(st.sampled_from(PLUGINS), unique=True, max_size=3))
-    cols = [(p, bytes(draw(st.lists(st.integers(0, 100), min_size=n, max_size=n)))) for p in plugins]
+    score = st.sampled_from([0, 100]) if draw(st.booleans()) else st.integers(0, 100)  # many ties, or few
+    cols = [(p, bytes(draw(st.lists(score, min_size=n, max_size=n)))) for p in plugins]
     weights = {p: draw(st.integers(1, 5)) for p in plugins}
     res = ScheduleResult(pod="ns/p", profile="py-scheduler", feasible=list(names), weights=weights)
     res.score_names, res.score_columns = names, cols
