@@ -173,20 +173,21 @@ async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int
             raw = await api.call_api(path, "GET", query_params=[("pod", pod), ("uid", uid)],
                                      header_params=headers, auth_settings=["BearerToken"],
                                      _preload_content=False, _request_timeout=TIMEOUT_SECONDS)
-            body = await raw[0].read() if isinstance(raw, tuple) else await raw.read()
-        except ApiException as exc:
-            if exc.status == 404 and exc.body:
-                try:
-                    return _pick(json.loads(exc.body), source)
-                except ValueError:
-                    pass  # a 404 of the API server itself (no such Pod): not JSON from us
-            return Lookup(None, _refusal(source, int(exc.status or 0), str(exc.body or exc.reason), token), source)
+            resp = raw[0] if isinstance(raw, tuple) else raw
+            status, text = int(resp.status), (await resp.read()).decode("utf-8", "replace")
+        except ApiException as exc:  # raised for some statuses depending on the client version
+            status, text = int(exc.status or 0), str(exc.body or exc.reason or "")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return Lookup(None, f"cannot reach the {source}: {exc}", source)
         try:
-            return _pick(json.loads(body), source)
+            body = json.loads(text)
         except ValueError:
+            body = None  # not JSON: not from us
+        if status in (200, 404) and isinstance(body, dict) and "decisions" in body:  # ours; a Status is the API's
+            return _pick(body, source)
+        if status == 200:
             return Lookup(None, f"the {source} did not answer JSON", source)
+        return Lookup(None, _refusal(source, status, text, token), source)
 
 
 def fetch_recorded(kubeconfig: Path | None, pod: str, uid: str, *, lease: str = DEFAULT_LEASE,
