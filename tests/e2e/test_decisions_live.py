@@ -23,6 +23,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import yaml
 from kubernetes_asyncio import client
 
 from tests.e2e.helpers import (
@@ -231,11 +232,12 @@ async def _run(argv: list[str]) -> str:
 # -- secure serving (the default) through the API server's Pod proxy ---------------------------------------
 
 async def _reader_tokens(api: client.ApiClient, ns: str, tag: str) -> tuple[str, str]:
-    """Tokens of two ServiceAccounts of ``ns``: ``reader``, bound to a ClusterRole as
-    deploy/decisions-reader.yaml's (get on /debug/decisions*), and ``nobody``, bound to nothing."""
+    """Tokens of two ServiceAccounts of ``ns``: ``reader``, bound to deploy/decisions-reader.yaml's
+    ClusterRole (its rules, under a name of this test), and ``nobody``, bound to nothing."""
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    await rbac.create_cluster_role({"metadata": {"name": f"{tag}-reader"}, "rules": [
-        {"nonResourceURLs": ["/debug/decisions", "/debug/decisions/*"], "verbs": ["get"]}]})
+    shipped = next(d for d in yaml.safe_load_all((REPO / "deploy" / "decisions-reader.yaml").read_text())
+                   if d["kind"] == "ClusterRole")
+    await rbac.create_cluster_role({"metadata": {"name": f"{tag}-reader"}, "rules": shipped["rules"]})
     await rbac.create_cluster_role_binding({
         "metadata": {"name": f"{tag}-reader"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{tag}-reader"},
