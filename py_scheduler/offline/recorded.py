@@ -43,7 +43,8 @@ TOKEN_HEADER = "X-Py-Scheduler-Authorization"
 """The header the scheduler reads a bearer token from behind the Pod proxy (``app/secure.py``)."""
 NEEDS_TOKEN = ("the scheduler serves its records securely and reviews the caller's bearer token, but there is none "
                "to send (a client-certificate kubeconfig has no token): give --token or PY_SCHEDULER_TOKEN, e.g. "
-               "`kubectl create token decisions-reader -n kube-system --duration 1h` (deploy/decisions-reader.yaml)")
+               "`kubectl create token decisions-reader -n kube-system --duration 1h` "
+               "(deploy/examples/decisions-reader.yaml)")
 
 
 @dataclass(slots=True)
@@ -77,7 +78,7 @@ def _refusal(source: str, status: int, body: str, token: str | None) -> str:
                 "with --token or PY_SCHEDULER_TOKEN")
     if status == 403 and ours:
         return (f"the {source} answered HTTP 403: {detail} (the token's user needs get on the non-resource URLs "
-                "/debug/decisions*: bind the ClusterRole of deploy/decisions-reader.yaml)")
+                "/debug/decisions*: bind the ClusterRole of deploy/examples/decisions-reader.yaml)")
     return f"the {source} answered HTTP {status}: {detail}"
 
 

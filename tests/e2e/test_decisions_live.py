@@ -232,10 +232,10 @@ async def _run(argv: list[str]) -> str:
 # -- secure serving (the default) through the API server's Pod proxy ---------------------------------------
 
 async def _reader_tokens(api: client.ApiClient, ns: str, tag: str) -> tuple[str, str]:
-    """Tokens of two ServiceAccounts of ``ns``: ``reader``, bound to deploy/decisions-reader.yaml's
+    """Tokens of two ServiceAccounts of ``ns``: ``reader``, bound to deploy/examples/decisions-reader.yaml's
     ClusterRole (its rules, under a name of this test), and ``nobody``, bound to nothing."""
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    shipped = next(d for d in yaml.safe_load_all((REPO / "deploy" / "decisions-reader.yaml").read_text())
+    shipped = next(d for d in yaml.safe_load_all((REPO / "deploy" / "examples" / "decisions-reader.yaml").read_text())
                    if d["kind"] == "ClusterRole")
     await rbac.create_cluster_role({"metadata": {"name": f"{tag}-reader"}, "rules": shipped["rules"]})
     await rbac.create_cluster_role_binding({
@@ -314,6 +314,8 @@ async def test_secure_leader_reached_through_the_pod_proxy_by_explain_and_a_brow
             base = (f"http://127.0.0.1:{m.group(1)}/api/v1/namespaces/{ns}/pods/https:{hostname}:{port}"
                     "/proxy/debug/decisions")
             await _sign_in_and_out_in_chromium(browser, base, f"default/{pod}", node, reader, tmp_path)
+            log = sched.log()  # the token never logged, neither from the header nor from the form or cookie
+            assert reader not in log and reader.rsplit(".", 1)[-1] not in log
     finally:
         if kubectl_proxy is not None and kubectl_proxy.returncode is None:
             kubectl_proxy.terminate()
