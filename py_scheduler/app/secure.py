@@ -34,6 +34,13 @@ anonymous enabled, 10 s cache), ``.../options/authorization.go`` (``DelegatingAu
 ``AlwaysAllowPaths`` /healthz /readyz /livez, ``AlwaysAllowGroups`` system:masters, 10 s allow and
 deny caches), ``.../pkg/authorization/path`` (the ``*`` prefix rule), ``.../pkg/endpoints/filters``
 (``WithAuthentication`` 401, ``WithAuthorization`` 403 / 500), ``cmd/kube-scheduler/app/options``.
+Why a header and a cookie besides ``Authorization``: ``.../endpoints/filters/authentication.go``
+deletes ``Authorization`` once the API server authenticated the request, and the Pod proxy
+(``pkg/registry/core/pod/rest/subresources.go``, ``ProxyREST.Connect``; ``apimachinery/pkg/util/proxy``
+``UpgradeAwareHandler`` and ``Transport``) forwards the other headers, cookies and ``Set-Cookie``,
+leaves relative ``Location`` headers and links alone and prefixes absolute-path links in HTML. The
+sign-in page follows the Kubernetes Dashboard's token login (a token pasted into a form, kept in a
+cookie).
 """
 
 from __future__ import annotations
