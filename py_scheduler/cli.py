@@ -86,6 +86,11 @@ def explain(
     decisions_url: Annotated[str | None, typer.Option(
         help="read recorded decisions from this URL (e.g. http://127.0.0.1:10259 after kubectl port-forward) "
         "instead of through the API server's proxy to the leader")] = None,
+    token: Annotated[str | None, typer.Option(
+        envvar="PY_SCHEDULER_TOKEN", show_default=False,
+        help="bearer token the scheduler's secure port reviews when reading recorded decisions (default: the "
+        "kubeconfig's; a client-certificate kubeconfig has none: e.g. kubectl create token decisions-reader "
+        "-n kube-system --duration 1h)")] = None,
 ) -> None:
     """Why would (or did) a Pod land where it did: per-plugin scores, filters, totals.
 
@@ -95,7 +100,7 @@ def explain(
     raise typer.Exit(explain_main(snapshot=snapshot, kubeconfig=kubeconfig, pod=pod, config=config, output=output,
                                   recompute=recompute, lease=lease, scheduler_port=scheduler_port,
                                   scheduler_scheme=scheduler_scheme, decisions_url=decisions_url,
-                                  feature_gates=feature_gates))
+                                  feature_gates=feature_gates, token=token))
 
 
 @app.command()

@@ -14,10 +14,15 @@ top K nodes by total (default 5) and the selected node every Score plugin's norm
 selected node, the Pod annotations Reserve asked for (GPU indices), the DRA devices Reserve picked,
 the nomination and victims of preemption, and the FailedScheduling message when nothing fit.
 
-Cost (hot path, :meth:`DecisionLog.record`): no API call; a handful of small tuples per attempt. The
-top-K selection is one C-level ``sorted`` of the totals (at most the scored nodes:
-percentageOfNodesToScore keeps that to ~420 at 1000 nodes, ~500 at 5000), the Filter histogram one
-pass over the rejected nodes' statuses. JSON and HTML are built only when served.
+Cost (hot path, :meth:`DecisionLog.record`): no API call, no JSON, no dict per node; a handful of
+small tuples per attempt, reduced from what the runtime computed with C-level calls only. This
+module owns that speed-up and depends on ``framework/runtime.py``'s ``ScheduleResult``:
+``selected_index`` (selectHost's position of the chosen node, whose total is the highest: the top K
+are its first K occurrences when it is tied K times, else one ``sorted`` of the totals),
+``filtered`` (node -> reasons, absent nodes included: the histogram is ``list.count`` per distinct
+key, kept raw and split/sorted only when read, :attr:`Decision.filters`), ``score_names`` /
+``score_columns`` / ``total_values``. tests/unit/app/test_decisions_lazy.py checks that the record
+serves exactly what the eager form served. JSON and HTML are built only when served.
 
 Bound: a ring (``collections.deque(maxlen=capacity)``) of :data:`DEFAULT_CAPACITY` records, the
 oldest dropped first; ``py_scheduler_decision_records_dropped_total`` counts the drops and
@@ -44,13 +49,15 @@ import datetime as dt
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any
+from urllib.parse import urlencode
 
 from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from py_scheduler.app.secure import TOKEN_COOKIE, DelegatingAuth, is_token, token_cookie
 from py_scheduler.framework.runtime import ScheduleResult
 from py_scheduler.framework.types import PodInfo
 
@@ -81,7 +88,8 @@ class Decision:
         duration: seconds from pop to the end of the scheduling cycle (binding not included).
         result: ``scheduled`` (assumed; binding follows in the background), ``unschedulable`` or ``error``.
         nodes_total / nodes_evaluated / feasible: nodes in the snapshot, looked at, passing Filter.
-        filters: ``(reason, nodes)`` per distinct Filter / PreFilter reason, most nodes first.
+        counts: the Filter / PreFilter rejections as the hot path counted them (:func:`filter_counts`:
+            ``(reasons joined by NUL, nodes)``, unsorted); :attr:`filters` renders them when read.
         rejected_by: the plugins that rejected a node (or the Pod), sorted.
         plugins / weights: the Score plugins that ran (the order of each row of ``rows``) and their weights.
         skipped: Score plugins whose PreScore returned Skip.
@@ -95,7 +103,7 @@ class Decision:
         nominated / victims: preemption's nominated node and the victims' ``namespace/name``.
     """
 
-    __slots__ = ("annotations", "attempt", "dra", "duration", "feasible", "filters", "message", "nodes",
+    __slots__ = ("annotations", "attempt", "counts", "dra", "duration", "feasible", "message", "nodes",
                  "nodes_evaluated", "nodes_total", "nominated", "plugins", "pod", "profile", "rejected_by", "result",
                  "rows", "selected", "skipped", "time", "totals", "uid", "victims", "weights")
 
@@ -109,7 +117,7 @@ class Decision:
     nodes_total: int
     nodes_evaluated: int
     feasible: int
-    filters: tuple[tuple[str, int], ...]
+    counts: tuple[tuple[str, int], ...]
     rejected_by: tuple[str, ...]
     plugins: tuple[str, ...]
     weights: Mapping[str, int]
@@ -123,6 +131,12 @@ class Decision:
     dra: Mapping[str, Any] | None
     nominated: str | None
     victims: tuple[str, ...]
+
+    @property
+    def filters(self) -> tuple[tuple[str, int], ...]:
+        """``(reason, nodes)`` per distinct Filter / PreFilter reason, most nodes first then by reason
+        (what :func:`filter_histogram` returns for the cycle's result), rendered on read."""
+        return render_histogram(self.counts)
 
     def to_json(self) -> dict[str, Any]:
         """The served JSON object. Keys shared with ``explain -o json`` mean the same there:
@@ -177,7 +191,6 @@ def rfc3339(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-_REASONS = attrgetter("reasons")
 _FIRST = itemgetter(0)
 _SEP = "\x00"  # joins a status's reasons into one hashable key; never part of a reason
 
@@ -186,19 +199,46 @@ def filter_histogram(res: ScheduleResult | None) -> tuple[tuple[str, int], ...]:
     """``(reason, nodes)`` from a result's Diagnosis, most nodes first then by reason: the per-node
     statuses (``Diagnosis.node_to_status``; a status with several reasons counts for each, as
     ``FitError.Error()`` counts) plus, after a PreFilter rejection or narrowing, the nodes it left
-    out (``absent_nodes_status``, counted as ``explain`` counts them). The counting is one C-level
-    ``Counter`` pass (statuses are distinct objects, their reason strings shared constants)."""
-    d = res.diagnosis if res is not None else None
-    if d is None or res is None or (not d.node_to_status and d.absent_nodes_status is None):
+    out (``absent_nodes_status``, counted as ``explain`` counts them).
+
+    The eager form, in one call: the reference :class:`Decision` is checked against (the hot path
+    keeps :func:`filter_counts` and renders with :func:`render_histogram` when read)."""
+    return render_histogram(filter_counts(res))
+
+
+_FEW_KEYS = 8
+"""Distinct reason keys up to which :func:`filter_counts` counts with ``list.count`` (C scans)."""
+
+
+def filter_counts(res: ScheduleResult | None) -> tuple[tuple[str, int], ...]:
+    """The hot-path half of :func:`filter_histogram`: ``(key, nodes)`` per distinct list of reasons
+    (a node's reasons joined by ``\\x00``), unsorted. No split, no sort.
+
+    Reads ``ScheduleResult.filtered`` (node -> reasons), which the runtime builds in every cycle from
+    the Diagnosis (``framework/runtime.py``, ``Algorithm.schedule``: every rejected node's status
+    reasons, plus the absent nodes' reasons after a PreFilter rejection or narrowing): the record
+    depends on that map holding exactly those entries. Cost: one C-level pass joining each
+    rejected node's reasons (a single reason is returned as is), then ``list.count`` per distinct key
+    (a C scan; rejections have a handful of distinct reasons, usually one), ~20 ns per rejected node;
+    ``Counter`` (~60 ns per node: a dict update each) only beyond :data:`_FEW_KEYS` keys."""
+    filtered = res.filtered if res is not None else None
+    if not filtered:
         return ()
-    counts = Counter(map(_SEP.join, map(_REASONS, d.node_to_status.values())))
-    absent = d.absent_nodes_status
-    if absent is not None:
-        n_absent = len(res.filtered) - len(d.node_to_status)
-        if n_absent > 0:
-            counts[_SEP.join(absent.reasons)] += n_absent
+    keys = list(map(_SEP.join, filtered.values()))
+    if keys.count(first := keys[0]) == len(keys):
+        return ((first, len(keys)),)
+    distinct = set(keys)
+    if len(distinct) <= _FEW_KEYS:
+        return tuple((k, keys.count(k)) for k in distinct)
+    return tuple(Counter(keys).items())
+
+
+def render_histogram(counts: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    """Read-time half of :func:`filter_histogram`: split the keys of :func:`filter_counts` into
+    reasons (a status with several reasons counts for each; no reason reads ``rejected``) and sort,
+    most nodes first then by reason."""
     hist: dict[str, int] = {}
-    for key, n in counts.items():
+    for key, n in counts:
         for r in key.split(_SEP):
             hist[r or "rejected"] = hist.get(r or "rejected", 0) + n
     return tuple(sorted(hist.items(), key=lambda x: (-x[1], x[0])))
@@ -223,22 +263,41 @@ def top_nodes(res: ScheduleResult, k: int) -> tuple[tuple[str, ...], tuple[int, 
     if n == 0:
         return (), (), ()
     idx: list[int] = []
-    if k > 0:
+    sel = res.selected
+    i_sel = res.selected_index  # selectHost's choice: the highest total (ScheduleResult, runtime.py)
+    if not (0 <= i_sel < n and names[i_sel] == sel):
+        i_sel = -1
+    if k > 0 and i_sel >= 0:
+        # Totals tie a lot (every node of a homogeneous pool): when the selected node's total, the
+        # highest, occurs K times, the K best are its first K occurrences, found by ``list.index``
+        # (C scans that stop early), without touching every total.
+        top, start = totals[i_sel], 0
+        try:
+            for _ in range(k):
+                i = totals.index(top, start)
+                idx.append(i)
+                start = i + 1
+        except ValueError:  # fewer than K ties at the top: sort below
+            idx.clear()
+    if k > 0 and not idx:
         # C-level work only (this runs in every cycle): one sort of the totals gives the K best
-        # values; each is then located with ``list.index`` (a C scan), best first, ties in
-        # evaluation order. Much cheaper than a keyed sort or a per-node Python comparison.
-        top = max(totals)
-        best = [top] * k if totals.count(top) >= k else sorted(totals)[-k:]  # ties at the top: no sort
+        # values (a sort of ints compares them without the generic protocol: cheaper than one
+        # ``max`` or ``list.count`` pass); each is then located with ``list.index`` (a C scan), best
+        # first, ties in evaluation order. Much cheaper than ``heapq.nlargest`` with a key or any
+        # per-node Python comparison. The selected node's position comes from selectHost.
+        best = sorted(totals)[-k:]
         for v in sorted(set(best), reverse=True):
             start = 0
             for _ in range(best.count(v)):
                 i = totals.index(v, start)
                 idx.append(i)
                 start = i + 1
-    sel = res.selected
-    if sel is not None and all(names[i] != sel for i in idx):
-        with contextlib.suppress(ValueError):  # a selected node is always scored; be safe anyway
-            idx.append(names.index(sel))
+    if sel is not None and (i_sel not in idx if i_sel >= 0 else all(names[i] != sel for i in idx)):
+        if i_sel < 0:
+            with contextlib.suppress(ValueError):  # a selected node is always scored; be safe anyway
+                i_sel = names.index(sel)
+        if i_sel >= 0:
+            idx.append(i_sel)
     flat = [c[i] for i in idx for _, c in cols]
     rows: Sequence[int]
     try:
@@ -304,14 +363,14 @@ class DecisionLog:
         d.dra = dra or None
         if res is None:
             d.nodes_evaluated = d.feasible = 0
-            d.filters = d.rejected_by = d.plugins = d.nodes = d.totals = d.rows = d.victims = ()
+            d.counts = d.rejected_by = d.plugins = d.nodes = d.totals = d.rows = d.victims = ()
             d.weights = {}
             d.skipped = ()
             d.selected = d.nominated = None
         else:
             d.nodes_evaluated = res.nodes_evaluated
             d.feasible = len(res.feasible)
-            d.filters = filter_histogram(res)
+            d.counts = filter_counts(res)
             intern = self._interned
             rejected = rejecting_plugins(res)
             d.rejected_by = intern.setdefault(rejected, rejected)
@@ -411,14 +470,23 @@ def _select(log: DecisionLog, request: web.Request) -> tuple[str | None, list[De
     return None, log.latest(limit)
 
 
-def add_routes(app: web.Application, log: DecisionLog, is_leader: Callable[[], bool]) -> None:
+def add_routes(app: web.Application, log: DecisionLog, is_leader: Callable[[], bool],
+               auth: DelegatingAuth | None = None) -> None:
     """Register ``/debug/decisions`` (JSON) and ``/debug/decisions/ui`` (HTML) on ``app``.
 
     Query: ``pod=NAMESPACE/NAME`` (that Pod's records, newest first), ``uid`` (only that
     incarnation), ``limit`` (default 20, at most 1000). JSON: ``{"pod", "decisions": [...],
     "ring": {...}}``; 404 when ``pod`` has no record, 400 for a bad query, 503 on a replica that is
-    not leading. Protection: whatever protects the server (``app/health.py``): its bind address
-    today, delegated authn/authz once the secure port lands; see docs/decisions.md.
+    not leading. Protection: whatever protects the server (``app/health.py``): ``auth``'s delegated
+    authentication and authorization (secure serving), or nothing but the bind address
+    (``--plain-http``); see docs/decisions.md.
+
+    With ``auth``, a browser without credentials gets a sign-in page at ``/debug/decisions/ui``
+    (401; 403 when the token's user lacks the right) instead of a bare status; ``POST
+    /debug/decisions/login`` (form field ``token``) reviews the token as the middleware would for
+    ``get /debug/decisions/ui`` and, when allowed, sets the token cookie
+    (:func:`py_scheduler.app.secure.token_cookie`) and redirects (303, relative) to the page;
+    ``/debug/decisions/logout`` clears the cookie.
     """
 
     async def decisions_json(request: web.Request) -> web.Response:
@@ -434,11 +502,51 @@ def add_routes(app: web.Application, log: DecisionLog, is_leader: Callable[[], b
         if not is_leader():
             return web.Response(status=503, text=NOT_LEADER + "\n")
         pod, found = _select(log, request)
-        html = render_page(found, log.stats(), pod=pod, limit=_limit(request))
-        return web.Response(text=html, content_type="text/html", charset="utf-8",
-                            headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-                                     "X-Content-Type-Options": "nosniff"})
+        html = render_page(found, log.stats(), pod=pod, limit=_limit(request),
+                           signed_in=auth is not None and TOKEN_COOKIE in request.cookies)
+        return _html(html)
 
     app.router.add_get("/debug/decisions", decisions_json)
     app.router.add_get("/debug/decisions/ui", decisions_ui)
+    if auth is None:
+        return
+    from py_scheduler.app.decisions_html import render_login
+
+    def login_page(request: web.Request, status: int, message: str) -> web.Response:
+        q = request.query
+        return _html(render_login(message, pod=q.get("pod"), limit=q.get("limit")), status)
+
+    async def login(request: web.Request) -> web.Response:
+        if request.method != "POST":
+            return _html(render_login("sign in with a bearer token"))
+        form = await request.post()
+        token = str(form.get("token") or "").strip()
+        pod, limit = str(form.get("pod") or ""), str(form.get("limit") or "")
+        if not is_token(token):
+            return _html(render_login("that is not a bearer token", pod=pod, limit=limit), 401)
+        code, _, message = await auth.check(token, "get", "/debug/decisions/ui")
+        if code != 200:
+            return _html(render_login(message, pod=pod, limit=limit), code)
+        query = urlencode([(k, v) for k, v in (("pod", pod), ("limit", limit)) if v])
+        resp = web.Response(status=303, headers={"Location": "ui" + (f"?{query}" if query else "")})
+        resp.headers.add("Set-Cookie", token_cookie(token))
+        return resp
+
+    async def logout(request: web.Request) -> web.Response:
+        resp = _html(render_login("signed out"))
+        resp.headers.add("Set-Cookie", token_cookie(None))
+        return resp
+
+    auth.login_pages["/debug/decisions/ui"] = login_page
+    auth.login_handlers.update(("/debug/decisions/login", "/debug/decisions/logout"))
+    app.router.add_route("GET", "/debug/decisions/login", login)
+    app.router.add_route("POST", "/debug/decisions/login", login)
+    app.router.add_get("/debug/decisions/logout", logout)
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    """An HTML answer with the page's headers: no script may run, no type sniffing, never cached."""
+    return web.Response(text=text, status=status, content_type="text/html", charset="utf-8",
+                        headers={"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+                                 "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
 

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from py_scheduler.app.decisions import Decision, rfc3339
 
-__all__ = ["render_decision", "render_page"]
+__all__ = ["render_decision", "render_login", "render_page"]
 
 _CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1b1f23;background:#fff}
@@ -93,8 +93,30 @@ def render_decision(d: Decision) -> str:
     return "".join(out)
 
 
-def render_page(decisions: Sequence[Decision], ring: dict[str, Any], *, pod: str | None, limit: int) -> str:
-    """The whole page: a GET form (Pod filter, limit), the ring's bounds, then the records newest first."""
+def render_login(message: str, *, pod: str | None = None, limit: str | None = None) -> str:
+    """The sign-in page answered by ``/debug/decisions/ui`` to a browser without (valid) credentials:
+    why (``message``), then a POST form (``action="login"``, relative, so it works under the API
+    server's proxy prefix) asking for a bearer token, e.g. ``kubectl create token decisions-reader
+    -n kube-system --duration 1h``; ``pod`` and ``limit`` are carried to the page shown after."""
+    hidden = "".join(f'<input type=hidden name={k} value="{_e(v)}">' for k, v in (("pod", pod), ("limit", limit)) if v)
+    return "\n".join([
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f"<title>py-scheduler · sign in</title><style>{_CSS}</style></head><body>",
+        "<h1>py-scheduler decisions: sign in</h1>",
+        f'<p class="bad" id=why>{_e(message)}</p>',
+        "<p>Paste a bearer token of a user allowed to <code>get</code> the non-resource URL "
+        "<code>/debug/decisions/ui</code>, e.g. <code>kubectl create token decisions-reader -n kube-system "
+        "--duration 1h</code>. It is checked with the API server (TokenReview, SubjectAccessReview) and kept "
+        "in a cookie of this browser session only (HttpOnly, Secure, SameSite=Strict).</p>",
+        '<form method=post action="login"><label>Token <input type=password name=token autocomplete=off '
+        f'required style="width:40em"></label>{hidden} <button type=submit>Sign in</button></form>',
+        "</body></html>"])
+
+
+def render_page(decisions: Sequence[Decision], ring: dict[str, Any], *, pod: str | None, limit: int,
+                signed_in: bool = False) -> str:
+    """The whole page: a GET form (Pod filter, limit), the ring's bounds, then the records newest first;
+    a sign-out link when the browser signed in (``signed_in``: the request carried the token cookie)."""
     head = (f"Decisions of {pod}" if pod else "Recent scheduling decisions")
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
@@ -105,7 +127,8 @@ def render_page(decisions: Sequence[Decision], ring: dict[str, Any], *, pod: str
         '<form method=get action="ui"><label>Pod <input type=text name=pod placeholder="namespace/name" '
         f'value="{_e(pod or "")}"></label> <label>limit <input type=number name=limit min=1 value="{limit}" '
         'style="width:5em"></label> <button type=submit>Show</button> '
-        f'<a href="?{_e(urlencode({"limit": limit}))}">all Pods</a></form>',
+        f'<a href="?{_e(urlencode({"limit": limit}))}">all Pods</a>'
+        + (' · <a href="logout" id=logout>sign out</a>' if signed_in else "") + "</form>",
     ]
     if not decisions:
         parts.append(f"<p>No record{' of ' + _e(pod) if pod else ''} in the ring.</p>")

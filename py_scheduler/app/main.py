@@ -216,7 +216,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
         try:
             health = build_health_server(metrics_bind_address, ready, kube, serving)
             if decisions is not None:  # /debug/decisions: routes added before the app is frozen by start()
-                add_decision_routes(health.app, decisions, leader.is_leader_valid)
+                add_decision_routes(health.app, decisions, leader.is_leader_valid, health.auth)
                 register_decision_metrics(decisions, REGISTRY)
             # /debug/cache: the informers' and the cache's view, for a differential check against a LIST
             add_cache_dump_routes(health.app, CacheDump(informers.store, cache, queue, is_leader=leader.is_leader,

@@ -6,9 +6,15 @@ and authorization through the API server for every path but the health checks.
   and the host name, valid one year, kept in memory only (:func:`self_signed_cert`; the root file
   system of the Deployment is read-only). TLS 1.2 at least.
 - **Authentication** (:meth:`DelegatingAuth.authenticate`): a request without credentials is
-  ``system:anonymous`` in ``system:unauthenticated``; a ``Authorization: Bearer`` token is checked
-  with a ``TokenReview``; an unknown token answers 401. Answers are cached 10 s (by the token's
-  SHA-256, the token itself is never kept nor logged).
+  ``system:anonymous`` in ``system:unauthenticated``; a bearer token is checked with a
+  ``TokenReview``; an unknown token answers 401. Answers are cached 10 s (by the token's SHA-256,
+  the token itself is never kept nor logged). The token is read (:func:`request_token`) from
+  ``Authorization: Bearer``, else from ``X-Py-Scheduler-Authorization: Bearer`` (the API server's
+  Pod proxy forwards no identity and strips ``Authorization`` after its own authentication, but
+  passes other headers on: ``explain`` sends the user's token in this one), else from the
+  ``py-scheduler-token`` cookie a login page set (:class:`LoginPage`: HttpOnly, Secure,
+  SameSite=Strict, no Path so that it stays under the API server's proxy prefix). Each is reviewed
+  exactly as the first: nothing the proxy adds is trusted.
 - **Authorization** (:meth:`DelegatingAuth.authorize`): members of ``system:masters`` may do
   anything; everyone else needs a ``SubjectAccessReview`` allowing the non-resource URL (``path``,
   ``verb`` = the lower-cased HTTP method: ``get`` for a scrape); denied answers 403. Allowed and
@@ -28,6 +34,13 @@ anonymous enabled, 10 s cache), ``.../options/authorization.go`` (``DelegatingAu
 ``AlwaysAllowPaths`` /healthz /readyz /livez, ``AlwaysAllowGroups`` system:masters, 10 s allow and
 deny caches), ``.../pkg/authorization/path`` (the ``*`` prefix rule), ``.../pkg/endpoints/filters``
 (``WithAuthentication`` 401, ``WithAuthorization`` 403 / 500), ``cmd/kube-scheduler/app/options``.
+Why a header and a cookie besides ``Authorization``: ``.../endpoints/filters/authentication.go``
+deletes ``Authorization`` once the API server authenticated the request, and the Pod proxy
+(``pkg/registry/core/pod/rest/subresources.go``, ``ProxyREST.Connect``; ``apimachinery/pkg/util/proxy``
+``UpgradeAwareHandler`` and ``Transport``) forwards the other headers, cookies and ``Set-Cookie``,
+leaves relative ``Location`` headers and links alone and prefixes absolute-path links in HTML. The
+sign-in page follows the Kubernetes Dashboard's token login (a token pasted into a form, kept in a
+cookie).
 """
 
 from __future__ import annotations
@@ -62,8 +75,64 @@ CACHE_SIZE = 4096
 REVIEW_TIMEOUT = 10.0
 """Seconds one TokenReview / SubjectAccessReview may take."""
 
+TOKEN_HEADER = "X-Py-Scheduler-Authorization"
+"""The header a caller behind the API server's Pod proxy puts its bearer token in (``Bearer <token>``)."""
+TOKEN_COOKIE = "py-scheduler-token"
+"""The cookie a :class:`LoginPage` sets (HttpOnly, Secure, SameSite=Strict; a browser session's)."""
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
+"""Characters of a bearer token (RFC 6750 ``b64token``): also safe in a cookie value."""
+
 ANONYMOUS = "system:anonymous"
 UNAUTHENTICATED = "system:unauthenticated"
+
+
+class MalformedCredentials(ValueError):
+    """A credential header is present but is not ``Bearer <token>``."""
+
+
+def request_token(request: web.Request) -> str | None:
+    """The bearer token of ``request``: ``Authorization``, else :data:`TOKEN_HEADER`, else the
+    :data:`TOKEN_COOKIE` cookie; None when there is none.
+
+    Raises:
+        MalformedCredentials: a header present that is not ``Bearer <token>``, or a cookie whose
+            value is no bearer token.
+    """
+    for name in ("Authorization", TOKEN_HEADER):
+        header = request.headers.get(name)
+        if header is None:
+            continue
+        scheme, _, token = header.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise MalformedCredentials(name)
+        return token
+    cookie = request.cookies.get(TOKEN_COOKIE)
+    if cookie:
+        if not is_token(cookie):
+            raise MalformedCredentials(TOKEN_COOKIE)
+        return cookie
+    return None
+
+
+def is_token(value: str) -> bool:
+    """``value`` looks like a bearer token (RFC 6750 ``b64token``, at most 16 KiB)."""
+    return 0 < len(value) <= 16384 and _TOKEN_CHARS.issuperset(value)
+
+
+def token_cookie(token: str | None) -> str:
+    """The ``Set-Cookie`` value carrying ``token`` (None: clearing it). No ``Path``: the browser
+    scopes the cookie to the directory of the login URL, so it also works under the API server's
+    proxy prefix (``/api/v1/namespaces/NS/pods/https:POD:10259/proxy/debug/decisions``)."""
+    attrs = "HttpOnly; Secure; SameSite=Strict"
+    return f"{TOKEN_COOKIE}={token}; {attrs}" if token else f"{TOKEN_COOKIE}=; Max-Age=0; {attrs}"
+
+
+class LoginPage(Protocol):
+    """Renders a login form for a browser that reached a protected page without (valid) credentials:
+    ``(request, status, message)`` -> the response (``status`` 401 or 403, ``message`` why)."""
+
+    def __call__(self, request: web.Request, status: int, message: str) -> web.Response: ...
 
 
 class ReviewClient(Protocol):
@@ -215,6 +284,11 @@ class DelegatingAuth:
         self._decisions = _TTLCache(ttl, CACHE_SIZE, now)
         self.reviews = 0
         """TokenReviews and SubjectAccessReviews sent (the caches' effect is visible in tests)."""
+        self.login_pages: dict[str, LoginPage] = {}
+        """Path -> the login form answered instead of a bare 401 / 403 there (a browser's page)."""
+        self.login_handlers: set[str] = set()
+        """Paths whose handler reviews the credentials it is given itself (a login form's POST, a
+        logout): passed through without authentication."""
 
     async def authenticate(self, token: str) -> UserInfo | None:
         """The user a bearer token belongs to, or None when the API server does not recognise it.
@@ -278,6 +352,30 @@ class DelegatingAuth:
         self._decisions.put(key, (allowed, reason))
         return allowed, reason
 
+    async def check(self, token: str | None, verb: str, path: str) -> tuple[int, UserInfo | None, str]:
+        """Authenticate ``token`` (None: anonymous) then authorize ``verb`` on ``path``:
+        ``(200, user, "")``, or ``(401 | 403 | 500, user or None, message)`` as the middleware answers.
+        Never raises; the token is never logged."""
+        user = ANONYMOUS_USER
+        if token is not None:
+            try:
+                found = await self.authenticate(token)
+            except AuthError as exc:
+                log.warning("Unable to authenticate the request to %s: %s", path, exc)
+                return 401, None, "Unauthorized"
+            if found is None:
+                return 401, None, "Unauthorized: the API server does not accept this token (expired?)"
+            user = found
+        try:
+            allowed, reason = await self.authorize(user, verb, path)
+        except AuthError as exc:
+            log.warning("Authorization of %s %s for %s failed: %s", verb, path, user.name, exc)
+            return 500, user, "Internal Server Error: authorization failed"
+        if not allowed:
+            log.debug("Forbidden: user=%s verb=%s path=%s reason=%s", user.name, verb, path, reason)
+            return 403, user, f'forbidden: User "{user.name}" cannot {verb} path "{path}"'
+        return 200, user, ""
+
     def middleware(self) -> Middleware:
         """An aiohttp middleware applying all of the above to every request of the application
         (routes added later included): anything not always-allowed is authenticated then authorized
@@ -286,35 +384,32 @@ class DelegatingAuth:
         @web.middleware
         async def delegated_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
             path = request.path
-            if path_allowed(path, self.always_allow_paths):
-                return await handler(request)
-            user = ANONYMOUS_USER
-            header = request.headers.get("Authorization", "")
-            scheme, _, token = header.partition(" ")
-            token = token.strip()
-            if header and (scheme.lower() != "bearer" or not token):
-                return _status(401, "Unauthorized")
-            if token:
-                try:
-                    found = await self.authenticate(token)
-                except AuthError as exc:
-                    log.warning("Unable to authenticate the request to %s: %s", path, exc)
-                    return _status(401, "Unauthorized")
-                if found is None:
-                    return _status(401, "Unauthorized")
-                user = found
-            verb = request.method.lower()
+            if path_allowed(path, self.always_allow_paths) or path in self.login_handlers:
+                return await handler(request)  # login handlers review the token they are given
+            page = self.login_pages.get(path)
             try:
-                allowed, reason = await self.authorize(user, verb, path)
-            except AuthError as exc:
-                log.warning("Authorization of %s %s for %s failed: %s", verb, path, user.name, exc)
-                return _status(500, "Internal Server Error: authorization failed")
-            if not allowed:
-                log.debug("Forbidden: user=%s verb=%s path=%s reason=%s", user.name, verb, path, reason)
-                return _status(403, f'forbidden: User "{user.name}" cannot {verb} path "{path}"')
-            return await handler(request)
+                token = request_token(request)
+            except MalformedCredentials:
+                if page is not None:
+                    return _with_cookie(page(request, 401, "the credentials sent are not a bearer token"), None)
+                return _status(401, "Unauthorized")
+            code, _, message = await self.check(token, request.method.lower(), path)
+            if code == 200:
+                return await handler(request)
+            if page is not None and code in (401, 403):
+                if token is None:  # anonymous and not allowed: ask for credentials
+                    code, message = 401, "sign in with a bearer token"
+                resp = page(request, code, message)
+                # a cookie the API server no longer accepts (expired) is cleared
+                return _with_cookie(resp, None) if code == 401 and request.cookies.get(TOKEN_COOKIE) else resp
+            return _status(code, "Unauthorized" if code == 401 else message)
 
         return delegated_auth
+
+
+def _with_cookie(resp: web.Response, token: str | None) -> web.Response:
+    resp.headers.add("Set-Cookie", token_cookie(token))
+    return resp
 
 
 def _status(code: int, message: str) -> web.Response:

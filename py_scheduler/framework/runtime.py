@@ -187,6 +187,9 @@ class ScheduleResult:
     """(plugin, normalized scores aligned with ``score_names``) per Score plugin run, in profile order."""
     total_values: list[int] = field(default_factory=list, repr=False)
     """Weighted totals aligned with ``score_names``."""
+    selected_index: int = field(default=-1, repr=False)
+    """Position of ``selected`` in ``score_names`` when selectHost chose it (its total is then the
+    highest), else -1; the decision record (``app/decisions.py``) uses it instead of searching."""
     _scores: dict[str, dict[str, int]] | None = field(default=None, init=False, repr=False, compare=False)
     _totals: dict[str, int] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -929,7 +932,8 @@ class Algorithm:
             for node, total in res.totals.items():
                 log.debug("Calculated node's final score for pod pod=%s node=%s score=%d",
                           pod.key, node, total)
-        res.selected = self._select_host(names, res.total_values)
+        res.selected_index = self._select_host(res.total_values)
+        res.selected = names[res.selected_index]
         if batch is not None and cycle is not None:
             batch.store_schedule_results(signature, hint, res.selected,
                                          self._other_nodes(names, res.selected, res.total_values, raw), cycle)
@@ -1020,10 +1024,11 @@ class Algorithm:
             self.next_start_node_index = (self.next_start_node_index + processed) % max(n_all, 1)
         return feasible
 
-    def _select_host(self, names: list[str], totals: list[int]) -> str:
-        """Highest total wins; ties are broken uniformly at random (``selectHost``). ``names`` and
-        ``totals`` are aligned, in evaluation order (the order ties are drawn from)."""
+    def _select_host(self, totals: list[int]) -> int:
+        """The position of the highest total; ties are broken uniformly at random (``selectHost``).
+        ``totals`` are in evaluation order (the order ties are drawn from: the same draw as picking
+        among the tied names)."""
         best = max(totals)
         if totals.count(best) == 1:
-            return names[totals.index(best)]
-        return self.rng.choice(list(compress(names, map(operator.eq, totals, repeat(best)))))
+            return totals.index(best)
+        return self.rng.choice(list(compress(range(len(totals)), map(operator.eq, totals, repeat(best)))))

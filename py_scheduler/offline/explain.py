@@ -97,13 +97,15 @@ def _show_recorded(target: dict[str, Any], lookup: Lookup, output: str) -> None:
 def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None, config: Path | None,
                  output: str, *, recompute: bool = False, lease: str = DEFAULT_LEASE,
                  scheduler_port: int = DEFAULT_PORT,
-                 scheduler_scheme: str = "https", decisions_url: str | None = None, feature_gates: str = "") -> int:
+                 scheduler_scheme: str = "https", decisions_url: str | None = None, feature_gates: str = "",
+                 token: str | None = None) -> int:
     """Run ``explain``; returns the exit status (0 ok, 2 error). See the module docstring.
     ``feature_gates``: kube-scheduler's ``--feature-gates`` (as ``run``).
 
     ``lease`` (``namespace/name``), ``scheduler_port`` and ``scheduler_scheme`` locate the leader's
     ``/debug/decisions`` for a bound Pod; ``decisions_url`` asks that URL instead; ``recompute``
-    never asks."""
+    never asks. ``token``: the bearer token the scheduler reviews (default: the kubeconfig's, if any;
+    :func:`py_scheduler.offline.recorded.fetch_recorded`)."""
     if output not in OUTPUT_FORMATS:
         return fail(f"-o/--output must be one of {', '.join(OUTPUT_FORMATS)}, not {output!r}")
     if (snapshot is None) == (kubeconfig is None):
@@ -130,7 +132,7 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
             else:
                 uid = str((target.get("metadata") or {}).get("uid") or "")
                 lookup = fetch_recorded(kubeconfig, pod_key(target), uid, lease=lease, port=scheduler_port,
-                                        scheme=scheduler_scheme, decisions_url=decisions_url)
+                                        scheme=scheduler_scheme, decisions_url=decisions_url, token=token)
                 if lookup.record is not None:
                     _show_recorded(target, lookup, output)
                     return 0

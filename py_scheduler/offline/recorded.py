@@ -10,6 +10,13 @@ a Service picks any ready replica, and only the leader has records. The caller n
 have both). ``decisions_url`` skips the Lease and the proxy (``kubectl port-forward``, a local
 scheduler).
 
+Identity: the API server's Pod proxy forwards none (``ProxyREST`` uses a plain transport, and its
+authentication filter removes ``Authorization``), so the user's bearer token goes in
+``X-Py-Scheduler-Authorization: Bearer <token>``, which the proxy passes on and the scheduler reviews
+exactly as ``Authorization`` (TokenReview, SubjectAccessReview; ``py_scheduler/app/secure.py``).
+The token is ``--token`` / ``PY_SCHEDULER_TOKEN``, else the kubeconfig's; a client-certificate
+kubeconfig (kind's default) has none, and the refusal then says to give one.
+
 Every failure is a reason string, never an exception: the caller then recomputes and says why.
 
 Upstream: none (kube-scheduler keeps no decisions); the proxy path is the API server's
@@ -32,6 +39,12 @@ __all__ = ["Lookup", "fetch_recorded", "leader_pod_name"]
 DEFAULT_LEASE = "kube-system/py-scheduler"
 DEFAULT_PORT = 10259
 TIMEOUT_SECONDS = 20.0
+TOKEN_HEADER = "X-Py-Scheduler-Authorization"
+"""The header the scheduler reads a bearer token from behind the Pod proxy (``app/secure.py``)."""
+NEEDS_TOKEN = ("the scheduler serves its records securely and reviews the caller's bearer token, but there is none "
+               "to send (a client-certificate kubeconfig has no token): give --token or PY_SCHEDULER_TOKEN, e.g. "
+               "`kubectl create token decisions-reader -n kube-system --duration 1h` "
+               "(deploy/examples/decisions-reader.yaml)")
 
 
 @dataclass(slots=True)
@@ -54,6 +67,21 @@ def leader_pod_name(holder_identity: str) -> str:
     return holder_identity.rsplit("_", 1)[0]
 
 
+def _refusal(source: str, status: int, body: str, token: str | None) -> str:
+    """Why the scheduler (or the API server in front of it) refused, in words a user can act on."""
+    detail = " ".join(str(body).split())[:200]
+    ours = "cannot get path" in detail or status == 401  # the scheduler's own 401 / 403 (secure.py)
+    if ours and token is None and status in (401, 403):
+        return NEEDS_TOKEN
+    if status == 401 and token is not None:
+        return (f"the {source} did not accept the bearer token (expired, or not this cluster's): give a fresh one "
+                "with --token or PY_SCHEDULER_TOKEN")
+    if status == 403 and ours:
+        return (f"the {source} answered HTTP 403: {detail} (the token's user needs get on the non-resource URLs "
+                "/debug/decisions*: bind the ClusterRole of deploy/examples/decisions-reader.yaml)")
+    return f"the {source} answered HTTP {status}: {detail}"
+
+
 def _pick(body: Any, source: str) -> Lookup:
     decisions = body.get("decisions") if isinstance(body, dict) else None
     if not isinstance(decisions, list) or not decisions or not isinstance(decisions[0], dict):
@@ -61,6 +89,12 @@ def _pick(body: Any, source: str) -> Lookup:
                             "leader: records live in the leader's memory and go with a restart or a leader change)",
                       source)
     return Lookup(decisions[0], "", source, len(decisions))
+
+
+def _config_token(cfg: Any) -> str | None:
+    """The bearer token a loaded kubernetes_asyncio configuration sends (None for client certificates)."""
+    auth = str((cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken") or "")
+    return auth.removeprefix("Bearer ").strip() or None
 
 
 async def _bearer_token(kubeconfig: Path | None) -> str | None:
@@ -75,18 +109,18 @@ async def _bearer_token(kubeconfig: Path | None) -> str | None:
         await config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)
     except Exception:  # no usable kubeconfig: ask without a token
         return None
-    auth = str((cfg.api_key or {}).get("authorization") or cfg.api_key.get("BearerToken") or "")
-    return auth.removeprefix("Bearer ").strip() or None
+    return _config_token(cfg)
 
 
-async def _direct(url: str, pod: str, uid: str, kubeconfig: Path | None = None) -> Lookup:
+async def _direct(url: str, pod: str, uid: str, kubeconfig: Path | None = None, token: str | None = None) -> Lookup:
     """GET ``url``/debug/decisions. Over HTTPS (the scheduler's default) the kubeconfig's bearer token
     is sent for its delegated authentication and authorization, and the scheduler's certificate is
     not verified (it is self-signed unless ``--tls-cert-file`` was given): name only a URL you trust,
     e.g. ``https://127.0.0.1:10259`` after ``kubectl port-forward``."""
     full = url.rstrip("/") + "/debug/decisions"
     headers: dict[str, str] = {}
-    token = await _bearer_token(kubeconfig) if full.startswith("https://") else None
+    secure = full.startswith("https://")
+    token = (token or await _bearer_token(kubeconfig)) if secure else None  # never over plain HTTP
     if token:
         headers["Authorization"] = f"Bearer {token}"
     try:
@@ -96,12 +130,13 @@ async def _direct(url: str, pod: str, uid: str, kubeconfig: Path | None = None) 
             text = await r.text()
             if r.status in (200, 404):
                 return _pick(json.loads(text), f"scheduler at {full}")
-            return Lookup(None, f"{full} answered HTTP {r.status}: {' '.join(text.split())[:200]}", full)
+            return Lookup(None, _refusal(full, r.status, text, token), full)
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
         return Lookup(None, f"cannot read {full}: {exc}", full)
 
 
-async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int, scheme: str) -> Lookup:
+async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int, scheme: str,
+                     token: str | None = None) -> Lookup:
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -126,43 +161,51 @@ async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return Lookup(None, f"cannot reach the API server ({cfg.host}): {exc}", "")
         target = f"{scheme}:{leader}:{port}" if scheme != "http" else f"{leader}:{port}"
+        headers = {"Accept": "application/json"}
+        if scheme == "https":
+            token = token or _config_token(cfg)
+            if token:  # the proxy forwards no identity: the scheduler reviews this header instead
+                headers[TOKEN_HEADER] = f"Bearer {token}"
+        else:
+            token = None
         path = f"/api/v1/namespaces/{quote(lease_ns)}/pods/{quote(target, safe=':')}/proxy/debug/decisions"
         source = f"leader {lease_ns}/{leader} through {path}"
         try:
             raw = await api.call_api(path, "GET", query_params=[("pod", pod), ("uid", uid)],
-                                     header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                                     header_params=headers, auth_settings=["BearerToken"],
                                      _preload_content=False, _request_timeout=TIMEOUT_SECONDS)
-            body = await raw[0].read() if isinstance(raw, tuple) else await raw.read()
-        except ApiException as exc:
-            if exc.status == 404 and exc.body:
-                try:
-                    return _pick(json.loads(exc.body), source)
-                except ValueError:
-                    pass  # a 404 of the API server itself (no such Pod): not JSON from us
-            detail = " ".join(str(exc.body or exc.reason).split())[:200]
-            return Lookup(None, f"the {source} answered HTTP {exc.status}: {detail}", source)
+            resp = raw[0] if isinstance(raw, tuple) else raw
+            status, text = int(resp.status), (await resp.read()).decode("utf-8", "replace")
+        except ApiException as exc:  # raised for some statuses depending on the client version
+            status, text = int(exc.status or 0), str(exc.body or exc.reason or "")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return Lookup(None, f"cannot reach the {source}: {exc}", source)
         try:
-            return _pick(json.loads(body), source)
+            body = json.loads(text)
         except ValueError:
+            body = None  # not JSON: not from us
+        if status in (200, 404) and isinstance(body, dict) and "decisions" in body:  # ours; a Status is the API's
+            return _pick(body, source)
+        if status == 200:
             return Lookup(None, f"the {source} did not answer JSON", source)
+        return Lookup(None, _refusal(source, status, text, token), source)
 
 
 def fetch_recorded(kubeconfig: Path | None, pod: str, uid: str, *, lease: str = DEFAULT_LEASE,
-                   port: int = DEFAULT_PORT, scheme: str = "https", decisions_url: str | None = None) -> Lookup:
+                   port: int = DEFAULT_PORT, scheme: str = "https", decisions_url: str | None = None,
+                   token: str | None = None) -> Lookup:
     """The newest record of ``pod`` (``namespace/name``) with ``uid`` held by the leader.
 
     ``decisions_url`` (``https://host:port``, or ``http://`` for a scheduler run with ``--plain-http``)
     asks that server directly, with the kubeconfig's bearer token; otherwise the Lease ``lease``
     (``namespace/name``) names the leader, asked through the API server's Pod proxy on ``port`` with
-    ``scheme`` (the API server does not pass the user's identity through its proxy, so a scheduler
-    with secure serving refuses that path unless ``/debug/decisions`` is among its
-    ``--authorization-always-allow-paths``; explain then says so and recomputes). Never raises: a
-    failure is :attr:`Lookup.reason`.
+    ``scheme``. Over HTTPS the bearer token ``token`` (default: the kubeconfig's) is sent, in
+    ``Authorization`` directly, in :data:`TOKEN_HEADER` through the proxy (which forwards no
+    identity); without one a secure scheduler refuses, and the reason says to give ``--token``.
+    Never raises: a failure is :attr:`Lookup.reason`. The token is never part of a reason.
     """
     if decisions_url:
-        return asyncio.run(_direct(decisions_url, pod, uid, kubeconfig))
+        return asyncio.run(_direct(decisions_url, pod, uid, kubeconfig, token))
     if kubeconfig is None:
         return Lookup(None, "no kubeconfig and no --decisions-url: nowhere to ask", "")
-    return asyncio.run(_via_proxy(kubeconfig, pod, uid, lease, port, scheme))
+    return asyncio.run(_via_proxy(kubeconfig, pod, uid, lease, port, scheme, token))

@@ -11,6 +11,7 @@ and Pods sharing the bed cannot change the outcome.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+import yaml
 from kubernetes_asyncio import client
 
 from tests.e2e.helpers import (
@@ -40,11 +42,12 @@ REPO = Path(__file__).resolve().parents[2]
 _SERVING = re.compile(r"serving /metrics\S* .*? on (?P<host>\S+):(?P<port>\d+)")
 
 
-async def _explain(kubeconfig: Path, *args: str) -> tuple[int, str, str]:
+async def _explain(kubeconfig: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    base = {k: v for k, v in os.environ.items() if k != "PY_SCHEDULER_TOKEN"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "py_scheduler.cli", "explain", "--kubeconfig", str(kubeconfig), *args,
         cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(REPO)})
+        env={**base, "PYTHONPATH": str(REPO), **(env or {})})
     out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
@@ -224,3 +227,222 @@ async def _run(argv: list[str]) -> str:
     out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     assert proc.returncode == 0, err.decode()[-2000:]
     return out.decode()
+
+
+# -- secure serving (the default) through the API server's Pod proxy ---------------------------------------
+
+async def _reader_tokens(api: client.ApiClient, ns: str, tag: str) -> tuple[str, str]:
+    """Tokens of two ServiceAccounts of ``ns``: ``reader``, bound to deploy/examples/decisions-reader.yaml's
+    ClusterRole (its rules, under a name of this test), and ``nobody``, bound to nothing."""
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    shipped = next(d for d in yaml.safe_load_all((REPO / "deploy" / "examples" / "decisions-reader.yaml").read_text())
+                   if d["kind"] == "ClusterRole")
+    await rbac.create_cluster_role({"metadata": {"name": f"{tag}-reader"}, "rules": shipped["rules"]})
+    await rbac.create_cluster_role_binding({
+        "metadata": {"name": f"{tag}-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{tag}-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": ns}]})
+    tokens = []
+    for sa in ("reader", "nobody"):
+        await core.create_namespaced_service_account(ns, {"metadata": {"name": sa}})
+        tr = await core.create_namespaced_service_account_token(
+            sa, ns, {"spec": {"expirationSeconds": 3600}})
+        tokens.append(str(tr.status.token))
+    return tokens[0], tokens[1]
+
+
+async def test_secure_leader_reached_through_the_pod_proxy_by_explain_and_a_browser(
+        testbed: Testbed, api_client: client.ApiClient, tmp_path: Path) -> None:
+    """Secure serving on (the default): the API server's Pod proxy forwards no identity, so explain
+    sends the token in X-Py-Scheduler-Authorization (--token / PY_SCHEDULER_TOKEN with the bed's
+    client-certificate kubeconfig) and a browser signs in on the page (a cookie), through `kubectl
+    proxy` as a user would."""
+    hostname, ip = socket.gethostname(), _host_ip()
+    if ip is None or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", hostname):
+        pytest.skip(f"no proxyable address ({ip}) or hostname {hostname!r} is no Pod name")
+    tag = unique_name("dec-sec")
+    ns, node, pod = tag, f"{tag}-n", f"{tag}-p"
+    core, rbac = client.CoreV1Api(api_client), client.RbacAuthorizationV1Api(api_client)
+    taint = {"key": "e2e-decisions", "value": tag, "effect": "NoSchedule"}
+    spec = {"nodeSelector": {"e2e-decisions": tag},
+            "tolerations": [{"key": "e2e-decisions", "operator": "Equal", "value": tag, "effect": "NoSchedule"}]}
+    await core.create_namespace({"metadata": {"name": ns}})
+    kubectl_proxy: asyncio.subprocess.Process | None = None
+    try:
+        await create_node(api_client, node, labels={"e2e-decisions": tag}, taints=[taint])
+        reader, nobody = await _reader_tokens(api_client, ns, tag)
+        async with running_scheduler(testbed, "decisions-secure", lease_namespace=ns,
+                                     extra_args=["--metrics-bind-address", "0.0.0.0:0"]) as sched:
+            port = _port(sched)
+            await create_pod(api_client, pod, requests={"cpu": "100m"}, scheduler_name="py-scheduler", spec=spec)
+            assert (await wait_for_pod_scheduled(api_client, pod)).spec.node_name == node
+            await _stand_in_leader_pod(api_client, ns, hostname, ip)
+            where = ["--pod", f"default/{pod}", "-o", "json", "--lease", f"{ns}/{sched.lease_name}",
+                     "--scheduler-port", str(port)]
+
+            # the bed's kubeconfig authenticates with a client certificate: no token to send
+            code, out, err = await _explain(testbed.kubeconfig, *where)
+            assert code == 0, err
+            assert "there is none to send (a client-certificate kubeconfig has no token): give --token" in err, err
+            assert "recomputing" in err and "recorded" not in json.loads(out)
+            # a token whose user may not read records
+            code, out, err = await _explain(testbed.kubeconfig, *where, env={"PY_SCHEDULER_TOKEN": nobody})
+            assert code == 0, err
+            assert "answered HTTP 403" in err and "needs get on the non-resource URLs /debug/decisions*" in err, err
+            assert "recorded" not in json.loads(out)
+            # the reader's token, through the proxy in X-Py-Scheduler-Authorization: the record
+            code, out, err = await _explain(testbed.kubeconfig, *where, "--token", reader)
+            assert code == 0, err
+            assert "recomputing" not in err, err
+            rec = json.loads(out)
+            assert rec["recorded"] is True and rec["selected"] == node and rec["uid"]
+            log = sched.log()
+            assert reader not in log and nobody not in log and reader.rsplit(".", 1)[-1] not in log
+
+            # a browser through `kubectl proxy` (the real kubectl when present)
+            kubectl = shutil.which("kubectl")
+            browser = _chromium()
+            if kubectl is None or browser is None:
+                pytest.skip("kubectl or chromium is not installed")
+            kubectl_proxy = await asyncio.create_subprocess_exec(
+                kubectl, "--kubeconfig", str(testbed.kubeconfig), "proxy", "--port", "0",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            assert kubectl_proxy.stdout is not None
+            first = (await asyncio.wait_for(kubectl_proxy.stdout.readline(), timeout=30)).decode()
+            m = re.search(r"Starting to serve on 127\.0\.0\.1:(\d+)", first)
+            assert m, first
+            base = (f"http://127.0.0.1:{m.group(1)}/api/v1/namespaces/{ns}/pods/https:{hostname}:{port}"
+                    "/proxy/debug/decisions")
+            await _sign_in_and_out_in_chromium(browser, base, f"default/{pod}", node, reader, tmp_path)
+            log = sched.log()  # the token never logged, neither from the header nor from the form or cookie
+            assert reader not in log and reader.rsplit(".", 1)[-1] not in log
+    finally:
+        if kubectl_proxy is not None and kubectl_proxy.returncode is None:
+            kubectl_proxy.terminate()
+            await kubectl_proxy.wait()
+        await delete_pod(api_client, pod)
+        await delete_node(api_client, node)
+        for delete in (rbac.delete_cluster_role_binding, rbac.delete_cluster_role):
+            with contextlib.suppress(client.ApiException):
+                await delete(f"{tag}-reader")
+        await core.delete_namespace(ns)
+
+
+class _DevTools:
+    """A headless Chromium driven over the DevTools protocol (aiohttp's WebSocket client), as a user:
+    it navigates, types into the focused field and presses Enter; no script of ours runs in the page
+    (the page's CSP forbids scripts; DOM reads go through the protocol's DOM domain)."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse, session: str) -> None:
+        self.ws, self.session, self.n = ws, session, 0
+        self.events: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+        self.replies: dict[int, asyncio.Future[dict[str, object]]] = {}
+        self.reader = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def open(cls, ws: aiohttp.ClientWebSocketResponse) -> _DevTools:
+        tools = cls(ws, "")
+        target = await tools.call("Target.createTarget", url="about:blank")
+        attached = await tools.call("Target.attachToTarget", targetId=target["targetId"], flatten=True)
+        tools.session = str(attached["sessionId"])
+        await tools.call("Page.enable")
+        return tools
+
+    async def _read(self) -> None:
+        async for msg in self.ws:
+            data = json.loads(msg.data)
+            if "id" in data and data["id"] in self.replies:
+                self.replies.pop(data["id"]).set_result(data)
+            elif "method" in data:
+                await self.events.put(data)
+
+    async def call(self, method: str, **params: object) -> dict[str, object]:
+        self.n += 1
+        fut: asyncio.Future[dict[str, object]] = asyncio.get_running_loop().create_future()
+        self.replies[self.n] = fut
+        msg: dict[str, object] = {"id": self.n, "method": method, "params": params}
+        if self.session:
+            msg["sessionId"] = self.session
+        await self.ws.send_json(msg)
+        reply = await asyncio.wait_for(fut, timeout=30)
+        assert "error" not in reply, (method, reply)
+        result = reply.get("result")
+        assert isinstance(result, dict)
+        return result
+
+    async def loaded(self) -> None:
+        while True:
+            ev = await asyncio.wait_for(self.events.get(), timeout=30)
+            if ev.get("method") == "Page.loadEventFired":
+                return
+
+    async def goto(self, url: str) -> None:
+        await self.call("Page.navigate", url=url)
+        await self.loaded()
+
+    async def html(self) -> str:
+        root = await self.call("DOM.getDocument")
+        node = root["root"]
+        assert isinstance(node, dict)
+        return str((await self.call("DOM.getOuterHTML", nodeId=node["nodeId"]))["outerHTML"])
+
+    async def type_and_enter(self, selector: str, text: str) -> None:
+        root = await self.call("DOM.getDocument")
+        node = root["root"]
+        assert isinstance(node, dict)
+        found = await self.call("DOM.querySelector", nodeId=node["nodeId"], selector=selector)
+        await self.call("DOM.focus", nodeId=found["nodeId"])
+        await self.call("Input.insertText", text=text)
+        for kind in ("keyDown", "keyUp"):
+            await self.call("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter",
+                            windowsVirtualKeyCode=13, text="\r")
+        await self.loaded()
+
+    async def cookies(self, url: str) -> list[dict[str, object]]:
+        got = (await self.call("Network.getCookies", urls=[url]))["cookies"]
+        assert isinstance(got, list)
+        return got
+
+
+async def _sign_in_and_out_in_chromium(browser: str, base: str, pod: str, node: str, token: str,
+                                       tmp_path: Path) -> None:
+    """``base``/ui without credentials is the sign-in page; typing the token and pressing Enter sets the
+    cookie (HttpOnly, Secure, SameSite=Strict, scoped to the proxy prefix) and shows the records;
+    sign out clears it."""
+    proc = await asyncio.create_subprocess_exec(
+        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--remote-debugging-port=0", f"--user-data-dir={tmp_path / 'chromium'}", "about:blank",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        ws_url = ""
+        while not ws_url:
+            line = (await asyncio.wait_for(proc.stderr.readline(), timeout=60)).decode()
+            assert line, "chromium exited before listening"
+            if m := re.search(r"DevTools listening on (ws://\S+)", line):
+                ws_url = m.group(1)
+        async with aiohttp.ClientSession() as s, s.ws_connect(ws_url, max_msg_size=0) as ws:
+            tools = await _DevTools.open(ws)
+            ui = f"{base}/ui?pod={pod}"
+            await tools.goto(ui)
+            page = await tools.html()
+            assert '<form method="post" action="login">' in page and "sign in with a bearer token" in page, page[:2000]
+            assert not await tools.cookies(ui)
+            await tools.type_and_enter("input[name=token]", token)
+            page = await tools.html()
+            assert f"Decisions of {pod}" in page and f"scheduled</span> → {node}</h2>" in page, page[-3000:]
+            [cookie] = await tools.cookies(ui)
+            path = base.split("127.0.0.1", 1)[1].split("/", 1)[1]
+            assert cookie["name"] == "py-scheduler-token" and cookie["httpOnly"] and cookie["secure"]
+            assert cookie["sameSite"] == "Strict" and cookie["session"] and cookie["path"] == f"/{path}", cookie
+            assert 'id="logout"' in page
+            await tools.goto(f"{base}/logout")
+            assert "signed out" in await tools.html()
+            assert not await tools.cookies(ui)
+            await tools.goto(ui)
+            assert "sign in with a bearer token" in await tools.html()
+            tools.reader.cancel()
+    finally:
+        proc.terminate()
+        await proc.wait()
+

@@ -98,3 +98,17 @@ def test_leader_pod_name() -> None:
     assert leader_pod_name("py-scheduler-7d9f-abcde_0b6c1e2a-9d7e-4f5a-8a5b-0c1d2e3f4a5b") == "py-scheduler-7d9f-abcde"
     with pytest.raises(ValueError):
         leader_pod_name("")
+
+
+def test_refusals_say_what_to_do() -> None:
+    from py_scheduler.offline.recorded import NEEDS_TOKEN, _refusal
+
+    anon = '{"message":"forbidden: User \\"system:anonymous\\" cannot get path \\"/debug/decisions\\""}'
+    assert _refusal("leader", 403, anon, None) == NEEDS_TOKEN  # a client-certificate kubeconfig: no token
+    assert _refusal("leader", 401, "Unauthorized", None) == NEEDS_TOKEN
+    assert "did not accept the bearer token" in _refusal("leader", 401, "Unauthorized", "t0k3n")
+    denied = _refusal("leader", 403, anon.replace("system:anonymous", "alice"), "t0k3n")
+    assert "needs get on the non-resource URLs" in denied and "t0k3n" not in denied
+    # the API server's own refusal (no pods/proxy right) is passed on as it is
+    apis = _refusal("leader", 403, 'pods "x" is forbidden: User "alice" cannot get resource "pods/proxy"', "t0k3n")
+    assert apis.startswith("the leader answered HTTP 403: pods") and "decisions-reader" not in apis
