@@ -70,7 +70,8 @@ async def proxied(env: FaultEnv, toxi: Toxiproxy, name: str, *,
 
 async def check_all(env: FaultEnv, sched: SchedulerProcess) -> cachediff.DiffResult:
     """The suite's invariants, then the replica's cache against a fresh LIST (clean, nothing
-    persistent), then the replica still alive."""
+    persistent), its scheduling queue empty (every Pod of these scenarios ends bound: none may
+    linger in backoff), and the replica still alive."""
     await env.check()
     token = await cachediff.debug_reader_token(env.api)
     port = serving_port(sched)
@@ -81,6 +82,12 @@ async def check_all(env: FaultEnv, sched: SchedulerProcess) -> cachediff.DiffRes
 
     res = await cachediff.check_until_quiet(dump, env.api, timeout=30)
     assert res.clean and not res.persistent, (res.persistent, sorted(res.last)[:10])
+
+    async def queue_empty() -> dict[str, int] | None:  # every Pod bound: none left queued or in flight
+        q: dict[str, int] = (await dump())["queue"]
+        return q if not any(q.get(k) for k in ("active", "backoff", "unschedulable", "in_flight")) else None
+
+    await wait_for(queue_empty, timeout=15, interval=0.2, what="the replica's scheduling queue empty")
     assert sched.alive(), sched.log()[-3000:]
     return res
 
@@ -104,11 +111,18 @@ async def test_latency_and_jitter_during_a_gpu_burst(env: FaultEnv, toxi: Toxipr
     names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=0.3, gpu_budget=12), spread=1.0)
     await env.wait_bound(names, timeout=120)
     took = time.monotonic() - start
+    # the toxic bites: a Pod's creation reaches the replica through the watch (>= 100 ms) and its
+    # Binding goes back (>= 100 ms) before the API shows it bound
+    probe_start = time.monotonic()
+    probe = await env.create(env.pod_body(unique_name("flt-probe")))
+    await env.wait_bound([probe], timeout=30)
+    probe_took = time.monotonic() - probe_start
+    assert probe_took >= 0.2, probe_took
     await check_all(env, sched)  # under the latency still: the watch delivers, only later
     await proxy.clear()
     assert "lost leadership" not in sched.log()
     print(f"latency 200+-100 ms each way: {len(names)} pods bound in {took:.1f} s "
-          f"({bound_count(sched)} binds by the replica)")
+          f"({bound_count(sched)} binds by the replica); one Pod alone: created to bound in {probe_took:.2f} s")
 
 
 async def test_bandwidth_limit_during_a_burst(env: FaultEnv, toxi: Toxiproxy) -> None:
@@ -122,32 +136,44 @@ async def test_bandwidth_limit_during_a_burst(env: FaultEnv, toxi: Toxiproxy) ->
     names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=0.2, gpu_budget=8), spread=1.0)
     await env.wait_bound(names, timeout=120)
     took = time.monotonic() - start
+    # the toxic bites: a Pod carrying 128 KB of annotations reaches the replica at 64 KB/s (its
+    # watch event alone takes >= 2 s) before it can be bound
+    probe_start = time.monotonic()
+    probe = await env.create(env.pod_body(unique_name("flt-big"), annotations={"e2e/padding": "x" * 128 * 1024}))
+    await env.wait_bound([probe], timeout=60)
+    probe_took = time.monotonic() - probe_start
+    assert probe_took >= 1.8, probe_took
     await check_all(env, sched)
     await proxy.clear()
     assert "lost leadership" not in sched.log()
-    print(f"bandwidth 64 KB/s each way: {len(names)} pods bound in {took:.1f} s")
+    print(f"bandwidth 64 KB/s each way: {len(names)} pods bound in {took:.1f} s; a 128 KB Pod: created to "
+          f"bound in {probe_took:.1f} s")
 
 
 async def test_connection_resets_mid_burst(env: FaultEnv, toxi: Toxiproxy) -> None:
-    """While a burst is being bound, every connection that carries anything is reset (RST) - the
-    watches and the requests in flight, new connections too - twice, for as long as it takes to
-    see a watch fail and a request retried: the watches resume, the failed Bindings are forgotten
-    and retried, every Pod ends bound once."""
+    """While a burst is being bound, every connection that carries anything towards the replica is
+    reset (RST) - the watches and the requests in flight, new connections too - twice, each time
+    until a watch failed (3 more Pods created under the toxic make sure the watches carry something):
+    the watches resume from their resourceVersion, failed requests are retried, failed Bindings are
+    forgotten and the Pods requeued; every Pod ends bound once."""
     await gpu_cluster(env)
     sched, proxy = await proxied(env, toxi, "toxic-reset", leader_elect=False)
-    names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=0.2, gpu_budget=8), spread=3.0)
+    names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=0.2, gpu_budget=8), spread=6.0)
     await wait_for(lambda: bound_count(sched) >= 3, timeout=60, interval=0.02, what="the replica binding")
     recovered: list[float] = []
+    detected: list[float] = []
     for _ in range(2):
         before = len(sched.log())
         async with proxy.toxic("reset_peer", "downstream", timeout=0):
+            cut = time.monotonic()
             STATS.fault("connection resets (reset_peer)")
+            names.extend(await env.create_all(env.burst_bodies(3, prefix="flt-reset")))
 
             def hit(before: int = before) -> bool:
-                text = sched.log()[before:]
-                return " watch failed (" in text and "retrying " in text
+                return " watch failed (" in sched.log()[before:]
 
-            await wait_for(hit, timeout=30, interval=0.05, what="a watch failed and a request retried")
+            await wait_for(hit, timeout=30, interval=0.02, what="a watch reset")
+            detected.append(time.monotonic() - cut)
         healed, healed_at = time.monotonic(), len(sched.log())
 
         async def resumed(healed_at: int = healed_at) -> bool:
@@ -156,13 +182,17 @@ async def test_connection_resets_mid_burst(env: FaultEnv, toxi: Toxiproxy) -> No
             pods = await env.pods_now(names)
             return all(p.spec.node_name for p in pods.values())  # nothing left to bind
 
-        await wait_for(resumed, timeout=60, interval=0.05, what="binding again after the resets")
+        await wait_for(resumed, timeout=60, interval=0.02, what="binding again after the resets")
         recovered.append(time.monotonic() - healed)
     await env.wait_bound(names, timeout=120)
     await check_all(env, sched)
-    failed = len(re.findall(r"Failed to bind pod", sched.log()))
-    print(f"resets: {len(names)} pods bound once; {failed} Bindings failed and were retried; "
-          f"binding resumed {[round(r, 2) for r in recovered]} s after each heal")
+    text = sched.log()
+    failed = len(re.findall(r"Failed to bind pod", text))
+    retried = len(re.findall(r"retrying (?:POST|PATCH|PUT|GET|DELETE) ", text))
+    watch_failures = len(re.findall(r" watch failed \(", text))
+    print(f"resets: {len(names)} pods bound once; {watch_failures} watch failures, {retried} requests retried, "
+          f"{failed} Bindings failed (forgotten, requeued); a watch reset {[round(d, 2) for d in detected]} s "
+          f"after the toxic; binding again {[round(r, 2) for r in recovered]} s after each heal")
 
 
 async def test_lost_binding_response_binds_once(env: FaultEnv, toxi: Toxiproxy) -> None:
@@ -200,6 +230,7 @@ async def test_lost_binding_response_binds_once(env: FaultEnv, toxi: Toxiproxy) 
             await wait_for(lambda: failed() and ("retrying POST" in sched.log()[before:]
                                                  or f"Failed to bind pod pod=default/{name}" in sched.log()),
                            timeout=60, interval=0.05, what="the lost response noticed")
+            noticed = time.monotonic() - bound_at
     assert "Successfully bound pod to node pod=default/" + name not in sched.log()[before:], \
         "the response was not lost"
 
@@ -214,5 +245,6 @@ async def test_lost_binding_response_binds_once(env: FaultEnv, toxi: Toxiproxy) 
     assert len(scheduled) <= 1, [e.message for e in scheduled]
     tail = sched.log()[before:]
     lines = [ln for ln in tail.splitlines() if name in ln]
-    print(f"lost Binding response: bound to {first_node}; noticed {time.monotonic() - bound_at:.1f} s after; "
+    conds = {c.type: (c.status, c.reason) for c in (pods[name].status.conditions or [])}
+    print(f"lost Binding response: bound to {first_node}; noticed {noticed:.1f} s after; conditions {conds}; "
           f"replica log: {lines[-6:]}")
