@@ -10,9 +10,11 @@ LIST (:mod:`tests.e2e.faults.cachediff`):
 - a lost Binding response: the Binding reaches the API server and succeeds, its response is lost (the
   connection reset as the answer comes back), the client fails; the Pod must stay bound exactly once,
   on the node the Binding named, and the cache must hold it there (assumed, then confirmed by the
-  watch; never forgotten and scheduled elsewhere).
+  watch; never forgotten and scheduled elsewhere);
+- a partition longer than the lease (the proxy disabled: connections closed, new ones refused):
+  the leader gives the Lease up, a direct standby takes over, the old leader's cache catches up.
 
-The partition and the blackholed watch are in :mod:`tests.e2e.faults.test_network` (a Python proxy
+The silent partition and the blackholed watch are in :mod:`tests.e2e.faults.test_network` (a Python proxy
 that can silence only the connections open now, which toxiproxy's toxics cannot: a toxic applies to
 new connections as well).
 """
@@ -68,27 +70,29 @@ async def proxied(env: FaultEnv, toxi: Toxiproxy, name: str, *,
     return sched, proxy
 
 
-async def check_all(env: FaultEnv, sched: SchedulerProcess) -> cachediff.DiffResult:
-    """The suite's invariants, then the replica's cache against a fresh LIST (clean, nothing
+async def check_all(env: FaultEnv, *scheds: SchedulerProcess) -> cachediff.DiffResult:
+    """The suite's invariants, then each replica's cache against a fresh LIST (clean, nothing
     persistent), its scheduling queue empty (every Pod of these scenarios ends bound: none may
-    linger in backoff), and the replica still alive."""
+    linger in backoff), and the replica still alive. Returns the last replica's result."""
     await env.check()
     token = await cachediff.debug_reader_token(env.api)
-    port = serving_port(sched)
-    assert port is not None, sched.log()[-2000:]
+    res = cachediff.DiffResult()
+    for sched in scheds:
+        port = serving_port(sched)
+        assert port is not None, sched.log()[-2000:]
 
-    async def dump() -> dict[str, Any]:
-        return await cachediff.fetch_dump(port, token)
+        async def dump(port: int = port) -> dict[str, Any]:
+            return await cachediff.fetch_dump(port, token)
 
-    res = await cachediff.check_until_quiet(dump, env.api, timeout=30)
-    assert res.clean and not res.persistent, (res.persistent, sorted(res.last)[:10])
+        res = await cachediff.check_until_quiet(dump, env.api, timeout=30)
+        assert res.clean and not res.persistent, (res.persistent, sorted(res.last)[:10])
 
-    async def queue_empty() -> dict[str, int] | None:  # every Pod bound: none left queued or in flight
-        q: dict[str, int] = (await dump())["queue"]
-        return q if not any(q.get(k) for k in ("active", "backoff", "unschedulable", "in_flight")) else None
+        async def queue_empty(dump: Any = dump) -> dict[str, int] | None:  # none queued or in flight
+            q: dict[str, int] = (await dump())["queue"]
+            return q if not any(q.get(k) for k in ("active", "backoff", "unschedulable", "in_flight")) else None
 
-    await wait_for(queue_empty, timeout=15, interval=0.2, what="the replica's scheduling queue empty")
-    assert sched.alive(), sched.log()[-3000:]
+        await wait_for(queue_empty, timeout=15, interval=0.2, what="the replica's scheduling queue empty")
+        assert sched.alive(), sched.log()[-3000:]
     return res
 
 
@@ -248,3 +252,46 @@ async def test_lost_binding_response_binds_once(env: FaultEnv, toxi: Toxiproxy) 
     conds = {c.type: (c.status, c.reason) for c in (pods[name].status.conditions or [])}
     print(f"lost Binding response: bound to {first_node}; noticed {noticed:.1f} s after; conditions {conds}; "
           f"replica log: {lines[-6:]}")
+
+
+async def test_partition_by_a_disabled_proxy(env: FaultEnv, toxi: Toxiproxy) -> None:
+    """The leader's proxy disabled mid-burst (every connection closed, new ones refused: a partition
+    the client sees at once, unlike the silent one of ``test_network``), longer than the lease: the
+    leader gives the Lease up, the standby (direct) takes over and binds the rest; once the proxy is
+    enabled again the old leader's watches reconnect and its cache (a standby's, still kept) equals
+    the API."""
+    await gpu_cluster(env)
+    leader, proxy = await proxied(env, toxi, "toxic-partition")
+    standby = env.replica("toxic-standby")
+    await standby.wait_log("informer caches synced")
+    names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=0.2, gpu_budget=8), spread=3.0)
+    await wait_for(lambda: bound_count(leader) >= 3, timeout=60, interval=0.02, what="the leader binding")
+    await proxy.disable()
+    cut = time.monotonic()
+    STATS.fault("partition (toxiproxy disabled)")
+    await wait_for(lambda: "lost leadership" in leader.log(), timeout=60, interval=0.05,
+                   what="the partitioned leader giving up")
+    gave_up = time.monotonic() - cut
+    await standby.wait_leading(timeout=60)
+    took_over = time.monotonic() - cut
+    STATS.failovers.append(took_over)
+    lease_duration, renew_deadline, retry_period = env.scale.lease
+    assert gave_up < retry_period + renew_deadline + 2.0, gave_up
+    assert took_over >= lease_duration - retry_period, took_over
+    await env.wait_bound(names, timeout=120)
+    await proxy.enable()
+    healed = time.monotonic()
+    token = await cachediff.debug_reader_token(env.api)
+    port = serving_port(leader)
+    assert port is not None
+
+    async def caught_up() -> bool:  # every Pod bound in the old leader's cache
+        held = {p["pod"] for p in (await cachediff.fetch_dump(port, token))["cache"]["pods"].values()
+                if not p["assumed"]}
+        return {f"default/{n}" for n in names} <= held
+
+    await wait_for(caught_up, timeout=60, interval=0.1, what="the old leader's cache catching up")
+    caught = time.monotonic() - healed
+    await check_all(env, leader, standby)  # the old leader (now a standby) equals the API too
+    print(f"partition (proxy disabled): the leader gave up {gave_up:.1f} s after the cut, the standby led after "
+          f"{took_over:.1f} s; the old leader's cache held every bound Pod {caught:.1f} s after the heal")
