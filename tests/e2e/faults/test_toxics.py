@@ -249,7 +249,9 @@ async def test_lost_binding_response_binds_once(env: FaultEnv, toxi: Toxiproxy) 
     assert len(scheduled) <= 1, [e.message for e in scheduled]
     tail = sched.log()[before:]
     lines = [ln for ln in tail.splitlines() if name in ln]
-    conds = {c.type: (c.status, c.reason) for c in (pods[name].status.conditions or [])}
+    final = (await env.pods_now([name]))[name]  # after the failure handling's status patch
+    assert final.spec.node_name == first_node
+    conds = {c.type: (c.status, c.reason) for c in (final.status.conditions or [])}
     print(f"lost Binding response: bound to {first_node}; noticed {noticed:.1f} s after; conditions {conds}; "
           f"replica log: {lines[-6:]}")
 
