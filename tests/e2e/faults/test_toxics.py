@@ -199,6 +199,55 @@ async def test_connection_resets_mid_burst(env: FaultEnv, toxi: Toxiproxy) -> No
           f"after the toxic; binding again {[round(r, 2) for r in recovered]} s after each heal")
 
 
+async def test_blackhole_then_cut_mid_stream_while_bindings_flow(env: FaultEnv, toxi: Toxiproxy) -> None:
+    """Two faults on the server-to-client direction while Bindings flow (the other direction delayed
+    1 s so that some Bindings are always in flight), each until a watch failed
+    (5 Pods created under the toxic so that the watches carry something): ``timeout`` 2 s (every
+    answer and watch event dropped, each connection, new ones too, closed 2 s after the toxic began on
+    it: Bindings that reached the server lose their responses), then ``limit_data`` 8 KB (each
+    connection cut with a FIN after 8 KB more from the server: mid TLS record, mid watch event or
+    response). The watches resume, lost Binding responses end in 409 "already assigned" and the
+    informer's update, every Pod bound once, the cache equals the API."""
+    await gpu_cluster(env)
+    sched, proxy = await proxied(env, toxi, "toxic-cut", leader_elect=False)
+    await proxy.add("latency", "upstream", latency=1000)  # each Binding ~1 s in the proxy: some always in flight
+    names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=0.2, gpu_budget=8), spread=4.0)
+    await wait_for(lambda: bound_count(sched) >= 3, timeout=60, interval=0.02, what="the replica binding")
+    figures: list[str] = []
+    for type_, attrs, label in (("timeout", {"timeout": 2000}, "blackhole (timeout 2 s)"),
+                                ("limit_data", {"bytes": 8192}, "connections cut after 8 KB (limit_data)")):
+        before = len(sched.log())
+        async with proxy.toxic(type_, "downstream", **attrs):
+            cut = time.monotonic()
+            STATS.fault(label)
+            names.extend(await env.create_all(env.burst_bodies(5, prefix="flt-cut"), spread=1.0))
+
+            def hit(before: int = before) -> bool:
+                return " watch failed (" in sched.log()[before:]
+
+            await wait_for(hit, timeout=30, interval=0.02, what=f"a watch failing under {label}")
+            noticed = time.monotonic() - cut
+        healed, healed_at = time.monotonic(), len(sched.log())
+
+        async def resumed(healed_at: int = healed_at) -> bool:
+            if "Successfully bound" in sched.log()[healed_at:]:
+                return True
+            pods = await env.pods_now(names)
+            return all(p.spec.node_name for p in pods.values())
+
+        await wait_for(resumed, timeout=60, interval=0.02, what=f"binding again after {label}")
+        figures.append(f"{label}: a watch failed {noticed:.2f} s after the toxic, binding again "
+                       f"{time.monotonic() - healed:.2f} s after its removal")
+    await proxy.clear()
+    await env.wait_bound(names, timeout=120)
+    await check_all(env, sched)
+    text = sched.log()
+    lost = len(re.findall(r"is already assigned to node", text))
+    assert lost >= 1, "no Binding lost its response: the scenario did not test what it says"
+    print(f"{'; '.join(figures)}; {len(names)} pods bound once, {lost} lost Binding responses (409 on the retry), "
+          f"{len(re.findall(r'retrying (?:POST|PATCH|PUT|GET|DELETE) ', text))} requests retried")
+
+
 async def test_lost_binding_response_binds_once(env: FaultEnv, toxi: Toxiproxy) -> None:
     """The Binding reaches the API server and succeeds; its response never arrives (the connection
     is reset as the answer comes back). The replica sees a failed request, retries it (409: already
