@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from tests.e2e.helpers import bed, unique_name, wait_for
+from tests.e2e.helpers import bed, unique_name, wait_for  # bed: the test bed's module, imported by helpers
 
 
 class ToxiproxyError(AssertionError):
@@ -109,12 +109,15 @@ class Proxy:
         self.name = name
         self.port = port
 
-    async def add(self, type_: str, stream: str = "downstream", *, name: str | None = None,
-                  toxicity: float = 1.0, **attributes: int) -> str:
-        """Add a toxic (``type_``, ``attributes``: see the module docstring); returns its name."""
-        name = name or f"{type_}_{stream}"
+    async def add(self, type_: str, stream: str = "downstream", **attributes: int) -> str:
+        """Add a toxic (``type_``, ``attributes``: see the module docstring) named
+        ``<type_>_<stream>``, applied to every connection (toxicity 1); returns its name."""
+        return await self._add(type_, stream, attributes)
+
+    async def _add(self, type_: str, stream: str, attributes: dict[str, int]) -> str:
+        name = f"{type_}_{stream}"
         await self.server._call("POST", f"/proxies/{self.name}/toxics",
-                                {"name": name, "type": type_, "stream": stream, "toxicity": toxicity,
+                                {"name": name, "type": type_, "stream": stream, "toxicity": 1.0,
                                  "attributes": attributes})
         return name
 
@@ -129,7 +132,7 @@ class Proxy:
     @contextlib.asynccontextmanager
     async def toxic(self, type_: str, stream: str = "downstream", **attributes: int) -> AsyncIterator[str]:
         """The toxic while the block runs (removed on the way out, even on failure)."""
-        name = await self.add(type_, stream, **attributes)
+        name = await self._add(type_, stream, attributes)
         try:
             yield name
         finally:
