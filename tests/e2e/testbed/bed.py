@@ -290,7 +290,8 @@ def build_toxiproxy(progress: ProgressFn = _say) -> Path:
         staging.mkdir(parents=True)
         progress(f"building toxiproxy {version} with {go} into {dest}")
         start = time.monotonic()
-        _run_go(["build", "-o", str(staging / TOXIPROXY_BINARY), TOXIPROXY_PACKAGE], cwd=TOXIPROXY_MODULE_DIR)
+        _run_go(["build", "-ldflags", f"-X {TOXIPROXY_MODULE}.Version={version}",  # else `-version` says "git"
+                 "-o", str(staging / TOXIPROXY_BINARY), TOXIPROXY_PACKAGE], cwd=TOXIPROXY_MODULE_DIR)
         (staging / "versions.json").write_text(json.dumps(
             {"toxiproxy": version, "go": go, "build_seconds": round(time.monotonic() - start),
              "built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}, indent=2) + "\n")
