@@ -1,22 +1,23 @@
-"""A TCP fault proxy between one py-scheduler replica and the bed's kube-apiserver (asyncio, bytes
-relayed as they are: TLS passes through end to end, the API server's certificate names 127.0.0.1).
+"""A TCP proxy between one py-scheduler replica and the bed's kube-apiserver for the two *silent*
+faults toxiproxy cannot make (asyncio, bytes relayed as they are: TLS passes through end to end,
+the API server's certificate names 127.0.0.1):
 
-Faults (:class:`FaultProxy`): ``latency`` + ``jitter`` seconds added to every chunk, ``bandwidth``
-bytes/s, :meth:`FaultProxy.blackhole_established` (the connections open now carry nothing from then
-on, new ones flow: a blackholed watch), :meth:`FaultProxy.blackhole` (established connections stay
-open but carry nothing, new ones are accepted and carry nothing either: a partition as a client
-sees it, packets dropped, no RST), :meth:`FaultProxy.heal` (held bytes flow on),
-:meth:`FaultProxy.reset_all` (every connection closed with an RST).
+- :meth:`FaultProxy.blackhole_established`: the connections open now carry nothing from then on,
+  new ones flow (a blackholed watch). A toxiproxy toxic applies to new connections as well.
+- :meth:`FaultProxy.blackhole`: established connections stay open but carry nothing, new ones are
+  accepted and carry nothing either (a partition as a client sees it, packets dropped, no RST);
+  :meth:`FaultProxy.heal` then delivers what was *held*, late (toxiproxy's ``timeout`` toxic drops
+  it, which breaks the TLS stream instead: the late Binding would never arrive).
 
-A real proxy (the issue allows toxiproxy "or an equivalent real proxy"): the API server is never
-mocked, only the network between it and the replica is broken.
+Latency, jitter, bandwidth, resets, a lost response and a refusing partition are toxiproxy's
+(:mod:`tests.e2e.faults.toxiproxy`, ``test_toxics.py``). :meth:`FaultProxy.reset_all` closes every
+connection with an RST. The API server is never mocked, only the network to it is broken.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import socket
 import struct
 from pathlib import Path
@@ -28,16 +29,12 @@ class FaultProxy:
     """Listens on ``127.0.0.1:<port>`` (picked by the OS; :attr:`port` after :meth:`start`) and relays
     to ``upstream_host:upstream_port``."""
 
-    def __init__(self, upstream_host: str, upstream_port: int, *, seed: int = 1) -> None:
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
-        self.latency = 0.0
-        self.jitter = 0.0
-        self.bandwidth: float | None = None
         self.port = 0
         self.connections = 0
         self._flowing = asyncio.Event()
         self._flowing.set()
-        self._rng = random.Random(seed)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -119,13 +116,6 @@ class FaultProxy:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while chunk := await reader.read(65536):
                 await self._flowing.wait()  # held while blackholed
-                await flowing.wait()
-                delay = self.latency + (self._rng.uniform(-self.jitter, self.jitter) if self.jitter else 0.0)
-                if self.bandwidth:
-                    delay += len(chunk) / self.bandwidth
-                if delay > 0:
-                    await asyncio.sleep(delay)  # the injected latency itself
-                await self._flowing.wait()
                 await flowing.wait()
                 writer.write(chunk)
                 await writer.drain()
