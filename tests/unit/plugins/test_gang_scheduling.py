@@ -21,6 +21,7 @@ from py_scheduler.framework.events import QueueingHint
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import gang_scheduling as gs
 from py_scheduler.plugins import registry
+from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]
 
@@ -271,8 +272,8 @@ def test_helpers_tolerate_malformed_objects() -> None:
 def test_bad_args() -> None:
     for bad in (0, -1, "5m", True):
         with pytest.raises(ConfigError, match="permitTimeoutSeconds"):
-            gs.GangScheduling.create({"permitTimeoutSeconds": bad}, None)
-    assert gs.GangScheduling.create({"permitTimeoutSeconds": 2}, None).permit_timeout == 2.0
+            gs.GangScheduling.create({"permitTimeoutSeconds": bad}, plain_handle())
+    assert gs.GangScheduling.create({"permitTimeoutSeconds": 2}, plain_handle()).permit_timeout == 2.0
 
 
 def test_with_the_real_waiting_pods_map_a_partial_gang_times_out_together() -> None:
