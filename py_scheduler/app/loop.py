@@ -262,13 +262,8 @@ class SchedulingLoop:
 
         node = result.selected
         state = result.state if result.state is not None else CycleState(self.snapshot)
-        try:
-            st = fw.run_reserve(state, pi, node)
-        except Exception as exc:
-            log.exception("Reserve failed for pod %s", pi.key)
-            st = Status.error(f"{type(exc).__name__}: {exc}")
+        st = self._reserve(fw, state, pi, node)
         if not st.is_success():
-            self._unreserve(fw, state, pi, node)
             self._cycle_failure(fw, qpi, st, node, start, result, state)
             return
         assumed = self._assumed_pod_info(pi, node, state.pod_annotations)
@@ -341,6 +336,20 @@ class SchedulingLoop:
     @staticmethod
     def _unreserve(fw: Framework, state: CycleState, pi: PodInfo, node: str) -> None:
         bc.run_unreserve(fw, state, pi, node)
+
+    @classmethod
+    def _reserve(cls, fw: Framework, state: CycleState, pi: PodInfo, node: str) -> Status:
+        """Reserve ``pi`` on ``node``; a plugin that raises is an Error status. On any failure the
+        Pod's reservations are undone (Unreserve in reverse order) before returning, as
+        ``schedule_one.go``'s ``schedulingCycle`` does."""
+        try:
+            st = fw.run_reserve(state, pi, node)
+        except Exception as exc:
+            log.exception("Reserve failed for pod %s", pi.key)
+            st = Status.error(f"{type(exc).__name__}: {exc}")
+        if not st.is_success():
+            cls._unreserve(fw, state, pi, node)
+        return st
 
     # -- binding cycle -------------------------------------------------------------------------------
     async def _binding_cycle(self, fw: Framework, qpi: QueuedPodInfo, assumed: PodInfo, node: str,

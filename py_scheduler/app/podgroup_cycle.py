@@ -101,13 +101,8 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
 
     def assume(p: PodInfo, node: str, state: CycleState) -> tuple[Status, Any]:
         """``assumeAndReserveWithRevert`` with the loop's Reserve-then-assume order."""
-        try:
-            st = fw.run_reserve(state, p, node)
-        except Exception as exc:
-            log.exception("Reserve failed for pod %s", p.key)
-            st = Status.error(f"{type(exc).__name__}: {exc}")
+        st = loop._reserve(fw, state, p, node)
         if not st.is_success():
-            loop._unreserve(fw, state, p, node)
             return st, None
         a = loop._assumed_pod_info(p, node, state.pod_annotations)
         try:

@@ -81,11 +81,7 @@ class FaultProxy:
 
     def kubeconfig(self, src: Path, dest: Path) -> Path:
         """A copy of kubeconfig ``src`` whose clusters' server is this proxy."""
-        doc = yaml.safe_load(src.read_text())
-        for c in doc.get("clusters") or []:
-            c["cluster"]["server"] = f"https://127.0.0.1:{self.port}"
-        dest.write_text(yaml.safe_dump(doc))
-        return dest
+        return proxied_kubeconfig(src, dest, self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -119,3 +115,13 @@ class FaultProxy:
                 await flowing.wait()
                 writer.write(chunk)
                 await writer.drain()
+
+
+def proxied_kubeconfig(src: Path, dest: Path, port: int) -> Path:
+    """Write to ``dest`` a copy of kubeconfig ``src`` whose clusters' server is
+    ``https://127.0.0.1:<port>`` (a fault proxy in front of the API server); returns ``dest``."""
+    doc = yaml.safe_load(src.read_text())
+    for c in doc.get("clusters") or []:
+        c["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    dest.write_text(yaml.safe_dump(doc))
+    return dest

@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from tests.e2e.faults.netproxy import proxied_kubeconfig
 from tests.e2e.helpers import bed, unique_name, wait_for  # bed: the test bed's module, imported by helpers
 
 
@@ -147,8 +148,4 @@ class Proxy:
 
     def kubeconfig(self, src: Path, dest: Path) -> Path:
         """A copy of kubeconfig ``src`` whose clusters' server is this proxy."""
-        doc = yaml.safe_load(src.read_text())
-        for c in doc.get("clusters") or []:
-            c["cluster"]["server"] = f"https://127.0.0.1:{self.port}"
-        dest.write_text(yaml.safe_dump(doc))
-        return dest
+        return proxied_kubeconfig(src, dest, self.port)
