@@ -14,12 +14,21 @@ cache nor the API. On any outcome but Success every member this call assumed is 
 it returns (nothing held: node resources, GPU indices, DRA devices); on Success the caller owns the
 returned :class:`RevertFns` (to undo them if it cannot go on) and moves the members to Permit.
 
-What py-scheduler does not reproduce: composite pod groups (``CompositePodGroup``), the placement
-algorithm (``podGroupSchedulingPlacementAlgorithm``: one trial per generated placement, scored by
-PlacementScore plugins; TopologyPlacement's PreFilter confines members to one domain instead, and in
-this cycle it sees the previous members assumed), PodGroupPostFilter (group preemption), and
-upstream's "revert all, then assume again in ``submitPodGroupAlgorithmResult``" (the assumptions of a
-feasible group are kept; the outcome is the same as nothing happens in between).
+With the ``TopologyAwareWorkloadScheduling`` gate on (read at each call, as upstream's
+``podGroupSchedulingAlgorithm`` does) the group goes through ``podGroupSchedulingPlacementAlgorithm``
+(:func:`_schedule_placements`): the first PlacementGenerate plugin splits the snapshot's nodes into
+placements (none: one placement of all nodes; an empty list: Unschedulable ``no feasible placements
+found``), the default algorithm runs on each placement's nodes alone (``AssumePlacement``: the
+members' node list is the placement; plugins still see the whole snapshot) and is reverted at once,
+the feasible placements are scored by the PlacementScore plugins (``RunPlacementScorePlugins``:
+score, normalize, check [0, 100], weight, sum) unless only one is feasible, the highest total wins
+(ties: uniformly at random, upstream's ``Randomizer``; the algorithm's ``rng``), and the winner's
+placed members are assumed again (``assumeSubtreeWithRevert``). No feasible placement: Unschedulable
+``0/N placements are available, first placement status: ...`` with the first placement's members.
+
+What py-scheduler does not reproduce: composite pod groups (``CompositePodGroup``), PodGroupPostFilter
+(group preemption), and upstream's "revert all, then assume again in ``submitPodGroupAlgorithmResult``"
+(the assumptions of a feasible group are kept; the outcome is the same as nothing happens in between).
 
 Callers: the live loop (:mod:`py_scheduler.app.podgroup_cycle`) and ``simulate``
 (``OfflineScheduler.run``); ``explain`` of one Pod keeps the single-Pod cycle (the parity oracle's unit).
@@ -32,9 +41,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from py_scheduler.framework.interfaces import PlacementFeasiblePlugin, PlacementProgress, PodGroupInfo
+from py_scheduler.framework import features
+from py_scheduler.framework.interfaces import (
+    Placement,
+    PlacementFeasiblePlugin,
+    PlacementGeneratePlugin,
+    PlacementProgress,
+    PlacementScore,
+    PlacementScoreExtensions,
+    PlacementScorePlugin,
+    PodGroupAssignments,
+    PodGroupInfo,
+)
 from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
-from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
+from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, PodInfo, Status
 
 log = logging.getLogger("py_scheduler.framework.podgroup")
 
@@ -126,13 +146,25 @@ def _feasible(plugins: list[Any], state: CycleState, group: PodGroupInfo, progre
 def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group: PodGroupInfo,
                        assume: AssumeFn, *, nominator: Any = None, cycle: int | None = None,
                        explain: bool = False) -> tuple[PodGroupResult, RevertFns]:
-    """``podGroupSchedulingDefaultAlgorithm`` over ``group.pods`` (the queued members, in order).
+    """``podGroupSchedulingAlgorithm`` over ``group.pods`` (the queued members, in order): the
+    placement algorithm with ``TopologyAwareWorkloadScheduling`` on, else the default algorithm.
 
     ``snapshot`` must be up to date and must show each member :data:`AssumeFn` assumed before the next
-    member is evaluated. ``explain`` scores every feasible node (the offline tables). Returns the
-    result and, on Success, the revert functions of the members assumed (empty otherwise: already
-    reverted). Never raises for a member's failure (an exception in a plugin is that member's Error).
+    member is evaluated (and no longer once reverted). ``explain`` scores every feasible node (the
+    offline tables). Returns the result and, on Success, the revert functions of the members assumed
+    (empty otherwise: already reverted). Never raises for a member's failure (an exception in a plugin
+    is that member's Error).
     """
+    if features.enabled(features.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
+        return _schedule_placements(fw, algorithm, snapshot, group, assume, nominator, cycle, explain)
+    return _schedule_default(fw, algorithm, snapshot, group, assume, nominator, cycle, explain, None)
+
+
+def _schedule_default(fw: Framework, algorithm: Algorithm, snapshot: Any, group: PodGroupInfo,
+                      assume: AssumeFn, nominator: Any, cycle: int | None, explain: bool,
+                      placement: frozenset[str] | None) -> tuple[PodGroupResult, RevertFns]:
+    """``podGroupSchedulingDefaultAlgorithm``; with ``placement`` (node names) each member is tried on
+    those nodes of the snapshot alone."""
     plugins = [p for p in fw.plugins.values() if isinstance(p, PlacementFeasiblePlugin)]
     group_state = CycleState(snapshot)
     reverts = RevertFns()
@@ -149,7 +181,8 @@ def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group
     else:
         result.status = st
         for pi in group.pods:
-            member = _schedule_member(fw, algorithm, snapshot, pi, key, assume, reverts, nominator, cycle, explain)
+            member = _schedule_member(fw, algorithm, snapshot, pi, key, assume, reverts, nominator, cycle, explain,
+                                      placement)
             result.members.append(member)
             if not member.status.is_success() and not member.status.is_rejected():
                 result.status = Status.error(f"failed to schedule other pod from a pod group: "
@@ -183,12 +216,14 @@ def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group
 
 def _schedule_member(fw: Framework, algorithm: Algorithm, snapshot: Any, pi: PodInfo, key: str,
                      assume: AssumeFn, reverts: RevertFns, nominator: Any, cycle: int | None,
-                     explain: bool) -> MemberResult:
-    """``podGroupPodSchedulingAlgorithm``: filter/score one member (no PostFilter), then assume and
-    reserve it on the selected node, its revert appended to ``reverts``."""
+                     explain: bool, placement: frozenset[str] | None = None) -> MemberResult:
+    """``podGroupPodSchedulingAlgorithm``: filter/score one member (no PostFilter; on the
+    ``placement``'s nodes when given, resolved in the current snapshot so assumed members show), then
+    assume and reserve it on the selected node, its revert appended to ``reverts``."""
+    nodes = None if placement is None else [ni for ni in snapshot.node_info_list if ni.name in placement]
     try:
         res = algorithm.schedule(fw, snapshot, pi, explain=explain, run_post_filter=False, nominator=nominator,
-                                 cycle=cycle)
+                                 cycle=cycle, placement=nodes)
     except SchedulingError as exc:
         return MemberResult(pi, Status.error(str(exc)))
     except Exception as exc:
@@ -203,3 +238,134 @@ def _schedule_member(fw: Framework, algorithm: Algorithm, snapshot: Any, pi: Pod
     if revert is not None:
         reverts.append(revert)
     return MemberResult(pi, st, res.selected if st.is_success() else "", res, state)
+
+
+def _as_error(st: Status) -> str:
+    """``Status.AsError().Error()`` of a group result: ``pod group is unschedulable`` alone when the
+    status was built ``WithError(errPodGroupUnschedulable)`` (its message leads with it), else the
+    message."""
+    if st.reasons and st.reasons[0] == MSG_POD_GROUP_UNSCHEDULABLE:
+        return MSG_POD_GROUP_UNSCHEDULABLE
+    return st.message()
+
+
+def _refused(group: PodGroupInfo, status: Status) -> PodGroupResult:
+    """A group result where no member was evaluated (``completePodGroupAlgorithmResult``)."""
+    res = PodGroupResult(status)
+    res.members = [MemberResult(pi, Status(Code.UNSCHEDULABLE, [status.message()]), evaluated=False)
+                   for pi in group.pods]
+    return res
+
+
+def generate_placements(fw: Framework, state: CycleState, group: PodGroupInfo,
+                        nodes: list[Any]) -> tuple[list[Placement], Status]:
+    """``RunPlacementGeneratePlugins``: the first PlacementGenerate plugin of the profile splits the
+    placement of ``nodes`` (no plugin: that one placement); an empty result is Unschedulable ``no
+    feasible placements found``; a plugin's failure (or exception) is returned with its name."""
+    parent = Placement("", list(nodes))
+    plugins = [p for p in fw.plugins.values() if isinstance(p, PlacementGeneratePlugin)]
+    if not plugins:
+        return [parent], Status.success()
+    pl = plugins[0]
+    try:
+        placements, st = pl.generate_placements(state, group, parent)
+    except Exception as exc:
+        log.exception("PlacementGenerate plugin %s failed", pl.name)
+        return [], Status(Code.ERROR, [f"{type(exc).__name__}: {exc}"], pl.name)
+    if not st.is_success():
+        return [], Status(st.code, list(st.reasons), pl.name)
+    if not placements:
+        return [], Status(Code.UNSCHEDULABLE, ["no feasible placements found"], pl.name)
+    return placements, Status.success()
+
+
+def score_placements(fw: Framework, state: CycleState, group: PodGroupInfo,
+                     assignments: list[PodGroupAssignments]) -> tuple[list[int], Status]:
+    """``RunPlacementScorePlugins``: each PlacementScore plugin scores every placement, its
+    PlacementScoreExtensions normalizes them, a score outside [0, 100] is an error, and the total is
+    the sum of score x the plugin's weight (the profile's, default 1). Returns totals in
+    ``assignments`` order (an Error status, totals empty, on any failure)."""
+    totals = [0] * len(assignments)
+    for pl in (p for p in fw.plugins.values() if isinstance(p, PlacementScorePlugin)):
+        scores: list[PlacementScore] = []
+        try:
+            for a in assignments:
+                s, st = pl.score_placement(state, group, a)
+                if not st.is_success():
+                    return [], Status.error(f"running PlacementScore plugins: plugin {pl.name!r} failed with: "
+                                            f"{st.message()}")
+                scores.append(PlacementScore(a.placement, int(s)))
+            if isinstance(pl, PlacementScoreExtensions):
+                st = pl.normalize_placement_score(state, group, scores)
+                if not st.is_success():
+                    return [], Status.error(f"running NormalizePlacementScore on PlacementScore plugins: plugin "
+                                            f"{pl.name!r} failed with: {st.message()}")
+        except Exception as exc:
+            log.exception("PlacementScore plugin %s failed", pl.name)
+            return [], Status.error(f"running PlacementScore plugins: plugin {pl.name!r} failed with: "
+                                    f"{type(exc).__name__}: {exc}")
+        weight = fw.weights.get(pl.name) or 1
+        for i, ps in enumerate(scores):
+            if not 0 <= ps.score <= MAX_NODE_SCORE:
+                return [], Status.error(f"applying score defaultWeights on PlacementScore plugins: plugin "
+                                        f"{pl.name!r} returns an invalid score {ps.score}, it should in the range "
+                                        f"of [0, {MAX_NODE_SCORE}] after normalizing")
+            totals[i] += ps.score * weight
+    return totals, Status.success()
+
+
+def _schedule_placements(fw: Framework, algorithm: Algorithm, snapshot: Any, group: PodGroupInfo,
+                         assume: AssumeFn, nominator: Any, cycle: int | None,
+                         explain: bool) -> tuple[PodGroupResult, RevertFns]:
+    """``podGroupSchedulingPlacementAlgorithm`` (module docstring). Every trial is reverted before
+    the next; only the chosen placement's members are assumed when this returns Success."""
+    group_state = CycleState(snapshot)
+    placements, st = generate_placements(fw, group_state, group, list(snapshot.node_info_list))
+    if not st.is_success():
+        return _refused(group, st), RevertFns()
+    any_result: PodGroupResult | None = None
+    feasible: list[tuple[Placement, PodGroupResult]] = []
+    for placement in placements:
+        names = frozenset(ni.name for ni in placement.nodes)
+        res, reverts = _schedule_default(fw, algorithm, snapshot, group, assume, nominator, cycle, explain, names)
+        reverts.revert()
+        log.debug("pod group %s/%s placement %r: %s", group.namespace, group.name, placement.name,
+                  res.status.message() or "feasible")
+        if res.status.code == Code.ERROR:
+            return res, RevertFns()
+        if any_result is None:
+            any_result = res
+        if res.status.is_success():
+            feasible.append((placement, res))
+    if not feasible:
+        assert any_result is not None  # placements is not empty
+        any_result.status = Status(Code.UNSCHEDULABLE, [
+            MSG_POD_GROUP_UNSCHEDULABLE,
+            f"0/{len(placements)} placements are available, first placement status: {_as_error(any_result.status)}"])
+        any_result.any_scheduled = False
+        return any_result, RevertFns()
+    best = 0
+    if len(feasible) > 1:
+        assignments = [PodGroupAssignments(p, [(m.pod, m.node) for m in r.members
+                                               if m.status.is_success() and m.node]) for p, r in feasible]
+        totals, st = score_placements(fw, group_state, group, assignments)
+        if not st.is_success():
+            return _refused(group, st), RevertFns()
+        top = max(totals)
+        best = algorithm.rng.choice([i for i, t in enumerate(totals) if t == top])
+    placement, chosen = feasible[best]
+    log.debug("pod group %s/%s: placement %r chosen of %d feasible", group.namespace, group.name, placement.name,
+              len(feasible))
+    # assumeSubtreeWithRevert: the chosen members again, on the nodes their trial selected.
+    reverts = RevertFns()
+    for m in chosen.members:
+        if not m.status.is_success() or not m.node:
+            continue
+        state = m.state if m.state is not None else CycleState(snapshot)
+        st, revert = assume(m.pod, m.node, state)
+        if revert is not None:
+            reverts.append(revert)
+        if not st.is_success():
+            reverts.revert()
+            return _refused(group, Status.error(f"failed to assume the subtree: {st.message()}")), RevertFns()
+    return chosen, reverts

@@ -87,6 +87,9 @@ _metrics_sampler = random.Random()  # not the tie-break RNG: seeded simulate/par
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
 OPPORTUNISTIC_BATCHING_DEFAULT = True
+PLACEMENT_STATE_KEY = "PodGroupPlacement"
+"""CycleState key: the node names of the pod group placement this Pod is evaluated in (a frozenset),
+set by :meth:`Algorithm.schedule` when given a ``placement``."""
 """Feature gate ``OpportunisticBatching`` (beta, on by default in v1.37): a new :class:`Framework`
 gets an :class:`~py_scheduler.framework.batch.OpportunisticBatch` unless told otherwise
 (``Framework.set_opportunistic_batching(False)``; ``py-scheduler run --feature-gates
@@ -803,7 +806,8 @@ class Algorithm:
 
     def schedule(self, fw: Framework, snapshot: SnapshotLister, pod: PodInfo, *,
                  explain: bool = False, run_post_filter: bool = True,
-                 nominator: Nominator | None = None, cycle: int | None = None) -> ScheduleResult:
+                 nominator: Nominator | None = None, cycle: int | None = None,
+                 placement: list[NodeInfo] | None = None) -> ScheduleResult:
         """Run one scheduling cycle for ``pod`` on ``snapshot`` (``schedulePod``).
 
         With ``explain`` every feasible node is scored even when only one is feasible. On no
@@ -816,6 +820,11 @@ class Algorithm:
         ``status.nominatedNodeName`` names a node of the snapshot is tried on that node alone first
         (``evaluateNominatedNode``).
 
+        ``placement`` (a pod group cycle's placement: NodeInfos of ``snapshot``) limits the nodes tried
+        to those (``ListNodesInPlacement`` / ``GetNodeInPlacement``: a nominated or hinted node outside
+        it is ignored; "0/N nodes" counts the placement); plugins still see the whole ``snapshot``. The
+        Pod's CycleState then carries :data:`PLACEMENT_STATE_KEY`.
+
         ``cycle`` is the queue's scheduling cycle (``SchedulingQueue.SchedulingCycle``, one per Pod
         popped). With it and the profile's OpportunisticBatching on (``fw.batch``), the Pod may be
         placed on a node hint from the previous cycle's ranking (``GetNodeHint`` after PreFilter,
@@ -826,16 +835,17 @@ class Algorithm:
             SchedulingError: a plugin failed with an internal error (not a rejection).
         """
         if nominator is None:
-            return self._schedule(fw, snapshot, pod, explain, run_post_filter, cycle)
+            return self._schedule(fw, snapshot, pod, explain, run_post_filter, cycle, placement)
         saved = fw.nominator
         fw.nominator = nominator
         try:
-            return self._schedule(fw, snapshot, pod, explain, run_post_filter, cycle)
+            return self._schedule(fw, snapshot, pod, explain, run_post_filter, cycle, placement)
         finally:
             fw.nominator = saved
 
     def _schedule(self, fw: Framework, snapshot: SnapshotLister, pod: PodInfo, explain: bool,
-                  run_post_filter: bool, cycle: int | None = None) -> ScheduleResult:
+                  run_post_filter: bool, cycle: int | None = None,
+                  placement: list[NodeInfo] | None = None) -> ScheduleResult:
         res = ScheduleResult(pod=pod.key, profile=fw.profile_name)
         fw.record_plugin_metrics = _metrics_sampler.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         res.weights = dict(fw.score_weights)
@@ -843,7 +853,9 @@ class Algorithm:
         if fw.handle is not None:
             fw.handle.snapshot = snapshot
         res.state = state
-        all_nodes = snapshot.node_info_list
+        all_nodes = snapshot.node_info_list if placement is None else placement
+        if placement is not None:
+            state.data[PLACEMENT_STATE_KEY] = frozenset(ni.name for ni in placement)
         n_all = len(all_nodes)
         d = Diagnosis()
         if n_all == 0:
@@ -968,8 +980,9 @@ class Algorithm:
         if not nnn:
             return []
         ni = snapshot.node_info_map.get(nnn)
-        if ni is None:
-            return []
+        in_placement = state.data.get(PLACEMENT_STATE_KEY)
+        if ni is None or (isinstance(in_placement, frozenset) and nnn not in in_placement):
+            return []  # GetNodeInPlacement: not in the snapshot, or outside the pod group's placement
         return self._find_nodes_that_pass_filters(fw, state, pod, [ni], d, n_all, advance=False)
 
     def _find_nodes_that_pass_filters(self, fw: Framework, state: CycleState, pod: PodInfo,

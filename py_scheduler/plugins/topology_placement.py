@@ -8,9 +8,11 @@ label in turn; once some members are scheduled (assumed or bound) only their dom
 Nodes without the label are in no placement. A group without the constraint gets the parent
 placement unchanged.
 
-:meth:`TopologyPlacement.generate_placements` is upstream's PlacementGenerate. py-scheduler schedules
-members one cycle each (no pod group cycle yet), so the plugin also has a PreFilter that gives the
-same result per Pod (a py-scheduler addition, documented in docs/gpu.md):
+:meth:`TopologyPlacement.generate_placements` is upstream's PlacementGenerate, run by the pod group
+cycle's placement algorithm (:mod:`py_scheduler.framework.podgroup`): the group is tried whole on each
+domain and PodGroupPodsCount picks among the feasible ones. The plugin also has a PreFilter, a
+py-scheduler addition for a member scheduled on its own (``explain`` of one Pod; documented in
+docs/gpu.md), that estimates the same choice per Pod; it skips inside a pod group cycle's placement:
 
 - members already scheduled: the Pod may go only to nodes of their domain (upstream's
   ``requiredDomain``); scheduled members in two domains: UnschedulableAndUnresolvable;
@@ -28,6 +30,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from py_scheduler.framework.interfaces import Placement, PodGroupInfo, PreFilterResult
+from py_scheduler.framework.runtime import PLACEMENT_STATE_KEY
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Resource, Status
 from py_scheduler.plugins.gang_scheduling import pod_group_name
 
@@ -204,7 +207,10 @@ class TopologyPlacement:
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
         """Keep the Pod inside its group's topology domain (module docstring); Skip for Pods without a
-        group or whose group has no topology constraint."""
+        group or whose group has no topology constraint, and in a pod group cycle's placement (the
+        placement algorithm already confines the member: upstream has no such PreFilter)."""
+        if PLACEMENT_STATE_KEY in state.data:
+            return None, Status.skip()
         pg = self._pod_group(pod)
         key = topology_key(pg) if pg is not None else None
         if pg is None or key is None:

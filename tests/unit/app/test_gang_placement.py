@@ -1,0 +1,254 @@
+"""The pod group placement algorithm in the live loop (``podGroupSchedulingPlacementAlgorithm`` of
+``schedule_one_podgroup.go``), GenericWorkload and TopologyAwareWorkloadScheduling on: a real default
+profile (GangScheduling, TopologyPlacementGenerator, PodGroupPodsCount), the live cache and queue, a
+fake API.
+
+- 4 x 2-GPU members, rack A with room for 3, rack B for 4: the gang lands whole in B (the trial in A
+  is reverted: no NodeInfo of A changes);
+- a smaller minimum (2): both racks are feasible, PodGroupPodsCount prefers B (4 members vs 3);
+- both racks hold the gang whole with the same score: the tie is broken at random (the algorithm's
+  RNG, upstream's ``Randomizer``), each time whole in one rack;
+- no rack holds the minimum: ``0/2 placements are available``, nothing held (accounting and GPU
+  indices as before);
+- DRA: the losing trial's devices are not left in flight.
+- the gate off: the default algorithm alone (no placement in the members' CycleState).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from py_scheduler.framework import config
+from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.interfaces import PodGroupInfo
+from py_scheduler.framework.podgroup import schedule_pod_group
+from py_scheduler.framework.runtime import PLACEMENT_STATE_KEY
+from py_scheduler.framework.types import PodInfo, Status
+from py_scheduler.plugins import registry
+from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
+from tests.unit.app.test_gang_cycle import Objects
+from tests.unit.app.test_loop import Harness
+from tests.unit.plugins import test_dynamic_resources as dra
+
+Obj = dict[str, Any]
+RACK = "example.com/rack"
+GATES = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
+
+
+@pytest.fixture(autouse=True)
+def _restore_gates() -> Iterator[None]:
+    saved = dict(config.feature_gates)
+    yield
+    config.feature_gates.clear()
+    config.feature_gates.update(saved)
+
+
+def _harness(gates: dict[str, bool] | None = None) -> tuple[Harness, Objects]:
+    """The loop harness with the default profile built with the workload gates on, which stay on
+    for the test (the placement algorithm reads the gate at each cycle; an autouse fixture restores)."""
+    objs = Objects()
+    h0 = Harness()
+    h0.handle.objects = objs
+    config.set_feature_gates(gates or GATES)
+    fw = build_framework(ProfileConfig(), handle=h0.handle, registry=registry)
+    h = Harness(fw)
+    h.handle = h0.handle
+    h0.kube.__dict__ = h.kube.__dict__
+    h.pods = objs.pods
+    h.queue.pod_lister = h.loop.pod_lister = lambda ns, n: objs.pods.get(f"{ns}/{n}")
+    return h, objs
+
+
+def _node(h: Harness, name: str, rack: str, gpus: int, cordoned: bool = False) -> None:
+    h.cache.add_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, RACK: rack}},
+                      "spec": {"unschedulable": True} if cordoned else {},
+                      "status": {"allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110",
+                                                 "nvidia.com/gpu": str(gpus)}}})
+
+
+def _group(objs: Objects, name: str, min_count: int, topology: bool = True) -> None:
+    spec: Obj = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": RACK}]}
+    objs.groups[f"default/{name}"] = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                                      "metadata": {"name": name, "namespace": "default", "uid": f"pg-{name}"},
+                                      "spec": spec}
+
+
+def _members(h: Harness, group: str, n: int, gpus: int = 2) -> list[str]:
+    names = [f"{group}-{i}" for i in range(n)]
+    for name in names:
+        h.pods[f"default/{name}"] = {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": group},
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"},
+                                                                "limits": {"nvidia.com/gpu": str(gpus)}}}]}}
+    for name in names:
+        h.queue.add(h.pods[f"default/{name}"])
+    return names
+
+
+def _accounting(h: Harness, nodes: list[str]) -> dict[str, Any]:
+    """Every NodeInfo's accounting (requested, non-zero requested, ports, PVCs, Pods with GPU indices)."""
+    out = {}
+    for name in nodes:
+        ni = h.cache.node_info(name)
+        assert ni is not None
+        out[name] = (repr(ni.requested), repr(ni.non_zero_requested), repr(ni.used_ports), dict(ni.pvc_ref_counts),
+                     sorted((p.key, ((p.pod.get("metadata") or {}).get("annotations") or {}).get(
+                         "gpu-scheduler/gpu-indices", "")) for p in ni.pods))
+    return out
+
+
+def _bound(h: Harness) -> dict[str, str]:
+    return {c[1][0]: c[1][1] for c in h.kube.calls if c[0] == "bind"}
+
+
+def _racks(h: Harness, bound: dict[str, str]) -> set[str]:
+    return {n[0] for n in bound.values()}
+
+
+def _a3_b4(h: Harness) -> None:
+    """Rack A: room for 3 two-GPU members (4 + 2 GPUs; a cordoned 2-GPU node the per-Pod estimate
+    would count), listed first; rack B: room for 4 (4 + 4 GPUs)."""
+    _node(h, "a1", "a", 4)
+    _node(h, "a2", "a", 2)
+    _node(h, "a3", "a", 2, cordoned=True)
+    _node(h, "b1", "b", 4)
+    _node(h, "b2", "b", 4)
+
+
+async def test_the_gang_lands_whole_in_the_rack_that_holds_it() -> None:
+    h, objs = _harness()
+    _a3_b4(h)
+    before_a = _accounting(h, ["a1", "a2", "a3"])
+    _group(objs, "g", 4)
+    names = _members(h, "g", 4)
+    await h.cycle()
+    bound = _bound(h)
+    assert sorted(bound) == [f"default/{n}" for n in names]
+    assert sorted(bound.values()) == ["b1", "b1", "b2", "b2"]
+    assert _accounting(h, ["a1", "a2", "a3"]) == before_a  # the trial in A left nothing behind
+    for name in ("b1", "b2"):  # distinct GPU indices per node
+        ni = h.cache.node_info(name)
+        assert ni is not None
+        idx = [i for p in ni.pods for i in ((p.pod.get("metadata") or {}).get("annotations") or {}).get(
+            "gpu-scheduler/gpu-indices", "").split(",") if i]
+        assert len(idx) == 4 == len(set(idx)), idx
+    assert h.queue.in_flight_uids() == []
+
+
+async def test_pods_count_prefers_the_placement_holding_more_members() -> None:
+    """minCount 2: A (3 members) and B (4) are both feasible; PodGroupPodsCount scores 75 and 100."""
+    h, objs = _harness()
+    _a3_b4(h)
+    _group(objs, "g", 2)
+    _members(h, "g", 4)
+    await h.cycle()
+    bound = _bound(h)
+    assert len(bound) == 4 and _racks(h, bound) == {"b"}
+
+
+async def test_equal_placements_are_chosen_at_random_and_whole() -> None:
+    chosen = set()
+    for seed in range(12):
+        h, objs = _harness()
+        h.loop.algorithm.rng = random.Random(seed)
+        for rack in ("a", "b"):
+            _node(h, f"{rack}1", rack, 4)
+            _node(h, f"{rack}2", rack, 4)
+        _group(objs, "g", 4)
+        _members(h, "g", 4)
+        await h.cycle()
+        bound = _bound(h)
+        assert len(bound) == 4
+        racks = _racks(h, bound)
+        assert len(racks) == 1, bound
+        chosen |= racks
+    assert chosen == {"a", "b"}
+
+
+async def test_no_rack_holds_the_minimum_nothing_is_held() -> None:
+    h, objs = _harness()
+    _node(h, "a1", "a", 4)
+    _node(h, "a2", "a", 2)
+    _node(h, "b1", "b", 4)
+    _node(h, "b2", "b", 2)
+    nodes = ["a1", "a2", "b1", "b2"]
+    before = _accounting(h, nodes)
+    _group(objs, "g", 4)
+    names = _members(h, "g", 4)
+    await h.cycle()
+    assert _accounting(h, nodes) == before
+    assert h.cache.assumed_count() == 0 and _bound(h) == {}
+    assert [h.queue.where("default", n) for n in names] == [UNSCHEDULABLE_Q] * 4
+    notes = sorted(e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling")
+    # The first placement's (A's) results: the member that did not fit there its own FitError (on the
+    # placement's 2 nodes), the 3 that fit the group's status after errPodGroupUnschedulable (upstream
+    # submitPodGroupAlgorithmResult: NewStatus(Unschedulable, group.Message()).WithError(err)).
+    group = ("pod group is unschedulable, 0/2 placements are available, first placement status: "
+             "minCount (4) cannot be satisfied: 3 scheduled, 0 remaining")
+    assert notes == ["0/2 nodes are available: 2 node(s) had insufficient free GPUs."] + [
+        f"pod group is unschedulable, {group}"] * 3
+
+
+async def test_a_losing_dra_placement_leaves_no_device_in_flight() -> None:
+    """Rack A (node a1: two devices) and rack B (node b1: three devices), 3 members with one claim
+    each, minCount 3: the trial in A allocates two devices then fails; B holds the gang. Afterwards
+    each claim is allocated once, in B's pool, and A's NodeInfo is as before."""
+    h, objs = _harness()
+    for n, rack in (("a1", "a"), ("b1", "b")):
+        h.cache.add_node({"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n, RACK: rack}},
+                          "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}}})
+    h.cache.objects.upsert("DeviceClass", dra.dclass("gpu", [f'device.driver == "{dra.G}"']))
+    h.cache.objects.upsert("ResourceSlice", dra.rslice("sa", dra.G, "pa", node="a1",
+                                                       devices=[dra.dev("g0"), dra.dev("g1")]))
+    h.cache.objects.upsert("ResourceSlice", dra.rslice("sb", dra.G, "pb", node="b1",
+                                                       devices=[dra.dev("g0"), dra.dev("g1"), dra.dev("g2")]))
+    _group(objs, "g", 3)
+    names = [f"g-{i}" for i in range(3)]
+    for name in names:
+        path = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{name}"
+        h.kube.put_object(path, dra.claim(f"c-{name}", [{"name": "r", "exactly": dra.ex()}]))
+        h.cache.objects.upsert("ResourceClaim", copy.deepcopy(h.kube.objects[path]))
+        h.pods[f"default/{name}"] = {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": "g"},
+                     "resourceClaims": dra.uses(f"c-{name}"),
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
+    for name in names:
+        h.queue.add(h.pods[f"default/{name}"])
+    before_a = _accounting(h, ["a1"])
+    await h.cycle()
+    # Each claim in flight once (written, until the informer sees it), none left from the trial in A.
+    assert h.fw.plugins["DynamicResources"].in_flight_claims() == [f"default/c-{n}" for n in names]
+    assert _accounting(h, ["a1"]) == before_a
+    assert sorted(_bound(h).values()) == ["b1"] * 3
+    pools = {h.kube.objects[f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{n}"]
+             ["status"]["allocation"]["devices"]["results"][0]["pool"] for n in names}
+    assert pools == {"pb"}
+
+
+def test_gate_off_runs_the_default_algorithm_without_placement() -> None:
+    """Only GenericWorkload: no placement is set on a member's CycleState (the default algorithm)."""
+    h, objs = _harness({"GenericWorkload": True, "TopologyAwareWorkloadScheduling": False})
+    _node(h, "a1", "a", 4)
+    _group(objs, "g", 1)
+    names = _members(h, "g", 1)
+    h.cache.update_snapshot(h.loop.snapshot)
+    group = PodGroupInfo(objs.groups["default/g"], [PodInfo(h.pods[f"default/{names[0]}"])])
+    res, _reverts = schedule_pod_group(h.fw, h.loop.algorithm, h.loop.snapshot, group,
+                                      lambda p, n, s: (Status.success(), None))
+    assert res.status.is_success()
+    state = res.members[0].state
+    assert state is not None and PLACEMENT_STATE_KEY not in state.data
+    config.set_feature_gates(GATES)
+    res, _reverts = schedule_pod_group(h.fw, h.loop.algorithm, h.loop.snapshot, group,
+                                      lambda p, n, s: (Status.success(), None))
+    state = res.members[0].state
+    assert res.status.is_success() and state is not None and state.data[PLACEMENT_STATE_KEY] == {"a1"}
