@@ -292,23 +292,23 @@ def score_placements(fw: Framework, state: CycleState, group: PodGroupInfo,
             for a in assignments:
                 s, st = pl.score_placement(state, group, a)
                 if not st.is_success():
-                    return [], Status.error(f"running PlacementScore plugins: plugin {pl.name!r} failed with: "
+                    return [], Status.error(f'running PlacementScore plugins: plugin "{pl.name}" failed with: '
                                             f"{st.message()}")
                 scores.append(PlacementScore(a.placement, int(s)))
             if isinstance(pl, PlacementScoreExtensions):
                 st = pl.normalize_placement_score(state, group, scores)
                 if not st.is_success():
                     return [], Status.error(f"running NormalizePlacementScore on PlacementScore plugins: plugin "
-                                            f"{pl.name!r} failed with: {st.message()}")
+                                            f'"{pl.name}" failed with: {st.message()}')
         except Exception as exc:
             log.exception("PlacementScore plugin %s failed", pl.name)
-            return [], Status.error(f"running PlacementScore plugins: plugin {pl.name!r} failed with: "
+            return [], Status.error(f'running PlacementScore plugins: plugin "{pl.name}" failed with: '
                                     f"{type(exc).__name__}: {exc}")
         weight = fw.weights.get(pl.name) or 1
         for i, ps in enumerate(scores):
             if not 0 <= ps.score <= MAX_NODE_SCORE:
                 return [], Status.error(f"applying score defaultWeights on PlacementScore plugins: plugin "
-                                        f"{pl.name!r} returns an invalid score {ps.score}, it should in the range "
+                                        f"\"{pl.name}\" returns an invalid score {ps.score}, it should in the range "
                                         f"of [0, {MAX_NODE_SCORE}] after normalizing")
             totals[i] += ps.score * weight
     return totals, Status.success()
