@@ -8,7 +8,9 @@
   cluster changes, and no member was left holding a GPU: all 4 fit in exactly 4 GPUs).
 - two 4-Pod gangs competing for 4 GPUs: one binds whole, the other holds nothing (no member bound
   nor nominated) and binds whole once the winner's Pods are deleted;
-- a rack-constrained gang lands in the one rack that holds it (TopologyAwareWorkloadScheduling).
+- a rack-constrained gang lands in the one rack that holds it (TopologyAwareWorkloadScheduling), also
+  when the other rack looks bigger by its Nodes' free GPUs but holds only 3 of 4 members (the placement
+  algorithm tries the gang whole in each rack).
 
 py-scheduler alone: an incomplete gang (one member gated) is refused by the pod group cycle before
 any Filter, holds no GPU and the PodGroup says so; the leader killed while such a gang waits.
@@ -76,11 +78,12 @@ class GangBed:
                                           wait_leading=False, restart=False,
                                           extra_args=[f"--feature-gates={gates}"])
 
-    async def node(self, group: str, gpus: int, labels: dict[str, str] | None = None) -> str:
+    async def node(self, group: str, gpus: int, labels: dict[str, str] | None = None,
+                   unschedulable: bool = False) -> str:
         name = unique_name("gang-gpu")
         self.nodes[name] = gpus
         await create_node(self.api, name, {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": str(gpus)},
-                          labels={GROUP_LABEL: group, **L4, **(labels or {})})
+                          labels={GROUP_LABEL: group, **L4, **(labels or {})}, unschedulable=unschedulable)
         return name
 
     async def pod_group(self, name: str, min_count: int, topology_key: str = "") -> None:
@@ -93,7 +96,8 @@ class GangBed:
             {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
              "metadata": {"name": name, "namespace": "default"}, "spec": spec})
 
-    async def member(self, scheduler_name: str, group: str, node_group: str, *, gated: bool = False) -> str:
+    async def member(self, scheduler_name: str, group: str, node_group: str, *, gated: bool = False,
+                     gpus: int = 1) -> str:
         name = unique_name(f"{group}-m")
         self.pods.append(name)
         body: dict[str, Any] = {
@@ -102,7 +106,7 @@ class GangBed:
                      "schedulingGroup": {"podGroupName": group},
                      "nodeSelector": {GROUP_LABEL: node_group},
                      "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
-                         "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"nvidia.com/gpu": "1"}}}]},
+                         "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"nvidia.com/gpu": str(gpus)}}}]},
         }
         if gated:
             body["spec"]["schedulingGates"] = [{"name": "example.com/held"}]
@@ -371,4 +375,37 @@ async def test_topology_aware_gang_lands_in_the_one_rack_that_holds_it(gbed: Gan
 
         got = await wait_for(all_bound, timeout=90, what=f"{impl}: the topology-constrained gang bound")
         assert {racks[impl][n] for n in got.values()} == {"a"}, (impl, got)
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def test_topology_aware_gang_is_tried_whole_in_each_rack(gbed: GangBed) -> None:
+    """TopologyAwareWorkloadScheduling on for both (``podGroupSchedulingPlacementAlgorithm``): 4 members
+    of 2 GPUs each, minCount 4. Rack a holds 3 (Nodes of 4 and 2 GPUs, plus a cordoned 2-GPU Node: 8
+    GPUs listed, 6 usable); rack b holds 5 (4 + 4 + 2 GPUs). Both schedulers try the gang whole in
+    each rack and bind all 4 in rack b; none lands in rack a."""
+    gates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+    names = {"py": unique_name("gang-py"), "kube": unique_name("gang-ks")}
+    sched = gbed.py_scheduler(names["py"], gates=gates)
+    gbed.kube_scheduler(names["kube"], gates=gates)
+    await sched.wait_leading()
+    members: dict[str, list[str]] = {}
+    racks: dict[str, dict[str, str]] = {}
+    for impl, sched_name in names.items():
+        nodes = unique_name(f"place-{impl}")
+        racks[impl] = {}
+        for rack, gpus, cordoned in (("a", 4, False), ("a", 2, False), ("a", 2, True),
+                                     ("b", 4, False), ("b", 4, False), ("b", 2, False)):
+            name = await gbed.node(nodes, gpus, {RACK: f"{nodes}-{rack}"}, unschedulable=cordoned)
+            racks[impl][name] = rack
+        group = unique_name(f"place-{impl}-g")
+        await gbed.pod_group(group, 4, RACK)
+        members[impl] = list(await asyncio.gather(*(gbed.member(sched_name, group, nodes, gpus=2)
+                                                    for _ in range(4))))
+    for impl, pods in members.items():
+        async def all_bound(pods: list[str] = pods) -> dict[str, str] | None:
+            got = await gbed.bound(pods)
+            return got if len(got) == 4 else None
+
+        got = await wait_for(all_bound, timeout=60, what=f"{impl}: the gang bound whole in one rack")
+        assert {racks[impl][n] for n in got.values()} == {"b"}, (impl, got)
     assert "Traceback" not in gbed.replicas[0].log()
