@@ -76,3 +76,29 @@ def test_a_gang_that_fits_is_placed_whole_in_file_order(tmp_path: Path, gates: A
     assert [p["pod"] for p in doc["placements"]] == ["default/m0", "default/solo", "default/m1", "default/m2"]
     assert all(p["node"] for p in doc["placements"]), doc["placements"]
     assert doc["scheduled"] == 4
+
+
+def test_with_topology_the_gang_is_tried_whole_in_each_rack(tmp_path: Path, gates: Any,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """TopologyAwareWorkloadScheduling on: rack a holds 3 of 4 two-GPU members (a cordoned Node's GPUs do
+    not count), rack b holds 4; the placement algorithm places the whole gang in b, then a Pod outside
+    the group finds a's GPUs free (the trial in a was reverted)."""
+    rack = "example.com/rack"
+    nodes = []
+    for name, r, gpus, cordoned in (("a1", "a", 4, False), ("a2", "a", 2, False), ("a3", "a", 2, True),
+                                    ("b1", "b", 4, False), ("b2", "b", 4, False)):
+        n = _node(name, gpus)
+        n["metadata"]["labels"][rack] = r
+        n["spec"] = {"unschedulable": cordoned}
+        nodes.append(n)
+    group = _group("g", 4)
+    group["spec"]["schedulingConstraints"] = {"topology": [{"key": rack}]}
+    objs = [*nodes, group, *[_pod(f"m{i}", "g", 2) for i in range(4)], _pod("solo", None, 4)]
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    assert simulate_main(path, None, False, "json",
+                         feature_gates="GenericWorkload=true,TopologyAwareWorkloadScheduling=true") == 0
+    doc = json.loads(capsys.readouterr().out)
+    by = {p["pod"]: p["node"] for p in doc["placements"]}
+    assert sorted(by[f"default/m{i}"] for i in range(4)) == ["b1", "b1", "b2", "b2"], doc["placements"]
+    assert by["default/solo"] == "a1"
