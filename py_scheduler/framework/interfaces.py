@@ -215,8 +215,8 @@ class PostBindPlugin(Protocol):
 # Upstream: staging/src/k8s.io/kube-scheduler/framework/interface.go (PlacementGeneratePlugin,
 # PlacementScorePlugin + PlacementScoreExtensions, PodGroupPostFilterPlugin), types.go (Placement,
 # PodGroupAssignments) and pkg/scheduler/framework/interface.go (PlacementFeasiblePlugin). They run in
-# upstream's pod group scheduling cycle (pkg/scheduler/schedule_one_podgroup.go), which py-scheduler does
-# not run yet: plugins implement them so that cycle, explain and tests can call them.
+# upstream's pod group scheduling cycle (pkg/scheduler/schedule_one_podgroup.go), reproduced in
+# framework/podgroup.py (PlacementGenerate / PlacementScore with TopologyAwareWorkloadScheduling on).
 
 @dataclass(slots=True)
 class PodGroupInfo:

@@ -6,8 +6,8 @@ profile (``applyTopologyAwareWorkloadScheduling``). PlacementScore: the group's 
 (assumed or bound) plus the members the cycle proposed in the placement; NormalizePlacementScore scales
 by the best placement to [0, 100] (integer division, as Go), an error when no placement holds a member.
 
-It runs in upstream's pod group scheduling cycle; py-scheduler's per-Pod path gets the same choice
-from TopologyPlacementGenerator's PreFilter (see ``topology_placement``).
+It runs in the pod group cycle's placement algorithm
+(:func:`py_scheduler.framework.podgroup.score_placements`) when more than one placement is feasible.
 """
 
 from __future__ import annotations
