@@ -67,8 +67,8 @@ class Scorer:
         return self.scores.get(assignments.placement.name, 0), Status.success()
 
 
-def _setup(plugins: list[Any], weights: dict[str, int] | None = None,
-           cordoned: tuple[str, ...] = ()) -> tuple[Harness, Callable[..., Any], list[str], list[str]]:
+def _setup(plugins: list[Any], weights: dict[str, int] | None = None, cordoned: tuple[str, ...] = (),
+           nominated: str = "") -> tuple[Harness, Callable[..., Any], list[str], list[str]]:
     """A default profile (gates on) with the topology plugins replaced by ``plugins``; nodes node1,
     node2; returns the harness, a runner, the assume log and the live assumed set."""
     h0 = Harness()
@@ -98,7 +98,8 @@ def _setup(plugins: list[Any], weights: dict[str, int] | None = None,
 
     pg = {"metadata": {"name": "pg", "namespace": "default"}, "spec": {"schedulingPolicy": {"basic": {}}}}
     pod = {"metadata": {"name": "foo", "namespace": "default", "uid": "foo"},
-           "spec": {"schedulingGroup": {"podGroupName": "pg"}, "containers": [{"name": "c"}]}}
+           "spec": {"schedulingGroup": {"podGroupName": "pg"}, "containers": [{"name": "c"}]},
+           "status": {"nominatedNodeName": nominated} if nominated else {}}
 
     def run() -> Any:
         return schedule_pod_group(fw, h.loop.algorithm, h.loop.snapshot, PodGroupInfo(pg, [PodInfo(pod)]), assume)
@@ -165,3 +166,12 @@ def test_all_placements_infeasible() -> None:
     assert res.status.message() == ("pod group is unschedulable, 0/2 placements are available, first placement "
                                     "status: minCount (1) cannot be satisfied: 0 scheduled, 0 remaining")
     assert res.members[0].result is not None and res.members[0].result.message.startswith("0/1 nodes are available")
+
+
+def test_a_nominated_node_outside_the_placement_is_not_tried() -> None:
+    """``GetNodeInPlacement``: the member's nominated node2 is not in the one placement (node1)."""
+    _, run, _, live = _setup([Generator({"placement1": ["node1"]})], nominated="node2")
+    res, _ = run()
+    assert res.status.is_success() and live == ["node1"]
+    r = res.members[0].result
+    assert r is not None and r.nodes_evaluated == 1 and r.feasible == ["node1"]
