@@ -146,6 +146,8 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
         return
     if result.status.is_rejected():
         rejectors = {GANG}
+        if result.status.plugin:  # e.g. the PlacementGenerate plugin that found no placement
+            rejectors.add(result.status.plugin)
         for mr in result.members:
             rejectors |= _own_rejectors(mr)
         message = result.status.message()

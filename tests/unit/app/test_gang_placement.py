@@ -252,3 +252,21 @@ def test_gate_off_runs_the_default_algorithm_without_placement() -> None:
                                       lambda p, n, s: (Status.success(), None))
     state = res.members[0].state
     assert res.status.is_success() and state is not None and state.data[PLACEMENT_STATE_KEY] == {"a1"}
+
+
+async def test_no_placement_generated_the_generator_is_a_rejector() -> None:
+    """No node carries the rack label: TopologyPlacement generates no placement, so no member is
+    evaluated; the members' rejectors name that plugin too (not only GangScheduling), so the queue
+    retries them on the events that can bring a placement (a labelled Node), not only at the flush."""
+    h, objs = _harness()
+    h.cache.add_node({"metadata": {"name": "x1", "labels": {"kubernetes.io/hostname": "x1"}},
+                      "status": {"allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110",
+                                                 "nvidia.com/gpu": "8"}}})
+    _group(objs, "g", 2)
+    names = _members(h, "g", 2)
+    await h.cycle()
+    assert _bound(h) == {}
+    for n in names:
+        q = h.queue.get("default", n)
+        assert q is not None and h.queue.where("default", n) == UNSCHEDULABLE_Q
+        assert {"GangScheduling", "TopologyPlacementGenerator"} <= set(q.unschedulable_plugins)
