@@ -110,6 +110,8 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         return fail(f"-o/--output must be one of {', '.join(OUTPUT_FORMATS)}, not {output!r}")
     if (snapshot is None) == (kubeconfig is None):
         return fail("give exactly one of --snapshot FILE or --kubeconfig PATH")
+    if kubeconfig is not None and not kubeconfig.is_file():
+        return fail(f"kubeconfig {kubeconfig}: no such file")
     if pod is not None and (not pod or pod.count("/") > 1 or pod.startswith("/") or pod.endswith("/")):
         return fail(f"--pod must be NAMESPACE/NAME (or NAME in namespace default), not {pod!r}")
     try:
