@@ -224,11 +224,15 @@ def _flatten(docs: list[Any], source: str) -> Iterator[tuple[str, str, Obj]]:
 
 def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
     meta = obj.get("metadata")
-    if not isinstance(meta, dict):
+    if meta is None:
         raise SnapshotError(f"{source}: {kind} at {where}: missing metadata")
+    if not isinstance(meta, dict):
+        raise SnapshotError(f"{source}: {kind} at {where}: metadata is not a map")
     name = meta.get("name")
-    if not isinstance(name, str) or not name:
+    if name is None or name == "":
         raise SnapshotError(f"{source}: {kind} at {where}: missing metadata.name")
+    if not isinstance(name, str):  # e.g. an unquoted `name: 5` in YAML
+        raise SnapshotError(f"{source}: {kind} at {where}: invalid value {name!r} for metadata.name: not a string")
     ns = meta.get("namespace")
     if ns is not None and not isinstance(ns, str):
         raise SnapshotError(f"{source}: {object_ref(kind, obj)}: metadata.namespace is not a string")
