@@ -41,6 +41,7 @@ from py_scheduler.offline.loader import (
     ClusterData,
     SnapshotError,
     load_snapshot_file,
+    note_gated,
     note_skipped,
     pending_pods,
     pod_key,
@@ -148,6 +149,7 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         pods = [sched.unbind(target) if (target.get("spec") or {}).get("nodeName") else target]
     else:
         pods = queue_order(pending_pods(data), data.order)
+        note_gated(data)
         if not pods:
             print(f"no pending Pods in {data.source}: nothing to explain", file=sys.stderr)
             return 0

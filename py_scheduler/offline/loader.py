@@ -54,6 +54,7 @@ __all__ = [
     "bundled_example_path",
     "load_documents",
     "load_snapshot_file",
+    "note_gated",
     "note_skipped",
     "object_ref",
     "parse_objects",
@@ -362,6 +363,23 @@ def creation_timestamp(pod: Obj) -> float:
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=dt.UTC)
     return ts.timestamp()
+
+
+def note_gated(data: ClusterData, file: TextIO | None = None) -> None:
+    """Print one line on ``file`` (stderr by default) naming the unbound Pods that
+    :func:`pending_pods` leaves out because they wait for ``spec.schedulingGates`` (upstream's
+    SchedulingGates PreEnqueue keeps them out of the queue), e.g. ``note: dump.yaml: 2 Pods wait for
+    scheduling gates and are not placed: ml/a, ml/b``; nothing when there are none. Without it a
+    gated Pod silently vanishes from ``simulate``'s and ``explain``'s output."""
+    gated = [pod_key(p) for p in data.pods
+             if (p.get("spec") or {}).get("schedulingGates") and not (p.get("spec") or {}).get("nodeName")
+             and (p.get("status") or {}).get("phase") in (None, "", "Pending")
+             and not (p.get("metadata") or {}).get("deletionTimestamp")]
+    if gated:
+        n = len(gated)
+        print(f"note: {data.source}: {n} Pod{'s wait' if n != 1 else ' waits'} for scheduling gates and "
+              f"{'are' if n != 1 else 'is'} not placed: {', '.join(gated)}",
+              file=file if file is not None else sys.stderr)
 
 
 def pending_pods(data: ClusterData) -> list[Obj]:

@@ -187,6 +187,24 @@ def test_unread_kinds_are_skipped_with_one_note_line(tmp_path: Path, command: st
         f"note: {path}: skipped 1 object of kinds the scheduler does not read: Gadget (1)"]
 
 
+
+@pytest.mark.parametrize("command", ["simulate", "explain"])
+def test_gated_pods_are_named_not_silently_dropped(tmp_path: Path, command: str) -> None:
+    """A Pod waiting for scheduling gates is not placed (upstream's SchedulingGates PreEnqueue holds it),
+    but it used to vanish from the output without a word ("nothing to simulate")."""
+    gated = pod("gated", cpu="1")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    path = write_list(tmp_path / "gated.yaml", [node("n1"), pod("web", cpu="1"), gated])
+    args = ["simulate", str(path)] if command == "simulate" else ["explain", "--snapshot", str(path)]
+    res = runner.invoke(app, [*args, "-o", "json"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.strip().splitlines() == [
+        f"note: {path}: 1 Pod waits for scheduling gates and is not placed: default/gated"]
+    placed = (json.loads(res.stdout)["placements"] if command == "simulate"
+              else [json.loads(line) for line in res.stdout.splitlines()])
+    assert [p["pod"] for p in placed] == ["default/web"]
+
+
 # -- --feature-gates: the same option and path as run ---------------------------------------------
 def _gt_toleration_cluster(tmp_path: Path) -> Path:
     """n1 tainted ``slots=5:NoSchedule``; the Pod tolerates ``slots Gt 3``: with
