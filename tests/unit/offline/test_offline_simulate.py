@@ -205,6 +205,28 @@ def test_gated_pods_are_named_not_silently_dropped(tmp_path: Path, command: str)
     assert [p["pod"] for p in placed] == ["default/web"]
 
 
+
+@pytest.mark.parametrize("gate,held", [("", False), ("GenericWorkload=true", True)])
+def test_explain_pod_held_by_pre_enqueue_says_so(tmp_path: Path, gate: str, held: bool) -> None:
+    """With GenericWorkload on, a gang member whose PodGroup does not exist is held by GangScheduling's
+    PreEnqueue: the live scheduler never tries it (no event, no condition). explain used to show it
+    "selected" on a node without a word; now a note says it is held and by what."""
+    member = pod("gang-0", cpu="1")
+    member["spec"]["schedulingGroup"] = {"podGroupName": "pg-missing"}
+    path = write_list(tmp_path / "gang.yaml", [node("n1"), member])
+    flags = ["--feature-gates", gate] if gate else []
+    res = runner.invoke(app, ["explain", "--snapshot", str(path), "--pod", "default/gang-0", "-o", "json", *flags])
+    assert res.exit_code == 0, res.output
+    notes = res.stderr.strip().splitlines()
+    if held:
+        assert notes == ['note: Pod default/gang-0 is held before the scheduling queue (GangScheduling: waiting for '
+                         'pods\'s pod group "pg-missing" to appear in scheduling queue): the scheduler does not try '
+                         'it (no event, no condition) until that changes; explaining it as if it were let through']
+    else:
+        assert notes == []
+    assert json.loads(res.stdout)["selected"] == "n1"
+
+
 # -- --feature-gates: the same option and path as run ---------------------------------------------
 def _gt_toleration_cluster(tmp_path: Path) -> Path:
     """n1 tainted ``slots=5:NoSchedule``; the Pod tolerates ``slots Gt 3``: with
