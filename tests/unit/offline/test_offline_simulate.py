@@ -227,6 +227,25 @@ def test_explain_pod_held_by_pre_enqueue_says_so(tmp_path: Path, gate: str, held
     assert json.loads(res.stdout)["selected"] == "n1"
 
 
+
+@pytest.mark.parametrize("gate,node_name", [("", "n1"), ("GenericWorkload=true", None)])
+def test_simulate_does_not_place_a_gang_member_without_its_pod_group(tmp_path: Path, gate: str,
+                                                                     node_name: str | None) -> None:
+    """GenericWorkload on: a member naming a missing PodGroup is held by GangScheduling's PreEnqueue and
+    never tried live, so simulate must not place it (it used to, alone); the other Pod is unaffected."""
+    member = pod("gang-0", cpu="1")
+    member["spec"]["schedulingGroup"] = {"podGroupName": "pg-missing"}
+    path = write_list(tmp_path / "gang.yaml", [node("n1"), member, pod("web", cpu="1")])
+    flags = ["--feature-gates", gate] if gate else []
+    placements = {p["pod"]: p for p in _simulate_json(str(path), *flags)["placements"]}
+    assert placements["default/gang-0"]["node"] == node_name
+    if node_name is None:
+        assert placements["default/gang-0"]["message"] == (
+            'held by PreEnqueue plugin "GangScheduling": waiting for pods\'s pod group "pg-missing" to appear in '
+            "scheduling queue")
+    assert placements["default/web"]["node"] == "n1"
+
+
 # -- --feature-gates: the same option and path as run ---------------------------------------------
 def _gt_toleration_cluster(tmp_path: Path) -> Path:
     """n1 tainted ``slots=5:NoSchedule``; the Pod tolerates ``slots Gt 3``: with
