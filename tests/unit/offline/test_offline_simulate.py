@@ -279,7 +279,10 @@ def test_bad_feature_gates_exit_2_with_one_line(command: str) -> None:
     args = ["simulate", ex] if command == "simulate" else ["explain", "--snapshot", ex]
     res = runner.invoke(app, [*args, "--feature-gates", "NoSuchGate=true"])
     assert res.exit_code == 2, res.output
-    assert res.stderr.strip().splitlines() == ["error: invalid --feature-gates: unrecognized feature gate: NoSuchGate"]
+    assert res.stderr.strip().splitlines() == [
+        "error: invalid --feature-gates: unrecognized feature gate: NoSuchGate (py-scheduler takes "
+        "OpportunisticBatching, TaintTolerationComparisonOperators, GenericWorkload, TopologyAwareWorkloadScheduling; "
+        "kube-scheduler's other gates stay at their v1.37 defaults)"]
 
 
 def test_explain_live_unreachable_is_one_line(tmp_path: Path) -> None:
