@@ -252,6 +252,28 @@ def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
     return name
 
 
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _check_taints(node: Obj) -> None:
+    """A Node's ``spec.taints`` as the API server validates it: a list of maps, each with one of the
+    three effects. The plugins read taints as given, so a hand-edited snapshot with ``taints: oops``
+    or a taint map not in a list used to place Pods as if the node had no taint at all.
+
+    Raises:
+        PodParseError: naming ``spec.taints`` (or ``spec.taints[i].effect``) and the value.
+    """
+    taints = (node.get("spec") or {}).get("taints")
+    if taints is None:
+        return
+    if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
+        raise PodParseError("spec.taints", taints, "expected a list of taints")
+    for i, t in enumerate(taints):
+        if t.get("effect") not in TAINT_EFFECTS:
+            raise PodParseError(f"spec.taints[{i}].effect", t.get("effect"),
+                                f"expected one of {', '.join(TAINT_EFFECTS)}")
+
+
 def parse_objects(docs: list[Any], source: str) -> ClusterData:
     """Sort the documents' objects by kind and validate Nodes and bound Pods.
 
@@ -274,6 +296,7 @@ def parse_objects(docs: list[Any], source: str) -> ClusterData:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: duplicate Node")
             try:
                 NodeInfo(obj)
+                _check_taints(obj)
             except PodParseError as exc:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc
             except (AttributeError, TypeError, ValueError) as exc:

@@ -217,6 +217,21 @@ def test_error_metadata_of_the_wrong_type_is_not_called_missing(tmp_path: Path) 
     assert "Pod at document 1: metadata is not a map" in msg
 
 
+@pytest.mark.parametrize("taints,where", [
+    ("oops", "invalid value 'oops' for spec.taints: expected a list of taints"),
+    ({"key": "a", "effect": "NoSchedule"}, "for spec.taints: expected a list of taints"),
+    ([{"key": "a"}], "invalid value None for spec.taints[0].effect: expected one of NoSchedule, PreferNoSchedule, "
+                     "NoExecute"),
+])
+def test_error_node_with_malformed_taints(tmp_path: Path, taints: object, where: str) -> None:
+    """A hand-edited Node whose taints are not a list of maps with an effect used to be read as
+    untainted, so simulate placed Pods the taint should have repelled."""
+    n = node("n1")
+    n["spec"] = {"taints": taints}
+    msg = _error(write_list(tmp_path / "s.yaml", [n]))
+    assert "Node n1: " in msg and where in msg
+
+
 def test_error_bound_pod_with_bad_quantity_names_pod_and_field(tmp_path: Path) -> None:
     msg = _error(write_list(tmp_path / "s.yaml", [node("n1"), pod("web", "shop", cpu="2 cores", node_name="n1")]))
     assert "Pod shop/web" in msg and "spec.containers[0].resources.requests.cpu" in msg and "'2 cores'" in msg
