@@ -129,6 +129,18 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         log.error("invalid decision log size: --decisions-capacity and --decisions-top-k must be >= 0")
         return 1
     kc: Path | None = kubeconfig if kubeconfig is not None else (Path(cfg.kubeconfig) if cfg.kubeconfig else None)
+    if kc is not None and not kc.is_file():
+        # kubernetes_asyncio would log "Config not found" and then report a missing current-context.
+        log.error("cannot load the client configuration (%s): no such file", kc)
+        return 1
+    if metrics_bind_address:
+        from py_scheduler.app.health import parse_bind_address  # lazy, as build_health_server's
+
+        try:
+            parse_bind_address(metrics_bind_address)
+        except ValueError as exc:  # before logging in: a typo must not cost a login and a noisy shutdown
+            log.error("invalid --metrics-bind-address: %s", exc)
+            return 1
     try:
         return _event_loop_run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions(), decisions_capacity,
                                     decisions_top_k))

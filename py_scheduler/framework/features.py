@@ -58,10 +58,18 @@ def set_gates(gates: Mapping[str, bool]) -> None:
     """
     unknown = sorted(set(gates) - set(DEFAULTS))
     if unknown:
-        raise ValueError(f"unrecognized feature gate: {unknown[0]}")
+        raise ValueError(_unrecognized(unknown[0]))
     merged = {**GATES, **gates}
     _check_dependencies(merged)
     GATES.update(merged)
+
+
+def _unrecognized(name: str) -> str:
+    """Upstream's ``unrecognized feature gate: X``, plus which gates are taken: a kube-scheduler gate
+    such as DynamicResourceAllocation is refused here too, and a user porting kube-scheduler's flags
+    needs to know that the others are simply fixed at their v1.37 defaults."""
+    return (f"unrecognized feature gate: {name} (py-scheduler takes {', '.join(DEFAULTS)}; kube-scheduler's "
+            "other gates stay at their v1.37 defaults)")
 
 
 def parse_feature_gates(spec: str) -> dict[str, bool]:
@@ -82,7 +90,7 @@ def parse_feature_gates(spec: str) -> dict[str, bool]:
             raise ValueError(f"missing bool value for {name}" if not sep else
                              f"invalid value of {name}={value.strip()}, err: must be true or false")
         if name not in DEFAULTS:
-            raise ValueError(f"unrecognized feature gate: {name}")
+            raise ValueError(_unrecognized(name))
         gates[name] = value.strip().lower() == "true"
     return gates
 

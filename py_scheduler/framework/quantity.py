@@ -56,13 +56,27 @@ def parse(raw: object) -> Decimal:
     if suffix in _DECIMAL:
         return base.scaleb(_DECIMAL[suffix])
     e = _EXPONENT.match(suffix)
-    if e is not None and abs(int(e.group(1))) <= 100:
-        return base.scaleb(int(e.group(1)))
+    if e is not None and MIN_INT64 <= int(e.group(1)) <= MAX_INT64:
+        # Upstream reads the exponent as an int64 (``strconv.ParseInt``), so the API server stores
+        # e.g. cpu "1e400" (as "10e399"); a Pod or Node holding it must not be called invalid. A
+        # magnitude beyond 10**+-EXPONENT_CLAMP stands in as 10**+-EXPONENT_CLAMP: value() and
+        # milli_value() give the same saturated (or rounded-up) result, and Decimal / int
+        # arithmetic stays small.
+        exp = int(e.group(1))
+        if base.is_zero():
+            return base
+        magnitude = base.adjusted() + exp
+        if abs(magnitude) > EXPONENT_CLAMP:
+            return Decimal(1 if base > 0 else -1).scaleb(EXPONENT_CLAMP if magnitude > 0 else -EXPONENT_CLAMP)
+        return base.scaleb(exp)
     raise QuantityError(f"invalid quantity {raw!r}")
 
 
 MAX_INT64 = 2**63 - 1
 MIN_INT64 = -(2**63)
+EXPONENT_CLAMP = 1000
+"""Largest decimal magnitude (``Decimal.adjusted()``) a parsed quantity keeps exactly; anything
+bigger is far beyond int64, anything smaller far below the 1e-9 that rounding up can tell apart."""
 
 
 def _int64(v: int) -> int:

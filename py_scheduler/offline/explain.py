@@ -36,11 +36,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from py_scheduler.framework.interfaces import PreEnqueuePlugin
+from py_scheduler.framework.types import PodInfo, PodParseError
 from py_scheduler.offline.engine import OfflineScheduler, Outcome, ProfileError, queue_order
 from py_scheduler.offline.loader import (
     ClusterData,
     SnapshotError,
     load_snapshot_file,
+    note_gated,
     note_skipped,
     pending_pods,
     pod_key,
@@ -78,6 +81,29 @@ def _note(message: str) -> None:
     print(f"note: {' '.join(message.split())}", file=sys.stderr)
 
 
+def _pre_enqueue_hold(sched: OfflineScheduler, pod: dict[str, Any]) -> str | None:
+    """``"<plugin>: <message>"`` of the first PreEnqueue plugin of the Pod's profile that would keep
+    it out of the scheduling queue (upstream ``SchedulingQueue.runPreEnqueuePlugins``), or None.
+
+    SchedulingGates is left out (the gates have a note of their own). A live scheduler never tries a
+    held Pod (no FailedScheduling event, no condition), so a table showing it "selected" somewhere
+    needs saying so: e.g. GangScheduling holds a member whose PodGroup does not exist."""
+    try:
+        pi = PodInfo(pod)
+    except (PodParseError, AttributeError, TypeError, ValueError):
+        return None  # the explanation itself reports the malformed field
+    for pl in sched.framework_for(pod).plugins.values():
+        if pl.name == "SchedulingGates" or not isinstance(pl, PreEnqueuePlugin):
+            continue
+        try:
+            status = pl.pre_enqueue(pi)
+        except Exception:  # a note must not fail the command (the live queue logs such a bug)
+            continue
+        if not status.is_success():
+            return f"{pl.name}: {status.message()}"
+    return None
+
+
 def _show_recorded(target: dict[str, Any], lookup: Lookup, output: str) -> None:
     rec = lookup.record
     assert rec is not None
@@ -110,6 +136,8 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         return fail(f"-o/--output must be one of {', '.join(OUTPUT_FORMATS)}, not {output!r}")
     if (snapshot is None) == (kubeconfig is None):
         return fail("give exactly one of --snapshot FILE or --kubeconfig PATH")
+    if kubeconfig is not None and not kubeconfig.is_file():
+        return fail(f"kubeconfig {kubeconfig}: no such file")
     if pod is not None and (not pod or pod.count("/") > 1 or pod.startswith("/") or pod.endswith("/")):
         return fail(f"--pod must be NAMESPACE/NAME (or NAME in namespace default), not {pod!r}")
     try:
@@ -143,9 +171,15 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
             names = " ".join(str(g.get("name", "")) if isinstance(g, dict) else str(g) for g in gates)
             print(f"note: Pod {pod_key(target)} is waiting for scheduling gates: [{names}]; explaining it as if "
                   "the gates were removed", file=sys.stderr)
+        if not (target.get("spec") or {}).get("nodeName"):
+            held = _pre_enqueue_hold(sched, target)
+            if held is not None:
+                _note(f"Pod {pod_key(target)} is held before the scheduling queue ({held}): the scheduler does "
+                      "not try it (no event, no condition) until that changes; explaining it as if it were let through")
         pods = [sched.unbind(target) if (target.get("spec") or {}).get("nodeName") else target]
     else:
         pods = queue_order(pending_pods(data), data.order)
+        note_gated(data)
         if not pods:
             print(f"no pending Pods in {data.source}: nothing to explain", file=sys.stderr)
             return 0

@@ -54,6 +54,7 @@ __all__ = [
     "bundled_example_path",
     "load_documents",
     "load_snapshot_file",
+    "note_gated",
     "note_skipped",
     "object_ref",
     "parse_objects",
@@ -224,11 +225,15 @@ def _flatten(docs: list[Any], source: str) -> Iterator[tuple[str, str, Obj]]:
 
 def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
     meta = obj.get("metadata")
-    if not isinstance(meta, dict):
+    if meta is None:
         raise SnapshotError(f"{source}: {kind} at {where}: missing metadata")
+    if not isinstance(meta, dict):
+        raise SnapshotError(f"{source}: {kind} at {where}: metadata is not a map")
     name = meta.get("name")
-    if not isinstance(name, str) or not name:
+    if name is None or name == "":
         raise SnapshotError(f"{source}: {kind} at {where}: missing metadata.name")
+    if not isinstance(name, str):  # e.g. an unquoted `name: 5` in YAML
+        raise SnapshotError(f"{source}: {kind} at {where}: invalid value {name!r} for metadata.name: not a string")
     ns = meta.get("namespace")
     if ns is not None and not isinstance(ns, str):
         raise SnapshotError(f"{source}: {object_ref(kind, obj)}: metadata.namespace is not a string")
@@ -245,6 +250,28 @@ def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
         if val is not None and not isinstance(val, dict):
             raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {sub} is not a map")
     return name
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _check_taints(node: Obj) -> None:
+    """A Node's ``spec.taints`` as the API server validates it: a list of maps, each with one of the
+    three effects. The plugins read taints as given, so a hand-edited snapshot with ``taints: oops``
+    or a taint map not in a list used to place Pods as if the node had no taint at all.
+
+    Raises:
+        PodParseError: naming ``spec.taints`` (or ``spec.taints[i].effect``) and the value.
+    """
+    taints = (node.get("spec") or {}).get("taints")
+    if taints is None:
+        return
+    if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
+        raise PodParseError("spec.taints", taints, "expected a list of taints")
+    for i, t in enumerate(taints):
+        if t.get("effect") not in TAINT_EFFECTS:
+            raise PodParseError(f"spec.taints[{i}].effect", t.get("effect"),
+                                f"expected one of {', '.join(TAINT_EFFECTS)}")
 
 
 def parse_objects(docs: list[Any], source: str) -> ClusterData:
@@ -269,6 +296,7 @@ def parse_objects(docs: list[Any], source: str) -> ClusterData:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: duplicate Node")
             try:
                 NodeInfo(obj)
+                _check_taints(obj)
             except PodParseError as exc:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc
             except (AttributeError, TypeError, ValueError) as exc:
@@ -358,6 +386,23 @@ def creation_timestamp(pod: Obj) -> float:
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=dt.UTC)
     return ts.timestamp()
+
+
+def note_gated(data: ClusterData, file: TextIO | None = None) -> None:
+    """Print one line on ``file`` (stderr by default) naming the unbound Pods that
+    :func:`pending_pods` leaves out because they wait for ``spec.schedulingGates`` (upstream's
+    SchedulingGates PreEnqueue keeps them out of the queue), e.g. ``note: dump.yaml: 2 Pods wait for
+    scheduling gates and are not placed: ml/a, ml/b``; nothing when there are none. Without it a
+    gated Pod silently vanishes from ``simulate``'s and ``explain``'s output."""
+    gated = [pod_key(p) for p in data.pods
+             if (p.get("spec") or {}).get("schedulingGates") and not (p.get("spec") or {}).get("nodeName")
+             and (p.get("status") or {}).get("phase") in (None, "", "Pending")
+             and not (p.get("metadata") or {}).get("deletionTimestamp")]
+    if gated:
+        n = len(gated)
+        print(f"note: {data.source}: {n} Pod{'s wait' if n != 1 else ' waits'} for scheduling gates and "
+              f"{'are' if n != 1 else 'is'} not placed: {', '.join(gated)}",
+              file=file if file is not None else sys.stderr)
 
 
 def pending_pods(data: ClusterData) -> list[Obj]:

@@ -79,6 +79,9 @@ def _refusal(source: str, status: int, body: str, token: str | None) -> str:
     if status == 403 and ours:
         return (f"the {source} answered HTTP 403: {detail} (the token's user needs get on the non-resource URLs "
                 "/debug/decisions*: bind the ClusterRole of deploy/examples/decisions-reader.yaml)")
+    if status == 404 and '"kind":"pods"' in detail.replace(" ", ""):  # the API server's NotFound for the Pod
+        return (f"the {source} answered HTTP 404: {detail} (the Lease holder is not a Pod of that namespace, e.g. "
+                "a scheduler run outside the cluster: give --decisions-url https://HOST:PORT)")
     return f"the {source} answered HTTP {status}: {detail}"
 
 

@@ -36,6 +36,7 @@ from py_scheduler.offline.loader import (
     SnapshotError,
     bundled_example_path,
     load_snapshot_file,
+    note_gated,
     note_skipped,
     pending_pods,
 )
@@ -82,6 +83,7 @@ def simulate_main(snapshot: Path | None, config: Path | None, explain: bool, out
     except (SnapshotError, ProfileError) as exc:
         return fail(str(exc))
     pods = queue_order(pending_pods(data), data.order)
+    note_gated(data)
     if not data.nodes:
         print(f"note: {data.source} has no Nodes; every Pod is unschedulable", file=sys.stderr)
     if not pods:

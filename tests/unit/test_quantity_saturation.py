@@ -40,3 +40,24 @@ def test_huge_allocatable_scores_without_overflow() -> None:
     pod = PodInfo({"metadata": {"name": "p", "namespace": "d"},
                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}})
     assert float(pod.requests.milli_cpu + 500) / float(ni.allocatable.milli_cpu) < 1e-10
+
+
+def test_large_exponents_the_api_server_stores_are_quantities() -> None:
+    """The API server stores a Pod requesting cpu "1e400" (as "10e399": upstream parses the exponent as
+    an int64); py-scheduler called it "not a valid quantity". Such magnitudes saturate like 400 nines,
+    tiny ones round up like "1e-9"; an exponent beyond int64 stays invalid, as upstream."""
+    import pytest
+
+    for raw in ("1e400", "10e399", "1e308", "123e99999999"):
+        assert quantity.milli_value(quantity.parse(raw)) == quantity.MAX_INT64, raw
+    assert quantity.value(quantity.parse("-1e400")) == quantity.MIN_INT64
+    assert quantity.milli_value(quantity.parse("1e-400")) == 1
+    assert quantity.milli_value(quantity.parse("-1e-400")) == 0
+    assert quantity.value(quantity.parse("0e99999999")) == 0
+    assert quantity.milli_value(quantity.parse("1" * 2000 + "e-1998")) == 11_112  # 11.11...: not clamped
+    assert quantity.milli_value(quantity.parse("12e-1")) == 1200
+    with pytest.raises(quantity.QuantityError):
+        quantity.parse("1e" + "9" * 20)
+    pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u"},
+           "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "10e399"}}}]}}
+    assert PodInfo(pod).requests.milli_cpu == quantity.MAX_INT64

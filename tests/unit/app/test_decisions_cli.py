@@ -94,6 +94,29 @@ def test_explain_with_a_malformed_kubeconfig_is_one_line_not_a_traceback(tmp_pat
     assert err.startswith(f"error: kubeconfig {bad}: cannot load:") and len(err.strip().splitlines()) == 1
 
 
+def test_explain_missing_kubeconfig_names_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kubeconfig that does not exist: one line saying so (not kubernetes_asyncio's "Config not found"
+    log line followed by "Expected key current-context")."""
+    from py_scheduler.offline.explain import explain_main
+
+    missing = tmp_path / "nope"
+    assert explain_main(None, missing, "default/a", None, "table") == 2
+    assert capsys.readouterr().err == f"error: kubeconfig {missing}: no such file\n"
+
+
+def test_leader_that_is_not_a_pod_points_at_decisions_url() -> None:
+    """`py-scheduler run --kubeconfig ...` on a workstation holds the Lease under its hostname, which
+    names no Pod: the proxy's 404 now says to give --decisions-url instead of only quoting the Status."""
+    from py_scheduler.offline.recorded import _refusal
+
+    body = ('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \\"vm\\" not '
+            'found","reason":"NotFound","details":{"name":"vm","kind":"pods"},"code":404}')
+    msg = _refusal("leader kube-system/vm", 404, body, None)
+    assert msg.startswith("the leader kube-system/vm answered HTTP 404: ")
+    assert msg.endswith("give --decisions-url https://HOST:PORT)")
+    assert "--decisions-url" not in _refusal("leader", 404, "404 page not found", None)
+
+
 def test_leader_pod_name() -> None:
     assert leader_pod_name("py-scheduler-7d9f-abcde_0b6c1e2a-9d7e-4f5a-8a5b-0c1d2e3f4a5b") == "py-scheduler-7d9f-abcde"
     with pytest.raises(ValueError):

@@ -206,6 +206,32 @@ def test_error_object_without_metadata(tmp_path: Path) -> None:
     assert "Pod at document 1: missing metadata" in msg
 
 
+def test_error_metadata_of_the_wrong_type_is_not_called_missing(tmp_path: Path) -> None:
+    """An unquoted numeric name (`name: 5`) or a metadata that is not a map is there, just malformed:
+    the message says what is wrong with it rather than that it is missing."""
+    n = node("x")
+    n["metadata"]["name"] = 5
+    msg = _error(write_list(tmp_path / "s.yaml", [n]))
+    assert "Node at document 1 item 1: invalid value 5 for metadata.name: not a string" in msg
+    msg = _error(write_multidoc(tmp_path / "t.yaml", [{"apiVersion": "v1", "kind": "Pod", "metadata": "p"}]))
+    assert "Pod at document 1: metadata is not a map" in msg
+
+
+@pytest.mark.parametrize("taints,where", [
+    ("oops", "invalid value 'oops' for spec.taints: expected a list of taints"),
+    ({"key": "a", "effect": "NoSchedule"}, "for spec.taints: expected a list of taints"),
+    ([{"key": "a"}], "invalid value None for spec.taints[0].effect: expected one of NoSchedule, PreferNoSchedule, "
+                     "NoExecute"),
+])
+def test_error_node_with_malformed_taints(tmp_path: Path, taints: object, where: str) -> None:
+    """A hand-edited Node whose taints are not a list of maps with an effect used to be read as
+    untainted, so simulate placed Pods the taint should have repelled."""
+    n = node("n1")
+    n["spec"] = {"taints": taints}
+    msg = _error(write_list(tmp_path / "s.yaml", [n]))
+    assert "Node n1: " in msg and where in msg
+
+
 def test_error_bound_pod_with_bad_quantity_names_pod_and_field(tmp_path: Path) -> None:
     msg = _error(write_list(tmp_path / "s.yaml", [node("n1"), pod("web", "shop", cpu="2 cores", node_name="n1")]))
     assert "Pod shop/web" in msg and "spec.containers[0].resources.requests.cpu" in msg and "'2 cores'" in msg

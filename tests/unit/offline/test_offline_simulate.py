@@ -187,6 +187,65 @@ def test_unread_kinds_are_skipped_with_one_note_line(tmp_path: Path, command: st
         f"note: {path}: skipped 1 object of kinds the scheduler does not read: Gadget (1)"]
 
 
+
+@pytest.mark.parametrize("command", ["simulate", "explain"])
+def test_gated_pods_are_named_not_silently_dropped(tmp_path: Path, command: str) -> None:
+    """A Pod waiting for scheduling gates is not placed (upstream's SchedulingGates PreEnqueue holds it),
+    but it used to vanish from the output without a word ("nothing to simulate")."""
+    gated = pod("gated", cpu="1")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    path = write_list(tmp_path / "gated.yaml", [node("n1"), pod("web", cpu="1"), gated])
+    args = ["simulate", str(path)] if command == "simulate" else ["explain", "--snapshot", str(path)]
+    res = runner.invoke(app, [*args, "-o", "json"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.strip().splitlines() == [
+        f"note: {path}: 1 Pod waits for scheduling gates and is not placed: default/gated"]
+    placed = (json.loads(res.stdout)["placements"] if command == "simulate"
+              else [json.loads(line) for line in res.stdout.splitlines()])
+    assert [p["pod"] for p in placed] == ["default/web"]
+
+
+
+@pytest.mark.parametrize("gate,held", [("", False), ("GenericWorkload=true", True)])
+def test_explain_pod_held_by_pre_enqueue_says_so(tmp_path: Path, gate: str, held: bool) -> None:
+    """With GenericWorkload on, a gang member whose PodGroup does not exist is held by GangScheduling's
+    PreEnqueue: the live scheduler never tries it (no event, no condition). explain used to show it
+    "selected" on a node without a word; now a note says it is held and by what."""
+    member = pod("gang-0", cpu="1")
+    member["spec"]["schedulingGroup"] = {"podGroupName": "pg-missing"}
+    path = write_list(tmp_path / "gang.yaml", [node("n1"), member])
+    flags = ["--feature-gates", gate] if gate else []
+    res = runner.invoke(app, ["explain", "--snapshot", str(path), "--pod", "default/gang-0", "-o", "json", *flags])
+    assert res.exit_code == 0, res.output
+    notes = res.stderr.strip().splitlines()
+    if held:
+        assert notes == ['note: Pod default/gang-0 is held before the scheduling queue (GangScheduling: waiting for '
+                         'pods\'s pod group "pg-missing" to appear in scheduling queue): the scheduler does not try '
+                         'it (no event, no condition) until that changes; explaining it as if it were let through']
+    else:
+        assert notes == []
+    assert json.loads(res.stdout)["selected"] == "n1"
+
+
+
+@pytest.mark.parametrize("gate,node_name", [("", "n1"), ("GenericWorkload=true", None)])
+def test_simulate_does_not_place_a_gang_member_without_its_pod_group(tmp_path: Path, gate: str,
+                                                                     node_name: str | None) -> None:
+    """GenericWorkload on: a member naming a missing PodGroup is held by GangScheduling's PreEnqueue and
+    never tried live, so simulate must not place it (it used to, alone); the other Pod is unaffected."""
+    member = pod("gang-0", cpu="1")
+    member["spec"]["schedulingGroup"] = {"podGroupName": "pg-missing"}
+    path = write_list(tmp_path / "gang.yaml", [node("n1"), member, pod("web", cpu="1")])
+    flags = ["--feature-gates", gate] if gate else []
+    placements = {p["pod"]: p for p in _simulate_json(str(path), *flags)["placements"]}
+    assert placements["default/gang-0"]["node"] == node_name
+    if node_name is None:
+        assert placements["default/gang-0"]["message"] == (
+            'held by PreEnqueue plugin "GangScheduling": waiting for pods\'s pod group "pg-missing" to appear in '
+            "scheduling queue")
+    assert placements["default/web"]["node"] == "n1"
+
+
 # -- --feature-gates: the same option and path as run ---------------------------------------------
 def _gt_toleration_cluster(tmp_path: Path) -> Path:
     """n1 tainted ``slots=5:NoSchedule``; the Pod tolerates ``slots Gt 3``: with
@@ -220,7 +279,10 @@ def test_bad_feature_gates_exit_2_with_one_line(command: str) -> None:
     args = ["simulate", ex] if command == "simulate" else ["explain", "--snapshot", ex]
     res = runner.invoke(app, [*args, "--feature-gates", "NoSuchGate=true"])
     assert res.exit_code == 2, res.output
-    assert res.stderr.strip().splitlines() == ["error: invalid --feature-gates: unrecognized feature gate: NoSuchGate"]
+    assert res.stderr.strip().splitlines() == [
+        "error: invalid --feature-gates: unrecognized feature gate: NoSuchGate (py-scheduler takes "
+        "OpportunisticBatching, TaintTolerationComparisonOperators, GenericWorkload, TopologyAwareWorkloadScheduling; "
+        "kube-scheduler's other gates stay at their v1.37 defaults)"]
 
 
 def test_explain_live_unreachable_is_one_line(tmp_path: Path) -> None:
