@@ -50,8 +50,12 @@ from py_scheduler.plugins.dynamic_resources.capacity import (
     format_quantity,
     request_amounts,
 )
-from py_scheduler.plugins.helpers import cel
 from py_scheduler.plugins.helpers.node_selector import NodeSelector
+
+# py_scheduler.plugins.helpers.cel is imported where a selector is first evaluated, not here:
+# importing it loads celpy and lark and builds the CEL environment (~0.2-0.3 s of CPU) that only
+# DRA selectors need, so the scheduler's start-up does not pay for it
+# (tests/unit/plugins/test_lazy_cel.py).
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -633,6 +637,8 @@ class Allocator:
     def device_var(self, did: DeviceID, device: Obj) -> Any:
         v = self._device_vars.get(did)
         if v is None:
+            from py_scheduler.plugins.helpers import cel
+
             v = cel.device_variable(did[0], device)
             self._device_vars[did] = v
         return v
@@ -1038,6 +1044,8 @@ class _Run:
             ck = (expr, did)
             cached = self.a.cel_cache.get(ck)
             if cached is None:
+                from py_scheduler.plugins.helpers import cel
+
                 compiled = cel.compile_selector(expr)
                 if compiled.error is not None:
                     raise AllocationError(f"{who}: selector #{i}: CEL compile error: {compiled.error}")
