@@ -213,6 +213,23 @@ def fits_capacity(current: Mapping[str, Decimal] | None, requests: Mapping[str, 
     caps = capacity if isinstance(capacity, Mapping) else {}
     if requests and any(name not in caps for name in requests):
         return False
+    if not requests and not current and not allocating and not any(
+            isinstance(cap, Mapping) and cap.get("requestPolicy") is not None for cap in caps.values()):
+        # Nothing requested, nothing consumed yet, no policy (every device of a claim without
+        # capacity requests): each capacity consumes its whole value, which fits unless negative.
+        # The general path below gives the same answer; tests/unit/plugins/test_dra_selector_memo.py
+        # compares the two.
+        for name, cap in caps.items():
+            v = _q(cap.get("value")) if isinstance(cap, Mapping) else None
+            if v is not None and v < 0:
+                raise CapacityError(f'capacity "{name}": capacity value is negative')
+        return True
+    return _fits_capacity(current, requests, caps, allocating, fractional)
+
+
+def _fits_capacity(current: Mapping[str, Decimal] | None, requests: Mapping[str, Decimal] | None,
+                   caps: Mapping[str, Any], allocating: Mapping[str, Decimal] | None, fractional: bool) -> bool:
+    """:func:`fits_capacity`'s general path (``caps``: the device's capacity map)."""
     consumed: dict[str, Decimal] = {}
     for name, cap in caps.items():
         cap_m = cap if isinstance(cap, Mapping) else {}

@@ -163,3 +163,43 @@ def test_quantity_memo_gives_what_a_parse_gives(raw: object) -> None:
 
 def test_module_memo_is_the_allocators() -> None:
     assert alloc_mod.SELECTOR_MEMO is SELECTOR_MEMO
+
+
+CAP_VALUES = st.sampled_from(["16Gi", "1k", "0", "-1", "-5Gi", "abc", 3, -2, 0.5, None])
+POLICIES = st.sampled_from([None, "bogus", {}, {"default": "1Gi"}, {"validValues": ["1Gi", "2Gi"]},
+                            {"validRange": {"min": "1Gi", "max": "8Gi", "step": "1Gi"}}])
+
+
+@st.composite
+def capacities(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.sampled_from([None, "bogus", []]))
+    caps: Obj = {}
+    for name in draw(st.lists(st.sampled_from(["memory", "cores", "bw"]), unique=True, max_size=3)):
+        cap: Any = {} if draw(st.booleans()) else {"value": draw(CAP_VALUES)}
+        if isinstance(cap, dict) and draw(st.integers(0, 3)) == 0:
+            cap["requestPolicy"] = draw(POLICIES)
+        caps[name] = cap if draw(st.integers(0, 9)) else "bogus"
+    return caps
+
+
+AMOUNTS = st.one_of(st.none(), st.just({}), st.dictionaries(st.sampled_from(["memory", "cores", "bw"]),
+                                                            st.sampled_from([Decimal(0), Decimal(1), Decimal(2**30)]),
+                                                            max_size=2))
+
+
+@settings(max_examples=800, deadline=None)
+@given(capacities(), AMOUNTS, AMOUNTS, AMOUNTS, st.booleans())
+def test_fits_capacity_fast_path_answers_as_the_general_one(caps: Any, requests: Any, current: Any,
+                                                            allocating: Any, fractional: bool) -> None:
+    def outcome(fn: Any, c: Any) -> Any:
+        try:
+            return ("ok", fn(current, requests, c, allocating, fractional))
+        except capacity.CapacityError as exc:
+            return ("error", str(exc))
+
+    general_caps = caps if isinstance(caps, dict) else {}
+    want = outcome(capacity._fits_capacity, general_caps)
+    if requests and any(name not in general_caps for name in requests):
+        want = ("ok", False)  # decided before either path
+    assert outcome(capacity.fits_capacity, caps) == want
