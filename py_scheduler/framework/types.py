@@ -578,17 +578,28 @@ class PodInfo:
         self.labels: dict[str, str] = labels  # the Pod's own dict when well-formed (memory: one copy)
         prio = spec.get("priority")
         self.priority: int = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
-        memo: ParseMemo = {}
-        validate_pod_resources(spec, memo)
-        reqs = pod_requests(pod, memo=memo)
-        self.requests: Resource = Resource.from_decimals(reqs)
-        if is_pod_level_requests_set(spec):
-            defaults = {k: v for k, v in _NON_MISSING.items() if k not in reqs}
-            non0 = pod_requests(pod, defaults, memo) if defaults else reqs
+        rkey = _requests_key(spec, pod.get("status"))
+        hit = _REQUESTS_MEMO.get(rkey) if rkey is not None else None
+        if hit is not None:
+            self.requests: Resource = hit[0].clone()
+            self.non0_cpu: int = hit[1]
+            self.non0_mem: int = hit[2]
         else:
-            non0 = pod_requests(pod, _NON_MISSING, memo)
-        self.non0_cpu: int = quantity.milli_value(non0.get("cpu", Decimal(0)))
-        self.non0_mem: int = quantity.value(non0.get("memory", Decimal(0)))
+            memo: ParseMemo = {}
+            validate_pod_resources(spec, memo)
+            reqs = pod_requests(pod, memo=memo)
+            self.requests = Resource.from_decimals(reqs)
+            if is_pod_level_requests_set(spec):
+                defaults = {k: v for k, v in _NON_MISSING.items() if k not in reqs}
+                non0 = pod_requests(pod, defaults, memo) if defaults else reqs
+            else:
+                non0 = pod_requests(pod, _NON_MISSING, memo)
+            self.non0_cpu = quantity.milli_value(non0.get("cpu", Decimal(0)))
+            self.non0_mem = quantity.value(non0.get("memory", Decimal(0)))
+            if rkey is not None:
+                if len(_REQUESTS_MEMO) >= REQUESTS_MEMO_SIZE:
+                    del _REQUESTS_MEMO[next(iter(_REQUESTS_MEMO))]  # the oldest entry
+                _REQUESTS_MEMO[rkey] = (self.requests.clone(), self.non0_cpu, self.non0_mem)
         self.ports: list[tuple[str, str, int]] = host_ports(pod)
         aff = spec.get("affinity")
         if aff is not None and not isinstance(aff, dict):
@@ -662,6 +673,54 @@ class PodInfo:
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
+
+
+REQUESTS_MEMO_SIZE = 4096
+"""Entries of :data:`_REQUESTS_MEMO` at most (the oldest is dropped first)."""
+
+_REQUESTS_MEMO: dict[str, tuple[Resource, int, int]] = {}
+"""What :class:`PodInfo` computes from a Pod's resources, by :func:`_requests_key`: ``(requests,
+non0_cpu, non0_mem)``, stored after a successful validation and parse (a Pod that fails to parse is
+never stored, so it fails again). The Resource is copied in and out (a PodInfo's may be changed by
+its owner).
+
+Why: parsing and aggregating the quantities (validation, :func:`pod_requests` with and without the
+scoring defaults, ``Resource.from_decimals``) is ~3/4 of a PodInfo's construction, and the Pods of one
+workload (a ReplicaSet, a Job, the benchmark's templates) share their resources; the initial sync
+parses every bound Pod of the cluster (30000 at the benchmark's scale point).
+What it depends on: those three values are a function of exactly the inputs the key holds
+(:func:`validate_pod_resources` and :func:`pod_requests` read nothing else and no global state; the
+status part is the one :func:`same_parse_inputs` already relies on). ``tests/unit/framework/
+test_requests_memo.py`` checks memoized PodInfos against plain parses on random Pods."""
+
+
+def _requests_key(spec: Obj, status: object) -> str | None:
+    """The memo key of a Pod's resource inputs: ``repr`` of each container's and init container's
+    ``(name, resources, restartPolicy)`` (the name finds its status, the policy tells a sidecar),
+    ``spec.resources``, ``spec.overhead`` and :func:`_resize_status_inputs` of the status (``()``
+    when the status has none of those fields). ``repr`` distinguishes what JSON and YAML decode to
+    (``1`` / ``1.0`` / ``"1"`` / ``True``, ``nan``), so equal keys are equal inputs. None (no memo)
+    for container lists that are not lists of plain dicts (the parse then reports them)."""
+    parts: list[Any] = []
+    for key in ("containers", "initContainers"):
+        items = spec.get(key)
+        if items is None:
+            parts.append(None)
+            continue
+        if type(items) is not list:
+            return None
+        row = []
+        for c in items:
+            if type(c) is not dict:
+                return None
+            row.append((c.get("name"), c.get("resources"), c.get("restartPolicy")))
+        parts.append(row)
+    if type(status) is dict and any(k in status for k in (*_STATUS_KEYS, "initContainerStatuses",
+                                                            "containerStatuses", "conditions")):
+        st: tuple[Any, ...] = _resize_status_inputs(status)
+    else:
+        st = ()
+    return repr((parts, spec.get("resources"), spec.get("overhead"), st))
 
 
 _IDENTITY_KEYS = ("uid", "namespace", "name", "labels")

@@ -50,8 +50,12 @@ from py_scheduler.plugins.dynamic_resources.capacity import (
     format_quantity,
     request_amounts,
 )
-from py_scheduler.plugins.helpers import cel
 from py_scheduler.plugins.helpers.node_selector import NodeSelector
+
+# py_scheduler.plugins.helpers.cel is imported where a selector is first evaluated, not here:
+# importing it loads celpy and lark and builds the CEL environment (~0.2-0.3 s of CPU) that only
+# DRA selectors need, so the scheduler's start-up does not pay for it
+# (tests/unit/plugins/test_lazy_cel.py).
 
 __all__ = [
     "ALLOCATION_RESULTS_MAX_SIZE",
@@ -569,6 +573,56 @@ def _taint_prevents_allocation(device: Mapping[str, Any], request: _Request) -> 
     return False
 
 
+# -- selector results across cycles ------------------------------------------------------------
+class SelectorMemo:
+    """Whether a CEL selector expression matches a device, kept across scheduling cycles.
+
+    Key: ``(expression, driver, id(device))`` with the device dict itself stored beside the result
+    and compared by identity on a hit (so a freed dict whose id is reused is a miss, never a wrong
+    hit). Inputs: exactly those of ``cel.device_matches(cel.compile_selector(expression),
+    cel.device_variable(driver, device))``, which read nothing else (no feature gate, no clock, no
+    other object). What it depends on: a device dict is never changed in place - the informers
+    replace a ResourceSlice with a new object on every update, and :func:`apply_taint_rules` copies
+    a device it adds taints to - so the same dict object means the same attributes and capacity.
+    Only booleans are kept: a compile or runtime error is raised again on every evaluation, as
+    before. Bounded: at ``max_size`` entries it starts over (a cluster has ``devices x distinct
+    expressions`` entries; taint-patched copies are new dicts every cycle and only churn it).
+
+    Why: the per-cycle ``Allocator.cel_cache`` evaluated every (expression, device) pair again in
+    each cycle; cel-python's tree-walking evaluation (~0.3 ms) plus the ``device`` variable
+    (~0.15 ms) per device per node was ~2/3 of a DRA Pod's scheduling CPU
+    (SchedulingWithResourceClaimTemplate, bench/RESULTS.md optimisation log).
+    ``tests/unit/plugins/test_dra_selector_memo.py`` checks the allocator with the memo against a
+    cold memo on random slices, selectors and updates.
+    """
+
+    def __init__(self, max_size: int = 200_000) -> None:
+        self.max_size = max_size
+        self._memo: dict[tuple[str, str, int], tuple[Obj, bool]] = {}
+
+    def get(self, expression: str, driver: str, device: Obj) -> bool | None:
+        """The stored result, or None when there is none for this very device dict."""
+        hit = self._memo.get((expression, driver, id(device)))
+        if hit is None or hit[0] is not device:
+            return None
+        return hit[1]
+
+    def put(self, expression: str, driver: str, device: Obj, matches: bool) -> None:
+        if len(self._memo) >= self.max_size:
+            self._memo.clear()
+        self._memo[(expression, driver, id(device))] = (device, matches)
+
+    def clear(self) -> None:
+        self._memo.clear()
+
+    def __len__(self) -> int:
+        return len(self._memo)
+
+
+SELECTOR_MEMO = SelectorMemo()
+"""The process's :class:`SelectorMemo` (one per process: results do not depend on the profile)."""
+
+
 # -- the allocator -------------------------------------------------------------------------------
 class Allocator:
     """``structured.Allocator`` for one scheduling cycle (built in PreFilter, used by every Filter).
@@ -633,6 +687,8 @@ class Allocator:
     def device_var(self, did: DeviceID, device: Obj) -> Any:
         v = self._device_vars.get(did)
         if v is None:
+            from py_scheduler.plugins.helpers import cel
+
             v = cel.device_variable(did[0], device)
             self._device_vars[did] = v
         return v
@@ -1038,6 +1094,10 @@ class _Run:
             ck = (expr, did)
             cached = self.a.cel_cache.get(ck)
             if cached is None:
+                cached = SELECTOR_MEMO.get(expr, did[0], d)
+            if cached is None:
+                from py_scheduler.plugins.helpers import cel
+
                 compiled = cel.compile_selector(expr)
                 if compiled.error is not None:
                     raise AllocationError(f"{who}: selector #{i}: CEL compile error: {compiled.error}")
@@ -1048,6 +1108,9 @@ class _Run:
                 except cel.CELRuntimeError as exc:
                     raise AllocationError(f"{who}: selector #{i} on device {'/'.join(did)}: CEL runtime error: "
                                           f"{exc}") from exc
+                SELECTOR_MEMO.put(expr, did[0], d, cached)
+                self.a.cel_cache[ck] = cached
+            else:
                 self.a.cel_cache[ck] = cached
             if not cached:
                 return False
