@@ -944,7 +944,7 @@ class Algorithm:
             for node, total in res.totals.items():
                 log.debug("Calculated node's final score for pod pod=%s node=%s score=%d",
                           pod.key, node, total)
-        res.selected_index = self._select_host(res.total_values)
+        res.selected_index = self._select_host(names, res.total_values)
         res.selected = names[res.selected_index]
         if batch is not None and cycle is not None:
             batch.store_schedule_results(signature, hint, res.selected,
@@ -1037,11 +1037,14 @@ class Algorithm:
             self.next_start_node_index = (self.next_start_node_index + processed) % max(n_all, 1)
         return feasible
 
-    def _select_host(self, totals: list[int]) -> int:
+    def _select_host(self, names: list[str], totals: list[int]) -> int:
         """The position of the highest total; ties are broken uniformly at random (``selectHost``).
-        ``totals`` are in evaluation order (the order ties are drawn from: the same draw as picking
-        among the tied names)."""
+        ``names`` and ``totals`` are aligned, in evaluation order (the order ties are drawn from). The
+        draw is made over the tied names, so any ``rng`` (e.g. the parity runner's, which picks the
+        smallest name as the oracle does) chooses the same node whether or not its position is kept."""
         best = max(totals)
         if totals.count(best) == 1:
             return totals.index(best)
-        return self.rng.choice(list(compress(range(len(totals)), map(operator.eq, totals, repeat(best)))))
+        tied = list(compress(range(len(totals)), map(operator.eq, totals, repeat(best))))
+        tied_names = [names[i] for i in tied]
+        return tied[tied_names.index(self.rng.choice(tied_names))]
