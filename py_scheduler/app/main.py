@@ -35,6 +35,8 @@ from py_scheduler.app.leader import AlwaysLeader, LeaderElector, new_identity
 from py_scheduler.app.lister import InformerLister
 from py_scheduler.app.logging import setup_logging
 from py_scheduler.app.loop import Housekeeping, QueueMetricsRecorder, SchedulingLoop
+from py_scheduler.app.memdebug import MemoryDebug
+from py_scheduler.app.memdebug import add_routes as add_memory_routes
 from py_scheduler.app.metrics import REGISTRY, BatchMetricsRecorder, framework_observer
 from py_scheduler.app.operator import run as run_operator
 from py_scheduler.cache.cache import Cache
@@ -221,6 +223,8 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
             # /debug/cache: the informers' and the cache's view, for a differential check against a LIST
             add_cache_dump_routes(health.app, CacheDump(informers.store, cache, queue, is_leader=leader.is_leader,
                                                         synced=informers.synced, consistent=informers.consistent))
+            # /debug/memory: RSS, the collector's counters and (PYTHONTRACEMALLOC=N) allocation sites
+            add_memory_routes(health.app, MemoryDebug())
             await health.start()
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
             log.error("cannot serve metrics/health on %r: %s", metrics_bind_address, exc)
