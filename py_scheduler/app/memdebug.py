@@ -21,7 +21,7 @@ One JSON document, :meth:`MemoryDebug.report`:
   seconds of the mark); the kept snapshot itself takes memory (about 100 bytes per traced block)
   until the next mark.
 
-``?gc=1`` runs a full collection first (``collected_now``: objects freed), so that what the
+``?gc=1`` runs a full collection first (``collected_now``: objects freed, ``collect_seconds``), so that what the
 report shows is reachable, not garbage the collector has not reached yet: Go's
 ``/debug/pprof/heap?gc=1``, which kube-scheduler serves with ``--profiling`` (``net/http/pprof``
 via ``k8s.io/apiserver/pkg/server/routes/profiling.go``), does the same.
@@ -75,7 +75,9 @@ class MemoryDebug:
         elif trace and not tracemalloc.is_tracing():
             tracemalloc.start(trace)
         if collect:
+            t0 = time.perf_counter()
             doc["collected_now"] = gc.collect()
+            doc["collect_seconds"] = round(time.perf_counter() - t0, 4)
         stats = gc.get_stats()
         doc["process"] = process_stats()
         doc["gc"] = {"counts": list(gc.get_count()), "thresholds": list(gc.get_threshold()),
