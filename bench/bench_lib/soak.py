@@ -162,16 +162,17 @@ class Soak:
     intervals are the module docstring's, ``diff_timeout`` bounds one replica's differential check
     when churn never lets a round come out clean (differences persisting 5 s are still caught).
     ``replica_args``: more ``py-scheduler run`` arguments for every replica (e.g.
-    ``--decisions-capacity 0``); ``tracemalloc_frames`` > 0 adds each replica's ``/debug/memory``
-    to every sample, with allocation tracing (that many frames) turned on at its first sample at or
-    after ``memory_mark`` seconds and the top ``memory_top`` allocation sites by growth since."""
+    ``--decisions-capacity 0``); ``memory`` adds each replica's ``/debug/memory`` (RSS, the
+    collector's counters) to every sample, and so does ``tracemalloc_frames`` > 0, with allocation
+    tracing (that many frames) turned on at its first sample at or after ``memory_mark`` seconds and
+    the top ``memory_top`` allocation sites by growth since."""
 
     def __init__(self, env: FaultEnv, *, minutes: float, seed: int, token: str, kill_every: float = 120.0,
                  sample_every: float = 60.0, pod_interval: float = 0.5, live_pods: int = 40,
                  node_interval: float = 20.0, min_nodes: int = 3, max_nodes: int = 6, flap_interval: float = 15.0,
                  pending_grace: float = 60.0, diff_timeout: float = 15.0, log: Callable[[str], None] = print,
                  replica_args: Sequence[str] = (), tracemalloc_frames: int = 0, memory_mark: float = 180.0,
-                 memory_top: int = 30) -> None:
+                 memory_top: int = 30, memory: bool = False) -> None:
         self.env = env
         self.minutes = minutes
         self.rng = random.Random(seed)
@@ -188,6 +189,7 @@ class Soak:
         self.log = log
         self.replica_args = list(replica_args)
         self.tracemalloc_frames = tracemalloc_frames
+        self.memory = memory or tracemalloc_frames > 0
         self.memory_mark, self.memory_top = memory_mark, memory_top
         self._marked: set[str] = set()
         self.result = SoakResult(minutes, seed)
@@ -306,7 +308,7 @@ class Soak:
         The ``final`` sample also groups them by traceback (``by_traceback``, with more than one
         frame traced; tens of seconds at 8 frames) and asks again after a full collection
         (``after_gc``: what was garbage in reference cycles the collector had not reached yet)."""
-        mark = name not in self._marked and t >= self.memory_mark
+        mark = self.tracemalloc_frames > 0 and name not in self._marked and t >= self.memory_mark
 
         async def get(query: str) -> dict[str, Any]:
             url = f"https://127.0.0.1:{port}/debug/memory?top={self.memory_top}&{query}"
@@ -352,7 +354,7 @@ class Soak:
                                 "diff_clean": res.clean, "diff_rounds": res.rounds,
                                 "diff_seconds": round(res.seconds, 2)}
             self.rss.setdefault(name, []).append((s.t, s.replicas[name]["rss_mib"]))
-            if self.tracemalloc_frames:
+            if self.memory:
                 with contextlib.suppress(OSError, AssertionError, asyncio.TimeoutError):  # killed meanwhile
                     s.replicas[name]["memory"] = await self._memory(port, name, s.t, final)
             s.violations += [f"{name}: cache differs from the API: {d}" for d in sorted(res.persistent)[:20]]
