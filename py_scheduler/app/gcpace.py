@@ -6,11 +6,11 @@ initial sync. The thresholds count *net* allocations of container objects (alloc
 deallocations): most of a scheduling cycle's garbage is freed by reference counting and never
 counts, so at a steady few Pods a second the young generation reached 50 000 only every 2-3
 minutes, the middle one (20 young passes) about once an hour and the oldest (100 middle passes)
-practically never. Garbage in reference cycles waits for those passes: the soak
-(docs/faults.md, "Soak") found TLS connections' objects (uvloop's SSL protocol and transport hold
-each other, with ~14 KiB buffers), tenacity's retry state of every API call and aiohttp's
-response objects in such cycles; what was still alive at a young pass was promoted and waited an
-hour, what reached the oldest generation was kept for ever.
+practically never. Garbage in reference cycles waits for those passes: in the soak
+(docs/faults.md, "Soak") every API call left such a cycle (tenacity's retry state with the call's
+closure, aiohttp's request payload), a full collection after 10 minutes freed 7 672 objects
+(1.1 MiB traced) on the leader, 2 400 on a standby; what was still alive at a young pass was
+promoted and waited an hour, what reached the oldest generation was kept for ever.
 
 :class:`GcPacer` adds a time floor: a collection of the young and middle generations every
 ``young_seconds`` (default 60) and a full one every ``full_seconds`` (default 600), whatever the
