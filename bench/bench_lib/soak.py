@@ -376,8 +376,14 @@ class Soak:
         return s
 
     async def _sampler(self, until: float) -> None:
+        """A row every ``sample_every`` seconds on a fixed grid from the start (a row's checks take a
+        second or more: sleeping a full period after each let a 60-minute run make 59 rows) and one at
+        ``until``."""
+        k = 0
         while True:
-            await asyncio.sleep(max(0.0, min(self.sample_every, until - time.monotonic())))  # the report's period
+            k += 1
+            due = min(self.t0 + k * self.sample_every, until)
+            await asyncio.sleep(max(0.0, due - time.monotonic()))  # the report's period
             s = await self.sample(final=time.monotonic() >= until)
             self.result.samples.append(s)
             self.log(s.line())
