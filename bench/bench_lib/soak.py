@@ -37,10 +37,11 @@ import contextlib
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
@@ -62,7 +63,8 @@ class Sample:
         t: seconds since the start.
         replicas: per live replica (its log name): ``rss_mib``, ``tasks``, ``fds``, ``queue``
             (lengths), ``leader``, ``diff`` (persistent cache-vs-API differences), ``diff_rounds``,
-            ``diff_seconds``.
+            ``diff_seconds``; with ``tracemalloc_frames``, ``memory``: the replica's
+            ``/debug/memory`` document (``py_scheduler/app/memdebug.py``).
         violations: the invariant violations found now (texts).
         pods / nodes: live Pods of the soak / Nodes of its group.
         bound: of those Pods, how many are bound.
@@ -80,9 +82,27 @@ class Sample:
             f"{name}{'*' if r['leader'] else ''} rss {r['rss_mib']:.1f} MiB tasks {r['tasks']} fds {r['fds']} "
             f"queue {r['queue'].get('active', 0)}/{r['queue'].get('backoff', 0)}/{r['queue'].get('unschedulable', 0)}"
             f" diff {r['diff']} ({'clean' if r['diff_clean'] else 'no quiet round'}, {r['diff_rounds']} rounds)"
+            f"{_memory_line(r.get('memory'))}"
             for name, r in sorted(self.replicas.items()))
         return (f"t={self.t:6.0f}s pods {self.pods} (bound {self.bound}) nodes {self.nodes} | {reps} | "
                 f"violations {len(self.violations)}")
+
+
+def _memory_line(doc: dict[str, Any] | None) -> str:
+    """`` gc 302/27/3 traced 1.2 MiB`` from a ``/debug/memory`` document ("" without one)."""
+    if not doc:
+        return ""
+    out = f" gc {'/'.join(map(str, (doc.get('gc') or {}).get('collections') or ()))}"
+    tm = doc.get("tracemalloc")
+    if tm:
+        out += f" traced {tm['traced_bytes'] / MiB:.1f} MiB"
+    after = doc.get("after_gc")
+    if after:
+        rss = (after.get("process") or {}).get("rss_bytes") or 0
+        traced = (after.get("tracemalloc") or {}).get("traced_bytes") or 0
+        out += (f" | after gc.collect(): {after.get('collected_now')} freed, rss {rss / MiB:.1f}"
+                f" traced {traced / MiB:.1f}")
+    return out
 
 
 @dataclass
@@ -140,12 +160,19 @@ class Soak:
     """One soak run on ``env`` (its Nodes, Pods and replicas; the caller closes ``env``). ``token``
     may ``get`` ``/debug/cache`` (:func:`tests.e2e.faults.cachediff.debug_reader_token`); the
     intervals are the module docstring's, ``diff_timeout`` bounds one replica's differential check
-    when churn never lets a round come out clean (differences persisting 5 s are still caught)."""
+    when churn never lets a round come out clean (differences persisting 5 s are still caught).
+    ``replica_args``: more ``py-scheduler run`` arguments for every replica (e.g.
+    ``--decisions-capacity 0``); ``memory`` adds each replica's ``/debug/memory`` (RSS, the
+    collector's counters) to every sample, and so does ``tracemalloc_frames`` > 0, with allocation
+    tracing (that many frames) turned on at its first sample at or after ``memory_mark`` seconds and
+    the top ``memory_top`` allocation sites by growth since."""
 
     def __init__(self, env: FaultEnv, *, minutes: float, seed: int, token: str, kill_every: float = 120.0,
                  sample_every: float = 60.0, pod_interval: float = 0.5, live_pods: int = 40,
                  node_interval: float = 20.0, min_nodes: int = 3, max_nodes: int = 6, flap_interval: float = 15.0,
-                 pending_grace: float = 60.0, diff_timeout: float = 15.0, log: Callable[[str], None] = print) -> None:
+                 pending_grace: float = 60.0, diff_timeout: float = 15.0, log: Callable[[str], None] = print,
+                 replica_args: Sequence[str] = (), tracemalloc_frames: int = 0, memory_mark: float = 180.0,
+                 memory_top: int = 30, memory: bool = False) -> None:
         self.env = env
         self.minutes = minutes
         self.rng = random.Random(seed)
@@ -160,6 +187,11 @@ class Soak:
         self.pending_grace = pending_grace
         self.diff_timeout = diff_timeout
         self.log = log
+        self.replica_args = list(replica_args)
+        self.tracemalloc_frames = tracemalloc_frames
+        self.memory = memory or tracemalloc_frames > 0
+        self.memory_mark, self.memory_top = memory_mark, memory_top
+        self._marked: set[str] = set()
         self.result = SoakResult(minutes, seed)
         self.churn = self.result.churn
         self.created: dict[str, float] = {}  # live Pod name -> creation time (monotonic)
@@ -258,7 +290,7 @@ class Soak:
             self.env.kill(leader)
             killed_at = time.monotonic()
             self._count("leader SIGKILLs")
-            self.env.replica("soak")
+            self._replica()
 
             def took_over() -> bool:
                 return any("became the leader" in r.log() for r in self.env.replicas if r.alive())
@@ -266,9 +298,39 @@ class Soak:
             await wait_for(took_over, timeout=60, interval=0.05, what="a standby taking over")
             self.result.failovers.append(time.monotonic() - killed_at)
 
+    def _replica(self) -> SchedulerProcess:
+        return self.env.replica("soak", extra_args=self.replica_args)
+
     # -- measuring ------------------------------------------------------------------------------------
-    async def sample(self) -> Sample:
-        """One row: each live replica's dump and differential check, then the invariants."""
+    async def _memory(self, port: int, name: str, t: float, final: bool = False) -> dict[str, Any]:
+        """The replica's ``/debug/memory``: gc counters; tracing turned on and marked at its first
+        sample at or after ``memory_mark`` seconds, then the top allocation sites by growth since.
+        The ``final`` sample also groups them by traceback (``by_traceback``, with more than one
+        frame traced; tens of seconds at 8 frames) and asks again after a full collection
+        (``after_gc``: what was garbage in reference cycles the collector had not reached yet)."""
+        mark = self.tracemalloc_frames > 0 and name not in self._marked and t >= self.memory_mark
+
+        async def get(query: str) -> dict[str, Any]:
+            url = f"https://127.0.0.1:{port}/debug/memory?top={self.memory_top}&{query}"
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s, \
+                    s.get(url, ssl=False, headers={"Authorization": f"Bearer {self.token}"}) as r:
+                if r.status != 200:
+                    raise AssertionError(f"/debug/memory answered {r.status}: {(await r.text())[:300]}")
+                body: dict[str, Any] = await r.json()
+                return body
+
+        doc = await get("group=lineno" + (f"&trace={self.tracemalloc_frames}&mark=1" if mark else ""))
+        if mark:
+            self._marked.add(name)
+        if final and (doc.get("tracemalloc") or {}).get("frames", 1) > 1:  # slow: the last sample only
+            doc["by_traceback"] = (await get("group=traceback")).get("tracemalloc")
+        if final:
+            doc["after_gc"] = await get("group=lineno&gc=1")
+        return doc
+
+    async def sample(self, final: bool = False) -> Sample:
+        """One row: each live replica's dump and differential check, then the invariants (``final``:
+        the last row)."""
         s = Sample(t=self._elapsed())
         for r in list(self.env.replicas):
             port = serving_port(r)
@@ -292,6 +354,9 @@ class Soak:
                                 "diff_clean": res.clean, "diff_rounds": res.rounds,
                                 "diff_seconds": round(res.seconds, 2)}
             self.rss.setdefault(name, []).append((s.t, s.replicas[name]["rss_mib"]))
+            if self.memory:
+                with contextlib.suppress(OSError, AssertionError, asyncio.TimeoutError):  # killed meanwhile
+                    s.replicas[name]["memory"] = await self._memory(port, name, s.t, final)
             s.violations += [f"{name}: cache differs from the API: {d}" for d in sorted(res.persistent)[:20]]
         report = invariants.Report()
         nodes, pods, events = await invariants.cluster_state(self.env.api)
@@ -311,9 +376,15 @@ class Soak:
         return s
 
     async def _sampler(self, until: float) -> None:
+        """A row every ``sample_every`` seconds on a fixed grid from the start (a row's checks take a
+        second or more: sleeping a full period after each let a 60-minute run make 59 rows) and one at
+        ``until``."""
+        k = 0
         while True:
-            await asyncio.sleep(max(0.0, min(self.sample_every, until - time.monotonic())))  # the report's period
-            s = await self.sample()
+            k += 1
+            due = min(self.t0 + k * self.sample_every, until)
+            await asyncio.sleep(max(0.0, due - time.monotonic()))  # the report's period
+            s = await self.sample(final=time.monotonic() >= until)
             self.result.samples.append(s)
             self.log(s.line())
             for v in s.violations[:10]:
@@ -328,9 +399,9 @@ class Soak:
         for _ in range(self.min_nodes):
             self.cpu_nodes.append(await self.env.node())
         self.gpu_node = await self.env.node(gpu=True)
-        first = self.env.replica("soak")
+        first = self._replica()
         await first.wait_leading()
-        self.env.replica("soak")
+        self._replica()
         self.t0 = time.monotonic()
         until = self.t0 + self.minutes * 60
         churn = [asyncio.create_task(c(until)) for c in (self._pods, self._nodes, self._flaps, self._kills)]

@@ -29,12 +29,15 @@ from py_scheduler.app.cachedump import add_routes as add_cache_dump_routes
 from py_scheduler.app.decisions import DEFAULT_CAPACITY, DEFAULT_TOP_K, DecisionLog
 from py_scheduler.app.decisions import add_routes as add_decision_routes
 from py_scheduler.app.decisions import register_metrics as register_decision_metrics
+from py_scheduler.app.gcpace import GcPacer
 from py_scheduler.app.informers import EventHandlers, Informers
 from py_scheduler.app.kube import Kube, KubeAPIClient
 from py_scheduler.app.leader import AlwaysLeader, LeaderElector, new_identity
 from py_scheduler.app.lister import InformerLister
 from py_scheduler.app.logging import setup_logging
 from py_scheduler.app.loop import Housekeeping, QueueMetricsRecorder, SchedulingLoop
+from py_scheduler.app.memdebug import MemoryDebug
+from py_scheduler.app.memdebug import add_routes as add_memory_routes
 from py_scheduler.app.metrics import REGISTRY, BatchMetricsRecorder, framework_observer
 from py_scheduler.app.operator import run as run_operator
 from py_scheduler.cache.cache import Cache
@@ -152,7 +155,10 @@ GC_THRESHOLDS = (50_000, 20, 100)
 """``gc.set_threshold`` for the live process. A scheduling cycle allocates thousands of short-lived
 containers that reference counting frees; at Python's default (700, 10, 10) the collector ran so often
 that it took 21% of the process's CPU on bench/throughput (4.8 of 22.6 s for 3000 Pods, 11 full
-collections of ~0.24 s each); with these thresholds 0.9 s, CPU per Pod 7.0 -> 5.8 ms (bench/RESULTS.md)."""
+collections of ~0.24 s each); with these thresholds 0.9 s, CPU per Pod 7.0 -> 5.8 ms (bench/RESULTS.md).
+They count allocations only: :class:`py_scheduler.app.gcpace.GcPacer` also collects on a clock, so
+garbage in reference cycles does not wait hours for the older generations' passes (the soak's RSS
+slope, docs/faults.md)."""
 
 
 async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str,
@@ -235,6 +241,8 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
             # /debug/cache: the informers' and the cache's view, for a differential check against a LIST
             add_cache_dump_routes(health.app, CacheDump(informers.store, cache, queue, is_leader=leader.is_leader,
                                                         synced=informers.synced, consistent=informers.consistent))
+            # /debug/memory: RSS, the collector's counters and (PYTHONTRACEMALLOC=N) allocation sites
+            add_memory_routes(health.app, MemoryDebug())
             await health.start()
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
             log.error("cannot serve metrics/health on %r: %s", metrics_bind_address, exc)
@@ -248,6 +256,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
         asyncio.create_task(informers.run(stop), name="informers"),
         asyncio.create_task(queue.run(), name="queue flushes"),
         asyncio.create_task(Housekeeping(cache, queue, snapshot=loop.snapshot).run(stop), name="housekeeping"),
+        asyncio.create_task(GcPacer().run(stop), name="gc pacer"),  # cycles freed on a clock too
         asyncio.create_task(after_sync(lambda: leader.run(stop)), name="leader election"),
         asyncio.create_task(after_sync(lambda: _freeze_heap_then(loop.run(stop))), name="scheduling loop"),
     ]

@@ -167,13 +167,13 @@ async def check_until_quiet(fetch_dump: Callable[[], Awaitable[dict[str, Any]]],
 async def debug_reader_token(api: client.ApiClient, namespace: str = "default",
                              name: str = "py-scheduler-e2e-debug") -> str:
     """A bound token (1 h) of ServiceAccount ``namespace/name``, which a ClusterRole allows to
-    ``get`` ``/debug/cache`` and ``/metrics`` (created if absent)."""
+    ``get`` ``/debug/cache``, ``/debug/memory`` and ``/metrics`` (created if absent)."""
     rbac = client.RbacAuthorizationV1Api(api)
     core = client.CoreV1Api(api)
     creates: list[Callable[[], Awaitable[Any]]] = [
         lambda: core.create_namespaced_service_account(namespace, {"metadata": {"name": name}}),
         lambda: rbac.create_cluster_role({"metadata": {"name": DEBUG_ROLE}, "rules": [
-            {"nonResourceURLs": [PATH, "/metrics"], "verbs": ["get"]}]}),
+            {"nonResourceURLs": [PATH, "/metrics", "/debug/memory"], "verbs": ["get"]}]}),
         lambda: rbac.create_cluster_role_binding({
             "metadata": {"name": DEBUG_ROLE},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DEBUG_ROLE},

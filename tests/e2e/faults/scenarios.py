@@ -187,12 +187,13 @@ class FaultEnv:
         return path
 
     def replica(self, name: str, *, leader_elect: bool = True, qps: float | None = None,
-                burst: int | None = None, verbosity: int = 4) -> SchedulerProcess:
-        """Start one ``py-scheduler run`` on this scenario's Lease (not waited for)."""
+                burst: int | None = None, verbosity: int = 4, extra_args: Sequence[str] = ()) -> SchedulerProcess:
+        """Start one ``py-scheduler run`` on this scenario's Lease (not waited for); ``extra_args``:
+        more CLI arguments for it."""
         p = SchedulerProcess(Path(self.testbed.kubeconfig),
                              Path(self.testbed.dir) / "logs" / f"{unique_name(name)}.log",
                              lease_name=self.lease, leader_elect=leader_elect, verbosity=verbosity,
-                             extra_args=["--config", str(self.config_file(qps=qps, burst=burst))])
+                             extra_args=["--config", str(self.config_file(qps=qps, burst=burst)), *extra_args])
         p.start()
         self.replicas.append(p)
         return p

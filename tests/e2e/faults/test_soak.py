@@ -6,13 +6,17 @@ and the fault suite's invariants hold.
 CI runs the seeded short variant (``SOAK_MINUTES`` default 3, ``SOAK_SEED`` default 1, a sample
 every minute, the leader killed after 90 s and then every ``SOAK_KILL_EVERY`` = 120 s);
 ``bench/soak --minutes N`` runs the same test longer and writes ``SOAK_OUT`` (JSON: every sample,
-the RSS slopes).
+the RSS slopes); for a leak hunt ``SOAK_REPLICA_ARGS`` (more ``py-scheduler run`` arguments, shell
+words), ``SOAK_MEMORY=1``, ``SOAK_TRACEMALLOC`` (frames; 0: off) and ``SOAK_MEMORY_MARK`` (seconds)
+feed :class:`bench.bench_lib.soak.Soak`'s ``replica_args`` / ``memory`` / ``tracemalloc_frames`` /
+``memory_mark``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,11 @@ async def test_soak(env: FaultEnv) -> None:
     token = await cachediff.debug_reader_token(env.api)
     # every 2 minutes (SOAK_KILL_EVERY seconds; 0: never, for a leak measurement on long-lived processes)
     kill_every = float(os.environ.get("SOAK_KILL_EVERY", "120"))
-    soak = Soak(env, minutes=MINUTES, seed=SEED, token=token, kill_every=kill_every)
+    soak = Soak(env, minutes=MINUTES, seed=SEED, token=token, kill_every=kill_every,
+                replica_args=shlex.split(os.environ.get("SOAK_REPLICA_ARGS", "")),
+                tracemalloc_frames=int(os.environ.get("SOAK_TRACEMALLOC", "0")),
+                memory_mark=float(os.environ.get("SOAK_MEMORY_MARK", "180")),
+                memory=os.environ.get("SOAK_MEMORY", "") == "1")
     res = await soak.run()
     out = os.environ.get("SOAK_OUT")
     if out:

@@ -78,6 +78,25 @@ def test_reconcile_removes_what_vanished_but_keeps_newer_objects() -> None:
     assert {n["metadata"]["name"] for n in s.list_kind("Node")} == {"kept", "fresh", "newer"}
 
 
+def test_tombstones_expire_without_any_relist() -> None:
+    """A watch that never breaks and no resync (``resync_period=0``): deletions are still forgotten
+    after ``tombstone_ttl`` (before, only a re-LIST pruned them and they piled up for ever)."""
+    clock = [0.0]
+    s = ObjectStore(now=lambda: clock[0], tombstone_ttl=900.0)
+    for minute in range(120):  # two hours, 100 deletions a minute
+        clock[0] = minute * 60.0
+        for i in range(100):
+            p = pod(f"p{minute}-{i}", minute * 1000 + 2 * i)
+            s.apply(POD, "ADDED", p)
+            s.apply(POD, "DELETED", pod(f"p{minute}-{i}", minute * 1000 + 2 * i + 1))
+    assert len(s) == 0
+    assert s.tombstones() <= 1.25 * 15 * 100 + 100, s.tombstones()
+    # the recent ones are still there: a stale listing of a Pod deleted 5 minutes ago changes nothing
+    assert s.apply(POD, None, pod("p115-3", 115 * 1000 + 6)) is None
+    # one deleted 20 minutes ago is forgotten: the same stale listing would now add it
+    assert s.apply(POD, None, pod("p99-3", 99 * 1000 + 6)) == (None, pod("p99-3", 99 * 1000 + 6))
+
+
 # -- EventHandlers -------------------------------------------------------------------------------
 
 
