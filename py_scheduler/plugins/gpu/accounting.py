@@ -70,6 +70,12 @@ ERR_SHARED = "node(s) had fewer physical GPUs than requested (time-sliced replic
 MEMO_CAPACITY = 8192
 """Derived node states kept (LRU); a few per node of a large cluster."""
 
+MEMO_GENERATIONS_PER_NODE = 2
+"""Generations of one node kept: a node's state is asked for at its newest generation (and, during
+preemption or a pod-group trial, at a clone's), so older ones are dropped when a newer one is
+derived. Without this a small cluster filled the LRU with stale generations (~2 KiB each, up to
+~17 MiB; docs/faults.md, soak)."""
+
 
 @dataclass(frozen=True, slots=True)
 class NodeGPUState:
@@ -133,10 +139,16 @@ def _compute(ni: NodeInfo, keys: GPUKeys) -> NodeGPUState:
 
 
 _memo: OrderedDict[tuple[GPUKeys, str, int], NodeGPUState] = OrderedDict()
+_generations: dict[tuple[GPUKeys, str], list[int]] = {}
+"""(keys, node) -> the generations of it in ``_memo`` (derived order, at most
+:data:`MEMO_GENERATIONS_PER_NODE`; an entry may already be gone from the LRU)."""
 
 
 def derive_state(ni: NodeInfo, keys: GPUKeys) -> NodeGPUState:
-    """The node's :class:`NodeGPUState` (memoized by generation). Never raises."""
+    """The node's :class:`NodeGPUState`, memoized by (GPU keys, node name, NodeInfo generation): a
+    NodeInfo's generation changes whenever its Pods or Node change (``framework/types.py``), so a
+    memoized state is that of exactly the same inputs. Bounded by :data:`MEMO_CAPACITY` overall and
+    :data:`MEMO_GENERATIONS_PER_NODE` per node. Never raises."""
     k = (keys, ni.name, ni.generation)
     st = _memo.get(k)
     if st is not None:
@@ -144,14 +156,25 @@ def derive_state(ni: NodeInfo, keys: GPUKeys) -> NodeGPUState:
         return st
     st = _compute(ni, keys)
     _memo[k] = st
+    gens = _generations.setdefault((keys, ni.name), [])
+    gens.append(ni.generation)
+    while len(gens) > MEMO_GENERATIONS_PER_NODE:
+        _memo.pop((keys, ni.name, gens.pop(0)), None)
     if len(_memo) > MEMO_CAPACITY:
-        _memo.popitem(last=False)
+        (okeys, oname, ogen), _ = _memo.popitem(last=False)
+        old = _generations.get((okeys, oname))
+        if old is not None:
+            if ogen in old:
+                old.remove(ogen)
+            if not old:
+                del _generations[(okeys, oname)]
     return st
 
 
 def clear_memo() -> None:
     """Forget every memoized node state (tests; a "restart")."""
     _memo.clear()
+    _generations.clear()
 
 
 def pick(st: NodeGPUState, count: int, nvlink: bool) -> tuple[int, ...] | None:

@@ -95,3 +95,24 @@ def test_memoized_verdicts_and_scores_follow_cluster_changes() -> None:
             assert warm[0] == warm[1] and warm[2] == warm[3]
             rejected += sum(1 for k in warm[0] if k[0])
     assert rejected > 0  # the requests and nodes above do get rejected somewhere
+
+
+def test_derived_states_keep_only_the_newest_generations_of_a_node() -> None:
+    """A node whose Pods change keeps at most MEMO_GENERATIONS_PER_NODE derived states (the soak saw
+    a small cluster fill the 8192-entry LRU with stale generations), and the newest is still a hit."""
+    from py_scheduler.plugins.gpu import accounting as acc
+    from py_scheduler.plugins.gpu.inventory import GPUKeys
+
+    clear_memo()
+    keys = GPUKeys()
+    ni = NodeInfo(gpu_node("n1", 8, product=A100_80))
+    other = NodeInfo(gpu_node("n2", 8, product=A100_80))
+    acc.derive_state(other, keys)
+    for i in range(50):
+        ni.add_pod(PodInfo(gpu_pod(f"p{i}", 1, annotations={P + "gpu-indices": str(i % 8)})))
+        st = acc.derive_state(ni, keys)
+        assert acc.derive_state(ni, keys) is st  # the current generation is memoized
+    n1 = [k for k in acc._memo if k[1] == "n1"]
+    assert len(n1) == acc.MEMO_GENERATIONS_PER_NODE
+    assert (keys, "n2", other.generation) in acc._memo  # other nodes' states are left alone
+    clear_memo()
