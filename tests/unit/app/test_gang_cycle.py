@@ -11,59 +11,21 @@ a real default profile with GangScheduling, the live cache and queue, a fake API
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterable
 from typing import Any
 
 from py_scheduler.app.metrics import REGISTRY
-from py_scheduler.framework import config
-from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.events import ActionType, ClusterEvent, Resource
 from py_scheduler.framework.podgroup import RevertFns
-from py_scheduler.plugins import registry
 from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
+from tests.unit.app import gang_bed as gb
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
 
-Obj = dict[str, Any]
 
-
-class Objects:
-    """ObjectLister over the harness's Pods and a PodGroup dict."""
-
-    def __init__(self) -> None:
-        self.pods: dict[str, Obj] = {}
-        self.groups: dict[str, Obj] = {}
-
-    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
-        if kind == "PodGroup":
-            return self.groups.get(f"{namespace}/{name}")
-        if kind == "Pod":
-            return self.pods.get(f"{namespace}/{name}")
-        return None
-
-    def list(self, kind: str) -> Iterable[Obj]:
-        return list(self.pods.values()) if kind == "Pod" else list(self.groups.values())
-
-
-def _harness() -> tuple[Harness, Objects]:
+def _harness() -> tuple[Harness, gb.Objects]:
     """The loop harness with a default profile built with GenericWorkload on and an ObjectLister."""
-    objs = Objects()
-    h0 = Harness()  # its Handle (the fenced client over the fake API)
-    h0.handle.objects = objs
-    saved = dict(config.feature_gates)
-    try:
-        config.set_feature_gates({"GenericWorkload": True})
-        fw = build_framework(ProfileConfig(), handle=h0.handle, registry=registry)
-    finally:
-        config.feature_gates.clear()
-        config.feature_gates.update(saved)
-    h = Harness(fw)
-    h.handle = h0.handle
-    h0.kube.__dict__ = h.kube.__dict__  # one fake API behind the plugins' client and the binder
-    h.pods = objs.pods
-    h.queue.pod_lister = h.loop.pod_lister = lambda ns, n: objs.pods.get(f"{ns}/{n}")
-    assert "GangScheduling" in fw.plugins
+    h, objs = gb.gang_harness({"GenericWorkload": True})
+    assert "GangScheduling" in h.fw.plugins
     return h, objs
 
 
@@ -73,41 +35,12 @@ def _gpu_node(h: Harness, name: str, gpus: int) -> None:
                                                  "nvidia.com/gpu": str(gpus)}}})
 
 
-def _group(objs: Objects, name: str, min_count: int) -> None:
-    objs.groups[f"default/{name}"] = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                                      "metadata": {"name": name, "namespace": "default", "uid": f"pg-{name}"},
-                                      "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
-
-
 def _members(h: Harness, group: str, n: int) -> list[str]:
-    names = [f"{group}-{i}" for i in range(n)]
-    for name in names:  # all known to the lister first, so PreEnqueue lets each in
-        h.pods[f"default/{name}"] = {
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
-            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": group},
-                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"},
-                                                                "limits": {"nvidia.com/gpu": "1"}}}]}}
-    for name in names:
-        h.queue.add(h.pods[f"default/{name}"])
-    return names
+    return gb.members(h, group, n, cpu="100m", gpus=1)
 
 
 def _accounting(h: Harness) -> dict[str, Any]:
-    """Every NodeInfo's accounting: requested and non-zero requested resources (GPUs included), Pods
-    with their GPU index annotations, host ports, PVC references."""
-    out = {}
-    for name in ("n1", "n2", "n3"):
-        ni = h.cache.node_info(name)
-        if ni is None:
-            continue
-        out[name] = (repr(ni.requested), repr(ni.non_zero_requested), repr(ni.used_ports), dict(ni.pvc_ref_counts),
-                     sorted((p.key, ((p.pod.get("metadata") or {}).get("annotations") or {}).get(
-                         "gpu-scheduler/gpu-indices", "")) for p in ni.pods))
-    return out
-
-
-def _bound(h: Harness) -> dict[str, str]:
-    return {c[1][0]: c[1][1] for c in h.kube.calls if c[0] == "bind"}
+    return gb.accounting(h, ("n1", "n2", "n3"))
 
 
 def _attempts(result: str) -> float:
@@ -120,11 +53,11 @@ async def test_a_gang_that_fits_is_placed_in_one_cycle() -> None:
     h, objs = _harness()
     _gpu_node(h, "n1", 2)
     _gpu_node(h, "n2", 2)
-    _group(objs, "g", 4)
+    gb.pod_group(objs, "g", 4)
     names = _members(h, "g", 4)
     await h.cycle()  # one pop
     assert h.queue.lengths() == {k: 0 for k in h.queue.lengths()}
-    bound = _bound(h)
+    bound = gb.bound(h)
     assert sorted(bound) == [f"default/{n}" for n in names]
     assert sorted(bound.values()) == ["n1", "n1", "n2", "n2"]
     assert h.queue.in_flight_uids() == []
@@ -139,14 +72,14 @@ async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together()
     await h.cycle()
     assert h.cache.is_assumed_pod(other)
     before = _accounting(h)
-    _group(objs, "g", 4)
+    gb.pod_group(objs, "g", 4)
     names = _members(h, "g", 4)
     unschedulable = _attempts("unschedulable")
     await h.cycle()
     assert _attempts("unschedulable") == unschedulable + 1
     assert _accounting(h) == before  # no member assumed, no GPU index, no resource held
     assert h.cache.assumed_count() == 1
-    assert not any(f"default/{n}" in _bound(h) for n in names)
+    assert not any(f"default/{n}" in gb.bound(h) for n in names)
     assert [h.queue.where("default", n) for n in names] == [UNSCHEDULABLE_Q] * 4
     rejectors = {h.queue.get("default", n).rejector_plugins() for n in names}  # type: ignore[union-attr]
     assert len(rejectors) == 1 and next(iter(rejectors)) == {"GangScheduling", "GPUFilter"}
@@ -167,7 +100,7 @@ async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together()
     assert qpi is not None
     h.loop.schedule_one(qpi)
     await h.loop.drain()
-    bound = _bound(h)
+    bound = gb.bound(h)
     assert sorted(k for k in bound if k != "default/plain") == [f"default/{n}" for n in names]
     indices: dict[str, list[str]] = {}
     for c in h.kube.calls:
@@ -187,7 +120,7 @@ async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together()
 async def test_too_few_members_are_refused_before_any_filter() -> None:
     h, objs = _harness()
     _gpu_node(h, "n1", 4)
-    _group(objs, "g", 3)
+    gb.pod_group(objs, "g", 3)
     names = _members(h, "g", 3)
     h.queue.delete(h.pods[f"default/{names[2]}"])  # still listed (PreEnqueue passes), not queued
     await h.cycle()
@@ -223,19 +156,8 @@ async def test_a_dra_gang_that_does_not_fit_leaves_no_device_in_flight() -> None
     h.cache.objects.upsert("DeviceClass", dra.dclass("gpu", [f'device.driver == "{dra.G}"']))
     h.cache.objects.upsert("ResourceSlice", dra.rslice("s1", dra.G, "p1", node="n1",
                                                        devices=[dra.dev("g0"), dra.dev("g1")]))
-    _group(objs, "g", 3)
-    names = [f"g-{i}" for i in range(3)]
-    for name in names:
-        path = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{name}"
-        h.kube.put_object(path, dra.claim(f"c-{name}", [{"name": "r", "exactly": dra.ex()}]))
-        h.cache.objects.upsert("ResourceClaim", copy.deepcopy(h.kube.objects[path]))
-        h.pods[f"default/{name}"] = {
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
-            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": "g"},
-                     "resourceClaims": dra.uses(f"c-{name}"),
-                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
-    for name in names:
-        h.queue.add(h.pods[f"default/{name}"])
+    gb.pod_group(objs, "g", 3)
+    names = gb.claim_members(h, "g", 3)
     before = _accounting(h)
     plugin = h.fw.plugins["DynamicResources"]
     await h.cycle()

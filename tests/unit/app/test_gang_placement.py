@@ -16,26 +16,21 @@ fake API.
 
 from __future__ import annotations
 
-import copy
 import random
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from py_scheduler.framework import config
-from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.interfaces import PodGroupInfo
 from py_scheduler.framework.podgroup import schedule_pod_group
 from py_scheduler.framework.runtime import PLACEMENT_STATE_KEY
 from py_scheduler.framework.types import PodInfo, Status
-from py_scheduler.plugins import registry
 from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
-from tests.unit.app.test_gang_cycle import Objects
+from tests.unit.app import gang_bed as gb
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
 
-Obj = dict[str, Any]
 RACK = "example.com/rack"
 GATES = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
 
@@ -48,19 +43,11 @@ def _restore_gates() -> Iterator[None]:
     config.feature_gates.update(saved)
 
 
-def _harness(gates: dict[str, bool] | None = None) -> tuple[Harness, Objects]:
+def _harness(gates: dict[str, bool] | None = None) -> tuple[Harness, gb.Objects]:
     """The loop harness with the default profile built with the workload gates on, which stay on
     for the test (the placement algorithm reads the gate at each cycle; an autouse fixture restores)."""
-    objs = Objects()
-    h0 = Harness()
-    h0.handle.objects = objs
+    h, objs = gb.gang_harness(gates or GATES)
     config.set_feature_gates(gates or GATES)
-    fw = build_framework(ProfileConfig(), handle=h0.handle, registry=registry)
-    h = Harness(fw)
-    h.handle = h0.handle
-    h0.kube.__dict__ = h.kube.__dict__
-    h.pods = objs.pods
-    h.queue.pod_lister = h.loop.pod_lister = lambda ns, n: objs.pods.get(f"{ns}/{n}")
     return h, objs
 
 
@@ -71,42 +58,12 @@ def _node(h: Harness, name: str, rack: str, gpus: int, cordoned: bool = False) -
                                                  "nvidia.com/gpu": str(gpus)}}})
 
 
-def _group(objs: Objects, name: str, min_count: int, topology: bool = True) -> None:
-    spec: Obj = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
-    if topology:
-        spec["schedulingConstraints"] = {"topology": [{"key": RACK}]}
-    objs.groups[f"default/{name}"] = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                                      "metadata": {"name": name, "namespace": "default", "uid": f"pg-{name}"},
-                                      "spec": spec}
+def _group(objs: gb.Objects, name: str, min_count: int, topology: bool = True) -> None:
+    gb.pod_group(objs, name, min_count, RACK if topology else "")
 
 
 def _members(h: Harness, group: str, n: int, gpus: int = 2) -> list[str]:
-    names = [f"{group}-{i}" for i in range(n)]
-    for name in names:
-        h.pods[f"default/{name}"] = {
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
-            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": group},
-                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"},
-                                                                "limits": {"nvidia.com/gpu": str(gpus)}}}]}}
-    for name in names:
-        h.queue.add(h.pods[f"default/{name}"])
-    return names
-
-
-def _accounting(h: Harness, nodes: list[str]) -> dict[str, Any]:
-    """Every NodeInfo's accounting (requested, non-zero requested, ports, PVCs, Pods with GPU indices)."""
-    out = {}
-    for name in nodes:
-        ni = h.cache.node_info(name)
-        assert ni is not None
-        out[name] = (repr(ni.requested), repr(ni.non_zero_requested), repr(ni.used_ports), dict(ni.pvc_ref_counts),
-                     sorted((p.key, ((p.pod.get("metadata") or {}).get("annotations") or {}).get(
-                         "gpu-scheduler/gpu-indices", "")) for p in ni.pods))
-    return out
-
-
-def _bound(h: Harness) -> dict[str, str]:
-    return {c[1][0]: c[1][1] for c in h.kube.calls if c[0] == "bind"}
+    return gb.members(h, group, n, cpu="1", gpus=gpus)
 
 
 def _racks(h: Harness, bound: dict[str, str]) -> set[str]:
@@ -126,14 +83,14 @@ def _a3_b4(h: Harness) -> None:
 async def test_the_gang_lands_whole_in_the_rack_that_holds_it() -> None:
     h, objs = _harness()
     _a3_b4(h)
-    before_a = _accounting(h, ["a1", "a2", "a3"])
+    before_a = gb.accounting(h, ["a1", "a2", "a3"])
     _group(objs, "g", 4)
     names = _members(h, "g", 4)
     await h.cycle()
-    bound = _bound(h)
+    bound = gb.bound(h)
     assert sorted(bound) == [f"default/{n}" for n in names]
     assert sorted(bound.values()) == ["b1", "b1", "b2", "b2"]
-    assert _accounting(h, ["a1", "a2", "a3"]) == before_a  # the trial in A left nothing behind
+    assert gb.accounting(h, ["a1", "a2", "a3"]) == before_a  # the trial in A left nothing behind
     for name in ("b1", "b2"):  # distinct GPU indices per node
         ni = h.cache.node_info(name)
         assert ni is not None
@@ -150,7 +107,7 @@ async def test_pods_count_prefers_the_placement_holding_more_members() -> None:
     _group(objs, "g", 2)
     _members(h, "g", 4)
     await h.cycle()
-    bound = _bound(h)
+    bound = gb.bound(h)
     assert len(bound) == 4 and _racks(h, bound) == {"b"}
 
 
@@ -165,7 +122,7 @@ async def test_equal_placements_are_chosen_at_random_and_whole() -> None:
         _group(objs, "g", 4)
         _members(h, "g", 4)
         await h.cycle()
-        bound = _bound(h)
+        bound = gb.bound(h)
         assert len(bound) == 4
         racks = _racks(h, bound)
         assert len(racks) == 1, bound
@@ -180,12 +137,12 @@ async def test_no_rack_holds_the_minimum_nothing_is_held() -> None:
     _node(h, "b1", "b", 4)
     _node(h, "b2", "b", 2)
     nodes = ["a1", "a2", "b1", "b2"]
-    before = _accounting(h, nodes)
+    before = gb.accounting(h, nodes)
     _group(objs, "g", 4)
     names = _members(h, "g", 4)
     await h.cycle()
-    assert _accounting(h, nodes) == before
-    assert h.cache.assumed_count() == 0 and _bound(h) == {}
+    assert gb.accounting(h, nodes) == before
+    assert h.cache.assumed_count() == 0 and gb.bound(h) == {}
     assert [h.queue.where("default", n) for n in names] == [UNSCHEDULABLE_Q] * 4
     notes = sorted(e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling")
     # The first placement's (A's) results: the member that did not fit there its own FitError (on the
@@ -211,24 +168,13 @@ async def test_a_losing_dra_placement_leaves_no_device_in_flight() -> None:
     h.cache.objects.upsert("ResourceSlice", dra.rslice("sb", dra.G, "pb", node="b1",
                                                        devices=[dra.dev("g0"), dra.dev("g1"), dra.dev("g2")]))
     _group(objs, "g", 3)
-    names = [f"g-{i}" for i in range(3)]
-    for name in names:
-        path = f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{name}"
-        h.kube.put_object(path, dra.claim(f"c-{name}", [{"name": "r", "exactly": dra.ex()}]))
-        h.cache.objects.upsert("ResourceClaim", copy.deepcopy(h.kube.objects[path]))
-        h.pods[f"default/{name}"] = {
-            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
-            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": "g"},
-                     "resourceClaims": dra.uses(f"c-{name}"),
-                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
-    for name in names:
-        h.queue.add(h.pods[f"default/{name}"])
-    before_a = _accounting(h, ["a1"])
+    names = gb.claim_members(h, "g", 3)
+    before_a = gb.accounting(h, ["a1"])
     await h.cycle()
     # Each claim in flight once (written, until the informer sees it), none left from the trial in A.
     assert h.fw.plugins["DynamicResources"].in_flight_claims() == [f"default/c-{n}" for n in names]
-    assert _accounting(h, ["a1"]) == before_a
-    assert sorted(_bound(h).values()) == ["b1"] * 3
+    assert gb.accounting(h, ["a1"]) == before_a
+    assert sorted(gb.bound(h).values()) == ["b1"] * 3
     pools = {h.kube.objects[f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{n}"]
              ["status"]["allocation"]["devices"]["results"][0]["pool"] for n in names}
     assert pools == {"pb"}
@@ -265,7 +211,7 @@ async def test_no_placement_generated_the_generator_is_a_rejector() -> None:
     _group(objs, "g", 2)
     names = _members(h, "g", 2)
     await h.cycle()
-    assert _bound(h) == {}
+    assert gb.bound(h) == {}
     for n in names:
         q = h.queue.get("default", n)
         assert q is not None and h.queue.where("default", n) == UNSCHEDULABLE_Q
