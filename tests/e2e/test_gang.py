@@ -119,6 +119,16 @@ class GangBed:
         return {p.metadata.name: p.spec.node_name for p in pods.items
                 if p.metadata.name in wanted and p.spec.node_name}
 
+    async def wait_all_bound(self, names: list[str], timeout: float, what: str) -> dict[str, str]:
+        """Wait until every Pod of ``names`` is bound: ``name -> node``. Raises AssertionError naming
+        ``what`` after ``timeout`` seconds."""
+
+        async def all_bound() -> dict[str, str] | None:
+            got = await self.bound(names)
+            return got if len(got) == len(names) else None
+
+        return await wait_for(all_bound, timeout=timeout, what=what)
+
     async def condition(self, name: str) -> tuple[str, str] | None:
         """The PodGroup's PodGroupInitiallyScheduled (status, reason), or None."""
         pg = await self.custom.get_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "default",
@@ -146,11 +156,11 @@ async def gbed(testbed: Testbed, api_client: client.ApiClient, tmp_path: Path) -
         await b.close()
 
 
-async def _start_both(gbed: GangBed) -> dict[str, str]:
-    """schedulerName per implementation ("py", "kube"), both running with the gate."""
+async def _start_both(gbed: GangBed, gates: str = "GenericWorkload=true") -> dict[str, str]:
+    """schedulerName per implementation ("py", "kube"), both running with ``gates``."""
     names = {"py": unique_name("gang-py"), "kube": unique_name("gang-ks")}
-    sched = gbed.py_scheduler(names["py"])
-    gbed.kube_scheduler(names["kube"])
+    sched = gbed.py_scheduler(names["py"], gates=gates)
+    gbed.kube_scheduler(names["kube"], gates=gates)
     await sched.wait_leading()
     return names
 
@@ -165,11 +175,7 @@ async def test_gang_that_fits_binds_whole_side_by_side(gbed: GangBed) -> None:
         await gbed.pod_group(group, 4)
         members[impl] = list(await asyncio.gather(*(gbed.member(sched, group, group) for _ in range(4))))
     for impl, pods in members.items():
-        async def all_bound(pods: list[str] = pods) -> dict[str, str] | None:
-            got = await gbed.bound(pods)
-            return got if len(got) == 4 else None
-
-        got = await wait_for(all_bound, timeout=90, what=f"{impl}: the 4 members bound")
+        got = await gbed.wait_all_bound(pods, timeout=90, what=f"{impl}: the 4 members bound")
         per_node: dict[str, int] = {}
         for node in got.values():
             per_node[node] = per_node.get(node, 0) + 1
@@ -204,11 +210,7 @@ async def test_gang_that_does_not_fit_binds_nothing_then_whole_when_a_gpu_appear
     for impl in names:
         await gbed.node(groups[impl], 1)
     for impl, pods in members.items():
-        async def all_bound(pods: list[str] = pods) -> dict[str, str] | None:
-            got = await gbed.bound(pods)
-            return got if len(got) == 4 else None
-
-        await wait_for(all_bound, timeout=120, what=f"{impl}: the gang bound whole after a GPU appeared")
+        await gbed.wait_all_bound(pods, timeout=120, what=f"{impl}: the gang bound whole after a GPU appeared")
 
         async def scheduled(impl: str = impl) -> bool:
             return await gbed.condition(groups[impl]) == ("True", "Scheduled")
@@ -256,6 +258,25 @@ async def test_two_gangs_competing_for_the_same_gpus_one_wins_whole(gbed: GangBe
     assert "Traceback" not in gbed.replicas[0].log()
 
 
+async def _incomplete_gang(gbed: GangBed, sched_name: str, prefix: str, what: str) -> tuple[str, str, list[str]]:
+    """Two 2-GPU Nodes (node group ``<prefix>-...``), a minCount-4 PodGroup, one member held back by a
+    scheduling gate (created first) and three queued one-GPU members (for ``sched_name``); returned once
+    the PodGroup is False/Unschedulable (``what`` names that wait). ``(node group, held, members)``."""
+    nodes = unique_name(prefix)
+    for _ in range(2):
+        await gbed.node(nodes, 2)
+    group = unique_name(f"{prefix}-g")
+    await gbed.pod_group(group, 4)
+    held = await gbed.member(sched_name, group, nodes, gated=True)
+    members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
+
+    async def refused() -> bool:
+        return await gbed.condition(group) == ("False", "Unschedulable")
+
+    await wait_for(refused, timeout=60, what=what)
+    return nodes, held, members
+
+
 async def test_incomplete_gang_holds_no_gpus_and_a_deleted_member_changes_nothing(gbed: GangBed) -> None:
     """Three members of a minCount-4 gang are queued (the fourth exists but is held back by a scheduling
     gate): the pod group cycle refuses the group before any Filter (PlacementFeasible: minCount cannot be
@@ -264,18 +285,8 @@ async def test_incomplete_gang_holds_no_gpus_and_a_deleted_member_changes_nothin
     sched_name = unique_name("gang-py")
     sched = gbed.py_scheduler(sched_name)
     await sched.wait_leading()
-    nodes = unique_name("del")
-    for _ in range(2):
-        await gbed.node(nodes, 2)
-    group = unique_name("del-g")
-    await gbed.pod_group(group, 4)
-    stray = await gbed.member(sched_name, group, nodes, gated=True)
-    members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
-
-    async def refused() -> bool:
-        return await gbed.condition(group) == ("False", "Unschedulable")
-
-    await wait_for(refused, timeout=60, what="the incomplete gang's PodGroup False/Unschedulable")
+    nodes, stray, members = await _incomplete_gang(gbed, sched_name, "del",
+                                                   what="the incomplete gang's PodGroup False/Unschedulable")
     pods = await gbed.core.list_namespaced_pod("default")
     assert not [p.metadata.name for p in pods.items
                 if p.metadata.name in members and (p.spec.node_name or p.status.nominated_node_name)]
@@ -293,11 +304,7 @@ async def test_incomplete_gang_holds_no_gpus_and_a_deleted_member_changes_nothin
                      "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
                          "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"nvidia.com/gpu": "2"}}}]}})
 
-    async def fillers_bound() -> dict[str, str] | None:
-        got = await gbed.bound(fillers)
-        return got if len(got) == 2 else None
-
-    await wait_for(fillers_bound, timeout=60, what="the 2-GPU Pods bound once the gang released its GPUs")
+    await gbed.wait_all_bound(fillers, timeout=60, what="the 2-GPU Pods bound once the gang released its GPUs")
     assert not await gbed.bound(members), "a member of an incomplete gang was bound"
     assert "Traceback" not in sched.log()
 
@@ -312,29 +319,13 @@ async def test_leader_killed_while_the_gang_waits(gbed: GangBed) -> None:
     await a.wait_leading()
     b = gbed.py_scheduler(sched_name, lease=lease, replica="-b", permit_timeout=120)
     await b.wait_log("attempting to acquire leader lease")
-    nodes = unique_name("le")
-    for _ in range(2):
-        await gbed.node(nodes, 2)
-    group = unique_name("le-g")
-    await gbed.pod_group(group, 4)
-    held = await gbed.member(sched_name, group, nodes, gated=True)
-    members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
-
-    async def refused() -> bool:
-        return await gbed.condition(group) == ("False", "Unschedulable")
-
-    await wait_for(refused, timeout=60, what="the incomplete gang refused by the leader")
+    _nodes, held, members = await _incomplete_gang(gbed, sched_name, "le",
+                                                   what="the incomplete gang refused by the leader")
     a.kill()
     await b.wait_log("became the leader", timeout=60)
     assert not await gbed.bound(members), "a member bound before its gang was complete"
     await gbed.core.patch_namespaced_pod(held, "default", {"spec": {"schedulingGates": None}})
-    everyone = [*members, held]
-
-    async def all_bound() -> dict[str, str] | None:
-        got = await gbed.bound(everyone)
-        return got if len(got) == 4 else None
-
-    got = await wait_for(all_bound, timeout=90, what="the whole gang bound by the new leader")
+    got = await gbed.wait_all_bound([*members, held], timeout=90, what="the whole gang bound by the new leader")
     assert sorted(list(got.values()).count(n) for n in set(got.values())) == [2, 2], got
     pods = await gbed.core.list_namespaced_pod("default")
     indices: dict[str, list[str]] = {}
@@ -347,35 +338,40 @@ async def test_leader_killed_while_the_gang_waits(gbed: GangBed) -> None:
 
 
 RACK = "example.com/rack"
+TOPOLOGY_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+
+
+async def _rack_gang_side_by_side(gbed: GangBed, prefix: str, nodes: list[tuple[str, int, bool]], gpus: int,
+                                  rack: str, timeout: float, what: str) -> None:
+    """Both schedulers with TopologyAwareWorkloadScheduling on, each with Nodes of its own: ``nodes`` as
+    ``(rack, GPUs, cordoned)`` (label :data:`RACK` ``<node group>-<rack>``), a minCount-4 PodGroup
+    constrained to one rack and 4 members of ``gpus`` GPUs each. Each scheduler binds its gang whole
+    (within ``timeout`` s; ``what`` names it) in ``rack``; py-scheduler logs no traceback."""
+    names = await _start_both(gbed, TOPOLOGY_GATES)
+    members: dict[str, list[str]] = {}
+    racks: dict[str, dict[str, str]] = {}
+    for impl, sched_name in names.items():
+        node_group = unique_name(f"{prefix}-{impl}")
+        racks[impl] = {}
+        for node_rack, node_gpus, cordoned in nodes:
+            name = await gbed.node(node_group, node_gpus, {RACK: f"{node_group}-{node_rack}"}, unschedulable=cordoned)
+            racks[impl][name] = node_rack
+        group = unique_name(f"{prefix}-{impl}-g")
+        await gbed.pod_group(group, 4, RACK)
+        members[impl] = list(await asyncio.gather(*(gbed.member(sched_name, group, node_group, gpus=gpus)
+                                                    for _ in range(4))))
+    for impl, pods in members.items():
+        got = await gbed.wait_all_bound(pods, timeout=timeout, what=f"{impl}: {what}")
+        assert {racks[impl][n] for n in got.values()} == {rack}, (impl, got)
+    assert "Traceback" not in gbed.replicas[0].log()
 
 
 async def test_topology_aware_gang_lands_in_the_one_rack_that_holds_it(gbed: GangBed) -> None:
     """TopologyAwareWorkloadScheduling on for both: rack a has 4 free GPUs on two Nodes, rack b 3 on two
     Nodes. A 4-member one-GPU gang with a rack constraint lands whole in rack a (without the constraint
     the default scoring would spread it over both racks)."""
-    gates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
-    names = {"py": unique_name("gang-py"), "kube": unique_name("gang-ks")}
-    sched = gbed.py_scheduler(names["py"], gates=gates)
-    gbed.kube_scheduler(names["kube"], gates=gates)
-    await sched.wait_leading()
-    members: dict[str, list[str]] = {}
-    racks: dict[str, dict[str, str]] = {}
-    for impl, sched_name in names.items():
-        nodes = unique_name(f"topo-{impl}")
-        racks[impl] = {}
-        for rack, gpus in (("a", 2), ("a", 2), ("b", 2), ("b", 1)):
-            racks[impl][await gbed.node(nodes, gpus, {RACK: f"{nodes}-{rack}"})] = rack
-        group = unique_name(f"topo-{impl}-g")
-        await gbed.pod_group(group, 4, RACK)
-        members[impl] = list(await asyncio.gather(*(gbed.member(sched_name, group, nodes) for _ in range(4))))
-    for impl, pods in members.items():
-        async def all_bound(pods: list[str] = pods) -> dict[str, str] | None:
-            got = await gbed.bound(pods)
-            return got if len(got) == 4 else None
-
-        got = await wait_for(all_bound, timeout=90, what=f"{impl}: the topology-constrained gang bound")
-        assert {racks[impl][n] for n in got.values()} == {"a"}, (impl, got)
-    assert "Traceback" not in gbed.replicas[0].log()
+    await _rack_gang_side_by_side(gbed, "topo", [("a", 2, False), ("a", 2, False), ("b", 2, False), ("b", 1, False)],
+                                  gpus=1, rack="a", timeout=90, what="the topology-constrained gang bound")
 
 
 async def test_topology_aware_gang_is_tried_whole_in_each_rack(gbed: GangBed) -> None:
@@ -383,29 +379,6 @@ async def test_topology_aware_gang_is_tried_whole_in_each_rack(gbed: GangBed) ->
     of 2 GPUs each, minCount 4. Rack a holds 3 (Nodes of 4 and 2 GPUs, plus a cordoned 2-GPU Node: 8
     GPUs listed, 6 usable); rack b holds 5 (4 + 4 + 2 GPUs). Both schedulers try the gang whole in
     each rack and bind all 4 in rack b; none lands in rack a."""
-    gates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
-    names = {"py": unique_name("gang-py"), "kube": unique_name("gang-ks")}
-    sched = gbed.py_scheduler(names["py"], gates=gates)
-    gbed.kube_scheduler(names["kube"], gates=gates)
-    await sched.wait_leading()
-    members: dict[str, list[str]] = {}
-    racks: dict[str, dict[str, str]] = {}
-    for impl, sched_name in names.items():
-        nodes = unique_name(f"place-{impl}")
-        racks[impl] = {}
-        for rack, gpus, cordoned in (("a", 4, False), ("a", 2, False), ("a", 2, True),
-                                     ("b", 4, False), ("b", 4, False), ("b", 2, False)):
-            name = await gbed.node(nodes, gpus, {RACK: f"{nodes}-{rack}"}, unschedulable=cordoned)
-            racks[impl][name] = rack
-        group = unique_name(f"place-{impl}-g")
-        await gbed.pod_group(group, 4, RACK)
-        members[impl] = list(await asyncio.gather(*(gbed.member(sched_name, group, nodes, gpus=2)
-                                                    for _ in range(4))))
-    for impl, pods in members.items():
-        async def all_bound(pods: list[str] = pods) -> dict[str, str] | None:
-            got = await gbed.bound(pods)
-            return got if len(got) == 4 else None
-
-        got = await wait_for(all_bound, timeout=60, what=f"{impl}: the gang bound whole in one rack")
-        assert {racks[impl][n] for n in got.values()} == {"b"}, (impl, got)
-    assert "Traceback" not in gbed.replicas[0].log()
+    await _rack_gang_side_by_side(gbed, "place", [("a", 4, False), ("a", 2, False), ("a", 2, True),
+                                                  ("b", 4, False), ("b", 4, False), ("b", 2, False)],
+                                  gpus=2, rack="b", timeout=60, what="the gang bound whole in one rack")
