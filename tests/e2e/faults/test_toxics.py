@@ -103,24 +103,72 @@ async def gpu_cluster(env: FaultEnv) -> None:
         await env.node(gpu=True)
 
 
+async def burst_under_toxic(env: FaultEnv, toxi: Toxiproxy, name: str, type_: str, label: str, *,
+                            gpu_share: float, gpu_budget: int,
+                            **attrs: int) -> tuple[SchedulerProcess, Proxy, list[str], float]:
+    """:func:`gpu_cluster`, a leading replica behind a proxy whose toxic ``type_`` (``attrs``) bites both
+    ways (the fault ``label`` in the suite's stats), then a seeded burst (``gpu_share`` of GPU Pods, at
+    most ``gpu_budget`` GPUs) waited bound. ``(replica, proxy, Pod names, seconds to bound them all)``."""
+    await gpu_cluster(env)
+    sched, proxy = await proxied(env, toxi, name)
+    await proxy.add(type_, "downstream", **attrs)
+    await proxy.add(type_, "upstream", **attrs)
+    STATS.fault(label)
+    start = time.monotonic()
+    names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=gpu_share, gpu_budget=gpu_budget),
+                                 spread=1.0)
+    await env.wait_bound(names, timeout=120)
+    return sched, proxy, names, time.monotonic() - start
+
+
+async def created_to_bound(env: FaultEnv, body: dict[str, Any], timeout: float) -> float:
+    """Seconds from creating the Pod ``body`` to seeing it bound (at most ``timeout``)."""
+    start = time.monotonic()
+    name = await env.create(body)
+    await env.wait_bound([name], timeout=timeout)
+    return time.monotonic() - start
+
+
+async def toxic_round(env: FaultEnv, sched: SchedulerProcess, proxy: Proxy, names: list[str], type_: str,
+                      attrs: dict[str, int], label: str, *, pods: int, prefix: str, spread: float,
+                      hit_what: str, resumed_what: str) -> tuple[float, float]:
+    """One round of toxic ``type_`` (``attrs``) on the server-to-client direction while ``pods`` more
+    Pods (``prefix``, created over ``spread`` s, appended to ``names``) make the watches carry
+    something, until a watch failed (``hit_what``); then the toxic is removed and the replica binds again
+    (or nothing of ``names`` is left to bind: ``resumed_what``). ``(seconds from the toxic to the watch
+    failure, seconds from its removal to binding again)``."""
+    before = len(sched.log())
+    async with proxy.toxic(type_, "downstream", **attrs):
+        cut = time.monotonic()
+        STATS.fault(label)
+        names.extend(await env.create_all(env.burst_bodies(pods, prefix=prefix), spread=spread))
+
+        def hit() -> bool:
+            return " watch failed (" in sched.log()[before:]
+
+        await wait_for(hit, timeout=30, interval=0.02, what=hit_what)
+        noticed = time.monotonic() - cut
+    healed, healed_at = time.monotonic(), len(sched.log())
+
+    async def resumed() -> bool:
+        if "Successfully bound" in sched.log()[healed_at:]:
+            return True
+        pods_now = await env.pods_now(names)
+        return all(p.spec.node_name for p in pods_now.values())  # nothing left to bind
+
+    await wait_for(resumed, timeout=60, interval=0.02, what=resumed_what)
+    return noticed, time.monotonic() - healed
+
+
 async def test_latency_and_jitter_during_a_gpu_burst(env: FaultEnv, toxi: Toxiproxy) -> None:
     """200 ms +- 100 ms on every chunk both ways while a burst of CPU and GPU Pods arrives: every Pod
     is bound (slower, never twice), the Lease is never lost, the cache equals the API."""
-    await gpu_cluster(env)
-    sched, proxy = await proxied(env, toxi, "toxic-latency")
-    await proxy.add("latency", "downstream", latency=200, jitter=100)
-    await proxy.add("latency", "upstream", latency=200, jitter=100)
-    STATS.fault("latency 200 +- 100 ms each way")
-    start = time.monotonic()
-    names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=0.3, gpu_budget=12), spread=1.0)
-    await env.wait_bound(names, timeout=120)
-    took = time.monotonic() - start
+    sched, proxy, names, took = await burst_under_toxic(env, toxi, "toxic-latency", "latency",
+                                                        "latency 200 +- 100 ms each way", gpu_share=0.3,
+                                                        gpu_budget=12, latency=200, jitter=100)
     # the toxic bites: a Pod's creation reaches the replica through the watch (>= 100 ms) and its
     # Binding goes back (>= 100 ms) before the API shows it bound
-    probe_start = time.monotonic()
-    probe = await env.create(env.pod_body(unique_name("flt-probe")))
-    await env.wait_bound([probe], timeout=30)
-    probe_took = time.monotonic() - probe_start
+    probe_took = await created_to_bound(env, env.pod_body(unique_name("flt-probe")), timeout=30)
     assert probe_took >= 0.2, probe_took
     await check_all(env, sched)  # under the latency still: the watch delivers, only later
     await proxy.clear()
@@ -131,21 +179,13 @@ async def test_latency_and_jitter_during_a_gpu_burst(env: FaultEnv, toxi: Toxipr
 
 async def test_bandwidth_limit_during_a_burst(env: FaultEnv, toxi: Toxiproxy) -> None:
     """64 KB/s each way while a burst arrives (the watch events and the Bindings share it)."""
-    await gpu_cluster(env)
-    sched, proxy = await proxied(env, toxi, "toxic-bandwidth")
-    await proxy.add("bandwidth", "downstream", rate=64)
-    await proxy.add("bandwidth", "upstream", rate=64)
-    STATS.fault("bandwidth 64 KB/s each way")
-    start = time.monotonic()
-    names = await env.create_all(env.burst_bodies(env.scale.burst, gpu_share=0.2, gpu_budget=8), spread=1.0)
-    await env.wait_bound(names, timeout=120)
-    took = time.monotonic() - start
+    sched, proxy, names, took = await burst_under_toxic(env, toxi, "toxic-bandwidth", "bandwidth",
+                                                        "bandwidth 64 KB/s each way", gpu_share=0.2,
+                                                        gpu_budget=8, rate=64)
     # the toxic bites: a Pod carrying 128 KB of annotations reaches the replica at 64 KB/s (its
     # watch event alone takes >= 2 s) before it can be bound
-    probe_start = time.monotonic()
-    probe = await env.create(env.pod_body(unique_name("flt-big"), annotations={"e2e/padding": "x" * 128 * 1024}))
-    await env.wait_bound([probe], timeout=60)
-    probe_took = time.monotonic() - probe_start
+    probe_took = await created_to_bound(
+        env, env.pod_body(unique_name("flt-big"), annotations={"e2e/padding": "x" * 128 * 1024}), timeout=60)
     assert probe_took >= 1.8, probe_took
     await check_all(env, sched)
     await proxy.clear()
@@ -167,27 +207,12 @@ async def test_connection_resets_mid_burst(env: FaultEnv, toxi: Toxiproxy) -> No
     recovered: list[float] = []
     detected: list[float] = []
     for _ in range(2):
-        before = len(sched.log())
-        async with proxy.toxic("reset_peer", "downstream", timeout=0):
-            cut = time.monotonic()
-            STATS.fault("connection resets (reset_peer)")
-            names.extend(await env.create_all(env.burst_bodies(3, prefix="flt-reset")))
-
-            def hit(before: int = before) -> bool:
-                return " watch failed (" in sched.log()[before:]
-
-            await wait_for(hit, timeout=30, interval=0.02, what="a watch reset")
-            detected.append(time.monotonic() - cut)
-        healed, healed_at = time.monotonic(), len(sched.log())
-
-        async def resumed(healed_at: int = healed_at) -> bool:
-            if "Successfully bound" in sched.log()[healed_at:]:
-                return True
-            pods = await env.pods_now(names)
-            return all(p.spec.node_name for p in pods.values())  # nothing left to bind
-
-        await wait_for(resumed, timeout=60, interval=0.02, what="binding again after the resets")
-        recovered.append(time.monotonic() - healed)
+        noticed, healed = await toxic_round(env, sched, proxy, names, "reset_peer", {"timeout": 0},
+                                            "connection resets (reset_peer)", pods=3, prefix="flt-reset",
+                                            spread=0.0, hit_what="a watch reset",
+                                            resumed_what="binding again after the resets")
+        detected.append(noticed)
+        recovered.append(healed)
     await env.wait_bound(names, timeout=120)
     await check_all(env, sched)
     text = sched.log()
@@ -216,28 +241,11 @@ async def test_blackhole_then_cut_mid_stream_while_bindings_flow(env: FaultEnv, 
     figures: list[str] = []
     for type_, attrs, label in (("timeout", {"timeout": 2000}, "blackhole (timeout 2 s)"),
                                 ("limit_data", {"bytes": 8192}, "connections cut after 8 KB (limit_data)")):
-        before = len(sched.log())
-        async with proxy.toxic(type_, "downstream", **attrs):
-            cut = time.monotonic()
-            STATS.fault(label)
-            names.extend(await env.create_all(env.burst_bodies(5, prefix="flt-cut"), spread=1.0))
-
-            def hit(before: int = before) -> bool:
-                return " watch failed (" in sched.log()[before:]
-
-            await wait_for(hit, timeout=30, interval=0.02, what=f"a watch failing under {label}")
-            noticed = time.monotonic() - cut
-        healed, healed_at = time.monotonic(), len(sched.log())
-
-        async def resumed(healed_at: int = healed_at) -> bool:
-            if "Successfully bound" in sched.log()[healed_at:]:
-                return True
-            pods = await env.pods_now(names)
-            return all(p.spec.node_name for p in pods.values())
-
-        await wait_for(resumed, timeout=60, interval=0.02, what=f"binding again after {label}")
+        noticed, healed = await toxic_round(env, sched, proxy, names, type_, attrs, label, pods=5,
+                                            prefix="flt-cut", spread=1.0, hit_what=f"a watch failing under {label}",
+                                            resumed_what=f"binding again after {label}")
         figures.append(f"{label}: a watch failed {noticed:.2f} s after the toxic, binding again "
-                       f"{time.monotonic() - healed:.2f} s after its removal")
+                       f"{healed:.2f} s after its removal")
     await proxy.clear()
     await env.wait_bound(names, timeout=120)
     await check_all(env, sched)
