@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -185,6 +186,19 @@ async def running_scheduler(testbed: Testbed, name: str, *, lease_name: str | No
         yield proc
     finally:
         proc.terminate()
+
+
+@contextlib.asynccontextmanager
+async def serving_profile(testbed: Testbed, profile: str, *, verbosity: int) -> AsyncIterator[SchedulerProcess]:
+    """py-scheduler (leading, informers synced) serving one default profile named ``profile``, from a
+    KubeSchedulerConfiguration written to ``<bed dir>/<profile>.config.yaml``; its log is
+    ``<profile>.log``. Terminated on exit."""
+    cfg = Path(testbed.dir) / f"{profile}.config.yaml"
+    cfg.write_text(json.dumps({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                               "profiles": [{"schedulerName": profile}]}))
+    async with running_scheduler(testbed, profile, extra_args=["--config", str(cfg)], verbosity=verbosity) as sched:
+        await sched.wait_synced()
+        yield sched
 
 
 async def wait_exit(proc: SchedulerProcess, timeout: float = 30.0) -> int:

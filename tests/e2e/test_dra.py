@@ -37,7 +37,7 @@ from tests.e2e.helpers import (
     wait_for,
     wait_for_failed_scheduling,
 )
-from tests.e2e.scheduler_proc import SchedulerProcess, running_scheduler
+from tests.e2e.scheduler_proc import SchedulerProcess, serving_profile
 
 PY = "py-dra"
 KUBE = "kube-dra"
@@ -61,11 +61,7 @@ def kube_dra(testbed: Testbed, controller_manager: None) -> Iterator[str]:
 @pytest.fixture(scope="module")
 async def py_dra(testbed: Testbed, controller_manager: None) -> AsyncIterator[SchedulerProcess]:
     """py-scheduler serving profile ``py-dra``."""
-    cfg = testbed.dir / "py-dra.config.yaml"
-    cfg.write_text(json.dumps({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                               "profiles": [{"schedulerName": PY}]}))
-    async with running_scheduler(testbed, PY, extra_args=["--config", str(cfg)], verbosity=4) as sched:
-        await sched.wait_synced()
+    async with serving_profile(testbed, PY, verbosity=4) as sched:
         yield sched
 
 

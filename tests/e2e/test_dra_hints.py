@@ -9,7 +9,6 @@ No kube-controller-manager: the claims are named, not generated from templates.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +18,7 @@ from kubernetes_asyncio import client
 from bench.bench_lib.soak import serving_port
 from tests.e2e.faults import cachediff
 from tests.e2e.helpers import Testbed, wait_for
-from tests.e2e.scheduler_proc import SchedulerProcess, running_scheduler
+from tests.e2e.scheduler_proc import SchedulerProcess, serving_profile
 from tests.e2e.test_deploy_rbac import http_get
 from tests.e2e.test_dra import G, Run, V, gpu
 
@@ -31,11 +30,7 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture(scope="module")
 async def py_hints(testbed: Testbed) -> AsyncIterator[SchedulerProcess]:
     """py-scheduler serving profile ``py-dra-hints``."""
-    cfg = testbed.dir / "py-dra-hints.config.yaml"
-    cfg.write_text(json.dumps({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                               "profiles": [{"schedulerName": PY}]}))
-    async with running_scheduler(testbed, PY, extra_args=["--config", str(cfg)], verbosity=2) as sched:
-        await sched.wait_synced()
+    async with serving_profile(testbed, PY, verbosity=2) as sched:
         yield sched
 
 
