@@ -51,6 +51,14 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
     return tuple(start * factor**i for i in range(count))
 
 
+ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
+"""Upper bounds in seconds, 1 ms doubling to ~16.4 s: upstream's buckets of the scheduling attempt,
+algorithm, Permit wait and pod group attempt/algorithm latencies (``ExponentialBuckets(0.001, 2, 15)``)."""
+
+BATCH_BUCKETS = exponential_buckets(0.00001, 2, 12)
+"""Upper bounds in seconds, 10 us doubling to ~20 ms: upstream's buckets of the OpportunisticBatching
+latencies (``ExponentialBuckets(0.00001, 2, 12)``)."""
+
 SCHEDULE_ATTEMPTS = Counter(
     "scheduler_schedule_attempts",
     "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, "
@@ -61,13 +69,13 @@ SCHEDULE_ATTEMPTS = Counter(
 SCHEDULING_ATTEMPT_DURATION = Histogram(
     "scheduler_scheduling_attempt_duration_seconds",
     "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
-    ["result", "profile"], buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+    ["result", "profile"], buckets=ATTEMPT_BUCKETS, registry=REGISTRY)
 """Seconds of one attempt (algorithm + binding), by result and profile."""
 
 SCHEDULING_ALGORITHM_DURATION = Histogram(
     "scheduler_scheduling_algorithm_duration_seconds",
     "Scheduling algorithm latency in seconds",
-    buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+    buckets=ATTEMPT_BUCKETS, registry=REGISTRY)
 """Seconds spent in ``Algorithm.schedule`` (Filter + Score), no labels."""
 
 PENDING_PODS = Gauge(
@@ -108,7 +116,7 @@ PLUGIN_EXECUTION_DURATION = Histogram(
 PERMIT_WAIT_DURATION = Histogram(
     "scheduler_permit_wait_duration_seconds",
     "Duration of waiting on permit.",
-    ["result"], buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+    ["result"], buckets=ATTEMPT_BUCKETS, registry=REGISTRY)
 """Seconds a Pod waited in WaitOnPermit, by outcome (``Success``, ``Unschedulable``, ``Error``)."""
 
 GOROUTINES = Gauge(
@@ -289,15 +297,15 @@ BATCH_RESCORE_ATTEMPTS = Counter(
 
 BATCH_RESCORE_DURATION = Histogram(
     "scheduler_batch_rescore_duration_seconds", "Latency for rescoring a node during opportunistic batching.",
-    ["profile"], buckets=exponential_buckets(0.00001, 2, 12), registry=REGISTRY)
+    ["profile"], buckets=BATCH_BUCKETS, registry=REGISTRY)
 
 GET_NODE_HINT_DURATION = Histogram(
     "scheduler_get_node_hint_duration_seconds", "Latency for getting a node hint.",
-    ["hinted", "profile"], buckets=exponential_buckets(0.00001, 2, 12), registry=REGISTRY)
+    ["hinted", "profile"], buckets=BATCH_BUCKETS, registry=REGISTRY)
 
 STORE_SCHEDULE_RESULTS_DURATION = Histogram(
     "scheduler_store_schedule_results_duration_seconds", "Latency for storing scheduling results.",
-    ["profile"], buckets=exponential_buckets(0.00001, 2, 12), registry=REGISTRY)
+    ["profile"], buckets=BATCH_BUCKETS, registry=REGISTRY)
 
 
 class BatchMetricsRecorder:
@@ -377,11 +385,11 @@ PODGROUP_SCHEDULE_ATTEMPTS = Counter(
 PODGROUP_SCHEDULING_ATTEMPT_DURATION = Histogram(
     "scheduler_podgroup_scheduling_attempt_duration_seconds",
     "Pod group scheduling attempt latency in seconds",
-    ["result", "profile"], buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+    ["result", "profile"], buckets=ATTEMPT_BUCKETS, registry=REGISTRY)
 """Seconds of one pod group cycle (algorithm + submitting its result), by result and profile."""
 
 PODGROUP_SCHEDULING_ALGORITHM_DURATION = Histogram(
     "scheduler_podgroup_scheduling_algorithm_duration_seconds",
     "Pod group scheduling algorithm latency in seconds",
-    buckets=exponential_buckets(0.001, 2, 15), registry=REGISTRY)
+    buckets=ATTEMPT_BUCKETS, registry=REGISTRY)
 """Seconds spent in the pod group algorithm (every member's Filter + Score, assume, revert)."""
