@@ -25,8 +25,10 @@ the others into the next group cycle. Upstream requeues the group entity itself
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from py_scheduler.app import metrics as m
@@ -98,36 +100,62 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
         return
 
     assumed: dict[str, PodInfo] = {}
+    undo: dict[str, Callable[[], None]] = {}  # uid -> revert, for the members assumed at this moment
 
     def assume(p: PodInfo, node: str, state: CycleState) -> tuple[Status, Any]:
-        """``assumeAndReserveWithRevert`` with the loop's Reserve-then-assume order."""
+        """``assumeAndReserveWithRevert`` with the loop's Reserve-then-assume order. A cache that
+        fails (assume, or the snapshot update after it) is this member's Error, with its Reserve and
+        assumption undone."""
         st = loop._reserve(fw, state, p, node)
         if not st.is_success():
             return st, None
-        a = loop._assumed_pod_info(p, node, state.pod_annotations)
         try:
+            nominated = loop.queue.nominated_node_of(p.uid)
+            a = loop._assumed_pod_info(p, node, state.pod_annotations)
             loop.cache.assume_pod(a)
-        except CacheError as exc:
+        except Exception as exc:
             loop._unreserve(fw, state, p, node)
-            return Status.error(str(exc)), None
-        nominated = loop.queue.nominated_node_of(p.uid)
-        loop.queue.delete_nominated_pod_if_exists(a.pod)
-        loop.cache.update_snapshot(loop.snapshot)  # the next member sees this one
+            if isinstance(exc, CacheError):
+                return Status.error(str(exc)), None
+            raise
         assumed[p.uid] = a
 
         def revert() -> None:
             assumed.pop(p.uid, None)
+            undo.pop(p.uid, None)
             loop._unreserve_and_forget(fw, state, a, node)
             if nominated:
                 loop.queue.add_nominated_pod(p, nominated)
             loop.cache.update_snapshot(loop.snapshot)
 
+        undo[p.uid] = revert
+        loop.queue.delete_nominated_pod_if_exists(a.pod)
+        try:
+            loop.cache.update_snapshot(loop.snapshot)  # the next member sees this one
+        except CacheError as exc:
+            with contextlib.suppress(CacheError):  # the snapshot is rebuilt at the next update
+                revert()
+            return Status.error(str(exc)), None
         return Status.success(), revert
 
     group = PodGroupInfo(pod_group, [q.pod_info for q in queued])
     try:
         result, _reverts = schedule_pod_group(fw, loop.algorithm, loop.snapshot, group, assume,
                                               nominator=loop.queue.nominator, cycle=loop.queue.scheduling_cycle)
+    except Exception as exc:  # a bug: no member may stay assumed nor out of the queue
+        log.exception("Error scheduling pod group podGroup=%s/%s", ns, name)
+        for fn in reversed(list(undo.values())):
+            try:
+                fn()
+            except Exception:
+                log.exception("reverting a pod group member's assumption failed")
+        message = f"{type(exc).__name__}: {exc}"
+        for q in queued:
+            loop._record(fw, q, RESULT_ERROR, start, message=message)
+            loop._failure(fw, q, POD_REASON_SCHEDULER_ERROR, message, start, RESULT_ERROR, nominated="")
+        gang.write_condition(ns, name, "False", "SchedulerError", message)
+        _observe(fw, RESULT_ERROR, start)
+        return
     finally:
         m.PODGROUP_SCHEDULING_ALGORITHM_DURATION.observe(time.perf_counter() - start)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from py_scheduler.app.metrics import REGISTRY
+from py_scheduler.cache.cache import CacheError
 from py_scheduler.framework.events import ActionType, ClusterEvent, Resource
 from py_scheduler.framework.podgroup import RevertFns
 from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
@@ -175,3 +176,61 @@ async def test_a_dra_gang_that_does_not_fit_leaves_no_device_in_flight() -> None
     devices = sorted(h.kube.objects[f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/c-{n}"]
                      ["status"]["allocation"]["devices"]["results"][0]["device"] for n in names)
     assert devices == ["g0", "g1", "g2"]
+
+
+async def test_a_cache_failure_after_a_member_is_assumed_reverts_the_group_and_requeues_it() -> None:
+    """The snapshot update after the second member's assumption fails (a CacheError): that member's
+    Reserve and assumption are undone, the group ends in Error so the first member is reverted too,
+    and every member goes back to the queue (none lost in flight, none left assumed)."""
+    h, objs = _harness()
+    _gpu_node(h, "n1", 2)
+    _gpu_node(h, "n2", 2)
+    before = _accounting(h)
+    gb.pod_group(objs, "g", 4)
+    names = _members(h, "g", 4)
+    real = h.cache.update_snapshot
+    calls = {"n": 0}
+
+    def failing(snapshot: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # 1: the cycle's snapshot, 2: after member 0, 3: after member 1
+            raise CacheError("snapshot inconsistent")
+        real(snapshot)
+
+    h.cache.update_snapshot = failing  # type: ignore[method-assign]
+    await h.cycle()
+    assert h.cache.assumed_count() == 0 and _accounting(h) == before
+    assert gb.bound(h) == {}
+    assert h.queue.in_flight_uids() == []
+    assert all(h.queue.where("default", n) is not None for n in names)
+    notes = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"]
+    assert len(notes) == 4 and all("snapshot inconsistent" in n for n in notes), notes
+
+
+async def test_a_bug_in_the_group_cycle_reverts_the_assumed_members_and_requeues_all() -> None:
+    """An unexpected exception right after the third member is assumed (here the nominator raising
+    as its nomination is cleared): that member and the two assumed before are reverted, every member
+    is requeued with the error, no exception leaves the cycle."""
+    h, objs = _harness()
+    _gpu_node(h, "n1", 2)
+    _gpu_node(h, "n2", 2)
+    before = _accounting(h)
+    gb.pod_group(objs, "g", 4)
+    names = _members(h, "g", 4)
+    real = h.queue.delete_nominated_pod_if_exists
+    calls = {"n": 0}
+
+    def failing(pod: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("boom")
+        real(pod)
+
+    h.queue.delete_nominated_pod_if_exists = failing  # type: ignore[method-assign]
+    await h.cycle()
+    assert h.cache.assumed_count() == 0 and _accounting(h) == before
+    assert gb.bound(h) == {}
+    assert h.queue.in_flight_uids() == []
+    assert all(h.queue.where("default", n) is not None for n in names)
+    notes = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"]
+    assert notes == ["RuntimeError: boom"] * 4, notes
