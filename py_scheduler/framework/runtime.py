@@ -87,13 +87,13 @@ _metrics_sampler = random.Random()  # not the tie-break RNG: seeded simulate/par
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODE_AVAILABLE_MSG = "0/{} nodes are available"
 OPPORTUNISTIC_BATCHING_DEFAULT = True
-PLACEMENT_STATE_KEY = "PodGroupPlacement"
-"""CycleState key: the node names of the pod group placement this Pod is evaluated in (a frozenset),
-set by :meth:`Algorithm.schedule` when given a ``placement``."""
 """Feature gate ``OpportunisticBatching`` (beta, on by default in v1.37): a new :class:`Framework`
 gets an :class:`~py_scheduler.framework.batch.OpportunisticBatch` unless told otherwise
 (``Framework.set_opportunistic_batching(False)``; ``py-scheduler run --feature-gates
 OpportunisticBatching=false``)."""
+PLACEMENT_STATE_KEY = "PodGroupPlacement"
+"""CycleState key: the node names of the pod group placement this Pod is evaluated in (a frozenset),
+set by :meth:`Algorithm.schedule` when given a ``placement``."""
 _SIGNATURE_MEMO: PodMemo[tuple[Framework, PodSignature | None]] = PodMemo(
     "OpportunisticBatching/signature", PodInput.ALL)
 """The Pod's signature in a profile: every plugin's SignPod may read any part of the Pod."""
