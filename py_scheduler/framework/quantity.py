@@ -55,14 +55,13 @@ def parse(raw: object) -> Decimal:
         return base * _BINARY[suffix]
     if suffix in _DECIMAL:
         return base.scaleb(_DECIMAL[suffix])
-    e = _EXPONENT.match(suffix)
-    if e is not None and MIN_INT64 <= int(e.group(1)) <= MAX_INT64:
+    exp = _exponent(suffix)
+    if exp is not None:
         # Upstream reads the exponent as an int64 (``strconv.ParseInt``), so the API server stores
         # e.g. cpu "1e400" (as "10e399"); a Pod or Node holding it must not be called invalid. A
         # magnitude beyond 10**+-EXPONENT_CLAMP stands in as 10**+-EXPONENT_CLAMP: value() and
         # milli_value() give the same saturated (or rounded-up) result, and Decimal / int
         # arithmetic stays small.
-        exp = int(e.group(1))
         if base.is_zero():
             return base
         magnitude = base.adjusted() + exp
@@ -70,6 +69,21 @@ def parse(raw: object) -> Decimal:
             return Decimal(1 if base > 0 else -1).scaleb(EXPONENT_CLAMP if magnitude > 0 else -EXPONENT_CLAMP)
         return base.scaleb(exp)
     raise QuantityError(f"invalid quantity {raw!r}")
+
+
+def _exponent(suffix: str) -> int | None:
+    """The int64 of an exponent suffix (``e-3``, ``E+400``), None when ``suffix`` is none or its value
+    is beyond int64 (upstream's ``strconv.ParseInt`` fails). Leading zeros are dropped before
+    ``int()``, whose 4300-digit limit would raise a plain ValueError."""
+    e = _EXPONENT.match(suffix)
+    if e is None:
+        return None
+    text = e.group(1)
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 19:
+        return None
+    exp = -int(digits) if text.startswith("-") else int(digits)
+    return exp if MIN_INT64 <= exp <= MAX_INT64 else None
 
 
 MAX_INT64 = 2**63 - 1

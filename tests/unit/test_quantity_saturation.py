@@ -58,6 +58,9 @@ def test_large_exponents_the_api_server_stores_are_quantities() -> None:
     assert quantity.milli_value(quantity.parse("12e-1")) == 1200
     with pytest.raises(quantity.QuantityError):
         quantity.parse("1e" + "9" * 20)
+    with pytest.raises(quantity.QuantityError):  # not int()'s digit limit (a plain ValueError)
+        quantity.parse("1e" + "9" * 5000)
+    assert quantity.milli_value(quantity.parse("1e" + "0" * 5000 + "3")) == 1_000_000  # leading zeros: 1e3
     pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u"},
            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "10e399"}}}]}}
     assert PodInfo(pod).requests.milli_cpu == quantity.MAX_INT64
