@@ -304,9 +304,10 @@ class OfflineScheduler:
                 continue
             group = self._pod_group_of(pod)
             if group is None:
-                out[i] = self._held_by_gang(pod) or self.schedule(pod, explain=explain)
+                single = self._held_by_gang(pod) or self.schedule(pod, explain=explain)
+                out[i] = single
                 if progress is not None:
-                    progress(out[i])  # type: ignore[arg-type]
+                    progress(single)
                 continue
             fw, pod_group = group
             ns, name = _ns(pod), _group_name(pod)
