@@ -164,7 +164,7 @@ class SchedulingLoop:
                 self.schedule_one(qpi)
             except Exception:  # a bug in a cycle must not stop scheduling
                 log.exception("scheduling cycle for pod %s failed", qpi.key)
-                self.queue.done(qpi.uid)
+                self._requeue_after_bug(qpi)
             self.cycles += 1
             await asyncio.sleep(0)  # let watch events and bindings run between cycles
 
@@ -177,6 +177,23 @@ class SchedulingLoop:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _requeue_after_bug(self, qpi: QueuedPodInfo) -> None:
+        """After :meth:`schedule_one` raised (a bug): the Pod goes back to the queue as after an
+        internal error (error backoff, the informer's latest version), so a bug costs an attempt, not
+        the Pod; marking it done alone left it out of the queue until its next update. Only done when
+        the cache holds it assumed (its binding cycle owns it) or the informer no longer has it
+        unbound with the same UID (:meth:`_requeue`). Never raises."""
+        try:
+            if self.cache.is_assumed_pod(qpi.pod_info):
+                self.queue.done(qpi.uid)
+                return
+            qpi.unschedulable_plugins = frozenset()  # an internal error: no rejector
+            qpi.pending_plugins = frozenset()
+            self._requeue(qpi)
+        except Exception:
+            log.exception("requeueing pod %s after its failed cycle failed", qpi.key)
+            self.queue.done(qpi.uid)
 
     # -- one cycle -----------------------------------------------------------------------------------
     def schedule_one(self, qpi: QueuedPodInfo) -> None:

@@ -391,3 +391,38 @@ async def test_internal_error_after_rejection_is_an_error_not_a_rejection() -> N
     assert h.queue.where("default", "a") == BACKOFF_Q
     cond = h.kube.status_patches[-1][1]["status"]["conditions"][0]
     assert cond["reason"] == "SchedulerError" and "backend unavailable" in cond["message"]
+
+
+async def test_a_cycle_that_raises_requeues_the_pod() -> None:
+    """A bug in a scheduling cycle (here the pod group lookup raising) costs the Pod an attempt, not
+    its place: ``run`` puts it back in the queue (error backoff) instead of only ending its in-flight
+    state, and keeps scheduling."""
+    from py_scheduler.app import podgroup_cycle
+
+    h = Harness()
+    h.node("n1")
+    h.pod("a")
+    real = podgroup_cycle.pod_group_of
+    raised = asyncio.Event()
+
+    def boom(fw: Any, pi: Any) -> Any:
+        raised.set()
+        raise RuntimeError("bug")
+
+    podgroup_cycle.pod_group_of = boom  # type: ignore[assignment]
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(h.loop.run(stop))
+    try:
+        await asyncio.wait_for(raised.wait(), timeout=5)
+
+        async def requeued() -> None:
+            while h.queue.where("default", "a") is None:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(requeued(), timeout=5)
+        assert h.queue.in_flight_uids() == []
+    finally:
+        podgroup_cycle.pod_group_of = real
+        stop.set()
+        h.queue.close()
+        await asyncio.wait_for(task, timeout=5)
