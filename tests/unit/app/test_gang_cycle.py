@@ -11,6 +11,7 @@ a real default profile with GangScheduling, the live cache and queue, a fake API
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from py_scheduler.app.metrics import REGISTRY
@@ -178,32 +179,51 @@ async def test_a_dra_gang_that_does_not_fit_leaves_no_device_in_flight() -> None
     assert devices == ["g0", "g1", "g2"]
 
 
-async def test_a_cache_failure_after_a_member_is_assumed_reverts_the_group_and_requeues_it() -> None:
-    """The snapshot update after the second member's assumption fails (a CacheError): that member's
-    Reserve and assumption are undone, the group ends in Error so the first member is reverted too,
-    and every member goes back to the queue (none lost in flight, none left assumed)."""
+def _gang_of_four_on_four_gpus() -> tuple[Harness, list[str], dict[str, Any]]:
+    """Two 2-GPU Nodes and a queued minCount-4 gang of one-GPU members: (harness, members, the
+    Nodes' accounting before the cycle)."""
     h, objs = _harness()
     _gpu_node(h, "n1", 2)
     _gpu_node(h, "n2", 2)
     before = _accounting(h)
     gb.pod_group(objs, "g", 4)
-    names = _members(h, "g", 4)
-    real = h.cache.update_snapshot
-    calls = {"n": 0}
+    return h, _members(h, "g", 4), before
 
-    def failing(snapshot: Any) -> None:
-        calls["n"] += 1
-        if calls["n"] == 3:  # 1: the cycle's snapshot, 2: after member 0, 3: after member 1
-            raise CacheError("snapshot inconsistent")
-        real(snapshot)
 
-    h.cache.update_snapshot = failing  # type: ignore[method-assign]
-    await h.cycle()
+def _raising_at(call: int, real: Callable[..., Any], exc: Exception) -> Callable[..., Any]:
+    """``real``, except that its ``call``-th call (from 1) raises ``exc``."""
+    calls = 0
+
+    def wrapper(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == call:
+            raise exc
+        return real(*args)
+
+    return wrapper
+
+
+def _nothing_held_all_requeued(h: Harness, names: list[str], before: dict[str, Any]) -> list[str]:
+    """Assert no member is assumed, bound or in flight and every one is queued again; the
+    FailedScheduling notes."""
     assert h.cache.assumed_count() == 0 and _accounting(h) == before
     assert gb.bound(h) == {}
     assert h.queue.in_flight_uids() == []
     assert all(h.queue.where("default", n) is not None for n in names)
-    notes = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"]
+    return [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"]
+
+
+async def test_a_cache_failure_after_a_member_is_assumed_reverts_the_group_and_requeues_it() -> None:
+    """The snapshot update after the second member's assumption fails (a CacheError): that member's
+    Reserve and assumption are undone, the group ends in Error so the first member is reverted too,
+    and every member goes back to the queue (none lost in flight, none left assumed)."""
+    h, names, before = _gang_of_four_on_four_gpus()
+    # calls: 1 the cycle's snapshot, 2 after member 0's assumption, 3 after member 1's
+    h.cache.update_snapshot = _raising_at(3, h.cache.update_snapshot,  # type: ignore[method-assign]
+                                          CacheError("snapshot inconsistent"))
+    await h.cycle()
+    notes = _nothing_held_all_requeued(h, names, before)
     assert len(notes) == 4 and all("snapshot inconsistent" in n for n in notes), notes
 
 
@@ -211,26 +231,8 @@ async def test_a_bug_in_the_group_cycle_reverts_the_assumed_members_and_requeues
     """An unexpected exception right after the third member is assumed (here the nominator raising
     as its nomination is cleared): that member and the two assumed before are reverted, every member
     is requeued with the error, no exception leaves the cycle."""
-    h, objs = _harness()
-    _gpu_node(h, "n1", 2)
-    _gpu_node(h, "n2", 2)
-    before = _accounting(h)
-    gb.pod_group(objs, "g", 4)
-    names = _members(h, "g", 4)
-    real = h.queue.delete_nominated_pod_if_exists
-    calls = {"n": 0}
-
-    def failing(pod: Any) -> None:
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise RuntimeError("boom")
-        real(pod)
-
-    h.queue.delete_nominated_pod_if_exists = failing  # type: ignore[method-assign]
+    h, names, before = _gang_of_four_on_four_gpus()
+    h.queue.delete_nominated_pod_if_exists = _raising_at(  # type: ignore[method-assign]
+        3, h.queue.delete_nominated_pod_if_exists, RuntimeError("boom"))
     await h.cycle()
-    assert h.cache.assumed_count() == 0 and _accounting(h) == before
-    assert gb.bound(h) == {}
-    assert h.queue.in_flight_uids() == []
-    assert all(h.queue.where("default", n) is not None for n in names)
-    notes = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"]
-    assert notes == ["RuntimeError: boom"] * 4, notes
+    assert _nothing_held_all_requeued(h, names, before) == ["RuntimeError: boom"] * 4
