@@ -150,8 +150,9 @@ class GangBed:
         # groups stay Terminating on the bed, and a later fault test's cache diff finds them.
         for g in self.groups:
             with contextlib.suppress(client.ApiException):
-                await self.custom.patch_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "default",
-                                                                 "podgroups", g, {"metadata": {"finalizers": None}})
+                await self.custom.patch_namespaced_custom_object(
+                    "scheduling.k8s.io", "v1beta1", "default", "podgroups", g, {"metadata": {"finalizers": None}},
+                    _content_type="application/merge-patch+json")  # the client's default for a dict: JSON patch
 
 
 @pytest.fixture
