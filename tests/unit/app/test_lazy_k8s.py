@@ -26,7 +26,16 @@ def _run(code: str, *args: str) -> Any:
 
 
 _RUN_PATH = """
-import atexit, json, sys
+import atexit, gc, json, sys
+
+class Watch:  # records whether the collector is on when the run path's main module is imported
+    gc_at_import = None
+    def find_spec(self, name, path=None, target=None):
+        if name == "py_scheduler.app.main":
+            Watch.gc_at_import = gc.isenabled()
+        return None
+
+sys.meta_path.insert(0, Watch())
 
 def report():
     mods = sorted(sys.modules)
@@ -35,6 +44,9 @@ def report():
         "rich": [m for m in mods if m == "rich" or m.startswith("rich.")],
         "kopf": "kopf" in sys.modules,
         "main": "py_scheduler.app.main" in sys.modules,
+        "gc_at_import": Watch.gc_at_import,
+        "gc_after": gc.isenabled(),
+        "frozen": gc.get_freeze_count(),
     }))
 
 atexit.register(report)
@@ -59,6 +71,10 @@ def test_run_path_does_not_import_the_generated_client(tmp_path: Path) -> None:
     assert apis == [], apis  # eagerly ~140
     assert len(k8s) < 40, k8s
     assert got["rich"] == []  # typer's error formatting only; never on the run path
+    # the cyclic collector is off for the imports and on again for the scheduler (pause_gc owns it
+    # during the initial sync only when it finds it on)
+    assert got["gc_at_import"] is False and got["gc_after"] is True
+    assert got["frozen"] > 50_000  # the imports' objects, never scanned again
 
 
 _APP_ONLY = """
