@@ -167,3 +167,33 @@ print(json.dumps([lazy_k8s.install(), shell, models > 500]))
 def test_install_is_a_no_op_after_an_eager_import() -> None:
     # tests and tools that imported the library first keep the eager modules
     assert _run(_ALREADY) == [False, False, True]
+
+
+_THREADS = """
+import json, sys, threading
+import py_scheduler.app  # installs the deferred packages
+from kubernetes_asyncio import client
+names = ["V1Pod", "V1Node", "V1Lease", "CoreV1Api", "ApiClient", "Configuration", "V1Binding", "CoreV1Event"] * 4
+got = {}
+barrier = threading.Barrier(len(names))
+def resolve(i, name):
+    barrier.wait()
+    got[i] = getattr(client, name).__module__
+threads = [threading.Thread(target=resolve, args=(i, n)) for i, n in enumerate(names)]
+for t in threads: t.start()
+for t in threads: t.join(60)
+print(json.dumps({"alive": sum(t.is_alive() for t in threads), "modules": sorted(set(got.values())),
+                  "resolved": len(got),
+                  "models": sum(1 for m in sys.modules if m.startswith("kubernetes_asyncio.client.models."))}))
+"""
+
+
+def test_concurrent_lookups_resolve_without_deadlock() -> None:
+    got = _run(_THREADS)
+    assert got["alive"] == 0 and got["resolved"] == 32
+    assert got["models"] == 5  # each name from its own module, no fallback to the whole package
+    assert got["modules"] == sorted({
+        "kubernetes_asyncio.client.models.v1_pod", "kubernetes_asyncio.client.models.v1_node",
+        "kubernetes_asyncio.client.models.v1_lease", "kubernetes_asyncio.client.api.core_v1_api",
+        "kubernetes_asyncio.client.api_client", "kubernetes_asyncio.client.configuration",
+        "kubernetes_asyncio.client.models.v1_binding", "kubernetes_asyncio.client.models.core_v1_event"})
