@@ -211,12 +211,14 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
 
 def _unschedulable(loop: SchedulingLoop, fw: Framework, q: QueuedPodInfo, mr: MemberResult, msg: str,
                    start: float, result: str) -> None:
+    """A member of a rejected group that fit (reverted) or was not tried: record, then requeue."""
     loop._record(fw, q, result, start, mr.result, msg, state=mr.state)
     loop._failure(fw, q, POD_REASON_UNSCHEDULABLE, msg, start, result, nominated="")
 
 
 def _errored(loop: SchedulingLoop, fw: Framework, q: QueuedPodInfo, mr: MemberResult, msg: str,
              start: float, result: str) -> None:
+    """A member of a group whose cycle ended in an Error: record, then requeue (error backoff)."""
     loop._record(fw, q, result, start, mr.result, msg, state=mr.state)
     loop._failure(fw, q, POD_REASON_SCHEDULER_ERROR, msg, start, result, nominated="")
 
