@@ -91,9 +91,15 @@ def explain(
         "instead of through the API server's proxy to the leader")] = None,
     token: Annotated[str | None, typer.Option(
         envvar="PY_SCHEDULER_TOKEN", show_default=False,
-        help="bearer token the scheduler's secure port reviews when reading recorded decisions (default: the "
-        "kubeconfig's; a client-certificate kubeconfig has none: e.g. kubectl create token decisions-reader "
-        "-n kube-system --duration 1h)")] = None,
+        help="bearer token the scheduler's secure port reviews when reading recorded decisions, e.g. kubectl "
+        "create token decisions-reader -n kube-system --duration 1h")] = None,
+    kubeconfig_token: Annotated[bool, typer.Option(
+        "--kubeconfig-token", help="send the kubeconfig's own bearer token to the scheduler when no --token is "
+        "given (off: it is often the user's whole identity)")] = False,
+    scheduler_service_account: Annotated[str, typer.Option(
+        envvar="PY_SCHEDULER_SERVICE_ACCOUNT", help="NAMESPACE/NAME of the scheduler's ServiceAccount: the Lease "
+        "holder must be a Running Pod of that namespace running as it, or nothing is sent to it")
+    ] = "kube-system/py-scheduler",
 ) -> None:
     """Why would (or did) a Pod land where it did: per-plugin scores, filters, totals.
 
@@ -105,7 +111,8 @@ def explain(
     raise typer.Exit(explain_main(snapshot=snapshot, kubeconfig=kubeconfig, pod=pod, config=config, output=output,
                                   recompute=recompute, lease=lease, scheduler_port=scheduler_port,
                                   scheduler_scheme=scheduler_scheme, decisions_url=decisions_url,
-                                  feature_gates=feature_gates, token=token))
+                                  feature_gates=feature_gates, token=token, kubeconfig_token=kubeconfig_token,
+                                  scheduler_service_account=scheduler_service_account))
 
 
 @app.command()

@@ -5,8 +5,9 @@ authentication and authorization as ``/metrics``: the reader needs ``get`` on th
 URL) answers one JSON document, :meth:`CacheDump.dump`:
 
 - ``informers``: kind -> ``{key: resourceVersion}`` of every object the informers' store holds, for
-  every kind of :data:`py_scheduler.cache.kinds.KINDS` (keys as :meth:`WatchedKind.key`:
-  ``namespace/name`` or ``name``);
+  every kind this replica watches (``kinds``: :data:`py_scheduler.cache.kinds.KINDS` without the
+  kinds of feature gates that are off, e.g. PodGroup without GenericWorkload; a kind not watched is
+  absent, not empty) (keys as :meth:`WatchedKind.key`: ``namespace/name`` or ``name``);
 - ``cache``: what the scheduling cycles read - ``nodes``: the Nodes in the cache's node tree (a
   NodeInfo kept only for Pods still bound to a deleted Node is not listed), ``pods``: UID ->
   ``{"pod": "ns/name", "node": ..., "assumed": bool, "bindingFinished": bool}`` of every Pod the

@@ -240,7 +240,8 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
                 register_decision_metrics(decisions, REGISTRY)
             # /debug/cache: the informers' and the cache's view, for a differential check against a LIST
             add_cache_dump_routes(health.app, CacheDump(informers.store, cache, queue, is_leader=leader.is_leader,
-                                                        synced=informers.synced, consistent=informers.consistent))
+                                                        synced=informers.synced, consistent=informers.consistent,
+                                                        kinds=kinds))
             # /debug/memory: RSS, the collector's counters and (PYTHONTRACEMALLOC=N) allocation sites
             add_memory_routes(health.app, MemoryDebug())
             await health.start()

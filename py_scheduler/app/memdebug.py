@@ -8,7 +8,8 @@ One JSON document, :meth:`MemoryDebug.report`:
 - ``gc``: ``counts`` (allocations since the last collection of each generation, ``gc.get_count()``),
   ``thresholds``, ``collections`` / ``collected`` / ``uncollectable`` per generation
   (``gc.get_stats()``), ``frozen`` (objects moved out of the collector's reach by ``gc.freeze()``
-  after the initial sync), ``tracked`` (objects the collector tracks now);
+  after the initial sync). No count of the tracked objects: ``len(gc.get_objects())`` builds a list
+  of every one of them (millions at 30000 Pods) per request; ``counts`` and ``frozen`` are O(1);
 - ``tracemalloc``: None while Python's allocation tracing is off (the default: it costs CPU and
   memory on every allocation). ``?trace=N`` turns it on with N frames per traceback (``?trace=0``
   off; ``PYTHONTRACEMALLOC=N`` at start traces start-up too, which is slow: imports under tracing
@@ -26,8 +27,8 @@ report shows is reachable, not garbage the collector has not reached yet: Go's
 ``/debug/pprof/heap?gc=1``, which kube-scheduler serves with ``--profiling`` (``net/http/pprof``
 via ``k8s.io/apiserver/pkg/server/routes/profiling.go``), does the same.
 
-Cost: nothing until requested; a request walks every tracked object once (``tracked``) and, with
-tracing on, every traced block (a snapshot: tens of milliseconds at ~10^5 blocks). The soak reads it
+Cost: nothing until requested; without tracing a request is O(1) (except ``?gc=1``); with tracing
+on, it walks every traced block (a snapshot: tens of milliseconds at ~10^5 blocks). The soak reads it
 every sample with ``bench/soak --tracemalloc N``, tracing from its mark on (docs/faults.md, "Soak").
 """
 
@@ -82,8 +83,7 @@ class MemoryDebug:
         doc["process"] = process_stats()
         doc["gc"] = {"counts": list(gc.get_count()), "thresholds": list(gc.get_threshold()),
                      "collections": [s["collections"] for s in stats], "collected": [s["collected"] for s in stats],
-                     "uncollectable": [s["uncollectable"] for s in stats], "frozen": gc.get_freeze_count(),
-                     "tracked": len(gc.get_objects())}
+                     "uncollectable": [s["uncollectable"] for s in stats], "frozen": gc.get_freeze_count()}
         doc["tracemalloc"] = self._traces(top, group, mark) if tracemalloc.is_tracing() else None
         return doc
 

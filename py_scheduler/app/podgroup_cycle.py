@@ -29,6 +29,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from py_scheduler.app import metrics as m
@@ -163,9 +164,11 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
         for mr in result.members:
             q = by_uid[mr.pod.uid]
             if mr.status.is_success():
-                _to_binding(loop, fw, q, mr, assumed[mr.pod.uid], start, RESULT_SCHEDULED)
+                a = assumed[mr.pod.uid]
+                _settle(loop, fw, q, start, partial(_to_binding, loop, fw, q, mr, a, start, RESULT_SCHEDULED), mr, a)
             else:
-                _member_failed(loop, fw, q, mr, start, None, RESULT_UNSCHEDULABLE, RESULT_ERROR)
+                _settle(loop, fw, q, start,
+                        partial(_member_failed, loop, fw, q, mr, start, None, RESULT_UNSCHEDULABLE, RESULT_ERROR))
         if klog_v(2):
             log.info("Successfully scheduled a pod group podGroup=%s/%s scheduledPods=%d", ns, name,
                      sum(1 for mr in result.members if mr.status.is_success()))
@@ -182,14 +185,14 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
         for mr in result.members:
             q = by_uid[mr.pod.uid]
             if mr.evaluated and not mr.status.is_success():
-                _member_failed(loop, fw, q, mr, start, frozenset(rejectors), RESULT_UNSCHEDULABLE, RESULT_ERROR)
+                _settle(loop, fw, q, start, partial(_member_failed, loop, fw, q, mr, start, frozenset(rejectors),
+                                                    RESULT_UNSCHEDULABLE, RESULT_ERROR))
                 continue
             # The member fit (and was reverted): the group's message after errPodGroupUnschedulable; not
             # tried: the group's status as is (completePodGroupAlgorithmResult). Nomination cleared.
             msg = f"{MSG_POD_GROUP_UNSCHEDULABLE}, {message}" if mr.evaluated else message
             q.unschedulable_plugins = frozenset(rejectors)
-            loop._record(fw, q, RESULT_UNSCHEDULABLE, start, mr.result, msg, state=mr.state)
-            loop._failure(fw, q, POD_REASON_UNSCHEDULABLE, msg, start, RESULT_UNSCHEDULABLE, nominated="")
+            _settle(loop, fw, q, start, partial(_unschedulable, loop, fw, q, mr, msg, start, RESULT_UNSCHEDULABLE))
         if klog_v(2):
             log.info("Unable to schedule a pod group podGroup=%s/%s unschedulablePods=%d err=%s", ns, name,
                      len(result.members), message)
@@ -201,10 +204,56 @@ def schedule_one_pod_group(loop: SchedulingLoop, fw: Framework, qpi: QueuedPodIn
     for mr in result.members:
         q = by_uid[mr.pod.uid]
         msg = mr.status.message() if mr.status.code == Code.ERROR else message
-        loop._record(fw, q, RESULT_ERROR, start, mr.result, msg, state=mr.state)
-        loop._failure(fw, q, POD_REASON_SCHEDULER_ERROR, msg, start, RESULT_ERROR, nominated="")
+        _settle(loop, fw, q, start, partial(_errored, loop, fw, q, mr, msg, start, RESULT_ERROR))
     gang.write_condition(ns, name, "False", "SchedulerError", message)
     _observe(fw, RESULT_ERROR, start)
+
+
+def _unschedulable(loop: SchedulingLoop, fw: Framework, q: QueuedPodInfo, mr: MemberResult, msg: str,
+                   start: float, result: str) -> None:
+    """A member of a rejected group that fit (reverted) or was not tried: record, then requeue."""
+    loop._record(fw, q, result, start, mr.result, msg, state=mr.state)
+    loop._failure(fw, q, POD_REASON_UNSCHEDULABLE, msg, start, result, nominated="")
+
+
+def _errored(loop: SchedulingLoop, fw: Framework, q: QueuedPodInfo, mr: MemberResult, msg: str,
+             start: float, result: str) -> None:
+    """A member of a group whose cycle ended in an Error: record, then requeue (error backoff)."""
+    loop._record(fw, q, result, start, mr.result, msg, state=mr.state)
+    loop._failure(fw, q, POD_REASON_SCHEDULER_ERROR, msg, start, result, nominated="")
+
+
+def _settle(loop: SchedulingLoop, fw: Framework, q: QueuedPodInfo, start: float, submit: Callable[[], None],
+            mr: MemberResult | None = None, assumed: PodInfo | None = None) -> None:
+    """Submit one popped member's result (``submit``: its binding cycle, or its failure); a bug
+    raised there must not lose it nor the members after it. An assumed member not yet handed to its
+    binding cycle (still assumed in the cache; spawning its binding cycle is ``_to_binding``'s last
+    step) is taken out of the waiting Pods, unreserved and forgotten; then the member is requeued
+    with the error as after an internal error (``SchedulingLoop._failure``, else
+    ``_requeue_after_bug`` when that raises too). Never raises."""
+    from py_scheduler.app.loop import RESULT_ERROR
+
+    try:
+        submit()
+        return
+    except Exception as exc:
+        log.exception("submitting the result of pod group member %s failed", q.key)
+        message = f"{type(exc).__name__}: {exc}"
+    if assumed is not None and mr is not None and loop.cache.is_assumed_pod(assumed):  # not handed on
+        try:
+            if fw.waiting_pods.get(assumed.uid) is not None:
+                fw.waiting_pods.remove(assumed.uid)
+            state = mr.state if mr.state is not None else CycleState(loop.snapshot)
+            loop._unreserve_and_forget(fw, state, assumed, mr.node)
+        except Exception:
+            log.exception("undoing the assumption of pod group member %s failed", q.key)
+    try:
+        q.unschedulable_plugins = frozenset()
+        q.pending_plugins = frozenset()
+        loop._failure(fw, q, POD_REASON_SCHEDULER_ERROR, message, start, RESULT_ERROR, nominated="")
+    except Exception:
+        log.exception("requeueing pod group member %s failed", q.key)
+        loop._requeue_after_bug(q)
 
 
 def _observe(fw: Framework, result: str, start: float) -> None:

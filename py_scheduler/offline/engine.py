@@ -26,6 +26,7 @@ so placements differ from a batched live run at most by tie-breaking.
 from __future__ import annotations
 
 import copy
+import logging
 import random
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework import binding_cycle as bc
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PodGroupInfo, PreEnqueuePlugin
 from py_scheduler.framework.podgroup import MSG_POD_GROUP_UNSCHEDULABLE, POD_GROUP_CYCLE_KEY, schedule_pod_group
@@ -63,6 +65,7 @@ def _drive(coro: Coroutine[Any, Any, Status]) -> Status:
 __all__ = ["OfflineScheduler", "Outcome", "ProfileError", "load_frameworks", "queue_order"]
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 class ProfileError(Exception):
@@ -211,8 +214,9 @@ class OfflineScheduler:
         """Run one cycle for ``pod`` and, when it fits and ``assume`` is set, Reserve + assume it.
 
         Never raises for a bad Pod or a failing plugin: a :class:`PodParseError`, a
-        :class:`SchedulingError` or a Reserve rejection comes back as ``result.message`` with
-        ``selected`` None.
+        :class:`SchedulingError`, a Reserve rejection or a plugin that raises (a bug: its exception
+        named, ``<Type>: <message>``) comes back as ``result.message`` with ``selected`` None, and
+        nothing of this Pod stays reserved nor assumed.
         """
         fw = self.framework_for(pod)
         key = pod_key(pod)
@@ -232,6 +236,10 @@ class OfflineScheduler:
         except PodParseError as exc:  # a plugin parsing a Pod field lazily
             return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=str(exc),
                                                weights=dict(fw.score_weights)), {})
+        except Exception as exc:  # a plugin bug: this Pod's error, the run goes on
+            log.exception("scheduling pod %s failed", key)
+            return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=f"scheduling: {_bug(exc)}",
+                                               weights=dict(fw.score_weights)), {})
         if res.selected is None or not assume:
             return Outcome(pod, res, {})
         return Outcome(pod, res, self._reserve_and_assume(fw, res, pod_info, res.selected))
@@ -242,26 +250,26 @@ class OfflineScheduler:
             st = fw.run_reserve(state, pod_info, node)
         except PodParseError as exc:
             msg = str(exc)
+        except Exception as exc:  # a plugin bug: this Pod's error, the run goes on
+            log.exception("Reserve failed for pod %s", pod_info.key)
+            msg = f"running Reserve: {_bug(exc)}"
         else:
             msg = f"running Reserve plugin {st.plugin!r}: {st.message()}" if not st.is_success() else ""
         if not msg:
             msg = self._pre_bind(fw, state, pod_info, node)
-        if msg:
-            fw.run_unreserve(state, pod_info, node)
-            res.message = msg
-            res.selected = None
-            return {}
-        annotations = dict(state.pod_annotations)
-        assumed = copy.copy(pod_info.pod)
-        if annotations:
-            meta = dict(assumed.get("metadata") or {})
-            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
-            assumed["metadata"] = meta
-            info = pod_info.derive(assumed)
-        else:
-            info = pod_info
-        self.snapshot.assume(info, node)
-        return annotations
+        if not msg:
+            try:
+                annotations = dict(state.pod_annotations)
+                self.snapshot.assume(_annotated(pod_info, annotations), node)
+                return annotations
+            except Exception as exc:  # a bug: the partial assumption is undone below
+                log.exception("assuming pod %s failed", pod_info.key)
+                msg = f"assuming the Pod: {_bug(exc)}"
+                self._forget(pod_info.uid, node)
+        bc.run_unreserve(fw, state, pod_info, node)  # every plugin's, even after one raises
+        res.message = msg
+        res.selected = None
+        return {}
 
     def _pre_bind(self, fw: Framework, state: CycleState, pod_info: PodInfo, node: str) -> str:
         """The profile's PreBind plugins (PreBindPreFlight, then PreBind unless Skip) against the
@@ -281,6 +289,9 @@ class OfflineScheduler:
                         st = _drive(p.pre_bind(state, pod_info, node))
                 except PodParseError as exc:
                     st = Status.error(str(exc), p.name)
+                except Exception as exc:  # a plugin bug: this Pod's error
+                    log.exception("PreBind plugin %s failed for pod %s", p.name, pod_info.key)
+                    st = Status.error(_bug(exc), p.name)
                 if not st.is_success():
                     return f'running PreBind plugin "{p.name}": {st.message()}'
             return ""
@@ -371,24 +382,41 @@ class OfflineScheduler:
         def assume(pi: PodInfo, node: str, state: CycleState) -> tuple[Status, Callable[[], None] | None]:
             try:
                 st = fw.run_reserve(state, pi, node)
+                if st.is_success():
+                    self.snapshot.assume(_annotated(pi, state.pod_annotations), node)
             except PodParseError as exc:
                 st = Status.error(str(exc))
+            except Exception as exc:  # a plugin (or assume) bug: this member's error, the run goes on
+                log.exception("Reserve failed for pod %s", pi.key)
+                st = Status.error(f"running Reserve: {_bug(exc)}")
+                self._forget(pi.uid, node)
             if not st.is_success():
-                fw.run_unreserve(state, pi, node)
+                bc.run_unreserve(fw, state, pi, node)
                 return st, None
-            info = _annotated(pi, state.pod_annotations)
-            self.snapshot.assume(info, node)
-            placed[pi.uid] = (info, node, state)
+            placed[pi.uid] = (pi, node, state)
 
             def revert() -> None:
                 placed.pop(pi.uid, None)
-                fw.run_unreserve(state, pi, node)
+                bc.run_unreserve(fw, state, pi, node)
                 self._forget(pi.uid, node)
 
             return Status.success(), revert
 
-        result, _reverts = (schedule_pod_group(fw, self.algorithm, self.snapshot, PodGroupInfo(pod_group, infos),
-                                               assume, explain=explain) if infos else (None, None))
+        try:
+            result, _reverts = (schedule_pod_group(fw, self.algorithm, self.snapshot, PodGroupInfo(pod_group, infos),
+                                                   assume, explain=explain) if infos else (None, None))
+        except Exception as exc:  # a bug: the whole group is an error, nothing of it stays assumed
+            log.exception("scheduling pod group %s/%s failed", _ns(pod_group), (pod_group.get("metadata") or {})
+                          .get("name"))
+            for _pi, node, state in reversed(list(placed.values())):
+                bc.run_unreserve(fw, state, _pi, node)
+                self._forget(_pi.uid, node)
+            placed.clear()
+            msg = f"scheduling the pod group: {_bug(exc)}"
+            for k, pod in enumerate(pods):
+                outcomes.setdefault(k, Outcome(pod, ScheduleResult(pod=pod_key(pod), profile=fw.profile_name,
+                                                                   message=msg, weights=dict(fw.score_weights)), {}))
+            return [outcomes[k] for k in range(len(pods))]
         members = iter(result.members if result is not None else [])
         out: list[Outcome] = []
         for k, pod in enumerate(pods):
@@ -402,7 +430,7 @@ class OfflineScheduler:
                 state.data.pop(POD_GROUP_CYCLE_KEY, None)
                 msg = self._pre_bind(fw, state, mr.pod, node)
                 if msg:  # the others stay placed: PreBind runs in each member's own binding cycle
-                    fw.run_unreserve(state, mr.pod, node)
+                    bc.run_unreserve(fw, state, mr.pod, node)
                     self._forget(mr.pod.uid, node)
                     res.message, res.selected = msg, None
                     out.append(Outcome(pod, res, {}))
@@ -427,6 +455,11 @@ class OfflineScheduler:
         ni.remove_pod(uid)
         self.snapshot.node_changed(ni)
         self.snapshot.rebuild_lists()
+
+
+def _bug(exc: Exception) -> str:
+    """An unexpected exception as a one-line message: ``<Type>: <message>``."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def _ns(pod: Obj) -> str:

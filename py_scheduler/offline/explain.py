@@ -48,7 +48,13 @@ from py_scheduler.offline.loader import (
     pending_pods,
     pod_key,
 )
-from py_scheduler.offline.recorded import DEFAULT_LEASE, DEFAULT_PORT, Lookup, fetch_recorded
+from py_scheduler.offline.recorded import (
+    DEFAULT_LEASE,
+    DEFAULT_PORT,
+    DEFAULT_SERVICE_ACCOUNT,
+    Lookup,
+    fetch_recorded,
+)
 from py_scheduler.offline.render import make_console, print_explain, print_recorded
 from py_scheduler.plugins.topology_placement import placement_note
 
@@ -124,20 +130,25 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
                  output: str, *, recompute: bool = False, lease: str = DEFAULT_LEASE,
                  scheduler_port: int = DEFAULT_PORT,
                  scheduler_scheme: str = "https", decisions_url: str | None = None, feature_gates: str = "",
-                 token: str | None = None) -> int:
+                 token: str | None = None, kubeconfig_token: bool = False,
+                 scheduler_service_account: str = DEFAULT_SERVICE_ACCOUNT) -> int:
     """Run ``explain``; returns the exit status (0 ok, 2 error). See the module docstring.
     ``feature_gates``: kube-scheduler's ``--feature-gates`` (as ``run``).
 
     ``lease`` (``namespace/name``), ``scheduler_port`` and ``scheduler_scheme`` locate the leader's
     ``/debug/decisions`` for a bound Pod; ``decisions_url`` asks that URL instead; ``recompute``
-    never asks. ``token``: the bearer token the scheduler reviews (default: the kubeconfig's, if any;
-    :func:`py_scheduler.offline.recorded.fetch_recorded`)."""
+    never asks. ``token``: the bearer token the scheduler reviews; the kubeconfig's own only with
+    ``kubeconfig_token``; nothing is sent to a Lease holder that is not a replica running as
+    ``scheduler_service_account`` (``namespace/name``; :func:`py_scheduler.offline.recorded.fetch_recorded`)."""
     if output not in OUTPUT_FORMATS:
         return fail(f"-o/--output must be one of {', '.join(OUTPUT_FORMATS)}, not {output!r}")
     if (snapshot is None) == (kubeconfig is None):
         return fail("give exactly one of --snapshot FILE or --kubeconfig PATH")
     if kubeconfig is not None and not kubeconfig.is_file():
         return fail(f"kubeconfig {kubeconfig}: no such file")
+    sa_ns, _, sa_name = scheduler_service_account.partition("/")
+    if not sa_ns or not sa_name or "/" in sa_name:
+        return fail(f"--scheduler-service-account must be NAMESPACE/NAME, not {scheduler_service_account!r}")
     if pod is not None and (not pod or pod.count("/") > 1 or pod.startswith("/") or pod.endswith("/")):
         return fail(f"--pod must be NAMESPACE/NAME (or NAME in namespace default), not {pod!r}")
     try:
@@ -160,7 +171,9 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
             else:
                 uid = str((target.get("metadata") or {}).get("uid") or "")
                 lookup = fetch_recorded(kubeconfig, pod_key(target), uid, lease=lease, port=scheduler_port,
-                                        scheme=scheduler_scheme, decisions_url=decisions_url, token=token)
+                                        scheme=scheduler_scheme, decisions_url=decisions_url, token=token,
+                                        kubeconfig_token=kubeconfig_token,
+                                        service_account=scheduler_service_account)
                 if lookup.record is not None:
                     _show_recorded(target, lookup, output)
                     return 0

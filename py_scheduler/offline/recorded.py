@@ -14,8 +14,20 @@ Identity: the API server's Pod proxy forwards none (``ProxyREST`` uses a plain t
 authentication filter removes ``Authorization``), so the user's bearer token goes in
 ``X-Py-Scheduler-Authorization: Bearer <token>``, which the proxy passes on and the scheduler reviews
 exactly as ``Authorization`` (TokenReview, SubjectAccessReview; ``py_scheduler/app/secure.py``).
-The token is ``--token`` / ``PY_SCHEDULER_TOKEN``, else the kubeconfig's; a client-certificate
-kubeconfig (kind's default) has none, and the refusal then says to give one.
+The token is ``--token`` / ``PY_SCHEDULER_TOKEN``; the kubeconfig's own bearer token (often the
+user's whole identity, cluster-admin on many clusters) is sent only when asked for
+(``--kubeconfig-token``): the scheduler needs a token allowed to read records, not the user's
+credential. Without one a secure scheduler refuses, and the reason says to give one.
+
+Whom the token goes to: the Pod proxy does not verify its backend, so whoever can edit the Lease or
+run a Pod under the name it holds would collect the token. Before anything is sent, the Pod the
+Lease names must be a py-scheduler replica (:func:`replica_problem`): in the scheduler's namespace,
+running as the scheduler's ServiceAccount (``--scheduler-service-account``, default
+:data:`DEFAULT_SERVICE_ACCOUNT` as ``deploy/`` installs it) and Running; otherwise nothing is sent
+(the reason says why) and explain recomputes. The caller then also needs ``get`` on ``pods`` there.
+The check and the proxied request are two calls: a Pod deleted and recreated under the same name by
+someone allowed to run Pods as the scheduler's ServiceAccount in its namespace in between is not
+caught, but such a user can mint that ServiceAccount's tokens anyway.
 
 Every failure is a reason string, never an exception: the caller then recomputes and says why.
 
@@ -34,17 +46,22 @@ from urllib.parse import quote
 
 import aiohttp
 
-__all__ = ["Lookup", "fetch_recorded", "leader_pod_name"]
+__all__ = ["DEFAULT_SERVICE_ACCOUNT", "Lookup", "fetch_recorded", "leader_pod_name", "replica_problem"]
 
 DEFAULT_LEASE = "kube-system/py-scheduler"
+DEFAULT_SERVICE_ACCOUNT = "kube-system/py-scheduler"
+"""The scheduler's ServiceAccount ``namespace/name`` as ``kubectl apply -k deploy/`` installs it
+(``deploy/kustomization.yaml``: namespace ``kube-system``; ``deploy/serviceaccount.yaml``:
+``py-scheduler``, the Deployment's ``serviceAccountName``)."""
 DEFAULT_PORT = 10259
 TIMEOUT_SECONDS = 20.0
 TOKEN_HEADER = "X-Py-Scheduler-Authorization"
 """The header the scheduler reads a bearer token from behind the Pod proxy (``app/secure.py``)."""
-NEEDS_TOKEN = ("the scheduler serves its records securely and reviews the caller's bearer token, but there is none "
-               "to send (a client-certificate kubeconfig has no token): give --token or PY_SCHEDULER_TOKEN, e.g. "
+NEEDS_TOKEN = ("the scheduler serves its records securely and reviews the caller's bearer token, but none was "
+               "given: give --token or PY_SCHEDULER_TOKEN, e.g. "
                "`kubectl create token decisions-reader -n kube-system --duration 1h` "
-               "(deploy/examples/decisions-reader.yaml)")
+               "(deploy/examples/decisions-reader.yaml); the kubeconfig's own token is sent only with "
+               "--kubeconfig-token")
 
 
 @dataclass(slots=True)
@@ -65,6 +82,25 @@ def leader_pod_name(holder_identity: str) -> str:
     if not holder_identity:
         raise ValueError("the Lease has no holder: no replica is leading")
     return holder_identity.rsplit("_", 1)[0]
+
+
+def replica_problem(pod: Any, namespace: str, service_account: str) -> str:
+    """Why the Pod the Lease names is not a py-scheduler replica ("" when it is one).
+
+    ``pod``: the Pod as read from the API (a kubernetes_asyncio ``V1Pod``), in ``namespace`` (the
+    Lease's); ``service_account``: the scheduler's ServiceAccount ``namespace/name``. A replica is in
+    the ServiceAccount's namespace, runs as it (``spec.serviceAccountName``) and is ``Running``."""
+    sa_ns, _, sa_name = service_account.rpartition("/")
+    spec, status = getattr(pod, "spec", None), getattr(pod, "status", None)
+    runs_as = str(getattr(spec, "service_account_name", None) or "default")
+    phase = str(getattr(status, "phase", None) or "unknown")
+    if namespace != sa_ns:
+        return f"it is in namespace {namespace}, not the scheduler's ({sa_ns})"
+    if runs_as != sa_name:
+        return f"it runs as ServiceAccount {namespace}/{runs_as}, not the scheduler's ({service_account})"
+    if phase != "Running":
+        return f"it is {phase}, not Running"
+    return ""
 
 
 def _refusal(source: str, status: int, body: str, token: str | None) -> str:
@@ -115,15 +151,19 @@ async def _bearer_token(kubeconfig: Path | None) -> str | None:
     return _config_token(cfg)
 
 
-async def _direct(url: str, pod: str, uid: str, kubeconfig: Path | None = None, token: str | None = None) -> Lookup:
-    """GET ``url``/debug/decisions. Over HTTPS (the scheduler's default) the kubeconfig's bearer token
-    is sent for its delegated authentication and authorization, and the scheduler's certificate is
-    not verified (it is self-signed unless ``--tls-cert-file`` was given): name only a URL you trust,
-    e.g. ``https://127.0.0.1:10259`` after ``kubectl port-forward``."""
+async def _direct(url: str, pod: str, uid: str, kubeconfig: Path | None = None, token: str | None = None,
+                  kubeconfig_token: bool = False) -> Lookup:
+    """GET ``url``/debug/decisions. Over HTTPS (the scheduler's default) ``token`` (or, with
+    ``kubeconfig_token``, the kubeconfig's bearer token) is sent for its delegated authentication and
+    authorization, and the scheduler's certificate is not verified (it is self-signed unless
+    ``--tls-cert-file`` was given): name only a URL you trust, e.g. ``https://127.0.0.1:10259`` after
+    ``kubectl port-forward``."""
     full = url.rstrip("/") + "/debug/decisions"
     headers: dict[str, str] = {}
     secure = full.startswith("https://")
-    token = (token or await _bearer_token(kubeconfig)) if secure else None  # never over plain HTTP
+    if secure and not token and kubeconfig_token:
+        token = await _bearer_token(kubeconfig)
+    token = token if secure else None  # never over plain HTTP
     if token:
         headers["Authorization"] = f"Bearer {token}"
     try:
@@ -139,7 +179,8 @@ async def _direct(url: str, pod: str, uid: str, kubeconfig: Path | None = None, 
 
 
 async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int, scheme: str,
-                     token: str | None = None) -> Lookup:
+                     token: str | None = None, *, kubeconfig_token: bool = False,
+                     service_account: str = DEFAULT_SERVICE_ACCOUNT) -> Lookup:
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -163,10 +204,24 @@ async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int
             return Lookup(None, f"Lease {lease_ns}/{lease_name}: {exc}", "")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return Lookup(None, f"cannot reach the API server ({cfg.host}): {exc}", "")
+        try:  # whom the request (and the token) would go to: a py-scheduler replica only
+            leader_pod = await client.CoreV1Api(api).read_namespaced_pod(leader, lease_ns,
+                                                                          _request_timeout=TIMEOUT_SECONDS)
+        except ApiException as exc:
+            hint = (" (a scheduler run outside the cluster: give --decisions-url)" if exc.status == 404 else "")
+            return Lookup(None, f"cannot read the Lease holder's Pod {lease_ns}/{leader}: HTTP {exc.status} "
+                                f"{exc.reason}{hint}; nothing was sent to it", "")
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            return Lookup(None, f"cannot reach the API server ({cfg.host}): {exc}", "")
+        problem = replica_problem(leader_pod, lease_ns, service_account)
+        if problem:
+            return Lookup(None, f"the Lease holder {lease_ns}/{leader} is not a py-scheduler replica ({problem}): "
+                                "nothing was sent to it, no token (--scheduler-service-account names the "
+                                "scheduler's ServiceAccount)", "")
         target = f"{scheme}:{leader}:{port}" if scheme != "http" else f"{leader}:{port}"
         headers = {"Accept": "application/json"}
         if scheme == "https":
-            token = token or _config_token(cfg)
+            token = token or (_config_token(cfg) if kubeconfig_token else None)
             if token:  # the proxy forwards no identity: the scheduler reviews this header instead
                 headers[TOKEN_HEADER] = f"Bearer {token}"
         else:
@@ -196,19 +251,25 @@ async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int
 
 def fetch_recorded(kubeconfig: Path | None, pod: str, uid: str, *, lease: str = DEFAULT_LEASE,
                    port: int = DEFAULT_PORT, scheme: str = "https", decisions_url: str | None = None,
-                   token: str | None = None) -> Lookup:
+                   token: str | None = None, kubeconfig_token: bool = False,
+                   service_account: str = DEFAULT_SERVICE_ACCOUNT) -> Lookup:
     """The newest record of ``pod`` (``namespace/name``) with ``uid`` held by the leader.
 
     ``decisions_url`` (``https://host:port``, or ``http://`` for a scheduler run with ``--plain-http``)
     asks that server directly, with the kubeconfig's bearer token; otherwise the Lease ``lease``
     (``namespace/name``) names the leader, asked through the API server's Pod proxy on ``port`` with
-    ``scheme``. Over HTTPS the bearer token ``token`` (default: the kubeconfig's) is sent, in
+    ``scheme``, once the Lease holder is checked to be a replica running as ``service_account``
+    (``namespace/name``; :func:`replica_problem`: otherwise nothing is sent). Over HTTPS the bearer
+    token ``token`` (else, only with ``kubeconfig_token``, the kubeconfig's) is sent, in
     ``Authorization`` directly, in :data:`TOKEN_HEADER` through the proxy (which forwards no
     identity); without one a secure scheduler refuses, and the reason says to give ``--token``.
     Never raises: a failure is :attr:`Lookup.reason`. The token is never part of a reason.
     """
     if decisions_url:
-        return asyncio.run(_direct(decisions_url, pod, uid, kubeconfig, token))
+        return asyncio.run(_direct(decisions_url, pod, uid, kubeconfig, token, kubeconfig_token))
     if kubeconfig is None:
         return Lookup(None, "no kubeconfig and no --decisions-url: nowhere to ask", "")
-    return asyncio.run(_via_proxy(kubeconfig, pod, uid, lease, port, scheme, token))
+    if "/" not in service_account.strip("/") or service_account.count("/") != 1:
+        return Lookup(None, f"--scheduler-service-account must be NAMESPACE/NAME, not {service_account!r}", "")
+    return asyncio.run(_via_proxy(kubeconfig, pod, uid, lease, port, scheme, token,
+                                  kubeconfig_token=kubeconfig_token, service_account=service_account))

@@ -207,8 +207,10 @@ class GangScheduling:
         self._assumed: dict[str, set[str]] = {}
         """Group key ``ns/name`` -> UIDs this scheduler reserved and has not seen bound or released."""
         self._writes: set[asyncio.Task[None]] = set()
-        self._initially_scheduled: set[str] = set()
-        """PodGroup UIDs this process marked PodGroupInitiallyScheduled=True (never regressed)."""
+        self._initially_scheduled: dict[str, tuple[str, str]] = {}
+        """PodGroup UID -> ``(namespace, name)`` this process marked PodGroupInitiallyScheduled=True and
+        the informer's copy does not show yet (never regressed meanwhile). Bounded: pruned at each write
+        (:meth:`_prune_initially_scheduled`) once the PodGroup is deleted or its copy shows True."""
         self._changes = 0
         """Cluster changes seen through the queueing hints (Node events, other Pods' deletions)."""
         self._yielding: dict[str, set[str]] = {}
@@ -490,10 +492,11 @@ class GangScheduling:
         if client is None or pg is None:
             return
         uid = str(_meta(pg).get("uid") or f"{namespace}/{name}")
+        self._prune_initially_scheduled()
         if uid in self._initially_scheduled:
             return  # True is terminal (and written once); the informer's copy may not show it yet
         if status == "True":
-            self._initially_scheduled.add(uid)
+            self._initially_scheduled[uid] = (namespace, name)
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         patch = condition_patch(pg, status, reason, message, now)
         if patch is None:
@@ -513,6 +516,23 @@ class GangScheduling:
         task = loop.create_task(send())
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+
+    def _prune_initially_scheduled(self) -> None:
+        """Forget the groups whose True need no remembering: deleted (or replaced under the same name:
+        another UID), or whose informer copy shows the condition True, which :func:`condition_patch`
+        then guards as upstream does (``updatePodGroupCondition`` reads only the PodGroup's own
+        condition, ``pkg/scheduler/schedule_one_podgroup.go``; this map only covers the informer's lag).
+        O(entries): the groups written True whose update has not arrived yet."""
+        for uid, (namespace, name) in list(self._initially_scheduled.items()):
+            pg = self._pod_group(namespace, name)
+            if pg is None or str(_meta(pg).get("uid") or f"{namespace}/{name}") != uid:
+                del self._initially_scheduled[uid]
+                continue
+            st = pg.get("status")
+            conds = st.get("conditions") if isinstance(st, dict) else None
+            if isinstance(conds, list) and any(isinstance(c, dict) and c.get("type") == CONDITION
+                                               and c.get("status") == "True" for c in conds):
+                del self._initially_scheduled[uid]
 
     # -- queueing hints ------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:

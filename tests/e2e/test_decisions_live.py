@@ -68,12 +68,25 @@ def _host_ip() -> str | None:
     return next((a for a in out.split() if "." in a and not a.startswith("127.")), None)
 
 
-async def _stand_in_leader_pod(api: client.ApiClient, namespace: str, name: str, ip: str) -> None:
-    """The bed has no kubelet: a Pod object named as the leader's hostname, its ``status.podIP`` this
-    machine's address, is what the API server's Pod proxy needs to reach the scheduler process."""
-    await create_pod(api, name, namespace, scheduler_name="nobody-serves-this-scheduler")
-    await client.CoreV1Api(api).patch_namespaced_pod_status(
-        name, namespace, {"status": {"podIP": ip, "podIPs": [{"ip": ip}]}})
+SCHEDULER_SA = "py-scheduler"
+"""The stand-in leader Pod's ServiceAccount (in the test's namespace): explain sends nothing to a
+Lease holder that is not a Running Pod running as the scheduler's ServiceAccount."""
+
+
+async def _stand_in_leader_pod(api: client.ApiClient, namespace: str, name: str, ip: str, *,
+                               running: bool = True) -> None:
+    """The bed has no kubelet: a Pod object named as the leader's hostname, running as
+    :data:`SCHEDULER_SA`, its ``status.podIP`` this machine's address (and its phase Running unless
+    ``running`` is False), is what the API server's Pod proxy needs to reach the scheduler process
+    and what explain checks before sending anything to it."""
+    core = client.CoreV1Api(api)
+    with contextlib.suppress(client.ApiException):  # 409: already there
+        await core.create_namespaced_service_account(namespace, {"metadata": {"name": SCHEDULER_SA}})
+    await create_pod(api, name, namespace, scheduler_name="nobody-serves-this-scheduler",
+                     spec={"serviceAccountName": SCHEDULER_SA})
+    status: dict[str, object] = {"podIP": ip, "podIPs": [{"ip": ip}]}
+    await core.patch_namespaced_pod_status(name, namespace, {"status": {**status, "phase": "Running"} if running
+                                                             else status})
 
 
 async def test_explain_shows_the_recorded_decision_after_the_cluster_changed(
@@ -162,13 +175,15 @@ async def test_explain_shows_the_recorded_decision_after_the_cluster_changed(
             await _stand_in_leader_pod(api_client, ns, hostname, ip)
             code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}", "-o", "json",
                                             "--lease", f"{ns}/{sched.lease_name}", "--scheduler-port", str(port),
-                                            "--scheduler-scheme", "http")
+                                            "--scheduler-scheme", "http", "--scheduler-service-account",
+                                            f"{ns}/{SCHEDULER_SA}")
             assert code == 0, err
             assert "recomputing" not in err, err
             assert json.loads(out) == rec
             code, out, err = await _explain(testbed.kubeconfig, "--pod", f"default/{pod}",
                                             "--lease", f"{ns}/{sched.lease_name}", "--scheduler-port", str(port),
-                                            "--scheduler-scheme", "http")
+                                            "--scheduler-scheme", "http",
+                                            env={"PY_SCHEDULER_SERVICE_ACCOUNT": f"{ns}/{SCHEDULER_SA}"})
             assert code == 0, err
             assert f"Recorded decision default/{pod}  attempt 1" in out and f"scheduled → {big}" in out
             assert f"from the leader {ns}/{hostname} through" in out
@@ -276,14 +291,25 @@ async def test_secure_leader_reached_through_the_pod_proxy_by_explain_and_a_brow
             port = _port(sched)
             await create_pod(api_client, pod, requests={"cpu": "100m"}, scheduler_name="py-scheduler", spec=spec)
             assert (await wait_for_pod_scheduled(api_client, pod)).spec.node_name == node
-            await _stand_in_leader_pod(api_client, ns, hostname, ip)
+            await _stand_in_leader_pod(api_client, ns, hostname, ip, running=False)
             where = ["--pod", f"default/{pod}", "-o", "json", "--lease", f"{ns}/{sched.lease_name}",
-                     "--scheduler-port", str(port)]
+                     "--scheduler-port", str(port), "--scheduler-service-account", f"{ns}/{SCHEDULER_SA}"]
+
+            # the Lease holder is no Running replica: nothing is sent to it, the reader's token least of all
+            code, out, err = await _explain(testbed.kubeconfig, *where, "--token", reader)
+            assert code == 0, err
+            assert (f"the Lease holder {ns}/{hostname} is not a py-scheduler replica (it is Pending, not Running): "
+                    "nothing was sent to it") in err, err
+            assert "recomputing" in err and "recorded" not in json.loads(out)
+            # ... nor to a Pod running as another ServiceAccount (the default one: deploy/'s namespace differs)
+            code, out, err = await _explain(testbed.kubeconfig, *where[:-2], "--token", reader)
+            assert f"is not a py-scheduler replica (it is in namespace {ns}, not the scheduler's (kube-system))" in err
+            await core.patch_namespaced_pod_status(hostname, ns, {"status": {"phase": "Running"}})
 
             # the bed's kubeconfig authenticates with a client certificate: no token to send
             code, out, err = await _explain(testbed.kubeconfig, *where)
             assert code == 0, err
-            assert "there is none to send (a client-certificate kubeconfig has no token): give --token" in err, err
+            assert "reviews the caller's bearer token, but none was given: give --token" in err, err
             assert "recomputing" in err and "recorded" not in json.loads(out)
             # a token whose user may not read records
             code, out, err = await _explain(testbed.kubeconfig, *where, env={"PY_SCHEDULER_TOKEN": nobody})

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,10 +70,11 @@ async def list_kind(api: client.ApiClient, wk: WatchedKind) -> list[dict[str, An
     return list(doc.get("items") or [])
 
 
-async def list_all(api: client.ApiClient) -> dict[str, list[dict[str, Any]]]:
-    """kind -> its listed objects, for every watched kind."""
-    lists = await asyncio.gather(*(list_kind(api, wk) for wk in KINDS))
-    return {wk.kind: items for wk, items in zip(KINDS, lists, strict=True)}
+async def list_all(api: client.ApiClient, kinds: Collection[str] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """kind -> its listed objects, for every kind of ``kinds`` (default every kind of :data:`KINDS`)."""
+    chosen = [wk for wk in KINDS if kinds is None or wk.kind in kinds]
+    lists = await asyncio.gather(*(list_kind(api, wk) for wk in chosen))
+    return {wk.kind: items for wk, items in zip(chosen, lists, strict=True)}
 
 
 def _meta(o: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -82,10 +83,16 @@ def _meta(o: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def differences(dump: Mapping[str, Any], listed: Mapping[str, list[dict[str, Any]]]) -> set[Difference]:
     """What differs between ``dump`` (``/debug/cache``) and ``listed`` (:func:`list_all`); empty when
-    the scheduler's view equals the API's."""
+    the scheduler's view equals the API's.
+
+    Only the kinds the replica watches are compared: those its dump names (a kind behind a feature
+    gate that is off, e.g. PodGroup without GenericWorkload, is neither watched nor dumped, and its
+    objects in the API are not a divergence)."""
     out: set[Difference] = set()
     ours_by_kind: Mapping[str, Mapping[str, str]] = dump.get("informers") or {}
     for wk in KINDS:
+        if wk.kind not in ours_by_kind:
+            continue  # not watched by this replica
         ours = ours_by_kind.get(wk.kind) or {}
         theirs = {wk.key(o): str(_meta(o).get("resourceVersion") or "") for o in listed.get(wk.kind, [])}
         for key in ours.keys() | theirs.keys():
@@ -144,7 +151,7 @@ async def check_until_quiet(fetch_dump: Callable[[], Awaitable[dict[str, Any]]],
     first_seen: dict[Difference, float] = {}
     while True:
         res.dump = await fetch_dump()
-        listed = await list_all(api)
+        listed = await list_all(api, set(res.dump.get("informers") or {}))
         now = time.monotonic()
         res.rounds += 1
         res.last = differences(res.dump, listed)

@@ -107,6 +107,34 @@ def test_every_kind_of_divergence_is_reported() -> None:
     }
 
 
+def test_a_kind_the_replica_does_not_watch_is_not_compared() -> None:
+    # GenericWorkload off: the replica neither watches nor dumps PodGroups, and the API's are no divergence
+    store, cache, queue, h = _world()
+    n1 = node("n1", 3)
+    _feed(store, h, NODE, n1)
+    d = CacheDump(store, cache, queue, is_leader=lambda: True,
+                  kinds=[wk for wk in KINDS if wk.kind != "PodGroup"]).dump()
+    assert "PodGroup" not in d["informers"]
+    pg = {"metadata": {"name": "g", "namespace": "default", "resourceVersion": "8"}}
+    assert cachediff.differences(d, _listed(("Node", n1), ("PodGroup", pg))) == set()
+    # watched (dumped, even empty): the same PodGroup is a divergence
+    d_on = CacheDump(store, cache, queue, is_leader=lambda: True).dump()
+    assert cachediff.differences(d_on, _listed(("Node", n1), ("PodGroup", pg))) == {
+        ("informer:PodGroup", "default/g", "", "8")}
+
+
+async def test_list_all_lists_only_the_kinds_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+
+    async def fake_kind(_api: Any, wk: Any) -> list[dict[str, Any]]:
+        asked.append(wk.kind)
+        return []
+
+    monkeypatch.setattr(cachediff, "list_kind", fake_kind)
+    got = await cachediff.list_all(None, {"Node", "Pod"})  # type: ignore[arg-type]
+    assert sorted(asked) == ["Node", "Pod"] and set(got) == {"Node", "Pod"}
+
+
 async def test_check_until_quiet_tolerates_changes_in_flight_but_not_a_persistent_one(
         monkeypatch: pytest.MonkeyPatch) -> None:
     n1 = node("n1", 3)
@@ -115,7 +143,7 @@ async def test_check_until_quiet_tolerates_changes_in_flight_but_not_a_persisten
     lists = [_listed(("Node", n1), ("Node", node("n2", 4))), _listed(("Node", n1), ("Node", node("n2", 4)))]
     dumps = [dump_ok, {"informers": {"Node": {"n1": "3", "n2": "4"}}, "cache": {"nodes": ["n1", "n2"], "pods": {}}}]
 
-    async def fake_list(_api: Any) -> dict[str, list[dict[str, Any]]]:
+    async def fake_list(_api: Any, _kinds: Any = None) -> dict[str, list[dict[str, Any]]]:
         return lists.pop(0) if len(lists) > 1 else lists[0]
 
     async def fetch() -> dict[str, Any]:
@@ -128,7 +156,7 @@ async def test_check_until_quiet_tolerates_changes_in_flight_but_not_a_persisten
     # a stale object that never changes: reported once it has persisted ``settle`` seconds
     stale = _listed(("Node", node("n1", 7)))
 
-    async def stale_list(_api: Any) -> dict[str, list[dict[str, Any]]]:
+    async def stale_list(_api: Any, _kinds: Any = None) -> dict[str, list[dict[str, Any]]]:
         return stale
 
     async def same() -> dict[str, Any]:

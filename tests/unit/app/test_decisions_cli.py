@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -135,3 +136,50 @@ def test_refusals_say_what_to_do() -> None:
     # the API server's own refusal (no pods/proxy right) is passed on as it is
     apis = _refusal("leader", 403, 'pods "x" is forbidden: User "alice" cannot get resource "pods/proxy"', "t0k3n")
     assert apis.startswith("the leader answered HTTP 403: pods") and "decisions-reader" not in apis
+
+
+@pytest.mark.parametrize("value", ["py-scheduler", "kube-system/", "/py-scheduler", "a/b/c"])
+def test_explain_scheduler_service_account_must_be_namespace_slash_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
+    from typer.testing import CliRunner
+
+    from py_scheduler.cli import app
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    res = CliRunner().invoke(app, ["explain", "--kubeconfig", str(kubeconfig), "--pod", "default/a"],
+                             env={"PY_SCHEDULER_SERVICE_ACCOUNT": value})
+    assert res.exit_code == 2
+    assert f"--scheduler-service-account must be NAMESPACE/NAME, not {value!r}" in res.output + capsys.readouterr().err
+
+
+async def test_direct_lookup_sends_the_kubeconfigs_token_only_when_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--decisions-url https://…``: the kubeconfig's own bearer token goes out only with
+    ``--kubeconfig-token`` (it is often the user's whole identity). The test server speaks plain
+    HTTP: the client's HTTPS URL is rewritten at the socket's door (a token is sent over HTTPS only)."""
+    from py_scheduler.offline import recorded
+
+    seen: list[str | None] = []
+
+    async def decisions(req: web.Request) -> web.Response:
+        seen.append(req.headers.get("Authorization"))
+        return web.json_response({"decisions": []}, status=404)
+
+    app = web.Application()
+    app.router.add_get("/debug/decisions", decisions)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: k, cluster: {server: 'https://x'}}]\n"
+        "users: [{name: u, user: {token: admin-secret}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    real_get = recorded.aiohttp.ClientSession.get
+
+    def get(self: Any, url: str, **kw: Any) -> Any:
+        return real_get(self, url.replace("https://", "http://"), **{**kw, "ssl": None})
+
+    monkeypatch.setattr(recorded.aiohttp.ClientSession, "get", get)
+    async with TestServer(app) as server:
+        url = str(server.make_url("")).rstrip("/").replace("http://", "https://")
+        await _direct(url, "default/a", "u", kubeconfig)
+        await _direct(url, "default/a", "u", kubeconfig, kubeconfig_token=True)
+    assert seen == [None, "Bearer admin-secret"]

@@ -14,6 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from py_scheduler.app import podgroup_cycle
 from py_scheduler.app.metrics import REGISTRY
 from py_scheduler.cache.cache import CacheError
 from py_scheduler.framework.events import ActionType, ClusterEvent, Resource
@@ -194,12 +197,12 @@ def _raising_at(call: int, real: Callable[..., Any], exc: Exception) -> Callable
     """``real``, except that its ``call``-th call (from 1) raises ``exc``."""
     calls = 0
 
-    def wrapper(*args: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
         calls += 1
         if calls == call:
             raise exc
-        return real(*args)
+        return real(*args, **kwargs)
 
     return wrapper
 
@@ -236,3 +239,43 @@ async def test_a_bug_in_the_group_cycle_reverts_the_assumed_members_and_requeues
         3, h.queue.delete_nominated_pod_if_exists, RuntimeError("boom"))
     await h.cycle()
     assert _nothing_held_all_requeued(h, names, before) == ["RuntimeError: boom"] * 4
+
+
+async def test_a_bug_submitting_one_placed_member_loses_neither_it_nor_the_members_after_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Permit of the second placed member raises (a bug, after the group was found feasible): that
+    member is unreserved, forgotten and requeued with the error; the others still go to their binding
+    cycles: the first was allowed (the quorum was assumed) and is bound, the third and fourth wait at
+    Permit for the quorum the requeued member will complete. None is left popped but unhandled."""
+    h, names, _before = _gang_of_four_on_four_gpus()
+    monkeypatch.setattr(podgroup_cycle.bc, "run_permit",
+                        _raising_at(2, podgroup_cycle.bc.run_permit, RuntimeError("permit bug")))
+    h.loop.schedule_one(h.queue.pop_nowait())  # type: ignore[arg-type]
+    requeued = [n for n in names if h.queue.where("default", n) not in (None, "in-flight")]
+    assert len(requeued) == 1
+    assert not h.cache.is_assumed_pod(h.pods[f"default/{requeued[0]}"])
+    assert all(f"default/{requeued[0]}" not in [k for k, _g in acc[4]] for acc in _accounting(h).values())
+    waiting = {wp.pod.name for wp in h.fw.waiting_pods}
+    handed = [n for n in names if n not in requeued]
+    assert set(h.queue.in_flight_uids()) == {f"uid-{n}" for n in handed}  # each owned by its binding cycle
+    assert len(waiting) == 2 and waiting < set(handed)
+    for wp in list(h.fw.waiting_pods):
+        wp.reject("test", "end of the test")
+    await h.loop.drain()
+    assert list(gb.bound(h)) == [f"default/{handed[0]}"] and h.queue.in_flight_uids() == []
+    notes = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"]
+    assert notes.count("RuntimeError: permit bug") == 1
+
+
+async def test_a_bug_reporting_one_rejected_member_still_requeues_every_member() -> None:
+    """The group does not fit (three GPUs for four); reporting the second member's failure raises:
+    that member is requeued anyway (as after an internal error), and so are the others."""
+    h, objs = _harness()
+    _gpu_node(h, "n1", 2)
+    _gpu_node(h, "n2", 1)
+    before = _accounting(h)
+    gb.pod_group(objs, "g", 4)
+    names = _members(h, "g", 4)
+    h.loop._failure = _raising_at(2, h.loop._failure, RuntimeError("report bug"))  # type: ignore[method-assign]
+    await h.cycle()
+    assert _nothing_held_all_requeued(h, names, before)

@@ -102,3 +102,50 @@ def test_with_topology_the_gang_is_tried_whole_in_each_rack(tmp_path: Path, gate
     by = {p["pod"]: p["node"] for p in doc["placements"]}
     assert sorted(by[f"default/m{i}"] for i in range(4)) == ["b1", "b1", "b2", "b2"], doc["placements"]
     assert by["default/solo"] == "a1"
+
+
+@pytest.fixture
+def reserve_bug(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """GPUFilter's Reserve reserves, then raises for the Pods named ``bad*`` (a plugin bug); returns
+    the Pods whose reservation was undone (Unreserve)."""
+    from py_scheduler.plugins.gpu.filter import GPUFilter
+
+    real_reserve, real_unreserve = GPUFilter.reserve, GPUFilter.unreserve
+    undone: list[str] = []
+
+    def reserve(self: GPUFilter, state: Any, pod: Any, node_name: str) -> Any:
+        st = real_reserve(self, state, pod, node_name)
+        if pod.name.startswith("bad"):
+            raise RuntimeError("reserve bug")
+        return st
+
+    def unreserve(self: GPUFilter, state: Any, pod: Any, node_name: str) -> None:
+        undone.append(pod.name)
+        real_unreserve(self, state, pod, node_name)
+
+    monkeypatch.setattr(GPUFilter, "reserve", reserve)
+    monkeypatch.setattr(GPUFilter, "unreserve", unreserve)
+    return undone
+
+
+def test_a_plugin_bug_in_reserve_fails_that_pod_alone_and_holds_nothing(
+        tmp_path: Path, gates: Any, capsys: pytest.CaptureFixture[str], reserve_bug: list[str]) -> None:
+    # three GPUs for four one-GPU Pods: the last fits only if the failed one holds nothing
+    objs = [_node("n1", 3), _pod("a", None), _pod("bad", None), _pod("b", None), _pod("c", None)]
+    doc = _simulate(tmp_path, objs, capsys)
+    by = {p["pod"]: p for p in doc["placements"]}
+    assert by["default/bad"]["node"] is None and "RuntimeError: reserve bug" in by["default/bad"]["message"]
+    assert [by[f"default/{n}"]["node"] for n in "abc"] == ["n1"] * 3 and doc["scheduled"] == 3
+    assert reserve_bug == ["bad"]
+
+
+def test_a_plugin_bug_in_a_gang_members_reserve_places_no_member_and_the_run_goes_on(
+        tmp_path: Path, gates: Any, capsys: pytest.CaptureFixture[str], reserve_bug: list[str]) -> None:
+    objs = [_node("n1", 2), _group("g", 2), _pod("m0", "g"), _pod("bad-m1", "g"), _pod("solo", None),
+            _pod("solo2", None)]
+    doc = _simulate(tmp_path, objs, capsys)
+    by = {p["pod"]: p for p in doc["placements"]}
+    assert by["default/m0"]["node"] is None and by["default/bad-m1"]["node"] is None
+    assert "RuntimeError: reserve bug" in by["default/bad-m1"]["message"], by["default/bad-m1"]
+    assert by["default/solo"]["node"] == "n1" and by["default/solo2"]["node"] == "n1"  # both GPUs free again
+    assert "bad-m1" in reserve_bug and "m0" in reserve_bug

@@ -537,6 +537,35 @@ def test_another_gangs_undone_reservation_is_not_a_cluster_change() -> None:
     assert pl.pre_enqueue(PodInfo(a[1])).is_success()
 
 
+def test_the_scheduled_groups_remembered_are_forgotten_once_deleted_or_seen_true() -> None:
+    """The lag guard holds a group only until its informer copy shows True or it is deleted: one
+    entry per PodGroup ever scheduled would grow without end in a long-lived scheduler."""
+    class Client:
+        async def patch(self, path: str, patch: Obj, content_type: str = "") -> Obj:
+            return {}
+
+    async def scenario() -> None:
+        objs = Objects()
+        groups = [pod_group(f"g{i}", min_count=1) for i in range(3)]
+        for i, g in enumerate(groups):
+            g["metadata"]["uid"] = f"uid-g{i}"
+        objs.add(*groups)
+        pl = gs.GangScheduling.create({}, type("H", (), {"objects": objs, "client": Client()})())
+        for i in range(3):
+            pl.write_condition("ns", f"g{i}", "True", "Scheduled", "")
+        assert len(pl._initially_scheduled) == 3
+        del objs.groups[("ns", "g0")]  # deleted
+        groups[1]["status"] = {"conditions": [{"type": gs.CONDITION, "status": "True"}]}  # the update arrived
+        pl.write_condition("ns", "g2", "False", "Unschedulable", "late")  # still guarded: nothing written
+        assert set(pl._initially_scheduled) == {"uid-g2"}
+        objs.groups[("ns", "g2")] = {**groups[2], "metadata": {**groups[2]["metadata"], "uid": "uid-new"}}
+        pl.write_condition("ns", "g2", "False", "Unschedulable", "a new group of that name")
+        assert set(pl._initially_scheduled) == set()  # the old UID went; the new group is not guarded
+        await asyncio.wait_for(asyncio.gather(*pl._writes), 5)
+
+    asyncio.run(scenario())
+
+
 def test_scheduled_condition_is_never_followed_by_unschedulable() -> None:
     """The informer's copy lags: after this process wrote True, a late release writes nothing."""
     class Client:
