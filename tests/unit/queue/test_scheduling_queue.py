@@ -328,9 +328,13 @@ def test_gated_pod_waits_until_gates_removed() -> None:
     assert q.where("default", "g") == GATED
     assert m.last_pending == (0, 0, 0, 1)
     assert q.pop_nowait() is None
-    # node events do not ungate it
+    # node events do not ungate it, nor even offer it to PreEnqueue again: SchedulingGates registers
+    # only TargetPod/UpdatePodSchedulingGatesEliminated (upstream's EventsToRegister), so the Pod is
+    # skipped and no incoming-Pods counter moves
+    before = list(m.incoming_calls)
     q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("n"))
     assert q.where("default", "g") == GATED
+    assert m.incoming_calls == before
     # an update that keeps the gate keeps it gated
     labelled = pod("g", schedulingGates=[{"name": "example.com/wait"}])
     labelled["metadata"]["labels"] = {"x": "y"}
