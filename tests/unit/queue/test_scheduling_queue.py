@@ -515,7 +515,7 @@ def test_gated_count_matches_a_scan_under_random_operations(seed: int) -> None:
             q.flush_backoff_q_completed()
             q.flush_unschedulable_pods_leftover()
         scan = sum(1 for x in q._unschedulable.values() if x.gated)
-        assert len(q._gated_keys) == scan
+        assert len(q._unschedulable.gated_keys) == scan
         assert q.lengths()["gated"] == scan
         if m.last_pending != (0, 0, 0, 0):
             assert m.last_pending[3] == scan or step == 0
