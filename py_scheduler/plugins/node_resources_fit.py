@@ -24,6 +24,16 @@ Score: ``scoringStrategy`` LeastAllocated (default; cpu and memory, weight 1), M
 RequestedToCapacityRatio over the configured resources, using the 100m / 200Mi non-zero defaults for
 cpu and memory on both the Pod and the node. As upstream, the Score side reads the Pod's container
 requests and overhead only (its scorer does not enable pod-level resources). No NormalizeScore.
+
+EventsToRegister (``fit.go`` ``EventsToRegister`` with v1.37's default gates: DRAExtendedResource and
+InPlacePodVerticalScaling on, InPlacePodVerticalScalingSchedulerPreemption off): an assigned Pod
+deleted (hint: Skip when it had neither a node nor a nomination, as upstream), a Node added or its
+allocatable changed (hint: Skip when the node alone, without Pods, lacks the Pod's pods slot, cpu,
+memory or ephemeral-storage, as upstream's ``isFit``; otherwise Queue: a shortfall only in scalar
+resources, which DRA may back, and a node update whose resources did not grow are requeued where
+upstream's hint would skip them), a DeviceClass added or updated, an assigned Pod scaled down and the
+Pod itself scaled down (Queue: upstream's finer hints for these are not reproduced). A rejected Pod
+is not requeued by other events, e.g. a Pod bound elsewhere (issue 21's Unschedulable workload).
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ from typing import Any
 import numpy as np
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
@@ -309,6 +321,19 @@ class NodeResourcesFit:
         """
         return cls(NodeResourcesFitArgs.from_dict(args), handle)
 
+    # -- EnqueueExtensions --------------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister`` (see the module docstring)."""
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE),
+                                 _schedulable_after_assigned_pod_delete),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+                                 _schedulable_after_node_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)),
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
+            ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
+        ]
+
     # -- PreFilter / Filter -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
         """Store the Pod's effective request (and, when it asks for scalar resources, the
@@ -474,3 +499,34 @@ class NodeResourcesFit:
             except PodParseError as exc:
                 return 0, Status.error(str(exc), NAME)
         return self.scorer.score(node_info, s.pod_requests, s.dra)
+
+
+def _schedulable_after_assigned_pod_delete(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterAssignedPodDelete``: a deleted Pod that had neither a node nor a nominated
+    node freed nothing (Skip); any other deletion may (Queue). Not a Pod: Queue (upstream's error)."""
+    if not isinstance(old, dict):
+        return QueueingHint.QUEUE
+    spec, status = old.get("spec"), old.get("status")
+    node = spec.get("nodeName") if isinstance(spec, dict) else None
+    nominated = status.get("nominatedNodeName") if isinstance(status, dict) else None
+    return QueueingHint.QUEUE if node or nominated else QueueingHint.QUEUE_SKIP
+
+
+def _schedulable_after_node_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterNodeChange``, the part that needs no DRA: Skip when the added or updated
+    node, without any Pod, lacks the Pod's pods slot, cpu, memory or ephemeral-storage (upstream's
+    ``isFit`` fails on the same checks); Queue otherwise (see the module docstring). A Pod or node
+    that cannot be parsed: Queue."""
+    if not isinstance(new, dict):
+        return QueueingHint.QUEUE
+    try:
+        request = PodInfo(pod).requests
+        lacking = fits_request(request, NodeInfo(new))
+    except Exception:  # malformed Pod or Node: upstream's error path requeues
+        return QueueingHint.QUEUE
+    if any(r.resource_name in _NON_SCALAR for r in lacking):
+        return QueueingHint.QUEUE_SKIP
+    return QueueingHint.QUEUE
+
+
+_NON_SCALAR = frozenset({"pods", "cpu", "memory", "ephemeral-storage"})
