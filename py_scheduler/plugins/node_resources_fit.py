@@ -309,6 +309,8 @@ class NodeResourcesFit:
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
         self.args = args or NodeResourcesFitArgs()
         self.handle = handle
+        self._hint_node: tuple[dict[str, Any], NodeInfo] | None = None
+        self._hint_requests: dict[int, tuple[dict[str, Any], Resource]] = {}
         self.scorer = ResourceAllocationScorer(self.args.strategy, self.args.scorer(), self.args.resources,
                                                use_requested=False, pod_level_and_status=False)
 
@@ -328,11 +330,45 @@ class NodeResourcesFit:
             ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE),
                                  _schedulable_after_assigned_pod_delete),
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
-                                 _schedulable_after_node_change),
+                                 self._schedulable_after_node_change),
             ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)),
             ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
             ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
         ]
+
+    def _schedulable_after_node_change(self, pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterNodeChange``, the part that needs no DRA: Skip when the added or
+        updated node, without any Pod, lacks the Pod's pods slot, cpu, memory or ephemeral-storage
+        (upstream's ``isFit`` fails on the same checks); Queue otherwise (see the module docstring).
+        A Pod or node that cannot be parsed: Queue.
+
+        One event is offered to every Pod rejected by this plugin, so the node's NodeInfo is kept
+        for the last node object seen and each Pod's request per Pod object (by identity, the
+        object held so its id is not reused; informer objects are never changed in place; cleared
+        past 4096 Pods)."""
+        if not isinstance(new, dict):
+            return QueueingHint.QUEUE
+        try:
+            last = self._hint_node
+            if last is not None and last[0] is new:
+                node_info = last[1]
+            else:
+                node_info = NodeInfo(new)
+                self._hint_node = (new, node_info)
+            memo = self._hint_requests.get(id(pod))
+            if memo is not None and memo[0] is pod:
+                request = memo[1]
+            else:
+                request = PodInfo(pod).requests
+                if len(self._hint_requests) >= 4096:
+                    self._hint_requests.clear()
+                self._hint_requests[id(pod)] = (pod, request)
+            lacking = fits_request(request, node_info)
+        except Exception:  # malformed Pod or Node: upstream's error path requeues
+            return QueueingHint.QUEUE
+        if any(r.resource_name in _NON_SCALAR for r in lacking):
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
 
     # -- PreFilter / Filter -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
@@ -510,23 +546,6 @@ def _schedulable_after_assigned_pod_delete(pod: dict[str, Any], old: Any, new: A
     node = spec.get("nodeName") if isinstance(spec, dict) else None
     nominated = status.get("nominatedNodeName") if isinstance(status, dict) else None
     return QueueingHint.QUEUE if node or nominated else QueueingHint.QUEUE_SKIP
-
-
-def _schedulable_after_node_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
-    """``isSchedulableAfterNodeChange``, the part that needs no DRA: Skip when the added or updated
-    node, without any Pod, lacks the Pod's pods slot, cpu, memory or ephemeral-storage (upstream's
-    ``isFit`` fails on the same checks); Queue otherwise (see the module docstring). A Pod or node
-    that cannot be parsed: Queue."""
-    if not isinstance(new, dict):
-        return QueueingHint.QUEUE
-    try:
-        request = PodInfo(pod).requests
-        lacking = fits_request(request, NodeInfo(new))
-    except Exception:  # malformed Pod or Node: upstream's error path requeues
-        return QueueingHint.QUEUE
-    if any(r.resource_name in _NON_SCALAR for r in lacking):
-        return QueueingHint.QUEUE_SKIP
-    return QueueingHint.QUEUE
 
 
 _NON_SCALAR = frozenset({"pods", "cpu", "memory", "ephemeral-storage"})

@@ -101,3 +101,17 @@ def test_queue_keeps_a_pod_rejected_for_resources_until_room_may_appear() -> Non
     assert q.where("default", "big") == UNSCHEDULABLE_Q
     q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, _node("large", "128"))
     assert q.where("default", "big") == BACKOFF_Q
+
+
+def test_node_hint_memos_follow_the_objects() -> None:
+    """The node hint keeps the last node's NodeInfo and each Pod object's request: another node or
+    another version of the Pod (a new object) is parsed afresh."""
+    plugin = NodeResourcesFit()
+    fn = plugin._schedulable_after_node_change
+    big, small_node, large_node = _pod("p", "64"), _node("s", "32"), _node("l", "128")
+    assert fn(big, None, small_node) == QueueingHint.QUEUE_SKIP
+    assert fn(big, None, large_node) == QueueingHint.QUEUE
+    assert fn(big, None, small_node) == QueueingHint.QUEUE_SKIP
+    resized = _pod("p", "16")   # the Pod's next version: a new object
+    assert fn(resized, None, small_node) == QueueingHint.QUEUE
+    assert fn(big, None, small_node) == QueueingHint.QUEUE_SKIP
