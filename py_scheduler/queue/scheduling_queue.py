@@ -342,7 +342,7 @@ class PriorityQueue:
         self._active = _Heap(self._less)
         self._backoff = _Heap(self._less_backoff_with_priority if pop_from_backoff_q else self._less_backoff)
         self._error_backoff = _Heap(self._less_backoff)
-        self._unschedulable = UnschedulablePool()
+        self._unschedulable: UnschedulablePool[QueuedPodInfo] = UnschedulablePool()
         self._in_flight: dict[str, list[Any]] = {}
         self._in_flight_events: deque[list[Any]] = deque()
         self._sched_cycle = 0

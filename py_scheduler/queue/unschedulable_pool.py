@@ -26,22 +26,39 @@ loop over it); :meth:`order_of_offer` restores it across groups with a per-key s
 from __future__ import annotations
 
 from collections.abc import ItemsView, ValuesView
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from py_scheduler.queue.scheduling_queue import QueuedPodInfo
+from py_scheduler.framework.types import PodInfo
+
+
+class Pooled(Protocol):
+    """What the pool reads of a queued Pod (``scheduling_queue.QueuedPodInfo``)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def pod_info(self) -> PodInfo: ...
+
+    @property
+    def gating_plugin(self) -> str: ...
+
+    def rejector_plugins(self) -> frozenset[str]: ...
+
+
+Q = TypeVar("Q", bound=Pooled)
 
 GroupKey = tuple[str, frozenset[str], str]
 """``(schedulerName, rejector plugins, gating plugin or "")`` of an unschedulable Pod."""
 
 
-def group_key(qpi: QueuedPodInfo) -> GroupKey:
+def group_key(qpi: Pooled) -> GroupKey:
     """The group of ``qpi`` (see the module docstring)."""
     return (qpi.pod_info.scheduler_name, qpi.rejector_plugins(), qpi.gating_plugin)
 
 
-class UnschedulablePool:
-    """``unschedulableEntities``: key (``namespace/name``) -> QueuedPodInfo, plus the gated keys (for
+class UnschedulablePool(Generic[Q]):
+    """``unschedulableEntities``: key (``namespace/name``) -> queued Pod, plus the gated keys (for
     the pending gauges, O(1) per event) and the groups of :func:`group_key`.
 
     Single-threaded (the queue's event loop). Every operation is O(1) but the iterations.
@@ -50,15 +67,15 @@ class UnschedulablePool:
     __slots__ = ("_groups", "_key_group", "_next_seq", "_pods", "_seq", "gated_keys")
 
     def __init__(self) -> None:
-        self._pods: dict[str, QueuedPodInfo] = {}
+        self._pods: dict[str, Q] = {}
         self._seq: dict[str, int] = {}
         self._next_seq = 0
-        self._groups: dict[GroupKey, dict[str, QueuedPodInfo]] = {}
+        self._groups: dict[GroupKey, dict[str, Q]] = {}
         self._key_group: dict[str, GroupKey] = {}
         self.gated_keys: set[str] = set()
 
     # -- map ---------------------------------------------------------------------------------------
-    def put(self, qpi: QueuedPodInfo) -> None:
+    def put(self, qpi: Q) -> None:
         """Add or replace the Pod under ``qpi.key`` and (re)file it under its current group."""
         key = qpi.key
         if key not in self._pods:
@@ -76,7 +93,7 @@ class UnschedulablePool:
         self._key_group[key] = gk
         self._groups.setdefault(gk, {})[key] = qpi
 
-    def pop(self, key: str) -> QueuedPodInfo | None:
+    def pop(self, key: str) -> Q | None:
         """Remove and return the Pod under ``key`` (None when absent)."""
         self.gated_keys.discard(key)
         qpi = self._pods.pop(key, None)
@@ -96,10 +113,10 @@ class UnschedulablePool:
         if not members:
             del self._groups[gk]
 
-    def get(self, key: str) -> QueuedPodInfo | None:
+    def get(self, key: str) -> Q | None:
         return self._pods.get(key)
 
-    def values(self) -> ValuesView[QueuedPodInfo]:
+    def values(self) -> ValuesView[Q]:
         """Every Pod, in the pool's order."""
         return self._pods.values()
 
@@ -110,12 +127,12 @@ class UnschedulablePool:
         return len(self._pods)
 
     # -- index -------------------------------------------------------------------------------------
-    def groups(self) -> ItemsView[GroupKey, dict[str, QueuedPodInfo]]:
+    def groups(self) -> ItemsView[GroupKey, dict[str, Q]]:
         """``(group key, key -> Pod)`` of every non-empty group, each group's Pods in the order
         they joined it (not necessarily the pool's order: see :meth:`order_of_offer`). A live
         view: do not change the pool while iterating."""
         return self._groups.items()
 
-    def order_of_offer(self, offer: tuple[QueuedPodInfo, Any]) -> int:
+    def order_of_offer(self, offer: tuple[Q, Any]) -> int:
         """Sort key of ``(pooled Pod, anything)`` pairs that restores the pool's order."""
         return self._seq[offer[0].key]
