@@ -24,6 +24,16 @@ Score: ``scoringStrategy`` LeastAllocated (default; cpu and memory, weight 1), M
 RequestedToCapacityRatio over the configured resources, using the 100m / 200Mi non-zero defaults for
 cpu and memory on both the Pod and the node. As upstream, the Score side reads the Pod's container
 requests and overhead only (its scorer does not enable pod-level resources). No NormalizeScore.
+
+EventsToRegister (``fit.go`` ``EventsToRegister`` with v1.37's default gates: DRAExtendedResource and
+InPlacePodVerticalScaling on, InPlacePodVerticalScalingSchedulerPreemption off): an assigned Pod
+deleted (hint: Skip when it had neither a node nor a nomination, as upstream), a Node added or its
+allocatable changed (hint: Skip when the node alone, without Pods, lacks the Pod's pods slot, cpu,
+memory or ephemeral-storage, as upstream's ``isFit``; otherwise Queue: a shortfall only in scalar
+resources, which DRA may back, and a node update whose resources did not grow are requeued where
+upstream's hint would skip them), a DeviceClass added or updated, an assigned Pod scaled down and the
+Pod itself scaled down (Queue: upstream's finer hints for these are not reproduced). A rejected Pod
+is not requeued by other events, e.g. a Pod bound elsewhere (issue 21's Unschedulable workload).
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ from typing import Any
 import numpy as np
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
@@ -297,6 +309,8 @@ class NodeResourcesFit:
     def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
         self.args = args or NodeResourcesFitArgs()
         self.handle = handle
+        self._hint_node: tuple[dict[str, Any], NodeInfo] | None = None
+        self._hint_requests: dict[int, tuple[dict[str, Any], Resource]] = {}
         self.scorer = ResourceAllocationScorer(self.args.strategy, self.args.scorer(), self.args.resources,
                                                use_requested=False, pod_level_and_status=False)
 
@@ -308,6 +322,53 @@ class NodeResourcesFit:
             ConfigError: invalid args, naming the field.
         """
         return cls(NodeResourcesFitArgs.from_dict(args), handle)
+
+    # -- EnqueueExtensions --------------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister`` (see the module docstring)."""
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE),
+                                 _schedulable_after_assigned_pod_delete),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+                                 self._schedulable_after_node_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)),
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
+            ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
+        ]
+
+    def _schedulable_after_node_change(self, pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterNodeChange``, the part that needs no DRA: Skip when the added or
+        updated node, without any Pod, lacks the Pod's pods slot, cpu, memory or ephemeral-storage
+        (upstream's ``isFit`` fails on the same checks); Queue otherwise (see the module docstring).
+        A Pod or node that cannot be parsed: Queue.
+
+        One event is offered to every Pod rejected by this plugin, so the node's NodeInfo is kept
+        for the last node object seen and each Pod's request per Pod object (by identity, the
+        object held so its id is not reused; informer objects are never changed in place; cleared
+        past 4096 Pods)."""
+        if not isinstance(new, dict):
+            return QueueingHint.QUEUE
+        try:
+            last = self._hint_node
+            if last is not None and last[0] is new:
+                node_info = last[1]
+            else:
+                node_info = NodeInfo(new)
+                self._hint_node = (new, node_info)
+            memo = self._hint_requests.get(id(pod))
+            if memo is not None and memo[0] is pod:
+                request = memo[1]
+            else:
+                request = PodInfo(pod).requests
+                if len(self._hint_requests) >= 4096:
+                    self._hint_requests.clear()
+                self._hint_requests[id(pod)] = (pod, request)
+            lacking = fits_request(request, node_info)
+        except Exception:  # malformed Pod or Node: upstream's error path requeues
+            return QueueingHint.QUEUE
+        if any(r.resource_name in _NON_SCALAR for r in lacking):
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
 
     # -- PreFilter / Filter -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
@@ -474,3 +535,17 @@ class NodeResourcesFit:
             except PodParseError as exc:
                 return 0, Status.error(str(exc), NAME)
         return self.scorer.score(node_info, s.pod_requests, s.dra)
+
+
+def _schedulable_after_assigned_pod_delete(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterAssignedPodDelete``: a deleted Pod that had neither a node nor a nominated
+    node freed nothing (Skip); any other deletion may (Queue). Not a Pod: Queue (upstream's error)."""
+    if not isinstance(old, dict):
+        return QueueingHint.QUEUE
+    spec, status = old.get("spec"), old.get("status")
+    node = spec.get("nodeName") if isinstance(spec, dict) else None
+    nominated = status.get("nominatedNodeName") if isinstance(status, dict) else None
+    return QueueingHint.QUEUE if node or nominated else QueueingHint.QUEUE_SKIP
+
+
+_NON_SCALAR = frozenset({"pods", "cpu", "memory", "ephemeral-storage"})

@@ -68,6 +68,7 @@ from py_scheduler.framework.interfaces import (
 )
 from py_scheduler.framework.interfaces import QueuedPodInfo as _BaseQueuedPodInfo
 from py_scheduler.framework.types import Code, PodInfo, PodParseError, Status
+from py_scheduler.queue.unschedulable_pool import GroupKey, UnschedulablePool
 
 log = logging.getLogger("py_scheduler.queue")
 
@@ -244,6 +245,8 @@ class _HintFunction:
 
 
 _IN_FLIGHT_POD = object()
+_MEMO_MAX = 4096
+"""Entries of the fan-out memos before they are cleared (groups x events; a few dozen in practice)."""
 
 PodLister = Callable[[str, str], Obj | None]
 """``(namespace, name) -> Pod | None``: the informer's view of a Pod (upstream's ``podLister``)."""
@@ -329,6 +332,9 @@ class PriorityQueue:
         self.pod_max_backoff = pod_max_backoff
         self.pod_max_in_unschedulable_pods_duration = pod_max_in_unschedulable_pods_duration
         self.pop_from_backoff_q = pop_from_backoff_q
+        self.index_fan_out = True
+        """Offer events group by group (False: the plain loop over every unschedulable Pod, the
+        reference form the property tests compare with)."""
         self._metrics = metrics
         fws = list(frameworks.values())
         self._less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = (
@@ -336,14 +342,19 @@ class PriorityQueue:
         self._active = _Heap(self._less)
         self._backoff = _Heap(self._less_backoff_with_priority if pop_from_backoff_q else self._less_backoff)
         self._error_backoff = _Heap(self._less_backoff)
-        self._unschedulable: dict[str, QueuedPodInfo] = {}
-        self._gated_keys: set[str] = set()  # keys of the gated Pods in _unschedulable
+        self._unschedulable: UnschedulablePool[QueuedPodInfo] = UnschedulablePool()
         self._in_flight: dict[str, list[Any]] = {}
         self._in_flight_events: deque[list[Any]] = deque()
         self._sched_cycle = 0
         self._closed = False
         self._wakeup = asyncio.Event()
         self._hint_maps: dict[str, dict[ClusterEvent, list[_HintFunction]]] = {}
+        # Memos of the fan-out (fixed hint maps, so never stale; cleared when large): event -> of
+        # interest to any plugin; (group, event) -> the hint functions isPodWorthRequeuing would
+        # call for a Pod of that group, in its order, or None when every Pod of the group would be
+        # skipped without calling one (see queue/unschedulable_pool.py).
+        self._interest_memo: dict[ClusterEvent, bool] = {}
+        self._group_memo: dict[tuple[GroupKey, ClusterEvent], list[_HintFunction] | None] = {}
         self._plugin_events: dict[str, dict[str, list[ClusterEvent]]] = {}
         self._pre_enqueue: dict[str, list[PreEnqueuePlugin]] = {}
         for name, fw in frameworks.items():
@@ -407,14 +418,13 @@ class PriorityQueue:
             self._metrics.unschedulable_reason(plugin, qpi.pod_info.scheduler_name, delta)
 
     def _unschedulable_pop(self, key: str) -> QueuedPodInfo | None:
-        self._gated_keys.discard(key)
-        return self._unschedulable.pop(key, None)
+        return self._unschedulable.pop(key)
 
     def _update_pending(self) -> None:
         if self._metrics is not None:
             # A running set, not a scan of the unschedulable Pods on every queue event (O(1) per event
             # with thousands of unschedulable Pods).
-            gated = len(self._gated_keys)
+            gated = len(self._unschedulable.gated_keys)
             self._metrics.pending(len(self._active), len(self._backoff) + len(self._error_backoff),
                                   len(self._unschedulable) - gated, gated)
 
@@ -443,11 +453,7 @@ class PriorityQueue:
 
     # -- moves -------------------------------------------------------------------------------------
     def _to_unschedulable(self, qpi: QueuedPodInfo, event: str) -> None:
-        self._unschedulable[qpi.key] = qpi
-        if qpi.gated:
-            self._gated_keys.add(qpi.key)
-        else:
-            self._gated_keys.discard(qpi.key)
+        self._unschedulable.put(qpi)
         self._incoming(GATED if qpi.gated else UNSCHEDULABLE_Q, event)
 
     def _move_to_active(self, qpi: QueuedPodInfo, event: str, moves_from_backoff: bool) -> bool:
@@ -787,8 +793,14 @@ class PriorityQueue:
                     return s
         return strategy
 
-    def _worth_requeuing(self, qpi: QueuedPodInfo, ev: ClusterEvent, old: Any, new: Any) -> QueueingStrategy:
-        """``isPodWorthRequeuing``: ask the QueueingHints of the plugins that rejected the Pod."""
+    def _worth_requeuing(self, qpi: QueuedPodInfo, ev: ClusterEvent, old: Any, new: Any,
+                         fns: list[_HintFunction] | None = None) -> QueueingStrategy:
+        """``isPodWorthRequeuing``: ask the QueueingHints of the plugins that rejected the Pod.
+
+        ``fns``: the hint functions of the Pod's rejectors whose registered event matches ``ev``,
+        in the hint map's order (:meth:`_matching_hints`), when the caller has them memoised for
+        the Pod's group; None computes them.
+        """
         rejectors = qpi.rejector_plugins()
         if not rejectors:
             return QueueingStrategy.AFTER_BACKOFF
@@ -799,46 +811,106 @@ class PriorityQueue:
         hint_map = self._hint_maps.get(qpi.pod_info.scheduler_name)
         if hint_map is None:
             return QueueingStrategy.AFTER_BACKOFF
+        if fns is None:
+            fns = _matching_hints(hint_map, rejectors, ev)
         strategy = QueueingStrategy.SKIP
-        for registered, fns in hint_map.items():
-            if not match_cluster_events(registered, ev):
+        for hf in fns:
+            hint = QueueingHint.QUEUE
+            if hf.fn is not None:
+                try:
+                    hint = hf.fn(qpi.pod, old, new)
+                except Exception:
+                    log.exception("QueueingHintFn returns error event=%s plugin=%s pod=%s",
+                                  ev.label(), hf.plugin, qpi.key)
+                    hint = QueueingHint.QUEUE
+            if hint == QueueingHint.QUEUE_SKIP:
                 continue
-            for hf in fns:
-                if hf.plugin not in rejectors:
-                    continue
-                hint = QueueingHint.QUEUE
-                if hf.fn is not None:
-                    try:
-                        hint = hf.fn(qpi.pod, old, new)
-                    except Exception:
-                        log.exception("QueueingHintFn returns error event=%s plugin=%s pod=%s",
-                                      ev.label(), hf.plugin, qpi.key)
-                        hint = QueueingHint.QUEUE
-                if hint == QueueingHint.QUEUE_SKIP:
-                    continue
-                if hf.plugin in qpi.pending_plugins:
-                    return QueueingStrategy.IMMEDIATELY
-                if not qpi.pending_plugins:
-                    return QueueingStrategy.AFTER_BACKOFF
-                strategy = QueueingStrategy.AFTER_BACKOFF
+            if hf.plugin in qpi.pending_plugins:
+                return QueueingStrategy.IMMEDIATELY
+            if not qpi.pending_plugins:
+                return QueueingStrategy.AFTER_BACKOFF
+            strategy = QueueingStrategy.AFTER_BACKOFF
         return strategy
 
     def _is_event_of_interest(self, ev: ClusterEvent) -> bool:
+        """``isEventOfInterest`` (memoised per event: the hint maps are fixed)."""
         if is_wildcard(ev):
             return True
-        return any(match_cluster_events(registered, ev)
-                   for hint_map in self._hint_maps.values() for registered in hint_map)
+        hit = self._interest_memo.get(ev)
+        if hit is None:
+            hit = any(match_cluster_events(registered, ev)
+                      for hint_map in self._hint_maps.values() for registered in hint_map)
+            if len(self._interest_memo) > _MEMO_MAX:
+                self._interest_memo.clear()
+            self._interest_memo[ev] = hit
+        return hit
+
+    def _group_hints(self, gk: GroupKey, ev: ClusterEvent) -> list[_HintFunction] | None:
+        """For a non-wildcard ``ev`` and the Pods of group ``gk``: None when the event can move none
+        of them without a hint function being called (a gated group whose gating plugin did not
+        register ``ev``; rejectors none of which registered it), else the hint functions
+        :meth:`_worth_requeuing` calls for each of them (empty when it needs none). Memoised per
+        (group, event)."""
+        memo_key = (gk, ev)
+        try:
+            return self._group_memo[memo_key]
+        except KeyError:
+            pass
+        scheduler_name, rejectors, gating_plugin = gk
+        out: list[_HintFunction] | None
+        hint_map = self._hint_maps.get(scheduler_name)
+        if gating_plugin and not match_any_cluster_event(
+                ev, self._plugin_events.get(scheduler_name, {}).get(gating_plugin, [])):
+            out = None
+        elif not rejectors or hint_map is None:
+            out = []
+        else:
+            out = _matching_hints(hint_map, rejectors, ev) or None
+        if len(self._group_memo) > _MEMO_MAX:
+            self._group_memo.clear()
+        self._group_memo[memo_key] = out
+        return out
 
     def move_all_to_active_or_backoff(self, ev: ClusterEvent, old: Any = None, new: Any = None,
                                       pre_check: Callable[[Obj], bool] | None = None) -> None:
         """``MoveAllToActiveOrBackoffQueue``: offer a cluster event to every unschedulable Pod
-        (``pre_check`` narrows them); Pods in flight see it when they come back."""
+        (``pre_check`` narrows them); Pods in flight see it when they come back.
+
+        A non-wildcard event is offered group by group (queue/unschedulable_pool.py): the Pods of
+        a group it cannot move are skipped at once, the others get upstream's per-Pod check (gated
+        shortcut, QueueingHints) in the pool's order, as the plain loop over every Pod
+        (:attr:`index_fan_out` False) would. ``pre_check`` is a pure predicate of the Pod, asked
+        only for the Pods offered.
+        """
         if not self._is_event_of_interest(ev):
             return
-        pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
-        self._move_entities(pods, ev, old, new)
+        if is_wildcard(ev) or not self.index_fan_out:
+            pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
+            self._move_entities(pods, ev, old, new)
+            return
+        offers: list[tuple[QueuedPodInfo, list[_HintFunction]]] = []
+        for gk, members in self._unschedulable.groups():
+            fns = self._group_hints(gk, ev)
+            if fns is not None:
+                offers.extend((q, fns) for q in members.values() if pre_check is None or pre_check(q.pod))
+        # The pool's order across groups, and within one (a Pod refiled in place keeps its place).
+        offers.sort(key=self._unschedulable.order_of_offer)
+        activated = False
+        for qpi, fns in offers:
+            hint = self._worth_requeuing(qpi, ev, old, new, fns)
+            if hint == QueueingStrategy.SKIP:
+                continue
+            self._unschedulable_pop(qpi.key)
+            queue = self._requeue(qpi, hint, ev.label())
+            if queue == ACTIVE_Q or (self.pop_from_backoff_q and queue == BACKOFF_Q):
+                activated = True
+        self._add_event_if_any_in_flight(ev, old, new)
+        if activated:
+            self._wake()
+        self._update_pending()
 
     def _move_entities(self, pods: list[QueuedPodInfo], ev: ClusterEvent, old: Any, new: Any) -> None:
+        """``moveEntitiesToActiveOrBackoffQueue`` over ``pods``, one by one (the plain form)."""
         if not self._is_event_of_interest(ev):
             return
         activated = False
@@ -1030,9 +1102,17 @@ class PriorityQueue:
 
     def lengths(self) -> dict[str, int]:
         """Pods per sub-queue (``active``, ``backoff``, ``unschedulable``, ``gated``, ``in_flight``)."""
-        gated = len(self._gated_keys)
+        gated = len(self._unschedulable.gated_keys)
         return {ACTIVE_Q: len(self._active), BACKOFF_Q: len(self._backoff) + len(self._error_backoff),
                 UNSCHEDULABLE_Q: len(self._unschedulable) - gated, GATED: gated, "in_flight": len(self._in_flight)}
+
+
+def _matching_hints(hint_map: dict[ClusterEvent, list[_HintFunction]], rejectors: frozenset[str],
+                    ev: ClusterEvent) -> list[_HintFunction]:
+    """The hint functions of ``rejectors`` registered for an event matching ``ev``, in the order
+    ``isPodWorthRequeuing`` calls them (the hint map's, then registration order)."""
+    return [hf for registered, fns in hint_map.items() if match_cluster_events(registered, ev)
+            for hf in fns if hf.plugin in rejectors]
 
 
 def _enqueue_extension_plugins(fw: Any) -> list[Any]:

@@ -328,9 +328,13 @@ def test_gated_pod_waits_until_gates_removed() -> None:
     assert q.where("default", "g") == GATED
     assert m.last_pending == (0, 0, 0, 1)
     assert q.pop_nowait() is None
-    # node events do not ungate it
+    # node events do not ungate it, nor even offer it to PreEnqueue again: SchedulingGates registers
+    # only TargetPod/UpdatePodSchedulingGatesEliminated (upstream's EventsToRegister), so the Pod is
+    # skipped and no incoming-Pods counter moves
+    before = list(m.incoming_calls)
     q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("n"))
     assert q.where("default", "g") == GATED
+    assert m.incoming_calls == before
     # an update that keeps the gate keeps it gated
     labelled = pod("g", schedulingGates=[{"name": "example.com/wait"}])
     labelled["metadata"]["labels"] = {"x": "y"}
@@ -511,7 +515,7 @@ def test_gated_count_matches_a_scan_under_random_operations(seed: int) -> None:
             q.flush_backoff_q_completed()
             q.flush_unschedulable_pods_leftover()
         scan = sum(1 for x in q._unschedulable.values() if x.gated)
-        assert len(q._gated_keys) == scan
+        assert len(q._unschedulable.gated_keys) == scan
         assert q.lengths()["gated"] == scan
         if m.last_pending != (0, 0, 0, 0):
             assert m.last_pending[3] == scan or step == 0

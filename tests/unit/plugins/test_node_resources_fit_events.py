@@ -1,0 +1,117 @@
+"""NodeResourcesFit's EventsToRegister and QueueingHints (upstream ``noderesources/fit.go``
+``EventsToRegister``, ``isSchedulableAfterAssignedPodDelete``, ``isSchedulableAfterNodeChange``),
+alone and through the scheduling queue: a Pod rejected for resources waits for a deletion or a
+node that may fit it, not for any Pod bound elsewhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from py_scheduler.framework.events import (
+    EVENT_ASSIGNED_POD_ADD,
+    EVENT_ASSIGNED_POD_DELETE,
+    EVENT_NODE_ADD,
+    ActionType,
+    ClusterEvent,
+    QueueingHint,
+    Resource,
+)
+from py_scheduler.framework.runtime import Framework
+from py_scheduler.plugins.node_resources_fit import NodeResourcesFit
+from py_scheduler.plugins.queue_sort import PrioritySort
+from py_scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q, PriorityQueue
+
+
+def _pod(name: str, cpu: str, node: str = "", nominated: str = "") -> dict[str, Any]:
+    p: dict[str, Any] = {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                         "spec": {"schedulerName": "py-scheduler",
+                                  "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+                         "status": {}}
+    if node:
+        p["spec"]["nodeName"] = node
+    if nominated:
+        p["status"]["nominatedNodeName"] = nominated
+    return p
+
+
+def _node(name: str, cpu: str, pods: str = "110", extra: dict[str, str] | None = None) -> dict[str, Any]:
+    alloc = {"cpu": cpu, "memory": "64Gi", "pods": pods, **(extra or {})}
+    return {"metadata": {"name": name}, "status": {"allocatable": alloc, "capacity": alloc}}
+
+
+def _hints() -> dict[ClusterEvent, Any]:
+    return {e.event: e.hint_fn for e in NodeResourcesFit().events_to_register()}
+
+
+def test_registers_upstreams_events() -> None:
+    assert set(_hints()) == {
+        ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE),
+        ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
+        ClusterEvent(Resource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE),
+        ClusterEvent(Resource.ASSIGNED_POD, ActionType.UPDATE_POD_SCALE_DOWN),
+        ClusterEvent(Resource.TARGET_POD, ActionType.UPDATE_POD_SCALE_DOWN),
+    }
+
+
+@pytest.mark.parametrize(("deleted", "want"), [
+    (_pod("d", "1", node="n1"), QueueingHint.QUEUE),
+    (_pod("d", "1", nominated="n1"), QueueingHint.QUEUE),
+    (_pod("d", "1"), QueueingHint.QUEUE_SKIP),     # never placed nor nominated: frees nothing
+    (None, QueueingHint.QUEUE),                    # not a Pod: upstream's error path queues
+])
+def test_assigned_pod_delete_hint(deleted: Any, want: QueueingHint) -> None:
+    fn = _hints()[ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE)]
+    assert fn(_pod("p", "64"), deleted, None) == want
+
+
+@pytest.mark.parametrize(("pod_cpu", "node", "want"), [
+    ("64", _node("n", "32"), QueueingHint.QUEUE_SKIP),        # cpu: no node of that size fits it
+    ("16", _node("n", "32"), QueueingHint.QUEUE),
+    ("1", _node("n", "32", pods="0"), QueueingHint.QUEUE_SKIP),  # no pod slot at all
+    ("1", {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "x"}}}, QueueingHint.QUEUE),  # malformed
+])
+def test_node_change_hint(pod_cpu: str, node: dict[str, Any], want: QueueingHint) -> None:
+    fn = _hints()[ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)]
+    assert fn(_pod("p", pod_cpu), None, node) == want
+
+
+def test_scalar_shortfall_is_requeued_conservatively() -> None:
+    """A node lacking only an extended resource queues the Pod (DRA may back it; upstream's hint
+    would consult the DeviceClasses)."""
+    fn = _hints()[ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)]
+    pod = _pod("p", "1")
+    pod["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+    assert fn(pod, None, _node("n", "32")) == QueueingHint.QUEUE
+
+
+def test_queue_keeps_a_pod_rejected_for_resources_until_room_may_appear() -> None:
+    fw = Framework("py-scheduler", [(PrioritySort(), 0), (NodeResourcesFit(), 0)])
+    clock = [1000.0]
+    q = PriorityQueue({"py-scheduler": fw}, now=lambda: clock[0])
+    q.add(_pod("big", "64"))
+    qpi = q.pop_nowait()
+    assert qpi is not None
+    qpi.unschedulable_plugins = frozenset({"NodeResourcesFit"})
+    assert q.add_unschedulable_if_not_present(qpi) == UNSCHEDULABLE_Q
+    q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, _pod("other", "1", node="n1"))
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, _node("small", "32"))
+    q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, _pod("pending", "1"), None)
+    assert q.where("default", "big") == UNSCHEDULABLE_Q
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, _node("large", "128"))
+    assert q.where("default", "big") == BACKOFF_Q
+
+
+def test_node_hint_memos_follow_the_objects() -> None:
+    """The node hint keeps the last node's NodeInfo and each Pod object's request: another node or
+    another version of the Pod (a new object) is parsed afresh."""
+    plugin = NodeResourcesFit()
+    fn = plugin._schedulable_after_node_change
+    big, small_node, large_node = _pod("p", "64"), _node("s", "32"), _node("l", "128")
+    assert fn(big, None, small_node) == QueueingHint.QUEUE_SKIP
+    assert fn(big, None, large_node) == QueueingHint.QUEUE
+    assert fn(big, None, small_node) == QueueingHint.QUEUE_SKIP
+    resized = _pod("p", "16")   # the Pod's next version: a new object
+    assert fn(resized, None, small_node) == QueueingHint.QUEUE
+    assert fn(big, None, small_node) == QueueingHint.QUEUE_SKIP
