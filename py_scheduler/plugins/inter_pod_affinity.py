@@ -512,8 +512,12 @@ class AffinityIndex:
                 continue
             for i in range(b, min(b + _BLOCK, len(gens))):
                 if gens[i] != old[i]:
+                    # Enter the node's new state before leaving its old one: a group whose only
+                    # members are on this node (a Pod re-added as its bound copy) is kept, not
+                    # dropped and made again, so PreScore's match memos (keyed by group) stay hit.
+                    entries = self._enter_node(i, nodes[i])
                     _leave(self.entries[i])
-                    self.entries[i] = self._enter_node(i, nodes[i])
+                    self.entries[i] = entries
         self.gens = gens
 
 
