@@ -521,6 +521,19 @@ class AffinityIndex:
         self.gens = gens
 
 
+def _node_labels(nodes: list[NodeInfo]) -> list[dict[str, str]]:
+    """``[ni.labels for ni in nodes]`` without a property call per node: the Nodes'
+    ``metadata.labels`` read directly, and the property's answers for all of them when some node
+    lacks a Node, metadata or a labels map (``NodeInfo.labels`` gives ``{}`` there)."""
+    try:
+        out: list[Any] = [ni.node["metadata"]["labels"] for ni in nodes]  # type: ignore[index]
+    except (TypeError, KeyError):
+        return [ni.labels for ni in nodes]
+    if set(map(type, out)) != {dict}:
+        return [ni.labels for ni in nodes]
+    return out
+
+
 # -- the plugin -----------------------------------------------------------------------------------
 
 class InterPodAffinity:
@@ -990,7 +1003,7 @@ class InterPodAffinity:
         items: list[tuple[str, dict[Any, int]]] = list(s.topology_score.items())
         if not items:
             return [0] * len(nodes), Status.success()
-        all_labels = [ni.labels for ni in nodes]
+        all_labels = _node_labels(nodes)
         if len(items) == 1:
             key, values = items[0]
             get = values.get

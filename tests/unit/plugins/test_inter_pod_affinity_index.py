@@ -328,3 +328,18 @@ def test_prescore_match_memos_stay_exact_for_repeated_pods(seed: int, steps: lis
             snap.objects.upsert("Namespace", {"metadata": {"name": "ns2", "labels": {"team": r.choice("xy")}}})
         for pi in incoming:
             assert _cycle(indexed, snap, pi) == _cycle(reference, snap, pi), pi.pod
+
+
+def test_node_labels_equals_the_property_for_odd_nodes() -> None:
+    """score_nodes reads labels through ``_node_labels``: the property's answer for every node, also
+    when a node has no Node object, no metadata, null or malformed labels."""
+    from py_scheduler.plugins.inter_pod_affinity import _node_labels
+
+    good = [NodeInfo({"metadata": {"name": f"n{i}", "labels": {ZONE: "z"}}}) for i in range(3)]
+    odd = [NodeInfo(), NodeInfo({"metadata": {"name": "m"}}), NodeInfo({"metadata": {"name": "x", "labels": None}}),
+           NodeInfo({"metadata": {"name": "y", "labels": []}}), NodeInfo({"spec": {}})]
+    assert _node_labels(good) == [{ZONE: "z"}] * 3
+    for o in odd:
+        nodes = [*good, o]
+        assert _node_labels(nodes) == [ni.labels for ni in nodes]
+    assert _node_labels([]) == []
