@@ -510,19 +510,22 @@ class Framework:
                 f = pl.filter
                 got = [f(state, pod, ni) for ni in todo]
             keep: list[int] = []
+            last: Status | None = None  # a plugin may return one Status object for many nodes:
+            tagged: Status | None = None  # it is checked and tagged once
             for j, s in enumerate(got):
                 if not s.code:
                     keep.append(j)
                     continue
-                if not s.is_rejected():
-                    for ni in nodes:  # re-run node by node: raise the error run_filter raises first
-                        self.run_filter(state, pod, ni)
-                    raise SchedulingError(f'running "{pl.name}" filter plugin: {s.message()}')
-                if s.plugin != pl.name:
-                    s = Status(s.code, list(s.reasons), pl.name)
+                if s is not last:
+                    if not s.is_rejected():
+                        for ni in nodes:  # re-run node by node: raise the error run_filter raises first
+                            self.run_filter(state, pod, ni)
+                        raise SchedulingError(f'running "{pl.name}" filter plugin: {s.message()}')
+                    last = s
+                    tagged = s if s.plugin == pl.name else Status(s.code, list(s.reasons), pl.name)
                 if out is None:
                     out = [None] * len(nodes)
-                out[j if idx is None else idx[j]] = s
+                out[j if idx is None else idx[j]] = tagged
             if len(keep) != len(todo):
                 todo = [todo[j] for j in keep]
                 idx = keep if idx is None else [idx[j] for j in keep]
@@ -1025,12 +1028,15 @@ class Algorithm:
                 if statuses is None:
                     feasible.extend(chunk)
                     continue
+                added: Status | None = None
                 for ni, fst in zip(chunk, statuses, strict=True):
                     if fst is None:
                         feasible.append(ni)
                     else:
                         d.node_to_status[ni.name] = fst
-                        d.add_plugin_status(fst)
+                        if fst is not added:  # a Status shared by many nodes counts its plugin once
+                            d.add_plugin_status(fst)
+                            added = fst
         fw._observe("Filter", "", None, t0)
         if advance:
             processed = len(feasible) + len(d.node_to_status)

@@ -22,6 +22,7 @@ incoming Pod's namespace labels.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -335,6 +336,8 @@ _INDEX_MEMO: PodMemo[_PodIndexKeys] = PodMemo(
 _GENERATION = attrgetter("generation")
 _BLOCK = 64
 _MAX_INDEXES = 2
+_MATCH_MEMOS = 32
+"""Keys kept by each of :class:`AffinityIndex`'s PreScore match memos."""
 _KIND_HARD, _KIND_PREFERRED, _KIND_PREFERRED_ANTI = 0, 1, 2
 
 SelectorKey = tuple[bool, frozenset[tuple[str, str, frozenset[str]]]]
@@ -437,9 +440,19 @@ class AffinityIndex:
     the nodes whose ``NodeInfo.generation`` changed (a Pod added / removed, a new Node object) are
     re-entered. A NodeInfo mutated without a generation bump (never done by the cache or
     ``Snapshot.assume``) would go unnoticed.
+
+    PreScore's match memos (issue 21; pure functions of their keys, so never stale):
+    ``own_matches`` maps an incoming Pod's preferred term (:func:`term_key`) to {label class group:
+    whether the term matches Pods of that class}; ``pod_matches`` maps an incoming Pod's (namespace,
+    labels, its Namespace's labels) to {``score`` group: whether that group's term matches the Pod}.
+    The inner keys are the :class:`_Group` objects (hashed by identity: the nested key tuples would
+    be hashed again at every lookup); a group that is dropped and comes back is a new object,
+    evaluated again. A stream of Pods with the same terms / labels evaluates each class / group
+    once, not once per cycle. Each memo keeps :data:`_MATCH_MEMOS` keys (least recently used
+    dropped) and is cleared when it holds far more entries than groups exist.
     """
 
-    __slots__ = ("anti", "classes", "entries", "gens", "nodes", "score")
+    __slots__ = ("anti", "classes", "entries", "gens", "nodes", "own_matches", "pod_matches", "score")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self.nodes = nodes
@@ -448,6 +461,22 @@ class AffinityIndex:
         self.score: dict[Any, _Group] = {}
         self.classes: dict[Any, _Group] = {}
         self.entries: list[list[Entry]] = [self._enter_node(i, ni) for i, ni in enumerate(nodes)]
+        self.own_matches: OrderedDict[TermKey, dict[Any, bool]] = OrderedDict()
+        self.pod_matches: OrderedDict[Any, dict[Any, bool]] = OrderedDict()
+
+    @staticmethod
+    def match_memo(memos: OrderedDict[Any, dict[Any, bool]], key: Any, groups: int) -> dict[Any, bool]:
+        """The memo of ``key`` in ``memos`` (``own_matches`` / ``pod_matches``), made most recently
+        used; a new one when absent, or when it holds more than twice ``groups`` (the number of
+        classes / groups now) plus 64 entries (groups that came and went)."""
+        memo = memos.get(key)
+        if memo is None or len(memo) > 2 * groups + 64:
+            memo = memos[key] = {}
+            while len(memos) > _MATCH_MEMOS:
+                memos.popitem(last=False)
+        else:
+            memos.move_to_end(key)
+        return memo
 
     def fresh_for(self, nodes: list[NodeInfo]) -> bool:
         """Built for this very list object (and length): :meth:`sync` can update it in place."""
@@ -483,9 +512,26 @@ class AffinityIndex:
                 continue
             for i in range(b, min(b + _BLOCK, len(gens))):
                 if gens[i] != old[i]:
+                    # Enter the node's new state before leaving its old one: a group whose only
+                    # members are on this node (a Pod re-added as its bound copy) is kept, not
+                    # dropped and made again, so PreScore's match memos (keyed by group) stay hit.
+                    entries = self._enter_node(i, nodes[i])
                     _leave(self.entries[i])
-                    self.entries[i] = self._enter_node(i, nodes[i])
+                    self.entries[i] = entries
         self.gens = gens
+
+
+def _node_labels(nodes: list[NodeInfo]) -> list[dict[str, str]]:
+    """``[ni.labels for ni in nodes]`` without a property call per node: the Nodes'
+    ``metadata.labels`` read directly, and the property's answers for all of them when some node
+    lacks a Node, metadata or a labels map (``NodeInfo.labels`` gives ``{}`` there)."""
+    try:
+        out: list[Any] = [ni.node["metadata"]["labels"] for ni in nodes]  # type: ignore[index]
+    except (TypeError, KeyError):
+        return [ni.labels for ni in nodes]
+    if set(map(type, out)) != {dict}:
+        return [ni.labels for ni in nodes]
+    return out
 
 
 # -- the plugin -----------------------------------------------------------------------------------
@@ -850,28 +896,38 @@ class InterPodAffinity:
         topo: dict[str, dict[str, int]] = {}
         if own:
             nodes = index.nodes
-            for g in index.classes.values():
-                rep = g.rep
-                for term, weight in own:
-                    if term.matches(rep, None):
-                        key = term.topology_key
+            classes = index.classes
+            for term, weight in own:
+                memo = index.match_memo(index.own_matches, term_key(term), len(classes))
+                key = term.topology_key
+                for g in classes.values():
+                    m = memo.get(g)
+                    if m is None:
+                        m = memo[g] = term.matches(g.rep, None)
+                    if m:
                         for pos, n in g.counts.items():
                             tv = nodes[pos].labels.get(key)
                             if tv is not None:
                                 scores = topo.setdefault(key, {})
                                 scores[tv] = scores.get(tv, 0) + weight * n
         hard = self.hard_pod_affinity_weight
-        for g in index.score.values():
+        pkey = (pod.namespace, frozenset(pod.labels.items()),
+                None if ns_labels is None else frozenset(ns_labels.items()))
+        pmemo = index.match_memo(index.pod_matches, pkey, len(index.score))
+        for gkey, g in index.score.items():
             if not g.counts:
                 continue
-            kind, _, w = g.key
+            kind, _, w = gkey
             if kind == _KIND_HARD:
                 if hard <= 0:
                     continue
                 weight = hard
             else:
                 weight = w if kind == _KIND_PREFERRED else -w
-            if g.rep.matches(pod, ns_labels):
+            m = pmemo.get(g)
+            if m is None:
+                m = pmemo[g] = g.rep.matches(pod, ns_labels)
+            if m:
                 for (key, tv), n in g.counts.items():
                     scores = topo.setdefault(key, {})
                     scores[tv] = scores.get(tv, 0) + weight * n
@@ -947,7 +1003,7 @@ class InterPodAffinity:
         items: list[tuple[str, dict[Any, int]]] = list(s.topology_score.items())
         if not items:
             return [0] * len(nodes), Status.success()
-        all_labels = [ni.labels for ni in nodes]
+        all_labels = _node_labels(nodes)
         if len(items) == 1:
             key, values = items[0]
             get = values.get

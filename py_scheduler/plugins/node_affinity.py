@@ -25,9 +25,11 @@ the field (upstream's ``AsStatus(err)``).
 
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -65,6 +67,91 @@ _MEMO_AFFINITIES = 16
 _REQUIRED_KEY_MEMO: PodMemo[bytes | None] = PodMemo(NAME + "/required-key", PodInput.SPEC)
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PASS, _FAIL_ENFORCED, _FAIL_POD = 0, 1, 2
+_NODE = attrgetter("node")
+_UNSET: Any = object()
+"""A position of :class:`_VerdictColumn` whose verdict was never computed (no Node object is it)."""
+
+
+class _VerdictColumn:
+    """One required affinity's Filter verdicts (``_PASS`` / ``_FAIL_ENFORCED`` / ``_FAIL_POD``) for
+    the nodes of a node list (no upstream counterpart: issue 21).
+
+    A verdict depends only on the Node object (and on the affinity and the plugin's added affinity,
+    fixed per column), so ``verdicts[i]`` holds for as long as position ``i``'s NodeInfo still has the
+    very object ``nodes[i]`` (a Node update replaces the object; :data:`_UNSET`: never computed).
+    Positions are those of ``source``, the cycle's ``snapshot.node_info_list``, re-aligned by name
+    when the snapshot replaces that list (nodes added or removed; verdicts of unchanged Node objects
+    are carried over). Filter's chunks are runs of that list (wrapping around its end from the
+    rotating start index): a run is recognized with one list compare and its verdicts are one
+    slice. Nodes outside ``source`` (no snapshot, clones, a narrowed node list) are looked up by
+    name, and kept by name in ``extra``.
+    """
+
+    __slots__ = ("extra", "n", "nodes", "pos_by_name", "source", "verdicts")
+
+    def __init__(self) -> None:
+        self.source: list[NodeInfo] | None = None
+        self.n = 0
+        self.pos_by_name: dict[str, int] = {}
+        self.nodes: list[Any] = []
+        self.verdicts: list[int] = []
+        self.extra: dict[str, tuple[Any, int]] = {}
+
+    def align(self, lst: list[NodeInfo]) -> None:
+        """Make the positions those of ``lst`` (no-op when it is the current ``source``)."""
+        if lst is self.source and len(lst) == self.n:
+            return
+        old_pos, old_nodes, old_verdicts = self.pos_by_name, self.nodes, self.verdicts
+        n = len(lst)
+        self.pos_by_name = {ni.name: i for i, ni in enumerate(lst)}
+        self.nodes = [_UNSET] * n
+        self.verdicts = [_PASS] * n
+        for name, i in self.pos_by_name.items():
+            j = old_pos.get(name)
+            if j is not None:
+                self.nodes[i] = old_nodes[j]
+                self.verdicts[i] = old_verdicts[j]
+        self.source = lst
+        self.n = n
+        self.extra.clear()
+
+    def verdicts_for(self, chunk: list[NodeInfo], compute: Callable[[Any], int]) -> list[int]:
+        """The verdicts of ``chunk`` in order; ``compute(node)`` gives a missing or stale one."""
+        m, n = len(chunk), self.n
+        src = self.source
+        p0 = self.pos_by_name.get(chunk[0].name) if m and src is not None else None
+        if p0 is not None and src is not None and m <= n:
+            end = p0 + m
+            wrap = end > n
+            if (src[p0:] + src[:end - n] if wrap else src[p0:end]) == chunk:  # NodeInfo: identity
+                objs = list(map(_NODE, chunk))
+                have = self.nodes[p0:] + self.nodes[:end - n] if wrap else self.nodes[p0:end]
+                if not all(map(operator.is_, have, objs)):
+                    for j, (h, o) in enumerate(zip(have, objs, strict=True)):
+                        if h is not o:
+                            k = p0 + j - (n if p0 + j >= n else 0)
+                            self.nodes[k] = o
+                            self.verdicts[k] = compute(o)
+                return self.verdicts[p0:] + self.verdicts[:end - n] if wrap else self.verdicts[p0:end]
+        out: list[int] = []
+        for ni in chunk:
+            node = ni.node
+            i = self.pos_by_name.get(ni.name)
+            if i is not None and self.nodes[i] is node:
+                out.append(self.verdicts[i])
+                continue
+            e = self.extra.get(ni.name)
+            if e is not None and e[0] is node:
+                out.append(e[1])
+                continue
+            v = compute(node)
+            if i is not None and src is not None and src[i].node is node:
+                self.nodes[i] = node
+                self.verdicts[i] = v
+            else:
+                self.extra[ni.name] = (node, v)
+            out.append(v)
+        return out
 
 
 def _required_key(pod: PodInfo) -> bytes | None:
@@ -116,8 +203,8 @@ class NodeAffinity:
                  added_pref_terms: PreferredSchedulingTerms | None = None) -> None:
         self.added_node_selector = added_node_selector
         self.added_pref_terms = added_pref_terms
-        # required-affinity key -> node name -> (the Node object it was computed on, _PASS / _FAIL_*)
-        self._memo: OrderedDict[bytes, dict[str, tuple[Mapping[str, Any] | None, int]]] = OrderedDict()
+        # required-affinity key -> its verdicts per node (LRU of _MEMO_AFFINITIES)
+        self._memo: OrderedDict[bytes, _VerdictColumn] = OrderedDict()
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> NodeAffinity:
@@ -207,10 +294,12 @@ class NodeAffinity:
 
         A node's verdict for one required affinity (the Pod's nodeSelector and required terms, plus
         the plugin's added affinity) only changes with the Node object, so it is memoized per
-        (affinity, node name) together with the Node object it was computed on and reused while
-        the node still has that very object (a Node update replaces it): a stream of Pods with the
-        same affinity matches each node once, not once per cycle. At most
-        :data:`_MEMO_AFFINITIES` affinities are kept (least recently used dropped).
+        affinity in a :class:`_VerdictColumn` together with the Node object it was computed on and
+        reused while the node still has that very object (a Node update replaces it): a stream of
+        Pods with the same affinity matches each node once, not once per cycle, and a chunk that is
+        a run of the snapshot's node list reads its verdicts as one slice. At most
+        :data:`_MEMO_AFFINITIES` affinities are kept (least recently used dropped). The rejected
+        nodes of one call share one Status object per reason.
         """
         key = _required_key(pod)
         try:
@@ -222,32 +311,28 @@ class NodeAffinity:
             return out_each if any(st.code for st in out_each) else None
         memo = self._memo.get(key)
         if memo is None:
-            memo = self._memo[key] = {}
+            memo = self._memo[key] = _VerdictColumn()
             while len(self._memo) > _MEMO_AFFINITIES:
                 self._memo.popitem(last=False)
         else:
             self._memo.move_to_end(key)
+        snap = state.snapshot
+        if snap is not None:
+            memo.align(snap.node_info_list)
         added = self.added_node_selector
-        out: list[Status] | None = None
-        for j, ni in enumerate(nodes):
-            node = ni.node
-            e = memo.get(ni.name)
-            if e is not None and e[0] is node:
-                verdict = e[1]
-            else:
-                if added is not None and not added.match(node):
-                    verdict = _FAIL_ENFORCED
-                elif not required.match(node):
-                    verdict = _FAIL_POD
-                else:
-                    verdict = _PASS
-                memo[ni.name] = (node, verdict)
-            if verdict:
-                if out is None:
-                    out = [Status.success()] * len(nodes)
-                out[j] = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                [ERR_REASON_ENFORCED if verdict == _FAIL_ENFORCED else ERR_REASON_POD], NAME)
-        return out
+
+        def compute(node: Any) -> int:
+            if added is not None and not added.match(node):
+                return _FAIL_ENFORCED
+            return _FAIL_POD if not required.match(node) else _PASS
+
+        verdicts = memo.verdicts_for(nodes, compute)
+        if not any(verdicts):
+            return None
+        # One Status per kind of rejection for the whole chunk (statuses are never changed in place).
+        statuses = (Status.success(), Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_ENFORCED], NAME),
+                    Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_POD], NAME))
+        return list(map(statuses.__getitem__, verdicts))
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
         """UnschedulableAndUnresolvable when the added or the Pod's required affinity rejects the node."""

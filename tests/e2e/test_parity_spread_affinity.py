@@ -236,6 +236,10 @@ def _compare(seed: int) -> list[str]:
                 scores: dict[str, int] | None = None
                 if not pl.pre_score(st, pi, feasible).is_skip():
                     scores = {ni.name: pl.score(st, pi, ni)[0] for ni in feasible}
+                    column, cs = pl.score_nodes(st, pi, feasible)  # the column form the runtime calls
+                    if not cs.is_success() or list(column) != list(scores.values()):
+                        diffs.append(f"seed {seed} {res['pod']} {name}: score_nodes {list(column)}, "
+                                     f"score {list(scores.values())}")
                     pl.normalize_score(st, pi, scores)
                 if scores != res["scores"].get(name):
                     diffs.append(f"seed {seed} {res['pod']} {name}: upstream {res['scores'].get(name)}, "

@@ -9,6 +9,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo
@@ -297,3 +299,47 @@ def test_score_nodes_sums_several_topology_keys_and_normalize_truncates() -> Non
     assert by_name == {"n0": 50, "n1": 50, "n2": 50, "n3": 0, "n4": 100, "n5": 0, "bare": 20}
     flat = {"a": 4, "b": 4}
     assert pl.normalize_score(state, pi, flat).is_success() and flat == {"a": 0, "b": 0}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), steps=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 10**6)),
+                                                  min_size=1, max_size=12))
+def test_prescore_match_memos_stay_exact_for_repeated_pods(seed: int, steps: list[tuple[int, int]]) -> None:
+    """PreScore's match memos (``AffinityIndex.own_matches`` / ``pod_matches``, issue 21) are kept
+    across cycles: the same few incoming Pods (so the memos are hit) are scored again after each
+    change -- a Pod assumed (new label classes and terms), a Pod removed (groups gone), a Node
+    relabelled, a Namespace's labels changed (namespaceSelector terms) -- and every result equals
+    the node-by-node reference's."""
+    rng = random.Random(seed)
+    snap = _cluster(rng, rng.randrange(3, 14), rng.randrange(0, 40))
+    indexed, reference = _plugins(hardPodAffinityWeight=rng.choice((0, 1, 7)))
+    incoming = [PodInfo(_pod(rng, f"in{k}")) for k in range(3)]
+    for what, pick in steps:
+        r = random.Random(pick)
+        ni: NodeInfo = snap.node_info_list[pick % len(snap.node_info_list)]
+        if what == 0:
+            snap.assume(PodInfo(_pod(r, f"s{pick}")), ni.name)
+        elif what == 1 and ni.pods:
+            assert ni.remove_pod(ni.pods[pick % len(ni.pods)].uid) is not None
+            snap.rebuild_lists()
+        elif what == 2:
+            ni.set_node(_node(r, int(ni.name[1:])))
+        else:
+            snap.objects.upsert("Namespace", {"metadata": {"name": "ns2", "labels": {"team": r.choice("xy")}}})
+        for pi in incoming:
+            assert _cycle(indexed, snap, pi) == _cycle(reference, snap, pi), pi.pod
+
+
+def test_node_labels_equals_the_property_for_odd_nodes() -> None:
+    """score_nodes reads labels through ``_node_labels``: the property's answer for every node, also
+    when a node has no Node object, no metadata, null or malformed labels."""
+    from py_scheduler.plugins.inter_pod_affinity import _node_labels
+
+    good = [NodeInfo({"metadata": {"name": f"n{i}", "labels": {ZONE: "z"}}}) for i in range(3)]
+    odd = [NodeInfo(), NodeInfo({"metadata": {"name": "m"}}), NodeInfo({"metadata": {"name": "x", "labels": None}}),
+           NodeInfo({"metadata": {"name": "y", "labels": []}}), NodeInfo({"spec": {}})]
+    assert _node_labels(good) == [{ZONE: "z"}] * 3
+    for o in odd:
+        nodes = [*good, o]
+        assert _node_labels(nodes) == [ni.labels for ni in nodes]
+    assert _node_labels([]) == []
