@@ -28,6 +28,7 @@ from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers import check_no_args
+from py_scheduler.plugins.helpers.queueing_hints import hint_pod_info
 from py_scheduler.plugins.helpers.tolerations import (
     EFFECT_NO_SCHEDULE,
     ENABLE_COMPARISON_OPERATORS_DEFAULT,
@@ -84,7 +85,7 @@ class NodeUnschedulable:
         if not isinstance(new, dict):
             return QueueingHint.QUEUE
         try:
-            tolerations = parse_tolerations(PodInfo(new))
+            tolerations = parse_tolerations(hint_pod_info(new))
         except Exception:  # malformed Pod: upstream's error path requeues
             return QueueingHint.QUEUE
         if tolerates_taint(tolerations, _UNSCHEDULABLE_TAINT, self.enable_comparison_operators):

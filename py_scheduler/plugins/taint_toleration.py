@@ -40,6 +40,7 @@ from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.helpers.normalize import default_normalize_score
+from py_scheduler.plugins.helpers.queueing_hints import hint_pod_info
 from py_scheduler.plugins.helpers.tolerations import (
     EFFECT_NO_EXECUTE,
     EFFECT_NO_SCHEDULE,
@@ -113,7 +114,7 @@ class TaintToleration:
         if not isinstance(new, dict) or (old is not None and not isinstance(old, dict)):
             return QueueingHint.QUEUE
         try:
-            tolerations = parse_tolerations(PodInfo(pod))
+            tolerations = parse_tolerations(hint_pod_info(pod))
             was_untolerated = True
             if old is not None:
                 was_untolerated = find_untolerated_taint(

@@ -24,6 +24,7 @@ from py_scheduler.plugins.helpers.node_selector import (
 __all__ = [
     "AffinityTermLike",
     "SpreadConstraintLike",
+    "hint_pod_info",
     "inter_pod_affinity_after_assigned_pod_change",
     "inter_pod_affinity_after_node_change",
     "node_affinity_after_node_change",
@@ -34,6 +35,28 @@ __all__ = [
 
 _QUEUE = QueueingHint.QUEUE
 _SKIP = QueueingHint.QUEUE_SKIP
+
+_POD_INFOS: dict[int, tuple[dict[str, Any], PodInfo]] = {}
+_POD_INFOS_MAX = 4096
+
+
+def hint_pod_info(pod: dict[str, Any]) -> PodInfo:
+    """A :class:`PodInfo` of the Pod object ``pod``, kept per object (identity, not equality: a new
+    version of the Pod is a new object) so that one event offered to N rejected Pods parses the
+    changed Pod once and each rejected Pod once, not N times (the terms and selectors parsed from it
+    are memoized on the PodInfo). At most :data:`_POD_INFOS_MAX` objects are kept (then all dropped).
+
+    Raises:
+        PodParseError: a resource field of the Pod is malformed.
+    """
+    hit = _POD_INFOS.get(id(pod))
+    if hit is not None and hit[0] is pod:
+        return hit[1]
+    pi = PodInfo(pod)
+    if len(_POD_INFOS) >= _POD_INFOS_MAX:
+        _POD_INFOS.clear()
+    _POD_INFOS[id(pod)] = (pod, pi)
+    return pi
 
 
 def _affinity_match(required: RequiredNodeAffinity, node: dict[str, Any]) -> bool | None:
@@ -60,7 +83,7 @@ def node_affinity_after_node_change(added_node_selector: NodeSelector | None, po
     try:
         if added_node_selector is not None and not added_node_selector.match(new):
             return _SKIP
-        required = required_node_affinity(PodInfo(pod))
+        required = required_node_affinity(hint_pod_info(pod))
         matched = _affinity_match(required, new)
         if matched is None:
             return _QUEUE
@@ -139,7 +162,7 @@ def spread_after_assigned_pod_change(constraints_of: SpreadConstraints, pod: dic
         if p is not None and (not _placed(p) or _namespace(p) != ns):
             return _SKIP
     try:
-        constraints = constraints_of(PodInfo(pod))
+        constraints = constraints_of(hint_pod_info(pod))
     except Exception:  # malformed Pod: upstream's error path requeues
         return _QUEUE
     if constraints is None:
@@ -157,7 +180,7 @@ def spread_after_target_pod_change(constraints_of: SpreadConstraints, pod: dict[
     if not isinstance(old, dict) or not isinstance(new, dict):
         return _QUEUE
     try:
-        constraints = constraints_of(PodInfo(pod))
+        constraints = constraints_of(hint_pod_info(pod))
     except Exception:  # malformed Pod: upstream's error path requeues
         return _QUEUE
     if constraints is None:
@@ -181,7 +204,7 @@ def spread_after_node_change(constraints_of: SpreadConstraints, pod: dict[str, A
             or (old is None and new is None):
         return _QUEUE
     try:
-        constraints = constraints_of(PodInfo(pod))
+        constraints = constraints_of(hint_pod_info(pod))
     except Exception:  # malformed Pod: upstream's error path requeues
         return _QUEUE
     if constraints is None:
@@ -245,22 +268,22 @@ def inter_pod_affinity_after_assigned_pod_change(terms_of: AffinityTermsOf, pod:
     if (new is not None and not _placed(new)) or (old is not None and not _placed(old)):
         return _SKIP
     try:
-        pi = PodInfo(pod)
+        pi = hint_pod_info(pod)
         parsed = terms_of(pi)
         if parsed is None:
             return _QUEUE
         terms, anti = parsed
         if old is not None and new is not None:
-            opi, npi = PodInfo(old), PodInfo(new)
+            opi, npi = hint_pod_info(old), hint_pod_info(new)
             if not _matches_all(terms, opi) and _matches_all(terms, npi):
                 return _QUEUE
             if _matches_any(anti, opi) and not _matches_any(anti, npi):
                 return _QUEUE
             return _SKIP
         if new is not None:
-            return _QUEUE if _matches_all(terms, PodInfo(new)) else _SKIP
+            return _QUEUE if _matches_all(terms, hint_pod_info(new)) else _SKIP
         deleted: dict[str, Any] = old or {}
-        opi = PodInfo(deleted)
+        opi = hint_pod_info(deleted)
         if _matches_any(anti, opi):
             return _QUEUE
         old_parsed = terms_of(opi)
@@ -282,7 +305,7 @@ def inter_pod_affinity_after_node_change(terms_of: AffinityTermsOf, pod: dict[st
     if not isinstance(new, dict) or (old is not None and not isinstance(old, dict)):
         return _QUEUE
     try:
-        parsed = terms_of(PodInfo(pod))
+        parsed = terms_of(hint_pod_info(pod))
     except Exception:  # malformed Pod: upstream's error path requeues
         return _QUEUE
     if parsed is None:

@@ -204,3 +204,13 @@ def test_queue_keeps_a_rejected_pod_until_a_helpful_event(plugin: Any, pod: dict
     assert q.where("default", "p") == UNSCHEDULABLE_Q
     q.move_all_to_active_or_backoff(*helpful)
     assert q.where("default", "p") == BACKOFF_Q
+
+
+def test_hint_pod_info_is_kept_per_object() -> None:
+    """One event offered to many rejected Pods parses each Pod object once; a new version of a Pod
+    (a new object, even if equal) is parsed afresh."""
+    from py_scheduler.plugins.helpers.queueing_hints import hint_pod_info
+
+    a = _pod("a", WEB)
+    assert hint_pod_info(a) is hint_pod_info(a)
+    assert hint_pod_info(_pod("a", WEB)) is not hint_pod_info(a)
