@@ -25,11 +25,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
 from py_scheduler.framework import signers
 from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint
+from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister, objects_of
 from py_scheduler.framework.memo import PodInput, PodMemo
@@ -42,6 +45,10 @@ from py_scheduler.framework.types import (
     Status,
 )
 from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
+from py_scheduler.plugins.helpers.queueing_hints import (
+    inter_pod_affinity_after_assigned_pod_change,
+    inter_pod_affinity_after_node_change,
+)
 
 __all__ = [
     "ERR_REASON_AFFINITY_RULES_NOT_MATCH",
@@ -1027,3 +1034,28 @@ class InterPodAffinity:
         else:
             scores.update(dict.fromkeys(scores, 0))
         return Status.success()
+
+    # -- EnqueueExtensions (self-contained; hints in helpers/queueing_hints.py) ---------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister`` (``interpodaffinity/plugin.go``, QueueingHints on): an assigned Pod
+        added, relabelled or deleted, and a Node added or relabelled, with upstream's hints
+        (:mod:`py_scheduler.plugins.helpers.queueing_hints`); the rejected Pod relabelled (always
+        Queue)."""
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD,
+                                              ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE),
+                                 partial(inter_pod_affinity_after_assigned_pod_change, _hint_terms)),
+            ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_LABEL)),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                                 partial(inter_pod_affinity_after_node_change, _hint_terms)),
+        ]
+
+
+def _hint_terms(pod: PodInfo) -> tuple[tuple[AffinityTerm, ...], tuple[AffinityTerm, ...]] | None:
+    """The Pod's required (affinity, anti-affinity) terms for the queueing hints; None (the hints
+    Queue) when any of its affinity terms has a parse error (upstream errors only for the required
+    ones: a superset)."""
+    t = pod_affinity_terms(pod)
+    if t.errors:
+        return None
+    return t.required_affinity, t.required_anti_affinity

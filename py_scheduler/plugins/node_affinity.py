@@ -29,12 +29,15 @@ import operator
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
 import orjson
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint
+from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
@@ -49,6 +52,7 @@ from py_scheduler.plugins.helpers.node_selector import (
     required_node_affinity,
 )
 from py_scheduler.plugins.helpers.normalize import default_normalize_score
+from py_scheduler.plugins.helpers.queueing_hints import node_affinity_after_node_change
 
 NAME = "NodeAffinity"
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
@@ -386,6 +390,15 @@ class NodeAffinity:
         """``DefaultNormalizeScore(MaxNodeScore, reverse=False)``."""
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return Status.success()
+
+    # -- EnqueueExtensions (self-contained; hint in helpers/queueing_hints.py) ----------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: a Node added or its labels updated, with upstream's
+        ``isSchedulableAfterNodeChange`` (:func:`node_affinity_after_node_change`): Queue only
+        when the new node matches the added and the Pod's required affinity and the old one (if
+        any) did not."""
+        return [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                                     partial(node_affinity_after_node_change, self.added_node_selector))]
 
 
 def _required_raw(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:

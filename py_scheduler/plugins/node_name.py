@@ -2,6 +2,8 @@
 
 Upstream: ``pkg/scheduler/framework/plugins/nodename/node_name.go``. Pods reaching the scheduler
 normally have no nodeName; the Filter matters for preemption dry runs and ``explain`` snapshots.
+
+EventsToRegister: a Node added, without a hint (always Queue), as upstream.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.events import EVENT_NODE_ADD, ClusterEventWithHint
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
@@ -31,6 +34,10 @@ class NodeName:
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> NodeName:
         return cls()
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: Node/Add only (no hint: always Queue, as upstream)."""
+        return [ClusterEventWithHint(EVENT_NODE_ADD)]
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
         """:meth:`filter` for each of ``nodes`` in order (batch form; None: all pass)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -36,6 +37,8 @@ import numpy.typing as npt
 
 from py_scheduler.framework import features, signers
 from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint
+from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.gomath import go_div, go_log, go_round
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister, objects_of
@@ -55,6 +58,11 @@ from py_scheduler.plugins.helpers.node_selector import (
     Requirement,
     parse_label_selector,
     required_node_affinity,
+)
+from py_scheduler.plugins.helpers.queueing_hints import (
+    spread_after_assigned_pod_change,
+    spread_after_node_change,
+    spread_after_target_pod_change,
 )
 from py_scheduler.plugins.helpers.spread import default_selector
 from py_scheduler.plugins.helpers.tolerations import (
@@ -1118,3 +1126,36 @@ class PodTopologySpread:
                 done[sc] = v
             scores[name] = v
         return Status.success()
+
+    # -- EnqueueExtensions (self-contained; hints in helpers/queueing_hints.py) ---------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister`` (``podtopologyspread/plugin.go``, QueueingHints on): an assigned Pod
+        added, relabelled or deleted; the rejected Pod's labels or tolerations updated; a Node
+        added, deleted, relabelled or retainted; each with upstream's hint
+        (:mod:`py_scheduler.plugins.helpers.queueing_hints`)."""
+        cons = self._hint_constraints
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD,
+                                              ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE),
+                                 partial(spread_after_assigned_pod_change, cons)),
+            ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD,
+                                              ActionType.UPDATE_POD_TOLERATION | ActionType.UPDATE_POD_LABEL),
+                                 partial(spread_after_target_pod_change, cons)),
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.DELETE
+                                              | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT),
+                                 partial(spread_after_node_change, cons)),
+        ]
+
+    def _hint_constraints(self, pod: PodInfo) -> Sequence[TopologySpreadConstraint] | None:
+        """The Pod's DoNotSchedule constraints for the queueing hints (upstream ``getConstraints``):
+        its own when it has any; none when the profile has no DoNotSchedule default constraint;
+        None (the hints Queue, a superset) when default ones apply, whose selector needs the
+        Services / ReplicaSets selecting the Pod.
+
+        Raises:
+            PodParseError: the Pod's constraints are malformed.
+        """
+        pc = _pod_constraints(pod)
+        if pc.explicit:
+            return pc.hard
+        return None if self._default_hard else ()

@@ -17,6 +17,12 @@ Upstream: ``pkg/scheduler/framework/plugins/tainttoleration/taint_toleration.go`
 ``Lt`` / ``Gt`` tolerations follow the ``TaintTolerationComparisonOperators`` gate (Alpha, off in 1.37).
 A Pod whose ``spec.tolerations`` is malformed (not a list of objects of strings) is rejected by Filter
 with UnschedulableAndUnresolvable naming the field and value.
+
+EventsToRegister (upstream ``EventsToRegister`` with QueueingHints on): a Node added or its taints
+updated (hint ``isSchedulableAfterNodeChange``: Queue only when the old node, or none for an add,
+had a NoSchedule / NoExecute taint the Pod does not tolerate and the new node has none), and the
+rejected Pod's tolerations updated (always Queue). A malformed Pod or Node: Queue (upstream's error
+path).
 """
 
 from __future__ import annotations
@@ -26,12 +32,15 @@ from operator import attrgetter
 from typing import Any
 
 from py_scheduler.framework import features, signers
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.helpers.normalize import default_normalize_score
+from py_scheduler.plugins.helpers.queueing_hints import hint_pod_info
 from py_scheduler.plugins.helpers.tolerations import (
     EFFECT_NO_EXECUTE,
     EFFECT_NO_SCHEDULE,
@@ -87,6 +96,34 @@ class TaintToleration:
         """
         check_no_args(NAME, args)
         return cls(features.enabled(features.TAINT_TOLERATION_COMPARISON_OPERATORS))
+
+    # -- EnqueueExtensions --------------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister`` (see the module docstring)."""
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                                 self.schedulable_after_node_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_TOLERATION),
+                                 _queue),
+        ]
+
+    def schedulable_after_node_change(self, pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterNodeChange``: Queue when the node (``old``: None for an add) had an
+        untolerated NoSchedule / NoExecute taint and ``new`` has none; Skip otherwise. Queue when
+        the Pod's tolerations or a node's taints are malformed."""
+        if not isinstance(new, dict) or (old is not None and not isinstance(old, dict)):
+            return QueueingHint.QUEUE
+        try:
+            tolerations = parse_tolerations(hint_pod_info(pod))
+            was_untolerated = True
+            if old is not None:
+                was_untolerated = find_untolerated_taint(
+                    _node_taints(old), tolerations, _DO_NOT_SCHEDULE, self.enable_comparison_operators) is not None
+            is_untolerated = find_untolerated_taint(
+                _node_taints(new), tolerations, _DO_NOT_SCHEDULE, self.enable_comparison_operators) is not None
+        except Exception:  # malformed Pod or Node: upstream's error path requeues
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE if was_untolerated and not is_untolerated else QueueingHint.QUEUE_SKIP
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
         """No-op (upstream only Skips for resize-deferred Pods behind an Alpha gate)."""
@@ -175,3 +212,24 @@ class TaintToleration:
         """``DefaultNormalizeScore(MaxNodeScore, reverse=True)``."""
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return Status.success()
+
+
+def _queue(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterTargetPodTolerationChange``: a toleration added to the rejected Pod may
+    make it schedulable (always Queue)."""
+    return QueueingHint.QUEUE
+
+
+def _node_taints(node: dict[str, Any]) -> list[Any]:
+    """``node.spec.taints`` (``[]`` when absent).
+
+    Raises:
+        TypeError: ``spec`` is not an object or ``taints`` is not a list.
+    """
+    spec = node.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise TypeError("node spec is not an object")
+    taints = spec.get("taints") or []
+    if not isinstance(taints, list):
+        raise TypeError("node spec.taints is not a list")
+    return taints
