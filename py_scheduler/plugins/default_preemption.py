@@ -44,7 +44,7 @@ from py_scheduler.framework.events import (
     QueueingHint,
 )
 from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.interfaces import FilterPlugin, PostFilterResult
 from py_scheduler.framework.preemption import (
     PDB,
     Evaluator,
@@ -75,6 +75,17 @@ ERR_WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be fini
 MESSAGE_PREFIX = "preemption: "
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+NODE_PODS_INDEPENDENT_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"})
+"""Filter plugins whose verdict for a Pod on a node reads only the Pod, the Node object and their
+own PreFilter state, never the node's Pods (``node_info.pods``, the resource sums, ports, volume
+counts) nor state that PreFilterExtensions AddPod / RemovePod change (none of them implements
+those): the reprieve checks of :meth:`DefaultPreemption.select_victims_on_node` leave them out.
+What it depends on: those four plugins' ``filter`` (py_scheduler/plugins/node_unschedulable.py,
+node_name.py, taint_toleration.py, node_affinity.py); a plugin that starts reading the node's Pods
+must leave this set. ``tests/unit/plugins/test_default_preemption_fast.py`` checks that their verdict
+does not change with the node's Pods and that the dry run gives the same victims with and without
+the shortcut."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +176,7 @@ class DefaultPreemption:
         self.is_eligible_pod: Callable[[NodeInfo, PodInfo, PodInfo], bool] = lambda _ni, _victim, _pod: True
         self.evaluator = Evaluator(NAME, self, lambda: self.now_ns())
         self._preempting: set[str] = set()
+        self._reprieve_memo: tuple[Sequence[FilterPlugin], list[FilterPlugin]] | None = None
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> DefaultPreemption:
@@ -234,6 +246,11 @@ class DefaultPreemption:
         UnschedulableAndUnresolvable ``No preemption victims found for incoming pod`` when no Pod
         has lower priority, the Filter status when the Pod does not fit even with all of them
         gone, Error when a PreFilterExtensions or Filter plugin fails.
+
+        The reprieve checks (one Filter run per victim added back) skip the plugins of
+        :data:`NODE_PODS_INDEPENDENT_FILTERS`: they passed on this node in the first check, with
+        every victim gone, and their verdict does not depend on the node's Pods, so they would pass
+        again (see :meth:`_reprieve_filters`).
         """
         fh = self.handle.profile
         if fh is None:
@@ -242,47 +259,49 @@ class DefaultPreemption:
         potential = [p for p in node_info.pods if self._preemption_allowed(node_info, p, pod)]
         if not potential:
             return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_NO_VICTIMS])
+        run_filter = fh.run_filter_with_nominated_pods
+        remove_ext = fh.run_pre_filter_extension_remove_pod
 
         def remove(p: PodInfo) -> Status:
             if not p.uid:
                 return Status(Code.ERROR, ["cannot get cache key for pod with empty UID"])
             if node_info.remove_pod(p.uid) is None:
                 return Status(Code.ERROR, [f"no corresponding pod {p.name} in pods of node {node_info.name}"])
-            return fh.run_pre_filter_extension_remove_pod(state, pod, p, node_info)
-
-        def add(p: PodInfo) -> Status:
-            node_info.add_pod(p)
-            return fh.run_pre_filter_extension_add_pod(state, pod, p, node_info)
-
-        def fits() -> Status:
-            try:
-                return fh.run_filter_with_nominated_pods(state, pod, node_info)
-            except SchedulingError as exc:
-                return Status(Code.ERROR, [str(exc)])
+            return remove_ext(state, pod, p, node_info)
 
         for p in potential:
             s = remove(p)
             if not s.is_success():
                 return [], 0, Status(Code.ERROR, s.reasons)
-        s = fits()
+        try:
+            s = run_filter(state, pod, node_info)
+        except SchedulingError as exc:
+            s = Status(Code.ERROR, [str(exc)])
         if not s.is_success():
             return [], 0, s
 
         sort_by_importance(potential, now)
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
         victims: list[PodInfo] = []
+        plugins = self._reprieve_filters(fh.filter_plugins)
+        add_ext = fh.run_pre_filter_extension_add_pod
 
         def reprieve(p: PodInfo) -> tuple[bool, Status]:
-            s = add(p)
+            node_info.add_pod(p)
+            s = add_ext(state, pod, p, node_info)
             if not s.is_success():
                 return False, Status(Code.ERROR, s.reasons)
-            if fits().is_success():  # an Error counts as "does not fit", as upstream
-                return True, Status.success()
+            try:
+                fits = run_filter(state, pod, node_info, plugins).is_success()
+            except SchedulingError:
+                fits = False  # an Error counts as "does not fit", as upstream
+            if fits:
+                return True, s
             s = remove(p)
             if not s.is_success():
                 return False, Status(Code.ERROR, s.reasons)
             victims.append(p)
-            return False, Status.success()
+            return False, s
 
         num_violating = 0
         for p, count in violating:
@@ -298,6 +317,17 @@ class DefaultPreemption:
         if violating and non_violating:
             sort_by_importance(victims, now)
         return victims, num_violating, Status.success()
+
+    def _reprieve_filters(self, filter_plugins: Sequence[FilterPlugin]) -> list[FilterPlugin]:
+        """The Filter plugins a reprieve check runs: ``filter_plugins`` without those of
+        :data:`NODE_PODS_INDEPENDENT_FILTERS`, in order; memoized for the list object given (a
+        profile's list is built once)."""
+        memo = self._reprieve_memo
+        if memo is not None and memo[0] is filter_plugins:
+            return memo[1]
+        out = [pl for pl in filter_plugins if pl.name not in NODE_PODS_INDEPENDENT_FILTERS]
+        self._reprieve_memo = (filter_plugins, out)
+        return out
 
     # -- asynchronous preemption bookkeeping (PreEnqueue) -----------------------------------------
     def mark_preempting(self, pod_uid: str) -> None:
