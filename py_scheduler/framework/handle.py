@@ -39,7 +39,7 @@ from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 
 if TYPE_CHECKING:
-    from py_scheduler.framework.interfaces import FilterPlugin
+    from py_scheduler.framework.interfaces import FilterPlugin, PreFilterExtensions
 
 Obj = dict[str, Any]
 
@@ -157,6 +157,15 @@ class ProfileHandle(Protocol):
     @property
     def filter_plugins(self) -> Sequence[FilterPlugin]:
         """The profile's Filter plugins, in order."""
+        ...
+
+    @property
+    def pre_filter_extensions(self) -> Sequence[PreFilterExtensions]:
+        """The profile's PreFilter plugins with AddPod / RemovePod, in order."""
+        ...
+
+    def nominated_pods_for_node(self, node_name: str) -> Sequence[PodInfo]:
+        """``NominatedPodsForNode``: the Pods nominated to ``node_name`` (empty: none)."""
         ...
 
     def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_info: NodeInfo,

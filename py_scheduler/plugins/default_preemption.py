@@ -50,7 +50,10 @@ from py_scheduler.framework.preemption import (
     Evaluator,
     ScoreFunc,
     Victims,
+    VictimsMemo,
+    VictimsMemoContext,
     filter_pods_with_pdb_violation,
+    pod_has_start_time,
     pod_terminating_by_preemption,
     sort_by_importance,
 )
@@ -76,6 +79,11 @@ MESSAGE_PREFIX = "preemption: "
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
+def _any_victim(_ni: NodeInfo, _victim: PodInfo, _pod: PodInfo) -> bool:
+    """The default :attr:`DefaultPreemption.is_eligible_pod`: every lower-priority Pod may be a victim."""
+    return True
+
+
 NODE_PODS_INDEPENDENT_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"})
 """Filter plugins whose verdict for a Pod on a node reads only the Pod, the Node object and their
 own PreFilter state, never the node's Pods (``node_info.pods``, the resource sums, ports, volume
@@ -86,6 +94,12 @@ node_name.py, taint_toleration.py, node_affinity.py); a plugin that starts readi
 must leave this set. ``tests/unit/plugins/test_default_preemption_fast.py`` checks that their verdict
 does not change with the node's Pods and that the dry run gives the same victims with and without
 the shortcut."""
+
+MEMO_SAFE_FILTERS = NODE_PODS_INDEPENDENT_FILTERS | {"NodePorts", "NodeResourcesFit"}
+"""Filter plugins whose verdict reads only the Pod, the node (object and Pods) and a PreFilter state
+computed from the Pod alone (NodeResourcesFit: for a Pod without scalar requests): when the Pod's
+Filter runs no other plugin, a dry run may be memoized across cycles
+(:meth:`DefaultPreemption.victims_memo_context`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +187,8 @@ class DefaultPreemption:
         self.handle: Handle = handle if handle is not None else Handle()
         self.offset_rand: Callable[[int], int] = offset_rand or random.Random().randrange
         self.now_ns: Callable[[], int] = now_ns or time.time_ns
-        self.is_eligible_pod: Callable[[NodeInfo, PodInfo, PodInfo], bool] = lambda _ni, _victim, _pod: True
+        self.is_eligible_pod: Callable[[NodeInfo, PodInfo, PodInfo], bool] = _any_victim
+        self._victims_memo = VictimsMemo()
         self.evaluator = Evaluator(NAME, self, lambda: self.now_ns())
         self._preempting: set[str] = set()
         self._reprieve_memo: tuple[Sequence[FilterPlugin], list[FilterPlugin]] | None = None
@@ -237,6 +252,56 @@ class DefaultPreemption:
     def ordered_score_funcs(self, nodes_to_victims: Mapping[str, Victims]) -> list[ScoreFunc] | None:
         """``OrderedScoreFuncs``: None (the default criteria)."""
         return None
+
+    def victims_memo_context(self, state: CycleState, pod: PodInfo,
+                             pdbs: Sequence[PDB]) -> VictimsMemoContext | None:
+        """The :class:`~py_scheduler.framework.preemption.VictimsMemo` context of this Pod's dry run,
+        or None when a node's result may read more than the context and the node hold.
+
+        The memo is used only when every Filter plugin run for the Pod is one of
+        :data:`MEMO_SAFE_FILTERS` (no PreFilterExtensions, whose state reads the whole cluster, and no
+        DRA, volume, spreading, affinity or GPU plugin), the Pod asks for no non-zero scalar resource
+        (NodeResourcesFit then reads no DeviceClass) and :attr:`is_eligible_pod` is the default. The
+        result of ``SelectVictimsOnNode`` is then a function of: the Pod's spec and effective requests
+        (what those plugins' PreFilter states and ``filter`` read; the priority), the plugins run,
+        the PDBs, and the node (its Node object and Pods: ``NodeInfo.generation``) -- the context is
+        the first three. Per node, the memo is not used for a node with nominated Pods (Filter
+        adds them) nor where the lower-priority Pods mix Pods with and without ``status.startTime``
+        (a Pod without one counts as started *now*: their order would depend on the clock).
+        ``tests/unit/plugins/test_default_preemption_fast.py`` checks dry runs with the memo against
+        dry runs without it over sequences of preemptions, bindings and node changes.
+        """
+        fh = self.handle.profile
+        if fh is None or self.is_eligible_pod is not _any_victim:
+            return None
+        skip = state.skip_filter
+        if any(pl.name not in skip for pl in fh.pre_filter_extensions):
+            return None
+        run = tuple(pl.name for pl in fh.filter_plugins if pl.name not in skip)
+        if not MEMO_SAFE_FILTERS.issuperset(run):
+            return None
+        req = pod.requests
+        if any(v != 0 for v in req.scalar.values()):
+            return None
+        context = (repr(pod.spec), repr(req), run, tuple(
+            (b.namespace, repr(b.selector), b.disruptions_allowed, tuple(sorted(b.disrupted_pods))) for b in pdbs))
+        prio = pod.priority
+        nominated = fh.nominated_pods_for_node
+
+        def usable(ni: NodeInfo) -> bool:
+            if nominated(ni.name):
+                return False
+            started = None
+            for p in ni.pods:
+                if p.priority < prio:
+                    has = pod_has_start_time(p)
+                    if started is None:
+                        started = has
+                    elif has != started:
+                        return False
+            return True
+
+        return VictimsMemoContext(self._victims_memo, context, usable)
 
     def select_victims_on_node(self, state: CycleState, pod: PodInfo, node_info: NodeInfo,
                                pdbs: Sequence[PDB]) -> tuple[list[PodInfo], int, Status]:

@@ -36,9 +36,9 @@ from bench.parity_lib.runner import profile_for
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.config import build_framework
 from py_scheduler.framework.gosort import sort_slice
-from py_scheduler.framework.preemption import compile_pdbs, more_important_pod, sort_by_importance
+from py_scheduler.framework.preemption import VictimsMemo, compile_pdbs, more_important_pod, sort_by_importance
 from py_scheduler.framework.runtime import Framework
-from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, StateData, _clones, pod_pvc_keys
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, StateData, Status, _clones, pod_pvc_keys
 from py_scheduler.plugins import default_preemption, registry
 from py_scheduler.plugins.default_preemption import NODE_PODS_INDEPENDENT_FILTERS, DefaultPreemption
 
@@ -233,3 +233,143 @@ def test_node_info_sums_after_adds_and_removes(index: int, rnd: Any) -> None:
         assert ni.requested.memory == sum(p.requests.memory for p in held)
         assert ni.non_zero_requested.milli_cpu == sum(p.non0_cpu for p in held)
         assert ni.non_zero_requested.memory == sum(p.non0_mem for p in held)
+
+
+# -- VictimsMemo (dry-run results across cycles) --------------------------------------------------------
+def _node_obj(i: int, cpu: int, taint: bool, unschedulable: bool) -> Obj:
+    spec: Obj = {}
+    if taint:
+        spec["taints"] = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
+    if unschedulable:
+        spec["unschedulable"] = True
+    alloc = {"cpu": str(cpu), "memory": "64Gi", "pods": "5"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": f"n{i}", "labels": {"kubernetes.io/hostname": f"n{i}", "zone": f"z{i % 2}"}},
+            "spec": spec, "status": {"allocatable": alloc, "capacity": alloc}}
+
+
+def _pod_obj(name: str, cpu: int, prio: int, node: str | None = None, start: str | None = None,
+             port: int | None = None, tolerate: bool = False, zone: str | None = None,
+             app: str = "a", nnn: str | None = None) -> Obj:
+    c: Obj = {"name": "c", "image": "x", "resources": {"requests": {"cpu": f"{cpu}"}}}
+    if port:
+        c["ports"] = [{"containerPort": port, "hostPort": port}]
+    spec: Obj = {"containers": [c], "priority": prio}
+    if node:
+        spec["nodeName"] = node
+    if tolerate:
+        spec["tolerations"] = [{"key": "dedicated", "operator": "Exists"}]
+    if zone:
+        spec["nodeSelector"] = {"zone": zone}
+    status: Obj = {}
+    if start:
+        status["startTime"] = start
+    if nnn:
+        status["nominatedNodeName"] = nnn
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": {"app": app}},
+            "spec": spec, "status": status}
+
+
+_STARTS = [None, None, "2024-01-01T00:00:01Z", "2024-01-01T00:00:02Z"]
+
+
+@st.composite
+def memo_clusters(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], list[tuple[str, int]]]:
+    """(nodes and bound Pods and PDBs, pending Pods, steps): small clusters of the plugins the memo
+    is used with (resources, host ports, taints, cordons, node selectors), with start times, PDBs and
+    nominated Pods; steps are (what, number) changes made between dry runs."""
+    n = draw(st.integers(1, 5))
+    objs: list[Obj] = [_node_obj(i, draw(st.sampled_from([2, 4, 8])), draw(st.booleans()) and i > 0,
+                                 draw(st.integers(0, 5)) == 0) for i in range(n)]
+    for k in range(draw(st.integers(0, 12))):
+        objs.append(_pod_obj(f"b{k}", draw(st.sampled_from([1, 2, 3])), draw(st.sampled_from([0, 1, 5, 50])),
+                             f"n{draw(st.integers(0, n - 1))}", draw(st.sampled_from(_STARTS)),
+                             draw(st.sampled_from([None, None, 80])), app=draw(st.sampled_from("ab"))))
+    for k in range(draw(st.integers(0, 2))):
+        objs.append({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                     "metadata": {"name": f"pdb{k}", "namespace": "default"},
+                     "spec": {"selector": {"matchLabels": {"app": draw(st.sampled_from("ab"))}}},
+                     "status": {"disruptionsAllowed": draw(st.integers(0, 1))}})
+    # Pods of one or two templates (same spec, other names: the memo's hits across Pods).
+    templates = [dict(cpu=draw(st.sampled_from([1, 2, 4])), prio=draw(st.sampled_from([10, 100])),
+                      port=draw(st.sampled_from([None, None, 80])), tolerate=draw(st.booleans()),
+                      zone=draw(st.sampled_from([None, None, "z0"]))) for _ in range(draw(st.integers(1, 2)))]
+    pending = [_pod_obj(f"p{k}", **draw(st.sampled_from(templates)),  # type: ignore[arg-type]
+                        nnn=draw(st.sampled_from([None, None, None, "n0"])))
+               for k in range(draw(st.integers(1, 4)))]
+    steps = draw(st.lists(st.tuples(st.sampled_from(["preempt", "bind", "node", "none"]), st.integers(0, 99)),
+                          min_size=1, max_size=6))
+    return objs, pending, steps
+
+
+def _candidates(pl: DefaultPreemption, state: CycleState, pi: PodInfo, snap: Snapshot) -> tuple[Any, ...]:
+    nodes = list(snap.node_info_list)
+    unsched = {ni.name: Status(Code.UNSCHEDULABLE, ["x"]) for ni in nodes}
+    cands, statuses, errs = pl.evaluator.find_candidates(state, pi, nodes, unsched)
+    return ([(c.name, [v.key for v in c.victims.pods], c.victims.num_pdb_violations) for c in cands],
+            {k: (s.code, tuple(s.reasons), s.plugin) for k, s in statuses.items()}, errs)
+
+
+@given(memo_clusters())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_victims_memo_keeps_every_dry_run(cluster: tuple[list[Obj], list[Obj], list[tuple[str, int]]]) -> None:
+    """Dry runs with the memo equal dry runs without it, on every node, before and after each change
+    of the cluster (victims evicted, a Pod bound, a Node object replaced) and for every Pod."""
+    objs, pending, steps = cluster
+    snap = Snapshot.from_object_list(objs)
+    fw = build_framework(profile_for([]), registry=registry)
+    pl = fw.plugins["DefaultPreemption"]
+    assert isinstance(pl, DefaultPreemption)
+    pl.now_ns = lambda: NOW_NS
+    pl.offset_rand = lambda _n: 0
+    pl.args = default_preemption.DefaultPreemptionArgs(100, 100)
+    pis = [PodInfo(p) for p in pending]
+    fw.nominator = {"n0": [pi for pi in pis if pi.pod["status"].get("nominatedNodeName")]}
+    bound = 0
+    for what, k in steps:
+        for pi in pis:
+            state = _pre_filtered(fw, snap, pi)
+            if state is None:
+                continue
+            with_memo = _candidates(pl, state, pi, snap)
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr(pl, "victims_memo_context", lambda *_a: None)
+                plain = _candidates(pl, state, pi, snap)
+            assert with_memo == plain
+        ni = snap.node_info_list[k % len(snap.node_info_list)]
+        if what == "preempt" and ni.pods:
+            ni.remove_pod(ni.pods[k % len(ni.pods)].uid)
+        elif what == "bind":
+            bound += 1
+            ni.add_pod(PodInfo(_pod_obj(f"new{bound}", 1, k % 20, ni.name, _STARTS[k % 4])))
+        elif what == "node":
+            assert ni.node is not None
+            ni.set_node(_node_obj(int(ni.name[1:]), 2 + k % 8, k % 3 == 0, k % 5 == 0))
+
+
+def test_victims_memo_is_used_and_bounded() -> None:
+    """The Preemption workload's shape (every node full of low-priority Pods): the second Pod's dry
+    run reads every node from the memo; a changed node is computed again."""
+    objs = [_node_obj(i, 4, False, False) for i in range(6)]
+    objs += [_pod_obj(f"low{i}", 2, 0, f"n{i % 6}") for i in range(12)]
+    snap = Snapshot.from_object_list(objs)
+    fw = build_framework(profile_for([]), registry=registry)
+    pl = fw.plugins["DefaultPreemption"]
+    assert isinstance(pl, DefaultPreemption)
+    memo = pl._victims_memo
+    first, second = (PodInfo(_pod_obj(f"hi{k}", 3, 10)) for k in range(2))
+    for pi in (first, second):
+        state = _pre_filtered(fw, snap, pi)
+        assert state is not None
+        _candidates(pl, state, pi, snap)
+    assert memo.misses == 6 and memo.hits == 6 and len(memo) == 6
+    snap.node_info_list[0].remove_pod(snap.node_info_list[0].pods[0].uid)
+    state = _pre_filtered(fw, snap, second)
+    assert state is not None
+    _candidates(pl, state, second, snap)
+    assert memo.misses == 7 and memo.hits == 11
+    small = VictimsMemo(max_entries=2)
+    for ni in snap.node_info_list[:3]:
+        small.put("c", ni, [], 0, Status.success())
+    assert len(small) == 1
