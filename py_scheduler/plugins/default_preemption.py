@@ -18,7 +18,11 @@ How one PostFilter call goes (all in memory; the live loop performs the eviction
    (``offset_rand``, injectable) and on a clone of the CycleState and NodeInfo: every Pod of lower
    priority is removed (PreFilterExtensions RemovePod), Filter is run with nominated Pods; if the
    Pod fits, victims are reprieved one by one, most important first (PDB-violating ones before the
-   others), and a victim stays evicted only when adding it back makes Filter fail.
+   others), and a victim stays evicted only when adding it back makes Filter fail. The reprieve
+   checks leave out the Filter plugins that never read the node's Pods
+   (:data:`NODE_PODS_INDEPENDENT_FILTERS`), and for a Pod whose Filter runs only
+   :data:`MEMO_SAFE_FILTERS` a node's result is reused from an earlier Pod of the same spec while
+   the node is unchanged (:meth:`DefaultPreemption.victims_memo_context`).
 3. The best candidate is picked (fewest PDB violations, lowest highest-victim priority, smallest
    sum of priorities, fewest victims, latest start time, first) and returned as
    ``PostFilterResult(node, victims)`` with ``preemption: found a potential placement for pod on
