@@ -408,12 +408,15 @@ class VictimsMemo:
 @dataclass(slots=True)
 class VictimsMemoContext:
     """What :meth:`Evaluator.dry_run_preemption` needs to use a :class:`VictimsMemo` for one Pod:
-    the memo, the context key, and ``usable(node_info)``: whether this node's result may be read
-    from and stored in the memo (False, e.g., for a node with nominated Pods)."""
+    the memo, the context key, ``usable(node_info)``: whether this node's result may be read from
+    or stored in the memo now (False, e.g., for a node with nominated Pods), and
+    ``storable(node_info)``: whether its result, just computed, may be stored (a function of the
+    node's generation and the context only, so an entry read back needs no second check)."""
 
     memo: VictimsMemo
     context: Hashable
     usable: Callable[[NodeInfo], bool]
+    storable: Callable[[NodeInfo], bool]
 
 
 class PreemptionInterface(Protocol):
@@ -548,7 +551,7 @@ class Evaluator:
                 pods, num_pdb, st = hit
             else:
                 pods, num_pdb, st = self.interface.select_victims_on_node(state.clone(), pod, ni.clone(), pdbs)
-                if memo is not None and use_memo and st.code != Code.ERROR:  # an Error is not kept
+                if memo is not None and use_memo and st.code != Code.ERROR and memo.storable(ni):  # no Error kept
                     memo.memo.put(memo.context, ni, pods, num_pdb, st)
             if st.is_success() and pods:
                 c = Candidate(ni.name, Victims(pods, num_pdb))

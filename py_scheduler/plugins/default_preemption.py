@@ -293,8 +293,9 @@ class DefaultPreemption:
         nominated = fh.nominated_pods_for_node
 
         def usable(ni: NodeInfo) -> bool:
-            if nominated(ni.name):
-                return False
+            return not nominated(ni.name)
+
+        def storable(ni: NodeInfo) -> bool:
             started = None
             for p in ni.pods:
                 if p.priority < prio:
@@ -305,7 +306,7 @@ class DefaultPreemption:
                         return False
             return True
 
-        return VictimsMemoContext(self._victims_memo, context, usable)
+        return VictimsMemoContext(self._victims_memo, context, usable, storable)
 
     def select_victims_on_node(self, state: CycleState, pod: PodInfo, node_info: NodeInfo,
                                pdbs: Sequence[PDB]) -> tuple[list[PodInfo], int, Status]:
