@@ -31,12 +31,15 @@ conflicts and deletions without knowing which client they run on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+
+if TYPE_CHECKING:
+    from py_scheduler.framework.interfaces import FilterPlugin, PreFilterExtensions
 
 Obj = dict[str, Any]
 
@@ -151,8 +154,24 @@ class ProfileHandle(Protocol):
         ``RejectWaitingPod``): a Permit plugin allows or rejects them through it."""
         ...
 
-    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
-        """``RunFilterPluginsWithNominatedPods``. Raises ``SchedulingError`` on a plugin Error."""
+    @property
+    def filter_plugins(self) -> Sequence[FilterPlugin]:
+        """The profile's Filter plugins, in order."""
+        ...
+
+    @property
+    def pre_filter_extensions(self) -> Sequence[PreFilterExtensions]:
+        """The profile's PreFilter plugins with AddPod / RemovePod, in order."""
+        ...
+
+    def nominated_pods_for_node(self, node_name: str) -> Sequence[PodInfo]:
+        """``NominatedPodsForNode``: the Pods nominated to ``node_name`` (empty: none)."""
+        ...
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_info: NodeInfo,
+                                       plugins: Sequence[FilterPlugin] | None = None) -> Status:
+        """``RunFilterPluginsWithNominatedPods`` (only ``plugins``, a subsequence of
+        :attr:`filter_plugins`, when given). Raises ``SchedulingError`` on a plugin Error."""
         ...
 
     def run_pre_filter_extension_add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo,

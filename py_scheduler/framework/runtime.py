@@ -467,9 +467,13 @@ class Framework:
                     return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [msg]), plugins_with_nodes
         return result, return_status, plugins_with_nodes
 
-    def run_filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
-        """``RunFilterPlugins``: the first non-success status, tagged with its plugin."""
-        for pl in self.filter_plugins:
+    def run_filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo,
+                   plugins: Sequence[FilterPlugin] | None = None) -> Status:
+        """``RunFilterPlugins``: the first non-success status, tagged with its plugin.
+
+        ``plugins``: a subsequence of ``filter_plugins`` to run instead of all of them (a caller
+        that knows the others pass, e.g. preemption's reprieve checks); None for all."""
+        for pl in self.filter_plugins if plugins is None else plugins:
             if pl.name in state.skip_filter:
                 continue
             s = pl.filter(state, pod, node_info)
@@ -564,10 +568,12 @@ class Framework:
                               pl.name)
         return Status.success()
 
-    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_info: NodeInfo,
+                                       plugins: Sequence[FilterPlugin] | None = None) -> Status:
         """``RunFilterPluginsWithNominatedPods``: Filter with the equal-or-higher-priority Pods
         nominated to the node added (cloned state and NodeInfo), then, if that passed and some Pod
-        was added, again without them. Returns the last status run.
+        was added, again without them. Returns the last status run. ``plugins``: as
+        :meth:`run_filter`.
 
         Raises:
             SchedulingError: a Filter plugin or a PreFilterExtensions AddPod failed with an error.
@@ -580,7 +586,7 @@ class Framework:
                 pods_added, state_to_use, info_to_use = self._add_ge_nominated_pods(state, pod, node_info)
             elif not pods_added or not status.is_success():
                 break
-            status = self.run_filter(state_to_use, pod, info_to_use)
+            status = self.run_filter(state_to_use, pod, info_to_use, plugins)
         return status
 
     def _add_ge_nominated_pods(self, state: CycleState, pod: PodInfo,

@@ -18,7 +18,11 @@ How one PostFilter call goes (all in memory; the live loop performs the eviction
    (``offset_rand``, injectable) and on a clone of the CycleState and NodeInfo: every Pod of lower
    priority is removed (PreFilterExtensions RemovePod), Filter is run with nominated Pods; if the
    Pod fits, victims are reprieved one by one, most important first (PDB-violating ones before the
-   others), and a victim stays evicted only when adding it back makes Filter fail.
+   others), and a victim stays evicted only when adding it back makes Filter fail. The reprieve
+   checks leave out the Filter plugins that never read the node's Pods
+   (:data:`NODE_PODS_INDEPENDENT_FILTERS`), and for a Pod whose Filter runs only
+   :data:`MEMO_SAFE_FILTERS` a node's result is reused from an earlier Pod of the same spec while
+   the node is unchanged (:meth:`DefaultPreemption.victims_memo_context`).
 3. The best candidate is picked (fewest PDB violations, lowest highest-victim priority, smallest
    sum of priorities, fewest victims, latest start time, first) and returned as
    ``PostFilterResult(node, victims)`` with ``preemption: found a potential placement for pod on
@@ -44,13 +48,16 @@ from py_scheduler.framework.events import (
     QueueingHint,
 )
 from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.interfaces import FilterPlugin, PostFilterResult
 from py_scheduler.framework.preemption import (
     PDB,
     Evaluator,
     ScoreFunc,
     Victims,
+    VictimsMemo,
+    VictimsMemoContext,
     filter_pods_with_pdb_violation,
+    pod_has_start_time,
     pod_terminating_by_preemption,
     sort_by_importance,
 )
@@ -75,6 +82,28 @@ ERR_WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be fini
 MESSAGE_PREFIX = "preemption: "
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+def _any_victim(_ni: NodeInfo, _victim: PodInfo, _pod: PodInfo) -> bool:
+    """The default :attr:`DefaultPreemption.is_eligible_pod`: every lower-priority Pod may be a victim."""
+    return True
+
+
+NODE_PODS_INDEPENDENT_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"})
+"""Filter plugins whose verdict for a Pod on a node reads only the Pod, the Node object and their
+own PreFilter state, never the node's Pods (``node_info.pods``, the resource sums, ports, volume
+counts) nor state that PreFilterExtensions AddPod / RemovePod change (none of them implements
+those): the reprieve checks of :meth:`DefaultPreemption.select_victims_on_node` leave them out.
+What it depends on: those four plugins' ``filter`` (py_scheduler/plugins/node_unschedulable.py,
+node_name.py, taint_toleration.py, node_affinity.py); a plugin that starts reading the node's Pods
+must leave this set. ``tests/unit/plugins/test_default_preemption_fast.py`` checks that their verdict
+does not change with the node's Pods and that the dry run gives the same victims with and without
+the shortcut."""
+
+MEMO_SAFE_FILTERS = NODE_PODS_INDEPENDENT_FILTERS | {"NodePorts", "NodeResourcesFit"}
+"""Filter plugins whose verdict reads only the Pod, the node (object and Pods) and a PreFilter state
+computed from the Pod alone (NodeResourcesFit: for a Pod without scalar requests): when the Pod's
+Filter runs no other plugin, a dry run may be memoized across cycles
+(:meth:`DefaultPreemption.victims_memo_context`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +191,11 @@ class DefaultPreemption:
         self.handle: Handle = handle if handle is not None else Handle()
         self.offset_rand: Callable[[int], int] = offset_rand or random.Random().randrange
         self.now_ns: Callable[[], int] = now_ns or time.time_ns
-        self.is_eligible_pod: Callable[[NodeInfo, PodInfo, PodInfo], bool] = lambda _ni, _victim, _pod: True
+        self.is_eligible_pod: Callable[[NodeInfo, PodInfo, PodInfo], bool] = _any_victim
+        self._victims_memo = VictimsMemo()
         self.evaluator = Evaluator(NAME, self, lambda: self.now_ns())
         self._preempting: set[str] = set()
+        self._reprieve_memo: tuple[Sequence[FilterPlugin], list[FilterPlugin]] | None = None
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> DefaultPreemption:
@@ -226,6 +257,57 @@ class DefaultPreemption:
         """``OrderedScoreFuncs``: None (the default criteria)."""
         return None
 
+    def victims_memo_context(self, state: CycleState, pod: PodInfo,
+                             pdbs: Sequence[PDB]) -> VictimsMemoContext | None:
+        """The :class:`~py_scheduler.framework.preemption.VictimsMemo` context of this Pod's dry run,
+        or None when a node's result may read more than the context and the node hold.
+
+        The memo is used only when every Filter plugin run for the Pod is one of
+        :data:`MEMO_SAFE_FILTERS` (no PreFilterExtensions, whose state reads the whole cluster, and no
+        DRA, volume, spreading, affinity or GPU plugin), the Pod asks for no non-zero scalar resource
+        (NodeResourcesFit then reads no DeviceClass) and :attr:`is_eligible_pod` is the default. The
+        result of ``SelectVictimsOnNode`` is then a function of: the Pod's spec and effective requests
+        (what those plugins' PreFilter states and ``filter`` read; the priority), the plugins run,
+        the PDBs, and the node (its Node object and Pods: ``NodeInfo.generation``) -- the context is
+        the first three. Per node, the memo is not used for a node with nominated Pods (Filter
+        adds them) nor where the lower-priority Pods mix Pods with and without ``status.startTime``
+        (a Pod without one counts as started *now*: their order would depend on the clock).
+        ``tests/unit/plugins/test_default_preemption_fast.py`` checks dry runs with the memo against
+        dry runs without it over sequences of preemptions, bindings and node changes.
+        """
+        fh = self.handle.profile
+        if fh is None or self.is_eligible_pod is not _any_victim:
+            return None
+        skip = state.skip_filter
+        if any(pl.name not in skip for pl in fh.pre_filter_extensions):
+            return None
+        run = tuple(pl.name for pl in fh.filter_plugins if pl.name not in skip)
+        if not MEMO_SAFE_FILTERS.issuperset(run):
+            return None
+        req = pod.requests
+        if any(v != 0 for v in req.scalar.values()):
+            return None
+        context = (repr(pod.spec), repr(req), run, tuple(
+            (b.namespace, repr(b.selector), b.disruptions_allowed, tuple(sorted(b.disrupted_pods))) for b in pdbs))
+        prio = pod.priority
+        nominated = fh.nominated_pods_for_node
+
+        def usable(ni: NodeInfo) -> bool:
+            return not nominated(ni.name)
+
+        def storable(ni: NodeInfo) -> bool:
+            started = None
+            for p in ni.pods:
+                if p.priority < prio:
+                    has = pod_has_start_time(p)
+                    if started is None:
+                        started = has
+                    elif has != started:
+                        return False
+            return True
+
+        return VictimsMemoContext(self._victims_memo, context, usable, storable)
+
     def select_victims_on_node(self, state: CycleState, pod: PodInfo, node_info: NodeInfo,
                                pdbs: Sequence[PDB]) -> tuple[list[PodInfo], int, Status]:
         """``SelectVictimsOnNode`` on a cloned ``state`` and ``node_info`` (both are modified).
@@ -234,6 +316,11 @@ class DefaultPreemption:
         UnschedulableAndUnresolvable ``No preemption victims found for incoming pod`` when no Pod
         has lower priority, the Filter status when the Pod does not fit even with all of them
         gone, Error when a PreFilterExtensions or Filter plugin fails.
+
+        The reprieve checks (one Filter run per victim added back) skip the plugins of
+        :data:`NODE_PODS_INDEPENDENT_FILTERS`: they passed on this node in the first check, with
+        every victim gone, and their verdict does not depend on the node's Pods, so they would pass
+        again (see :meth:`_reprieve_filters`).
         """
         fh = self.handle.profile
         if fh is None:
@@ -242,47 +329,49 @@ class DefaultPreemption:
         potential = [p for p in node_info.pods if self._preemption_allowed(node_info, p, pod)]
         if not potential:
             return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_NO_VICTIMS])
+        run_filter = fh.run_filter_with_nominated_pods
+        remove_ext = fh.run_pre_filter_extension_remove_pod
 
         def remove(p: PodInfo) -> Status:
             if not p.uid:
                 return Status(Code.ERROR, ["cannot get cache key for pod with empty UID"])
             if node_info.remove_pod(p.uid) is None:
                 return Status(Code.ERROR, [f"no corresponding pod {p.name} in pods of node {node_info.name}"])
-            return fh.run_pre_filter_extension_remove_pod(state, pod, p, node_info)
-
-        def add(p: PodInfo) -> Status:
-            node_info.add_pod(p)
-            return fh.run_pre_filter_extension_add_pod(state, pod, p, node_info)
-
-        def fits() -> Status:
-            try:
-                return fh.run_filter_with_nominated_pods(state, pod, node_info)
-            except SchedulingError as exc:
-                return Status(Code.ERROR, [str(exc)])
+            return remove_ext(state, pod, p, node_info)
 
         for p in potential:
             s = remove(p)
             if not s.is_success():
                 return [], 0, Status(Code.ERROR, s.reasons)
-        s = fits()
+        try:
+            s = run_filter(state, pod, node_info)
+        except SchedulingError as exc:
+            s = Status(Code.ERROR, [str(exc)])
         if not s.is_success():
             return [], 0, s
 
         sort_by_importance(potential, now)
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
         victims: list[PodInfo] = []
+        plugins = self._reprieve_filters(fh.filter_plugins)
+        add_ext = fh.run_pre_filter_extension_add_pod
 
         def reprieve(p: PodInfo) -> tuple[bool, Status]:
-            s = add(p)
+            node_info.add_pod(p)
+            s = add_ext(state, pod, p, node_info)
             if not s.is_success():
                 return False, Status(Code.ERROR, s.reasons)
-            if fits().is_success():  # an Error counts as "does not fit", as upstream
-                return True, Status.success()
+            try:
+                fits = run_filter(state, pod, node_info, plugins).is_success()
+            except SchedulingError:
+                fits = False  # an Error counts as "does not fit", as upstream
+            if fits:
+                return True, s
             s = remove(p)
             if not s.is_success():
                 return False, Status(Code.ERROR, s.reasons)
             victims.append(p)
-            return False, Status.success()
+            return False, s
 
         num_violating = 0
         for p, count in violating:
@@ -298,6 +387,17 @@ class DefaultPreemption:
         if violating and non_violating:
             sort_by_importance(victims, now)
         return victims, num_violating, Status.success()
+
+    def _reprieve_filters(self, filter_plugins: Sequence[FilterPlugin]) -> list[FilterPlugin]:
+        """The Filter plugins a reprieve check runs: ``filter_plugins`` without those of
+        :data:`NODE_PODS_INDEPENDENT_FILTERS`, in order; memoized for the list object given (a
+        profile's list is built once)."""
+        memo = self._reprieve_memo
+        if memo is not None and memo[0] is filter_plugins:
+            return memo[1]
+        out = [pl for pl in filter_plugins if pl.name not in NODE_PODS_INDEPENDENT_FILTERS]
+        self._reprieve_memo = (filter_plugins, out)
+        return out
 
     # -- asynchronous preemption bookkeeping (PreEnqueue) -----------------------------------------
     def mark_preempting(self, pod_uid: str) -> None:
