@@ -23,8 +23,7 @@ import yaml
 
 from py_scheduler.framework import features
 from py_scheduler.framework.errors import ConfigError as ConfigError
-from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.interfaces import PluginRegistry
+from py_scheduler.framework.handle import Handle, PluginRegistry
 from py_scheduler.framework.runtime import Framework, Observer
 
 DEFAULT_SCHEDULER_NAME = "py-scheduler"

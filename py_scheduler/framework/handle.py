@@ -196,3 +196,32 @@ class Handle:
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     snapshot: SnapshotLister | None = None
     profile: ProfileHandle | None = None
+
+
+class PluginFactory(Protocol):
+    """``func(ctx, args, handle) (Plugin, error)``: builds a plugin from its pluginConfig args (a dict,
+    possibly empty) and the profile's :class:`~py_scheduler.framework.handle.Handle`.
+
+    Raises:
+        py_scheduler.framework.errors.ConfigError: bad args (the message names the field).
+    """
+
+    def __call__(self, args: dict[str, Any], handle: Handle) -> Any: ...
+
+
+class PluginRegistry(Protocol):
+    """The plugin registry as the configuration loader uses it (``runtime.Registry``); the in-tree one
+    is the module :mod:`py_scheduler.plugins.registry`, passed in by the caller so the framework
+    never imports the plugins."""
+
+    def known(self, name: str) -> bool:
+        """Whether ``name`` is a registered plugin."""
+        ...
+
+    def available(self) -> list[str]:
+        """The registered plugins, in registry order."""
+        ...
+
+    def get(self, name: str) -> PluginFactory:
+        """The factory of ``name``. Raises KeyError when unknown."""
+        ...

@@ -38,20 +38,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from py_scheduler.framework.batch import SignFragment
 from py_scheduler.framework.events import ClusterEventWithHint, EnqueueExtensions
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 
-if TYPE_CHECKING:
-    from py_scheduler.framework.handle import Handle
-
 __all__ = [
     "AsyncPreemptionPlugin", "BatchFilterPlugin", "BatchScorePlugin", "BindPlugin", "ClusterEventWithHint",
-    "EnqueueExtensions", "FilterPlugin", "NormalizeScorePlugin", "PermitPlugin", "Plugin", "PluginFactory",
-    "PluginRegistry", "PostBindPlugin", "PostFilterPlugin", "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin",
+    "EnqueueExtensions", "FilterPlugin", "NormalizeScorePlugin", "PermitPlugin", "Plugin",
+    "PostBindPlugin", "PostFilterPlugin", "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin",
     "PreFilterExtensions", "PreFilterPlugin", "PreFilterResult", "PreScorePlugin", "QueueSortPlugin",
     "QueuedPodInfo", "ReservePlugin", "ScorePlugin", "SignFragment", "SignPlugin", "SignResult",
 ]
@@ -397,30 +394,3 @@ class AsyncPreemptionPlugin(Protocol):
     def preemption_finished(self, pod_uid: str) -> None: ...
 
 
-class PluginFactory(Protocol):
-    """``func(ctx, args, handle) (Plugin, error)``: builds a plugin from its pluginConfig args (a dict,
-    possibly empty) and the profile's :class:`~py_scheduler.framework.handle.Handle`.
-
-    Raises:
-        py_scheduler.framework.errors.ConfigError: bad args (the message names the field).
-    """
-
-    def __call__(self, args: dict[str, Any], handle: Handle) -> Any: ...
-
-
-class PluginRegistry(Protocol):
-    """The plugin registry as the configuration loader uses it (``runtime.Registry``); the in-tree one
-    is the module :mod:`py_scheduler.plugins.registry`, passed in by the caller so the framework
-    never imports the plugins."""
-
-    def known(self, name: str) -> bool:
-        """Whether ``name`` is a registered plugin."""
-        ...
-
-    def available(self) -> list[str]:
-        """The registered plugins, in registry order."""
-        ...
-
-    def get(self, name: str) -> PluginFactory:
-        """The factory of ``name``. Raises KeyError when unknown."""
-        ...

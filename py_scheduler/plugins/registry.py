@@ -7,7 +7,7 @@ raises :class:`py_scheduler.framework.errors.ConfigError` naming the bad field.
 Each entry is ``"module:Class"`` and is imported on first use, so the registry stays one table. An
 entry that cannot be imported is an error (:class:`~py_scheduler.framework.errors.PluginImportError`),
 never a plugin silently left out. The configuration loader gets this module passed in as its
-:class:`~py_scheduler.framework.interfaces.PluginRegistry`.
+:class:`~py_scheduler.framework.handle.PluginRegistry`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import functools
 import importlib
 
 from py_scheduler.framework.errors import PluginImportError
-from py_scheduler.framework.interfaces import PluginFactory
+from py_scheduler.framework.handle import PluginFactory
 
 _ENTRIES: dict[str, str] = {
     "PrioritySort": "py_scheduler.plugins.queue_sort:PrioritySort",

@@ -7,7 +7,7 @@ import pytest
 
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.errors import PluginImportError
-from py_scheduler.framework.interfaces import PluginFactory
+from py_scheduler.framework.handle import PluginFactory
 from py_scheduler.plugins import registry
 
 
