@@ -26,7 +26,7 @@ from typing import Any
 from py_scheduler.framework import quantity
 from py_scheduler.framework.handle import APIClient, APIError, ObjectLister
 from py_scheduler.framework.lister import ClusterObjectsLister
-from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
+from py_scheduler.plugins.helpers.node_selector import LabelSelector, NodeSelector, parse_label_selector
 from py_scheduler.plugins.volume_binding import csi_translation as csi
 from py_scheduler.plugins.volume_binding import storage as st
 
@@ -40,6 +40,7 @@ __all__ = [
     "AssumeCache",
     "BindError",
     "BindingInfo",
+    "BoundClaimsCheck",
     "DynamicProvision",
     "PodVolumeClaims",
     "PodVolumes",
@@ -109,9 +110,10 @@ class PodVolumeClaims:
     """The Pod's claims split by binding state (``PodVolumeClaims``); ``unbound_volumes_delay_binding``
     maps a storage class name to its PVs (assumed versions included).
 
-    ``matchers`` (claim key -> :class:`~.storage.ClaimMatcher`) and ``capacities`` (class -> usable
-    CSIStorageCapacities) are per-cycle caches of the node-independent work, filled by the first Filter
-    call that needs them, so each node only evaluates what depends on it.
+    ``matchers`` (claim key -> :class:`~.storage.ClaimMatcher`), ``capacities`` (class -> usable
+    CSIStorageCapacities) and ``bound_check`` (the bound claims' PVs, see :class:`BoundClaimsCheck`) are
+    per-cycle caches of the node-independent work, filled by the first Filter call that needs them, so
+    each node only evaluates what depends on it.
     """
 
     bound_claims: list[Obj] = field(default_factory=list)
@@ -120,6 +122,7 @@ class PodVolumeClaims:
     unbound_volumes_delay_binding: dict[str, list[Obj]] = field(default_factory=dict)
     matchers: dict[str, st.ClaimMatcher] = field(default_factory=dict)
     capacities: dict[str, list[tuple[int, Obj, LabelSelector | None]]] = field(default_factory=dict)
+    bound_check: BoundClaimsCheck | None = None
 
     def matcher(self, pvc: Obj) -> st.ClaimMatcher:
         """The claim's :class:`~.storage.ClaimMatcher` over its class's PVs (built once per cycle)."""
@@ -322,7 +325,6 @@ class VolumeBinder:
             st.StorageError / csi.TranslationError: upstream's errors (Filter status Error).
         """
         node_name = st.name(node)
-        node_labels = st.labels(node)
         unbound_ok = bound_ok = sufficient = pvs_found = True
         static: list[BindingInfo] = []
         dynamic: list[DynamicProvision] = []
@@ -340,8 +342,12 @@ class VolumeBinder:
             return out
 
         if claims.bound_claims:
-            bound_ok, pvs_found = self._check_bound_claims(objects, claims.bound_claims, node_name, node_labels)
+            check = claims.bound_check
+            if check is None:
+                check = claims.bound_check = BoundClaimsCheck(self.pv_cache, objects, claims.bound_claims)
+            bound_ok, pvs_found = check.check(objects, node_name, node)
         if claims.unbound_claims_delay_binding:
+            node_labels = st.labels(node)
             to_match: list[Obj] = []
             to_provision: list[Obj] = []
             for pvc in claims.unbound_claims_delay_binding:
@@ -360,13 +366,17 @@ class VolumeBinder:
                 unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node)
         return PodVolumes(static, dynamic), reasons()
 
-    def _csi_node(self, objects: ClusterObjectsLister, node_name: str) -> Obj | None:
-        return objects.get("CSINode", node_name)
+    def check_bound_claims_plain(self, objects: ClusterObjectsLister, claims: list[Obj],
+                                 node: Obj) -> tuple[bool, bool]:
+        """``checkBoundClaims`` read straight from the stores for one node (the plain form
+        :class:`BoundClaimsCheck` reproduces; kept for its property test): (node affinity of every bound
+        PV satisfied, every bound PV exists).
 
-    def _check_bound_claims(self, objects: ClusterObjectsLister, claims: list[Obj], node_name: str,
-                            node_labels: dict[str, str]) -> tuple[bool, bool]:
-        """``checkBoundClaims``: (node affinity of every bound PV satisfied, every bound PV exists)."""
-        csi_node = self._csi_node(objects, node_name)
+        Raises:
+            csi.TranslationError: a migrated in-tree PV cannot be translated.
+        """
+        csi_node = objects.get("CSINode", st.name(node))
+        node_labels = st.labels(node)
         for pvc in claims:
             pv_name = st.spec(pvc).get("volumeName")
             pv = self.pv_cache.get(objects, pv_name) if isinstance(pv_name, str) else None
@@ -493,6 +503,94 @@ class VolumeBinder:
             self.pvc_cache.restore(c)
 
 
+class _BoundPV:
+    """One bound claim's PV as :class:`BoundClaimsCheck` keeps it: the compiled node affinity of the
+    PV as stored and, for an in-tree PV whose CSI migration is on, of its CSI translation (computed on
+    the first node whose CSINode lists the plugin as migrated; a translation error is kept as its
+    message and raised again on every such node)."""
+
+    __slots__ = ("_translated", "affinity", "migratable", "pv")
+
+    def __init__(self, pv: Obj) -> None:
+        self.pv = pv
+        plugin = csi.in_tree_plugin_for_pv(pv)
+        self.migratable: str | None = (plugin.plugin_name if plugin is not None
+                                       and plugin.plugin_name in csi.MIGRATION_ON else None)
+        self.affinity = st.compiled_node_affinity(pv)
+        self._translated: NodeSelector | bool | str | None = None
+
+    def translated_affinity(self) -> NodeSelector | bool:
+        """The compiled node affinity of the CSI translation of the PV.
+
+        Raises:
+            csi.TranslationError: upstream's ``could not translate pv: ...``.
+        """
+        t = self._translated
+        if t is None:
+            try:
+                t = st.compiled_node_affinity(csi.translate_pv_to_csi(self.pv))
+            except csi.TranslationError as exc:
+                t = f"could not translate pv: {exc}"
+            self._translated = t
+        if isinstance(t, str):
+            raise csi.TranslationError(t)
+        return t
+
+
+class BoundClaimsCheck:
+    """``checkBoundClaims`` (binder.go) split into what is the same on every node, done once per
+    Pod and cycle, and :meth:`check`, done per node.
+
+    Inputs (read once, at construction, in the first Filter call of the cycle): each bound claim's
+    ``spec.volumeName`` and that PV from the binder's PV assume cache (claims after the first one whose
+    PV is missing are not looked at: upstream returns there on every node), each PV's in-tree plugin
+    and compiled node affinity. Per node :meth:`check` reads only the node's labels and, when some PV
+    is a migratable in-tree PV, its CSINode's ``storage.alpha.kubernetes.io/migrated-plugins``
+    annotation. Valid for one cycle (the snapshot's objects and the assume caches do not change while
+    a Pod's Filters run); it lives in the cycle's :class:`PodVolumeClaims`, so nothing survives the
+    cycle. The result equals :meth:`VolumeBinder.check_bound_claims_plain` on every node, errors
+    included (``tests/unit/plugins/test_volume_binding_memo.py``).
+    """
+
+    __slots__ = ("entries", "needs_csi_node")
+
+    def __init__(self, pv_cache: AssumeCache, objects: ClusterObjectsLister, claims: list[Obj]) -> None:
+        self.entries: list[_BoundPV | None] = []
+        """Per claim in order: its PV, or None (missing PV; always the last entry)."""
+        for pvc in claims:
+            pv_name = st.spec(pvc).get("volumeName")
+            pv = pv_cache.get(objects, pv_name) if isinstance(pv_name, str) else None
+            if pv is None:
+                self.entries.append(None)
+                break
+            self.entries.append(_BoundPV(pv))
+        self.needs_csi_node = any(e is not None and e.migratable is not None for e in self.entries)
+
+    def check(self, objects: ClusterObjectsLister, node_name: str, node: Obj) -> tuple[bool, bool]:
+        """(node affinity of every bound PV satisfied, every bound PV exists) for ``node``.
+
+        Raises:
+            csi.TranslationError: a migrated in-tree PV cannot be translated (Filter status Error).
+        """
+        csi_node = objects.get("CSINode", node_name) if self.needs_csi_node else None
+        node_labels: dict[str, str] | None = None
+        for e in self.entries:
+            if e is None:
+                return True, False
+            affinity = e.affinity
+            if e.migratable is not None and is_plugin_migrated_on_node(e.migratable, csi_node):
+                affinity = e.translated_affinity()
+            if affinity is True:
+                continue
+            if affinity is False:
+                return False, True
+            if node_labels is None:
+                node_labels = st.labels(node)
+            if not st.affinity_matches(affinity, node_labels):
+                return False, True
+        return True, True
+
+
 def _class_capacities(objects: ClusterObjectsLister, class_name: str) -> list[tuple[int, Obj, LabelSelector | None]]:
     """The class's CSIStorageCapacities as (``volumeLimit`` bytes, object, compiled ``nodeTopology``),
     in namespace/name order (upstream's lister order is unspecified). A missing or malformed limit never
@@ -520,8 +618,8 @@ def is_plugin_migrated_on_node(plugin_name: str, csi_node: Obj | None) -> bool:
     annotation (comma-separated) lists the plugin."""
     if csi_node is None:
         return False
-    value = st.annotations_of(csi_node).get(st.ANN_MIGRATED_PLUGINS, "")
-    return bool(value) and plugin_name in value.split(",")
+    value = st.annotation(csi_node, st.ANN_MIGRATED_PLUGINS)
+    return value is not None and plugin_name in value.split(",")
 
 
 def try_translate_pv_to_csi(pv: Obj, csi_node: Obj | None) -> Obj:

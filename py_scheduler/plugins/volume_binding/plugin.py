@@ -323,14 +323,15 @@ class VolumeBinding:
         return self.scorer(classes), Status.success()
 
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
-        """:meth:`score` for each of ``nodes`` in order (batch form): all 0 at once when no node has
-        volume decisions (a Pod without claims, the common case), else node by node."""
+        """:meth:`score` for each of ``nodes`` in order (batch form): all 0 at once when no node's
+        decisions bind or provision anything (a Pod without claims, or whose claims are all bound:
+        :meth:`score` then groups no class and the scorer gives 0), else node by node."""
         if self.scorer is None:
             return [0] * len(nodes), Status.success()
         s = _read_state(state)
         if s is None:
             return [], Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
-        if not s.pod_volumes_by_node:
+        if not any(pv.static_bindings or pv.dynamic_provisions for pv in s.pod_volumes_by_node.values()):
             return [0] * len(nodes), Status.success()
         out: list[int] = []
         for ni in nodes:
