@@ -45,7 +45,7 @@ from py_scheduler.framework.events import (
 )
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
-from py_scheduler.framework.memo import PodInput, PodMemo
+from py_scheduler.framework.memo import NodeInput, NodeMemo, PodInput, PodMemo
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.volume_binding import csi_translation as csi
@@ -119,22 +119,36 @@ class _VAIndex:
 
 
 def _cannot_exceed(node_info: NodeInfo, attachments: dict[str, str], new_volumes: dict[str, str],
-                   limits: dict[str, int]) -> bool:
+                   limits: dict[str, int], drivers: tuple[str, ...] | None = None) -> bool:
     """A cheap sufficient condition for passing: even if every PVC volume of the node's Pods and every
     VolumeAttachment were a distinct volume of the new volumes' driver, no limit would be exceeded.
 
     Only used when the node's Pods have plain PVC volumes with names (whose lookups cannot fail): with
     ephemeral or inline in-tree volumes upstream may return an error while counting, so the full count
-    runs. The result is then the one the full count would give.
+    runs. The result is then the one the full count would give. ``drivers``: the distinct values of
+    ``new_volumes`` when the caller has them.
     """
-    upper = len(attachments)
+    pods_upper = _NODE_PVC_COUNT_MEMO.get(node_info, _count_node_plain_pvc_volumes)
+    if pods_upper < 0:
+        return False
+    upper = len(attachments) + pods_upper
+    relevant = [limits[d] for d in (drivers if drivers is not None else set(new_volumes.values())) if d in limits]
+    return not relevant or upper + len(new_volumes) <= min(relevant)
+
+
+def _count_node_plain_pvc_volumes(node_info: NodeInfo) -> int:
+    """The sum of :func:`_plain_pvc_volume_count` over the node's Pods, -1 when one of them is -1."""
+    upper = 0
     for existing in node_info.pods:
         n = _plain_pvc_volume_count(existing)
         if n < 0:
-            return False
+            return -1
         upper += n
-    relevant = [limits[d] for d in set(new_volumes.values()) if d in limits]
-    return not relevant or upper + len(new_volumes) <= min(relevant)
+    return upper
+
+
+_NODE_PVC_COUNT_MEMO: NodeMemo[int] = NodeMemo(NAME + "/plain PVC volumes of the node's Pods", NodeInput.NODE_INFO)
+"""Per NodeInfo generation (every change of its Pods bumps it)."""
 
 
 def _plain_pvc_volume_count(pod: PodInfo) -> int:
@@ -245,20 +259,44 @@ class NodeVolumeLimits:
         """See the module docstring for the counting rule and reasons. The incoming Pod's volumes are
         resolved once per cycle (:class:`_PodVolumes`) and each CSINode read once per object
         (:class:`_CSINodeInfo`); the node's own Pods and VolumeAttachments are counted per node."""
+        memo = self._pod_volumes(state, pod)
+        if not memo.has_volumes:
+            return Status.success()
+        return self._filter_node(memo, state, st.cycle_objects(state), node_info)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` on each of ``nodes`` (batch form); None when every node passes."""
+        memo = self._pod_volumes(state, pod)
+        if not memo.has_volumes:
+            return None
+        objects = st.cycle_objects(state)
+        out: list[Status] | None = None
+        for i, ni in enumerate(nodes):
+            got = self._filter_node(memo, state, objects, ni)
+            if got.code:
+                if out is None:
+                    out = [Status.success()] * len(nodes)
+                out[i] = got
+        return out
+
+    @staticmethod
+    def _pod_volumes(state: CycleState, pod: PodInfo) -> _PodVolumes:
+        """The cycle's :class:`_PodVolumes` of ``pod`` (created and written on first use)."""
         memo = state.data.get(POD_VOLUMES_KEY)
         if not isinstance(memo, _PodVolumes) or memo.pod is not pod.pod:
             memo = _PodVolumes(pod.pod)
             state.write(POD_VOLUMES_KEY, memo)
-        if not memo.has_volumes:
-            return Status.success()
-        objects = st.cycle_objects(state)
+        return memo
+
+    def _filter_node(self, memo: _PodVolumes, state: CycleState, objects: ClusterObjectsLister,
+                     node_info: NodeInfo) -> Status:
         node_name = node_info.name
         csi_node = objects.get("CSINode", node_name)
         got = memo.variants.get(csi_node is not None)
         if got is None:
             found: dict[str, str] = {}
             try:
-                self._filter_attachable_volumes(objects, pod.pod, csi_node, True, found)
+                self._filter_attachable_volumes(objects, memo.pod, csi_node, True, found)
                 got = (found, tuple(dict.fromkeys(found.values())))
             except _LookupError as exc:
                 got = exc
@@ -282,7 +320,7 @@ class NodeVolumeLimits:
         if not limits:
             return Status.success()
         attachments = self._volume_attachments(state, objects, node_name)
-        if _cannot_exceed(node_info, attachments, pod_volumes, limits):
+        if _cannot_exceed(node_info, attachments, pod_volumes, limits, drivers):
             return Status.success()
         new_volumes = dict(pod_volumes)
         attached: dict[str, str] = {}
@@ -490,7 +528,10 @@ class NodeVolumeLimits:
                     index.by_node.setdefault(va_node, []).append(va)
             state.write(VA_INDEX_KEY, index)
         out: dict[str, str] = {}
-        for va in index.by_node.get(node_name, []):
+        vas = index.by_node.get(node_name)
+        if not vas:
+            return out
+        for va in vas:
             va_spec = st.spec(va)
             attacher = va_spec.get("attacher")
             source = va_spec.get("source")

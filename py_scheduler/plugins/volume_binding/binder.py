@@ -245,6 +245,22 @@ def _pvc_size(pvc: Obj) -> Decimal:
         return Decimal(0)
 
 
+def _reasons(bound_ok: bool, unbound_ok: bool, sufficient: bool, pvs_found: bool) -> list[str]:
+    """``FindPodVolumes``' conflict reasons in upstream's order (empty when the node fits)."""
+    if bound_ok and unbound_ok and sufficient and pvs_found:
+        return []
+    out: list[str] = []
+    if not bound_ok:
+        out.append(ERR_REASON_NODE_CONFLICT)
+    if not unbound_ok:
+        out.append(ERR_REASON_BIND_CONFLICT)
+    if not sufficient:
+        out.append(ERR_REASON_NOT_ENOUGH_SPACE)
+    if not pvs_found:
+        out.append(ERR_REASON_PV_NOT_EXIST)
+    return out
+
+
 class VolumeBinder:
     """``volumeBinder``: the PV / PVC assume caches and the binding decisions.
 
@@ -324,47 +340,35 @@ class VolumeBinder:
         Raises:
             st.StorageError / csi.TranslationError: upstream's errors (Filter status Error).
         """
-        node_name = st.name(node)
-        unbound_ok = bound_ok = sufficient = pvs_found = True
-        static: list[BindingInfo] = []
-        dynamic: list[DynamicProvision] = []
-
-        def reasons() -> list[str]:
-            out: list[str] = []
-            if not bound_ok:
-                out.append(ERR_REASON_NODE_CONFLICT)
-            if not unbound_ok:
-                out.append(ERR_REASON_BIND_CONFLICT)
-            if not sufficient:
-                out.append(ERR_REASON_NOT_ENOUGH_SPACE)
-            if not pvs_found:
-                out.append(ERR_REASON_PV_NOT_EXIST)
-            return out
-
+        bound_ok = pvs_found = True
         if claims.bound_claims:
             check = claims.bound_check
             if check is None:
                 check = claims.bound_check = BoundClaimsCheck(self.pv_cache, objects, claims.bound_claims)
-            bound_ok, pvs_found = check.check(objects, node_name, node)
-        if claims.unbound_claims_delay_binding:
-            node_labels = st.labels(node)
-            to_match: list[Obj] = []
-            to_provision: list[Obj] = []
-            for pvc in claims.unbound_claims_delay_binding:
-                selected = st.annotation(pvc, st.ANN_SELECTED_NODE)
-                if selected is not None:
-                    if selected != node_name:
-                        unbound_ok = False
-                        return PodVolumes(), reasons()
-                    to_provision.append(pvc)
-                else:
-                    to_match.append(pvc)
-            if to_match:
-                unbound_ok, static, unmatched = self._find_matching_volumes(to_match, claims, node_labels)
-                to_provision.extend(unmatched)
-            if to_provision:
-                unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node)
-        return PodVolumes(static, dynamic), reasons()
+            bound_ok, pvs_found = check.check(objects, node)
+        if not claims.unbound_claims_delay_binding:
+            return PodVolumes(), _reasons(bound_ok, True, True, pvs_found)
+        node_name = st.name(node)
+        node_labels = st.labels(node)
+        unbound_ok = sufficient = True
+        static: list[BindingInfo] = []
+        dynamic: list[DynamicProvision] = []
+        to_match: list[Obj] = []
+        to_provision: list[Obj] = []
+        for pvc in claims.unbound_claims_delay_binding:
+            selected = st.annotation(pvc, st.ANN_SELECTED_NODE)
+            if selected is not None:
+                if selected != node_name:
+                    return PodVolumes(), _reasons(bound_ok, False, True, pvs_found)
+                to_provision.append(pvc)
+            else:
+                to_match.append(pvc)
+        if to_match:
+            unbound_ok, static, unmatched = self._find_matching_volumes(to_match, claims, node_labels)
+            to_provision.extend(unmatched)
+        if to_provision:
+            unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node)
+        return PodVolumes(static, dynamic), _reasons(bound_ok, unbound_ok, sufficient, pvs_found)
 
     def check_bound_claims_plain(self, objects: ClusterObjectsLister, claims: list[Obj],
                                  node: Obj) -> tuple[bool, bool]:
@@ -566,13 +570,13 @@ class BoundClaimsCheck:
             self.entries.append(_BoundPV(pv))
         self.needs_csi_node = any(e is not None and e.migratable is not None for e in self.entries)
 
-    def check(self, objects: ClusterObjectsLister, node_name: str, node: Obj) -> tuple[bool, bool]:
+    def check(self, objects: ClusterObjectsLister, node: Obj) -> tuple[bool, bool]:
         """(node affinity of every bound PV satisfied, every bound PV exists) for ``node``.
 
         Raises:
             csi.TranslationError: a migrated in-tree PV cannot be translated (Filter status Error).
         """
-        csi_node = objects.get("CSINode", node_name) if self.needs_csi_node else None
+        csi_node = objects.get("CSINode", st.name(node)) if self.needs_csi_node else None
         node_labels: dict[str, str] | None = None
         for e in self.entries:
             if e is None:

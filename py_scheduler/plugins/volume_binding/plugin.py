@@ -48,7 +48,7 @@ from typing import Any
 from py_scheduler.framework import quantity, signers
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers.resource_scoring import FieldErrors, UtilizationShapePoint, decode_shape
 from py_scheduler.plugins.volume_binding import csi_translation as csi
@@ -265,10 +265,31 @@ class VolumeBinding:
         s = _read_state(state)
         if s is None:
             return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        return self._filter_node(s, st.cycle_objects(state), pod, s.pod_volume_claims or PodVolumeClaims(),
+                                 node_info)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` on each of ``nodes`` (batch form, the same per-node work and state writes
+        without the per-call lookups); None when every node passes."""
+        s = _read_state(state)
+        if s is None:
+            return [Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME) for _ in nodes]
+        objects = st.cycle_objects(state)
+        claims = s.pod_volume_claims or PodVolumeClaims()
+        out: list[Status] | None = None
+        for i, ni in enumerate(nodes):
+            got = self._filter_node(s, objects, pod, claims, ni)
+            if got.code:
+                if out is None:
+                    out = [Status.success()] * len(nodes)
+                out[i] = got
+        return out
+
+    def _filter_node(self, s: VolumeBindingState, objects: ClusterObjectsLister, pod: PodInfo,
+                     claims: PodVolumeClaims, node_info: NodeInfo) -> Status:
         node = node_info.node or {}
         try:
-            pod_volumes, reasons = self.binder.find_pod_volumes(
-                st.cycle_objects(state), pod.pod, s.pod_volume_claims or PodVolumeClaims(), node)
+            pod_volumes, reasons = self.binder.find_pod_volumes(objects, pod.pod, claims, node)
         except (st.StorageError, csi.TranslationError) as exc:
             return Status.error(str(exc), NAME)
         except PodParseError as exc:
@@ -276,7 +297,8 @@ class VolumeBinding:
         if reasons:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, NAME)
         s.pod_volumes_by_node[node_info.name] = pod_volumes
-        s.has_static_bindings = s.has_static_bindings or bool(pod_volumes.static_bindings)
+        if pod_volumes.static_bindings:
+            s.has_static_bindings = True
         return Status.success()
 
     # -- PreScore / Score -----------------------------------------------------------------------------

@@ -123,6 +123,9 @@ def test_filter_equals_plain_form(case: tuple[list[Obj], Obj], scaling: bool, or
     order.shuffle(visit)
     for ni in visit:
         assert _key(pl.filter(state, pi, ni)) == _key(pl.filter_plain(plain_state, pi, ni)), ni.name
+    batch = pl.filter_nodes(CycleState(snap), pi, visit)
+    plain = [_key(pl.filter_plain(plain_state, pi, ni)) for ni in visit]
+    assert ([_key(Status.success())] * len(visit) if batch is None else [_key(b) for b in batch]) == plain
 
 
 def test_a_csinode_replaced_between_cycles_is_read_again() -> None:

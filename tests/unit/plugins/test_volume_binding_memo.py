@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.types import CycleState, PodInfo
-from py_scheduler.plugins.volume_binding import VolumeBinding
+from py_scheduler.plugins.volume_binding import STATE_KEY, VolumeBinding
 from py_scheduler.plugins.volume_binding import csi_translation as csi
 from py_scheduler.plugins.volume_binding import storage as vst
 from py_scheduler.plugins.volume_binding.binder import BoundClaimsCheck, PodVolumeClaims
@@ -84,7 +84,7 @@ def _plain(vb: VolumeBinding, objects: ClusterObjects, claims: list[Obj], n: Obj
 
 def _memo(check: BoundClaimsCheck, objects: ClusterObjects, n: Obj) -> object:
     try:
-        return check.check(objects, vst.name(n), n)
+        return check.check(objects, n)
     except csi.TranslationError as exc:
         return ("error", str(exc))
 
@@ -131,6 +131,14 @@ def test_filter_statuses_equal_plain_form(case: tuple[list[Obj], list[Obj], list
         want = ([] if bound_ok else ["node(s) didn't match PersistentVolume's node affinity"]) + (
             [] if found else ["node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"])
         assert got.reasons == want and got.is_success() == (not want)
+    batch = vb.filter_nodes(CycleState(snap), pi, list(snap.node_info_list))  # no PreFilter state: Errors
+    assert batch is not None and all(b.code.name == "ERROR" for b in batch)
+    state2 = CycleState(snap)
+    vb.pre_filter(state2, pi, list(snap.node_info_list))
+    batch = vb.filter_nodes(state2, pi, list(snap.node_info_list))
+    one = [(int(x.code), x.reasons) for x in (vb.filter(state, pi, ni) for ni in snap.node_info_list)]
+    assert ([(0, [])] * len(one) if batch is None else [(int(b.code), b.reasons) for b in batch]) == one
+    assert sorted(state2.data[STATE_KEY].pod_volumes_by_node) == sorted(state.data[STATE_KEY].pod_volumes_by_node)
 
 
 def test_the_check_is_built_once_per_cycle_and_reads_no_csinode_without_migratable_pvs() -> None:
