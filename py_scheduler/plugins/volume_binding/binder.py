@@ -41,6 +41,7 @@ __all__ = [
     "BindError",
     "BindingInfo",
     "BoundClaimsCheck",
+    "DelayBindingPlan",
     "DynamicProvision",
     "PodVolumeClaims",
     "PodVolumes",
@@ -111,9 +112,10 @@ class PodVolumeClaims:
     maps a storage class name to its PVs (assumed versions included).
 
     ``matchers`` (claim key -> :class:`~.storage.ClaimMatcher`), ``capacities`` (class -> usable
-    CSIStorageCapacities) and ``bound_check`` (the bound claims' PVs, see :class:`BoundClaimsCheck`) are
-    per-cycle caches of the node-independent work, filled by the first Filter call that needs them, so
-    each node only evaluates what depends on it.
+    CSIStorageCapacities), ``bound_check`` (the bound claims' PVs, see :class:`BoundClaimsCheck`) and
+    ``delay_plan`` (the unbound claims' split and order, see :class:`DelayBindingPlan`) are per-cycle
+    caches of the node-independent work, filled by the first Filter call that needs them, so each node
+    only evaluates what depends on it.
     """
 
     bound_claims: list[Obj] = field(default_factory=list)
@@ -123,6 +125,7 @@ class PodVolumeClaims:
     matchers: dict[str, st.ClaimMatcher] = field(default_factory=dict)
     capacities: dict[str, list[tuple[int, Obj, LabelSelector | None]]] = field(default_factory=dict)
     bound_check: BoundClaimsCheck | None = None
+    delay_plan: DelayBindingPlan | None = None
 
     def matcher(self, pvc: Obj) -> st.ClaimMatcher:
         """The claim's :class:`~.storage.ClaimMatcher` over its class's PVs (built once per cycle)."""
@@ -331,8 +334,9 @@ class VolumeBinder:
 
     # -- filter ---------------------------------------------------------------------------------------
     def find_pod_volumes(self, objects: ClusterObjectsLister, pod: Obj, claims: PodVolumeClaims,
-                         node: Obj) -> tuple[PodVolumes, list[str]]:
+                         node: Obj, node_labels: dict[str, str] | None = None) -> tuple[PodVolumes, list[str]]:
         """``FindPodVolumes``: (the node's volume decisions, conflict reasons; empty when it fits).
+        ``node_labels``: ``storage.labels(node)`` when the caller has it (read only).
 
         Reasons, in upstream's order: ``ERR_REASON_NODE_CONFLICT``, ``ERR_REASON_BIND_CONFLICT``,
         ``ERR_REASON_NOT_ENOUGH_SPACE``, ``ERR_REASON_PV_NOT_EXIST``.
@@ -349,25 +353,24 @@ class VolumeBinder:
         if not claims.unbound_claims_delay_binding:
             return PodVolumes(), _reasons(bound_ok, True, True, pvs_found)
         node_name = st.name(node)
-        node_labels = st.labels(node)
+        plan = claims.delay_plan
+        if plan is None:
+            plan = claims.delay_plan = DelayBindingPlan(claims.unbound_claims_delay_binding)
+        for _, selected in plan.selected:
+            if selected != node_name:
+                return PodVolumes(), _reasons(bound_ok, False, True, pvs_found)
+        if node_labels is None:
+            node_labels = st.labels(node)
         unbound_ok = sufficient = True
         static: list[BindingInfo] = []
         dynamic: list[DynamicProvision] = []
-        to_match: list[Obj] = []
-        to_provision: list[Obj] = []
-        for pvc in claims.unbound_claims_delay_binding:
-            selected = st.annotation(pvc, st.ANN_SELECTED_NODE)
-            if selected is not None:
-                if selected != node_name:
-                    return PodVolumes(), _reasons(bound_ok, False, True, pvs_found)
-                to_provision.append(pvc)
-            else:
-                to_match.append(pvc)
-        if to_match:
-            unbound_ok, static, unmatched = self._find_matching_volumes(to_match, claims, node_labels)
+        to_provision = [pvc for pvc, _ in plan.selected]
+        if plan.to_match:
+            unbound_ok, static, unmatched = self._find_matching_volumes(plan, claims, node_labels)
             to_provision.extend(unmatched)
         if to_provision:
-            unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node)
+            unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node_labels,
+                                                                            plan)
         return PodVolumes(static, dynamic), _reasons(bound_ok, unbound_ok, sufficient, pvs_found)
 
     def check_bound_claims_plain(self, objects: ClusterObjectsLister, claims: list[Obj],
@@ -391,16 +394,21 @@ class VolumeBinder:
                 return False, True
         return True, True
 
-    def _find_matching_volumes(self, claims: list[Obj], pod_claims: PodVolumeClaims,
+    def _find_matching_volumes(self, plan: DelayBindingPlan, pod_claims: PodVolumeClaims,
                                node_labels: dict[str, str]) -> tuple[bool, list[BindingInfo], list[Obj]]:
-        """``findMatchingVolumes``: claims in increasing size order each take the smallest fitting PV
-        not chosen before; returns (all matched, bindings, claims left for provisioning)."""
+        """``findMatchingVolumes``: claims in increasing size order (``plan.to_match``) each take the
+        smallest fitting PV not chosen before; returns (all matched, bindings, claims left for
+        provisioning)."""
         chosen: dict[str, Obj] = {}
         bindings: list[BindingInfo] = []
         unmatched: list[Obj] = []
         found = True
-        for pvc in sorted(claims, key=_pvc_size):
-            pv = pod_claims.matcher(pvc).match(node_labels, chosen)
+        matchers = plan.matchers
+        for i, pvc in enumerate(plan.to_match):
+            m = matchers[i]
+            if m is None:
+                m = matchers[i] = pod_claims.matcher(pvc)
+            pv = m.match(node_labels, chosen)
             if pv is None:
                 unmatched.append(pvc)
                 found = False
@@ -410,21 +418,16 @@ class VolumeBinder:
         return found, bindings, unmatched
 
     def _check_volume_provisions(self, objects: ClusterObjectsLister, pod_claims: PodVolumeClaims, claims: list[Obj],
-                                 node: Obj) -> tuple[bool, bool, list[DynamicProvision]]:
-        """``checkVolumeProvisions``: (provisioning possible, enough capacity, provisions)."""
-        node_labels = st.labels(node)
+                                 node_labels: dict[str, str],
+                                 plan: DelayBindingPlan | None = None) -> tuple[bool, bool, list[DynamicProvision]]:
+        """``checkVolumeProvisions``: (provisioning possible, enough capacity, provisions). ``plan``
+        keeps each claim's class lookup for the cycle (:meth:`DelayBindingPlan.provisioner`)."""
         out: list[DynamicProvision] = []
         for pvc in claims:
-            key = st.claim_key(st.namespace(pvc), st.name(pvc))
-            cls_name = st.claim_class(pvc)
-            if not cls_name:
-                raise st.StorageError(f'no class for claim "{key}"')
-            sc = objects.get("StorageClass", cls_name)
-            if sc is None:
-                raise st.StorageError(f'failed to find storage class "{cls_name}"')
-            provisioner = sc.get("provisioner")
-            if not isinstance(provisioner, str) or not provisioner or provisioner == st.NOT_SUPPORTED_PROVISIONER:
+            got = plan.provisioner(objects, pvc) if plan is not None else _claim_provisioner(objects, pvc)
+            if got is None:
                 return False, True, []
+            sc, provisioner, cls_name = got
             if not st.match_topology_selector_terms(sc.get("allowedTopologies"), node_labels):
                 return False, True, []
             ok, cap = self._has_enough_capacity(objects, pod_claims, provisioner, pvc, cls_name, node_labels)
@@ -505,6 +508,73 @@ class VolumeBinder:
     def _revert_pvcs(self, claims: Iterable[Obj]) -> None:
         for c in claims:
             self.pvc_cache.restore(c)
+
+
+class DelayBindingPlan:
+    """The node-independent part of ``FindPodVolumes`` for the unbound WaitForFirstConsumer claims,
+    done once per Pod and cycle (kept in the cycle's :class:`PodVolumeClaims`).
+
+    Inputs: the claims (``PodVolumeClaims.unbound_claims_delay_binding``, fixed for the cycle).
+    ``selected``: the claims that already carry ``volume.kubernetes.io/selected-node`` with that node
+    name, in claim order (a node with another name fails them all, as upstream's first mismatch);
+    ``to_match``: the others in increasing size order (``byPVCSize``, stable), each with its
+    :class:`~.storage.ClaimMatcher` filled on first use (a malformed claim raises on every node that
+    reaches it, as before).
+    """
+
+    __slots__ = ("_provisioners", "matchers", "selected", "to_match")
+
+    def __init__(self, claims: list[Obj]) -> None:
+        self.selected: list[tuple[Obj, str]] = []
+        to_match: list[Obj] = []
+        for pvc in claims:
+            selected = st.annotation(pvc, st.ANN_SELECTED_NODE)
+            if selected is not None:
+                self.selected.append((pvc, selected))
+            else:
+                to_match.append(pvc)
+        self.to_match = sorted(to_match, key=_pvc_size)
+        self.matchers: list[st.ClaimMatcher | None] = [None] * len(self.to_match)
+        self._provisioners: dict[int, tuple[tuple[Obj, str, str] | None, str | None]] = {}
+
+    def provisioner(self, objects: ClusterObjectsLister, pvc: Obj) -> tuple[Obj, str, str] | None:
+        """:func:`_claim_provisioner` of one of the plan's claims, looked up once per cycle (keyed by
+        the claim object's identity; the plan holds the claims, so identities are not reused).
+
+        Raises:
+            st.StorageError: as :func:`_claim_provisioner`, on every call.
+        """
+        hit = self._provisioners.get(id(pvc))
+        if hit is None:
+            try:
+                hit = (_claim_provisioner(objects, pvc), None)
+            except st.StorageError as exc:
+                hit = (None, str(exc))
+            self._provisioners[id(pvc)] = hit
+        if hit[1] is not None:
+            raise st.StorageError(hit[1])
+        return hit[0]
+
+
+def _claim_provisioner(objects: ClusterObjectsLister, pvc: Obj) -> tuple[Obj, str, str] | None:
+    """The node-independent head of ``checkVolumeProvisions`` for one claim: (StorageClass,
+    provisioner, class name), or None when the class cannot provision dynamically (no provisioner,
+    ``kubernetes.io/no-provisioner``).
+
+    Raises:
+        st.StorageError: the claim has no class, or its StorageClass does not exist.
+    """
+    key = st.claim_key(st.namespace(pvc), st.name(pvc))
+    cls_name = st.claim_class(pvc)
+    if not cls_name:
+        raise st.StorageError(f'no class for claim "{key}"')
+    sc = objects.get("StorageClass", cls_name)
+    if sc is None:
+        raise st.StorageError(f'failed to find storage class "{cls_name}"')
+    provisioner = sc.get("provisioner")
+    if not isinstance(provisioner, str) or not provisioner or provisioner == st.NOT_SUPPORTED_PROVISIONER:
+        return None
+    return sc, provisioner, cls_name
 
 
 class _BoundPV:

@@ -49,6 +49,7 @@ from py_scheduler.framework import quantity, signers
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
+from py_scheduler.framework.memo import NodeInput, NodeMemo
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers.resource_scoring import FieldErrors, UtilizationShapePoint, decode_shape
 from py_scheduler.plugins.volume_binding import csi_translation as csi
@@ -288,8 +289,9 @@ class VolumeBinding:
     def _filter_node(self, s: VolumeBindingState, objects: ClusterObjectsLister, pod: PodInfo,
                      claims: PodVolumeClaims, node_info: NodeInfo) -> Status:
         node = node_info.node or {}
+        labels = _NODE_LABELS.get(node_info, _str_labels) if claims.unbound_claims_delay_binding else None
         try:
-            pod_volumes, reasons = self.binder.find_pod_volumes(objects, pod.pod, claims, node)
+            pod_volumes, reasons = self.binder.find_pod_volumes(objects, pod.pod, claims, node, labels)
         except (st.StorageError, csi.TranslationError) as exc:
             return Status.error(str(exc), NAME)
         except PodParseError as exc:
@@ -422,6 +424,14 @@ class VolumeBinding:
         except BindError as exc:
             return Status.error(str(exc), NAME)
         return Status.success()
+
+
+def _str_labels(node_info: NodeInfo) -> dict[str, str]:
+    return st.labels(node_info.node)
+
+
+_NODE_LABELS: NodeMemo[dict[str, str]] = NodeMemo(NAME + "/string labels", NodeInput.NODE)
+"""``storage.labels`` of the Node object (its string-valued labels), per Node object; read only."""
 
 
 def _provision_class(pvc: dict[str, Any]) -> str:

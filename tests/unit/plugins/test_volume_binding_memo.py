@@ -22,7 +22,19 @@ from py_scheduler.plugins.volume_binding import STATE_KEY, VolumeBinding
 from py_scheduler.plugins.volume_binding import csi_translation as csi
 from py_scheduler.plugins.volume_binding import storage as vst
 from py_scheduler.plugins.volume_binding.binder import BoundClaimsCheck, PodVolumeClaims
-from tests.unit.plugins.volume_objects import ZONE, csi_node, driver, node, pod, pv, pvc, pvc_vol
+from tests.unit.plugins.volume_objects import (
+    ZONE,
+    capacity,
+    csi_driver,
+    csi_node,
+    driver,
+    node,
+    pod,
+    pv,
+    pvc,
+    pvc_vol,
+    storage_class,
+)
 
 Obj = dict[str, Any]
 GKE_ZONE = "topology.gke.io/zone"
@@ -151,3 +163,102 @@ def test_the_check_is_built_once_per_cycle_and_reads_no_csinode_without_migratab
     for i in range(3):
         vb.binder.find_pod_volumes(store, pod("a"), claims, node(f"n{i}"))
     assert claims.bound_check is not None and not claims.bound_check.needs_csi_node
+
+
+HOST = "kubernetes.io/hostname"
+PV_AFFINITIES: list[list[Obj] | None] = [
+    None,
+    [{"matchExpressions": [{"key": HOST, "operator": "In", "values": ["n0"]}]}],
+    [{"matchExpressions": [{"key": HOST, "operator": "In", "values": ["n1", "n2"]}]}],
+    [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z1"]},
+                           {"key": HOST, "operator": "NotIn", "values": ["n1"]}]}],
+    [{"matchExpressions": [{"key": ZONE, "operator": "Exists"},
+                           {"key": HOST, "operator": "In", "values": ["n3"]}]}],
+    [{"matchExpressions": [{"key": HOST, "operator": "In", "values": ["n0"]}]},
+     {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z2"]}]}],  # two terms: not indexed
+    [{"matchExpressions": [{"key": ZONE, "operator": "NotIn", "values": ["z1"]}]}],
+    [{"matchExpressions": [{"key": HOST, "operator": "Bogus", "values": ["n0"]}]}],  # malformed
+    [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n0"]}]}],  # ignored: matches all
+]
+
+
+@st.composite
+def static_pvs(draw: st.DrawFn) -> tuple[list[Obj], Obj, list[Obj]]:
+    """(Available PVs of class ``w``, an unbound claim of that class, nodes)."""
+    pvs = []
+    for i in range(draw(st.integers(0, 40))):
+        pvs.append(pv(f"p{i:02d}", size=draw(st.sampled_from(["1Gi", "2Gi", "5Gi"])), sc="w",
+                      affinity=draw(st.sampled_from(PV_AFFINITIES if draw(st.booleans()) else PV_AFFINITIES[1:6]))))
+    claim = pvc("c", size=draw(st.sampled_from(["1Gi", "2Gi"])), sc="w")
+    nodes = [node(f"n{i}", {ZONE: draw(st.sampled_from(ZONES))} if draw(st.booleans()) else {}) for i in range(5)]
+    return pvs, claim, nodes
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=static_pvs(), data=st.data())
+def test_claim_matcher_index_equals_the_plain_walk(case: tuple[list[Obj], Obj, list[Obj]], data: Any) -> None:
+    """``ClaimMatcher.match`` (indexed by the PVs' ``In`` node affinity from 4 eligible PVs on)
+    returns upstream's PV (the plain walk in (capacity, position) order) on every node, whatever PVs
+    the Pod's other claims already took."""
+    pvs, claim, nodes = case
+    m = vst.ClaimMatcher(claim, pvs)
+    for n in nodes:
+        labels = vst.labels(n)
+        excluded = {vst.name(p): p for p in data.draw(st.lists(st.sampled_from(pvs), max_size=5))} if pvs else {}
+        for ex in ({}, excluded):
+            assert m.match(labels, ex) is m.match_plain(labels, ex)
+
+
+@st.composite
+def delay_cluster(draw: st.DrawFn) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """(nodes, cluster objects, the Pod's unbound WaitForFirstConsumer claims) with static PVs,
+    provisioning classes (with allowedTopologies, capacity tracking, no provisioner, missing)."""
+    nodes = [node(f"n{i}", {ZONE: draw(st.sampled_from(ZONES))} if draw(st.booleans()) else {}) for i in range(5)]
+    objs: list[Obj] = [
+        storage_class("local", provisioner="kubernetes.io/no-provisioner"),
+        storage_class("dyn", topologies=[{"matchLabelExpressions": [{"key": ZONE, "values": ["z1"]}]}]),
+        storage_class("cap"), csi_driver("csi.example.com"),
+        capacity("k1", "cap", "3Gi", {ZONE: "z1"}), capacity("k2", "cap", "10Gi", {ZONE: "z2"})]
+    for i in range(draw(st.integers(0, 12))):
+        objs.append(pv(f"p{i:02d}", size=draw(st.sampled_from(["1Gi", "2Gi"])),
+                       sc=draw(st.sampled_from(["local", "dyn"])), affinity=draw(st.sampled_from(PV_AFFINITIES[:6]))))
+    claims = []
+    for c in range(draw(st.integers(1, 3))):
+        ann = {vst.ANN_SELECTED_NODE: draw(st.sampled_from(["n0", "n1"]))} if draw(st.integers(0, 4)) == 0 else None
+        claims.append(pvc(f"c{c}", size=draw(st.sampled_from(["1Gi", "2Gi", "5Gi"])),
+                          sc=draw(st.sampled_from(["local", "dyn", "cap", "gone"])), ann=ann))
+    return nodes, objs, claims
+
+
+def _find(vb: VolumeBinding, store: ClusterObjects, claims: PodVolumeClaims, n: Obj) -> object:
+    try:
+        pv_, reasons = vb.binder.find_pod_volumes(store, pod("a"), claims, n)
+    except (vst.StorageError, csi.TranslationError) as exc:
+        return ("error", str(exc))
+    return ([(vst.name(b.pvc), vst.name(b.pv)) for b in pv_.static_bindings],
+            [(vst.name(d.pvc), vst.name(d.node_capacity) if d.node_capacity else None)
+             for d in pv_.dynamic_provisions], reasons)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=delay_cluster(), order=st.randoms(use_true_random=False))
+def test_delay_binding_plan_reused_across_nodes_equals_a_fresh_one(
+        case: tuple[list[Obj], list[Obj], list[Obj]], order: Any) -> None:
+    """``FindPodVolumes`` with the cycle's caches (:class:`DelayBindingPlan`, matchers, capacities)
+    shared by every node, in any order, answers as with caches built afresh for each node."""
+    nodes, objs, claims = case
+    store = ClusterObjects()
+    for o in objs + claims:
+        store.upsert(o["kind"], o)
+    vb = VolumeBinding()
+    shared = PodVolumeClaims(unbound_claims_delay_binding=claims,
+                             unbound_volumes_delay_binding={"local": [o for o in objs if o["kind"] == "PersistentVolume"
+                                                                      and o["spec"]["storageClassName"] == "local"],
+                                                            "dyn": [o for o in objs if o["kind"] == "PersistentVolume"
+                                                                    and o["spec"]["storageClassName"] == "dyn"]})
+    visit = list(nodes) * 2
+    order.shuffle(visit)
+    for n in visit:
+        fresh = PodVolumeClaims(unbound_claims_delay_binding=claims,
+                                unbound_volumes_delay_binding=shared.unbound_volumes_delay_binding)
+        assert _find(vb, store, shared, n) == _find(vb, store, fresh, n)
