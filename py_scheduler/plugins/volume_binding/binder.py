@@ -50,6 +50,7 @@ __all__ = [
     "VolumeBinder",
     "bind_pod_volumes",
     "check_bindings",
+    "conflict_reasons",
 ]
 
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
@@ -248,7 +249,7 @@ def _pvc_size(pvc: Obj) -> Decimal:
         return Decimal(0)
 
 
-def _reasons(bound_ok: bool, unbound_ok: bool, sufficient: bool, pvs_found: bool) -> list[str]:
+def conflict_reasons(bound_ok: bool, unbound_ok: bool, sufficient: bool, pvs_found: bool) -> list[str]:
     """``FindPodVolumes``' conflict reasons in upstream's order (empty when the node fits)."""
     if bound_ok and unbound_ok and sufficient and pvs_found:
         return []
@@ -351,14 +352,14 @@ class VolumeBinder:
                 check = claims.bound_check = BoundClaimsCheck(self.pv_cache, objects, claims.bound_claims)
             bound_ok, pvs_found = check.check(objects, node)
         if not claims.unbound_claims_delay_binding:
-            return PodVolumes(), _reasons(bound_ok, True, True, pvs_found)
+            return PodVolumes(), conflict_reasons(bound_ok, True, True, pvs_found)
         node_name = st.name(node)
         plan = claims.delay_plan
         if plan is None:
             plan = claims.delay_plan = DelayBindingPlan(claims.unbound_claims_delay_binding)
         for _, selected in plan.selected:
             if selected != node_name:
-                return PodVolumes(), _reasons(bound_ok, False, True, pvs_found)
+                return PodVolumes(), conflict_reasons(bound_ok, False, True, pvs_found)
         if node_labels is None:
             node_labels = st.labels(node)
         unbound_ok = sufficient = True
@@ -371,7 +372,7 @@ class VolumeBinder:
         if to_provision:
             unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node_labels,
                                                                             plan)
-        return PodVolumes(static, dynamic), _reasons(bound_ok, unbound_ok, sufficient, pvs_found)
+        return PodVolumes(static, dynamic), conflict_reasons(bound_ok, unbound_ok, sufficient, pvs_found)
 
     def check_bound_claims_plain(self, objects: ClusterObjectsLister, claims: list[Obj],
                                  node: Obj) -> tuple[bool, bool]:
@@ -620,13 +621,15 @@ class BoundClaimsCheck:
     PV is missing are not looked at: upstream returns there on every node), each PV's in-tree plugin
     and compiled node affinity. Per node :meth:`check` reads only the node's labels and, when some PV
     is a migratable in-tree PV, its CSINode's ``storage.alpha.kubernetes.io/migrated-plugins``
-    annotation. Valid for one cycle (the snapshot's objects and the assume caches do not change while
-    a Pod's Filters run); it lives in the cycle's :class:`PodVolumeClaims`, so nothing survives the
-    cycle. The result equals :meth:`VolumeBinder.check_bound_claims_plain` on every node, errors
-    included (``tests/unit/plugins/test_volume_binding_memo.py``).
+    annotation; when neither can matter (no CSINode object at all, or no migratable PV, and no PV
+    with a node selector) the answer is computed once (``constant``). Valid for one cycle (the
+    snapshot's objects and the assume caches do not change while a Pod's Filters run); it lives in
+    the cycle's :class:`PodVolumeClaims`, so nothing survives the cycle. The result equals
+    :meth:`VolumeBinder.check_bound_claims_plain` on every node, errors included
+    (``tests/unit/plugins/test_volume_binding_memo.py``).
     """
 
-    __slots__ = ("entries", "needs_csi_node")
+    __slots__ = ("constant", "entries", "needs_csi_node")
 
     def __init__(self, pv_cache: AssumeCache, objects: ClusterObjectsLister, claims: list[Obj]) -> None:
         self.entries: list[_BoundPV | None] = []
@@ -638,7 +641,14 @@ class BoundClaimsCheck:
                 self.entries.append(None)
                 break
             self.entries.append(_BoundPV(pv))
-        self.needs_csi_node = any(e is not None and e.migratable is not None for e in self.entries)
+        self.needs_csi_node = bool(objects.by_kind.get("CSINode")) and any(
+            e is not None and e.migratable is not None for e in self.entries)
+        """A migratable PV can be translated on some node (none can without any CSINode object)."""
+        self.constant: tuple[bool, bool] | None = None
+        """The answer on every node when it depends on no node (no CSINode to read, every affinity
+        absent or malformed)."""
+        if not self.needs_csi_node and all(e is None or isinstance(e.affinity, bool) for e in self.entries):
+            self.constant = self.check(objects, {})
 
     def check(self, objects: ClusterObjectsLister, node: Obj) -> tuple[bool, bool]:
         """(node affinity of every bound PV satisfied, every bound PV exists) for ``node``.
@@ -646,6 +656,8 @@ class BoundClaimsCheck:
         Raises:
             csi.TranslationError: a migrated in-tree PV cannot be translated (Filter status Error).
         """
+        if self.constant is not None:
+            return self.constant
         csi_node = objects.get("CSINode", st.name(node)) if self.needs_csi_node else None
         node_labels: dict[str, str] | None = None
         for e in self.entries:

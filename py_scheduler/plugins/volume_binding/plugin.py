@@ -57,12 +57,14 @@ from py_scheduler.plugins.volume_binding import storage as st
 from py_scheduler.plugins.volume_binding.binder import (
     BIND_POLL_INTERVAL_SECONDS,
     BindError,
+    BoundClaimsCheck,
     PodVolumeClaims,
     PodVolumes,
     PreBindPlan,
     StorageResource,
     VolumeBinder,
     bind_pod_volumes,
+    conflict_reasons,
 )
 from py_scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, VolumeCapacityScorer, build_scorer_function
 
@@ -277,6 +279,19 @@ class VolumeBinding:
             return [Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME) for _ in nodes]
         objects = st.cycle_objects(state)
         claims = s.pod_volume_claims or PodVolumeClaims()
+        if claims.bound_claims and not claims.unbound_claims_delay_binding:
+            check = claims.bound_check
+            if check is None:
+                check = claims.bound_check = BoundClaimsCheck(self.binder.pv_cache, objects, claims.bound_claims)
+            if check.constant is not None:  # the same answer on every node: no per-node work
+                if check.constant == (True, True):
+                    byn = s.pod_volumes_by_node
+                    for ni in nodes:
+                        byn[ni.name] = PodVolumes()
+                    return None
+                bound_ok, found = check.constant
+                reasons = conflict_reasons(bound_ok, True, True, found)
+                return [Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, list(reasons), NAME) for _ in nodes]
         out: list[Status] | None = None
         for i, ni in enumerate(nodes):
             got = self._filter_node(s, objects, pod, claims, ni)
