@@ -45,7 +45,7 @@ from py_scheduler.framework.events import (
 )
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
-from py_scheduler.framework.memo import PodInput, PodMemo
+from py_scheduler.framework.memo import NodeInput, NodeMemo, PodInput, PodMemo
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.volume_binding import csi_translation as csi
@@ -63,6 +63,49 @@ VA_INDEX_KEY = "NodeVolumeLimits/VolumeAttachmentsByNode"
 """CycleState key of the per-cycle VolumeAttachment index."""
 
 
+POD_VOLUMES_KEY = "NodeVolumeLimits/PodVolumes"
+"""CycleState key of the incoming Pod's per-cycle :class:`_PodVolumes`."""
+
+
+class _PodVolumes:
+    """The incoming Pod's attachable volumes for one cycle (shared, not copied, by CycleState.clone).
+
+    ``filterAttachableVolumes`` of the incoming Pod reads the Pod's claims, their PVs and StorageClasses
+    and the CSIDriver objects, which do not change while the Pod's Filters run, and of the node only
+    whether it has a CSINode (``isCSIMigrationOn``: a migrated in-tree volume counts only on a node
+    with one). So it is computed at most twice per cycle, once per answer, and kept here with the
+    distinct drivers in first-use order; a lookup error is kept and answered on every node. ``pod`` is
+    the Pod dict it was computed for (a state holding another Pod's entry recomputes).
+    ``must_be_listed`` memoizes per driver whether its CSIDriver has ``preventPodSchedulingIfMissing``.
+    """
+
+    __slots__ = ("has_volumes", "must_be_listed", "pod", "variants")
+
+    def __init__(self, pod: Obj) -> None:
+        self.pod = pod
+        self.has_volumes = bool(st.pod_volumes(pod))
+        self.variants: dict[bool, tuple[dict[str, str], tuple[str, ...]] | _LookupError] = {}
+        self.must_be_listed: dict[str, bool] = {}
+
+    def clone(self) -> _PodVolumes:
+        return self
+
+
+class _CSINodeInfo:
+    """What Filter reads of a CSINode object: its limits (:func:`get_volume_limits`) and the names of
+    its drivers, computed once per CSINode object (``obj``, compared by identity: the informer
+    replaces the object on every update)."""
+
+    __slots__ = ("drivers", "limits", "obj")
+
+    def __init__(self, obj: Obj) -> None:
+        self.obj = obj
+        self.limits = get_volume_limits(obj)
+        drivers = st.spec(obj).get("drivers")
+        self.drivers = frozenset(d["name"] for d in (drivers if isinstance(drivers, list) else [])
+                                 if isinstance(d, dict) and isinstance(d.get("name"), str))
+
+
 class _VAIndex:
     """VolumeAttachments by ``spec.nodeName`` for one cycle (shared, not copied, by CycleState.clone)."""
 
@@ -76,22 +119,36 @@ class _VAIndex:
 
 
 def _cannot_exceed(node_info: NodeInfo, attachments: dict[str, str], new_volumes: dict[str, str],
-                   limits: dict[str, int]) -> bool:
+                   limits: dict[str, int], drivers: tuple[str, ...] | None = None) -> bool:
     """A cheap sufficient condition for passing: even if every PVC volume of the node's Pods and every
     VolumeAttachment were a distinct volume of the new volumes' driver, no limit would be exceeded.
 
     Only used when the node's Pods have plain PVC volumes with names (whose lookups cannot fail): with
     ephemeral or inline in-tree volumes upstream may return an error while counting, so the full count
-    runs. The result is then the one the full count would give.
+    runs. The result is then the one the full count would give. ``drivers``: the distinct values of
+    ``new_volumes`` when the caller has them.
     """
-    upper = len(attachments)
+    pods_upper = _NODE_PVC_COUNT_MEMO.get(node_info, _count_node_plain_pvc_volumes)
+    if pods_upper < 0:
+        return False
+    upper = len(attachments) + pods_upper
+    relevant = [limits[d] for d in (drivers if drivers is not None else set(new_volumes.values())) if d in limits]
+    return not relevant or upper + len(new_volumes) <= min(relevant)
+
+
+def _count_node_plain_pvc_volumes(node_info: NodeInfo) -> int:
+    """The sum of :func:`_plain_pvc_volume_count` over the node's Pods, -1 when one of them is -1."""
+    upper = 0
     for existing in node_info.pods:
         n = _plain_pvc_volume_count(existing)
         if n < 0:
-            return False
+            return -1
         upper += n
-    relevant = [limits[d] for d in set(new_volumes.values()) if d in limits]
-    return not relevant or upper + len(new_volumes) <= min(relevant)
+    return upper
+
+
+_NODE_PVC_COUNT_MEMO: NodeMemo[int] = NodeMemo(NAME + "/plain PVC volumes of the node's Pods", NodeInput.NODE_INFO)
+"""Per NodeInfo generation (every change of its Pods bumps it)."""
 
 
 def _plain_pvc_volume_count(pod: PodInfo) -> int:
@@ -163,6 +220,9 @@ class NodeVolumeLimits:
         self.volume_limit_scaling = volume_limit_scaling
         alphabet = string.ascii_lowercase + string.digits
         self.random_volume_id_prefix = "".join(secrets.choice(alphabet) for _ in range(32))
+        self._csi_nodes: dict[str, _CSINodeInfo] = {}
+        """Node name -> the :class:`_CSINodeInfo` of its CSINode object, checked by identity on every
+        read; entries of CSINodes no longer stored are dropped when the map outgrows the store."""
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> NodeVolumeLimits:
@@ -196,7 +256,98 @@ class NodeVolumeLimits:
         return None, Status.skip()
 
     def filter(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
-        """See the module docstring for the counting rule and reasons."""
+        """See the module docstring for the counting rule and reasons. The incoming Pod's volumes are
+        resolved once per cycle (:class:`_PodVolumes`) and each CSINode read once per object
+        (:class:`_CSINodeInfo`); the node's own Pods and VolumeAttachments are counted per node."""
+        memo = self._pod_volumes(state, pod)
+        if not memo.has_volumes:
+            return Status.success()
+        return self._filter_node(memo, state, st.cycle_objects(state), node_info)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` on each of ``nodes`` (batch form); None when every node passes."""
+        memo = self._pod_volumes(state, pod)
+        if not memo.has_volumes:
+            return None
+        objects = st.cycle_objects(state)
+        out: list[Status] | None = None
+        for i, ni in enumerate(nodes):
+            got = self._filter_node(memo, state, objects, ni)
+            if got.code:
+                if out is None:
+                    out = [Status.success()] * len(nodes)
+                out[i] = got
+        return out
+
+    @staticmethod
+    def _pod_volumes(state: CycleState, pod: PodInfo) -> _PodVolumes:
+        """The cycle's :class:`_PodVolumes` of ``pod`` (created and written on first use)."""
+        memo = state.data.get(POD_VOLUMES_KEY)
+        if not isinstance(memo, _PodVolumes) or memo.pod is not pod.pod:
+            memo = _PodVolumes(pod.pod)
+            state.write(POD_VOLUMES_KEY, memo)
+        return memo
+
+    def _filter_node(self, memo: _PodVolumes, state: CycleState, objects: ClusterObjectsLister,
+                     node_info: NodeInfo) -> Status:
+        node_name = node_info.name
+        csi_node = objects.get("CSINode", node_name)
+        got = memo.variants.get(csi_node is not None)
+        if got is None:
+            found: dict[str, str] = {}
+            try:
+                self._filter_attachable_volumes(objects, memo.pod, csi_node, True, found)
+                got = (found, tuple(dict.fromkeys(found.values())))
+            except _LookupError as exc:
+                got = exc
+            memo.variants[csi_node is not None] = got
+        if isinstance(got, _LookupError):
+            if got.not_found:
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(got)], NAME)
+            return Status.error(str(got), NAME)
+        pod_volumes, drivers = got
+        if not pod_volumes:
+            return Status.success()
+        info = self._csi_node_info(objects, node_name, csi_node)
+        if self.volume_limit_scaling:
+            for driver in drivers:
+                must = memo.must_be_listed.get(driver)
+                if must is None:
+                    must = memo.must_be_listed[driver] = self._driver_must_be_listed(objects, driver)
+                if must and (info is None or driver not in info.drivers):
+                    return Status(Code.UNSCHEDULABLE, [f"{driver} CSI driver is not installed on the node"], NAME)
+        limits = info.limits if info is not None else {}
+        if not limits:
+            return Status.success()
+        attachments = self._volume_attachments(state, objects, node_name)
+        if _cannot_exceed(node_info, attachments, pod_volumes, limits, drivers):
+            return Status.success()
+        new_volumes = dict(pod_volumes)
+        attached: dict[str, str] = {}
+        try:
+            for existing in node_info.pods:
+                self._filter_attachable_volumes(objects, existing.pod, csi_node, False, attached)
+        except _LookupError as exc:
+            return Status.error(str(exc), NAME)
+        attached_count: dict[str, int] = {}
+        for unique, driver in attached.items():
+            new_volumes.pop(unique, None)
+            attached_count[driver] = attached_count.get(driver, 0) + 1
+        for unique, driver in attachments.items():
+            if unique not in attached:
+                attached_count[driver] = attached_count.get(driver, 0) + 1
+        new_count: dict[str, int] = {}
+        for driver in new_volumes.values():
+            new_count[driver] = new_count.get(driver, 0) + 1
+        for driver, count in new_count.items():
+            limit = limits.get(driver)
+            if limit is not None and attached_count.get(driver, 0) + count > limit:
+                return Status(Code.UNSCHEDULABLE, [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED], NAME)
+        return Status.success()
+
+    def filter_plain(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+        """:meth:`filter` reading every store per node (the plain form its memos reproduce; kept for
+        their property test, ``tests/unit/plugins/test_node_volume_limits_memo.py``)."""
         vols = st.pod_volumes(pod.pod)
         if not vols:
             return Status.success()
@@ -220,8 +371,6 @@ class NodeVolumeLimits:
         if not limits:
             return Status.success()
         attachments = self._volume_attachments(state, objects, node_name)
-        if _cannot_exceed(node_info, attachments, new_volumes, limits):
-            return Status.success()
         attached: dict[str, str] = {}
         try:
             for existing in node_info.pods:
@@ -244,12 +393,32 @@ class NodeVolumeLimits:
                 return Status(Code.UNSCHEDULABLE, [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED], NAME)
         return Status.success()
 
+    def _csi_node_info(self, objects: ClusterObjectsLister, node_name: str,
+                       csi_node: Obj | None) -> _CSINodeInfo | None:
+        """The node's :class:`_CSINodeInfo` (None without a CSINode), from ``self._csi_nodes``."""
+        if csi_node is None:
+            return None
+        hit = self._csi_nodes.get(node_name)
+        if hit is None or hit.obj is not csi_node:
+            hit = self._csi_nodes[node_name] = _CSINodeInfo(csi_node)
+            store = objects.by_kind.get("CSINode", {})
+            if len(self._csi_nodes) > 2 * len(store) + 1024:
+                for key in [k for k, v in self._csi_nodes.items() if store.get(k) is not v.obj]:
+                    del self._csi_nodes[key]
+        return hit
+
     # -- helpers --------------------------------------------------------------------------------------
+    @staticmethod
+    def _driver_must_be_listed(objects: ClusterObjectsLister, driver: str) -> bool:
+        """The driver's CSIDriver has ``preventPodSchedulingIfMissing: true`` (``checkCSIDriverOnNode``
+        then requires the node's CSINode to list it)."""
+        obj = objects.get("CSIDriver", driver)
+        return obj is not None and st.spec(obj).get("preventPodSchedulingIfMissing") is True
+
     def _driver_installed(self, objects: ClusterObjectsLister, driver: str, csi_node: Obj | None) -> bool:
         """``checkCSIDriverOnNode``: only a CSIDriver with ``preventPodSchedulingIfMissing: true`` must
         be listed in the node's CSINode."""
-        obj = objects.get("CSIDriver", driver)
-        if obj is None or st.spec(obj).get("preventPodSchedulingIfMissing") is not True:
+        if not self._driver_must_be_listed(objects, driver):
             return True
         if csi_node is None:
             return False
@@ -359,7 +528,10 @@ class NodeVolumeLimits:
                     index.by_node.setdefault(va_node, []).append(va)
             state.write(VA_INDEX_KEY, index)
         out: dict[str, str] = {}
-        for va in index.by_node.get(node_name, []):
+        vas = index.by_node.get(node_name)
+        if not vas:
+            return out
+        for va in vas:
             va_spec = st.spec(va)
             attacher = va_spec.get("attacher")
             source = va_spec.get("source")

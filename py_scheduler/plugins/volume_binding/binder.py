@@ -26,7 +26,7 @@ from typing import Any
 from py_scheduler.framework import quantity
 from py_scheduler.framework.handle import APIClient, APIError, ObjectLister
 from py_scheduler.framework.lister import ClusterObjectsLister
-from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
+from py_scheduler.plugins.helpers.node_selector import LabelSelector, NodeSelector, parse_label_selector
 from py_scheduler.plugins.volume_binding import csi_translation as csi
 from py_scheduler.plugins.volume_binding import storage as st
 
@@ -40,6 +40,8 @@ __all__ = [
     "AssumeCache",
     "BindError",
     "BindingInfo",
+    "BoundClaimsCheck",
+    "DelayBindingPlan",
     "DynamicProvision",
     "PodVolumeClaims",
     "PodVolumes",
@@ -48,6 +50,7 @@ __all__ = [
     "VolumeBinder",
     "bind_pod_volumes",
     "check_bindings",
+    "conflict_reasons",
 ]
 
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
@@ -109,9 +112,11 @@ class PodVolumeClaims:
     """The Pod's claims split by binding state (``PodVolumeClaims``); ``unbound_volumes_delay_binding``
     maps a storage class name to its PVs (assumed versions included).
 
-    ``matchers`` (claim key -> :class:`~.storage.ClaimMatcher`) and ``capacities`` (class -> usable
-    CSIStorageCapacities) are per-cycle caches of the node-independent work, filled by the first Filter
-    call that needs them, so each node only evaluates what depends on it.
+    ``matchers`` (claim key -> :class:`~.storage.ClaimMatcher`), ``capacities`` (class -> usable
+    CSIStorageCapacities), ``bound_check`` (the bound claims' PVs, see :class:`BoundClaimsCheck`) and
+    ``delay_plan`` (the unbound claims' split and order, see :class:`DelayBindingPlan`) are per-cycle
+    caches of the node-independent work, filled by the first Filter call that needs them, so each node
+    only evaluates what depends on it.
     """
 
     bound_claims: list[Obj] = field(default_factory=list)
@@ -120,6 +125,8 @@ class PodVolumeClaims:
     unbound_volumes_delay_binding: dict[str, list[Obj]] = field(default_factory=dict)
     matchers: dict[str, st.ClaimMatcher] = field(default_factory=dict)
     capacities: dict[str, list[tuple[int, Obj, LabelSelector | None]]] = field(default_factory=dict)
+    bound_check: BoundClaimsCheck | None = None
+    delay_plan: DelayBindingPlan | None = None
 
     def matcher(self, pvc: Obj) -> st.ClaimMatcher:
         """The claim's :class:`~.storage.ClaimMatcher` over its class's PVs (built once per cycle)."""
@@ -242,6 +249,22 @@ def _pvc_size(pvc: Obj) -> Decimal:
         return Decimal(0)
 
 
+def conflict_reasons(bound_ok: bool, unbound_ok: bool, sufficient: bool, pvs_found: bool) -> list[str]:
+    """``FindPodVolumes``' conflict reasons in upstream's order (empty when the node fits)."""
+    if bound_ok and unbound_ok and sufficient and pvs_found:
+        return []
+    out: list[str] = []
+    if not bound_ok:
+        out.append(ERR_REASON_NODE_CONFLICT)
+    if not unbound_ok:
+        out.append(ERR_REASON_BIND_CONFLICT)
+    if not sufficient:
+        out.append(ERR_REASON_NOT_ENOUGH_SPACE)
+    if not pvs_found:
+        out.append(ERR_REASON_PV_NOT_EXIST)
+    return out
+
+
 class VolumeBinder:
     """``volumeBinder``: the PV / PVC assume caches and the binding decisions.
 
@@ -312,8 +335,9 @@ class VolumeBinder:
 
     # -- filter ---------------------------------------------------------------------------------------
     def find_pod_volumes(self, objects: ClusterObjectsLister, pod: Obj, claims: PodVolumeClaims,
-                         node: Obj) -> tuple[PodVolumes, list[str]]:
+                         node: Obj, node_labels: dict[str, str] | None = None) -> tuple[PodVolumes, list[str]]:
         """``FindPodVolumes``: (the node's volume decisions, conflict reasons; empty when it fits).
+        ``node_labels``: ``storage.labels(node)`` when the caller has it (read only).
 
         Reasons, in upstream's order: ``ERR_REASON_NODE_CONFLICT``, ``ERR_REASON_BIND_CONFLICT``,
         ``ERR_REASON_NOT_ENOUGH_SPACE``, ``ERR_REASON_PV_NOT_EXIST``.
@@ -321,52 +345,46 @@ class VolumeBinder:
         Raises:
             st.StorageError / csi.TranslationError: upstream's errors (Filter status Error).
         """
+        bound_ok = pvs_found = True
+        if claims.bound_claims:
+            check = claims.bound_check
+            if check is None:
+                check = claims.bound_check = BoundClaimsCheck(self.pv_cache, objects, claims.bound_claims)
+            bound_ok, pvs_found = check.check(objects, node)
+        if not claims.unbound_claims_delay_binding:
+            return PodVolumes(), conflict_reasons(bound_ok, True, True, pvs_found)
         node_name = st.name(node)
-        node_labels = st.labels(node)
-        unbound_ok = bound_ok = sufficient = pvs_found = True
+        plan = claims.delay_plan
+        if plan is None:
+            plan = claims.delay_plan = DelayBindingPlan(claims.unbound_claims_delay_binding)
+        for _, selected in plan.selected:
+            if selected != node_name:
+                return PodVolumes(), conflict_reasons(bound_ok, False, True, pvs_found)
+        if node_labels is None:
+            node_labels = st.labels(node)
+        unbound_ok = sufficient = True
         static: list[BindingInfo] = []
         dynamic: list[DynamicProvision] = []
+        to_provision = [pvc for pvc, _ in plan.selected]
+        if plan.to_match:
+            unbound_ok, static, unmatched = self._find_matching_volumes(plan, claims, node_labels)
+            to_provision.extend(unmatched)
+        if to_provision:
+            unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node_labels,
+                                                                            plan)
+        return PodVolumes(static, dynamic), conflict_reasons(bound_ok, unbound_ok, sufficient, pvs_found)
 
-        def reasons() -> list[str]:
-            out: list[str] = []
-            if not bound_ok:
-                out.append(ERR_REASON_NODE_CONFLICT)
-            if not unbound_ok:
-                out.append(ERR_REASON_BIND_CONFLICT)
-            if not sufficient:
-                out.append(ERR_REASON_NOT_ENOUGH_SPACE)
-            if not pvs_found:
-                out.append(ERR_REASON_PV_NOT_EXIST)
-            return out
+    def check_bound_claims_plain(self, objects: ClusterObjectsLister, claims: list[Obj],
+                                 node: Obj) -> tuple[bool, bool]:
+        """``checkBoundClaims`` read straight from the stores for one node (the plain form
+        :class:`BoundClaimsCheck` reproduces; kept for its property test): (node affinity of every bound
+        PV satisfied, every bound PV exists).
 
-        if claims.bound_claims:
-            bound_ok, pvs_found = self._check_bound_claims(objects, claims.bound_claims, node_name, node_labels)
-        if claims.unbound_claims_delay_binding:
-            to_match: list[Obj] = []
-            to_provision: list[Obj] = []
-            for pvc in claims.unbound_claims_delay_binding:
-                selected = st.annotation(pvc, st.ANN_SELECTED_NODE)
-                if selected is not None:
-                    if selected != node_name:
-                        unbound_ok = False
-                        return PodVolumes(), reasons()
-                    to_provision.append(pvc)
-                else:
-                    to_match.append(pvc)
-            if to_match:
-                unbound_ok, static, unmatched = self._find_matching_volumes(to_match, claims, node_labels)
-                to_provision.extend(unmatched)
-            if to_provision:
-                unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node)
-        return PodVolumes(static, dynamic), reasons()
-
-    def _csi_node(self, objects: ClusterObjectsLister, node_name: str) -> Obj | None:
-        return objects.get("CSINode", node_name)
-
-    def _check_bound_claims(self, objects: ClusterObjectsLister, claims: list[Obj], node_name: str,
-                            node_labels: dict[str, str]) -> tuple[bool, bool]:
-        """``checkBoundClaims``: (node affinity of every bound PV satisfied, every bound PV exists)."""
-        csi_node = self._csi_node(objects, node_name)
+        Raises:
+            csi.TranslationError: a migrated in-tree PV cannot be translated.
+        """
+        csi_node = objects.get("CSINode", st.name(node))
+        node_labels = st.labels(node)
         for pvc in claims:
             pv_name = st.spec(pvc).get("volumeName")
             pv = self.pv_cache.get(objects, pv_name) if isinstance(pv_name, str) else None
@@ -377,16 +395,21 @@ class VolumeBinder:
                 return False, True
         return True, True
 
-    def _find_matching_volumes(self, claims: list[Obj], pod_claims: PodVolumeClaims,
+    def _find_matching_volumes(self, plan: DelayBindingPlan, pod_claims: PodVolumeClaims,
                                node_labels: dict[str, str]) -> tuple[bool, list[BindingInfo], list[Obj]]:
-        """``findMatchingVolumes``: claims in increasing size order each take the smallest fitting PV
-        not chosen before; returns (all matched, bindings, claims left for provisioning)."""
+        """``findMatchingVolumes``: claims in increasing size order (``plan.to_match``) each take the
+        smallest fitting PV not chosen before; returns (all matched, bindings, claims left for
+        provisioning)."""
         chosen: dict[str, Obj] = {}
         bindings: list[BindingInfo] = []
         unmatched: list[Obj] = []
         found = True
-        for pvc in sorted(claims, key=_pvc_size):
-            pv = pod_claims.matcher(pvc).match(node_labels, chosen)
+        matchers = plan.matchers
+        for i, pvc in enumerate(plan.to_match):
+            m = matchers[i]
+            if m is None:
+                m = matchers[i] = pod_claims.matcher(pvc)
+            pv = m.match(node_labels, chosen)
             if pv is None:
                 unmatched.append(pvc)
                 found = False
@@ -396,21 +419,16 @@ class VolumeBinder:
         return found, bindings, unmatched
 
     def _check_volume_provisions(self, objects: ClusterObjectsLister, pod_claims: PodVolumeClaims, claims: list[Obj],
-                                 node: Obj) -> tuple[bool, bool, list[DynamicProvision]]:
-        """``checkVolumeProvisions``: (provisioning possible, enough capacity, provisions)."""
-        node_labels = st.labels(node)
+                                 node_labels: dict[str, str],
+                                 plan: DelayBindingPlan | None = None) -> tuple[bool, bool, list[DynamicProvision]]:
+        """``checkVolumeProvisions``: (provisioning possible, enough capacity, provisions). ``plan``
+        keeps each claim's class lookup for the cycle (:meth:`DelayBindingPlan.provisioner`)."""
         out: list[DynamicProvision] = []
         for pvc in claims:
-            key = st.claim_key(st.namespace(pvc), st.name(pvc))
-            cls_name = st.claim_class(pvc)
-            if not cls_name:
-                raise st.StorageError(f'no class for claim "{key}"')
-            sc = objects.get("StorageClass", cls_name)
-            if sc is None:
-                raise st.StorageError(f'failed to find storage class "{cls_name}"')
-            provisioner = sc.get("provisioner")
-            if not isinstance(provisioner, str) or not provisioner or provisioner == st.NOT_SUPPORTED_PROVISIONER:
+            got = plan.provisioner(objects, pvc) if plan is not None else _claim_provisioner(objects, pvc)
+            if got is None:
                 return False, True, []
+            sc, provisioner, cls_name = got
             if not st.match_topology_selector_terms(sc.get("allowedTopologies"), node_labels):
                 return False, True, []
             ok, cap = self._has_enough_capacity(objects, pod_claims, provisioner, pvc, cls_name, node_labels)
@@ -493,6 +511,172 @@ class VolumeBinder:
             self.pvc_cache.restore(c)
 
 
+class DelayBindingPlan:
+    """The node-independent part of ``FindPodVolumes`` for the unbound WaitForFirstConsumer claims,
+    done once per Pod and cycle (kept in the cycle's :class:`PodVolumeClaims`).
+
+    Inputs: the claims (``PodVolumeClaims.unbound_claims_delay_binding``, fixed for the cycle).
+    ``selected``: the claims that already carry ``volume.kubernetes.io/selected-node`` with that node
+    name, in claim order (a node with another name fails them all, as upstream's first mismatch);
+    ``to_match``: the others in increasing size order (``byPVCSize``, stable), each with its
+    :class:`~.storage.ClaimMatcher` filled on first use (a malformed claim raises on every node that
+    reaches it, as before).
+    """
+
+    __slots__ = ("_provisioners", "matchers", "selected", "to_match")
+
+    def __init__(self, claims: list[Obj]) -> None:
+        self.selected: list[tuple[Obj, str]] = []
+        to_match: list[Obj] = []
+        for pvc in claims:
+            selected = st.annotation(pvc, st.ANN_SELECTED_NODE)
+            if selected is not None:
+                self.selected.append((pvc, selected))
+            else:
+                to_match.append(pvc)
+        self.to_match = sorted(to_match, key=_pvc_size)
+        self.matchers: list[st.ClaimMatcher | None] = [None] * len(self.to_match)
+        self._provisioners: dict[int, tuple[tuple[Obj, str, str] | None, str | None]] = {}
+
+    def provisioner(self, objects: ClusterObjectsLister, pvc: Obj) -> tuple[Obj, str, str] | None:
+        """:func:`_claim_provisioner` of one of the plan's claims, looked up once per cycle (keyed by
+        the claim object's identity; the plan holds the claims, so identities are not reused).
+
+        Raises:
+            st.StorageError: as :func:`_claim_provisioner`, on every call.
+        """
+        hit = self._provisioners.get(id(pvc))
+        if hit is None:
+            try:
+                hit = (_claim_provisioner(objects, pvc), None)
+            except st.StorageError as exc:
+                hit = (None, str(exc))
+            self._provisioners[id(pvc)] = hit
+        if hit[1] is not None:
+            raise st.StorageError(hit[1])
+        return hit[0]
+
+
+def _claim_provisioner(objects: ClusterObjectsLister, pvc: Obj) -> tuple[Obj, str, str] | None:
+    """The node-independent head of ``checkVolumeProvisions`` for one claim: (StorageClass,
+    provisioner, class name), or None when the class cannot provision dynamically (no provisioner,
+    ``kubernetes.io/no-provisioner``).
+
+    Raises:
+        st.StorageError: the claim has no class, or its StorageClass does not exist.
+    """
+    key = st.claim_key(st.namespace(pvc), st.name(pvc))
+    cls_name = st.claim_class(pvc)
+    if not cls_name:
+        raise st.StorageError(f'no class for claim "{key}"')
+    sc = objects.get("StorageClass", cls_name)
+    if sc is None:
+        raise st.StorageError(f'failed to find storage class "{cls_name}"')
+    provisioner = sc.get("provisioner")
+    if not isinstance(provisioner, str) or not provisioner or provisioner == st.NOT_SUPPORTED_PROVISIONER:
+        return None
+    return sc, provisioner, cls_name
+
+
+class _BoundPV:
+    """One bound claim's PV as :class:`BoundClaimsCheck` keeps it: the compiled node affinity of the
+    PV as stored and, for an in-tree PV whose CSI migration is on, of its CSI translation (computed on
+    the first node whose CSINode lists the plugin as migrated; a translation error is kept as its
+    message and raised again on every such node)."""
+
+    __slots__ = ("_translated", "affinity", "migratable", "pv")
+
+    def __init__(self, pv: Obj) -> None:
+        self.pv = pv
+        plugin = csi.in_tree_plugin_for_pv(pv)
+        self.migratable: str | None = (plugin.plugin_name if plugin is not None
+                                       and plugin.plugin_name in csi.MIGRATION_ON else None)
+        self.affinity = st.compiled_node_affinity(pv)
+        self._translated: NodeSelector | bool | str | None = None
+
+    def translated_affinity(self) -> NodeSelector | bool:
+        """The compiled node affinity of the CSI translation of the PV.
+
+        Raises:
+            csi.TranslationError: upstream's ``could not translate pv: ...``.
+        """
+        t = self._translated
+        if t is None:
+            try:
+                t = st.compiled_node_affinity(csi.translate_pv_to_csi(self.pv))
+            except csi.TranslationError as exc:
+                t = f"could not translate pv: {exc}"
+            self._translated = t
+        if isinstance(t, str):
+            raise csi.TranslationError(t)
+        return t
+
+
+class BoundClaimsCheck:
+    """``checkBoundClaims`` (binder.go) split into what is the same on every node, done once per
+    Pod and cycle, and :meth:`check`, done per node.
+
+    Inputs (read once, at construction, in the first Filter call of the cycle): each bound claim's
+    ``spec.volumeName`` and that PV from the binder's PV assume cache (claims after the first one whose
+    PV is missing are not looked at: upstream returns there on every node), each PV's in-tree plugin
+    and compiled node affinity. Per node :meth:`check` reads only the node's labels and, when some PV
+    is a migratable in-tree PV, its CSINode's ``storage.alpha.kubernetes.io/migrated-plugins``
+    annotation; when neither can matter (no CSINode object at all, or no migratable PV, and no PV
+    with a node selector) the answer is computed once (``constant``). Valid for one cycle (the
+    snapshot's objects and the assume caches do not change while a Pod's Filters run); it lives in
+    the cycle's :class:`PodVolumeClaims`, so nothing survives the cycle. The result equals
+    :meth:`VolumeBinder.check_bound_claims_plain` on every node, errors included
+    (``tests/unit/plugins/test_volume_binding_memo.py``).
+    """
+
+    __slots__ = ("constant", "entries", "needs_csi_node")
+
+    def __init__(self, pv_cache: AssumeCache, objects: ClusterObjectsLister, claims: list[Obj]) -> None:
+        self.entries: list[_BoundPV | None] = []
+        """Per claim in order: its PV, or None (missing PV; always the last entry)."""
+        for pvc in claims:
+            pv_name = st.spec(pvc).get("volumeName")
+            pv = pv_cache.get(objects, pv_name) if isinstance(pv_name, str) else None
+            if pv is None:
+                self.entries.append(None)
+                break
+            self.entries.append(_BoundPV(pv))
+        self.needs_csi_node = bool(objects.by_kind.get("CSINode")) and any(
+            e is not None and e.migratable is not None for e in self.entries)
+        """A migratable PV can be translated on some node (none can without any CSINode object)."""
+        self.constant: tuple[bool, bool] | None = None
+        """The answer on every node when it depends on no node (no CSINode to read, every affinity
+        absent or malformed)."""
+        if not self.needs_csi_node and all(e is None or isinstance(e.affinity, bool) for e in self.entries):
+            self.constant = self.check(objects, {})
+
+    def check(self, objects: ClusterObjectsLister, node: Obj) -> tuple[bool, bool]:
+        """(node affinity of every bound PV satisfied, every bound PV exists) for ``node``.
+
+        Raises:
+            csi.TranslationError: a migrated in-tree PV cannot be translated (Filter status Error).
+        """
+        if self.constant is not None:
+            return self.constant
+        csi_node = objects.get("CSINode", st.name(node)) if self.needs_csi_node else None
+        node_labels: dict[str, str] | None = None
+        for e in self.entries:
+            if e is None:
+                return True, False
+            affinity = e.affinity
+            if e.migratable is not None and is_plugin_migrated_on_node(e.migratable, csi_node):
+                affinity = e.translated_affinity()
+            if affinity is True:
+                continue
+            if affinity is False:
+                return False, True
+            if node_labels is None:
+                node_labels = st.labels(node)
+            if not st.affinity_matches(affinity, node_labels):
+                return False, True
+        return True, True
+
+
 def _class_capacities(objects: ClusterObjectsLister, class_name: str) -> list[tuple[int, Obj, LabelSelector | None]]:
     """The class's CSIStorageCapacities as (``volumeLimit`` bytes, object, compiled ``nodeTopology``),
     in namespace/name order (upstream's lister order is unspecified). A missing or malformed limit never
@@ -520,8 +704,8 @@ def is_plugin_migrated_on_node(plugin_name: str, csi_node: Obj | None) -> bool:
     annotation (comma-separated) lists the plugin."""
     if csi_node is None:
         return False
-    value = st.annotations_of(csi_node).get(st.ANN_MIGRATED_PLUGINS, "")
-    return bool(value) and plugin_name in value.split(",")
+    value = st.annotation(csi_node, st.ANN_MIGRATED_PLUGINS)
+    return value is not None and plugin_name in value.split(",")
 
 
 def try_translate_pv_to_csi(pv: Obj, csi_node: Obj | None) -> Obj:

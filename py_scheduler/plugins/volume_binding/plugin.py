@@ -48,7 +48,8 @@ from typing import Any
 from py_scheduler.framework import quantity, signers
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
+from py_scheduler.framework.memo import NodeInput, NodeMemo
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
 from py_scheduler.plugins.helpers.resource_scoring import FieldErrors, UtilizationShapePoint, decode_shape
 from py_scheduler.plugins.volume_binding import csi_translation as csi
@@ -56,12 +57,14 @@ from py_scheduler.plugins.volume_binding import storage as st
 from py_scheduler.plugins.volume_binding.binder import (
     BIND_POLL_INTERVAL_SECONDS,
     BindError,
+    BoundClaimsCheck,
     PodVolumeClaims,
     PodVolumes,
     PreBindPlan,
     StorageResource,
     VolumeBinder,
     bind_pod_volumes,
+    conflict_reasons,
 )
 from py_scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, VolumeCapacityScorer, build_scorer_function
 
@@ -265,10 +268,45 @@ class VolumeBinding:
         s = _read_state(state)
         if s is None:
             return Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
+        return self._filter_node(s, st.cycle_objects(state), pod, s.pod_volume_claims or PodVolumeClaims(),
+                                 node_info)
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> list[Status] | None:
+        """:meth:`filter` on each of ``nodes`` (batch form, the same per-node work and state writes
+        without the per-call lookups); None when every node passes."""
+        s = _read_state(state)
+        if s is None:
+            return [Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME) for _ in nodes]
+        objects = st.cycle_objects(state)
+        claims = s.pod_volume_claims or PodVolumeClaims()
+        if claims.bound_claims and not claims.unbound_claims_delay_binding:
+            check = claims.bound_check
+            if check is None:
+                check = claims.bound_check = BoundClaimsCheck(self.binder.pv_cache, objects, claims.bound_claims)
+            if check.constant is not None:  # the same answer on every node: no per-node work
+                if check.constant == (True, True):
+                    byn = s.pod_volumes_by_node
+                    for ni in nodes:
+                        byn[ni.name] = PodVolumes()
+                    return None
+                bound_ok, found = check.constant
+                reasons = conflict_reasons(bound_ok, True, True, found)
+                return [Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, list(reasons), NAME) for _ in nodes]
+        out: list[Status] | None = None
+        for i, ni in enumerate(nodes):
+            got = self._filter_node(s, objects, pod, claims, ni)
+            if got.code:
+                if out is None:
+                    out = [Status.success()] * len(nodes)
+                out[i] = got
+        return out
+
+    def _filter_node(self, s: VolumeBindingState, objects: ClusterObjectsLister, pod: PodInfo,
+                     claims: PodVolumeClaims, node_info: NodeInfo) -> Status:
         node = node_info.node or {}
+        labels = _NODE_LABELS.get(node_info, _str_labels) if claims.unbound_claims_delay_binding else None
         try:
-            pod_volumes, reasons = self.binder.find_pod_volumes(
-                st.cycle_objects(state), pod.pod, s.pod_volume_claims or PodVolumeClaims(), node)
+            pod_volumes, reasons = self.binder.find_pod_volumes(objects, pod.pod, claims, node, labels)
         except (st.StorageError, csi.TranslationError) as exc:
             return Status.error(str(exc), NAME)
         except PodParseError as exc:
@@ -276,7 +314,8 @@ class VolumeBinding:
         if reasons:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, NAME)
         s.pod_volumes_by_node[node_info.name] = pod_volumes
-        s.has_static_bindings = s.has_static_bindings or bool(pod_volumes.static_bindings)
+        if pod_volumes.static_bindings:
+            s.has_static_bindings = True
         return Status.success()
 
     # -- PreScore / Score -----------------------------------------------------------------------------
@@ -323,14 +362,15 @@ class VolumeBinding:
         return self.scorer(classes), Status.success()
 
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[list[int], Status]:
-        """:meth:`score` for each of ``nodes`` in order (batch form): all 0 at once when no node has
-        volume decisions (a Pod without claims, the common case), else node by node."""
+        """:meth:`score` for each of ``nodes`` in order (batch form): all 0 at once when no node's
+        decisions bind or provision anything (a Pod without claims, or whose claims are all bound:
+        :meth:`score` then groups no class and the scorer gives 0), else node by node."""
         if self.scorer is None:
             return [0] * len(nodes), Status.success()
         s = _read_state(state)
         if s is None:
             return [], Status.error(f"reading {STATE_KEY!r} from cycleState: not found", NAME)
-        if not s.pod_volumes_by_node:
+        if not any(pv.static_bindings or pv.dynamic_provisions for pv in s.pod_volumes_by_node.values()):
             return [0] * len(nodes), Status.success()
         out: list[int] = []
         for ni in nodes:
@@ -399,6 +439,14 @@ class VolumeBinding:
         except BindError as exc:
             return Status.error(str(exc), NAME)
         return Status.success()
+
+
+def _str_labels(node_info: NodeInfo) -> dict[str, str]:
+    return st.labels(node_info.node)
+
+
+_NODE_LABELS: NodeMemo[dict[str, str]] = NodeMemo(NAME + "/string labels", NodeInput.NODE)
+"""``storage.labels`` of the Node object (its string-valued labels), per Node object; read only."""
 
 
 def _provision_class(pvc: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ Quantities are exact ``Decimal`` bytes (``Quantity.Cmp`` semantics); ``Quantity.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -473,7 +474,7 @@ class ClaimMatcher:
     ``spec.selector`` is raised by :meth:`match` (upstream fails FindMatchingVolume, i.e. Filter).
     """
 
-    __slots__ = ("eligible", "error", "prebound")
+    __slots__ = ("_index", "eligible", "error", "prebound")
 
     def __init__(self, pvc: Mapping[str, Any], volumes: Iterable[Obj]) -> None:
         request = claim_storage_request(pvc) or Decimal(0)
@@ -522,6 +523,7 @@ class ClaimMatcher:
                 continue
             self.eligible.append((qty, idx, pv, affinity))
         self.eligible.sort(key=lambda t: (t[0], t[1]))
+        self._index: _AffinityIndex | None = None
 
     def match(self, node_labels: Mapping[str, str], excluded: Mapping[str, Obj]) -> Obj | None:
         """The PV upstream's FindMatchingVolume returns for a node with ``node_labels``, not taking PVs
@@ -536,10 +538,100 @@ class ClaimMatcher:
             if name(pv) in excluded:
                 continue
             return pv if affinity_matches(affinity, node_labels) else None
+        eligible = self.eligible
+        if len(eligible) < _INDEX_MIN_PVS:
+            for _, _, pv, affinity in eligible:
+                if name(pv) not in excluded and affinity_matches(affinity, node_labels):
+                    return pv
+            return None
+        index = self._index
+        if index is None:
+            index = self._index = _AffinityIndex([e[3] for e in eligible])
+        for pos in index.candidates(node_labels):
+            _, _, pv, affinity = eligible[pos]
+            if name(pv) not in excluded and affinity_matches(affinity, node_labels):
+                return pv
+        return None
+
+    def match_plain(self, node_labels: Mapping[str, str], excluded: Mapping[str, Obj]) -> Obj | None:
+        """:meth:`match` walking every eligible PV (the plain form the index reproduces; kept for its
+        property test, ``tests/unit/plugins/test_volume_binding_memo.py``)."""
+        if self.error is not None:
+            raise self.error
+        for pv, affinity in self.prebound:
+            if name(pv) in excluded:
+                continue
+            return pv if affinity_matches(affinity, node_labels) else None
         for _, _, pv, affinity in self.eligible:
             if name(pv) not in excluded and affinity_matches(affinity, node_labels):
                 return pv
         return None
+
+
+_INDEX_MIN_PVS = 4
+"""Below this many eligible PVs a claim's candidates are walked in order without an index."""
+
+
+def _in_requirement(compiled: NodeSelector | bool) -> tuple[str, frozenset[str]] | None:
+    """A necessary condition for ``compiled`` to select a node, as (label key, allowed values): the
+    selector has exactly one valid term whose label part has an ``In`` requirement (the node must
+    carry the key with one of the values; the term's other requirements and ``matchFields``, which
+    :func:`affinity_matches` ignores, are checked by the full match). None when there is no such
+    condition (no affinity, several terms, no ``In``)."""
+    if isinstance(compiled, bool) or len(compiled.terms) != 1:
+        return None
+    term = compiled.terms[0]
+    if term.errors or term.labels is None or term.labels.nothing:
+        return None
+    for r in term.labels.requirements:
+        if r.op == "In":
+            return r.key, r.values
+    return None
+
+
+class _AffinityIndex:
+    """The positions of a claim's eligible PVs (``ClaimMatcher.eligible``, in upstream's order) that
+    may match a node, found without evaluating every PV's node affinity on every node: PVs whose
+    affinity has an ``In`` requirement (:func:`_in_requirement`: local PVs pinned to a hostname or
+    zone) are filed under each allowed (key, value); the others are always candidates, except
+    affinities that never match (malformed), which are dropped.
+
+    Inputs: the compiled affinities of the eligible PVs, fixed when the matcher is built (once per
+    Pod and cycle). :meth:`candidates` yields a superset of the matching positions in increasing
+    order, so the first candidate that passes the full check is the first match of the plain walk
+    (:meth:`ClaimMatcher.match_plain`).
+    """
+
+    __slots__ = ("always", "by_key")
+
+    def __init__(self, affinities: list[NodeSelector | bool]) -> None:
+        self.always: list[int] = []
+        self.by_key: dict[str, dict[str, list[int]]] = {}
+        for pos, affinity in enumerate(affinities):
+            if affinity is False:
+                continue
+            cond = _in_requirement(affinity)
+            if cond is None:
+                self.always.append(pos)
+                continue
+            by_value = self.by_key.setdefault(cond[0], {})
+            for v in cond[1]:
+                by_value.setdefault(v, []).append(pos)
+
+    def candidates(self, node_labels: Mapping[str, str]) -> Iterable[int]:
+        """Positions that may match a node with ``node_labels``, increasing."""
+        lists: list[list[int]] = [self.always] if self.always else []
+        for key, by_value in self.by_key.items():
+            v = node_labels.get(key)
+            if v is not None:
+                hit = by_value.get(v)
+                if hit:
+                    lists.append(hit)
+        if not lists:
+            return ()
+        if len(lists) == 1:
+            return lists[0]
+        return heapq.merge(*lists)
 
 
 def find_matching_volume(pvc: Mapping[str, Any], volumes: Iterable[Obj], node_labels: Mapping[str, str],
