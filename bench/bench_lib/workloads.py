@@ -262,7 +262,8 @@ class Workload:
     namespace_objects: Callable[[str], list[Obj]] | None = None
     """Objects created in each run's namespace before its Pods (ResourceClaimTemplate)."""
     live_only: bool = False
-    """Not run by bench/cycle (its objects are made by a controller in the live benchmark)."""
+    """Not in bench/cycle's ``all`` (its objects are made by a controller in the live benchmark;
+    bench/cycle simulates that controller when the workload is named: :func:`generated_claim`)."""
 
     def default_init(self, n_nodes: int) -> int:
         """Init Pods on ``n_nodes`` nodes unless told otherwise."""
@@ -492,6 +493,22 @@ def _claim_template(namespace: str) -> list[Obj]:
              "metadata": {"name": DRA_TEMPLATE, "namespace": namespace},
              "spec": {"spec": {"devices": {"requests": [{"name": "req-0",
                                                          "exactly": {"deviceClassName": DRA_CLASS}}]}}}}]
+
+
+def generated_claim(pod: Obj) -> Obj:
+    """What kube-controller-manager's resourceclaim controller does for a Pod of
+    SchedulingWithResourceClaimTemplate, for bench/cycle (no controller in process): the claim it
+    creates from the namespace's template (``<pod>-resource``, owned by the Pod); the Pod's
+    ``status.resourceClaimStatuses`` entry naming it is set on ``pod`` in place."""
+    meta = pod["metadata"]
+    name = f"{meta['name']}-resource"
+    pod.setdefault("status", {})["resourceClaimStatuses"] = [{"name": "resource", "resourceClaimName": name}]
+    template = _claim_template(meta["namespace"])[0]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": meta["namespace"], "uid": f"uid-claim-{meta['namespace']}-{name}",
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                              "uid": meta.get("uid", ""), "controller": True}]},
+            "spec": template["spec"]["spec"]}
 
 
 def _dra_pod(i: int, ns: str, sched: str, uid: str | None) -> Obj:

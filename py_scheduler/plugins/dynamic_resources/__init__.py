@@ -67,6 +67,7 @@ from py_scheduler.plugins.dynamic_resources.allocator import (
     Allocator,
     DeviceID,
     FailedAllocationOnNode,
+    SliceIndex,
     apply_taint_rules,
     claim_ref,
 )
@@ -288,6 +289,8 @@ class DynamicResources:
         self._tasks: set[asyncio.Task[None]] = set()
         # claim UID -> [claim with status.allocation, sharers]
         self._in_flight: dict[str, list[Any]] = {}
+        self._slices = SliceIndex()
+        """The ResourceSlices parsed once per change of the slice objects, kept across cycles."""
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> DynamicResources:
@@ -516,7 +519,7 @@ class DynamicResources:
             slices = apply_taint_rules(slices, objects.list("DeviceTaintRule") if objects is not None else [])
             allocated = self._allocated_state(objects)
             s.allocator = Allocator(allocated.dedicated, classes, slices, shared=allocated.shared,
-                                    capacity=allocated.capacity)
+                                    capacity=allocated.capacity, index=self._slices)
         return None, Status.success()
 
     def _validate_requests(self, claim: Obj, objects: ClusterObjectsLister | None) -> Status | None:

@@ -35,6 +35,7 @@ Objects are plain resource.k8s.io/v1 JSON dicts. Device IDs are ``(driver, pool,
 from __future__ import annotations
 
 import logging
+import operator
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -64,6 +65,8 @@ __all__ = [
     "Allocator",
     "DeviceID",
     "FailedAllocationOnNode",
+    "SliceIndex",
+    "SliceView",
     "apply_taint_rules",
     "claim_ref",
     "node_matches",
@@ -623,35 +626,54 @@ SELECTOR_MEMO = SelectorMemo()
 """The process's :class:`SelectorMemo` (one per process: results do not depend on the profile)."""
 
 
-# -- the allocator -------------------------------------------------------------------------------
-class Allocator:
-    """``structured.Allocator`` for one scheduling cycle (built in PreFilter, used by every Filter).
+# -- slices parsed once per slice-store change -------------------------------------------------
+class SliceIndex:
+    """The ResourceSlices as the allocator reads them (parsed, by node), kept across scheduling cycles
+    and rebuilt only when the slice objects change; plus each node's pools (``GatherPools``) while
+    nothing changed.
 
-    Args:
-        allocated: device IDs dedicated to some claim (``AllocatedState.AllocatedDevices``).
-        classes: DeviceClass name -> object.
-        slices: every ResourceSlice (JSON).
-        cel_cache: shared ``(expression, device id) -> bool`` memo for this cycle.
-        shared: device IDs allocated as shares of a multi-allocatable device
-            (``AllocatedSharedDeviceIDs`` without the share IDs).
-        capacity: device ID -> capacity name -> amount consumed by allocated shares
-            (``AggregatedCapacity``).
-        fractional_capacity: the DRAFractionalCapacityRange gate (on in v1.37).
+    Inputs: the list of ResourceSlice JSON dicts handed to :meth:`update` (after
+    :func:`apply_taint_rules`). What it depends on: the informers replace a slice with a new dict on
+    every update and never change one in place (the same assumption as :class:`SelectorMemo`), so a
+    list whose elements are the very same objects, in the same order, parses to the same slices.
+    Invalidated when any element differs by identity, or the length does (a slice added, replaced or
+    deleted; taint rules give patched copies, so with DeviceTaintRules it rebuilds every cycle).
+
+    ``SliceView.pools(node)`` memoizes :func:`gather_pools` per node name when the node's pools can depend on
+    nothing but its name: no slice targets nodes by ``allNodes`` / ``nodeSelector`` / per-device
+    selection (``shared_slices`` empty), so a slice is relevant to a node exactly when its
+    ``spec.nodeName`` is the node's name, which is how :attr:`SliceView.on_node` is keyed. Pools and slices
+    are never changed by an allocation (run state lives in ``_Run`` / ``Allocator``).
+
+    Why: at 5000 nodes with one slice each, parsing every slice in PreFilter and gathering a node's
+    pools in each Filter call were most of a DRA Pod's scheduling CPU outside the search itself
+    (bench/RESULTS.md optimisation log). ``tests/unit/plugins/test_dra_slice_index.py`` checks
+    allocations with a long-lived index against fresh allocators on random slice updates.
     """
 
-    def __init__(self, allocated: set[DeviceID], classes: Mapping[str, Obj], slices: Iterable[Mapping[str, Any]],
-                 cel_cache: dict[tuple[str, DeviceID], bool] | None = None, *,
-                 shared: set[DeviceID] | None = None,
-                 capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
-                 fractional_capacity: bool = True) -> None:
-        self.allocated = allocated
-        self.shared: set[DeviceID] = shared or set()
-        self.capacity: Mapping[DeviceID, Mapping[str, Decimal]] = capacity or {}
-        self.fractional_capacity = fractional_capacity
-        self.available_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
-        """Pool -> counter set -> counter -> what allocated devices left (``availableCounters``),
-        computed once per Allocator: allocated devices do not change during a cycle."""
-        self.classes = classes
+    def __init__(self) -> None:
+        self._objs: list[Mapping[str, Any]] = []
+        self.view = SliceView([])
+        self.rebuilds = 0
+        """How many times the slices were parsed (for tests)."""
+
+    def update(self, slices: list[Mapping[str, Any]]) -> SliceView:
+        """The view of the current slice objects: the last one when they are the same objects as
+        last time, else a new one (parsed again). A view is never changed once made, except for its
+        pools memo, so an Allocator holding one is not disturbed by a later update."""
+        old = self._objs
+        if len(slices) == len(old) and all(map(operator.is_, slices, old)):
+            return self.view
+        self._objs = list(slices)
+        self.view = SliceView(slices)
+        self.rebuilds += 1
+        return self.view
+
+
+class SliceView:
+    """One generation of :class:`SliceIndex`: the parsed slices, by node, and the pools memo."""
+
+    def __init__(self, slices: Iterable[Mapping[str, Any]]) -> None:
         self.all_slices: list[_Slice] = []
         for obj in slices:
             sl = _Slice.parse(obj)
@@ -666,6 +688,57 @@ class Allocator:
                 self.on_node.setdefault(sl.node_name, []).append(sl)
             else:
                 self.shared_slices.append(sl)
+        self._pools: dict[str, list[_Pool]] = {}
+
+    def pools(self, node: Mapping[str, Any], node_name: str) -> list[_Pool]:
+        """``GatherPools`` for ``node`` (memoized per node name when no slice targets nodes other
+        than by name; see :class:`SliceIndex`).
+
+        Raises:
+            AllocationError: a malformed node selector on a slice or device.
+        """
+        if self.shared_slices:
+            return gather_pools(self.on_node.get(node_name, []) + self.shared_slices, node, self.all_slices)
+        hit = self._pools.get(node_name)
+        if hit is None:
+            hit = gather_pools(self.on_node.get(node_name, []), node, self.all_slices)
+            self._pools[node_name] = hit
+        return hit
+
+
+# -- the allocator -------------------------------------------------------------------------------
+class Allocator:
+    """``structured.Allocator`` for one scheduling cycle (built in PreFilter, used by every Filter).
+
+    Args:
+        allocated: device IDs dedicated to some claim (``AllocatedState.AllocatedDevices``).
+        classes: DeviceClass name -> object.
+        slices: every ResourceSlice (JSON).
+        cel_cache: shared ``(expression, device id) -> bool`` memo for this cycle.
+        shared: device IDs allocated as shares of a multi-allocatable device
+            (``AllocatedSharedDeviceIDs`` without the share IDs).
+        capacity: device ID -> capacity name -> amount consumed by allocated shares
+            (``AggregatedCapacity``).
+        fractional_capacity: the DRAFractionalCapacityRange gate (on in v1.37).
+        index: a long-lived :class:`SliceIndex` to take ``slices`` into (parsed again only when
+            they changed); a private one without.
+    """
+
+    def __init__(self, allocated: set[DeviceID], classes: Mapping[str, Obj], slices: Iterable[Mapping[str, Any]],
+                 cel_cache: dict[tuple[str, DeviceID], bool] | None = None, *,
+                 shared: set[DeviceID] | None = None,
+                 capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
+                 fractional_capacity: bool = True, index: SliceIndex | None = None) -> None:
+        self.allocated = allocated
+        self.shared: set[DeviceID] = shared or set()
+        self.capacity: Mapping[DeviceID, Mapping[str, Decimal]] = capacity or {}
+        self.fractional_capacity = fractional_capacity
+        self.available_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
+        """Pool -> counter set -> counter -> what allocated devices left (``availableCounters``),
+        computed once per Allocator: allocated devices do not change during a cycle."""
+        self.classes = classes
+        objs = slices if isinstance(slices, list) else list(slices)
+        self.slices = index.update(objs) if index is not None else SliceView(objs)
         self.cel_cache: dict[tuple[str, DeviceID], bool] = cel_cache if cel_cache is not None else {}
         self._device_vars: dict[DeviceID, Any] = {}
 
@@ -717,8 +790,7 @@ class _Run:
 
     # -- setup ------------------------------------------------------------------------------
     def allocate(self) -> list[Obj] | None:
-        slices = self.a.on_node.get(self.node_name, []) + self.a.shared_slices
-        self.pools = gather_pools(slices, self.node, self.a.all_slices)
+        self.pools = self.a.slices.pools(self.node, self.node_name)
         for ci, claim in enumerate(self.claims):
             min_devices = 0
             devices = ((claim.get("spec") or {}).get("devices") or {})
