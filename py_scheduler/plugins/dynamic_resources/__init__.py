@@ -883,6 +883,7 @@ class DynamicResources:
                 return Status.error(f"internal error, have {len(allocations)} allocations, {len(to_alloc)} claims to "
                                     f"allocate, want {len(to_alloc)} claims", NAME)
             for (i, claim), alloc in zip(to_alloc, allocations, strict=True):
+                alloc = copy.deepcopy(alloc)  # Filter's result may be the allocator's memo (shared by Pods)
                 s.allocations[i] = alloc
                 allocated = copy.deepcopy(claim)
                 allocated["status"] = dict(allocated.get("status") or {}, allocation=alloc)

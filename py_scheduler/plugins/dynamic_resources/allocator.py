@@ -34,6 +34,7 @@ Objects are plain resource.k8s.io/v1 JSON dicts. Device IDs are ``(driver, pool,
 
 from __future__ import annotations
 
+import json
 import logging
 import operator
 import time
@@ -689,6 +690,25 @@ class SliceView:
             else:
                 self.shared_slices.append(sl)
         self._pools: dict[str, list[_Pool]] = {}
+        self._ids: dict[str, tuple[DeviceID, ...]] = {}
+        self.results: dict[str, tuple[tuple[Any, ...], list[Obj] | None, tuple[Obj, ...]]] = {}
+        """Node name -> (key, the last allocation result there, class objects the key names by id):
+        :meth:`Allocator.allocate`'s memo, one entry per node."""
+
+    def memoizable(self) -> bool:
+        """Whether a node's pools and allocations can depend on nothing of the node but its name."""
+        return not self.shared_slices
+
+    def device_ids(self, node: Mapping[str, Any], node_name: str) -> tuple[DeviceID, ...]:
+        """Every device of the node's pools (also their slices on other nodes: their counters), in
+        pool order (memoized with the pools; only when :meth:`memoizable`)."""
+        hit = self._ids.get(node_name)
+        if hit is None:
+            hit = tuple((sl.driver, sl.pool, str(d.get("name") or ""))
+                        for p in self.pools(node, node_name) for group in (p.slices, p.slices_not_targeting)
+                        for sl in group for d in sl.devices)
+            self._ids[node_name] = hit
+        return hit
 
     def pools(self, node: Mapping[str, Any], node_name: str) -> list[_Pool]:
         """``GatherPools`` for ``node`` (memoized per node name when no slice targets nodes other
@@ -741,6 +761,8 @@ class Allocator:
         self.slices = index.update(objs) if index is not None else SliceView(objs)
         self.cel_cache: dict[tuple[str, DeviceID], bool] = cel_cache if cel_cache is not None else {}
         self._device_vars: dict[DeviceID, Any] = {}
+        self._claim_keys: dict[int, tuple[Obj, str]] = {}
+        self._classes_key = tuple(sorted((str(name), id(dc)) for name, dc in classes.items()))
 
     def allocate(self, node: Mapping[str, Any], claims: list[Obj],
                  deadline: float | None = None) -> tuple[list[Obj] | None, set[str]]:
@@ -754,8 +776,51 @@ class Allocator:
             FailedAllocationOnNode: nothing fits and some pool was invalid.
             AllocationTimeout: ``deadline`` passed.
         """
+        view = self.slices
+        key: tuple[Any, ...] | None = None
+        node_name = ""
+        if view.memoizable():
+            node_name = str((node.get("metadata") or {}).get("name") or "")
+            key = self._memo_key(node, node_name, claims)
+            if key is not None:
+                hit = view.results.get(node_name)
+                if hit is not None and hit[0] == key:
+                    return hit[1], set()
         run = _Run(self, node, claims, deadline)
-        return run.allocate(), run.skipped_features
+        result = run.allocate()
+        if key is not None and not any(r.share_id is not None for rs in run.results for r in rs):
+            view.results[node_name] = (key, result, tuple(self.classes.values()))
+        return result, run.skipped_features
+
+    def _memo_key(self, node: Mapping[str, Any], node_name: str, claims: list[Obj]) -> tuple[Any, ...] | None:
+        """What an allocation on a node of a :meth:`SliceView.memoizable` view depends on, besides the
+        view itself (which holds the memo): the claims' specs (names only appear in error messages,
+        and errors are not memoized), the DeviceClass objects (by identity: the informers replace
+        them), the gate, and which of the node's pools' devices are taken, shared, or have capacity
+        consumed (and how much). None when a claim's spec is not plain JSON.
+
+        The memo (``SliceView.results``): one result per node, reused while this key is equal; a
+        result with a share of a multi-allocatable device (a random ``shareID``) is not kept.
+        Callers must not change a returned result (DynamicResources' Reserve copies it).
+        ``tests/unit/plugins/test_dra_slice_index.py`` checks it against fresh allocators."""
+        specs: list[str] = []
+        for claim in claims:
+            hit = self._claim_keys.get(id(claim))
+            if hit is None or hit[0] is not claim:
+                try:
+                    text = json.dumps(claim.get("spec"), sort_keys=True)
+                except (TypeError, ValueError):
+                    return None
+                hit = (claim, text)
+                self._claim_keys[id(claim)] = hit
+            specs.append(hit[1])
+        ids = self.slices.device_ids(node, node_name)
+        allocated, shared, capacity = self.allocated, self.shared, self.capacity
+        taken = tuple(d for d in ids if d in allocated)
+        if shared or capacity:
+            taken = (*taken, None, *(d for d in ids if d in shared),
+                     None, *((d, tuple(sorted(capacity[d].items()))) for d in ids if d in capacity))
+        return (tuple(specs), self._classes_key, self.fractional_capacity, taken)
 
     def device_var(self, did: DeviceID, device: Obj) -> Any:
         v = self._device_vars.get(did)

@@ -58,8 +58,8 @@ def a_slice(draw: st.DrawFn, key: str) -> Obj:
 
 
 @st.composite
-def cycles(draw: st.DrawFn) -> tuple[list[list[Obj]], list[Obj], list[set[tuple[str, str, str]]]]:
-    """Slices per cycle (objects kept, replaced, added or deleted between cycles), claims, and the
+def cycles(draw: st.DrawFn) -> tuple[list[list[Obj]], list[list[Obj]], list[set[tuple[str, str, str]]]]:
+    """Slices per cycle (objects kept, replaced, added or deleted between cycles), the claims and the
     allocated devices per cycle."""
     current: dict[str, Obj] = {k: draw(a_slice(k)) for k in draw(st.lists(st.sampled_from("abcdef"), unique=True,
                                                                              min_size=1, max_size=4))}
@@ -78,14 +78,17 @@ def cycles(draw: st.DrawFn) -> tuple[list[list[Obj]], list[Obj], list[set[tuple[
             current[k] = draw(a_slice(k))
         elif change == "delete" and current:
             del current[draw(st.sampled_from(sorted(current)))]
-    claims = []
-    for i in range(draw(st.integers(1, 2))):
-        ex: Obj = {"deviceClassName": "gpu", "allocationMode": draw(st.sampled_from(["ExactCount", "All"])),
-                   "count": draw(st.integers(1, 2))}
-        if draw(st.booleans()):
-            ex["selectors"] = [{"cel": {"expression": 'device.attributes["gpu.example.com"].model == "a"'}}]
-        claims.append({"metadata": {"name": f"c{i}", "namespace": "default", "uid": f"u{i}"},
-                       "spec": {"devices": {"requests": [{"name": "r", "exactly": ex}]}}})
+    claims: list[list[Obj]] = []
+    for _ in per_cycle:  # each cycle a Pod with its own claims (same or other specs)
+        mine = []
+        for i in range(draw(st.integers(1, 2))):
+            ex: Obj = {"deviceClassName": "gpu", "allocationMode": draw(st.sampled_from(["ExactCount", "All"])),
+                       "count": draw(st.integers(1, 2))}
+            if draw(st.booleans()):
+                ex["selectors"] = [{"cel": {"expression": 'device.attributes["gpu.example.com"].model == "a"'}}]
+            mine.append({"metadata": {"name": f"c{i}", "namespace": "default", "uid": f"u{i}"},
+                         "spec": {"devices": {"requests": [{"name": "r", "exactly": ex}]}}})
+        claims.append(mine)
     return per_cycle, claims, allocated
 
 
@@ -105,14 +108,36 @@ def _allocate(allocator: Allocator, node: str, claims: list[Obj]) -> Any:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cycles())
 def test_a_long_lived_index_allocates_as_fresh_allocators(
-        case: tuple[list[list[Obj]], list[Obj], list[set[tuple[str, str, str]]]]) -> None:
+        case: tuple[list[list[Obj]], list[list[Obj]], list[set[tuple[str, str, str]]]]) -> None:
+    """Pools and allocation results memoized per node (``SliceView.pools`` / ``.results``) across
+    cycles: the same as without, and a memoized result is not changed by its users' copies."""
     per_cycle, claims, allocated = case
     index = SliceIndex()
-    for slices, taken in zip(per_cycle, allocated, strict=True):
-        kept = Allocator(set(taken), {"gpu": DCLASS}, slices, index=index)
-        for node in NODES * 2:  # twice: the second lookup is the memoized pools
-            fresh = Allocator(set(taken), {"gpu": DCLASS}, slices)
-            assert _allocate(kept, node, claims) == _allocate(fresh, node, claims)
+    dclass = DCLASS
+    for k, (slices, taken, mine) in enumerate(zip(per_cycle, allocated, claims, strict=True)):
+        if k % 2:
+            dclass = copy.deepcopy(DCLASS)  # an informer update of the class: a new object
+        kept = Allocator(set(taken), {"gpu": dclass}, slices, index=index)
+        for node in NODES * 2:  # twice: the second lookup is the memoized one
+            fresh = Allocator(set(taken), {"gpu": dclass}, slices)
+            assert _allocate(kept, node, mine) == _allocate(fresh, node, mine)
+
+
+def test_allocations_are_memoized_per_node_until_a_device_of_the_node_is_taken() -> None:
+    slices = [{"metadata": {"name": f"s-{n}"}, "spec": {"driver": D, "nodeName": n,
+                                                        "pool": {"name": n, "generation": 1, "resourceSliceCount": 1},
+                                                        "devices": [{"name": "d0"}, {"name": "d1"}]}}
+              for n in NODES]
+    claim = {"metadata": {"name": "c", "namespace": "default"},
+             "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}}}
+    index = SliceIndex()
+    first, _ = Allocator(set(), {"gpu": DCLASS}, slices, index=index).allocate(_node("n0"), [claim])
+    other_claim = copy.deepcopy(claim)  # another Pod's claim from the same template
+    other_claim["metadata"]["name"] = "c2"
+    again, _ = Allocator({(D, "n1", "d0")}, {"gpu": DCLASS}, slices, index=index).allocate(_node("n0"), [other_claim])
+    assert again is first  # a device taken elsewhere: the memo holds
+    taken, _ = Allocator({(D, "n0", "d0")}, {"gpu": DCLASS}, slices, index=index).allocate(_node("n0"), [claim])
+    assert taken is not None and taken[0]["devices"]["results"][0]["device"] == "d1"
 
 
 def test_unchanged_slice_objects_are_parsed_once() -> None:
