@@ -138,11 +138,6 @@ class GPUDeviceIndex:
         return hit
 
 
-_DEVICE_INDEX = GPUDeviceIndex()
-"""The process's :class:`GPUDeviceIndex` (one slice store per process; it checks the objects it is
-given, so several stores only cost rebuilds)."""
-
-
 def _product(dev: Obj) -> str:
     for k, v in (dev.get("attributes") or {}).items():
         if _strip(str(k)) == PRODUCT_ATTRIBUTE and isinstance(v, dict):
@@ -178,10 +173,14 @@ def _consumed_memory(r: Obj) -> int:
     return 0
 
 
-def dra_node_gpus(state: CycleState, nodes: list[NodeInfo]) -> dict[str, DRANodeGPUs] | None:
+def dra_node_gpus(state: CycleState, nodes: list[NodeInfo],
+                  index: GPUDeviceIndex | None = None) -> dict[str, DRANodeGPUs] | None:
     """Per node of ``nodes``, the GPU devices the Pod's claims would get there (from
     DynamicResources' Filter results and the claims already allocated), or None when the Pod gets
     no GPU device by claim on any of them (no DynamicResources state, no claims, no GPU device).
+
+    ``index``: a long-lived :class:`GPUDeviceIndex` (GPUScore keeps one), else the slices are
+    grouped afresh.
 
     Never raises: malformed slices or claims count as "no GPU device" / "no memory capacity".
     """
@@ -189,7 +188,8 @@ def dra_node_gpus(state: CycleState, nodes: list[NodeInfo]) -> dict[str, DRANode
     if not isinstance(s, DRAState) or not s.claims or state.snapshot is None:
         return None
     objects = state.snapshot.objects
-    index = _DEVICE_INDEX
+    if index is None:
+        index = GPUDeviceIndex()
     index.update(objects.list("ResourceSlice"))
     node_devices = {ni.name: index.devices(ni.name) for ni in nodes}
     if not any(node_devices.values()):

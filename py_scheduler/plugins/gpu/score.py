@@ -63,7 +63,7 @@ from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, largest_intact_group, pack_fraction, pick
 from py_scheduler.plugins.gpu.common import check_args, gpu_sign_pod, keys_from_args, request_for
-from py_scheduler.plugins.gpu.dra import DRANodeGPUs, dra_node_gpus
+from py_scheduler.plugins.gpu.dra import DRANodeGPUs, GPUDeviceIndex, dra_node_gpus
 from py_scheduler.plugins.gpu.model import GPUKeys, GPUParseError, GPURequest, model_matches
 
 NAME = "GPUScore"
@@ -122,6 +122,8 @@ class GPUScore:
         self.weights = weights
         self.packing = packing
         self.packing_weight = packing_weight if packing != "none" else 0
+        self._dra_devices = GPUDeviceIndex()
+        """Each node's GPU devices by ResourceSlice, kept while the slice objects are the same."""
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> GPUScore:
@@ -157,7 +159,7 @@ class GPUScore:
             req = request_for(state, pod, self.keys)
         except GPUParseError:
             return Status.skip()
-        dra = dra_node_gpus(state, nodes)
+        dra = dra_node_gpus(state, nodes, self._dra_devices)
         if dra is not None:
             return self._pre_score_dra(state, req, nodes, dra)
         if not req.wants_gpu:
