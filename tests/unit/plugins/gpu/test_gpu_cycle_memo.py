@@ -81,3 +81,18 @@ def test_a_token_is_never_reused_for_another_request(monkeypatch: pytest.MonkeyP
     for req in reqs * 2:
         tok = gpu_filter._token(req)
         assert seen.setdefault(tok, req) == req
+
+
+@given(st.text(max_size=6), st.text(max_size=6), st.text(max_size=6), st.text(max_size=6))
+def test_gpu_keys_hash_once_and_compare_by_fields(p1: str, r1: str, p2: str, r2: str) -> None:
+    """GPUKeys' stored hash agrees with its equality (equal keys, equal hashes), as the plain
+    dataclass hash would; keys_from_args gives one object per configuration."""
+    from py_scheduler.plugins.gpu.common import keys_from_args
+    from py_scheduler.plugins.gpu.model import GPUKeys
+
+    a, b = GPUKeys(p1, r1), GPUKeys(p2, r2)
+    assert (a == b) == ((p1, r1) == (p2, r2))
+    if a == b:
+        assert hash(a) == hash(b)
+    assert hash(a) == hash(GPUKeys(p1, r1)) and {a: 1}[GPUKeys(p1, r1)] == 1
+    assert keys_from_args({"prefix": "x.io/"}) is keys_from_args({"prefix": "x.io/"})
