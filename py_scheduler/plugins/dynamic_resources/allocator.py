@@ -761,7 +761,9 @@ class Allocator:
         self.slices = index.update(objs) if index is not None else SliceView(objs)
         self.cel_cache: dict[tuple[str, DeviceID], bool] = cel_cache if cel_cache is not None else {}
         self._device_vars: dict[DeviceID, Any] = {}
-        self._claim_keys: dict[int, tuple[Obj, str]] = {}
+        self._last_specs: tuple[list[Obj], tuple[Obj, ...], tuple[str, ...]] | None = None
+        """(claims list, its claims, their specs as JSON): the claims of the last allocate call;
+        Filter passes one list object for every node of a cycle (``DRAState.plain``)."""
         self._classes_key = tuple(sorted((str(name), id(dc)) for name, dc in classes.items()))
 
     def allocate(self, node: Mapping[str, Any], claims: list[Obj],
@@ -803,24 +805,26 @@ class Allocator:
         result with a share of a multi-allocatable device (a random ``shareID``) is not kept.
         Callers must not change a returned result (DynamicResources' Reserve copies it).
         ``tests/unit/plugins/test_dra_slice_index.py`` checks it against fresh allocators."""
-        specs: list[str] = []
-        for claim in claims:
-            hit = self._claim_keys.get(id(claim))
-            if hit is None or hit[0] is not claim:
+        last = self._last_specs
+        if last is not None and last[0] is claims and len(last[1]) == len(claims) \
+                and all(map(operator.is_, claims, last[1])):
+            specs = last[2]
+        else:
+            texts: list[str] = []
+            for claim in claims:
                 try:
-                    text = json.dumps(claim.get("spec"), sort_keys=True)
+                    texts.append(json.dumps(claim.get("spec"), sort_keys=True))
                 except (TypeError, ValueError):
                     return None
-                hit = (claim, text)
-                self._claim_keys[id(claim)] = hit
-            specs.append(hit[1])
+            specs = tuple(texts)
+            self._last_specs = (claims, tuple(claims), specs)
         ids = self.slices.device_ids(node, node_name)
         allocated, shared, capacity = self.allocated, self.shared, self.capacity
-        taken = tuple(d for d in ids if d in allocated)
+        taken: Any = allocated.intersection(ids)
         if shared or capacity:
-            taken = (*taken, None, *(d for d in ids if d in shared),
+            taken = (frozenset(taken), None, *(d for d in ids if d in shared),
                      None, *((d, tuple(sorted(capacity[d].items()))) for d in ids if d in capacity))
-        return (tuple(specs), self._classes_key, self.fractional_capacity, taken)
+        return (specs, self._classes_key, self.fractional_capacity, taken)
 
     def device_var(self, did: DeviceID, device: Obj) -> Any:
         v = self._device_vars.get(did)
