@@ -57,13 +57,13 @@ runs on the same benchmark nodes:
   scheduler picks the node, VolumeBinding's PreBind writes the PV's ``claimRef`` and waits for
   kube-controller-manager's PV binder (started for this workload: :attr:`Workload.controller_manager`).
 
-* ``SchedulingWithResourceClaimTemplate`` (``dra/performance-config.yaml``; bench/throughput only,
-  :attr:`Workload.live_only`): every node publishes a ResourceSlice of 10 devices of driver
+* ``SchedulingWithResourceClaimTemplate`` (``dra/performance-config.yaml``; not in bench/cycle's
+  ``all``, :attr:`Workload.live_only`): every node publishes a ResourceSlice of 10 devices of driver
   ``test-driver.cdi.k8s.io`` (``resourceslice-basic-devices.yaml``, fewer attributes), DeviceClass
   ``test-class``, a ResourceClaimTemplate per namespace, measured Pods with one claim from it
   (``pod-with-claim-template.yaml``); kube-controller-manager's resourceclaim controller creates the
-  claims. Upstream's allocated init claims are left out. The in-process DRA workload of bench/cycle
-  is another branch's (``dra2``).
+  claims (bench/cycle, named explicitly, makes them itself: :func:`generated_claim`, and writes
+  each allocation as PreBind would). Upstream's allocated init claims are left out.
 Upstream deviation: one namespace per run (upstream puts init and measured Pods in ``sched-0`` /
 ``sched-1`` and names both in the terms' ``namespaces``); init Pods are created already bound
 (``spec.nodeName``) instead of being scheduled first.
