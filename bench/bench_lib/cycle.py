@@ -27,13 +27,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.bench_lib.workloads import GPUS_PER_NODE, Workload, init_pods, iter_nodes, max_pods, pod_objects
+from bench.bench_lib.workloads import (
+    GPUS_PER_NODE,
+    Workload,
+    generated_claim,
+    init_pods,
+    iter_nodes,
+    max_pods,
+    pod_objects,
+)
 from py_scheduler.app.decisions import DecisionLog
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins import registry
+from py_scheduler.plugins.dynamic_resources import simulated_pre_bind
 
 Obj = dict[str, Any]
 
@@ -180,6 +189,13 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     for k in range(max(0, total)):
         for obj in pod_objects(workload, placed + k, namespace, n_nodes):
             add_object(snap.objects, obj)
+    claims = workload.namespace_objects is not None  # claims from a template (the DRA workload)
+    if claims:
+        assert workload.namespace_objects is not None
+        for obj in workload.namespace_objects(namespace):
+            add_object(snap.objects, obj)
+        for raw in pods:  # the resourceclaim controller's claims, before the Pods are scheduled
+            add_object(snap.objects, generated_claim(raw))
 
     stop_profile: Callable[[], str] = lambda: ""  # noqa: E731
     gc.collect()
@@ -205,6 +221,8 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
             state = result.state
             assert state is not None
             st = fw.run_reserve(state, pi, node)
+            if st.is_success() and claims:
+                simulated_pre_bind(state, pi)  # PreBind's claim write: later Pods see the device taken
             if st.is_success():
                 assumed = pi
                 if state.pod_annotations:

@@ -57,13 +57,13 @@ runs on the same benchmark nodes:
   scheduler picks the node, VolumeBinding's PreBind writes the PV's ``claimRef`` and waits for
   kube-controller-manager's PV binder (started for this workload: :attr:`Workload.controller_manager`).
 
-* ``SchedulingWithResourceClaimTemplate`` (``dra/performance-config.yaml``; bench/throughput only,
-  :attr:`Workload.live_only`): every node publishes a ResourceSlice of 10 devices of driver
+* ``SchedulingWithResourceClaimTemplate`` (``dra/performance-config.yaml``; not in bench/cycle's
+  ``all``, :attr:`Workload.live_only`): every node publishes a ResourceSlice of 10 devices of driver
   ``test-driver.cdi.k8s.io`` (``resourceslice-basic-devices.yaml``, fewer attributes), DeviceClass
   ``test-class``, a ResourceClaimTemplate per namespace, measured Pods with one claim from it
   (``pod-with-claim-template.yaml``); kube-controller-manager's resourceclaim controller creates the
-  claims. Upstream's allocated init claims are left out. The in-process DRA workload of bench/cycle
-  is another branch's (``dra2``).
+  claims (bench/cycle, named explicitly, makes them itself: :func:`generated_claim`, and writes
+  each allocation as PreBind would). Upstream's allocated init claims are left out.
 Upstream deviation: one namespace per run (upstream puts init and measured Pods in ``sched-0`` /
 ``sched-1`` and names both in the terms' ``namespaces``); init Pods are created already bound
 (``spec.nodeName``) instead of being scheduled first.
@@ -262,7 +262,8 @@ class Workload:
     namespace_objects: Callable[[str], list[Obj]] | None = None
     """Objects created in each run's namespace before its Pods (ResourceClaimTemplate)."""
     live_only: bool = False
-    """Not run by bench/cycle (its objects are made by a controller in the live benchmark)."""
+    """Not in bench/cycle's ``all`` (its objects are made by a controller in the live benchmark;
+    bench/cycle simulates that controller when the workload is named: :func:`generated_claim`)."""
 
     def default_init(self, n_nodes: int) -> int:
         """Init Pods on ``n_nodes`` nodes unless told otherwise."""
@@ -492,6 +493,22 @@ def _claim_template(namespace: str) -> list[Obj]:
              "metadata": {"name": DRA_TEMPLATE, "namespace": namespace},
              "spec": {"spec": {"devices": {"requests": [{"name": "req-0",
                                                          "exactly": {"deviceClassName": DRA_CLASS}}]}}}}]
+
+
+def generated_claim(pod: Obj) -> Obj:
+    """What kube-controller-manager's resourceclaim controller does for a Pod of
+    SchedulingWithResourceClaimTemplate, for bench/cycle (no controller in process): the claim it
+    creates from the namespace's template (``<pod>-resource``, owned by the Pod); the Pod's
+    ``status.resourceClaimStatuses`` entry naming it is set on ``pod`` in place."""
+    meta = pod["metadata"]
+    name = f"{meta['name']}-resource"
+    pod.setdefault("status", {})["resourceClaimStatuses"] = [{"name": "resource", "resourceClaimName": name}]
+    template = _claim_template(meta["namespace"])[0]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": meta["namespace"], "uid": f"uid-claim-{meta['namespace']}-{name}",
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                              "uid": meta.get("uid", ""), "controller": True}]},
+            "spec": template["spec"]["spec"]}
 
 
 def _dra_pod(i: int, ns: str, sched: str, uid: str | None) -> Obj:

@@ -67,6 +67,7 @@ from py_scheduler.plugins.dynamic_resources.allocator import (
     Allocator,
     DeviceID,
     FailedAllocationOnNode,
+    SliceIndex,
     apply_taint_rules,
     claim_ref,
 )
@@ -198,6 +199,10 @@ class DRAState:
     mappings (``nodeAllocation.extendedResourceClaim`` / ``containerResourceRequestMappings``)."""
     created_ext: Obj | None = None
     """The extended-resource claim PreBind created in the API (Unreserve deletes it)."""
+    plain: list[Obj] | None = None
+    """Set by PreFilter when every claim is a user claim still to allocate (no extended-resource
+    claim): the claims to allocate, one list object for every node, so Filter skips the per-claim
+    checks that cannot fail for such claims and the allocator recognises the same list."""
 
     def clone(self) -> DRAState:
         return self
@@ -288,6 +293,8 @@ class DynamicResources:
         self._tasks: set[asyncio.Task[None]] = set()
         # claim UID -> [claim with status.allocation, sharers]
         self._in_flight: dict[str, list[Any]] = {}
+        self._slices = SliceIndex()
+        """The ResourceSlices parsed once per change of the slice objects, kept across cycles."""
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> DynamicResources:
@@ -508,6 +515,8 @@ class DynamicResources:
         s.num_user = len(user_claims)
         s.available_on = available
         s.allocations = [None] * len(claims)
+        if ext_claim is None and num_to_allocate == len(claims):
+            s.plain = list(claims)
         if num_to_allocate > 0:
             classes = {str(_meta(dc).get("name") or ""): dc for dc in (objects.list("DeviceClass") if objects
                                                                         is not None else []) if isinstance(dc, dict)}
@@ -516,7 +525,7 @@ class DynamicResources:
             slices = apply_taint_rules(slices, objects.list("DeviceTaintRule") if objects is not None else [])
             allocated = self._allocated_state(objects)
             s.allocator = Allocator(allocated.dedicated, classes, slices, shared=allocated.shared,
-                                    capacity=allocated.capacity)
+                                    capacity=allocated.capacity, index=self._slices)
         return None, Status.success()
 
     def _validate_requests(self, claim: Obj, objects: ClusterObjectsLister | None) -> Status | None:
@@ -628,6 +637,10 @@ class DynamicResources:
         if not s.claims:
             return Status.success()
         node = node_info.node or {}
+        if s.plain is not None and s.allocator is not None:
+            # Every claim unallocated and a user claim: no node selector, results or binding
+            # conditions to check (the loop below finds nothing unavailable), no extended resources.
+            return self._filter_allocate(s, node_info, node, s.plain)
         node_ext_claim, st = self._filter_extended(s, node_info)
         if st is not None:
             return st
@@ -657,17 +670,9 @@ class DynamicResources:
         if s.allocator is not None:
             ext = s.extended_claim()
             to_alloc = [node_ext_claim if (c is ext and node_ext_claim is not None) else c for _, c in s.to_allocate()]
-            deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
-            try:
-                result, _ = s.allocator.allocate(node, to_alloc, deadline)
-            except AllocationTimeout:
-                return Status.error(f"node {node_info.name}: timed out trying to allocate devices", NAME)
-            except FailedAllocationOnNode as exc:
-                return _unresolvable(str(exc))
-            except AllocationError as exc:
-                return Status.error(str(exc), NAME)
-            if result is None or len(result) != len(to_alloc):
-                return _unresolvable("cannot allocate all claims")
+            result, st = self._allocate(s.allocator, node_info, node, to_alloc)
+            if st is not None:
+                return st
             allocations = result
         if unavailable:
             s.unavailable.update(unavailable)
@@ -675,6 +680,31 @@ class DynamicResources:
         if s.allocator is not None:
             s.node_allocations[node_info.name] = allocations
         return Status.success()
+
+    def _filter_allocate(self, s: DRAState, node_info: NodeInfo, node: Obj, to_alloc: list[Obj]) -> Status:
+        """Filter's allocation step alone (see :attr:`DRAState.plain`)."""
+        assert s.allocator is not None
+        result, st = self._allocate(s.allocator, node_info, node, to_alloc)
+        if st is not None:
+            return st
+        s.node_allocations[node_info.name] = result
+        return Status.success()
+
+    def _allocate(self, allocator: Allocator, node_info: NodeInfo, node: Obj,
+                  to_alloc: list[Obj]) -> tuple[list[Obj], Status | None]:
+        """The allocator run of Filter: (allocations, None), or ([], the rejecting / error status)."""
+        deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
+        try:
+            result, _ = allocator.allocate(node, to_alloc, deadline)
+        except AllocationTimeout:
+            return [], Status.error(f"node {node_info.name}: timed out trying to allocate devices", NAME)
+        except FailedAllocationOnNode as exc:
+            return [], _unresolvable(str(exc))
+        except AllocationError as exc:
+            return [], Status.error(str(exc), NAME)
+        if result is None or len(result) != len(to_alloc):
+            return [], _unresolvable("cannot allocate all claims")
+        return result, None
 
     def _filter_extended(self, s: DRAState, node_info: NodeInfo) -> tuple[Obj | None, Status | None]:
         """``filterExtendedResources``: None when the node's device plugins provide every extended
@@ -812,6 +842,13 @@ class DynamicResources:
             return [], _state_not_found()
         if not s.claims:
             return [0] * len(nodes), Status.success()
+        if not any(req.get("firstAvailable") for c in s.claims for req in _requests(c)):
+            # Without firstAvailable requests every term of computeScore is absent: 0 everywhere,
+            # unless a node's allocations are too few (the error score() reports).
+            need = len(s.to_allocate())
+            allocs = s.node_allocations
+            if all(len(allocs.get(ni.name) or ()) >= need or ni.name not in allocs for ni in nodes):
+                return [0] * len(nodes), Status.success()
         out: list[int] = []
         for ni in nodes:
             sc, st = self.score(state, pod, ni)
@@ -880,6 +917,7 @@ class DynamicResources:
                 return Status.error(f"internal error, have {len(allocations)} allocations, {len(to_alloc)} claims to "
                                     f"allocate, want {len(to_alloc)} claims", NAME)
             for (i, claim), alloc in zip(to_alloc, allocations, strict=True):
+                alloc = copy.deepcopy(alloc)  # Filter's result may be the allocator's memo (shared by Pods)
                 s.allocations[i] = alloc
                 allocated = copy.deepcopy(claim)
                 allocated["status"] = dict(allocated.get("status") or {}, allocation=alloc)

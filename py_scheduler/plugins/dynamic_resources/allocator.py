@@ -34,7 +34,9 @@ Objects are plain resource.k8s.io/v1 JSON dicts. Device IDs are ``(driver, pool,
 
 from __future__ import annotations
 
+import json
 import logging
+import operator
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -64,6 +66,8 @@ __all__ = [
     "Allocator",
     "DeviceID",
     "FailedAllocationOnNode",
+    "SliceIndex",
+    "SliceView",
     "apply_taint_rules",
     "claim_ref",
     "node_matches",
@@ -623,35 +627,54 @@ SELECTOR_MEMO = SelectorMemo()
 """The process's :class:`SelectorMemo` (one per process: results do not depend on the profile)."""
 
 
-# -- the allocator -------------------------------------------------------------------------------
-class Allocator:
-    """``structured.Allocator`` for one scheduling cycle (built in PreFilter, used by every Filter).
+# -- slices parsed once per slice-store change -------------------------------------------------
+class SliceIndex:
+    """The ResourceSlices as the allocator reads them (parsed, by node), kept across scheduling cycles
+    and rebuilt only when the slice objects change; plus each node's pools (``GatherPools``) while
+    nothing changed.
 
-    Args:
-        allocated: device IDs dedicated to some claim (``AllocatedState.AllocatedDevices``).
-        classes: DeviceClass name -> object.
-        slices: every ResourceSlice (JSON).
-        cel_cache: shared ``(expression, device id) -> bool`` memo for this cycle.
-        shared: device IDs allocated as shares of a multi-allocatable device
-            (``AllocatedSharedDeviceIDs`` without the share IDs).
-        capacity: device ID -> capacity name -> amount consumed by allocated shares
-            (``AggregatedCapacity``).
-        fractional_capacity: the DRAFractionalCapacityRange gate (on in v1.37).
+    Inputs: the list of ResourceSlice JSON dicts handed to :meth:`update` (after
+    :func:`apply_taint_rules`). What it depends on: the informers replace a slice with a new dict on
+    every update and never change one in place (the same assumption as :class:`SelectorMemo`), so a
+    list whose elements are the very same objects, in the same order, parses to the same slices.
+    Invalidated when any element differs by identity, or the length does (a slice added, replaced or
+    deleted; taint rules give patched copies, so with DeviceTaintRules it rebuilds every cycle).
+
+    ``SliceView.pools(node)`` memoizes :func:`gather_pools` per node name when the node's pools can depend on
+    nothing but its name: no slice targets nodes by ``allNodes`` / ``nodeSelector`` / per-device
+    selection (``shared_slices`` empty), so a slice is relevant to a node exactly when its
+    ``spec.nodeName`` is the node's name, which is how :attr:`SliceView.on_node` is keyed. Pools and slices
+    are never changed by an allocation (run state lives in ``_Run`` / ``Allocator``).
+
+    Why: at 5000 nodes with one slice each, parsing every slice in PreFilter and gathering a node's
+    pools in each Filter call were most of a DRA Pod's scheduling CPU outside the search itself
+    (bench/RESULTS.md optimisation log). ``tests/unit/plugins/test_dra_slice_index.py`` checks
+    allocations with a long-lived index against fresh allocators on random slice updates.
     """
 
-    def __init__(self, allocated: set[DeviceID], classes: Mapping[str, Obj], slices: Iterable[Mapping[str, Any]],
-                 cel_cache: dict[tuple[str, DeviceID], bool] | None = None, *,
-                 shared: set[DeviceID] | None = None,
-                 capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
-                 fractional_capacity: bool = True) -> None:
-        self.allocated = allocated
-        self.shared: set[DeviceID] = shared or set()
-        self.capacity: Mapping[DeviceID, Mapping[str, Decimal]] = capacity or {}
-        self.fractional_capacity = fractional_capacity
-        self.available_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
-        """Pool -> counter set -> counter -> what allocated devices left (``availableCounters``),
-        computed once per Allocator: allocated devices do not change during a cycle."""
-        self.classes = classes
+    def __init__(self) -> None:
+        self._objs: list[Mapping[str, Any]] = []
+        self.view = SliceView([])
+        self.rebuilds = 0
+        """How many times the slices were parsed (for tests)."""
+
+    def update(self, slices: list[Mapping[str, Any]]) -> SliceView:
+        """The view of the current slice objects: the last one when they are the same objects as
+        last time, else a new one (parsed again). A view is never changed once made, except for its
+        pools memo, so an Allocator holding one is not disturbed by a later update."""
+        old = self._objs
+        if len(slices) == len(old) and all(map(operator.is_, slices, old)):
+            return self.view
+        self._objs = list(slices)
+        self.view = SliceView(slices)
+        self.rebuilds += 1
+        return self.view
+
+
+class SliceView:
+    """One generation of :class:`SliceIndex`: the parsed slices, by node, and the pools memo."""
+
+    def __init__(self, slices: Iterable[Mapping[str, Any]]) -> None:
         self.all_slices: list[_Slice] = []
         for obj in slices:
             sl = _Slice.parse(obj)
@@ -666,8 +689,82 @@ class Allocator:
                 self.on_node.setdefault(sl.node_name, []).append(sl)
             else:
                 self.shared_slices.append(sl)
+        self._pools: dict[str, list[_Pool]] = {}
+        self._ids: dict[str, tuple[DeviceID, ...]] = {}
+        self.results: dict[str, tuple[tuple[Any, ...], list[Obj] | None, tuple[Obj, ...]]] = {}
+        """Node name -> (key, the last allocation result there, class objects the key names by id):
+        :meth:`Allocator.allocate`'s memo, one entry per node."""
+
+    def memoizable(self) -> bool:
+        """Whether a node's pools and allocations can depend on nothing of the node but its name."""
+        return not self.shared_slices
+
+    def device_ids(self, node: Mapping[str, Any], node_name: str) -> tuple[DeviceID, ...]:
+        """Every device of the node's pools (also their slices on other nodes: their counters), in
+        pool order (memoized with the pools; only when :meth:`memoizable`)."""
+        hit = self._ids.get(node_name)
+        if hit is None:
+            hit = tuple((sl.driver, sl.pool, str(d.get("name") or ""))
+                        for p in self.pools(node, node_name) for group in (p.slices, p.slices_not_targeting)
+                        for sl in group for d in sl.devices)
+            self._ids[node_name] = hit
+        return hit
+
+    def pools(self, node: Mapping[str, Any], node_name: str) -> list[_Pool]:
+        """``GatherPools`` for ``node`` (memoized per node name when no slice targets nodes other
+        than by name; see :class:`SliceIndex`).
+
+        Raises:
+            AllocationError: a malformed node selector on a slice or device.
+        """
+        if self.shared_slices:
+            return gather_pools(self.on_node.get(node_name, []) + self.shared_slices, node, self.all_slices)
+        hit = self._pools.get(node_name)
+        if hit is None:
+            hit = gather_pools(self.on_node.get(node_name, []), node, self.all_slices)
+            self._pools[node_name] = hit
+        return hit
+
+
+# -- the allocator -------------------------------------------------------------------------------
+class Allocator:
+    """``structured.Allocator`` for one scheduling cycle (built in PreFilter, used by every Filter).
+
+    Args:
+        allocated: device IDs dedicated to some claim (``AllocatedState.AllocatedDevices``).
+        classes: DeviceClass name -> object.
+        slices: every ResourceSlice (JSON).
+        cel_cache: shared ``(expression, device id) -> bool`` memo for this cycle.
+        shared: device IDs allocated as shares of a multi-allocatable device
+            (``AllocatedSharedDeviceIDs`` without the share IDs).
+        capacity: device ID -> capacity name -> amount consumed by allocated shares
+            (``AggregatedCapacity``).
+        fractional_capacity: the DRAFractionalCapacityRange gate (on in v1.37).
+        index: a long-lived :class:`SliceIndex` to take ``slices`` into (parsed again only when
+            they changed); a private one without.
+    """
+
+    def __init__(self, allocated: set[DeviceID], classes: Mapping[str, Obj], slices: Iterable[Mapping[str, Any]],
+                 cel_cache: dict[tuple[str, DeviceID], bool] | None = None, *,
+                 shared: set[DeviceID] | None = None,
+                 capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
+                 fractional_capacity: bool = True, index: SliceIndex | None = None) -> None:
+        self.allocated = allocated
+        self.shared: set[DeviceID] = shared or set()
+        self.capacity: Mapping[DeviceID, Mapping[str, Decimal]] = capacity or {}
+        self.fractional_capacity = fractional_capacity
+        self.available_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
+        """Pool -> counter set -> counter -> what allocated devices left (``availableCounters``),
+        computed once per Allocator: allocated devices do not change during a cycle."""
+        self.classes = classes
+        objs = slices if isinstance(slices, list) else list(slices)
+        self.slices = index.update(objs) if index is not None else SliceView(objs)
         self.cel_cache: dict[tuple[str, DeviceID], bool] = cel_cache if cel_cache is not None else {}
         self._device_vars: dict[DeviceID, Any] = {}
+        self._last_specs: tuple[list[Obj], tuple[Obj, ...], tuple[str, ...]] | None = None
+        """(claims list, its claims, their specs as JSON): the claims of the last allocate call;
+        Filter passes one list object for every node of a cycle (``DRAState.plain``)."""
+        self._classes_key = tuple(sorted((str(name), id(dc)) for name, dc in classes.items()))
 
     def allocate(self, node: Mapping[str, Any], claims: list[Obj],
                  deadline: float | None = None) -> tuple[list[Obj] | None, set[str]]:
@@ -681,8 +778,53 @@ class Allocator:
             FailedAllocationOnNode: nothing fits and some pool was invalid.
             AllocationTimeout: ``deadline`` passed.
         """
+        view = self.slices
+        key: tuple[Any, ...] | None = None
+        node_name = ""
+        if view.memoizable():
+            node_name = str((node.get("metadata") or {}).get("name") or "")
+            key = self._memo_key(node, node_name, claims)
+            if key is not None:
+                hit = view.results.get(node_name)
+                if hit is not None and hit[0] == key:
+                    return hit[1], set()
         run = _Run(self, node, claims, deadline)
-        return run.allocate(), run.skipped_features
+        result = run.allocate()
+        if key is not None and not any(r.share_id is not None for rs in run.results for r in rs):
+            view.results[node_name] = (key, result, tuple(self.classes.values()))
+        return result, run.skipped_features
+
+    def _memo_key(self, node: Mapping[str, Any], node_name: str, claims: list[Obj]) -> tuple[Any, ...] | None:
+        """What an allocation on a node of a :meth:`SliceView.memoizable` view depends on, besides the
+        view itself (which holds the memo): the claims' specs (names only appear in error messages,
+        and errors are not memoized), the DeviceClass objects (by identity: the informers replace
+        them), the gate, and which of the node's pools' devices are taken, shared, or have capacity
+        consumed (and how much). None when a claim's spec is not plain JSON.
+
+        The memo (``SliceView.results``): one result per node, reused while this key is equal; a
+        result with a share of a multi-allocatable device (a random ``shareID``) is not kept.
+        Callers must not change a returned result (DynamicResources' Reserve copies it).
+        ``tests/unit/plugins/test_dra_slice_index.py`` checks it against fresh allocators."""
+        last = self._last_specs
+        if last is not None and last[0] is claims and len(last[1]) == len(claims) \
+                and all(map(operator.is_, claims, last[1])):
+            specs = last[2]
+        else:
+            texts: list[str] = []
+            for claim in claims:
+                try:
+                    texts.append(json.dumps(claim.get("spec"), sort_keys=True))
+                except (TypeError, ValueError):
+                    return None
+            specs = tuple(texts)
+            self._last_specs = (claims, tuple(claims), specs)
+        ids = self.slices.device_ids(node, node_name)
+        allocated, shared, capacity = self.allocated, self.shared, self.capacity
+        taken: Any = allocated.intersection(ids)
+        if shared or capacity:
+            taken = (frozenset(taken), None, *(d for d in ids if d in shared),
+                     None, *((d, tuple(sorted(capacity[d].items()))) for d in ids if d in capacity))
+        return (specs, self._classes_key, self.fractional_capacity, taken)
 
     def device_var(self, did: DeviceID, device: Obj) -> Any:
         v = self._device_vars.get(did)
@@ -717,8 +859,7 @@ class _Run:
 
     # -- setup ------------------------------------------------------------------------------
     def allocate(self) -> list[Obj] | None:
-        slices = self.a.on_node.get(self.node_name, []) + self.a.shared_slices
-        self.pools = gather_pools(slices, self.node, self.a.all_slices)
+        self.pools = self.a.slices.pools(self.node, self.node_name)
         for ci, claim in enumerate(self.claims):
             min_devices = 0
             devices = ((claim.get("spec") or {}).get("devices") or {})

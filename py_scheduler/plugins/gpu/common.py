@@ -53,7 +53,17 @@ def keys_from_args(args: dict[str, Any]) -> GPUKeys:
     rn = args.get("resourceName", DEFAULT_RESOURCE)
     if not isinstance(rn, str) or "/" not in rn or not rn.split("/", 1)[1] or rn.startswith("kubernetes.io/"):
         raise ConfigError(f"resourceName: must be an extended resource name like {DEFAULT_RESOURCE!r}, got {rn!r}")
-    return GPUKeys(str(prefix), rn)
+    key = (str(prefix), rn)
+    keys = _INTERNED.get(key)
+    if keys is None:
+        keys = _INTERNED[key] = GPUKeys(*key)
+    return keys
+
+
+_INTERNED: dict[tuple[str, str], GPUKeys] = {}
+"""One :class:`GPUKeys` per (prefix, resourceName): GPUFilter's and GPUScore's keys are then the
+same object, so the derived-state memo (``accounting.derive_state``, keyed by them) compares them by
+identity, not field by field. A handful of entries (one per distinct plugin configuration)."""
 
 
 def request_for(state: CycleState, pod: PodInfo, keys: GPUKeys) -> GPURequest:

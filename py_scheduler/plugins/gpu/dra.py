@@ -14,6 +14,7 @@ qualified by the driver's domain (``gpu.nvidia.com/productName``): the domain is
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from py_scheduler.framework import quantity as qty
 from py_scheduler.framework.types import CycleState, NodeInfo
 from py_scheduler.plugins.dynamic_resources import STATE_KEY, DRAState
 
-__all__ = ["DRANodeGPUs", "dra_node_gpus"]
+__all__ = ["DRANodeGPUs", "GPUDeviceIndex", "dra_node_gpus"]
 
 Obj = dict[str, Any]
 DeviceID = tuple[str, str, str]
@@ -95,6 +96,48 @@ def _gpu_devices(specs: list[Obj]) -> dict[DeviceID, Obj]:
     return out
 
 
+class GPUDeviceIndex:
+    """Each node's GPU devices (:func:`_gpu_devices` of :func:`_by_node`), kept across scheduling
+    cycles while the ResourceSlice objects are the same.
+
+    Inputs: the list of ResourceSlice JSON dicts handed to :meth:`update`. What it depends on: the
+    informers replace a slice with a new dict on every update and never change one in place, so the
+    very same objects in the same order give the same per-node devices. Invalidated (the per-node
+    results dropped) when any element differs by identity or the length does. A node's devices are
+    computed at its first lookup after that. The returned dicts are shared: callers only read them.
+
+    Why: PreScore described every feasible node's slices again for each Pod (all their device
+    attributes scanned for ``productName``), and grouped every slice of the cluster by node first;
+    at 5000 nodes that was a large part of a DRA Pod's cycle (bench/RESULTS.md optimisation log).
+    ``tests/unit/plugins/gpu/test_dra_device_index.py`` checks it against the plain form on random
+    slice updates.
+    """
+
+    def __init__(self) -> None:
+        self._objs: list[Obj] = []
+        self._by_node: dict[str, list[Obj]] = {}
+        self._devices: dict[str, dict[DeviceID, Obj]] = {}
+        self.rebuilds = 0
+
+    def update(self, slices: list[Obj]) -> None:
+        """Take the current slice objects (grouped again only when they changed)."""
+        old = self._objs
+        if len(slices) == len(old) and all(map(operator.is_, slices, old)):
+            return
+        self._objs = list(slices)
+        self._by_node = _by_node([sl for sl in slices if isinstance(sl, dict)])
+        self._devices = {}
+        self.rebuilds += 1
+
+    def devices(self, node_name: str) -> dict[DeviceID, Obj]:
+        """The node's GPU devices by (driver, pool, device) (shared; do not change)."""
+        hit = self._devices.get(node_name)
+        if hit is None:
+            hit = _gpu_devices(self._by_node.get(node_name, []))
+            self._devices[node_name] = hit
+        return hit
+
+
 def _product(dev: Obj) -> str:
     for k, v in (dev.get("attributes") or {}).items():
         if _strip(str(k)) == PRODUCT_ATTRIBUTE and isinstance(v, dict):
@@ -130,10 +173,14 @@ def _consumed_memory(r: Obj) -> int:
     return 0
 
 
-def dra_node_gpus(state: CycleState, nodes: list[NodeInfo]) -> dict[str, DRANodeGPUs] | None:
+def dra_node_gpus(state: CycleState, nodes: list[NodeInfo],
+                  index: GPUDeviceIndex | None = None) -> dict[str, DRANodeGPUs] | None:
     """Per node of ``nodes``, the GPU devices the Pod's claims would get there (from
     DynamicResources' Filter results and the claims already allocated), or None when the Pod gets
     no GPU device by claim on any of them (no DynamicResources state, no claims, no GPU device).
+
+    ``index``: a long-lived :class:`GPUDeviceIndex` (GPUScore keeps one), else the slices are
+    grouped afresh.
 
     Never raises: malformed slices or claims count as "no GPU device" / "no memory capacity".
     """
@@ -141,8 +188,10 @@ def dra_node_gpus(state: CycleState, nodes: list[NodeInfo]) -> dict[str, DRANode
     if not isinstance(s, DRAState) or not s.claims or state.snapshot is None:
         return None
     objects = state.snapshot.objects
-    slices = _by_node([sl for sl in objects.list("ResourceSlice") if isinstance(sl, dict)])
-    node_devices = {ni.name: _gpu_devices(slices.get(ni.name, [])) for ni in nodes}
+    if index is None:
+        index = GPUDeviceIndex()
+    index.update(objects.list("ResourceSlice"))
+    node_devices = {ni.name: index.devices(ni.name) for ni in nodes}
     if not any(node_devices.values()):
         return None  # no GPU device on any node: not a GPU Pod (claims are not even read)
     claims = [c for c in objects.list("ResourceClaim") if isinstance(c, dict)]

@@ -67,6 +67,26 @@ NAME = "GPUFilter"
 
 _SUCCESS = Status.success()
 
+_TOKENS: dict[GPURequest, int] = {}
+_TOKENS_MAX = 4096
+_next_token = 0
+
+
+def _token(req: GPURequest) -> int:
+    """A small int standing for ``req`` in the per-node verdict memo (``NodeGPUState.derived``), so a
+    Filter over many nodes hashes and compares the request once, not once per node (a
+    :class:`GPURequest` hashes its model list in Python). Equal requests get the same token while it
+    is remembered; a token is never given to another request (the counter only grows; forgetting,
+    at :data:`_TOKENS_MAX` requests, only costs the verdicts memoized under the old tokens)."""
+    global _next_token
+    tok = _TOKENS.get(req)
+    if tok is None:
+        if len(_TOKENS) >= _TOKENS_MAX:
+            _TOKENS.clear()
+        _next_token += 1
+        tok = _TOKENS[req] = _next_token
+    return tok
+
 
 def _compute_verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
     """The checks of :func:`py_scheduler.plugins.gpu.accounting.verdict`, in order: the first failing
@@ -138,8 +158,9 @@ class GPUFilter:
             return None
         out: list[Status] | None = None
         keys = self.keys
+        key = (NAME, _token(req))
         for j, ni in enumerate(nodes):
-            verdict = self._verdict(req, derive_state(ni, keys))
+            verdict = self._verdict(req, derive_state(ni, keys), key)
             if verdict is None:
                 continue
             if out is None:
@@ -149,16 +170,16 @@ class GPUFilter:
 
     def check(self, req: GPURequest, node_info: NodeInfo) -> Status:
         """Filter for an already-parsed request (also used by tooling that explains a placement)."""
-        verdict = self._verdict(req, derive_state(node_info, self.keys))
+        verdict = self._verdict(req, derive_state(node_info, self.keys), (NAME, _token(req)))
         if verdict is None:
             return Status.success()
         return Status(verdict[0], [verdict[1]], NAME)
 
     @staticmethod
-    def _verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
+    def _verdict(req: GPURequest, st: NodeGPUState, key: tuple[str, int]) -> tuple[Code, str] | None:
         """The failing (code, reason) of the module docstring's checks, None when the node fits;
-        memoized in ``st.derived`` per request (a pure function of both)."""
-        key = (NAME, req)
+        memoized in ``st.derived`` per request (a pure function of both) under ``key``,
+        ``(NAME, _token(req))``."""
         derived = st.derived
         if key in derived:
             got: tuple[Code, str] | None = derived[key]

@@ -41,7 +41,7 @@ second; a request with a memory token never matches a product that names no memo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -125,6 +125,15 @@ class GPUKeys:
 
     prefix: str = DEFAULT_PREFIX
     resource_name: str = DEFAULT_RESOURCE
+    _hash: int = field(init=False, repr=False, compare=False, hash=False, default=0)
+
+    def __post_init__(self) -> None:
+        # The derived node states are memoized under (keys, node, generation) and looked up several
+        # times per node per cycle (plugins/gpu/accounting.py derive_state): hash once, not per lookup.
+        object.__setattr__(self, "_hash", hash((self.prefix, self.resource_name)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def gpu_count(self) -> str:

@@ -63,7 +63,7 @@ from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.gpu.accounting import NodeGPUState, derive_state, largest_intact_group, pack_fraction, pick
 from py_scheduler.plugins.gpu.common import check_args, gpu_sign_pod, keys_from_args, request_for
-from py_scheduler.plugins.gpu.dra import DRANodeGPUs, dra_node_gpus
+from py_scheduler.plugins.gpu.dra import DRANodeGPUs, GPUDeviceIndex, dra_node_gpus
 from py_scheduler.plugins.gpu.model import GPUKeys, GPUParseError, GPURequest, model_matches
 
 NAME = "GPUScore"
@@ -75,6 +75,7 @@ DEFAULT_PACKING = "binpack"
 DEFAULT_PACKING_WEIGHT = 100
 """Weight of the packing term: large enough that filling a partly used node beats
 NodeResourcesFit's CPU/memory spreading (a GPU Pod's CPU share is about its GPU share)."""
+_PACK_KEY = NAME + "/pack"
 _T_LIMIT = 999
 _B_SCALE = 1000
 
@@ -98,6 +99,10 @@ class PreScoreState:
     dra: dict[str, DRANodeGPUs] | None = None
     """Per node, the GPU devices the Pod gets there by ResourceClaim (:mod:`.dra`); None: the Pod
     asks GPUs through the device plugin (``nvidia.com/gpu`` / annotations)."""
+    states: dict[str, tuple[int, NodeGPUState]] = field(default_factory=dict, compare=False)
+    """Node name -> (NodeInfo generation, the state PreScore derived for it with ``derive_state``):
+    Score reads it back for a node of the same generation (the same cycle's snapshot) instead of a
+    second LRU lookup; otherwise it derives the state again."""
 
 
 class GPUScore:
@@ -117,6 +122,8 @@ class GPUScore:
         self.weights = weights
         self.packing = packing
         self.packing_weight = packing_weight if packing != "none" else 0
+        self._dra_devices = GPUDeviceIndex()
+        """Each node's GPU devices by ResourceSlice, kept while the slice objects are the same."""
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> GPUScore:
@@ -152,16 +159,15 @@ class GPUScore:
             req = request_for(state, pod, self.keys)
         except GPUParseError:
             return Status.skip()
-        dra = dra_node_gpus(state, nodes)
+        dra = dra_node_gpus(state, nodes, self._dra_devices)
         if dra is not None:
             return self._pre_score_dra(state, req, nodes, dra)
         if not req.wants_gpu:
             return Status.skip()
-        max_q = 0
-        states = [derive_state(ni, self.keys) for ni in nodes]
-        states = [st for st in states if st.spec.error is None]
-        for st in states:
-            max_q = max(max_q, st.spec.queue)
+        keys = self.keys
+        by_name = {ni.name: (ni.generation, derive_state(ni, keys)) for ni in nodes}
+        states = [st for _, st in by_name.values() if st.spec.error is None]
+        max_q = max((st.spec.queue for st in states), default=0)
         by_product: dict[str, Fraction] = {}
         for st in states:
             if st.spec.product not in by_product:
@@ -172,7 +178,7 @@ class GPUScore:
             packs = [self.pack_part(req, st) for st in states if by_product[st.spec.product] == best]
             if packs:
                 pack_range = (min(packs), max(packs))
-        state.write(PRE_SCORE_KEY, PreScoreState(req, max_q, best, pack_range))
+        state.write(PRE_SCORE_KEY, PreScoreState(req, max_q, best, pack_range, states=by_name))
         return Status.success()
 
     def _pre_score_dra(self, state: CycleState, req: GPURequest, nodes: list[NodeInfo],
@@ -281,7 +287,12 @@ class GPUScore:
             return [self._dra_raw(ps, ni) for ni in nodes], Status.success()
         keys = self.keys
         raw = self._raw
-        return [raw(ps, derive_state(ni, keys)) for ni in nodes], Status.success()
+        states = ps.states
+        out: list[int] = []
+        for ni in nodes:
+            hit = states.get(ni.name)
+            out.append(raw(ps, hit[1] if hit is not None and hit[0] == ni.generation else derive_state(ni, keys)))
+        return out, Status.success()
 
     def _raw(self, ps: PreScoreState, st: NodeGPUState) -> int:
         """``b * 1000 + t`` of one node (0 for malformed GPU metadata); ``t`` memoized in
@@ -308,8 +319,14 @@ class GPUScore:
 
     def pack_part(self, req: GPURequest, st: NodeGPUState) -> Fraction:
         """The node's packing fraction before normalization (``binpack``: share of its GPU units in
-        use once the Pod is placed; ``spread``: 1 minus that)."""
-        return pack_fraction(st, req.count, spread=self.packing == "spread")
+        use once the Pod is placed; ``spread``: 1 minus that); memoized in ``st.derived`` per
+        (count, spread), a pure function of the node state and those."""
+        spread = self.packing == "spread"
+        key = (_PACK_KEY, req.count, spread)
+        f: Fraction | None = st.derived.get(key)
+        if f is None:
+            f = st.derived[key] = pack_fraction(st, req.count, spread=spread)
+        return f
 
     def parts(self, ps: PreScoreState, st: NodeGPUState) -> tuple[Fraction, Fraction | None, Fraction, Fraction | None]:
         """(model, memory, queue, packing) fractions in [0, 1] for one node (module docstring); memory

@@ -67,3 +67,17 @@ def test_percentile_nearest_rank() -> None:
     assert percentile(values, 99) == 99.0
     assert percentile(values, 100) == 100.0
     assert percentile([], 99) == 0.0
+
+
+def test_cycle_run_of_the_claim_template_workload_fills_every_device() -> None:
+    """bench/cycle simulates the resourceclaim controller (a claim per Pod from the template) and
+    PreBind's claim write: on 2 nodes of 10 devices, 20 Pods all get a device (without the claims
+    every Pod would be unschedulable)."""
+    wl = w.get_workload("SchedulingWithResourceClaimTemplate")
+    res = run_cycles(wl, 2, cycles=18, warmup=2)
+    assert res.scheduled == 18 and res.unschedulable == 0
+    pod = wl.pod(0, "ns", "sched", "uid-0")
+    claim = w.generated_claim(pod)
+    name = claim["metadata"]["name"]
+    assert pod["status"]["resourceClaimStatuses"] == [{"name": "resource", "resourceClaimName": name}]
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == "uid-0"
