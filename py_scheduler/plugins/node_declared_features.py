@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
@@ -181,3 +183,45 @@ class NodeDeclaredFeatures:
         if s.reqs <= node_declared_features(node_info.node):
             return Status.success()
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_UNSATISFIED], NAME)
+
+    # -- EnqueueExtensions (upstream ``EventsToRegister``, ``isSchedulableAfterNodeChange``,
+    #    ``isSchedulableAfterTargetPodUpdate`` of nodedeclaredfeatures.go) ----------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: a Node added or its ``status.declaredFeatures`` updated, and the
+        rejected Pod's own update (the gate is locked on, so always registered)."""
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE,
+                                              ActionType.ADD | ActionType.UPDATE_NODE_DECLARED_FEATURE),
+                                 self._schedulable_after_node_change),
+            ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE),
+                                 self._schedulable_after_target_pod_update),
+        ]
+
+    @staticmethod
+    def _schedulable_after_node_change(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterNodeChange``: Skip an update whose ``status.declaredFeatures`` list is
+        unchanged (compared as written, like ``slices.Equal``); Queue an add, a change, or a
+        malformed Node."""
+        if not isinstance(new, Mapping) or (old is not None and not isinstance(old, Mapping)):
+            return QueueingHint.QUEUE
+        if old is None:
+            return QueueingHint.QUEUE
+        o, n = old.get("status"), new.get("status")
+        if not isinstance(o, Mapping | None) or not isinstance(n, Mapping | None):
+            return QueueingHint.QUEUE
+        same = ((o or {}).get("declaredFeatures") or []) == ((n or {}).get("declaredFeatures") or [])
+        return QueueingHint.QUEUE_SKIP if same else QueueingHint.QUEUE
+
+    @staticmethod
+    def _schedulable_after_target_pod_update(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterTargetPodUpdate``: Skip when the features the Pod requires
+        (:func:`infer_for_pod_scheduling`) are unchanged; Queue when they changed or either spec
+        cannot be evaluated (upstream's error path)."""
+        if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+            return QueueingHint.QUEUE
+        try:
+            before = infer_for_pod_scheduling(_obj(old.get("spec") or {}, "spec"))
+            after = infer_for_pod_scheduling(_obj(new.get("spec") or {}, "spec"))
+        except PodParseError:
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP if before == after else QueueingHint.QUEUE

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
+from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.interfaces import Placement, PodGroupInfo, PreFilterResult
 from py_scheduler.framework.runtime import PLACEMENT_STATE_KEY
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Resource, Status
@@ -230,3 +232,62 @@ class TopologyPlacement:
                                     "capacity": capacity, "needed": self._group_size(pod, name)})
         allowed = {ni.name for ni in nodes if _labels(ni).get(key) == domain}
         return allowed, Status.success()
+
+    # -- EnqueueExtensions (appended) ------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister`` for the per-Pod PreFilter (a py-scheduler addition: upstream's plugin
+        is a PlacementGenerate plugin only, rejects nothing and registers nothing). What the PreFilter
+        reads, and so what can make a rejected Pod schedulable:
+
+        * ``Node/Add | UpdateNodeLabel | UpdateNodeAllocatable``: domains (the topology label) and
+          their capacity in copies of the Pod;
+        * ``AssignedPod/Add | Delete | UpdatePodScaleDown | UpdatePodScaleUp``: scheduled members
+          (the required domain) and the domains' free room, which moves the best-fit choice either
+          way (upstream NodeResourcesFit's precedent: no event for other Pod updates);
+        * ``UnscheduledPod/Add | Delete`` of a Pod of the same group (its size); other Pods Skip;
+        * ``PodGroup/All`` of the Pod's own group (its topology constraint); other groups Skip.
+
+        Hints Skip only a Pod or PodGroup that is certainly not of the rejected Pod's group; Queue
+        for anything malformed (a superset never strands a Pod)."""
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL
+                                              | ActionType.UPDATE_NODE_ALLOCATABLE)),
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD | ActionType.DELETE
+                                              | ActionType.UPDATE_POD_SCALE_DOWN | ActionType.UPDATE_POD_SCALE_UP)),
+            ClusterEventWithHint(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD | ActionType.DELETE),
+                                 _hint_same_group_pod),
+            ClusterEventWithHint(ClusterEvent(EventResource.POD_GROUP, ActionType.ALL), _hint_own_pod_group),
+        ]
+
+
+def _namespace_of(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    ns = meta.get("namespace") if isinstance(meta, dict) else None
+    return ns if isinstance(ns, str) and ns else "default"
+
+
+def _hint_same_group_pod(pod: Obj, old: Any, new: Any) -> QueueingHint:
+    """An unscheduled Pod added or deleted: Queue when it is of the rejected Pod's group (same
+    namespace and ``spec.schedulingGroup.podGroupName``; the group's size changed), or malformed."""
+    changed = new if new is not None else old
+    if not isinstance(changed, dict):
+        return QueueingHint.QUEUE
+    group = pod_group_name(pod)
+    if group is None or pod_group_name(changed) != group or _namespace_of(changed) != _namespace_of(pod):
+        return QueueingHint.QUEUE_SKIP
+    return QueueingHint.QUEUE
+
+
+def _hint_own_pod_group(pod: Obj, old: Any, new: Any) -> QueueingHint:
+    """A PodGroup added, updated or deleted: Queue when it is the rejected Pod's group (or
+    malformed), Skip another group."""
+    changed = new if new is not None else old
+    if not isinstance(changed, dict):
+        return QueueingHint.QUEUE
+    meta = changed.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(name, str):
+        return QueueingHint.QUEUE
+    if name != pod_group_name(pod) or _namespace_of(changed) != _namespace_of(pod):
+        return QueueingHint.QUEUE_SKIP
+    return QueueingHint.QUEUE

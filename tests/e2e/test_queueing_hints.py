@@ -20,6 +20,7 @@ from kubernetes_asyncio import client
 from bench.bench_lib.soak import serving_port
 from tests.e2e.faults import cachediff
 from tests.e2e.helpers import (
+    PAUSE_IMAGE,
     Testbed,
     create_node,
     create_pod,
@@ -115,4 +116,69 @@ async def test_node_affinity_pod_waits_for_a_matching_node(api_client: client.Ap
         for p in (waiting, bystander):
             await delete_pod(api_client, p)
         for n in (other_node, match_node):
+            await delete_node(api_client, n)
+
+
+async def test_gpu_model_pod_waits_for_a_gpu_node_change(api_client: client.ApiClient,
+                                                         py_hints: SchedulerProcess) -> None:
+    """A Pod GPUFilter rejected (wrong GPU model) is not requeued by another Pod's binding nor by a
+    relabel of a Node offering no GPU, and is requeued and bound when the GPU node's product label
+    changes to the wanted model (``plugins/gpu/events.py``)."""
+    port = serving_port(py_hints)
+    assert port is not None
+    token = await cachediff.debug_reader_token(api_client)
+    core = client.CoreV1Api(api_client)
+    gpu_node, plain_node = unique_name("qh-gpu"), unique_name("qh-plain")
+    waiting, bystander = unique_name("qh-gpu-waiting"), unique_name("qh-gpu-bystander")
+
+    async def moves() -> dict[str, float]:
+        status, text = await http_get(port, "/metrics", token)
+        assert status == 200, text[:300]
+        return pod_and_node_moves(text)
+
+    async def informers_hold(kind: str, key: str, rv: str) -> bool:
+        dump = await cachediff.fetch_dump(port, token)
+        return bool(dump["informers"].get(kind, {}).get(key) == rv)
+
+    async def parked() -> bool:
+        dump = await cachediff.fetch_dump(port, token)
+        return bool(dump["queue"].get("unschedulable") == 1)
+
+    try:
+        await create_node(api_client, gpu_node, {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "8"},
+                          labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.count": "8"})
+        await create_node(api_client, plain_node, labels={"role": "a"})
+        await core.create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": waiting, "annotations": {"gpu-scheduler/gpu-model": "H100"}},
+            "spec": {"schedulerName": PY, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "c", "image": PAUSE_IMAGE, "resources": {
+                         "requests": {"cpu": "100m"}, "limits": {"nvidia.com/gpu": "1"}}}]}})
+        await wait_for_failed_scheduling(api_client, waiting, "didn't match the requested GPU model")
+        ok: bool = await wait_for(parked, timeout=30, what="the Pod among the unschedulable Pods")
+        before = await moves()
+
+        # Unrelated events: another Pod bound, a Node without GPUs relabelled.
+        await create_pod(api_client, bystander, scheduler_name=PY)
+        await wait_for_pod_scheduled(api_client, bystander)
+        bound = await core.read_namespaced_pod(bystander, "default")
+        ok = await wait_for(partial(informers_hold, "Pod", f"default/{bystander}", bound.metadata.resource_version),
+                            timeout=30, what="py-scheduler's informers to hold the bound bystander")
+        node = await core.patch_node(plain_node, {"metadata": {"labels": {"role": "b"}}})
+        ok = await wait_for(partial(informers_hold, "Node", plain_node, node.metadata.resource_version),
+                            timeout=30, what="py-scheduler's informers to hold the relabelled Node")
+        assert ok and await moves() == before, "an unrelated binding or Node change moved the GPU Pod"
+        assert await parked()
+
+        # The GPU node now offers the wanted model: requeued and bound there.
+        await core.patch_node(gpu_node, {"metadata": {"labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}})
+        got = await wait_for_pod_scheduled(api_client, waiting)
+        assert got.spec.node_name == gpu_node
+        after = await moves()
+        delta = {k.split("/", 1)[1]: v - before.get(k, 0.0) for k, v in after.items() if before.get(k) != v}
+        assert delta.get("NodeUpdateNodeLabel") == 1.0, (before, after)
+    finally:
+        for p in (waiting, bystander):
+            await delete_pod(api_client, p)
+        for n in (gpu_node, plain_node):
             await delete_node(api_client, n)

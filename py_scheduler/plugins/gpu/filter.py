@@ -34,6 +34,7 @@ import logging
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.events import ClusterEventWithHint
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
@@ -53,6 +54,7 @@ from py_scheduler.plugins.gpu.accounting import (
     verdict,
 )
 from py_scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, gpu_sign_pod, keys_from_args, request_for
+from py_scheduler.plugins.gpu.events import gpu_events_to_register
 from py_scheduler.plugins.gpu.model import (
     GPUKeys,
     GPUParseError,
@@ -218,3 +220,10 @@ class GPUFilter:
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """Drop the indices annotation from the cycle; nothing else (the allocation is derived)."""
         state.pod_annotations.pop(self.keys.gpu_indices, None)
+
+    # -- EnqueueExtensions (appended; hints in plugins/gpu/events.py) ---------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """``EventsToRegister``: Node add / label / allocatable / annotation updates, assigned Pod
+        delete / update and the rejected Pod's own update, each with a hint that Skips only when the
+        change certainly cannot make the Pod fit (:mod:`py_scheduler.plugins.gpu.events`)."""
+        return gpu_events_to_register(self.keys)

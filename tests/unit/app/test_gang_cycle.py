@@ -34,10 +34,11 @@ def _harness() -> tuple[Harness, gb.Objects]:
     return h, objs
 
 
-def _gpu_node(h: Harness, name: str, gpus: int) -> None:
-    h.cache.add_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-                      "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110",
-                                                 "nvidia.com/gpu": str(gpus)}}})
+def _gpu_node(h: Harness, name: str, gpus: int) -> dict[str, Any]:
+    node = {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}}}
+    h.cache.add_node(node)
+    return node
 
 
 def _members(h: Harness, group: str, n: int) -> list[str]:
@@ -94,9 +95,8 @@ async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together()
     assert sum(n.startswith("0/2 nodes are available:") for n in notes) == 1, notes
     assert h.queue.in_flight_uids() == []
     # One more GPU: the Node event moves every member; one pop places the whole gang.
-    _gpu_node(h, "n3", 1)
-    h.queue.move_all_to_active_or_backoff(ClusterEvent(Resource.NODE, ActionType.ADD), None,
-                                          {"metadata": {"name": "n3"}})
+    n3 = _gpu_node(h, "n3", 1)  # the event carries the Node as the informer does (GPUFilter's hint reads it)
+    h.queue.move_all_to_active_or_backoff(ClusterEvent(Resource.NODE, ActionType.ADD), None, n3)
     h.queue.flush_backoff_q_completed()
     for q in list(h.queue._backoff.list()):  # backoff expiry without waiting (test clock)
         q.backoff_expiration = 0.0
