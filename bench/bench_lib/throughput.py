@@ -340,15 +340,30 @@ async def ensure_namespace(api: Api, ns: str) -> None:
 
 
 async def delete_pods(api: Api, ns: str, timeout: float = 300.0) -> None:
-    """Force-delete every Pod of ``ns`` (grace period 0) and wait until none is left."""
-    await api.request("DELETE", f"/api/v1/namespaces/{ns}/pods", {"apiVersion": "v1", "kind": "DeleteOptions",
-                                                                  "gracePeriodSeconds": 0})
+    """Force-delete every Pod of ``ns`` (grace period 0) and wait until none is left.
+
+    A collection DELETE of ~20000 Pods can outlast the API server's request timeout (60 s): it
+    answers 504 and stops partway, so the DELETE is sent again until the namespace is empty.
+
+    Raises:
+        TimeoutError: Pods still left after ``timeout`` seconds.
+        ApiError: any other failure of the DELETE or the LIST.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        left = await api.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": "1"})
-        if not left.get("items"):
-            return
-        await asyncio.sleep(0.5)
+        try:
+            await api.request("DELETE", f"/api/v1/namespaces/{ns}/pods",
+                              {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0})
+        except ApiError as exc:
+            if exc.status != 504:
+                raise
+            continue
+        settle = min(deadline, time.monotonic() + 30.0)
+        while time.monotonic() < settle:
+            left = await api.request("GET", f"/api/v1/namespaces/{ns}/pods", params={"limit": "1"})
+            if not left.get("items"):
+                return
+            await asyncio.sleep(0.5)
     raise TimeoutError(f"pods of {ns} not gone after {timeout} s")
 
 
