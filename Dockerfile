@@ -3,8 +3,9 @@
 #   docker build -t py-scheduler:0.1.0 .
 # Without a Docker daemon (root, buildah; a Debian stand-in base where no registry answers):
 #   bash .ci/image-build        (make image-test also runs the image as deploy/ runs it)
-# Stage 1 builds the py-scheduler wheel and wheels of all its dependencies; stage 2 installs them
-# from that local wheel house (no index, no compiler) and runs as the non-root uid 65532.
+# Stage 1 builds the py-scheduler wheel and wheels of exactly the versions of requirements/runtime.lock
+# (hashes checked; refreshed by `make lock`); stage 2 installs them from that local wheel house (no
+# index, no compiler) and runs as the non-root uid 65532.
 
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
 
@@ -15,9 +16,11 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 RUN pip install --no-cache-dir build==1.2.2.post1
 COPY pyproject.toml README.md ./
+COPY requirements/runtime.lock ./requirements/
 COPY py_scheduler/ ./py_scheduler/
 RUN python -m build --wheel --outdir /dist . \
-    && pip wheel --no-cache-dir --wheel-dir /wheels /dist/*.whl
+    && pip wheel --no-cache-dir --require-hashes --wheel-dir /wheels -r requirements/runtime.lock \
+    && pip wheel --no-cache-dir --no-deps --wheel-dir /wheels /dist/*.whl
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="py-scheduler" \

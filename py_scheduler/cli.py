@@ -1,16 +1,18 @@
-"""``py-scheduler``: run | explain | simulate. Thin: parse flags, call one function.
+"""``py-scheduler``: run | explain | simulate | fake-gpu-plugin (and ``--version``). Thin: parse flags, call one
+function.
 
-Each command's work lives in its own module (``py_scheduler.app.main``, ``py_scheduler.offline.explain``,
+Each command's work lives in its own module (``py_scheduler.app.process.main``, ``py_scheduler.offline.explain``,
 ``py_scheduler.offline.simulate``); this file only maps flags to their arguments and exit codes.
 """
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+from py_scheduler.app.tuning import imports_done, imports_start
 
 FeatureGates = Annotated[str, typer.Option(
     help="kube-scheduler feature gates, e.g. OpportunisticBatching=false,TaintTolerationComparisonOperators=true "
@@ -18,10 +20,88 @@ FeatureGates = Annotated[str, typer.Option(
 """``--feature-gates``, the same option and the same path (``py_scheduler.framework.features``) for the
 three commands."""
 
+Config = Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")]
+# Where explain and `kubectl py-scheduler decisions` read recorded decisions (py_scheduler.offline.recorded).
+Lease = Annotated[str, typer.Option(help="NAMESPACE/NAME of the scheduler's Lease (finds the leader)")]
+SchedulerPort = Annotated[int, typer.Option(help="the scheduler's --metrics-bind-address port")]
+SchedulerScheme = Annotated[str, typer.Option(
+    help="https (the default serving) or http (a scheduler run with --plain-http)")]
+DecisionsUrl = Annotated[str | None, typer.Option(
+    help="read recorded decisions from this URL (e.g. http://127.0.0.1:10259 after kubectl port-forward) "
+    "instead of through the API server's proxy to the leader")]
+Token = Annotated[str | None, typer.Option(
+    envvar="PY_SCHEDULER_TOKEN", show_default=False,
+    help="bearer token the scheduler's secure port reviews when reading recorded decisions, e.g. kubectl "
+    "create token decisions-reader -n kube-system --duration 1h (prefer --token-file or PY_SCHEDULER_TOKEN: a "
+    "command line is visible to every user of the machine)")]
+TokenFile = Annotated[Path | None, typer.Option(
+    help="file holding that bearer token, e.g. kubectl create token decisions-reader -n kube-system "
+    "--duration 1h > token")]
+SchedulerCaFile = Annotated[Path | None, typer.Option(
+    help="PEM CA that signed the scheduler's certificate: --decisions-url is verified against it (without "
+    "it: against the system's CAs, except on a loopback address)")]
+KubeconfigToken = Annotated[bool, typer.Option(
+    "--kubeconfig-token", help="send the kubeconfig's own bearer token to the scheduler when no --token is "
+    "given (off: it is often the user's whole identity)")]
+SchedulerServiceAccount = Annotated[str, typer.Option(
+    envvar="PY_SCHEDULER_SERVICE_ACCOUNT", help="NAMESPACE/NAME of the scheduler's ServiceAccount: the Lease "
+    "holder must be a Running Pod of that namespace running as it, or nothing is sent to it")]
+
+
+UPSTREAM = "v1.37.2"
+"""The kube-scheduler release whose default profile py-scheduler reproduces (``--version``)."""
+
+
+def version_text(prog: str = "py-scheduler") -> str:
+    """``<prog> <version> (kube-scheduler <upstream> default profile)``: the installed distribution's
+    version (pyproject.toml's ``version``), ``unknown`` when the package runs uninstalled."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("py-scheduler")
+    except PackageNotFoundError:
+        ours = "unknown"
+    return f"{prog} {ours} (kube-scheduler {UPSTREAM} default profile)"
+
+
+def read_token(token: str | None, token_file: Path | None) -> str | None:
+    """The bearer token of ``--token`` / ``PY_SCHEDULER_TOKEN`` or of ``--token-file`` (stripped).
+
+    Raises:
+        typer.BadParameter: both given, or the file unreadable or empty.
+    """
+    if token_file is None:
+        return token
+    if token:
+        raise typer.BadParameter("give --token or --token-file, not both", param_hint="--token-file")
+    try:
+        text = token_file.read_text().strip()
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {token_file}: {exc.strerror}", param_hint="--token-file") from None
+    if not text:
+        raise typer.BadParameter(f"{token_file} is empty", param_hint="--token-file")
+    return text
+
+
+def version_option(prog: str) -> Any:
+    """A ``--version`` option for a typer callback: prints :func:`version_text` and exits 0."""
+    def show(value: bool) -> None:
+        if value:
+            typer.echo(version_text(prog))
+            raise typer.Exit(0)
+
+    return typer.Option("--version", callback=show, is_eager=True, help="print the version and exit")
+
+
 app = typer.Typer(
     add_completion=False, no_args_is_help=True,
     help="An out-of-tree Kubernetes scheduler: kube-scheduler v1.37's default profile plus GPU plugins.",
 )
+
+
+@app.callback()
+def _root(version: Annotated[bool, version_option("py-scheduler")] = False) -> None:
+    """An out-of-tree Kubernetes scheduler: kube-scheduler v1.37's default profile plus GPU plugins."""
 
 
 @app.command()
@@ -51,16 +131,30 @@ def run(
     plain_http: Annotated[bool, typer.Option(
         "--plain-http", help="serve the metrics/health port as plain HTTP with no authentication "
                              "(default: HTTPS, delegated authentication and authorization)")] = False,
+    anonymous_auth: Annotated[str, typer.Option(
+        help="true: a request without a token is system:anonymous (authorized like any user); false: it "
+             "answers 401 (kube-scheduler's --anonymous-auth)")] = "true",
+    authentication_audiences: Annotated[str, typer.Option(
+        help="comma-separated audiences a token must be minted for (kubectl create token NAME --audience AUD); "
+             "empty: the API server's own")] = "",
+    tls_min_version: Annotated[str, typer.Option(help="VersionTLS12 or VersionTLS13")] = "VersionTLS12",
+    profiling: Annotated[bool, typer.Option(
+        "--profiling", help="allow /debug/memory's actions (allocation tracing, a full collection) by POST, "
+                            "as kube-scheduler's --profiling allows pprof (default: off)")] = False,
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
-    from py_scheduler.app.main import ServingOptions, run_scheduler
+    from py_scheduler.app.process.main import ServingOptions, run_scheduler
 
-    _imported()
+    imports_done()
 
+    if anonymous_auth.lower() not in ("true", "false"):
+        raise typer.BadParameter(f"must be true or false, not {anonymous_auth!r}", param_hint="--anonymous-auth")
     serving = ServingOptions(plain_http=plain_http, tls_cert_file=tls_cert_file,
                              tls_private_key_file=tls_private_key_file,
-                             always_allow_paths=tuple(p.strip() for p in authorization_always_allow_paths.split(",")
-                                                      if p.strip()))
+                             always_allow_paths=_csv(authorization_always_allow_paths),
+                             anonymous_auth=anonymous_auth.lower() == "true",
+                             authentication_audiences=_csv(authentication_audiences),
+                             tls_min_version=tls_min_version, profiling=profiling)
     raise typer.Exit(run_scheduler(kubeconfig=kubeconfig, config=config, leader_elect=leader_elect,
                                    lease_name=lease_name, lease_namespace=lease_namespace,
                                    metrics_bind_address=metrics_bind_address, verbosity=v,
@@ -75,51 +169,43 @@ def explain(
     kubeconfig: Annotated[Path | None, typer.Option(help="read the same objects from a live cluster")] = None,
     pod: Annotated[str | None, typer.Option(
         help="NAMESPACE/NAME of the Pod to explain (default: every pending Pod)")] = None,
-    config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")] = None,
+    config: Config = None,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json (JSON Lines)")] = "table",
     feature_gates: FeatureGates = "",
     recompute: Annotated[bool, typer.Option(
         "--recompute", help="for a bound Pod, recompute on the cluster as it is now instead of showing the "
         "decision the scheduler recorded")] = False,
-    lease: Annotated[str, typer.Option(help="NAMESPACE/NAME of the scheduler's Lease (finds the leader)")
-                     ] = "kube-system/py-scheduler",
-    scheduler_port: Annotated[int, typer.Option(help="the scheduler's --metrics-bind-address port")] = 10259,
-    scheduler_scheme: Annotated[str, typer.Option(
-        help="https (the default serving) or http (a scheduler run with --plain-http)")] = "https",
-    decisions_url: Annotated[str | None, typer.Option(
-        help="read recorded decisions from this URL (e.g. http://127.0.0.1:10259 after kubectl port-forward) "
-        "instead of through the API server's proxy to the leader")] = None,
-    token: Annotated[str | None, typer.Option(
-        envvar="PY_SCHEDULER_TOKEN", show_default=False,
-        help="bearer token the scheduler's secure port reviews when reading recorded decisions, e.g. kubectl "
-        "create token decisions-reader -n kube-system --duration 1h")] = None,
-    kubeconfig_token: Annotated[bool, typer.Option(
-        "--kubeconfig-token", help="send the kubeconfig's own bearer token to the scheduler when no --token is "
-        "given (off: it is often the user's whole identity)")] = False,
-    scheduler_service_account: Annotated[str, typer.Option(
-        envvar="PY_SCHEDULER_SERVICE_ACCOUNT", help="NAMESPACE/NAME of the scheduler's ServiceAccount: the Lease "
-        "holder must be a Running Pod of that namespace running as it, or nothing is sent to it")
-    ] = "kube-system/py-scheduler",
+    lease: Lease = "kube-system/py-scheduler",
+    scheduler_port: SchedulerPort = 10259,
+    scheduler_scheme: SchedulerScheme = "https",
+    decisions_url: DecisionsUrl = None,
+    token: Token = None,
+    token_file: TokenFile = None,
+    scheduler_ca_file: SchedulerCaFile = None,
+    kubeconfig_token: KubeconfigToken = False,
+    scheduler_service_account: SchedulerServiceAccount = "kube-system/py-scheduler",
 ) -> None:
     """Why would (or did) a Pod land where it did: per-plugin scores, filters, totals.
 
     For a Pod already bound by py-scheduler, the decision recorded when it was scheduled."""
     from py_scheduler.offline.explain import explain_main
 
-    _imported()
+    imports_done()
 
+    token = read_token(token, token_file)
     raise typer.Exit(explain_main(snapshot=snapshot, kubeconfig=kubeconfig, pod=pod, config=config, output=output,
                                   recompute=recompute, lease=lease, scheduler_port=scheduler_port,
                                   scheduler_scheme=scheduler_scheme, decisions_url=decisions_url,
                                   feature_gates=feature_gates, token=token, kubeconfig_token=kubeconfig_token,
-                                  scheduler_service_account=scheduler_service_account))
+                                  scheduler_service_account=scheduler_service_account,
+                                  scheduler_ca_file=scheduler_ca_file))
 
 
 @app.command()
 def simulate(
     snapshot: Annotated[Path | None, typer.Argument(
         help="snapshot file (default: the bundled example cluster)")] = None,
-    config: Annotated[Path | None, typer.Option(help="KubeSchedulerConfiguration file")] = None,
+    config: Config = None,
     explain: Annotated[bool, typer.Option("--explain", help="add explain's table per Pod")] = False,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json")] = "table",
     feature_gates: FeatureGates = "",
@@ -127,31 +213,54 @@ def simulate(
     """Schedule every pending Pod of a snapshot in queue order and show where each lands."""
     from py_scheduler.offline.simulate import simulate_main
 
-    _imported()
+    imports_done()
 
     raise typer.Exit(simulate_main(snapshot=snapshot, config=config, explain=explain, output=output,
                                    feature_gates=feature_gates))
 
 
-def _imported() -> None:
-    """A command's modules are imported: freeze what the imports made and turn the collector on.
+@app.command("fake-gpu-plugin")
+def fake_gpu_plugin(
+    profile: Annotated[str | None, typer.Option(
+        help="fake GPU profile (py_scheduler/fakegpu/profiles.yaml: a100-80gb-x8, h100-x8, l4-x1, t4-shared, "
+             "a100-mig-single, ...); default: the node's gpu.py-scheduler.io/fake-profile label")] = None,
+    node_name: Annotated[str | None, typer.Option(
+        envvar="NODE_NAME", help="this node: label it with the profile's GFD labels (and read its profile)")] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(help="kubeconfig file; in-cluster config when omitted")] = None,
+    plugin_dir: Annotated[Path, typer.Option(help="the kubelet's device-plugin socket directory")] = Path(
+        "/var/lib/kubelet/device-plugins"),
+    cdi_dir: Annotated[Path | None, typer.Option(
+        help="write a CDI spec of the devices here and name them in Allocate (e.g. /var/run/cdi)")] = None,
+) -> None:
+    """Advertise fake nvidia.com/gpu devices to this node's kubelet (for clusters without GPUs)."""
+    import asyncio
+    import logging
 
-    :func:`main` turns Python's cyclic garbage collector off for the option parsing (typer imports
-    pydantic) and the command's imports: importing the run path makes ~10^5 objects, all kept
-    (modules, classes, functions, their dicts), which set off ~180 collections (one full) that
-    rescanned the growing heap for nothing, 0.075-0.1 s of CPU before ready (issue 21). Frozen
-    (``gc.freeze``: the permanent generation), no later collection scans them either, as
-    :func:`py_scheduler.app.informers.pause_gc` does for the initial sync's objects; without the
-    freeze, the first collection after ``gc.enable`` scanned them all at once (~0.04 s).
-    What this depends on: imports make little cyclic garbage, which a frozen heap keeps for good
-    (the run path's: ~1900 objects, ~0.45 MiB, measured with ``gc.DEBUG_SAVEALL``)."""
-    gc.freeze()
-    gc.enable()
+    from py_scheduler.fakegpu import plugin
+    from py_scheduler.fakegpu.profiles import PROFILE_LABEL, ProfileError, get_profile
+
+    imports_done()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        name = profile or (asyncio.run(plugin.profile_from_node(node_name, PROFILE_LABEL, kubeconfig))
+                           if node_name else None)
+        if not name:
+            raise ProfileError("give --profile, or --node-name of a node labelled " + PROFILE_LABEL)
+        chosen = get_profile(name)
+    except (ProfileError, LookupError) as e:
+        typer.echo(f"fake-gpu-plugin: {e}", err=True)
+        raise typer.Exit(2) from e
+    asyncio.run(plugin.main(chosen, plugin_dir, cdi_dir, node_name, kubeconfig))
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in value.split(",") if p.strip())
 
 
 def main() -> None:
-    """Console-script entry point (the collector is off until the command calls :func:`_imported`)."""
-    gc.disable()
+    """Console-script entry point (the collector is off until the command calls
+    :func:`~py_scheduler.app.tuning.imports_done`)."""
+    imports_start()
     app()
 
 

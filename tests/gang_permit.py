@@ -33,7 +33,7 @@ class GangPermit:
     name = NAME
 
     def __init__(self, min_member: int = 2, timeout: float = 30.0, handle: Handle | None = None) -> None:
-        self.handle = handle if handle is not None else Handle()
+        self.handle = handle if handle is not None else Handle.detached()
         self.min_member = min_member
         self.timeout = timeout
 

@@ -36,10 +36,10 @@ from bench.bench_lib.workloads import (
     max_pods,
     pod_objects,
 )
-from py_scheduler.app.decisions import DecisionLog
+from py_scheduler.app.scheduling.decisions import DecisionLog
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import ProfileConfig, build_framework
-from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.dynamic_resources import simulated_pre_bind
@@ -165,7 +165,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     constraints, since the default System spreading makes every Pod unsignable (as upstream). Without
     it, ``cycle`` is not passed and no Pod batches.
     ``decisions``: after each Pod, keep its decision record as the live loop does
-    (``DecisionLog.record``, py_scheduler/app/decisions.py), timed separately (``record``).
+    (``DecisionLog.record``, py_scheduler/app/scheduling/decisions.py), timed separately (``record``).
 
     Raises:
         ImportError: ``profiler="pyinstrument"`` and pyinstrument is not installed
@@ -201,7 +201,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     gc.collect()
     thresholds = gc.get_threshold()
     if gc_freeze:
-        from py_scheduler.app.main import GC_THRESHOLDS
+        from py_scheduler.app.tuning import GC_THRESHOLDS
 
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)

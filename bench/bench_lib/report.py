@@ -44,6 +44,9 @@ def _met(target: str, py: float, kube: float, nodes: int) -> tuple[str, str]:
     if target == "ratio<=0.8":
         r = py / kube
         return "<= 0.8x", "yes" if r <= 0.8 else f"no, {r / 0.8:.2f}x over"
+    if target == "ratio<=0.5":
+        r = py / kube
+        return "<= 0.5x", "yes" if r <= 0.5 else f"no, {r / 0.5:.2f}x over"
     if target == "kube+1s":
         return "<= kube + 1 s", "yes" if py <= kube + 1.0 else f"no, by {py - kube - 1.0:.2f} s"
     if target == "ratio<=1.5@15000" and nodes >= 15000:
@@ -106,6 +109,47 @@ def throughput_table(rec: Obj, smoke: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+MATRIX_RATIOS: tuple[tuple[str, str, str], ...] = (
+    # (summary key, label, target kind): issue 32's per-core comparison
+    ("per_core_drain", "per-core drain, py@1 / kube@1", "ratio>=1.0"),
+    ("per_core_cpu", "CPU per Pod, py@1 / kube@1", "ratio<=0.8"),
+    ("critical_vs_kube_total", "critical-path CPU per Pod py@1 / total CPU per Pod kube@1", "ratio<=0.5"),
+    ("critical_ratio", "critical-path CPU per Pod, py@1 / kube@1", ""),
+)
+
+
+def cores_table(rec: Obj, smoke: bool = False) -> str:
+    """One ``bench/throughput --cores-matrix`` record (issue 32): per configuration the median drain,
+    CPU per Pod and critical-path CPU per Pod, then the per-core ratios and each scheduler's scaling
+    with its CPUs."""
+    s: Obj = rec.get("summary") or {}
+    runs: list[Obj] = rec.get("runs") or []
+    first = runs[0] if runs else {}
+    pin = rec.get("pinning") or {}
+    title = (f"{rec.get('workload', '?')}: cores matrix, {first.get('nodes', 0)} nodes, {first.get('pods', 0)} "
+             f"measured Pods, {len({r.get('round', 0) for r in runs})} round(s); control plane on CPUs "
+             f"{pin.get('control', '?')}, scheduler pool {pin.get('scheduler', '?')}")
+    lines = _header(rec, title, smoke)
+    lines += ["| configuration | drain Pods/s | CPU ms/Pod | critical-path CPU ms/Pod |", "|---|---:|---:|---:|"]
+    for lab in rec.get("configs") or sorted({str(r.get("label")) for r in runs}):
+        if f"{lab}_pods_per_second" in s:
+            lines.append(f"| {lab} | {_fmt(s[f'{lab}_pods_per_second'])} | {_fmt(s[f'{lab}_cpu_ms_per_pod'])} | "
+                         f"{_fmt(s[f'{lab}_critical_ms_per_pod']) if s[f'{lab}_critical_ms_per_pod'] else 'n/a'} |")
+    lines += ["", "| ratio | value | target | met |", "|---|---:|---|---|"]
+    for key, text, target in MATRIX_RATIOS:
+        if key in s:
+            tgt, met = _met(target, float(s[key]), 1.0, 0)
+            lines.append(f"| {text} | {_fmt(s[key])} | {tgt} | {met} |")
+    for key in sorted(k for k in s if "_scaling_" in k):
+        kind, _, rest = key.partition("_scaling_")
+        n, _, one = rest.partition("_")
+        lines.append(f"| {kind} drain with {n} CPUs / with {one} | {_fmt(s[key])} |  |  |")
+    timed_out = [f"{r.get('label')} r{r.get('round', 0)}" for r in runs if r.get("timed_out")]
+    if timed_out:
+        lines += ["", f"Timed out: {', '.join(timed_out)}."]
+    return "\n".join(lines) + "\n"
+
+
 def cycle_table(recs: Sequence[Obj], smoke: bool = False) -> str:
     """One workload's bench/cycle lines (several node counts) as a cost curve: per size the cycle
     time, its CPU, RSS and how the CPU grew against the node count since the previous size (a
@@ -134,6 +178,8 @@ def render(records: Iterable[Obj], smoke: bool = False) -> str:
     for rec in records:
         if rec.get("tool") == "cycle" or "median_ms" in rec:
             cycles.setdefault(key(rec), []).append(rec)
+        elif rec.get("mode") == "cores-matrix":
+            out.append(cores_table(rec, smoke))
         else:
             out.append(throughput_table(rec, smoke))
     out.extend(cycle_table(v, smoke) for v in cycles.values())

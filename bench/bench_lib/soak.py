@@ -64,7 +64,7 @@ class Sample:
         replicas: per live replica (its log name): ``rss_mib``, ``tasks``, ``fds``, ``queue``
             (lengths), ``leader``, ``diff`` (persistent cache-vs-API differences), ``diff_rounds``,
             ``diff_seconds``; with ``tracemalloc_frames``, ``memory``: the replica's
-            ``/debug/memory`` document (``py_scheduler/app/memdebug.py``).
+            ``/debug/memory`` document (``py_scheduler/app/serving/memdebug.py``).
         violations: the invariant violations found now (texts).
         pods / nodes: live Pods of the soak / Nodes of its group.
         bound: of those Pods, how many are bound.
@@ -187,9 +187,10 @@ class Soak:
         self.pending_grace = pending_grace
         self.diff_timeout = diff_timeout
         self.log = log
-        self.replica_args = list(replica_args)
         self.tracemalloc_frames = tracemalloc_frames
         self.memory = memory or tracemalloc_frames > 0
+        # /debug/memory's actions (trace, mark, gc) are served only with --profiling, by POST
+        self.replica_args = [*replica_args, *(["--profiling"] if self.memory else [])]
         self.memory_mark, self.memory_top = memory_mark, memory_top
         self._marked: set[str] = set()
         self.result = SoakResult(minutes, seed)
@@ -312,8 +313,10 @@ class Soak:
 
         async def get(query: str) -> dict[str, Any]:
             url = f"https://127.0.0.1:{port}/debug/memory?top={self.memory_top}&{query}"
+            action = any(f"{a}=" in query for a in ("trace", "mark", "gc"))
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s, \
-                    s.get(url, ssl=False, headers={"Authorization": f"Bearer {self.token}"}) as r:
+                    s.request("POST" if action else "GET", url, ssl=False,
+                              headers={"Authorization": f"Bearer {self.token}"}) as r:
                 if r.status != 200:
                     raise AssertionError(f"/debug/memory answered {r.status}: {(await r.text())[:300]}")
                 body: dict[str, Any] = await r.json()

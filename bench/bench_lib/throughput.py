@@ -30,6 +30,7 @@ import math
 import os
 import shlex
 import shutil
+import ssl
 import statistics
 import subprocess
 import sys
@@ -42,7 +43,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.bench_lib import workloads
+from bench.bench_lib import cores, workloads
 from bench.bench_lib.kubeapi import Api, ApiError, Endpoint, gather_bounded
 from bench.bench_lib.workloads import Workload
 
@@ -63,15 +64,21 @@ APISERVER_ARGS = ("--max-requests-inflight=3000", "--max-mutating-requests-infli
 
 
 class BenchBed(bed.Testbed):
-    """The e2e :class:`bed.Testbed` with extra kube-apiserver flags (``apiserver_args``)."""
+    """The e2e :class:`bed.Testbed` with extra kube-apiserver flags (``apiserver_args``) and, per
+    process name, an argv prefix (``prefixes``: ``taskset -c`` / ``env GOMAXPROCS=``, issue 32's
+    pinning; :func:`bench.bench_lib.cores.pin_prefix`)."""
 
     __test__ = False
     apiserver_args: Sequence[str] = APISERVER_ARGS
 
+    def __init__(self, directory: Path, prefixes: dict[str, list[str]] | None = None) -> None:
+        super().__init__(directory)
+        self.prefixes: dict[str, list[str]] = dict(prefixes or {})
+
     def _spawn(self, name: str, argv: list[str], port: int | None = None, *, restart: bool = False) -> int:
         if name == bed.APISERVER:
             argv = [*argv, *self.apiserver_args]
-        return super()._spawn(name, argv, port, restart=restart)
+        return super()._spawn(name, [*self.prefixes.get(name, []), *argv], port, restart=restart)
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -114,6 +121,17 @@ class RunResult:
     """Process start -> last binding (backlog)."""
     drain_seconds: float = 0.0
     """First binding -> last binding (backlog)."""
+    label: str = ""
+    """``py@1``: the scheduler and the CPUs it was pinned to (:func:`cores.label`); the kind if not."""
+    cores: int = 0
+    """CPUs the scheduler was pinned to (0: not pinned)."""
+    cpus_allowed: str = ""
+    """The scheduler's ``Cpus_allowed_list`` (over all its threads) read after ready."""
+    critical_cpu_seconds: float = 0.0
+    """Critical-path CPU from ready to the last binding: py, its main (asyncio loop) thread's; kube,
+    :func:`cores.kube_critical` from its CPU profile (0: no profile taken)."""
+    cpu_parts: dict[str, float] = field(default_factory=dict)
+    """kube-scheduler: share of its profiled CPU per :data:`cores.PROFILE_PARTS` (``--kube-profile``)."""
 
     @property
     def pods_per_second(self) -> float:
@@ -127,6 +145,7 @@ class RunResult:
         del d["latencies"]
         d.update(pods_per_second=round(self.pods_per_second, 1), p50_ms=round(percentile(lat, 50), 1),
                  cpu_ms_per_pod=round(self.cpu_seconds * 1000 / self.bound, 2) if self.bound else 0.0,
+                 critical_ms_per_pod=round(self.critical_cpu_seconds * 1000 / self.bound, 2) if self.bound else 0.0,
                  p90_ms=round(percentile(lat, 90), 1), p99_ms=round(percentile(lat, 99), 1))
         return d
 
@@ -134,10 +153,15 @@ class RunResult:
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds used so far by ``pid`` (``/proc/<pid>/stat``); 0.0 if unreadable."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+        return cores.stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError):
         return 0.0
+
+
+def main_thread_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid``'s main thread (TID = PID): py-scheduler's asyncio loop, which runs every
+    scheduling cycle; 0.0 if unreadable."""
+    return cores.thread_cpu_seconds(pid).get(pid, 0.0)
 
 
 def vm_hwm_kib(pid: int) -> int:
@@ -181,8 +205,8 @@ class Scheduler:
 class _Child(Scheduler):
     """A child process we started (py-scheduler, blind binder)."""
 
-    def __init__(self, argv: list[str], log: Path) -> None:
-        self.argv = argv
+    def __init__(self, argv: list[str], log: Path, prefix: Sequence[str] = ()) -> None:
+        self.argv = [*prefix, *argv]
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -217,7 +241,8 @@ class _Child(Scheduler):
 class PyScheduler(_Child):
     kind = "py"
 
-    def __init__(self, tb: BenchBed, qps: float, burst: int, verbosity: int, port: int) -> None:
+    def __init__(self, tb: BenchBed, qps: float, burst: int, verbosity: int, port: int,
+                 prefix: Sequence[str] = ()) -> None:
         cfg = {
             "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
             "clientConnection": {"qps": qps, "burst": burst},
@@ -228,12 +253,12 @@ class PyScheduler(_Child):
         self.port = port
         # BENCH_PY_WRAP: interpreter arguments put before "-m py_scheduler.cli", e.g. a profiler:
         # "-m cProfile -o /tmp/py.prof" or "-m pyinstrument -o /tmp/py.txt".
-        prefix = shlex.split(os.environ.get("BENCH_PY_WRAP", ""))
-        super().__init__([sys.executable, *prefix, "-m", "py_scheduler.cli", "run", "--kubeconfig", str(tb.kubeconfig),
+        wrap = shlex.split(os.environ.get("BENCH_PY_WRAP", ""))
+        super().__init__([sys.executable, *wrap, "-m", "py_scheduler.cli", "run", "--kubeconfig", str(tb.kubeconfig),
                           "--config", str(cfg_path), "--no-leader-elect",
                           "--metrics-bind-address", f"127.0.0.1:{port}", "--plain-http",  # readiness poll only
                           "--v", str(verbosity)],
-                         tb.logs_dir / "py-scheduler-bench.log")
+                         tb.logs_dir / "py-scheduler-bench.log", prefix)
 
     async def start(self) -> None:
         self.started_at = time.perf_counter()
@@ -244,13 +269,14 @@ class PyScheduler(_Child):
 class BlindBinder(_Child):
     kind = "blind"
 
-    def __init__(self, tb: BenchBed, endpoint: Endpoint, qps: float, burst: int, events: bool = False) -> None:
+    def __init__(self, tb: BenchBed, endpoint: Endpoint, qps: float, burst: int, events: bool = False,
+                 prefix: Sequence[str] = ()) -> None:
         if events:
             self.kind = "blindev"
         super().__init__([sys.executable, "-m", "bench.bench_lib.blind", *endpoint.argv(),
                           "--scheduler-name", SCHEDULER_NAMES["blind"], "--qps", str(qps), "--burst", str(burst),
                           *(["--events"] if events else [])],
-                         tb.logs_dir / "blind-binder.log")
+                         tb.logs_dir / "blind-binder.log", prefix)
 
     async def start(self) -> None:
         self.started_at = time.perf_counter()
@@ -268,8 +294,9 @@ class BlindBinder(_Child):
 class KubeScheduler(Scheduler):
     kind = "kube"
 
-    def __init__(self, tb: BenchBed, qps: float, burst: int, verbosity: int) -> None:
+    def __init__(self, tb: BenchBed, qps: float, burst: int, verbosity: int, prefix: Sequence[str] = ()) -> None:
         self.tb = tb
+        self.prefix = list(prefix)
         # No leader election, as py-scheduler's --no-leader-elect: time to ready is the informers' sync.
         self.config = {"clientConnection": {"kubeconfig": str(tb.dir / "kube-scheduler.kubeconfig"),
                                             "qps": qps, "burst": burst},
@@ -278,6 +305,8 @@ class KubeScheduler(Scheduler):
 
     async def start(self) -> None:
         port = self.tb._port(bed.KUBE_SCHEDULER)  # recorded: the bed starts it on this port
+        self.port = port
+        self.tb.prefixes[bed.KUBE_SCHEDULER] = self.prefix
         self.started_at = time.perf_counter()
         poller = asyncio.create_task(poll_ready(f"https://127.0.0.1:{port}/readyz", 300.0))
         try:
@@ -449,7 +478,7 @@ async def churn(api: Api, ns: str, scheduler_name: str, stop: asyncio.Event, int
 
 async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Workload, n_nodes: int, n_pods: int,
                    n_init: int, *, backlog: bool, timeout: float, create_concurrency: int,
-                   round_no: int = 0) -> RunResult:
+                   round_no: int = 0, arm: Arm | None = None, kube_profile: float = 0.0) -> RunResult:
     """One scheduler's run of ``workload`` in namespace ``ns``; starts ``sched``, never stops it.
 
     1. ``n_init`` init Pods created already bound (upstream's ``createPods`` of ``initPods``, here
@@ -464,9 +493,14 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
     Figures: live = first creation -> last binding and creation -> binding latencies; backlog = the
     drain (first -> last binding), start -> last binding, and queue -> binding latencies counted
     from ready (when the scheduler's informers have every Pod queued). CPU per Pod counts from
-    ready; the start-up CPU is kept apart.
+    ready; the start-up CPU is kept apart. Critical-path CPU (issue 32) from ready too: py, the main
+    thread's (:func:`main_thread_cpu_seconds`); kube, with ``kube_profile`` > 0, a CPU profile of that
+    many seconds from ready split by :func:`cores.profile_shares`. The scheduler's
+    ``Cpus_allowed_list`` is read after ready and logged.
     """
     res = RunResult(kind, workload.name, n_nodes, n_pods, mode="backlog" if backlog else "live", round=round_no)
+    if arm is not None:
+        res.label, res.cores = arm.label, len(arm.cpus or ())
     sched_name = SCHEDULER_NAMES[kind]
     await ensure_namespace(api, ns)
     await create_pod_objects(api, workload, ns, range(n_init + n_pods), n_nodes, create_concurrency)
@@ -522,14 +556,22 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
     wt = asyncio.create_task(watcher())
     stop_churn = asyncio.Event()
     churn_task: asyncio.Task[int] | None = None
+    profile_task: asyncio.Task[dict[str, float]] | None = None
     try:
         if backlog:
             await create()
         await sched.start()
         pid = sched.pid
         cpu_ready = cpu_seconds(pid) if pid else 0.0
+        main_ready = main_thread_cpu_seconds(pid) if pid else 0.0
         res.ready_seconds = sched.ready_seconds
         res.startup_cpu_seconds = cpu_ready
+        if pid:
+            res.cpus_allowed = " / ".join(sorted(set(cores.cpus_allowed(pid).values())))
+            print(cores.describe_pinning(res.label or kind, pid), file=sys.stderr, flush=True)
+        if kind == "kube" and kube_profile > 0 and isinstance(sched, KubeScheduler):
+            tag = f"{res.label or kind}-r{round_no}"
+            profile_task = asyncio.create_task(kube_cpu_profile(sched, kube_profile, tag))
         if workload.churn:
             churn_task = asyncio.create_task(churn(api, ns, sched_name, stop_churn))
         if not backlog:
@@ -539,8 +581,15 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
         except TimeoutError:
             res.timed_out = True
         res.cpu_seconds = (cpu_seconds(pid) - cpu_ready) if pid else 0.0
+        if pid and kind != "kube":
+            res.critical_cpu_seconds = main_thread_cpu_seconds(pid) - main_ready
         res.rss_kib = vm_hwm_kib(pid) if pid else 0
+        if profile_task is not None and pid:
+            res.cpu_parts = await profile_task
+            res.critical_cpu_seconds = cores.kube_critical(res.cpu_seconds, res.cpu_parts, _parallel_cpus(pid))
     finally:
+        if profile_task is not None and not profile_task.done():
+            profile_task.cancel()
         stop_churn.set()
         if churn_task is not None:
             await churn_task
@@ -558,6 +607,49 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
             res.seconds = last - min(created.values())
             res.latencies = [bound[n] - created[n] for n in bound if n in created]
     return res
+
+
+def _parallel_cpus(pid: int) -> int:
+    """How many CPUs a Go process can run on at once: its affinity, capped by its GOMAXPROCS."""
+    try:
+        n = len(os.sched_getaffinity(pid))
+    except OSError:
+        n = os.cpu_count() or 1
+    gmp = cores.environ_value(pid, "GOMAXPROCS")
+    return min(n, int(gmp)) if gmp and gmp.isdigit() and int(gmp) > 0 else n
+
+
+async def kube_cpu_profile(sched: KubeScheduler, seconds: float, tag: str) -> dict[str, float]:
+    """A ``seconds``-long CPU profile of the running kube-scheduler (``/debug/pprof/profile``, the
+    bed's admin client certificate: system:masters passes its delegated authorization), kept as
+    ``logs/kube-scheduler-<tag>.pprof`` in the bed and split by ``go tool pprof -traces`` and
+    :func:`cores.profile_shares`. ``{}`` (and a line on stderr) if it cannot be taken."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # kube-scheduler's self-signed serving certificate
+    ctx.load_cert_chain(str(sched.tb.admin_cert), str(sched.tb.admin_key))
+    url = f"https://127.0.0.1:{sched.tb._port(bed.KUBE_SCHEDULER)}/debug/pprof/profile"
+    out = sched.tb.logs_dir / f"kube-scheduler-{tag}.pprof"
+    go = shutil.which("go")
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as s, \
+                s.get(url, params={"seconds": str(max(1, round(seconds)))},
+                      timeout=aiohttp.ClientTimeout(total=seconds + 60)) as r:
+            body = await r.read()
+            if r.status != 200:
+                raise RuntimeError(f"HTTP {r.status}: {body[:200]!r}")
+        out.write_bytes(body)
+        if go is None:
+            raise RuntimeError("no go on PATH for go tool pprof")
+        done = await asyncio.to_thread(subprocess.run, [go, "tool", "pprof", "-traces", str(out)],
+                                       capture_output=True, text=True, timeout=300, check=True)
+    except (aiohttp.ClientError, OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        print(f"  kube-scheduler CPU profile not taken: {exc}", file=sys.stderr, flush=True)
+        return {}
+    shares = cores.profile_shares(cores.parse_pprof_traces(done.stdout))
+    print(f"[profile] kube-scheduler {tag}: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
+          + f" ({out})", file=sys.stderr, flush=True)
+    return shares
 
 
 def run_sizes(workload: Workload, n_nodes: int, wanted_pods: int, wanted_init: int | None) -> tuple[int, int]:
@@ -665,6 +757,43 @@ class Options:
     backlog: bool = False
     init: int | None = None
     """Init Pods per run (None: the workload's default, :meth:`Workload.default_init`)."""
+    pinning: cores.Pinning = field(default_factory=cores.Pinning)
+    """CPUs of the control plane, the scheduler under test and the bench (issue 32; none by default)."""
+    kube_profile: float = 0.0
+    """Seconds of kube-scheduler CPU profile from ready (0: none; its critical-path CPU stays 0)."""
+    configs: tuple[tuple[str, int], ...] = ()
+    """The cores matrix (``("py", 1), ("kube", 2)``...): each scheduler pinned to the first N CPUs of
+    ``pinning.scheduler`` (kube-scheduler with ``GOMAXPROCS=N``) instead of ``schedulers``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """One scheduler configuration of a round: ``kind`` on ``cpus`` (None: unpinned), kube-scheduler
+    with ``GOMAXPROCS=gomaxprocs`` when set; ``label`` names it in results (``py@1``)."""
+
+    kind: str
+    cpus: tuple[int, ...] | None = None
+    gomaxprocs: int | None = None
+    label: str = ""
+
+
+def arms(opts: Options) -> tuple[list[Arm], list[str]]:
+    """The configurations each round runs, and the matrix ones left out (more CPUs than
+    ``--pin-scheduler`` lists)."""
+    pin = opts.pinning
+    if not opts.configs:
+        n = len(pin.scheduler or ())
+        return [Arm(k, pin.scheduler, pin.kube_gomaxprocs if k == "kube" else None, cores.label(k, n))
+                for k in opts.schedulers], []
+    pool = pin.scheduler or ()
+    out: list[Arm] = []
+    skipped: list[str] = []
+    for kind, n in opts.configs:
+        if n > len(pool):
+            skipped.append(f"{cores.label(kind, n)} (--pin-scheduler lists {len(pool)} CPU(s))")
+        else:
+            out.append(Arm(kind, pool[:n], n if kind == "kube" else None, cores.label(kind, n)))
+    return out, skipped
 
 
 @contextlib.contextmanager
@@ -672,9 +801,11 @@ def bench_bed(opts: Options) -> Iterator[BenchBed]:
     """A running bed (etcd + kube-apiserver, no scheduler) in /dev/shm; stopped and removed after."""
     root = Path(opts.bed_dir) if opts.bed_dir else Path(tempfile.mkdtemp(
         prefix="py-scheduler-bench-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    tb = BenchBed(root)
+    control = opts.pinning.control or (ORIGINAL_CPUS if opts.pinning.active else None)
+    tb = BenchBed(root, {name: cores.pin_prefix(control) for name in CONTROL_PLANE})
     try:
         tb.up(with_kube_scheduler=False, progress=lambda m: print(f"[bed] {m}", file=sys.stderr, flush=True))
+        log_control_pinning(tb)
         yield tb
     finally:
         tb.down()
@@ -682,6 +813,19 @@ def bench_bed(opts: Options) -> Iterator[BenchBed]:
             shutil.rmtree(root, ignore_errors=True)
         else:
             print(f"[bed] kept {root}", file=sys.stderr)
+
+
+ORIGINAL_CPUS: tuple[int, ...] = tuple(sorted(os.sched_getaffinity(0)))
+"""The CPUs this process could use at start: what an unpinned child gets once the bench pins itself."""
+CONTROL_PLANE = (bed.ETCD, bed.APISERVER, bed.KUBE_CONTROLLER_MANAGER)
+
+
+def log_control_pinning(tb: BenchBed) -> None:
+    """Print the control plane's Cpus_allowed_list (the kernel's word on the pinning)."""
+    for name in CONTROL_PLANE:
+        pid = tb.pid(name)
+        if pid:
+            print(cores.describe_pinning(name, pid), file=sys.stderr, flush=True)
 
 
 def _free_port() -> int:
@@ -692,13 +836,19 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def make_scheduler(kind: str, tb: BenchBed, endpoint: Endpoint, opts: Options) -> Scheduler:
+def make_scheduler(kind: str, tb: BenchBed, endpoint: Endpoint, opts: Options, arm: Arm | None = None) -> Scheduler:
+    """The scheduler ``kind``, started under ``arm``'s pinning (unpinned children get the CPUs this
+    process had at start when the bench pinned itself); without ``arm``, ``--pin-scheduler``'s (--rss)."""
+    if arm is None:
+        arm = Arm(kind, opts.pinning.scheduler, opts.pinning.kube_gomaxprocs if kind == "kube" else None)
+    cpus = arm.cpus or (ORIGINAL_CPUS if opts.pinning.active else None)
+    prefix = cores.pin_prefix(cpus, arm.gomaxprocs)
     if kind == "py":
-        return PyScheduler(tb, opts.qps, opts.burst, opts.verbosity, _free_port())
+        return PyScheduler(tb, opts.qps, opts.burst, opts.verbosity, _free_port(), prefix)
     if kind == "kube":
-        return KubeScheduler(tb, opts.qps, opts.burst, opts.verbosity)
+        return KubeScheduler(tb, opts.qps, opts.burst, opts.verbosity, prefix)
     if kind in ("blind", "blindev"):
-        return BlindBinder(tb, endpoint, opts.qps, opts.burst, events=kind == "blindev")
+        return BlindBinder(tb, endpoint, opts.qps, opts.burst, events=kind == "blindev", prefix=prefix)
     raise ValueError(f"unknown scheduler {kind!r} (py, kube, blind, blindev)")
 
 
@@ -713,6 +863,13 @@ async def run_throughput(opts: Options) -> list[RunResult]:
     wl = workloads.get_workload(opts.workload)
     n_pods, n_init = run_sizes(wl, opts.nodes, opts.pods, opts.init)
     results: list[RunResult] = []
+    round_arms, skipped = arms(opts)
+    for s in skipped:
+        print(f"[bench] left out {s}", file=sys.stderr, flush=True)
+    bench_cpus = opts.pinning.bench_cpus()
+    if bench_cpus:
+        os.sched_setaffinity(0, bench_cpus)  # this thread; threads made later inherit it
+        print(f"[pin] bench pid {os.getpid()}: {cores.format_cpu_list(os.sched_getaffinity(0))}", file=sys.stderr)
     with bench_bed(opts) as tb:
         endpoint = endpoint_of(tb)
         async with Api(endpoint, qps=1e6, burst=1_000_000) as api:
@@ -721,16 +878,19 @@ async def run_throughput(opts: Options) -> list[RunResult]:
             await ensure_setup(api, wl, opts.nodes)
             if wl.controller_manager:
                 await asyncio.to_thread(tb.start_kube_controller_manager)
+                log_control_pinning(tb)
             print(f"[bench] {opts.nodes} nodes in {time.perf_counter() - t:.1f}s; {n_init} init + {n_pods} "
                   f"{wl.name} pods per run ({'backlog' if opts.backlog else 'live'})", file=sys.stderr, flush=True)
             for rnd in range(opts.repeat):
-                for kind in opts.schedulers:
-                    sched = make_scheduler(kind, tb, endpoint, opts)
-                    ns = f"bench-{kind}-{rnd}"
+                for arm in round_arms:
+                    kind = arm.kind
+                    sched = make_scheduler(kind, tb, endpoint, opts, arm)
+                    ns = f"bench-{arm.label.replace('@', '-')}-{rnd}"
                     try:
                         res = await run_once(api, sched, kind, ns, wl, opts.nodes, n_pods, n_init,
                                              backlog=opts.backlog, timeout=opts.timeout,
-                                             create_concurrency=opts.create_concurrency, round_no=rnd)
+                                             create_concurrency=opts.create_concurrency, round_no=rnd, arm=arm,
+                                             kube_profile=opts.kube_profile)
                     finally:
                         await sched.stop()
                     await delete_pods(api, ns)
@@ -795,9 +955,10 @@ def format_result(r: RunResult) -> str:
     rate = "drain" if r.mode == "backlog" else "live"
     extra = (f"ready {r.ready_seconds:.2f}s (cpu {r.startup_cpu_seconds:.2f}s)  start->all bound "
              f"{r.start_to_bound_seconds:.2f}s  " if r.mode == "backlog" else f"ready {r.ready_seconds:.2f}s  ")
-    return (f"{r.scheduler:<6} r{r.round} {r.workload:<26} nodes={r.nodes:<5} init={r.init_pods:<6} "
+    crit = f"  critical/pod={s['critical_ms_per_pod']:5.2f} ms" if r.critical_cpu_seconds else ""
+    return (f"{r.label or r.scheduler:<6} r{r.round} {r.workload:<26} nodes={r.nodes:<5} init={r.init_pods:<6} "
             f"pods={r.bound}/{r.pods:<6} {rate} {s['pods_per_second']:8.1f} pods/s  {extra}"
-            f"p50={s['p50_ms']:8.1f} ms  p99={s['p99_ms']:8.1f} ms  cpu/pod={s['cpu_ms_per_pod']:5.2f} ms  "
+            f"p50={s['p50_ms']:8.1f} ms  p99={s['p99_ms']:8.1f} ms  cpu/pod={s['cpu_ms_per_pod']:5.2f} ms{crit}  "
             f"(create {r.create_seconds:.1f}s, RSS {r.rss_kib / 1024:.0f} MiB){flag}")
 
 

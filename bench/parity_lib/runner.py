@@ -27,7 +27,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from py_scheduler.framework.features import FeatureGates
 
 REPO = Path(__file__).resolve().parents[2]
 TESTBED = REPO / "tests" / "e2e" / "testbed"
@@ -113,8 +116,9 @@ def _priority(p: Obj) -> int:
     return prio if isinstance(prio, int) else 0
 
 
-def run_py(objects: list[Obj], oracle: list[Obj] | None = None) -> list[Obj]:
-    """py-scheduler's verdicts, via the explain code path, in queue order.
+def run_py(objects: list[Obj], oracle: list[Obj] | None = None, gates: FeatureGates | None = None) -> list[Obj]:
+    """py-scheduler's verdicts, via the explain code path, in queue order, under ``gates`` (default:
+    upstream's defaults).
 
     Each cycle follows the same sequence as the oracle (``tests/e2e/testbed/oracle/main.go``):
     nominated Pods (every pending Pod's ``status.nominatedNodeName``) are seen by Filter and tried
@@ -134,14 +138,18 @@ def run_py(objects: list[Obj], oracle: list[Obj] | None = None) -> list[Obj]:
     comparable; ``compare`` then checks the victims on the oracle's node instead of the node name.
     """
     from py_scheduler.cache.snapshot import Snapshot
+    from py_scheduler.core.cycle import reserve_and_assume
+    from py_scheduler.core.ports import SnapshotState
+    from py_scheduler.framework.algorithm import Algorithm
     from py_scheduler.framework.config import build_framework
-    from py_scheduler.framework.runtime import Algorithm, SchedulingError
+    from py_scheduler.framework.handle import Handle
+    from py_scheduler.framework.runtime import SchedulingError
     from py_scheduler.framework.types import PodInfo
     from py_scheduler.plugins import registry
 
     pods = [o for o in objects if o["kind"] == "Pod"]
     snap = Snapshot.from_object_list(objects)
-    fw = build_framework(profile_for(objects), registry=registry)
+    fw = build_framework(profile_for(objects), handle=Handle.detached(gates), registry=registry)
     algo = Algorithm(rng=MinChoice())
     pending = [p for p in pods if not p["spec"].get("nodeName")]
     pending.sort(key=lambda p: (-_priority(p), p["metadata"].get("creationTimestamp", "")))
@@ -181,17 +189,9 @@ def run_py(objects: list[Obj], oracle: list[Obj] | None = None) -> list[Obj]:
         if res.selected is not None:
             state = res.state
             assert state is not None
-            st = fw.run_reserve(state, pi, res.selected)
+            st = reserve_and_assume(fw, state, pi, res.selected, SnapshotState(snap)).status  # the core's step
             if not st.is_success():
-                fw.run_unreserve(state, pi, res.selected)
                 r["reserve"] = st.message()
-            else:
-                assumed = dict(p)
-                if state.pod_annotations:
-                    meta = dict(p["metadata"])
-                    meta["annotations"] = {**(meta.get("annotations") or {}), **state.pod_annotations}
-                    assumed["metadata"] = meta
-                snap.assume(PodInfo(assumed), res.selected)
             nominated.pop(uid, None)
             continue
         pf = res.post_filter
@@ -398,29 +398,22 @@ def run(n: int, seed: int, out_dir: Path, quiet: bool = False, counts: dict[str,
     replaces the generator's :func:`scenario` (e.g. ``gang_scenario``); ``gates`` (``Name=true,...``)
     are turned on in both the oracle and py-scheduler's profile (default: upstream's defaults)."""
     from bench.parity_lib.generator import scenario
-    from py_scheduler.framework import config
+    from py_scheduler.framework.features import FeatureGates
 
     make = scenario_fn if scenario_fn is not None else scenario
     binary = oracle_binary()
     agree = differ = 0
     t0 = time.monotonic()
-    saved = dict(config.feature_gates)
-    for item in filter(None, (x.strip() for x in gates.split(","))):
-        k, _, v = item.partition("=")
-        config.set_feature_gates({k.strip(): v.strip().lower() == "true"})
-    try:
-        for i in range(n):
-            objs = make(seed, i)
-            try:
-                o = run_oracle(binary, objs, gates)
-                p = run_py(objs, o)
-                diffs = compare(o, p)
-            except Exception as exc:  # a crash on either side is a difference too
-                o, p, diffs = [], [], [Diff("*", "crash", None, f"{type(exc).__name__}: {exc}")]
-            differ, agree = _record(seed, i, objs, o, p, diffs, out_dir, quiet, counts, differ, agree)
-    finally:
-        config.feature_gates.clear()
-        config.feature_gates.update(saved)
+    fg = FeatureGates.parse(gates)
+    for i in range(n):
+        objs = make(seed, i)
+        try:
+            o = run_oracle(binary, objs, gates)
+            p = run_py(objs, o, fg)
+            diffs = compare(o, p)
+        except Exception as exc:  # a crash on either side is a difference too
+            o, p, diffs = [], [], [Diff("*", "crash", None, f"{type(exc).__name__}: {exc}")]
+        differ, agree = _record(seed, i, objs, o, p, diffs, out_dir, quiet, counts, differ, agree)
     if not quiet:
         print(f"{n} scenarios in {time.monotonic() - t0:.1f}s (seed {seed})", file=sys.stderr)
     return agree, differ

@@ -1,59 +1,67 @@
 #!/usr/bin/env bash
 # Turn the kind workers into fake GPU nodes for py-scheduler's GPU plugins.
 #
-# For each worker it sets what NVIDIA GPU Feature Discovery (GFD) and the device plugin would:
-#   labels      nvidia.com/gpu.present, nvidia.com/gpu.product, nvidia.com/gpu.memory (MiB),
-#               nvidia.com/gpu.count
-#   annotation  gpu-scheduler/nvlink-groups (GPU indices linked by NVLink, groups split by ';')
-#   capacity    nvidia.com/gpu, through the status subresource (as the Kubernetes docs'
-#               "Advertise Extended Resources for a Node" task does; the kubelet then copies it to
-#               allocatable). No real devices: containers requesting GPUs start (the example Pods
-#               run pause) but see no GPU.
+# Each worker is labelled with a fake GPU profile (py_scheduler/fakegpu/profiles.yaml) and
+# deploy/kind/fake-gpus/ is applied: on every labelled node a DaemonSet Pod runs
+# `py-scheduler fake-gpu-plugin`, a kubelet device plugin that
+#   - advertises the profile's nvidia.com/gpu devices to the kubelet (allocatable, as NVIDIA's plugin),
+#   - labels the Node as NVIDIA GPU Feature Discovery would (nvidia.com/gpu.product, .memory (MiB),
+#     .count, .replicas, mig.strategy) plus py-scheduler's gpu-scheduler/nvlink-groups annotation,
+#   - hands devices to containers: NVIDIA_VISIBLE_DEVICES and a CDI device (no real GPU behind them).
 #
 # Usage: deploy/kind/label-gpu-nodes.sh [CLUSTER_NAME]     (default: py-scheduler)
-# Needs: kubectl >= 1.24 (for --subresource). Idempotent: re-running overwrites the same values.
+# Needs: the py-scheduler image in the cluster (`kind load docker-image py-scheduler:0.1.0`).
+# Idempotent: re-running relabels and re-applies the same objects.
+# KUBECTL_CONTEXT overrides the context (default kind-CLUSTER_NAME).
 set -euo pipefail
 
 cluster="${1:-py-scheduler}"
-ctx="kind-${cluster}"
+ctx="${KUBECTL_CONTEXT:-kind-${cluster}}"
 kc=(kubectl --context "${ctx}")
+here="$(cd "$(dirname "$0")" && pwd)"
 
 mapfile -t workers < <("${kc[@]}" get nodes -l '!node-role.kubernetes.io/control-plane' \
   -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort)
-if [[ ${#workers[@]} -lt 3 ]]; then
-  echo "expected 3 worker nodes in context ${ctx}, found ${#workers[@]}: ${workers[*]:-none}" >&2
+if [[ ${#workers[@]} -lt 1 ]]; then
+  echo "no worker nodes in context ${ctx}" >&2
   exit 1
 fi
+profiles=(a100-40gb-x8 h100-x4 t4-x2)   # 8x A100-40GB (NVLink 0-3;4-7), 4x H100 (NVLink 0-3), 2x T4
+n=$(( ${#workers[@]} < 3 ? ${#workers[@]} : 3 ))
+if (( n < 3 )); then
+  echo "note: ${n} worker(s), so only the first ${n} profile(s) of: ${profiles[*]}" >&2
+fi
+# The GFD labels a plugin wrote earlier (another profile, an earlier run) are removed first, so the
+# wait below sees what the plugins started now write, not what an old one left.
+gfd=(nvidia.com/gpu.product- nvidia.com/gpu.memory- nvidia.com/gpu.count- nvidia.com/gpu.replicas-)
+for (( i = 0; i < n; i++ )); do
+  "${kc[@]}" label node "${workers[$i]}" --overwrite "gpu.py-scheduler.io/fake-profile=${profiles[$i]}" >/dev/null
+  "${kc[@]}" label node "${workers[$i]}" "${gfd[@]}" >/dev/null 2>&1 || true
+  echo "${workers[$i]}: fake GPU profile ${profiles[$i]}"
+done
+ds=(-n kube-system daemonset/py-scheduler-fake-gpu)
+existed=false
+"${kc[@]}" get "${ds[@]}" >/dev/null 2>&1 && existed=true
+"${kc[@]}" apply -k "${here}/fake-gpus/"
+# A plugin reads its node's profile when it starts: running ones restart to read the labels set above.
+if [[ ${existed} == true ]]; then
+  "${kc[@]}" rollout restart "${ds[@]}" >/dev/null
+fi
+"${kc[@]}" rollout status "${ds[@]}" --timeout=180s >/dev/null \
+  || { echo "the fake-GPU DaemonSet did not roll out in 180 s" >&2; exit 1; }
 
-# name  count  product                  memory(MiB)  nvlink-groups
-gpu_node() {
-  local node=$1 count=$2 product=$3 mem_mib=$4 groups=$5
-  "${kc[@]}" label node "${node}" --overwrite \
-    nvidia.com/gpu.present=true \
-    "nvidia.com/gpu.product=${product}" \
-    "nvidia.com/gpu.memory=${mem_mib}" \
-    "nvidia.com/gpu.count=${count}" >/dev/null
-  if [[ -n "${groups}" ]]; then
-    "${kc[@]}" annotate node "${node}" --overwrite "gpu-scheduler/nvlink-groups=${groups}" >/dev/null
-  else
-    "${kc[@]}" annotate node "${node}" "gpu-scheduler/nvlink-groups-" >/dev/null 2>&1 || true
-  fi
-  # JSON patch path: '/' in the resource name is escaped as '~1'.
-  "${kc[@]}" patch node "${node}" --subresource=status --type=json -p \
-    "[{\"op\":\"add\",\"path\":\"/status/capacity/nvidia.com~1gpu\",\"value\":\"${count}\"}]" >/dev/null
-  echo "${node}: ${count} x ${product} (${mem_mib} MiB each), NVLink groups: ${groups:-none}"
-}
-
-gpu_node "${workers[0]}" 8 NVIDIA-A100-SXM4-40GB 40960 "0-3;4-7"
-gpu_node "${workers[1]}" 4 NVIDIA-H100-80GB-HBM3 81920 "0-3"
-gpu_node "${workers[2]}" 2 Tesla-T4 15360 ""
-
-echo "waiting for the kubelets to report nvidia.com/gpu as allocatable..."
-for node in "${workers[@]:0:3}"; do
-  for _ in $(seq 1 30); do
-    alloc=$("${kc[@]}" get node "${node}" -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')
-    [[ -n "${alloc}" ]] && break
-    sleep 1
-  done
-  echo "${node}: allocatable nvidia.com/gpu=${alloc:-<not yet>}"
+echo "waiting for the device plugins to make nvidia.com/gpu allocatable..."
+for node in "${workers[@]:0:n}"; do
+  # the plugin labels its node before it registers with the kubelet; then the kubelet reports
+  # count x replicas devices (time-slicing: one device per replica)
+  "${kc[@]}" wait node "${node}" --for=jsonpath='{.metadata.labels.nvidia\.com/gpu\.replicas}' --timeout=120s >/dev/null \
+    || { echo "${node}: no GPU labels from its device plugin after 120 s" >&2; exit 1; }
+  count=$("${kc[@]}" get node "${node}" -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.count}')
+  replicas=$("${kc[@]}" get node "${node}" -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.replicas}')
+  want=$(( count * replicas ))
+  "${kc[@]}" wait node "${node}" --for=jsonpath="{.status.allocatable.nvidia\.com/gpu}=${want}" --timeout=120s \
+    >/dev/null || { echo "${node}: nvidia.com/gpu not allocatable (${want}) after 120 s" >&2; exit 1; }
+  echo "${node}: allocatable nvidia.com/gpu=$("${kc[@]}" get node "${node}" \
+    -o jsonpath='{.status.allocatable.nvidia\.com/gpu}'), product $("${kc[@]}" get node "${node}" \
+    -o jsonpath='{.metadata.labels.nvidia\.com/gpu\.product}')"
 done

@@ -24,7 +24,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from py_scheduler.cache.snapshot import (
     ClusterObjects,
@@ -34,11 +33,12 @@ from py_scheduler.cache.snapshot import (
     remove_image_states,
     zone_key,
 )
-from py_scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo, PodParseError, next_generation
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo, next_generation
 
 log = logging.getLogger("py_scheduler.cache")
 
-Obj = dict[str, Any]
 
 DEFAULT_ASSUMED_POD_TTL = 15 * 60.0
 """Seconds an assumed Pod whose binding finished may wait for its watch confirmation (safety net;
@@ -472,7 +472,7 @@ class Cache:
 
     def pod_states(self) -> list[tuple[PodInfo, bool, bool]]:
         """Every cached Pod as ``(PodInfo, assumed, binding_finished)`` (do not mutate the PodInfo);
-        the debug dump of :mod:`py_scheduler.app.cachedump`."""
+        the debug dump of :mod:`py_scheduler.app.serving.cachedump`."""
         return [(st.pod_info, key in self._assumed, st.binding_finished) for key, st in self._pod_states.items()]
 
 

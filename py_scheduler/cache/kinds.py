@@ -1,6 +1,6 @@
 """The one table of the kinds the scheduler reads.
 
-Three readers use it and nothing else: the live informers (``py_scheduler.app.informers``: one
+Three readers use it and nothing else: the live informers (``py_scheduler.app.client.informers``: one
 reflector per row, LIST + WATCH of ``list_path`` with ``field_selector``), the snapshot loader
 (``py_scheduler.offline.loader``: which kinds of a file are kept, which are skipped) and live
 ``explain`` (``py_scheduler.offline.live``: one LIST per row). :class:`~py_scheduler.cache.snapshot.ClusterObjects`
@@ -14,18 +14,18 @@ Namespaces for pod affinity, PodDisruptionBudgets for preemption, PriorityClasse
 admission stand-in of the offline loader).
 
 ``event_resource`` strings are ``fwk.EventResource`` names (``staging/src/k8s.io/kube-scheduler/framework/events.go``),
-the same strings as :class:`py_scheduler.queue.events.Resource` (a unit test holds them equal; the
+the same strings as :class:`py_scheduler.framework.events.Resource` (a unit test holds them equal; the
 table does not import the queue so that it stays at the bottom of the layers).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from py_scheduler.framework.objects import Obj
 
 __all__ = ["CLUSTER_KINDS", "KINDS", "KINDS_BY_NAME", "NAMESPACED_KINDS", "POD_FIELD_SELECTOR", "WatchedKind"]
 
-Obj = dict[str, Any]
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 """The Pod informer's field selector (``scheduler.go`` ``newPodInformer``): terminal Pods hold nothing."""
@@ -97,7 +97,7 @@ KINDS: tuple[WatchedKind, ...] = (
     # (upstream's ResourceSlice tracker emits slice events for them).
     WatchedKind("DeviceTaintRule", "resource.k8s.io/v1", "devicetaintrules", False,
                 "resource.k8s.io/ResourceSlice", optional=True),
-    # GenericWorkload (beta, off by default): watched only with the gate on (py_scheduler.app.main), and
+    # GenericWorkload (beta, off by default): watched only with the gate on (py_scheduler.app.process.main), and
     # absent unless the API server serves scheduling.k8s.io/v1beta1.
     WatchedKind("PodGroup", "scheduling.k8s.io/v1beta1", "podgroups", True, "scheduling.k8s.io/PodGroup",
                 optional=True),

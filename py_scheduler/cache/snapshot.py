@@ -18,13 +18,12 @@ the node list changes, refreshed node by node where the snapshot is brought up t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from py_scheduler.cache.kinds import CLUSTER_KINDS, NAMESPACED_KINDS
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.lister import D, DerivedFactory, NodeDerived
-from py_scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo, PodParseError, pod_pvc_keys
-
-Obj = dict[str, Any]
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo, pod_pvc_keys
 
 __all__ = ["ClusterObjects", "Snapshot", "node_tree_order", "zone_key"]
 

@@ -20,7 +20,7 @@ node is filtered or scored.
 
 Ties: upstream leaves ``Randomizer`` at 0 unless extenders scored (``prioritizeNodes``), so equal
 totals come out of the heap in heap order. py-scheduler gives each stored node a random
-``Randomizer`` from the :class:`~py_scheduler.framework.runtime.Algorithm`'s tie-break RNG, so ties stay
+``Randomizer`` from the :class:`~py_scheduler.framework.algorithm.Algorithm`'s tie-break RNG, so ties stay
 uniformly distributed (as the selection of the full cycle is) and seeded runs stay reproducible.
 
 Deliberate difference: upstream computes the Pod's signature when the Pod enters the queue; here it
@@ -76,7 +76,7 @@ FLUSH_NORMALIZE_ERROR = "normalize_error"
 
 
 class BatchRecorder(Protocol):
-    """Where the batch metrics go (``py_scheduler.app.metrics`` implements it; None: not recorded).
+    """Where the batch metrics go (``py_scheduler.app.telemetry.metrics`` implements it; None: not recorded).
 
     ``attempt(profile, result)``: ``scheduler_batch_attempts_total``; ``flushed(profile, reason)``:
     ``scheduler_batch_cache_flushed_total``; ``rescore(profile, seconds)``:

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from py_scheduler.framework import features
 from py_scheduler.framework.errors import ConfigError as ConfigError
+from py_scheduler.framework.features import FeatureGates
 from py_scheduler.framework.handle import Handle, PluginRegistry
 from py_scheduler.framework.runtime import Framework, Observer
 
@@ -91,45 +91,28 @@ class SchedulerConfig:
     parallelism: int = 16
     kubeconfig: str = ""
     """``clientConnection.kubeconfig`` (empty: the ``--kubeconfig`` flag, else in-cluster config)."""
+    feature_gates: FeatureGates = field(default_factory=FeatureGates)
+    """``--feature-gates`` (not part of the file): the process's one gates value; the profiles'
+    Handles carry this same object."""
 
 
-WORKLOAD_GATES: dict[str, bool] = {features.GENERIC_WORKLOAD: False, features.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: False}
-"""The workload-scheduling feature gates and their v1.37.2 defaults (``pkg/features/kube_features.go``:
-GenericWorkload beta, TopologyAwareWorkloadScheduling alpha, both off; the latter needs the former)."""
-
-feature_gates: dict[str, bool] = features.GATES
-"""The process's gate values (:data:`py_scheduler.framework.features.GATES`, the one dict
-``--feature-gates`` sets); read when profiles are built."""
-
-
-def set_feature_gates(gates: dict[str, bool]) -> None:
-    """Apply ``gates`` process-wide (:func:`py_scheduler.framework.features.set_gates`).
-
-    Raises:
-        ConfigError: an unknown gate, or TopologyAwareWorkloadScheduling on with GenericWorkload off
-            (upstream refuses the dependency the same way at start-up).
-    """
-    try:
-        features.set_gates(gates)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-
-
-def gated_default_plugins() -> list[tuple[str, int]]:
+def gated_default_plugins(gates: FeatureGates) -> list[tuple[str, int]]:
     """What ``applyFeatureGates`` appends to the default multiPoint list for the workload gates:
     GenericWorkload -> GangScheduling (``applyGangScheduling``); TopologyAwareWorkloadScheduling ->
     TopologyPlacementGenerator and PodGroupPodsCount weight 1 (``applyTopologyAwareWorkloadScheduling``)."""
-    out = [("GangScheduling", 0)] if features.enabled(features.GENERIC_WORKLOAD) else []
-    if features.enabled(features.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
+    out = [("GangScheduling", 0)] if gates.generic_workload else []
+    if gates.topology_aware_workload_scheduling:
         out += [("TopologyPlacementGenerator", 0), ("PodGroupPodsCount", 1)]
     return out
 
 
-def default_multipoint(registry: PluginRegistry, with_gpu: bool = True) -> list[tuple[str, int]]:
+def default_multipoint(registry: PluginRegistry, with_gpu: bool = True,
+                       gates: FeatureGates | None = None) -> list[tuple[str, int]]:
     """The default profile's multiPoint list restricted to plugins implemented in this build (with
     the plugins the workload gates add, after upstream's, before the GPU plugins)."""
     have = set(registry.available())
-    plugins = UPSTREAM_DEFAULT_PLUGINS + gated_default_plugins() + (GPU_PLUGINS if with_gpu else [])
+    gated = gated_default_plugins(gates or FeatureGates())
+    plugins = UPSTREAM_DEFAULT_PLUGINS + gated + (GPU_PLUGINS if with_gpu else [])
     return [(n, w) for n, w in plugins if n in have]
 
 
@@ -139,8 +122,8 @@ def missing_default_plugins(registry: PluginRegistry) -> list[str]:
     return [n for n, _ in UPSTREAM_DEFAULT_PLUGINS if n not in have]
 
 
-def expand_profile(profile: ProfileConfig, registry: PluginRegistry,
-                   with_gpu: bool = True) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
+def expand_profile(profile: ProfileConfig, registry: PluginRegistry, with_gpu: bool = True,
+                   gates: FeatureGates | None = None) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
     """Resolve a profile to (ordered plugin list with weights, per-extension-point names).
 
     multiPoint: the defaults, minus ``multiPoint.disabled`` (``*`` disables all), plus
@@ -152,7 +135,7 @@ def expand_profile(profile: ProfileConfig, registry: PluginRegistry,
         ConfigError: unknown or unimplemented plugin names.
     """
     mp = profile.plugins.get("multiPoint", PluginSet())
-    defaults = default_multipoint(registry, with_gpu)
+    defaults = default_multipoint(registry, with_gpu, gates)
     if "*" in mp.disabled:
         defaults = []
     order: list[tuple[str, int]] = [(n, w) for n, w in defaults if n not in mp.disabled]
@@ -212,17 +195,21 @@ def build_framework(profile: ProfileConfig, cfg: SchedulerConfig | None = None,
     """Instantiate a profile's plugins (with their pluginConfig args) into a :class:`Framework`.
 
     ``registry`` is the plugin registry (``py_scheduler.plugins.registry``), passed in so this module
-    does not import the plugins. Every factory gets the profile's own copy of ``handle`` (a fresh
-    :class:`Handle` when None) whose ``profile`` the Framework fills in.
+    does not import the plugins. Every factory gets the profile's own copy of ``handle`` (a detached
+    :class:`Handle` with ``cfg``'s gates when None) to which the Framework binds itself. The Handle's
+    feature gates must be ``cfg.feature_gates`` (one source; ValueError otherwise).
 
     Raises:
         ConfigError: unknown plugin, bad args (the plugin's own message, prefixed with its name).
     """
-    order, points = expand_profile(profile, registry)
+    h = dataclasses.replace(handle) if handle is not None else Handle.detached(
+        cfg.feature_gates if cfg is not None else None)
+    if cfg is not None and h.feature_gates != cfg.feature_gates:
+        raise ValueError("the Handle's feature gates must be the configuration's (one source: SchedulerConfig)")
+    order, points = expand_profile(profile, registry, gates=h.feature_gates)
     for name in profile.plugin_config:
         if not registry.known(name):
             raise ConfigError(f"pluginConfig: unknown plugin {name!r}")
-    h = dataclasses.replace(handle) if handle is not None else Handle()
     instances: list[tuple[Any, int]] = []
     for name, weight in order:
         args = profile.plugin_config.get(name, {})

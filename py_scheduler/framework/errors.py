@@ -1,4 +1,5 @@
-"""Errors shared by the framework, the plugins and the configuration loader.
+"""Errors shared by the framework, the plugins and the configuration loader; :class:`PodParseError`
+for a Pod field the scheduler cannot interpret.
 
 :class:`ConfigError` is raised by a plugin factory (``create(args, handle)``) on bad ``pluginConfig``
 args and by :mod:`py_scheduler.framework.config` on a bad KubeSchedulerConfiguration; it lives here,
@@ -31,3 +32,19 @@ class PluginImportError(ImportError):
 class SchedulingError(RuntimeError):
     """A plugin returned Error (not a rejection) in a scheduling cycle: the Pod goes to backoff and
     the message is logged (upstream: a non-nil ``error`` from ``schedulePod``)."""
+
+
+class PodParseError(ValueError):
+    """A Pod field the scheduler cannot interpret (e.g. a malformed quantity or annotation).
+
+    ``field`` names the offending field (``spec.containers[0].resources.requests.cpu``), ``value``
+    the raw value; ``str()`` is the message shown in the FailedScheduling event.
+    """
+
+    def __init__(self, field: str, value: object, why: str = "") -> None:
+        self.field = field
+        self.value = value
+        msg = f"invalid value {value!r} for {field}"
+        if why:
+            msg += f": {why}"
+        super().__init__(msg)

@@ -20,10 +20,11 @@ from decimal import Decimal
 from enum import IntEnum, IntFlag
 from typing import Any, Protocol, runtime_checkable
 
+from py_scheduler.framework import objects as ob
 from py_scheduler.framework import quantity
-from py_scheduler.framework.types import PodParseError, pod_requests
-
-Obj = dict[str, Any]
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.pod_resources import pod_requests
 
 __all__ = [
     "ActionType",
@@ -155,12 +156,8 @@ FORCE_ACTIVATE = "ForceActivate"
 UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
 
 EVENT_ASSIGNED_POD_ADD = ClusterEvent(Resource.ASSIGNED_POD, ActionType.ADD)
-EVENT_ASSIGNED_POD_UPDATE = ClusterEvent(Resource.ASSIGNED_POD, ActionType.UPDATE)
 EVENT_ASSIGNED_POD_DELETE = ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE)
 EVENT_UNSCHEDULED_POD_ADD = ClusterEvent(Resource.UNSCHEDULED_POD, ActionType.ADD)
-EVENT_UNSCHEDULED_POD_UPDATE = ClusterEvent(Resource.UNSCHEDULED_POD, ActionType.UPDATE)
-EVENT_UNSCHEDULED_POD_DELETE = ClusterEvent(Resource.UNSCHEDULED_POD, ActionType.DELETE)
-EVENT_TARGET_POD_UPDATE = ClusterEvent(Resource.TARGET_POD, ActionType.UPDATE)
 EVENT_NODE_ADD = ClusterEvent(Resource.NODE, ActionType.ADD)
 EVENT_NODE_DELETE = ClusterEvent(Resource.NODE, ActionType.DELETE)
 EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(Resource.WILDCARD, ActionType.ALL, UNSCHEDULABLE_TIMEOUT)
@@ -212,10 +209,6 @@ def unroll_pod_event(ev: ClusterEvent) -> list[ClusterEvent]:
 
 # -- object change -> specific update events ------------------------------------------------------
 
-def _meta(obj: Obj | None, key: str) -> Any:
-    return ((obj or {}).get("metadata") or {}).get(key)
-
-
 def _spec(obj: Obj | None) -> Obj:
     spec: Obj = (obj or {}).get("spec") or {}
     return spec
@@ -257,7 +250,7 @@ def pod_scheduling_properties_change(new: Obj, old: Obj, is_target_pod: bool) ->
     else:
         res = Resource.UNSCHEDULED_POD
     actions: list[ActionType] = []
-    if (_meta(new, "labels") or {}) != (_meta(old, "labels") or {}):
+    if (ob.meta(new).get("labels") or {}) != (ob.meta(old).get("labels") or {}):
         actions.append(ActionType.UPDATE_POD_LABEL)
     down, up = _scale(new, old)
     if down:
@@ -290,13 +283,13 @@ def node_scheduling_properties_change(new: Obj, old: Obj) -> list[ClusterEvent]:
         actions.append(ActionType.UPDATE_NODE_TAINT)
     if _status(new).get("allocatable") != _status(old).get("allocatable"):
         actions.append(ActionType.UPDATE_NODE_ALLOCATABLE)
-    if (_meta(new, "labels") or {}) != (_meta(old, "labels") or {}):
+    if (ob.meta(new).get("labels") or {}) != (ob.meta(old).get("labels") or {}):
         actions.append(ActionType.UPDATE_NODE_LABEL)
     if (ns.get("taints") or []) != (os_.get("taints") or []):
         actions.append(ActionType.UPDATE_NODE_TAINT)
     if _condition_statuses(new) != _condition_statuses(old):
         actions.append(ActionType.UPDATE_NODE_CONDITION)
-    if (_meta(new, "annotations") or {}) != (_meta(old, "annotations") or {}):
+    if (ob.meta(new).get("annotations") or {}) != (ob.meta(old).get("annotations") or {}):
         actions.append(ActionType.UPDATE_NODE_ANNOTATION)
     if ns.get("podPreemptionPolicy") != os_.get("podPreemptionPolicy"):
         actions.append(ActionType.UPDATE_NODE_PREEMPTION_POLICY)

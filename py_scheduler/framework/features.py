@@ -1,5 +1,5 @@
-"""Feature gates: kube-scheduler's ``--feature-gates``, the one configuration path of ``run``,
-``explain`` and ``simulate``.
+"""Feature gates: kube-scheduler's ``--feature-gates``, one typed :class:`FeatureGates` value per process,
+the one configuration path of ``run``, ``explain`` and ``simulate``.
 
 Upstream: ``pkg/features/kube_features.go`` (the gates, their defaults in v1.37) and
 ``pkg/scheduler/framework/plugins/feature/feature.go`` (``feature.Features``: the gates a plugin
@@ -14,54 +14,64 @@ factory receives). Only gates that change what py-scheduler does are accepted:
 * ``TopologyAwareWorkloadScheduling`` (Alpha, off; needs GenericWorkload): TopologyPlacementGenerator
   and PodGroupPodsCount (weight 1).
 
-Every command calls :func:`apply_feature_gates` with its ``--feature-gates`` value before it builds
-its profiles; plugin factories read :func:`enabled`.
+Every command parses its ``--feature-gates`` value with :meth:`FeatureGates.parse` into the
+configuration (``SchedulerConfig.feature_gates``); the profiles' :class:`~py_scheduler.framework.handle.Handle`
+carries the same object to the runtime and the plugin factories. There is no process-global state.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
-__all__ = ["DEFAULTS", "GATES", "GENERIC_WORKLOAD", "OPPORTUNISTIC_BATCHING", "TAINT_TOLERATION_COMPARISON_OPERATORS",
-           "TOPOLOGY_AWARE_WORKLOAD_SCHEDULING", "apply_feature_gates", "enabled", "parse_feature_gates", "set_gates"]
+__all__ = ["DEFAULTS", "GENERIC_WORKLOAD", "OPPORTUNISTIC_BATCHING", "TAINT_TOLERATION_COMPARISON_OPERATORS",
+           "TOPOLOGY_AWARE_WORKLOAD_SCHEDULING", "FeatureGates", "parse_feature_gates"]
 
 OPPORTUNISTIC_BATCHING = "OpportunisticBatching"
 TAINT_TOLERATION_COMPARISON_OPERATORS = "TaintTolerationComparisonOperators"
 GENERIC_WORKLOAD = "GenericWorkload"
 TOPOLOGY_AWARE_WORKLOAD_SCHEDULING = "TopologyAwareWorkloadScheduling"
 
-DEFAULTS: Mapping[str, bool] = {
+DEFAULTS: Mapping[str, bool] = MappingProxyType({
     OPPORTUNISTIC_BATCHING: True,
     TAINT_TOLERATION_COMPARISON_OPERATORS: False,
     GENERIC_WORKLOAD: False,
     TOPOLOGY_AWARE_WORKLOAD_SCHEDULING: False,
-}
+})
 """The gates py-scheduler understands and their v1.37 defaults."""
 
-GATES: dict[str, bool] = dict(DEFAULTS)
-"""The process's gate values (one dict, read when profiles are built)."""
-_enabled = GATES
 
+@dataclass(frozen=True, slots=True)
+class FeatureGates:
+    """The gates' values (``featuregate.FeatureGate`` after ``--feature-gates``; immutable). The
+    default value is every gate at its v1.37 default."""
 
-def _check_dependencies(gates: Mapping[str, bool]) -> None:
-    if gates.get(TOPOLOGY_AWARE_WORKLOAD_SCHEDULING) and not gates.get(GENERIC_WORKLOAD):
-        raise ValueError(f"feature gate {TOPOLOGY_AWARE_WORKLOAD_SCHEDULING} depends on {GENERIC_WORKLOAD}, "
-                         f"which is off")
+    opportunistic_batching: bool = True
+    taint_toleration_comparison_operators: bool = False
+    generic_workload: bool = False
+    topology_aware_workload_scheduling: bool = False
 
+    def __post_init__(self) -> None:
+        if self.topology_aware_workload_scheduling and not self.generic_workload:
+            raise ValueError(f"feature gate {TOPOLOGY_AWARE_WORKLOAD_SCHEDULING} depends on {GENERIC_WORKLOAD}, "
+                             f"which is off")
 
-def set_gates(gates: Mapping[str, bool]) -> None:
-    """Merge ``gates`` into the process's gates (the others keep their values).
+    @classmethod
+    def of(cls, gates: Mapping[str, bool]) -> FeatureGates:
+        """The defaults with ``gates`` (gate name -> value) applied. Raises ValueError: an unknown gate,
+        or TopologyAwareWorkloadScheduling on without GenericWorkload."""
+        unknown = sorted(set(gates) - set(DEFAULTS))
+        if unknown:
+            raise ValueError(_unrecognized(unknown[0]))
+        return cls(**{re.sub(r"(?<!^)(?=[A-Z])", "_", k).lower(): v for k, v in gates.items()})
 
-    Raises:
-        ValueError: an unknown gate, or TopologyAwareWorkloadScheduling on without GenericWorkload
-            (nothing is changed then).
-    """
-    unknown = sorted(set(gates) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(_unrecognized(unknown[0]))
-    merged = {**GATES, **gates}
-    _check_dependencies(merged)
-    GATES.update(merged)
+    @classmethod
+    def parse(cls, spec: str) -> FeatureGates:
+        """``--feature-gates`` ``spec`` over the defaults. Raises ValueError: see :func:`parse_feature_gates`
+        and :meth:`of`."""
+        return cls.of(parse_feature_gates(spec))
 
 
 def _unrecognized(name: str) -> str:
@@ -93,32 +103,3 @@ def parse_feature_gates(spec: str) -> dict[str, bool]:
             raise ValueError(_unrecognized(name))
         gates[name] = value.strip().lower() == "true"
     return gates
-
-
-def apply_feature_gates(spec: str) -> dict[str, bool]:
-    """Parse ``spec`` and make it the process's gates (the defaults for those not given); the
-    profiles built afterwards see them. ``OpportunisticBatching``, when given, also sets
-    ``runtime.OPPORTUNISTIC_BATCHING_DEFAULT``. Returns the gates given.
-
-    Raises:
-        ValueError: see :func:`parse_feature_gates` (nothing is changed then).
-    """
-    gates = parse_feature_gates(spec)
-    _check_dependencies({**DEFAULTS, **gates})
-    _enabled.clear()
-    _enabled.update(DEFAULTS)
-    _enabled.update(gates)
-    if OPPORTUNISTIC_BATCHING in gates:
-        from py_scheduler.framework import runtime
-
-        runtime.OPPORTUNISTIC_BATCHING_DEFAULT = gates[OPPORTUNISTIC_BATCHING]
-    return gates
-
-
-def enabled(name: str) -> bool:
-    """Whether gate ``name`` is on.
-
-    Raises:
-        KeyError: not a gate of :data:`DEFAULTS`.
-    """
-    return _enabled[name]

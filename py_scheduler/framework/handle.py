@@ -4,26 +4,25 @@ Upstream: ``staging/src/k8s.io/kube-scheduler/framework/interface.go`` (``Handle
 ``ClientSet``, ``EventRecorder``, ``SharedInformerFactory``, the waiting-Pods map) and
 ``pkg/scheduler/framework/runtime/framework.go`` (``frameworkImpl`` is the Handle a plugin factory gets).
 
-Every plugin factory receives one :class:`Handle` at ``create(args, handle)``. The framework owns the
-Protocols here; the live process (``py_scheduler.app``) and the offline engine (``py_scheduler.offline``)
-provide the implementations, so plugins never import either and the same plugin code runs live, on a
-snapshot file and in tests:
+Every plugin factory receives one :class:`Handle` at ``create(args, handle)``, complete at construction
+(every capability a required keyword) and frozen. The framework owns the Protocols here; the live
+process and the offline engine provide the implementations, so the same plugin code runs everywhere:
 
 - ``objects``: the latest informer state of the kinds the scheduler watches (live: the informers' store,
   updated as watch events arrive; offline: the snapshot file's objects plus what the binding cycle wrote
   in memory). Plugins read it in the binding cycle (e.g. VolumeBinding's PreBind waits on it until the PV
-  controller reports a claim bound); the scheduling cycle reads the cycle's Snapshot instead.
-- ``client``: the API writes a plugin makes in the binding cycle (Bind, PreBind). ``None`` where nothing
-  may be written (explain).
-- ``events``: Kubernetes Events on behalf of the profile.
-- ``feature_gates``: gate name -> enabled, after defaults (v1.37.2's) and ``--feature-gates``.
-- ``snapshot``: the snapshot of the current scheduling cycle (``SnapshotSharedLister()``), set by the
-  framework at the start of each cycle; plugins usually read the same object as ``state.snapshot``.
-- ``profile``: the profile's framework (upstream's ``frameworkImpl`` *is* the Handle): running the
-  profile's Filter with nominated Pods and its PreFilterExtensions, as DefaultPreemption's dry runs do.
-  Each profile gets its own Handle (a copy of the one given to ``build_frameworks``) whose ``profile``
-  the :class:`~py_scheduler.framework.runtime.Framework` fills in once it is assembled, so a factory
-  may keep the Handle and use ``profile`` at run time.
+  controller reports a claim bound); the scheduling cycle reads ``state.snapshot`` (no per-cycle field).
+- ``client``: the API writes of the binding cycle (Bind, PreBind); ``None`` where nothing is written.
+- ``events``: Kubernetes Events on behalf of the profile (``None``: none).
+- ``feature_gates``: the same object as ``SchedulerConfig.feature_gates``.
+- ``activator``: ``Handle.Activate`` (``PodActivator``): move unscheduled Pods to activeQ.
+- ``profile`` / ``waiting_pods``: the profile's framework (``frameworkImpl`` *is* the Handle; Filter with
+  nominated Pods, PreFilterExtensions) and the Pods its Permit plugins hold. Each profile gets its own
+  copy (``dataclasses.replace``), to which its Framework binds itself once.
+
+What exists only after the profiles are built (the API client once logged in, the informers' store, the
+queue) is a connect-once port (:class:`LateClient`, :class:`LateObjects`, :class:`QueueActivator`;
+upstream's ``SetPodActivator``), in the Handle from the start, never replaced.
 
 Errors raised by :class:`APIClient` are :class:`APIError` and its subclasses, so plugins handle
 conflicts and deletions without knowing which client they run on.
@@ -33,15 +32,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.features import FeatureGates
+from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 
 if TYPE_CHECKING:
     from py_scheduler.framework.interfaces import FilterPlugin, PreFilterExtensions
 
-Obj = dict[str, Any]
 
 
 class APIError(Exception):
@@ -125,6 +124,13 @@ class WaitingPodHandle(Protocol):
     @property
     def pod(self) -> PodInfo: ...
 
+    done: bool
+    """Allowed or rejected (no longer waiting)."""
+
+    def pending_plugins(self) -> list[str]:
+        """The Permit plugins that have not allowed the Pod yet."""
+        ...
+
     def allow(self, plugin: str) -> None:
         """``Allow``: ``plugin`` lets the Pod through (admitted once no plugin is pending)."""
         ...
@@ -185,17 +191,112 @@ class ProfileHandle(Protocol):
         ...
 
 
-@dataclass(slots=True)
-class Handle:
-    """What a plugin factory gets (``fwk.Handle``). Fields that do not apply where the profile runs
-    are None (offline explain has no client)."""
+class PodActivator(Protocol):
+    """``fwk.PodActivator``: move these unscheduled Pods (API objects) to activeQ."""
 
-    objects: ObjectLister | None = None
-    client: APIClient | None = None
-    events: EventRecorder | None = None
-    feature_gates: Mapping[str, bool] = field(default_factory=dict)
-    snapshot: SnapshotLister | None = None
-    profile: ProfileHandle | None = None
+    def activate(self, pods: Iterable[Obj]) -> None: ...
+
+
+_T = TypeVar("_T")
+
+
+class _Port(Generic[_T]):
+    """A provider connected once, after the Handle that holds the port exists."""
+
+    __slots__ = ("_target",)
+
+    def __init__(self) -> None:
+        self._target: _T | None = None
+
+    def connect(self, target: _T) -> None:
+        """Connect the provider. Raises RuntimeError when already connected (never replaced)."""
+        if self._target is not None:
+            raise RuntimeError(f"{type(self).__name__} is already connected")
+        self._target = target
+
+    def _get(self) -> _T:
+        if self._target is None:
+            raise RuntimeError(f"{type(self).__name__} is not connected yet")
+        return self._target
+
+
+class LateClient(_Port[APIClient]):
+    """:class:`APIClient` whose client is connected once the process has logged in."""
+
+    async def get(self, path: str) -> Obj | None:
+        return await self._get().get(path)
+
+    async def create(self, path: str, obj: Obj) -> Obj:
+        return await self._get().create(path, obj)
+
+    async def update(self, path: str, obj: Obj) -> Obj:
+        return await self._get().update(path, obj)
+
+    async def patch(self, path: str, patch: Obj, content_type: str = "application/merge-patch+json") -> Obj:
+        return await self._get().patch(path, patch, content_type)
+
+    async def delete(self, path: str, uid: str | None = None) -> None:
+        await self._get().delete(path, uid)
+
+    async def bind(self, namespace: str, name: str, uid: str, node_name: str,
+                   annotations: Mapping[str, str] | None = None) -> None:
+        await self._get().bind(namespace, name, uid, node_name, annotations)
+
+
+class LateObjects(_Port[ObjectLister]):
+    """:class:`ObjectLister` whose store is connected once the informers exist; empty until then."""
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return None if self._target is None else self._target.get(kind, namespace, name)
+
+    def list(self, kind: str) -> Iterable[Obj]:
+        return () if self._target is None else self._target.list(kind)
+
+
+class QueueActivator(_Port[PodActivator]):
+    """:class:`PodActivator` connected once to the scheduling queue (built from the profiles, upstream's
+    ``SetPodActivator``); activates nothing while unconnected (offline: there is no queue)."""
+
+    def activate(self, pods: Iterable[Obj]) -> None:
+        if self._target is not None:
+            self._target.activate(pods)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Handle:
+    """What a plugin factory gets (``fwk.Handle``), complete at construction and frozen (assigning a
+    field raises ``FrozenInstanceError``). ``None`` is an explicit "not here" (explain has no client)."""
+
+    objects: ObjectLister
+    client: APIClient | None
+    events: EventRecorder | None
+    feature_gates: FeatureGates
+    activator: PodActivator
+    _profile: _Port[ProfileHandle] = field(default_factory=_Port, init=False, repr=False, compare=False)
+    """Bound once by the Framework; fresh in every copy (``replace`` re-creates fields not in ``__init__``)."""
+
+    @classmethod
+    def detached(cls, feature_gates: FeatureGates | None = None, objects: ObjectLister | None = None,
+                 client: APIClient | None = None) -> Handle:
+        """A profile outside the live process (offline, tests, a Framework built without a Handle): no
+        objects or client unless given, no events, no queue."""
+        return cls(objects=objects if objects is not None else LateObjects(), client=client, events=None,
+                   feature_gates=feature_gates if feature_gates is not None else FeatureGates(),
+                   activator=QueueActivator())
+
+    def bind_profile(self, profile: ProfileHandle) -> None:
+        """Bind the profile's framework (once, when it is assembled). Raises RuntimeError the second time."""
+        self._profile.connect(profile)
+
+    @property
+    def profile(self) -> ProfileHandle:
+        """The profile's framework. Raises RuntimeError before the Framework is assembled."""
+        return self._profile._get()
+
+    @property
+    def waiting_pods(self) -> WaitingPodsHandle:
+        """``IterateOverWaitingPods`` / ``GetWaitingPod``: the Pods the profile's Permit plugins hold."""
+        return self.profile.waiting_pods
 
 
 class PluginFactory(Protocol):

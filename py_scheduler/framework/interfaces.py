@@ -46,8 +46,9 @@ from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 
 __all__ = [
-    "AsyncPreemptionPlugin", "BatchFilterPlugin", "BatchScorePlugin", "BindPlugin", "ClusterEventWithHint",
-    "EnqueueExtensions", "FilterPlugin", "NormalizeScorePlugin", "PermitPlugin", "Plugin",
+    "DRA_STATE_KEY", "AllocationReporter", "AsyncPreemptionPlugin", "BatchFilterPlugin", "BatchScorePlugin",
+    "BindPlugin", "ClaimAllocationState", "ClusterEventWithHint", "EnqueueExtensions", "ExplainNoter",
+    "FilterPlugin", "GPUInventoryReporter", "NormalizeScorePlugin", "PermitPlugin", "Plugin",
     "PostBindPlugin", "PostFilterPlugin", "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin",
     "PreFilterExtensions", "PreFilterPlugin", "PreFilterResult", "PreScorePlugin", "QueueSortPlugin",
     "QueuedPodInfo", "ReservePlugin", "ScorePlugin", "SignFragment", "SignPlugin", "SignResult",
@@ -210,7 +211,8 @@ class PostBindPlugin(Protocol):
 
 # --- workload-aware scheduling (GenericWorkload, TopologyAwareWorkloadScheduling) ----------------------
 # Upstream: staging/src/k8s.io/kube-scheduler/framework/interface.go (PlacementGeneratePlugin,
-# PlacementScorePlugin + PlacementScoreExtensions, PodGroupPostFilterPlugin), types.go (Placement,
+# PlacementScorePlugin + PlacementScoreExtensions; PodGroupPostFilterPlugin, group preemption, is not
+# reproduced), types.go (Placement,
 # PodGroupAssignments) and pkg/scheduler/framework/interface.go (PlacementFeasiblePlugin). They run in
 # upstream's pod group scheduling cycle (pkg/scheduler/schedule_one_podgroup.go), reproduced in
 # framework/podgroup.py (PlacementGenerate / PlacementScore with TopologyAwareWorkloadScheduling on).
@@ -308,18 +310,6 @@ class PlacementFeasiblePlugin(Protocol):
 
 
 @runtime_checkable
-class PodGroupPostFilterPlugin(Protocol):
-    """``PodGroupPostFilterPlugin``: called when no placement fits the group (group preemption);
-    ``schedule`` re-runs the group's scheduling algorithm on a mutated snapshot. Returns nominated
-    nodes per Pod key (or None) and a Status."""
-
-    name: str
-
-    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo,
-                              schedule: Any) -> tuple[dict[str, str] | None, Status]: ...
-
-
-@runtime_checkable
 class PreEnqueuePlugin(Protocol):
     """``PreEnqueuePlugin``: runs before a Pod enters activeQ; any non-Success Status keeps it in the
     unschedulable pool until an event (or the plugin's own state change) lets it through
@@ -394,3 +384,57 @@ class AsyncPreemptionPlugin(Protocol):
     def preemption_finished(self, pod_uid: str) -> None: ...
 
 
+
+
+@runtime_checkable
+class AllocationReporter(Protocol):
+    """A plugin that says which devices it allocated to a Pod in this cycle, for ``explain`` and
+    ``simulate`` (no upstream counterpart: upstream writes the same data to the API). The plugin owns
+    the output; callers read it only through this method.
+
+    ``claim_allocations(state, pod)`` -> ``[{"claim": "namespace/name", "allocation": {...}}]``, one
+    entry per claim of the Pod that is allocated (by Reserve in this cycle, or before), in the Pod's
+    claim order; ``allocation`` is exactly what the API holds in the claim's ``status.allocation``
+    (resource.k8s.io/v1 ``AllocationResult``: ``devices.results[]`` with ``request`` (``req`` or
+    ``req/subrequest``), ``driver``, ``pool``, ``device`` and, when set, ``adminAccess``, ``shareID``,
+    ``consumedCapacity``; ``devices.config``; ``nodeSelector``). Empty when nothing is allocated."""
+
+    name: str
+
+    def claim_allocations(self, state: CycleState, pod: PodInfo) -> list[dict[str, Any]]: ...
+
+
+@runtime_checkable
+class GPUInventoryReporter(Protocol):
+    """GPUFilter's per-node GPU accounting, read only through this by the live process's
+    ``py_scheduler_gpu_*`` gauges (no upstream counterpart): ``gpu_inventory(snapshot)`` ->
+    ``[(node, model, allocated, free)]`` per node offering GPUs (devices; ``model``: GFD product name)."""
+
+    name: str
+
+    def gpu_inventory(self, snapshot: SnapshotLister) -> list[tuple[str, str, int, int]]: ...
+
+
+@runtime_checkable
+class ExplainNoter(Protocol):
+    """A plugin with a decision of its own to tell ``explain`` (TopologyPlacementGenerator's domain;
+    no upstream counterpart): ``explain_note(state)`` -> one line, or None when the cycle's ``state``
+    holds no such decision."""
+
+    name: str
+
+    def explain_note(self, state: CycleState) -> str | None: ...
+
+
+DRA_STATE_KEY = "DynamicResources"
+"""The CycleState key of DynamicResources' cycle state (upstream ``stateKey``: the plugin's name)."""
+
+
+@runtime_checkable
+class ClaimAllocationState(Protocol):
+    """DynamicResources' cycle state (``state.data[DRA_STATE_KEY]``) as GPUScore reads it: ``claims``,
+    the Pod's ResourceClaims in order; ``node_allocations``, per node that passed Filter, the
+    AllocationResults (``status.allocation``'s shape) of the claims without one, in claim order."""
+
+    claims: list[dict[str, Any]]
+    node_allocations: dict[str, list[dict[str, Any]]]

@@ -13,33 +13,93 @@ snapshot through :meth:`SnapshotLister.derived` with a :class:`DerivedFactory`: 
 the structure on first use after its node list changed, and hands every NodeInfo it changes in place
 to :meth:`NodeDerived.refresh`, so the structure is never read stale and the snapshot knows nothing
 about what it holds.
-
-The Protocols are defined in :mod:`py_scheduler.framework.types` (``CycleState.snapshot`` is typed by
-them, and types must not import this module back) and exported from here, their public home.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, TypeVar
 
-from py_scheduler.framework.types import (
-    ClusterObjectsLister as ClusterObjectsLister,
-)
-from py_scheduler.framework.types import (
-    D as D,
-)
-from py_scheduler.framework.types import (
-    DerivedFactory as DerivedFactory,
-)
-from py_scheduler.framework.types import (
-    NodeDerived as NodeDerived,
-)
-from py_scheduler.framework.types import (
-    SnapshotLister as SnapshotLister,
-)
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.types import NodeInfo, PodInfo
 
-Obj = dict[str, Any]
+
+class ClusterObjectsLister(Protocol):
+    """Objects other than Nodes and Pods, by kind (Services, PVCs, ResourceSlices, ...).
+
+    ``key`` is ``namespace/name`` for namespaced kinds and ``name`` for cluster-scoped ones;
+    ``by_kind`` is ``kind -> key -> object`` (read only).
+    """
+
+    @property
+    def by_kind(self) -> Mapping[str, Mapping[str, Obj]]: ...
+
+    def get(self, kind: str, key: str) -> Obj | None:
+        """The object, or None."""
+        ...
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """Every object of ``kind`` (only those of ``namespace`` when given)."""
+        ...
+
+    def upsert(self, kind: str, obj: Obj) -> None:
+        """Put ``obj`` in this in-memory view (an assumed write of the binding cycle, e.g. DRA's
+        allocation in explain / simulate); never an API write."""
+        ...
+
+
+class NodeDerived(Protocol):
+    """A structure derived from a snapshot's ``node_info_list`` and kept up to date node by node."""
+
+    def fresh_for(self, nodes: list[NodeInfo]) -> bool:
+        """Whether it was built for this very list object (same identity and length)."""
+        ...
+
+    def refresh(self, ni: NodeInfo) -> bool:
+        """Re-read ``ni`` (a NodeInfo of the list, changed in place); False when it is not there."""
+        ...
+
+
+D = TypeVar("D", bound=NodeDerived)
+DerivedFactory = Callable[[list[NodeInfo]], D]
+"""Builds a :class:`NodeDerived` over a node list (O(nodes)); the factory object is also its key."""
+
+
+class SnapshotLister(Protocol):
+    """The read-only view of the cluster one scheduling cycle works on (``fwk.SharedLister``).
+
+    Attributes:
+        node_info_map: node name -> NodeInfo. node_info_list: the same NodeInfos in node-tree order
+            (zones interleaved), the order Filter walks from its rotating start index.
+        have_pods_with_affinity_list / have_pods_with_required_anti_affinity_list: NodeInfos with at
+            least one such Pod.
+        objects: the cluster's other objects (read-only).
+        used_pvc_ref_counts: ``namespace/claim`` -> number of Pods using it (``IsPVCUsedByPods``).
+        generation: the cache generation the snapshot reflects.
+    """
+
+    node_info_map: dict[str, NodeInfo]
+    node_info_list: list[NodeInfo]
+    have_pods_with_affinity_list: list[NodeInfo]
+    have_pods_with_required_anti_affinity_list: list[NodeInfo]
+    used_pvc_ref_counts: dict[str, int]
+    generation: int
+
+    @property
+    def objects(self) -> ClusterObjectsLister: ...
+
+    def get(self, name: str) -> NodeInfo:
+        """NodeInfo by node name. Raises KeyError if absent."""
+        ...
+
+    def num_nodes(self) -> int: ...
+
+    def all_pods(self) -> Iterable[PodInfo]: ...
+
+    def derived(self, factory: DerivedFactory[D]) -> D:
+        """The structure ``factory`` builds over ``node_info_list``: built on first use after the list
+        changed, then kept up to date by the snapshot (see the module docstring)."""
+        ...
 
 
 class _NoObjects:

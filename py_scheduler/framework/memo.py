@@ -19,17 +19,31 @@ Errors: a memo may memoize an exception (``errors``): a malformed field raises t
 
 No upstream counterpart: kube-scheduler recomputes these per cycle or keeps them in ``PodInfo``'s
 fixed fields.
+
+The process-wide memos (:class:`SharedMemo`, :class:`IdentityMemo`) all live here, at the end of this
+module, each stating what it depends on; ``tests/unit/framework/test_shared_memos.py`` checks every
+one against the plain computation (the memo disabled). What every memo keyed by an object relies on:
+**API objects are never changed in place** (a new version is a new object). :class:`DeliveryGuard`
+enforces that in the tests and behind ``PY_SCHEDULER_DEBUG_IMMUTABLE_OBJECTS=1`` (docs/operations.md).
 """
 
 from __future__ import annotations
 
+import atexit
 import enum
+import json
+import logging
+import os
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar, cast
 
-__all__ = ["NodeInput", "NodeMemo", "PodInput", "PodMemo"]
+__all__ = ["DeliveryGuard", "IdentityMemo", "MutatedObjectError", "NodeInput", "NodeMemo", "PodInput", "PodMemo",
+           "SharedMemo"]
 
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
+log = logging.getLogger(__name__)
 _MISSING: Any = object()
 
 
@@ -168,3 +182,201 @@ class NodeMemo(Generic[T]):
 
     def __repr__(self) -> str:
         return f"NodeMemo({self.name!r}, {self.inputs.name})"
+
+
+# -- process-wide memos -------------------------------------------------------------------------------
+
+class Evict(enum.Enum):
+    """What a full :class:`SharedMemo` does with a new entry."""
+
+    CLEAR = "clear"
+    """Drop every entry, then store."""
+    OLDEST = "oldest"
+    """Drop the oldest entry, then store."""
+    LRU = "lru"
+    """Drop the least recently used entry (:meth:`SharedMemo.lookup` refreshes), then store."""
+    STOP = "stop"
+    """Store nothing more."""
+
+
+class SharedMemo(dict[K, V]):
+    """A bounded process-wide memo, key -> derived value. A dict, so a hot path reads it with
+    ``.get`` at C speed; writes go through :meth:`store`, which applies the bound. ``size`` 0 disables
+    it (what the property tests compare against). ``depends``: what makes a hit equal to a fresh
+    computation, stated where every memo is listed (:data:`SHARED`)."""
+
+    def __init__(self, name: str, *, size: int, evict: Evict, depends: str) -> None:
+        super().__init__()
+        self.name, self.size, self.evict, self.depends = name, size, evict, depends
+
+    def store(self, key: K, value: V) -> V:
+        """Memoize ``value`` under ``key`` within the bound; returns ``value``."""
+        if len(self) >= self.size:
+            if self.evict is Evict.STOP or not self.size:
+                return value
+            if self.evict is Evict.CLEAR:
+                self.clear()
+            else:
+                del self[next(iter(self))]
+        self[key] = value
+        return value
+
+    def lookup(self, key: K) -> V | None:
+        """``get`` that counts as a use for :attr:`Evict.LRU`."""
+        v = self.get(key)
+        if v is not None and self.evict is Evict.LRU:
+            del self[key]
+            self[key] = v
+        return v
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {len(self)}/{self.size})"
+
+
+class IdentityMemo(SharedMemo[int, tuple[Any, V]]):
+    """A :class:`SharedMemo` keyed by an object's identity: ``id(obj) -> (obj, value)``; the entry keeps
+    ``obj`` alive so its id cannot be reused while stored. Correct only for objects never changed in
+    place (API objects and their parts: the informers replace, never mutate)."""
+
+    def __init__(self, name: str = "", *, size: int = 1 << 62, evict: Evict = Evict.CLEAR, depends: str = "") -> None:
+        super().__init__(name, size=size, evict=evict, depends=depends)
+
+    def find(self, obj: object) -> V | None:
+        """The value stored for ``obj`` itself, None when there is none."""
+        hit = self.get(id(obj))
+        return hit[1] if hit is not None and hit[0] is obj else None
+
+    def put(self, obj: object, value: V) -> V:
+        """Memoize ``value`` for ``obj``; returns ``value``."""
+        self.store(id(obj), (obj, value))
+        return value
+
+
+ParseMemo = IdentityMemo[Any]
+"""ResourceList object -> its parse (``dict[str, Decimal]``): one Pod's quantities parsed once while
+``PodInfo`` validates them and aggregates them twice (with and without the scoring defaults); one per
+PodInfo construction, unbounded. The parsed dicts handed out must not be modified."""
+
+REQUESTS = SharedMemo[str, tuple[Any, int, int]](
+    "PodInfo requests", size=4096, evict=Evict.OLDEST, depends=(
+        "framework/types.py: PodInfo's (requests Resource, non0 cpu, non0 memory) by the repr of exactly the "
+        "inputs validate_pod_resources and pod_requests read (containers' name/resources/restartPolicy, "
+        "spec.resources, spec.overhead, the resize status); no global state. The Resource is copied in and out."))
+"""Stored after a successful parse only (a malformed Pod fails again). Why: parsing and aggregating the
+quantities is ~3/4 of a PodInfo's construction, and the Pods of one workload share their resources (the
+initial sync parses every bound Pod of the cluster)."""
+HINT_POD_INFOS = IdentityMemo[Any](
+    "queueing-hint PodInfos", size=4096, evict=Evict.CLEAR, depends=(
+        "plugins/helpers/queueing_hints.py: PodInfo(pod) per Pod object; an API object is never changed in "
+        "place (a new version is a new object), so the parse of the object stays its parse."))
+PV_NODE_AFFINITY = IdentityMemo[Any](
+    "PV node affinity", size=50_000, evict=Evict.CLEAR, depends=(
+        "plugins/helpers/storage.py: a PV's compiled spec.nodeAffinity per nodeAffinity object "
+        "(shared by assumed copies of the PV); never changed in place."))
+CEL_SELECTORS = SharedMemo[str, Any](
+    "CEL selectors", size=256, evict=Evict.LRU, depends=(
+        "plugins/helpers/cel.py: the compiled program of an expression string under the default cost "
+        "limits (a pure function of the string: one environment, one function table)."))
+QUANTITIES = SharedMemo[str, Any](
+    "DRA quantities", size=4096, evict=Evict.STOP, depends=(
+        "plugins/dynamic_resources/capacity.py: quantity.parse of a string (pure under the process's default "
+        "decimal context, never changed); Decimal values are immutable."))
+SHARED: tuple[SharedMemo[Any, Any], ...] = (REQUESTS, HINT_POD_INFOS, PV_NODE_AFFINITY, CEL_SELECTORS, QUANTITIES)
+"""Every process-wide memo (each has a property test against its plain form)."""
+
+
+# -- the invariant: delivered API objects are never changed in place ----------------------------------
+
+DEBUG_ENV = "PY_SCHEDULER_DEBUG_IMMUTABLE_OBJECTS"
+"""``1``: the live process checks that no delivered object is changed in place (the tests set it)."""
+VIOLATION = "in-place change of a delivered API object"
+"""The words every report starts with (the e2e harness fails a test whose scheduler log has them)."""
+
+
+class MutatedObjectError(AssertionError):
+    """An API object the informers delivered was changed in place."""
+
+
+def _first_diff(a: Any, b: Any, path: str = "") -> str:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b or a[k] != b[k]:
+                return _first_diff(a.get(k), b.get(k), f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return _first_diff(x, y, f"{path}[{i}]")
+    return f"{path or '.'}: {a!r} -> {b!r}"
+
+
+class DeliveryGuard:
+    """Checks that the objects delivered to the scheduler are not changed in place: each is
+    fingerprinted (its sorted JSON) when delivered and checked after its handler ran, when its next
+    version (or its deletion) arrives, and in :meth:`check_all`. A change is logged at ERROR (the
+    object, the first changed field) and counted; with ``strict`` it raises :class:`MutatedObjectError`.
+    Debug only: ~three JSON encodings per event."""
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
+        self.violations: list[str] = []
+        self._seen: dict[int, tuple[Any, str, str]] = {}
+
+    @staticmethod
+    def enabled() -> bool:
+        """:data:`DEBUG_ENV` is set to a true value."""
+        return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes")
+
+    def delivered(self, obj: Any, kind: str = "") -> None:
+        """Record ``obj`` (a ``kind``) as delivered: its current content is the one it must keep."""
+        self._seen[id(obj)] = (obj, json.dumps(obj, sort_keys=True, default=repr), kind or str(obj.get("kind")))
+
+    def check(self, obj: Any, *, forget: bool = False) -> None:
+        """Check ``obj`` against its fingerprint (nothing when it was not delivered)."""
+        seen = self._seen.pop(id(obj), None) if forget else self._seen.get(id(obj))
+        if seen is None or seen[0] is not obj:
+            return
+        now = json.dumps(obj, sort_keys=True, default=repr)
+        if now != seen[1]:
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            meta = meta if isinstance(meta, dict) else {}
+            msg = (f"{VIOLATION}: {seen[2]} "
+                   f"{meta.get('namespace', '')}/{meta.get('name')} changed at "
+                   f"{_first_diff(json.loads(seen[1]), json.loads(now))}; API objects are shared by the caches "
+                   f"and memos and must be copied, never changed (framework/memo.py)")
+            self.violations.append(msg)
+            self._seen[id(obj)] = (obj, now, seen[2])  # report each change once
+            log.error("%s", msg)
+            if self.strict:
+                raise MutatedObjectError(msg)
+
+    def check_all(self) -> None:
+        """Check every object delivered and not yet replaced."""
+        for obj, _, _ in list(self._seen.values()):
+            self.check(obj)
+
+    def wrap(self, handler: Callable[[Any, Any, Any], None]) -> Callable[[Any, Any, Any], None]:
+        """``handler(wk, old, new)`` with ``new`` recorded before it runs and both sides checked after
+        (``old`` for the last time: the store replaced it)."""
+
+        def on_delta(wk: Any, old: Any, new: Any) -> None:
+            if new is not None:
+                self.delivered(new, wk.kind)
+            try:
+                handler(wk, old, new)
+            finally:
+                if old is not None and old is not new:
+                    self.check(old, forget=True)
+                if new is not None:
+                    self.check(new)
+
+        return on_delta
+
+    @classmethod
+    def from_env(cls) -> DeliveryGuard | None:
+        """A guard when :data:`DEBUG_ENV` is set (checked once more at exit), else None."""
+        if not cls.enabled():
+            return None
+        guard = cls()
+        atexit.register(guard.check_all)
+        log.warning("%s=1: checking that delivered API objects are never changed in place (slower)", DEBUG_ENV)
+        return guard

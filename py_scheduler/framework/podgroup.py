@@ -7,7 +7,7 @@ Upstream (kube-scheduler v1.37.2): ``pkg/scheduler/schedule_one_podgroup.go`` --
 in LIFO order) and ``runRootSchedulingAlgorithm`` (a success must have placed at least one member).
 
 This module is the pure part: it runs the profile's filter/score pipeline
-(:meth:`~py_scheduler.framework.runtime.Algorithm.schedule` with ``run_post_filter=False``, as upstream
+(:meth:`~py_scheduler.framework.algorithm.Algorithm.schedule` with ``run_post_filter=False``, as upstream
 skips PostFilter for a Pod in a pod group cycle) and the PlacementFeasible plugins. Assuming and
 reserving a member (cache writes) is the caller's :data:`AssumeFn`, so the algorithm never touches the
 cache nor the API. On any outcome but Success every member this call assumed is already reverted when
@@ -30,18 +30,18 @@ What py-scheduler does not reproduce: composite pod groups (``CompositePodGroup`
 (group preemption), and upstream's "revert all, then assume again in ``submitPodGroupAlgorithmResult``"
 (the assumptions of a feasible group are kept; the outcome is the same as nothing happens in between).
 
-Callers: the live loop (:mod:`py_scheduler.app.podgroup_cycle`) and ``simulate``
-(``OfflineScheduler.run``); ``explain`` of one Pod keeps the single-Pod cycle (the parity oracle's unit).
+Caller: the core's pod group cycle (:mod:`py_scheduler.core.group_cycle`), driven by the live loop and by
+``explain`` / ``simulate``; ``explain --pod`` keeps the single-Pod cycle (the parity oracle's unit).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from py_scheduler.framework import features
+from py_scheduler.framework.algorithm import Algorithm, ScheduleResult
 from py_scheduler.framework.interfaces import (
     Placement,
     PlacementFeasiblePlugin,
@@ -53,8 +53,9 @@ from py_scheduler.framework.interfaces import (
     PodGroupAssignments,
     PodGroupInfo,
 )
-from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
-from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, PodInfo, Status
+from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.runtime import Framework, Nominator, SchedulingError
+from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 
 log = logging.getLogger("py_scheduler.framework.podgroup")
 
@@ -118,7 +119,25 @@ class PodGroupResult:
     any_scheduled: bool = False
 
 
-def scheduled_members_count(snapshot: Any, namespace: str, name: str) -> int:
+def pod_group_name(pod: dict[str, Any]) -> str | None:
+    """``spec.schedulingGroup.podGroupName`` of a Pod object, or None (no group, or malformed)."""
+    spec = pod.get("spec")
+    sg = spec.get("schedulingGroup") if isinstance(spec, dict) else None
+    name = sg.get("podGroupName") if isinstance(sg, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def scheduled_members(nodes: Iterable[NodeInfo], namespace: str, name: str) -> list[tuple[PodInfo, NodeInfo]]:
+    """Members of group ``namespace/name`` on these nodes (assumed or bound: the snapshot has both)."""
+    out = []
+    for ni in nodes:
+        for p in ni.pods:
+            if p.namespace == namespace and pod_group_name(p.pod) == name:
+                out.append((p, ni))
+    return out
+
+
+def scheduled_members_count(snapshot: SnapshotLister, namespace: str, name: str) -> int:
     """Members of group ``namespace/name`` assumed or bound in ``snapshot`` (``ScheduledPodsCount``)."""
     n = 0
     for pi in snapshot.all_pods():
@@ -130,7 +149,8 @@ def scheduled_members_count(snapshot: Any, namespace: str, name: str) -> int:
     return n
 
 
-def _feasible(plugins: list[Any], state: CycleState, group: PodGroupInfo, progress: PlacementProgress) -> Status:
+def _feasible(plugins: list[PlacementFeasiblePlugin], state: CycleState, group: PodGroupInfo,
+              progress: PlacementProgress) -> Status:
     """``RunPlacementFeasiblePlugins``: the first non-Success status (an exception is an Error)."""
     for pl in plugins:
         try:
@@ -143,8 +163,8 @@ def _feasible(plugins: list[Any], state: CycleState, group: PodGroupInfo, progre
     return Status.success()
 
 
-def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group: PodGroupInfo,
-                       assume: AssumeFn, *, nominator: Any = None, cycle: int | None = None,
+def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLister, group: PodGroupInfo,
+                       assume: AssumeFn, *, nominator: Nominator | None = None, cycle: int | None = None,
                        explain: bool = False) -> tuple[PodGroupResult, RevertFns]:
     """``podGroupSchedulingAlgorithm`` over ``group.pods`` (the queued members, in order): the
     placement algorithm with ``TopologyAwareWorkloadScheduling`` on, else the default algorithm.
@@ -155,13 +175,13 @@ def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: Any, group
     (empty otherwise: already reverted). Never raises for a member's failure (an exception in a plugin
     is that member's Error).
     """
-    if features.enabled(features.TOPOLOGY_AWARE_WORKLOAD_SCHEDULING):
+    if fw.handle.feature_gates.topology_aware_workload_scheduling:
         return _schedule_placements(fw, algorithm, snapshot, group, assume, nominator, cycle, explain)
     return _schedule_default(fw, algorithm, snapshot, group, assume, nominator, cycle, explain, None)
 
 
-def _schedule_default(fw: Framework, algorithm: Algorithm, snapshot: Any, group: PodGroupInfo,
-                      assume: AssumeFn, nominator: Any, cycle: int | None, explain: bool,
+def _schedule_default(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLister, group: PodGroupInfo,
+                      assume: AssumeFn, nominator: Nominator | None, cycle: int | None, explain: bool,
                       placement: frozenset[str] | None) -> tuple[PodGroupResult, RevertFns]:
     """``podGroupSchedulingDefaultAlgorithm``; with ``placement`` (node names) each member is tried on
     those nodes of the snapshot alone."""
@@ -214,8 +234,8 @@ def _schedule_default(fw: Framework, algorithm: Algorithm, snapshot: Any, group:
     return result, reverts
 
 
-def _schedule_member(fw: Framework, algorithm: Algorithm, snapshot: Any, pi: PodInfo, key: str,
-                     assume: AssumeFn, reverts: RevertFns, nominator: Any, cycle: int | None,
+def _schedule_member(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLister, pi: PodInfo, key: str,
+                     assume: AssumeFn, reverts: RevertFns, nominator: Nominator | None, cycle: int | None,
                      explain: bool, placement: frozenset[str] | None = None) -> MemberResult:
     """``podGroupPodSchedulingAlgorithm``: filter/score one member (no PostFilter; on the
     ``placement``'s nodes when given, resolved in the current snapshot so assumed members show), then
@@ -258,7 +278,7 @@ def _refused(group: PodGroupInfo, status: Status) -> PodGroupResult:
 
 
 def generate_placements(fw: Framework, state: CycleState, group: PodGroupInfo,
-                        nodes: list[Any]) -> tuple[list[Placement], Status]:
+                        nodes: list[NodeInfo]) -> tuple[list[Placement], Status]:
     """``RunPlacementGeneratePlugins``: the first PlacementGenerate plugin of the profile splits the
     placement of ``nodes`` (no plugin: that one placement); an empty result is Unschedulable ``no
     feasible placements found``; a plugin's failure (or exception) is returned with its name."""
@@ -314,8 +334,8 @@ def score_placements(fw: Framework, state: CycleState, group: PodGroupInfo,
     return totals, Status.success()
 
 
-def _schedule_placements(fw: Framework, algorithm: Algorithm, snapshot: Any, group: PodGroupInfo,
-                         assume: AssumeFn, nominator: Any, cycle: int | None,
+def _schedule_placements(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLister, group: PodGroupInfo,
+                         assume: AssumeFn, nominator: Nominator | None, cycle: int | None,
                          explain: bool) -> tuple[PodGroupResult, RevertFns]:
     """``podGroupSchedulingPlacementAlgorithm`` (module docstring). Every trial is reverted before
     the next; only the chosen placement's members are assumed when this returns Success."""

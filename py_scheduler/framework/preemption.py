@@ -34,13 +34,14 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
+from py_scheduler.framework.algorithm import Diagnosis, fit_error_message
 from py_scheduler.framework.gosort import sort_slice
 from py_scheduler.framework.interfaces import PostFilterResult
 from py_scheduler.framework.labels import LabelSelector, parse_label_selector
 from py_scheduler.framework.memo import PodInput, PodMemo
-from py_scheduler.framework.runtime import Diagnosis, fit_error_message
+from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 
 __all__ = [
@@ -68,7 +69,6 @@ __all__ = [
     "preempted_event_message",
 ]
 
-Obj = dict[str, Any]
 
 MAX_INT32 = 2**31 - 1
 MIN_INT64 = -(2**63)

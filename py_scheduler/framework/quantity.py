@@ -21,7 +21,7 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
 
-__all__ = ["QuantityError", "milli_value", "parse", "value"]
+__all__ = ["QuantityError", "format_quantity", "milli_value", "parse", "value"]
 
 
 class QuantityError(ValueError):
@@ -108,3 +108,20 @@ def value(q: Decimal) -> int:
 def milli_value(q: Decimal) -> int:
     """``Quantity.MilliValue()``: the quantity in thousandths, rounded up (milli-CPU), saturated to int64."""
     return _int64(math.ceil(q * 1000))
+
+
+def format_quantity(v: Decimal) -> str:
+    """A quantity string for an amount (``consumedCapacity`` in an AllocationResult, defaulted
+    resources in ``explain`` / ``simulate``): whole multiples of a binary unit with its suffix
+    (``10Gi``), other whole numbers plainly, fractions in thousandths (``1500m``) when exact, else the
+    decimal itself."""
+    if v == v.to_integral_value():
+        n = int(v)
+        for suffix, unit in reversed(_BINARY.items()):
+            if n != 0 and n % unit == 0:
+                return f"{n // unit}{suffix}"
+        return str(n)
+    m = v * 1000
+    if m == m.to_integral_value():
+        return f"{int(m)}m"
+    return format(v, "f")

@@ -21,7 +21,6 @@ from typing import Any
 from py_scheduler.framework.batch import SignFragment
 from py_scheduler.framework.types import PodInfo, Status
 
-DYNAMIC_RESOURCES_SIGNER_NAME = "v1.Pod.Spec.DynamicResources"
 IMAGE_NAMES_SIGNER_NAME = "v1.Pod.Spec.CanonicalImageNames()"
 LABELS_SIGNER_NAME = "v1.Pod.Labels"
 NODE_NAME_SIGNER_NAME = "v1.Pod.Spec.NodeName"
@@ -29,7 +28,6 @@ NODE_AFFINITY_SIGNER_NAME = "v1.Pod.Spec.Affinity.NodeAffinity"
 NODE_SELECTOR_SIGNER_NAME = "v1.Pod.Spec.Affinity.NodeSelector"
 HOST_PORTS_SIGNER_NAME = "v1.Pod.Spec.HostPorts()"
 RESOURCES_SIGNER_NAME = "v1.Pod.Spec.ContainerRequestsAndOverheads()"
-SCHEDULER_NAME_SIGNER_NAME = "v1.Pod.Spec.SchedulerName"
 TOLERATIONS_SIGNER_NAME = "v1.Pod.Spec.Tolerations"
 VOLUMES_SIGNER_NAME = "v1.Pod.Spec.Volumes.NonSyntheticSources()"
 FEATURES_SIGNER_NAME = "v1.Pod.Spec.RequiredFeatures()"

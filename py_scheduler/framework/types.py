@@ -5,28 +5,41 @@ once into a :class:`PodInfo` when it enters the cache or the queue; a malformed 
 :class:`PodParseError` there, never inside a plugin.
 
 Upstream: ``pkg/scheduler/framework/types.go`` (NodeInfo, PodInfo, Resource, FitError),
-``staging/src/k8s.io/kube-scheduler/framework/interface.go`` (Status codes) and
-``staging/src/k8s.io/component-helpers/resource/helpers.go`` (``PodRequests``: containers, init
-containers, restartable (sidecar) init containers, pod-level requests, overhead).
+``staging/src/k8s.io/kube-scheduler/framework/interface.go`` (Status codes); a Pod's requests are
+:mod:`.pod_resources`'s, the snapshot Protocols :mod:`.lister`'s.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import IntEnum
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from py_scheduler.framework import quantity
-from py_scheduler.framework.memo import NodeMemo, PodInput, PodMemo, kept_memos
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.memo import REQUESTS, NodeMemo, ParseMemo, PodInput, PodMemo, kept_memos
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.pod_resources import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    STATUS_KEYS,
+    is_pod_level_requests_set,
+    parse_resource_list,
+    pod_requests,
+    requests_key,
+    resize_status_inputs,
+    validate_pod_resources,
+)
+
+if TYPE_CHECKING:
+    from py_scheduler.framework.lister import SnapshotLister
 
 T = TypeVar("T")
 
 __all__ = [
-    "DEFAULT_MEMORY_REQUEST",
-    "DEFAULT_MILLI_CPU_REQUEST",
     "MAX_NODE_SCORE",
     "Code",
     "CycleState",
@@ -34,40 +47,17 @@ __all__ = [
     "ImageStateSummary",
     "NodeInfo",
     "PodInfo",
-    "PodParseError",
     "Resource",
     "Status",
     "is_scalar_resource_name",
 ]
 
-Obj = dict[str, Any]
 
 MAX_NODE_SCORE = 100
 """``fwk.MaxNodeScore``: scores after NormalizeScore lie in [0, 100]."""
-DEFAULT_MILLI_CPU_REQUEST = 100
-"""``schedutil.DefaultMilliCPURequest``: milli-CPU assumed for a container with no CPU request."""
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-"""``schedutil.DefaultMemoryRequest``: bytes assumed for a container with no memory request."""
-
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_REGION = "topology.kubernetes.io/region"
-
-
-class PodParseError(ValueError):
-    """A Pod field the scheduler cannot interpret (e.g. a malformed quantity or annotation).
-
-    ``field`` names the offending field (``spec.containers[0].resources.requests.cpu``), ``value``
-    the raw value; ``str()`` is the message shown in the FailedScheduling event.
-    """
-
-    def __init__(self, field: str, value: object, why: str = "") -> None:
-        self.field = field
-        self.value = value
-        msg = f"invalid value {value!r} for {field}"
-        if why:
-            msg += f": {why}"
-        super().__init__(msg)
 
 
 class Code(IntEnum):
@@ -193,242 +183,7 @@ class Resource:
         return self.scalar.get(name, 0)
 
 
-def parse_resource_list(rl: Mapping[str, object] | None, where: str) -> dict[str, Decimal]:
-    """Parse a ResourceList into exact Decimals.
-
-    Raises:
-        PodParseError: naming ``where.<resource>`` and the raw value.
-    """
-    out: dict[str, Decimal] = {}
-    if not rl:
-        return out
-    if not isinstance(rl, Mapping):
-        raise PodParseError(where, rl, "expected a map of resource name to quantity")
-    for name, raw in rl.items():
-        try:
-            out[str(name)] = quantity.parse(raw)
-        except quantity.QuantityError as exc:
-            raise PodParseError(f"{where}.{name}", raw, "not a valid quantity") from exc
-    return out
-
-
-ParseMemo = dict[int, tuple[object, dict[str, Decimal]]]
-"""id(ResourceList) -> (the ResourceList, its parse): one Pod's quantities parsed once while
-:class:`PodInfo` validates them and aggregates them twice (with and without the scoring defaults).
-The parsed dicts handed out must not be modified."""
-
-
-def _parse_memo(rl: Mapping[str, object] | None, where: str, memo: ParseMemo | None) -> dict[str, Decimal]:
-    """:func:`parse_resource_list` through ``memo`` (keyed by the ResourceList object, which the memo
-    keeps alive so its id cannot be reused). Raises as :func:`parse_resource_list`."""
-    if memo is None or not rl:
-        return parse_resource_list(rl, where)
-    hit = memo.get(id(rl))
-    if hit is not None and hit[0] is rl:
-        return hit[1]
-    out = parse_resource_list(rl, where)
-    memo[id(rl)] = (rl, out)
-    return out
-
-
-def _add(into: dict[str, Decimal], rl: Mapping[str, Decimal]) -> None:
-    for k, v in rl.items():
-        into[k] = into.get(k, Decimal(0)) + v
-
-
-def _max(into: dict[str, Decimal], rl: Mapping[str, Decimal]) -> None:
-    for k, v in rl.items():
-        if k not in into or v > into[k]:
-            into[k] = v
-
-
-def _with_defaults(rl: dict[str, Decimal], defaults: Mapping[str, Decimal]) -> dict[str, Decimal]:
-    if not defaults:
-        return rl
-    out = dict(rl)
-    for k, v in defaults.items():
-        if k not in rl:
-            out[k] = v
-    return out
-
-
 _NON_MISSING = {"cpu": Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000, "memory": Decimal(DEFAULT_MEMORY_REQUEST)}
-
-
-def is_pod_level_requests_set(spec: Mapping[str, Any]) -> bool:
-    """``resourcehelper.IsPodLevelRequestsSet``: ``spec.resources.requests`` names cpu, memory or a
-    ``hugepages-*`` resource (the resources pod-level requests apply to)."""
-    res = spec.get("resources")
-    reqs = res.get("requests") if isinstance(res, Mapping) else None
-    return isinstance(reqs, Mapping) and any(_pod_level_resource(str(k)) for k in reqs)
-
-
-def _pod_level_resource(name: str) -> bool:
-    return name in ("cpu", "memory") or name.startswith("hugepages-")
-
-
-def pod_resize_infeasible(pod: Obj) -> bool:
-    """``resourcehelper.IsPodResizeInfeasible``: the first ``PodResizePending`` condition has reason
-    ``Infeasible``."""
-    status = pod.get("status")
-    conds = status.get("conditions") if isinstance(status, Mapping) else None
-    for c in conds if isinstance(conds, list) else []:
-        if isinstance(c, Mapping) and c.get("type") == "PodResizePending":
-            return bool(c.get("reason") == "Infeasible")
-    return False
-
-
-def is_extended_resource_name(name: str) -> bool:
-    """``IsExtendedResourceName``: a ``vendor/name`` resource outside the ``kubernetes.io/`` domain
-    and not a ``requests.`` quota name (``nvidia.com/gpu``)."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-
-
-def validate_pod_resources(spec: Obj, memo: ParseMemo | None = None) -> None:
-    """The API server's resource checks a snapshot file can skip (``ValidateResourceRequirements``,
-    ``validateResourceQuantityValue``): every request, limit and overhead quantity non-negative,
-    extended resources whole numbers.
-
-    ``memo``: shares the parsed quantities with :func:`pod_requests` (see :data:`ParseMemo`).
-
-    Raises:
-        PodParseError: naming the field, e.g. ``spec.containers[0].resources.limits.nvidia.com/gpu``
-        with ``must be an integer``.
-    """
-    lists: list[tuple[object, str]] = []
-    for key in ("containers", "initContainers"):
-        for i, c in enumerate(spec.get(key) or []):
-            res = c.get("resources") if isinstance(c, dict) else None
-            if isinstance(res, dict):
-                lists += [(res.get(k), f"spec.{key}[{i}].resources.{k}") for k in ("requests", "limits")]
-    pod_res = spec.get("resources")
-    if isinstance(pod_res, dict):
-        lists += [(pod_res.get(k), f"spec.resources.{k}") for k in ("requests", "limits")]
-    lists.append((spec.get("overhead"), "spec.overhead"))
-    for rl, where in lists:
-        if not isinstance(rl, Mapping):
-            continue
-        for name, q in _parse_memo(rl, where, memo).items():
-            if q < 0:
-                raise PodParseError(f"{where}.{name}", rl[name], "must be greater than or equal to 0")
-            if is_extended_resource_name(name) and q != q.to_integral_value():
-                raise PodParseError(f"{where}.{name}", rl[name], "must be an integer")
-
-
-def pod_requests(pod: Obj, non_missing: Mapping[str, Decimal] | None = None,
-                 memo: ParseMemo | None = None) -> dict[str, Decimal]:
-    """Effective requests of a Pod (``resourcehelper.PodRequests`` with the options kube-scheduler
-    v1.37 passes: ``UseStatusResources``, ``InPlacePodLevelResourcesVerticalScalingEnabled``, pod-level
-    resources on), as exact Decimals.
-
-    Each aggregate is ``sum(containers)`` plus restartable (sidecar) init containers, ``max``-ed with
-    each init container's need (its requests plus the sidecars started before it);
-    ``non_missing`` fills a resource a container lacks (the 100m / 200Mi scoring defaults). Three
-    aggregates are taken (``AggregateContainerRequests``): the spec's requests, the *allocated* ones
-    (a container status's ``allocatedResources``, else the spec) and the *actuated* ones (a container
-    status's ``resources.requests``, else ``allocatedResources``, else the spec); when the Pod status
-    carries pod-level ``allocatedResources`` and ``resources.requests`` those two replace the
-    container aggregates. The result is their per-resource maximum, without the spec when a
-    ``PodResizePending`` condition says ``Infeasible`` (then a container without status counts
-    nothing). Pod-level requests (``spec.resources.requests``: cpu / memory / hugepages) then
-    override, themselves max-ed with the pod-level status when ``status.resources`` is set; finally
-    ``spec.overhead`` is added. ``memo`` shares the containers' parsed spec requests between calls
-    on the same Pod (:data:`ParseMemo`).
-
-    Raises:
-        PodParseError: a malformed quantity or list, naming the field.
-    """
-    spec = pod.get("spec") or {}
-    if not isinstance(spec, dict):
-        raise PodParseError("spec", spec, "expected an object")
-    for key in ("containers", "initContainers"):
-        items = spec.get(key)
-        if items is not None and (not isinstance(items, list) or not all(isinstance(c, dict) for c in items)):
-            raise PodParseError(f"spec.{key}", items, "expected a list of containers")
-    for key in ("resources", "overhead"):
-        if spec.get(key) is not None and not isinstance(spec.get(key), dict):
-            raise PodParseError(f"spec.{key}", spec.get(key), "expected an object")
-    status = pod.get("status") or {}
-    if not isinstance(status, dict):
-        status = {}
-    statuses: dict[str, Obj] = {}
-    for key in ("initContainerStatuses", "containerStatuses"):  # containerStatuses win (findContainerStatus)
-        listed = status.get(key) or []
-        if not isinstance(listed, list):
-            raise PodParseError(f"status.{key}", listed, "expected a list of container statuses")
-        for cs in listed:
-            if isinstance(cs, dict) and "name" in cs:
-                statuses[str(cs["name"])] = cs
-    infeasible = pod_resize_infeasible(pod)
-    defaults = non_missing or {}
-    containers: list[tuple[Obj, str, bool]] = [
-        (c, f"spec.containers[{i}]", False) for i, c in enumerate(spec.get("containers") or [])]
-    containers += [(c, f"spec.initContainers[{i}]", True) for i, c in enumerate(spec.get("initContainers") or [])]
-
-    def spec_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
-        res = c.get("resources") or {}
-        if not isinstance(res, dict):
-            raise PodParseError(f"{where}.resources", res, "expected an object")
-        return _parse_memo(res.get("requests"), f"{where}.resources.requests", memo)
-
-    def allocated_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
-        cs = statuses.get(str(c.get("name")))
-        if cs is not None and cs.get("allocatedResources") is not None:
-            return parse_resource_list(cs["allocatedResources"], f"status.containerStatuses[{c.get('name')}]"
-                                                                 ".allocatedResources")
-        return None if infeasible else spec_requests(c, where)
-
-    def actuated_requests(c: Obj, where: str) -> dict[str, Decimal] | None:
-        cs = statuses.get(str(c.get("name")))
-        res = cs.get("resources") if cs is not None else None
-        if isinstance(res, dict) and res.get("requests") is not None:
-            return parse_resource_list(res["requests"], f"status.containerStatuses[{c.get('name')}]"
-                                                        ".resources.requests")
-        return allocated_requests(c, where)
-
-    def aggregate(get: Callable[[Obj, str], dict[str, Decimal] | None]) -> dict[str, Decimal]:
-        result: dict[str, Decimal] = {}
-        sidecars: dict[str, Decimal] = {}
-        init_max: dict[str, Decimal] = {}
-        for c, where, init in containers:
-            reqs = _with_defaults(get(c, where) or {}, defaults)
-            if not init:
-                _add(result, reqs)
-            elif c.get("restartPolicy") == "Always":
-                _add(result, reqs)
-                _add(sidecars, reqs)
-                _max(init_max, sidecars)
-            else:
-                use = dict(reqs)
-                _add(use, sidecars)
-                _max(init_max, use)
-        _max(result, init_max)
-        return result
-
-    pod_alloc, pod_res = status.get("allocatedResources"), status.get("resources")
-    pod_res_reqs = pod_res.get("requests") if isinstance(pod_res, dict) else None
-    if pod_alloc is not None and pod_res_reqs is not None:
-        allocated = parse_resource_list(pod_alloc, "status.allocatedResources")
-        actuated = parse_resource_list(pod_res_reqs, "status.resources.requests")
-    elif not statuses and not infeasible:
-        allocated = actuated = {}  # no container status: both aggregates are the spec's (below)
-    else:
-        allocated, actuated = aggregate(allocated_requests), aggregate(actuated_requests)
-    result = {} if infeasible else aggregate(spec_requests)
-    _max(result, actuated)
-    _max(result, allocated)
-
-    if is_pod_level_requests_set(spec):
-        effective = parse_resource_list(spec["resources"]["requests"], "spec.resources.requests")
-        if isinstance(pod_res, dict):
-            effective = {} if infeasible else effective
-            _max(effective, parse_resource_list(pod_res_reqs, "status.resources.requests"))
-            _max(effective, parse_resource_list(pod_alloc, "status.allocatedResources"))
-        for k, v in effective.items():
-            if _pod_level_resource(k):
-                result[k] = v
-    _add(result, parse_resource_list(spec.get("overhead"), "spec.overhead"))
-    return result
 
 
 def _swap_removed(items: tuple[T, ...], i: int) -> tuple[T, ...]:
@@ -486,9 +241,6 @@ class HostPortInfo:
         if ip == "0.0.0.0":
             return any(key in d for d in self._ports.values())
         return any(key in self._ports.get(k, ()) for k in (ip, "0.0.0.0"))
-
-    def __len__(self) -> int:
-        return sum(len(d) for d in self._ports.values())
 
 
 def host_ports(pod: Obj) -> list[tuple[str, str, int]]:
@@ -578,14 +330,14 @@ class PodInfo:
         self.labels: dict[str, str] = labels  # the Pod's own dict when well-formed (memory: one copy)
         prio = spec.get("priority")
         self.priority: int = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
-        rkey = _requests_key(spec, pod.get("status"))
-        hit = _REQUESTS_MEMO.get(rkey) if rkey is not None else None
+        rkey = requests_key(spec, pod.get("status"))
+        hit = REQUESTS.get(rkey) if rkey is not None else None
         if hit is not None:
             self.requests: Resource = hit[0].clone()
             self.non0_cpu: int = hit[1]
             self.non0_mem: int = hit[2]
         else:
-            memo: ParseMemo = {}
+            memo = ParseMemo()
             validate_pod_resources(spec, memo)
             reqs = pod_requests(pod, memo=memo)
             self.requests = Resource.from_decimals(reqs)
@@ -597,9 +349,7 @@ class PodInfo:
             self.non0_cpu = quantity.milli_value(non0.get("cpu", Decimal(0)))
             self.non0_mem = quantity.value(non0.get("memory", Decimal(0)))
             if rkey is not None:
-                if len(_REQUESTS_MEMO) >= REQUESTS_MEMO_SIZE:
-                    del _REQUESTS_MEMO[next(iter(_REQUESTS_MEMO))]  # the oldest entry
-                _REQUESTS_MEMO[rkey] = (self.requests.clone(), self.non0_cpu, self.non0_mem)
+                REQUESTS.store(rkey, (self.requests.clone(), self.non0_cpu, self.non0_mem))
         self.ports: list[tuple[str, str, int]] = host_ports(pod)
         aff = spec.get("affinity")
         if aff is not None and not isinstance(aff, dict):
@@ -675,76 +425,7 @@ class PodInfo:
         return f"PodInfo({self.key})"
 
 
-REQUESTS_MEMO_SIZE = 4096
-"""Entries of :data:`_REQUESTS_MEMO` at most (the oldest is dropped first)."""
-
-_REQUESTS_MEMO: dict[str, tuple[Resource, int, int]] = {}
-"""What :class:`PodInfo` computes from a Pod's resources, by :func:`_requests_key`: ``(requests,
-non0_cpu, non0_mem)``, stored after a successful validation and parse (a Pod that fails to parse is
-never stored, so it fails again). The Resource is copied in and out (a PodInfo's may be changed by
-its owner).
-
-Why: parsing and aggregating the quantities (validation, :func:`pod_requests` with and without the
-scoring defaults, ``Resource.from_decimals``) is ~3/4 of a PodInfo's construction, and the Pods of one
-workload (a ReplicaSet, a Job, the benchmark's templates) share their resources; the initial sync
-parses every bound Pod of the cluster (30000 at the benchmark's scale point).
-What it depends on: those three values are a function of exactly the inputs the key holds
-(:func:`validate_pod_resources` and :func:`pod_requests` read nothing else and no global state; the
-status part is the one :func:`same_parse_inputs` already relies on). ``tests/unit/framework/
-test_requests_memo.py`` checks memoized PodInfos against plain parses on random Pods."""
-
-
-def _requests_key(spec: Obj, status: object) -> str | None:
-    """The memo key of a Pod's resource inputs: ``repr`` of each container's and init container's
-    ``(name, resources, restartPolicy)`` (the name finds its status, the policy tells a sidecar),
-    ``spec.resources``, ``spec.overhead`` and :func:`_resize_status_inputs` of the status (``()``
-    when the status has none of those fields). ``repr`` distinguishes what JSON and YAML decode to
-    (``1`` / ``1.0`` / ``"1"`` / ``True``, ``nan``), so equal keys are equal inputs. None (no memo)
-    for container lists that are not lists of plain dicts (the parse then reports them)."""
-    parts: list[Any] = []
-    for key in ("containers", "initContainers"):
-        items = spec.get(key)
-        if items is None:
-            parts.append(None)
-            continue
-        if type(items) is not list:
-            return None
-        row = []
-        for c in items:
-            if type(c) is not dict:
-                return None
-            row.append((c.get("name"), c.get("resources"), c.get("restartPolicy")))
-        parts.append(row)
-    if type(status) is dict and any(k in status for k in (*_STATUS_KEYS, "initContainerStatuses",
-                                                            "containerStatuses", "conditions")):
-        st: tuple[Any, ...] = _resize_status_inputs(status)
-    else:
-        st = ()
-    return repr((parts, spec.get("resources"), spec.get("overhead"), st))
-
-
 _IDENTITY_KEYS = ("uid", "namespace", "name", "labels")
-_STATUS_KEYS = ("allocatedResources", "resources")
-
-
-def _resize_status_inputs(status: object) -> tuple[Any, ...]:
-    """The parts of a Pod status :func:`pod_requests` reads: per container name (container statuses
-    winning over init ones, as they are looked up) its ``allocatedResources`` and ``resources``,
-    leaving out statuses with neither (they count as no status: the spec's requests apply); the
-    pod-level ``allocatedResources`` / ``resources``; whether a ``PodResizePending`` condition says
-    ``Infeasible``."""
-    if not isinstance(status, dict):
-        status = {}
-    containers: dict[str, tuple[Any, Any]] = {}
-    for key in ("initContainerStatuses", "containerStatuses"):
-        listed = status.get(key) or []
-        if not isinstance(listed, list):
-            return (key, listed)  # malformed (PodInfo raises on it): equal to nothing a parse succeeded on
-        for cs in listed:
-            if isinstance(cs, dict) and "name" in cs:
-                containers[str(cs["name"])] = (cs.get("allocatedResources"), cs.get("resources"))
-    return ({k: v for k, v in containers.items() if v != (None, None)}, status.get("allocatedResources"),
-            status.get("resources"), pod_resize_infeasible({"status": status}))
 
 
 def _changed_inputs(old: Obj, new: Obj) -> PodInput:
@@ -774,7 +455,7 @@ def same_parse_inputs(old: object, new: object) -> bool:
     """Whether :class:`PodInfo` would parse ``new`` exactly as ``old``: both Pods are objects with
     object ``metadata`` whose uid, namespace, name and labels are equal, their ``spec`` is equal
     (requests, ports, priority, affinity are all read from it) and so are the status fields
-    :func:`pod_requests` reads for in-place resize (:func:`_resize_status_inputs`). Conservative:
+    :func:`pod_requests` reads for in-place resize (:func:`resize_status_inputs`). Conservative:
     any other shape answers False (the caller then parses)."""
     if not isinstance(old, dict) or not isinstance(new, dict):
         return False
@@ -792,10 +473,9 @@ def same_parse_inputs(old: object, new: object) -> bool:
     # pod_requests reads a missing or non-object status as {}
     os_ = os_ if isinstance(os_, dict) else {}
     ns_ = ns_ if isinstance(ns_, dict) else {}
-    if not any(k in os_ or k in ns_ for k in (*_STATUS_KEYS, "initContainerStatuses", "containerStatuses",
-                                              "conditions")):
+    if not any(k in os_ or k in ns_ for k in STATUS_KEYS):
         return True
-    return _resize_status_inputs(os_) == _resize_status_inputs(ns_)
+    return resize_status_inputs(os_) == resize_status_inputs(ns_)
 
 
 class NodeInfo:
@@ -1002,85 +682,6 @@ def pod_pvc_keys(pod: Obj) -> list[str]:
         if isinstance(pvc, dict) and pvc.get("claimName"):
             out.append(f"{ns}/{pvc['claimName']}")
     return out
-
-
-# -- what a cycle reads (exported by py_scheduler.framework.lister) ----------------------------------
-class ClusterObjectsLister(Protocol):
-    """Objects other than Nodes and Pods, by kind (Services, PVCs, ResourceSlices, ...).
-
-    ``key`` is ``namespace/name`` for namespaced kinds and ``name`` for cluster-scoped ones;
-    ``by_kind`` is ``kind -> key -> object`` (read only).
-    """
-
-    @property
-    def by_kind(self) -> Mapping[str, Mapping[str, Obj]]: ...
-
-    def get(self, kind: str, key: str) -> Obj | None:
-        """The object, or None."""
-        ...
-
-    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
-        """Every object of ``kind`` (only those of ``namespace`` when given)."""
-        ...
-
-    def upsert(self, kind: str, obj: Obj) -> None:
-        """Put ``obj`` in this in-memory view (an assumed write of the binding cycle, e.g. DRA's
-        allocation in explain / simulate); never an API write."""
-        ...
-
-
-class NodeDerived(Protocol):
-    """A structure derived from a snapshot's ``node_info_list`` and kept up to date node by node."""
-
-    def fresh_for(self, nodes: list[NodeInfo]) -> bool:
-        """Whether it was built for this very list object (same identity and length)."""
-        ...
-
-    def refresh(self, ni: NodeInfo) -> bool:
-        """Re-read ``ni`` (a NodeInfo of the list, changed in place); False when it is not there."""
-        ...
-
-
-D = TypeVar("D", bound=NodeDerived)
-DerivedFactory = Callable[[list[NodeInfo]], D]
-"""Builds a :class:`NodeDerived` over a node list (O(nodes)); the factory object is also its key."""
-
-
-class SnapshotLister(Protocol):
-    """The read-only view of the cluster one scheduling cycle works on (``fwk.SharedLister``).
-
-    Attributes:
-        node_info_map: node name -> NodeInfo. node_info_list: the same NodeInfos in node-tree order
-            (zones interleaved), the order Filter walks from its rotating start index.
-        have_pods_with_affinity_list / have_pods_with_required_anti_affinity_list: NodeInfos with at
-            least one such Pod.
-        objects: the cluster's other objects (read-only).
-        used_pvc_ref_counts: ``namespace/claim`` -> number of Pods using it (``IsPVCUsedByPods``).
-        generation: the cache generation the snapshot reflects.
-    """
-
-    node_info_map: dict[str, NodeInfo]
-    node_info_list: list[NodeInfo]
-    have_pods_with_affinity_list: list[NodeInfo]
-    have_pods_with_required_anti_affinity_list: list[NodeInfo]
-    used_pvc_ref_counts: dict[str, int]
-    generation: int
-
-    @property
-    def objects(self) -> ClusterObjectsLister: ...
-
-    def get(self, name: str) -> NodeInfo:
-        """NodeInfo by node name. Raises KeyError if absent."""
-        ...
-
-    def num_nodes(self) -> int: ...
-
-    def all_pods(self) -> Iterable[PodInfo]: ...
-
-    def derived(self, factory: DerivedFactory[D]) -> D:
-        """The structure ``factory`` builds over ``node_info_list``: built on first use after the list
-        changed, then kept up to date by the snapshot (see the module docstring)."""
-        ...
 
 
 @runtime_checkable

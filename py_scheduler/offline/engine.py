@@ -1,6 +1,6 @@
 """Offline scheduling: the live scheduler's cycle, run in memory on a snapshot.
 
-Each pending Pod goes through the same :class:`~py_scheduler.framework.runtime.Algorithm` the live
+Each pending Pod goes through the same :class:`~py_scheduler.framework.algorithm.Algorithm` the live
 scheduler uses (PreFilter, Filter, PostFilter, PreScore, Score, NormalizeScore, selectHost), in
 queue order; a placed Pod then runs the profile's Reserve plugins, its PreBind plugins (against
 :class:`~py_scheduler.offline.memapi.MemoryAPI`: the writes, e.g. VolumeBinding's PV / claim
@@ -25,21 +25,27 @@ so placements differ from a batched live run at most by tie-breaking.
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework import binding_cycle as bc
-from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.interfaces import PodGroupInfo, PreEnqueuePlugin
-from py_scheduler.framework.podgroup import MSG_POD_GROUP_UNSCHEDULABLE, POD_GROUP_CYCLE_KEY, schedule_pod_group
-from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult, SchedulingError
-from py_scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
+from py_scheduler.core.cycle import SCHEDULED, PodCycle, schedule_pod, unreserve_and_forget
+from py_scheduler.core.group_cycle import pod_group_name, pod_group_of
+from py_scheduler.core.group_cycle import schedule_group as group_cycle
+from py_scheduler.core.ports import SnapshotState
+from py_scheduler.framework import objects as ob
+from py_scheduler.framework.algorithm import Algorithm, ScheduleResult
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.features import FeatureGates
+from py_scheduler.framework.handle import APIClient, Handle, ObjectLister
+from py_scheduler.framework.interfaces import PreEnqueuePlugin
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.runtime import Framework
+from py_scheduler.framework.types import CycleState, PodInfo, Status
 from py_scheduler.offline.loader import ClusterData, creation_timestamp, pod_key
 from py_scheduler.offline.memapi import MemoryAPI
 from py_scheduler.plugins import registry
@@ -64,7 +70,6 @@ def _drive(coro: Coroutine[Any, Any, Status]) -> Status:
 
 __all__ = ["OfflineScheduler", "Outcome", "ProfileError", "load_frameworks", "queue_order"]
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
@@ -83,11 +88,14 @@ class Outcome:
         annotations: annotations Reserve plugins recorded on the assumed Pod (GPU indices).
         score: the selected node's weighted total, or None (not placed, or a single feasible
             node that was not scored).
+        allocations: the placed Pod's DRA claim allocations (:class:`AllocationReporter`'s shape:
+            ``[{"claim", "allocation"}]``, ``allocation`` as the API's ``status.allocation``).
     """
 
     pod: Obj
     result: ScheduleResult
     annotations: dict[str, str]
+    allocations: list[Obj] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -99,11 +107,12 @@ class Outcome:
         return self.result.totals.get(sel) if sel is not None else None
 
 
-def load_frameworks(config: Path | None, handle: Handle | None = None,
-                    feature_gates: str = "") -> tuple[dict[str, Framework], str, int]:
+def load_frameworks(config: Path | None, feature_gates: str = "", *, objects: ObjectLister | None = None,
+                    client: APIClient | None = None) -> tuple[dict[str, Framework], str, int]:
     """Build every profile of ``config`` (the default configuration when None) under the
-    ``--feature-gates`` ``feature_gates`` (:func:`py_scheduler.framework.features.apply_feature_gates`,
-    the path ``run`` takes too; "" is every gate at its v1.37 default).
+    ``--feature-gates`` ``feature_gates`` (:meth:`~py_scheduler.framework.features.FeatureGates.parse`,
+    the path ``run`` takes too; "" is every gate at its v1.37 default), their Handle reading ``objects``
+    and writing through ``client`` (None: nothing is written).
 
     Returns (schedulerName -> Framework, the default profile's name, the global
     percentageOfNodesToScore). The default profile is ``py-scheduler`` when configured, else the
@@ -114,10 +123,9 @@ def load_frameworks(config: Path | None, handle: Handle | None = None,
         configuration files), or a profile cannot be built (unknown plugin, bad args).
     """
     from py_scheduler.framework import config as cfgmod
-    from py_scheduler.framework.features import apply_feature_gates
 
     try:
-        apply_feature_gates(feature_gates)
+        gates = FeatureGates.parse(feature_gates)
     except ValueError as exc:
         raise ProfileError(f"invalid --feature-gates: {exc}") from exc
 
@@ -131,6 +139,8 @@ def load_frameworks(config: Path | None, handle: Handle | None = None,
             raise ProfileError(msg if msg.startswith(str(config)) else f"{config}: {msg}") from exc
         except OSError as exc:
             raise ProfileError(f"{config}: cannot read: {exc.strerror or exc}") from exc
+    cfg.feature_gates = gates
+    handle = Handle.detached(gates, objects, client)
     try:
         fws = cfgmod.build_frameworks(cfg, handle=handle, registry=registry)
     except cfgmod.ConfigError as exc:
@@ -168,6 +178,7 @@ class OfflineScheduler:
         self.default_profile = default_profile
         self.snapshot = snapshot
         self.algorithm = Algorithm(percentage_of_nodes_to_score, rng=random.Random(seed))
+        self.state = SnapshotState(snapshot)
         self.api = api
         """The in-memory API the profiles' Handle writes to (None: PreBind plugins are not run)."""
         if api is not None:
@@ -187,7 +198,7 @@ class OfflineScheduler:
         """
         api = MemoryAPI()
         api.unscheduled = [p for p in data.pods if not (p.get("spec") or {}).get("nodeName")]
-        fws, default, pct = load_frameworks(config, Handle(objects=api, client=api.client), feature_gates)
+        fws, default, pct = load_frameworks(config, feature_gates, objects=api, client=api.client)
         return cls(fws, default, data.snapshot(), pct, api=api)
 
     def framework_for(self, pod: Obj) -> Framework:
@@ -228,73 +239,42 @@ class OfflineScheduler:
         except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong JSON type
             return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=f"malformed Pod: {exc}",
                                                weights=dict(fw.score_weights)), {})
-        try:
-            res = self.algorithm.schedule(fw, self.snapshot, pod_info, explain=explain)
-        except SchedulingError as exc:
-            return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=str(exc),
-                                               weights=dict(fw.score_weights)), {})
-        except PodParseError as exc:  # a plugin parsing a Pod field lazily
-            return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=str(exc),
-                                               weights=dict(fw.score_weights)), {})
-        except Exception as exc:  # a plugin bug: this Pod's error, the run goes on
-            log.exception("scheduling pod %s failed", key)
-            return Outcome(pod, ScheduleResult(pod=key, profile=fw.profile_name, message=f"scheduling: {_bug(exc)}",
-                                               weights=dict(fw.score_weights)), {})
-        if res.selected is None or not assume:
-            return Outcome(pod, res, {})
-        return Outcome(pod, res, self._reserve_and_assume(fw, res, pod_info, res.selected))
+        return self._outcome(fw, pod, pod_info, schedule_pod(fw, self.algorithm, self.state, pod_info, explain=explain,
+                                                           assume=assume))
 
-    def _reserve_and_assume(self, fw: Framework, res: ScheduleResult, pod_info: PodInfo, node: str) -> dict[str, str]:
-        state = res.state if res.state is not None else CycleState(self.snapshot)
-        try:
-            st = fw.run_reserve(state, pod_info, node)
-        except PodParseError as exc:
-            msg = str(exc)
-        except Exception as exc:  # a plugin bug: this Pod's error, the run goes on
-            log.exception("Reserve failed for pod %s", pod_info.key)
-            msg = f"running Reserve: {_bug(exc)}"
-        else:
-            msg = f"running Reserve plugin {st.plugin!r}: {st.message()}" if not st.is_success() else ""
-        if not msg:
-            msg = self._pre_bind(fw, state, pod_info, node)
-        if not msg:
-            try:
-                annotations = dict(state.pod_annotations)
-                self.snapshot.assume(_annotated(pod_info, annotations), node)
-                return annotations
-            except Exception as exc:  # a bug: the partial assumption is undone below
-                log.exception("assuming pod %s failed", pod_info.key)
-                msg = f"assuming the Pod: {_bug(exc)}"
-                self._forget(pod_info.uid, node)
-        bc.run_unreserve(fw, state, pod_info, node)  # every plugin's, even after one raises
-        res.message = msg
+    def _outcome(self, fw: Framework, pod: Obj, pod_info: PodInfo, c: PodCycle) -> Outcome:
+        """The Outcome of one Pod's cycle (:mod:`py_scheduler.core`): an assumed Pod runs its PreBind
+        plugins in memory (a failure unreserves and forgets it); an unplaced one carries its
+        FailedScheduling message."""
+        res = c.result or ScheduleResult(pod=pod_info.key, profile=fw.profile_name, weights=dict(fw.score_weights))
+        if c.assumed is not None and c.state is not None:
+            msg = self._pre_bind(fw, c.state, pod_info, c.node)
+            if not msg:
+                return Outcome(pod, res, dict(c.state.pod_annotations), fw.claim_allocations(c.state, pod_info))
+            unreserve_and_forget(fw, c.state, c.assumed, self.state)
+            c.message = msg
+        elif c.outcome == SCHEDULED:  # not asked to assume
+            return Outcome(pod, res, {})
+        if res.selected is not None or c.result is None:
+            res.message = c.message
         res.selected = None
-        return {}
+        return Outcome(pod, res, {})
 
     def _pre_bind(self, fw: Framework, state: CycleState, pod_info: PodInfo, node: str) -> str:
-        """The profile's PreBind plugins (PreBindPreFlight, then PreBind unless Skip) against the
-        in-memory API (upstream ``RunPreBindPlugins``); returns the failure message, "" on success.
+        """The profile's PreBindPreFlight and PreBind runners (``Framework.run_pre_bind_pre_flights`` /
+        ``run_pre_bind``, the live binding cycle's) against the in-memory API; returns the failure
+        message (the live loop's), "" on success.
         A PreBind still waiting after :data:`PRE_BIND_MAX_STEPS` suspensions would wait for ever
         here (the in-memory controllers have already answered): it fails as upstream's timeout."""
         if self.api is None:
             return ""
         self.api.pending[(pod_info.namespace, pod_info.name)] = pod_info.pod
         try:
-            for p in fw.pre_bind_plugins:
-                try:
-                    st = p.pre_bind_pre_flight(state, pod_info, node)
-                    if st.code == Code.SKIP:
-                        continue
-                    if st.is_success():
-                        st = _drive(p.pre_bind(state, pod_info, node))
-                except PodParseError as exc:
-                    st = Status.error(str(exc), p.name)
-                except Exception as exc:  # a plugin bug: this Pod's error
-                    log.exception("PreBind plugin %s failed for pod %s", p.name, pod_info.key)
-                    st = Status.error(_bug(exc), p.name)
-                if not st.is_success():
-                    return f'running PreBind plugin "{p.name}": {st.message()}'
-            return ""
+            # the live binding cycle's runners (framework/binding_cycle.py), driven without a loop
+            st = fw.run_pre_bind_pre_flights(state, pod_info, node)
+            if st.is_success():
+                st = _drive(fw.run_pre_bind(state, pod_info, node))
+            return "" if st.is_success() or st.is_skip() else st.message()
         finally:
             self.api.pending.pop((pod_info.namespace, pod_info.name), None)
 
@@ -305,7 +285,7 @@ class OfflineScheduler:
 
         With ``GenericWorkload`` on (the profile has GangScheduling), the first Pod of a PodGroup
         brings every later pending member of that group (same profile) into one pod group cycle, as
-        the live loop does (:mod:`py_scheduler.app.podgroup_cycle`): placed whole when the group's
+        the live loop does (:mod:`py_scheduler.core.group_cycle`): placed whole when the group's
         ``minCount`` can be placed, otherwise none of them (each one's message says why). The
         outcomes keep the order of ``pods``.
         """
@@ -313,17 +293,18 @@ class OfflineScheduler:
         for i, pod in enumerate(pods):
             if out[i] is not None:
                 continue
-            group = self._pod_group_of(pod)
+            held = self._held_by_gang(pod)  # a gang below minCount waits for members, never tried
+            group = None if held is not None else pod_group_of(self.framework_for(pod), pod)
             if group is None:
-                single = self._held_by_gang(pod) or self.schedule(pod, explain=explain)
+                single = held or self.schedule(pod, explain=explain)
                 out[i] = single
                 if progress is not None:
                     progress(single)
                 continue
-            fw, pod_group = group
-            ns, name = _ns(pod), _group_name(pod)
-            idx = [j for j in range(i, len(pods)) if out[j] is None and _ns(pods[j]) == ns
-                   and _group_name(pods[j]) == name and self.framework_for(pods[j]) is fw]
+            fw, pod_group = self.framework_for(pod), group[1]
+            ns, name = ob.namespace(pod, "default"), pod_group_name(pod)
+            idx = [j for j in range(i, len(pods)) if out[j] is None and ob.namespace(pods[j], "default") == ns
+                   and pod_group_name(pods[j]) == name and self.framework_for(pods[j]) is fw]
             for j, o in zip(idx, self.schedule_group(fw, pod_group, [pods[j] for j in idx], explain=explain),
                             strict=True):
                 out[j] = o
@@ -332,14 +313,16 @@ class OfflineScheduler:
         return [o for o in out if o is not None]
 
     def _held_by_gang(self, pod: Obj) -> Outcome | None:
-        """An unplaced Outcome when GangScheduling's PreEnqueue holds ``pod`` out of the queue although
-        it is not part of a pod group cycle: it names a PodGroup the snapshot does not hold (upstream
-        ``preEnqueueHierarchiesDisabled``: "waiting for pods's pod group ... to appear"). The live
-        scheduler never tries such a Pod; placing it alone, as before, showed a placement that cannot
-        happen. None otherwise."""
+        """An unplaced Outcome when GangScheduling's PreEnqueue holds ``pod`` out of the queue: it names
+        a PodGroup the snapshot does not hold, or its group has fewer Pods than ``minCount`` (upstream
+        ``preEnqueueHierarchiesDisabled``: "waiting for pods's pod group ... to appear", "waiting for
+        minCount pods from a gang to appear in scheduling queue"). The live scheduler never tries such
+        a Pod; placing it alone showed a placement that cannot happen, and trying its group cycle a
+        capacity refusal ("minCount (3) cannot be satisfied") where it waits for members. None
+        otherwise."""
         fw = self.framework_for(pod)
         gang = fw.plugins.get("GangScheduling")
-        if gang is None or _group_name(pod) is None or not isinstance(gang, PreEnqueuePlugin):
+        if gang is None or pod_group_name(pod) is None or not isinstance(gang, PreEnqueuePlugin):
             return None
         try:
             status = gang.pre_enqueue(PodInfo(pod))
@@ -350,17 +333,6 @@ class OfflineScheduler:
         return Outcome(pod, ScheduleResult(pod=pod_key(pod), profile=fw.profile_name,
                                            message=f'held by PreEnqueue plugin "{gang.name}": {status.message()}',
                                            weights=dict(fw.score_weights)), {})
-
-    def _pod_group_of(self, pod: Obj) -> tuple[Framework, Obj] | None:
-        """(profile, PodGroup object) when ``pod`` goes through the pod group cycle: its profile has
-        GangScheduling and its ``spec.schedulingGroup`` names a PodGroup of the snapshot."""
-        fw = self.framework_for(pod)
-        gang = fw.plugins.get("GangScheduling")
-        name = _group_name(pod)
-        if gang is None or name is None or not hasattr(gang, "pod_group"):
-            return None
-        pg: Obj | None = gang.pod_group(_ns(pod), name)
-        return (fw, pg) if pg is not None else None
 
     def schedule_group(self, fw: Framework, pod_group: Obj, pods: list[Obj], *,
                        explain: bool = True) -> list[Outcome]:
@@ -377,108 +349,13 @@ class OfflineScheduler:
                 msg = str(exc) if isinstance(exc, PodParseError) else f"malformed Pod: {exc}"
                 outcomes[k] = Outcome(pod, ScheduleResult(pod=pod_key(pod), profile=fw.profile_name, message=msg,
                                                           weights=dict(fw.score_weights)), {})
-        placed: dict[str, tuple[PodInfo, str, CycleState]] = {}
-
-        def assume(pi: PodInfo, node: str, state: CycleState) -> tuple[Status, Callable[[], None] | None]:
-            try:
-                st = fw.run_reserve(state, pi, node)
-                if st.is_success():
-                    self.snapshot.assume(_annotated(pi, state.pod_annotations), node)
-            except PodParseError as exc:
-                st = Status.error(str(exc))
-            except Exception as exc:  # a plugin (or assume) bug: this member's error, the run goes on
-                log.exception("Reserve failed for pod %s", pi.key)
-                st = Status.error(f"running Reserve: {_bug(exc)}")
-                self._forget(pi.uid, node)
-            if not st.is_success():
-                bc.run_unreserve(fw, state, pi, node)
-                return st, None
-            placed[pi.uid] = (pi, node, state)
-
-            def revert() -> None:
-                placed.pop(pi.uid, None)
-                bc.run_unreserve(fw, state, pi, node)
-                self._forget(pi.uid, node)
-
-            return Status.success(), revert
-
-        try:
-            result, _reverts = (schedule_pod_group(fw, self.algorithm, self.snapshot, PodGroupInfo(pod_group, infos),
-                                                   assume, explain=explain) if infos else (None, None))
-        except Exception as exc:  # a bug: the whole group is an error, nothing of it stays assumed
-            log.exception("scheduling pod group %s/%s failed", _ns(pod_group), (pod_group.get("metadata") or {})
-                          .get("name"))
-            for _pi, node, state in reversed(list(placed.values())):
-                bc.run_unreserve(fw, state, _pi, node)
-                self._forget(_pi.uid, node)
-            placed.clear()
-            msg = f"scheduling the pod group: {_bug(exc)}"
-            for k, pod in enumerate(pods):
-                outcomes.setdefault(k, Outcome(pod, ScheduleResult(pod=pod_key(pod), profile=fw.profile_name,
-                                                                   message=msg, weights=dict(fw.score_weights)), {}))
-            return [outcomes[k] for k in range(len(pods))]
-        members = iter(result.members if result is not None else [])
+        g = group_cycle(fw, self.algorithm, self.state, pod_group, infos, explain=explain) if infos else None
+        members = iter(zip(infos, g.members if g is not None else [], strict=True))
         out: list[Outcome] = []
         for k, pod in enumerate(pods):
             if k in outcomes:
                 out.append(outcomes[k])
                 continue
-            mr = next(members)
-            res = mr.result or ScheduleResult(pod=mr.pod.key, profile=fw.profile_name, weights=dict(fw.score_weights))
-            if result is not None and result.status.is_success() and mr.status.is_success():
-                _, node, state = placed[mr.pod.uid]
-                state.data.pop(POD_GROUP_CYCLE_KEY, None)
-                msg = self._pre_bind(fw, state, mr.pod, node)
-                if msg:  # the others stay placed: PreBind runs in each member's own binding cycle
-                    bc.run_unreserve(fw, state, mr.pod, node)
-                    self._forget(mr.pod.uid, node)
-                    res.message, res.selected = msg, None
-                    out.append(Outcome(pod, res, {}))
-                else:
-                    out.append(Outcome(pod, res, dict(state.pod_annotations)))
-                continue
-            if mr.status.is_success():  # placed, then reverted with its group (upstream's message)
-                res.message = f"{MSG_POD_GROUP_UNSCHEDULABLE}, {result.status.message() if result else ''}"
-            elif not mr.evaluated or mr.result is None:
-                res.message = result.status.message() if result is not None else mr.status.message()
-            elif mr.result.selected is not None:  # a Reserve rejection on its node
-                res.message = f"running Reserve plugin {mr.status.plugin!r}: {mr.status.message()}"
-            res.selected = None
-            out.append(Outcome(pod, res, {}))
+            pi, c = next(members)
+            out.append(self._outcome(fw, pod, pi, c))
         return out
-
-    def _forget(self, uid: str, node: str) -> None:
-        """Undo :meth:`Snapshot.assume` of Pod ``uid`` on ``node``."""
-        ni = self.snapshot.node_info_map.get(node)
-        if ni is None:
-            return
-        ni.remove_pod(uid)
-        self.snapshot.node_changed(ni)
-        self.snapshot.rebuild_lists()
-
-
-def _bug(exc: Exception) -> str:
-    """An unexpected exception as a one-line message: ``<Type>: <message>``."""
-    return " ".join(f"{type(exc).__name__}: {exc}".split())
-
-
-def _ns(pod: Obj) -> str:
-    return str((pod.get("metadata") or {}).get("namespace") or "default")
-
-
-def _group_name(pod: Obj) -> str | None:
-    spec = pod.get("spec")
-    sg = spec.get("schedulingGroup") if isinstance(spec, dict) else None
-    name = sg.get("podGroupName") if isinstance(sg, dict) else None
-    return name if isinstance(name, str) and name else None
-
-
-def _annotated(pi: PodInfo, annotations: dict[str, str]) -> PodInfo:
-    """``pi`` with the Reserve annotations (GPU indices) on its object."""
-    if not annotations:
-        return pi
-    pod = copy.copy(pi.pod)
-    meta = dict(pod.get("metadata") or {})
-    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
-    pod["metadata"] = meta
-    return pi.derive(pod)

@@ -7,18 +7,21 @@ the scores it computed then, not a recomputation on today's cluster. When there 
 ring dropped it, the leader restarted or changed, the Pod was bound by another scheduler, or the
 leader cannot be reached) a ``note:`` on stderr says so and why, and explain recomputes as below.
 ``--recompute`` skips the lookup. ``-o json`` then prints the record (keys of
-``py_scheduler.app.decisions.Decision.to_json``, ``"recorded": true``).
+``py_scheduler.app.scheduling.decisions.Decision.to_json``, ``"recorded": true``).
 
 Reads a snapshot file (``--snapshot``) or a live cluster (``--kubeconfig``), builds the profiles of
 ``--config`` (default configuration otherwise) and runs the real scheduling cycle on every pending
 Pod in queue order, each seeing the earlier ones as assumed (Reserve plugins run, their Pod
-annotations are kept on the assumed copy). With ``--pod NAMESPACE/NAME`` only that Pod is explained
-against the cluster as it is; a bound Pod is first taken off its node, so the answer is where it
-would go if it arrived now.
+annotations are kept on the assumed copy) -- the run ``simulate`` makes, so with ``GenericWorkload`` a
+gang is placed whole or not at all (the pod group cycle of :mod:`py_scheduler.core.group_cycle`).
+With ``--pod NAMESPACE/NAME`` only that Pod is explained against the cluster as it is; a bound Pod is
+first taken off its node, so the answer is where it would go if it arrived now.
 
 Output: ``-o table`` (rich; see :mod:`py_scheduler.offline.render`) or ``-o json``: JSON Lines, one
 :meth:`ScheduleResult.to_json` object per Pod (keys pod, profile, nodes_evaluated, filtered,
-feasible, scores, weights, skipped, totals, selected, message). A Pod that cannot be parsed is
+feasible, scores, weights, skipped, totals, selected, message; plus ``allocations`` when the Pod got
+DRA devices, each claim's allocation in the API's ``status.allocation`` shape, also printed as a
+table under the Pod's in ``-o table``). A Pod that cannot be parsed is
 reported with ``selected`` null and ``message`` the parse error.
 
 Exit status: 0 when every requested Pod was explained (fitting or not), 2 on a usage error,
@@ -36,8 +39,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from py_scheduler.framework.interfaces import PreEnqueuePlugin
-from py_scheduler.framework.types import PodInfo, PodParseError
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.interfaces import ExplainNoter, PreEnqueuePlugin
+from py_scheduler.framework.types import PodInfo
 from py_scheduler.offline.engine import OfflineScheduler, Outcome, ProfileError, queue_order
 from py_scheduler.offline.loader import (
     ClusterData,
@@ -55,8 +59,7 @@ from py_scheduler.offline.recorded import (
     Lookup,
     fetch_recorded,
 )
-from py_scheduler.offline.render import make_console, print_explain, print_recorded
-from py_scheduler.plugins.topology_placement import placement_note
+from py_scheduler.offline.render import allocation_table, make_console, print_explain, print_recorded
 
 __all__ = ["OUTPUT_FORMATS", "explain_main", "fail", "outcome_json"]
 
@@ -70,8 +73,12 @@ def fail(message: str) -> int:
 
 
 def outcome_json(o: Outcome) -> str:
-    """One JSON Lines record: exactly ``ScheduleResult.to_json()``."""
-    return json.dumps(o.result.to_json(), sort_keys=False, default=str)
+    """One JSON Lines record: ``ScheduleResult.to_json()``, plus ``"allocations"`` (the Pod's DRA
+    claim allocations, ``[{"claim": "ns/name", "allocation": <status.allocation>}]``) when it got devices."""
+    doc = o.result.to_json()
+    if o.allocations:
+        doc["allocations"] = o.allocations
+    return json.dumps(doc, sort_keys=False, default=str)
 
 
 def _load(snapshot: Path | None, kubeconfig: Path | None) -> ClusterData:
@@ -131,7 +138,8 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
                  scheduler_port: int = DEFAULT_PORT,
                  scheduler_scheme: str = "https", decisions_url: str | None = None, feature_gates: str = "",
                  token: str | None = None, kubeconfig_token: bool = False,
-                 scheduler_service_account: str = DEFAULT_SERVICE_ACCOUNT) -> int:
+                 scheduler_service_account: str = DEFAULT_SERVICE_ACCOUNT,
+                 scheduler_ca_file: Path | None = None) -> int:
     """Run ``explain``; returns the exit status (0 ok, 2 error). See the module docstring.
     ``feature_gates``: kube-scheduler's ``--feature-gates`` (as ``run``).
 
@@ -139,7 +147,8 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
     ``/debug/decisions`` for a bound Pod; ``decisions_url`` asks that URL instead; ``recompute``
     never asks. ``token``: the bearer token the scheduler reviews; the kubeconfig's own only with
     ``kubeconfig_token``; nothing is sent to a Lease holder that is not a replica running as
-    ``scheduler_service_account`` (``namespace/name``; :func:`py_scheduler.offline.recorded.fetch_recorded`)."""
+    ``scheduler_service_account`` (``namespace/name``; :func:`py_scheduler.offline.recorded.fetch_recorded`);
+    ``scheduler_ca_file`` checks ``decisions_url``'s certificate."""
     if output not in OUTPUT_FORMATS:
         return fail(f"-o/--output must be one of {', '.join(OUTPUT_FORMATS)}, not {output!r}")
     if (snapshot is None) == (kubeconfig is None):
@@ -173,7 +182,7 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
                 lookup = fetch_recorded(kubeconfig, pod_key(target), uid, lease=lease, port=scheduler_port,
                                         scheme=scheduler_scheme, decisions_url=decisions_url, token=token,
                                         kubeconfig_token=kubeconfig_token,
-                                        service_account=scheduler_service_account)
+                                        service_account=scheduler_service_account, ca_file=scheduler_ca_file)
                 if lookup.record is not None:
                     _show_recorded(target, lookup, output)
                     return 0
@@ -200,14 +209,19 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         print(f"note: {data.source} has no Nodes; every Pod is unschedulable", file=sys.stderr)
 
     console = make_console() if output == "table" else None
-    for p in pods:
-        o = sched.schedule(p, explain=True)
-        note = placement_note(o.result.state)
-        if note:
-            print(f"note: {note}", file=sys.stderr)
+    # One Pod: its own cycle. Every pending Pod: simulate's run, gangs through the pod group cycle.
+    for o in [sched.schedule(pods[0], explain=True)] if pod is not None else sched.run(pods, explain=True):
+        state = o.result.state
+        for pl in sched.framework_for(o.pod).plugins.values():
+            note = pl.explain_note(state) if state is not None and isinstance(pl, ExplainNoter) else None
+            if note:  # e.g. TopologyPlacementGenerator's domain
+                print(f"note: {note}", file=sys.stderr)
         if console is None:
             sys.stdout.write(outcome_json(o) + "\n")
             sys.stdout.flush()
         else:
             print_explain(console, o.result)
+            dra = allocation_table([(o.key, o.allocations)])
+            if dra is not None:
+                console.print(dra)
     return 0

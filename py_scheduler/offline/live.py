@@ -12,7 +12,7 @@ the loader's typed-list handling (``NodeList`` -> ``Node``) fills it in.
 Kinds whose API group the server does not serve (404, e.g. ``resource.k8s.io/v1`` switched off)
 are skipped; any other API error stops with :class:`~py_scheduler.offline.loader.SnapshotError`.
 
-Note: ``py_scheduler/app/kube.py`` (the live scheduler's typed adapter) has no generic "list every
+Note: ``py_scheduler/app/client/kube.py`` (the live scheduler's typed adapter) has no generic "list every
 kind" call, so the listing lives here; it only reads, with no retries, since it runs once per
 command.
 

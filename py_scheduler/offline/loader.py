@@ -8,7 +8,7 @@ that runs on it later never meets a malformed Node or bound Pod:
 * a Node needs ``metadata.name`` and valid ``status.allocatable`` quantities;
 * a Pod needs ``metadata.name``; a *bound* Pod (``spec.nodeName``) needs valid requests, because it
   counts against its node. A *pending* Pod with a bad quantity is kept: explain / simulate report it
-  with its :class:`~py_scheduler.framework.types.PodParseError` message, as the live scheduler would;
+  with its :class:`~py_scheduler.framework.errors.PodParseError` message, as the live scheduler would;
 * other kinds the scheduler reads (Services, PVCs, ResourceSlices, ...: the table
   :data:`py_scheduler.cache.kinds.KINDS` the live informers watch) need ``metadata.name`` and go into
   :class:`~py_scheduler.cache.snapshot.ClusterObjects`;
@@ -17,10 +17,11 @@ that runs on it later never meets a malformed Node or bound Pod:
   skipped, so a ``kubectl get all,... -o yaml`` dump of any cluster loads.
 
 Offline stand-ins for what the API server would have filled in: a Pod without ``metadata.uid``
-gets a stable one derived from its namespace/name (plugins key state by UID), and a Pod without
-``spec.priority`` gets the value of its ``priorityClassName`` (or of the ``globalDefault``
-PriorityClass) when the snapshot holds that PriorityClass, as the Priority admission plugin does
-(``plugin/pkg/admission/priority/admission.go``).
+gets a stable one derived from its namespace/name (plugins key state by UID), then every field the
+API server's defaulting and its Priority admission plugin fill in on create
+(:mod:`py_scheduler.offline.defaults`: limits standing in for missing requests, pod-level requests,
+``schedulerName``, ``priority`` and ``preemptionPolicy`` from the PriorityClass, ...), so a Pod
+written by hand is scheduled as the stored Pod would be.
 
 Every problem raises :class:`SnapshotError` whose message is one line naming the file and the
 object (``Pod default/web-1``) or the document index.
@@ -45,7 +46,11 @@ import yaml
 
 from py_scheduler.cache.kinds import KINDS, NAMESPACED_KINDS
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
-from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.types import NodeInfo, PodInfo
+from py_scheduler.offline import dra_versions
+from py_scheduler.offline.defaults import default_pod
 
 __all__ = [
     "KNOWN_KINDS",
@@ -61,7 +66,6 @@ __all__ = [
     "pending_pods",
 ]
 
-Obj = dict[str, Any]
 
 KNOWN_KINDS: frozenset[str] = frozenset(k.kind for k in KINDS)
 """Kinds the scheduler reads (the informers' table); each goes to the node list, the pod list or
@@ -215,6 +219,8 @@ def _flatten(docs: list[Any], source: str) -> Iterator[tuple[str, str, Obj]]:
                 raise SnapshotError(f"{source}: {where}: {kind}.items is not a list")
             elem = kind[: -len("List")] if kind != "List" else ""
             for i, item in enumerate(items, 1):
+                if elem and isinstance(item, dict) and obj.get("apiVersion") and not item.get("apiVersion"):
+                    item["apiVersion"] = obj["apiVersion"]  # a typed list's items are in the list's version
                 yield from walk(item, f"{where} item {i}", elem)
             return
         yield kind, where, obj
@@ -311,6 +317,10 @@ def parse_objects(docs: list[Any], source: str) -> ClusterData:
             data.order[key] = len(data.pods)
             data.pods.append(obj)
         else:
+            try:
+                obj = dra_versions.to_v1(kind, obj)  # resource.k8s.io v1beta1 / v1beta2 -> v1
+            except dra_versions.DRAVersionError as exc:
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc
             data.objects.upsert(kind, obj)
     for pod in data.pods:
         _fill_pod_defaults(pod, data.objects)
@@ -328,25 +338,14 @@ def parse_objects(docs: list[Any], source: str) -> ClusterData:
 
 
 def _fill_pod_defaults(pod: Obj, objects: ClusterObjects) -> None:
-    """What the API server would have set: a UID, and spec.priority from the PriorityClass."""
+    """What the API server would have set: a UID, then its defaulting and the Priority admission
+    plugin's fields (:func:`py_scheduler.offline.defaults.default_pod`)."""
     meta = pod.setdefault("metadata", {})
     if not meta.get("uid"):
         meta["uid"] = str(uuid.uuid5(OFFLINE_UID_NAMESPACE, pod_key(pod)))
-    spec = pod.get("spec")
-    if not isinstance(spec, dict):
-        spec = pod["spec"] = {}
-    if spec.get("priority") is not None:
-        return
-    pc_name = spec.get("priorityClassName")
-    pc: Obj | None = None
-    if isinstance(pc_name, str) and pc_name:
-        pc = objects.get("PriorityClass", pc_name)
-    else:
-        defaults = [p for p in objects.list("PriorityClass") if p.get("globalDefault")]
-        pc = defaults[0] if defaults else None
-    value = (pc or {}).get("value")
-    if isinstance(value, int) and not isinstance(value, bool):
-        spec["priority"] = value
+    if not isinstance(pod.get("spec"), dict):
+        pod["spec"] = {}
+    default_pod(pod, objects)
 
 
 def note_skipped(data: ClusterData, file: TextIO | None = None) -> None:

@@ -28,11 +28,12 @@ from typing import Any
 
 from py_scheduler.cache.kinds import NAMESPACED_KINDS
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework import objects as ob
 from py_scheduler.framework.handle import APIConflict, APIError, APINotFound
+from py_scheduler.framework.objects import Obj
 
 __all__ = ["MemoryAPI", "MemoryClient"]
 
-Obj = dict[str, Any]
 
 KINDS: dict[str, str] = {
     "persistentvolumes": "PersistentVolume",
@@ -52,14 +53,6 @@ ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
-def _meta(o: Mapping[str, Any]) -> Obj:
-    m = o.get("metadata")
-    return m if isinstance(m, dict) else {}
-
-
-def _ann(o: Mapping[str, Any]) -> dict[str, str]:
-    a = _meta(o).get("annotations")
-    return a if isinstance(a, dict) else {}
 
 
 def _merge_patch(target: Any, patch: Any) -> Any:
@@ -182,7 +175,7 @@ class MemoryAPI:
 
     async def create(self, path: str, obj: Obj) -> Obj:
         kind, ns, _, _ = self._parse(path)
-        name = str(_meta(obj).get("name") or "")
+        name = str(ob.meta(obj).get("name") or "")
         if self.get(kind, ns, name) is not None:
             plural = next(p for p, k in KINDS.items() if k == kind)
             raise APIConflict(409, "AlreadyExists", f'{plural} "{name}" already exists')
@@ -196,7 +189,7 @@ class MemoryAPI:
         cur = self.get(kind, ns, name)
         if cur is None:
             raise self._not_found(kind, name)
-        if str(_meta(obj).get("resourceVersion") or "") not in ("", str(_meta(cur).get("resourceVersion") or "")):
+        if str(ob.meta(obj).get("resourceVersion") or "") not in ("", str(ob.meta(cur).get("resourceVersion") or "")):
             plural = next(p for p, k in KINDS.items() if k == kind)
             raise APIConflict(409, "Conflict", f'Operation cannot be fulfilled on {plural} "{name}": the object '
                                                "has been modified; please apply your changes to the latest "
@@ -215,9 +208,9 @@ class MemoryAPI:
         cur = self.get(kind, ns, name)
         if cur is None:
             raise self._not_found(kind, name)
-        if uid is not None and _meta(cur).get("uid") != uid:
+        if uid is not None and ob.meta(cur).get("uid") != uid:
             raise APIConflict(409, "Conflict", f"Precondition failed: UID in precondition: {uid}, "
-                                               f"UID in object meta: {_meta(cur).get('uid')}")
+                                               f"UID in object meta: {ob.meta(cur).get('uid')}")
         self.objects.delete(kind, cur)
         self.writes.append(("delete", kind, ClusterObjects.key(kind, cur)))
 
@@ -233,12 +226,12 @@ class MemoryAPI:
         objects = self.objects
         for claim in list(objects.list("PersistentVolumeClaim")):
             spec = claim.get("spec") or {}
-            if spec.get("volumeName") and ANN_BIND_COMPLETED in _ann(claim):
+            if spec.get("volumeName") and ANN_BIND_COMPLETED in ob.annotations_of(claim):
                 continue
-            ns, name = str(_meta(claim).get("namespace") or "default"), str(_meta(claim).get("name") or "")
+            ns, name = str(ob.meta(claim).get("namespace") or "default"), str(ob.meta(claim).get("name") or "")
             pv = self._prebound_pv(ns, name, spec.get("volumeName"))
-            if pv is None and ANN_SELECTED_NODE in _ann(claim) and not spec.get("volumeName"):
-                pv = self._provision(claim, _ann(claim)[ANN_SELECTED_NODE])
+            if pv is None and ANN_SELECTED_NODE in ob.annotations_of(claim) and not spec.get("volumeName"):
+                pv = self._provision(claim, ob.annotations_of(claim)[ANN_SELECTED_NODE])
             if pv is not None:
                 self._bind(claim, pv)
 
@@ -259,7 +252,7 @@ class MemoryAPI:
         provisioner = (sc or {}).get("provisioner")
         if not isinstance(provisioner, str) or not provisioner or provisioner == "kubernetes.io/no-provisioner":
             return None
-        uid = str(_meta(claim).get("uid") or _meta(claim).get("name") or "")
+        uid = str(ob.meta(claim).get("uid") or ob.meta(claim).get("name") or "")
         size = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "0")
         pv: Obj = {
             "apiVersion": "v1", "kind": "PersistentVolume",
@@ -272,8 +265,8 @@ class MemoryAPI:
                 "volumeMode": spec.get("volumeMode", "Filesystem"),
                 "csi": {"driver": provisioner, "volumeHandle": f"pvc-{uid}"},
                 "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
-                             "namespace": _meta(claim).get("namespace") or "default",
-                             "name": _meta(claim).get("name"), "uid": _meta(claim).get("uid")},
+                             "namespace": ob.meta(claim).get("namespace") or "default",
+                             "name": ob.meta(claim).get("name"), "uid": ob.meta(claim).get("uid")},
                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                     {"key": HOSTNAME_LABEL, "operator": "In", "values": [node_name]}]}]}},
             },
@@ -284,18 +277,18 @@ class MemoryAPI:
 
     def _bind(self, claim: Obj, pv: Obj) -> None:
         ref = dict((pv.get("spec") or {}).get("claimRef") or {})
-        if ref and (ref.get("name") != _meta(claim).get("name")
-                    or (ref.get("namespace") or "default") != (_meta(claim).get("namespace") or "default")):
+        if ref and (ref.get("name") != ob.meta(claim).get("name")
+                    or (ref.get("namespace") or "default") != (ob.meta(claim).get("namespace") or "default")):
             return  # the PV belongs to another claim: the PV controller would not bind these two
-        ref.update({"kind": "PersistentVolumeClaim", "apiVersion": "v1", "uid": _meta(claim).get("uid"),
-                    "namespace": _meta(claim).get("namespace") or "default", "name": _meta(claim).get("name")})
+        ref.update({"kind": "PersistentVolumeClaim", "apiVersion": "v1", "uid": ob.meta(claim).get("uid"),
+                    "namespace": ob.meta(claim).get("namespace") or "default", "name": ob.meta(claim).get("name")})
         new_pv = copy.deepcopy(pv)
         new_pv["spec"]["claimRef"] = ref
         new_pv["status"] = {"phase": "Bound"}
         self._store("PersistentVolume", new_pv)
         new_claim = copy.deepcopy(claim)
-        new_claim["spec"]["volumeName"] = _meta(pv).get("name")
-        new_claim["metadata"]["annotations"] = {**_ann(claim), ANN_BIND_COMPLETED: "yes"}
+        new_claim["spec"]["volumeName"] = ob.meta(pv).get("name")
+        new_claim["metadata"]["annotations"] = {**ob.annotations_of(claim), ANN_BIND_COMPLETED: "yes"}
         status = dict(new_claim.get("status") or {})
         status.update({"phase": "Bound", "accessModes": new_claim["spec"].get("accessModes", []),
                        "capacity": (pv.get("spec") or {}).get("capacity", {})})
@@ -331,6 +324,6 @@ class MemoryClient:
 
 def _rv(o: Mapping[str, Any]) -> int:
     try:
-        return int(str(_meta(o).get("resourceVersion") or "0"))
+        return int(str(ob.meta(o).get("resourceVersion") or "0"))
     except ValueError:
         return 0

@@ -1,5 +1,5 @@
 """Fetch the decision the live scheduler *recorded* for a Pod (``py-scheduler explain --kubeconfig
---pod``), from the leader's ``/debug/decisions`` endpoint (``py_scheduler/app/decisions.py``).
+--pod``), from the leader's ``/debug/decisions`` endpoint (``py_scheduler/app/scheduling/decisions.py``).
 
 Route: the leader is the holder of the scheduler's Lease (``holderIdentity`` is
 ``<hostname>_<uuid>``, and in a Pod the hostname is the Pod's name); the request goes through the
@@ -13,7 +13,7 @@ scheduler).
 Identity: the API server's Pod proxy forwards none (``ProxyREST`` uses a plain transport, and its
 authentication filter removes ``Authorization``), so the user's bearer token goes in
 ``X-Py-Scheduler-Authorization: Bearer <token>``, which the proxy passes on and the scheduler reviews
-exactly as ``Authorization`` (TokenReview, SubjectAccessReview; ``py_scheduler/app/secure.py``).
+exactly as ``Authorization`` (TokenReview, SubjectAccessReview; ``py_scheduler/app/serving/secure.py``).
 The token is ``--token`` / ``PY_SCHEDULER_TOKEN``; the kubeconfig's own bearer token (often the
 user's whole identity, cluster-admin on many clusters) is sent only when asked for
 (``--kubeconfig-token``): the scheduler needs a token allowed to read records, not the user's
@@ -29,6 +29,13 @@ The check and the proxied request are two calls: a Pod deleted and recreated und
 someone allowed to run Pods as the scheduler's ServiceAccount in its namespace in between is not
 caught, but such a user can mint that ServiceAccount's tokens anyway.
 
+Redirects are never followed (an answer 3xx is a refusal): a redirect to another origin would
+carry the token header there (aiohttp drops ``Authorization`` on such a redirect, not ours).
+``decisions_url`` over HTTPS verifies the scheduler's certificate against ``ca_file``
+(``--scheduler-ca-file``), else against the system's CAs, except on a loopback address
+(``kubectl port-forward``: the self-signed certificate of a default scheduler, reached through a
+tunnel the kubeconfig's user opened).
+
 Every failure is a reason string, never an exception: the caller then recomputes and says why.
 
 Upstream: none (kube-scheduler keeps no decisions); the proxy path is the API server's
@@ -38,11 +45,13 @@ Upstream: none (kube-scheduler keeps no decisions); the proxy path is the API se
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import aiohttp
 
@@ -56,7 +65,7 @@ DEFAULT_SERVICE_ACCOUNT = "kube-system/py-scheduler"
 DEFAULT_PORT = 10259
 TIMEOUT_SECONDS = 20.0
 TOKEN_HEADER = "X-Py-Scheduler-Authorization"
-"""The header the scheduler reads a bearer token from behind the Pod proxy (``app/secure.py``)."""
+"""The header the scheduler reads a bearer token from behind the Pod proxy (``app/serving/secure.py``)."""
 NEEDS_TOKEN = ("the scheduler serves its records securely and reviews the caller's bearer token, but none was "
                "given: give --token or PY_SCHEDULER_TOKEN, e.g. "
                "`kubectl create token decisions-reader -n kube-system --duration 1h` "
@@ -74,6 +83,9 @@ class Lookup:
     source: str
     count: int = 0
     """Records of this Pod (this UID) the leader holds."""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """Every record the leader answered, newest first (``record`` is the first;
+    ``kubectl py-scheduler decisions`` lists them)."""
 
 
 def leader_pod_name(holder_identity: str) -> str:
@@ -127,7 +139,7 @@ def _pick(body: Any, source: str) -> Lookup:
         return Lookup(None, "the leader has no record of this Pod (older than its ring, or not scheduled by this "
                             "leader: records live in the leader's memory and go with a restart or a leader change)",
                       source)
-    return Lookup(decisions[0], "", source, len(decisions))
+    return Lookup(decisions[0], "", source, len(decisions), [d for d in decisions if isinstance(d, dict)])
 
 
 def _config_token(cfg: Any) -> str | None:
@@ -151,13 +163,31 @@ async def _bearer_token(kubeconfig: Path | None) -> str | None:
     return _config_token(cfg)
 
 
+def is_loopback(url: str) -> bool:
+    """``url``'s host is ``localhost`` or a loopback address."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def client_tls(url: str, ca_file: Path | None) -> ssl.SSLContext | bool:
+    """How ``url``'s certificate is checked: against ``ca_file``; unchecked (False) on loopback
+    without one; else against the system's CAs."""
+    if ca_file is not None:
+        return ssl.create_default_context(cafile=str(ca_file))
+    return False if is_loopback(url) else ssl.create_default_context()
+
+
 async def _direct(url: str, pod: str, uid: str, kubeconfig: Path | None = None, token: str | None = None,
-                  kubeconfig_token: bool = False) -> Lookup:
+                  kubeconfig_token: bool = False, ca_file: Path | None = None) -> Lookup:
     """GET ``url``/debug/decisions. Over HTTPS (the scheduler's default) ``token`` (or, with
     ``kubeconfig_token``, the kubeconfig's bearer token) is sent for its delegated authentication and
-    authorization, and the scheduler's certificate is not verified (it is self-signed unless
-    ``--tls-cert-file`` was given): name only a URL you trust, e.g. ``https://127.0.0.1:10259`` after
-    ``kubectl port-forward``."""
+    authorization, the scheduler's certificate checked as :func:`client_tls` says (self-signed
+    by default: on loopback after ``kubectl port-forward``, or with ``ca_file``)."""
     full = url.rstrip("/") + "/debug/decisions"
     headers: dict[str, str] = {}
     secure = full.startswith("https://")
@@ -167,13 +197,16 @@ async def _direct(url: str, pod: str, uid: str, kubeconfig: Path | None = None, 
     if token:
         headers["Authorization"] = f"Bearer {token}"
     try:
+        tls = client_tls(full, ca_file) if secure else True
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)) as s, \
-                s.get(full, params={"pod": pod, "uid": uid}, headers=headers,
-                      ssl=not full.startswith("https://")) as r:
+                s.get(full, params={"pod": pod, "uid": uid}, headers=headers, ssl=tls, allow_redirects=False) as r:
             text = await r.text()
             if r.status in (200, 404):
                 return _pick(json.loads(text), f"scheduler at {full}")
             return Lookup(None, _refusal(full, r.status, text, token), full)
+    except aiohttp.ClientConnectorCertificateError as exc:
+        return Lookup(None, f"cannot read {full}: its certificate is not trusted ({exc.certificate_error}): give "
+                            "--scheduler-ca-file with the CA that signed it", full)
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as exc:
         return Lookup(None, f"cannot read {full}: {exc}", full)
 
@@ -228,14 +261,14 @@ async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int
             token = None
         path = f"/api/v1/namespaces/{quote(lease_ns)}/pods/{quote(target, safe=':')}/proxy/debug/decisions"
         source = f"leader {lease_ns}/{leader} through {path}"
-        try:
-            raw = await api.call_api(path, "GET", query_params=[("pod", pod), ("uid", uid)],
-                                     header_params=headers, auth_settings=["BearerToken"],
-                                     _preload_content=False, _request_timeout=TIMEOUT_SECONDS)
-            resp = raw[0] if isinstance(raw, tuple) else raw
-            status, text = int(resp.status), (await resp.read()).decode("utf-8", "replace")
-        except ApiException as exc:  # raised for some statuses depending on the client version
-            status, text = int(exc.status or 0), str(exc.body or exc.reason or "")
+        try:  # the client's own session (TLS, proxy) and credentials, but no redirect followed
+            await api.update_params_for_auth(headers, [], ["BearerToken"])
+            rest = api.rest_client
+            async with rest.pool_manager.get(
+                    f"{cfg.host}{path}", params={"pod": pod, "uid": uid}, headers=headers, allow_redirects=False,
+                    proxy=rest.proxy, timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS),
+                    server_hostname=rest.server_hostname) as resp:
+                status, text = resp.status, (await resp.read()).decode("utf-8", "replace")
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return Lookup(None, f"cannot reach the {source}: {exc}", source)
         try:
@@ -252,7 +285,7 @@ async def _via_proxy(kubeconfig: Path, pod: str, uid: str, lease: str, port: int
 def fetch_recorded(kubeconfig: Path | None, pod: str, uid: str, *, lease: str = DEFAULT_LEASE,
                    port: int = DEFAULT_PORT, scheme: str = "https", decisions_url: str | None = None,
                    token: str | None = None, kubeconfig_token: bool = False,
-                   service_account: str = DEFAULT_SERVICE_ACCOUNT) -> Lookup:
+                   service_account: str = DEFAULT_SERVICE_ACCOUNT, ca_file: Path | None = None) -> Lookup:
     """The newest record of ``pod`` (``namespace/name``) with ``uid`` held by the leader.
 
     ``decisions_url`` (``https://host:port``, or ``http://`` for a scheduler run with ``--plain-http``)
@@ -263,10 +296,11 @@ def fetch_recorded(kubeconfig: Path | None, pod: str, uid: str, *, lease: str = 
     token ``token`` (else, only with ``kubeconfig_token``, the kubeconfig's) is sent, in
     ``Authorization`` directly, in :data:`TOKEN_HEADER` through the proxy (which forwards no
     identity); without one a secure scheduler refuses, and the reason says to give ``--token``.
+    ``ca_file``: the CA ``decisions_url``'s certificate is checked against (:func:`client_tls`).
     Never raises: a failure is :attr:`Lookup.reason`. The token is never part of a reason.
     """
     if decisions_url:
-        return asyncio.run(_direct(decisions_url, pod, uid, kubeconfig, token, kubeconfig_token))
+        return asyncio.run(_direct(decisions_url, pod, uid, kubeconfig, token, kubeconfig_token, ca_file))
     if kubeconfig is None:
         return Lookup(None, "no kubeconfig and no --decisions-url: nowhere to ask", "")
     if "/" not in service_account.strip("/") or service_account.count("/") != 1:

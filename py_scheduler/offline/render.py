@@ -11,6 +11,12 @@ Simulate: a placement table (Pod, node, total score or the FailedScheduling mess
 per-node summary of CPU (cores), memory (GiB) and GPUs (``nvidia.com/gpu``) requested before and
 after, against allocatable.
 
+DRA allocations (both commands, :func:`allocation_table`): one row per allocated device of each
+placed Pod's ResourceClaims, the fields of the claim's ``status.allocation.devices.results[]``
+(resource.k8s.io/v1 ``DeviceRequestAllocationResult``): request (``req/subrequest`` when a
+prioritized-list alternative was chosen), driver, pool, device, and consumed capacity, share ID and
+admin access when set.
+
 All text that comes from objects (names, reasons) is passed as :class:`rich.text.Text`, never as
 markup, so reasons such as ``[a b]`` print verbatim.
 
@@ -29,11 +35,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from py_scheduler.framework.runtime import ScheduleResult
+from py_scheduler.framework.algorithm import ScheduleResult
 from py_scheduler.framework.types import NodeInfo
 
-__all__ = ["GPU_RESOURCE", "NodeUsage", "explain_table", "make_console", "node_summary_table", "node_usage",
-           "placement_table", "print_explain", "print_recorded", "recorded_result"]
+__all__ = ["GPU_RESOURCE", "NodeUsage", "allocation_table", "explain_table", "make_console", "node_summary_table",
+           "node_usage", "placement_table", "print_explain", "print_recorded", "recorded_result"]
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SELECTED_MARK = "✔ selected"
@@ -227,6 +233,34 @@ def _gib(b: int) -> str:
         return f"{b / 2**30:.1f}"
     except OverflowError:
         return f"{Decimal(b) / 2**30:.3e}"
+
+
+def allocation_table(rows: list[tuple[str, list[dict[str, Any]]]]) -> Table | None:
+    """Rows of (pod key, its claim allocations ``[{"claim", "allocation"}]``); None when no Pod has
+    an allocated device (the module docstring gives the columns)."""
+    table = Table(title=Text("DRA allocations", style="bold"), title_justify="left")
+    for col in ("Pod", "Claim", "Request", "Driver", "Pool", "Device"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("Details")
+    n = 0
+    for pod, allocations in rows:
+        for entry in allocations:
+            devices = (entry.get("allocation") or {}).get("devices") or {}
+            for r in devices.get("results") or []:
+                if not isinstance(r, dict):
+                    continue
+                details = []
+                if r.get("shareID"):
+                    details.append(f"shareID={r['shareID']}")
+                for cap, amount in sorted((r.get("consumedCapacity") or {}).items()):
+                    details.append(f"consumed {cap}={amount}")
+                if r.get("adminAccess"):
+                    details.append("adminAccess")
+                table.add_row(Text(pod), Text(str(entry.get("claim", ""))),
+                              *(Text(str(r.get(k, ""))) for k in ("request", "driver", "pool", "device")),
+                              Text(", ".join(details)))
+                n += 1
+    return table if n else None
 
 
 def placement_table(rows: list[tuple[str, str | None, int | None, str | None]]) -> Table:

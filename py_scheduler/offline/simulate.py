@@ -11,7 +11,8 @@ progress bar goes to stderr when more than :data:`PROGRESS_THRESHOLD` Pods are p
 
 Output ``-o json``: one JSON object ``{"source", "profiles", "placements": [...], "nodes": [...],
 "scheduled", "unschedulable"}``; a placement is ``{"pod", "profile", "node", "score", "message",
-"annotations"}`` (plus ``"explain"``, explain's JSON object, with ``--explain``); a node is
+"annotations"}`` (plus ``"explain"``, explain's JSON object, with ``--explain``, and ``"allocations"``
+for a Pod given DRA devices: ``[{"claim": "ns/name", "allocation": <the claim's status.allocation>}]``); a node is
 ``{"name", "before": {...}, "after": {...}}`` with milli-CPU, bytes and GPU counts.
 
 Exit status: 0 after a simulation (Pods that do not fit are a result, not an error), 2 on an
@@ -42,6 +43,7 @@ from py_scheduler.offline.loader import (
 )
 from py_scheduler.offline.render import (
     NodeUsage,
+    allocation_table,
     make_console,
     node_summary_table,
     node_usage,
@@ -113,6 +115,9 @@ def simulate_main(snapshot: Path | None, config: Path | None, explain: bool, out
             print_explain(console, o.result)
     if outcomes:
         console.print(placement_table([(o.key, o.result.selected, o.score, o.result.message) for o in outcomes]))
+        dra = allocation_table([(o.key, o.allocations) for o in outcomes])
+        if dra is not None:
+            console.print(dra)
     console.print(node_summary_table(before, after))
     console.print(f"{scheduled} of {len(outcomes)} pending Pods scheduled, {len(outcomes) - scheduled} "
                   f"unschedulable ({data.source})", soft_wrap=True, markup=False)
@@ -122,6 +127,8 @@ def simulate_main(snapshot: Path | None, config: Path | None, explain: bool, out
 def _placement_json(o: Outcome, explain: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"pod": o.key, "profile": o.result.profile, "node": o.result.selected,
                            "score": o.score, "message": o.result.message, "annotations": o.annotations}
+    if o.allocations:
+        out["allocations"] = o.allocations
     pf = o.result.post_filter
     if pf is not None and pf.nominated_node_name:
         out["nominated_node"] = pf.nominated_node_name

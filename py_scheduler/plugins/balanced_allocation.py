@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import SnapshotLister
-from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.helpers.extended_resources import DRAPreScoreState
 from py_scheduler.plugins.helpers.resource_scoring import (
     DEFAULT_RESOURCES,
-    DRAPreScoreState,
     FieldErrors,
     ResourceAllocationScorer,
     ResourceSpec,

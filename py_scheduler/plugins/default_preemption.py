@@ -188,7 +188,7 @@ class DefaultPreemption:
                  offset_rand: Callable[[int], int] | None = None,
                  now_ns: Callable[[], int] | None = None) -> None:
         self.args = args or DefaultPreemptionArgs()
-        self.handle: Handle = handle if handle is not None else Handle()
+        self.handle: Handle = handle if handle is not None else Handle.detached()
         self.offset_rand: Callable[[int], int] = offset_rand or random.Random().randrange
         self.now_ns: Callable[[], int] = now_ns or time.time_ns
         self.is_eligible_pod: Callable[[NodeInfo, PodInfo, PodInfo], bool] = _any_victim

@@ -21,7 +21,7 @@ policy (a Pod without a group, or in a ``basic`` group, passes untouched):
   Allows every member waiting in the framework's waiting-Pods map, so the group binds together.
 
 The live loop and ``simulate`` schedule a gang in one *pod group scheduling cycle* as v1.37.2 does
-(:mod:`py_scheduler.framework.podgroup`, :mod:`py_scheduler.app.podgroup_cycle`; upstream
+(:mod:`py_scheduler.framework.podgroup`, :mod:`py_scheduler.core.group_cycle`; upstream
 ``pkg/scheduler/schedule_one_podgroup.go``): :meth:`GangScheduling.placement_feasible` decides there,
 no PostFilter runs, and a trial's Unreserve (CycleState key ``POD_GROUP_CYCLE_KEY``) releases nothing
 else. Where members are still scheduled one cycle each (``explain`` of one Pod, tests of this plugin),
@@ -56,14 +56,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
+from py_scheduler.framework import objects as ob
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
-from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.handle import Handle, ObjectLister, WaitingPodHandle
 from py_scheduler.framework.interfaces import PlacementProgress, PodGroupInfo, PostFilterResult
-from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY, pod_group_name
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
-
-Obj = dict[str, Any]
 
 log = logging.getLogger("py_scheduler.plugins.gang_scheduling")
 
@@ -88,14 +88,6 @@ def _pod_group_missing(name: str) -> str:
     return f'waiting for pods\'s pod group "{name}" to appear in scheduling queue'
 
 
-def pod_group_name(pod: Obj) -> str | None:
-    """``spec.schedulingGroup.podGroupName`` of a Pod object, or None (no group, or malformed)."""
-    spec = pod.get("spec")
-    sg = spec.get("schedulingGroup") if isinstance(spec, dict) else None
-    name = sg.get("podGroupName") if isinstance(sg, dict) else None
-    return name if isinstance(name, str) and name else None
-
-
 def gang_min_count(pod_group: Obj) -> int | None:
     """``spec.schedulingPolicy.gang.minCount`` of a PodGroup; None when the policy is not ``gang``.
 
@@ -110,13 +102,6 @@ def gang_min_count(pod_group: Obj) -> int | None:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
 
 
-def _meta(obj: Obj) -> Obj:
-    m = obj.get("metadata")
-    return m if isinstance(m, dict) else {}
-
-
-def _ns(obj: Obj) -> str:
-    return str(_meta(obj).get("namespace") or "default")
 
 
 @dataclass(slots=True)
@@ -167,7 +152,7 @@ def condition_patch(pod_group: Obj, status: str, reason: str, message: str, now:
     if existing is not None and existing.get("status") == "True" and status != "True":
         return None
     cond = {"type": CONDITION, "status": status, "reason": reason, "message": message,
-            "observedGeneration": _meta(pod_group).get("generation", 0)}
+            "observedGeneration": ob.meta(pod_group).get("generation", 0)}
     if not set_condition(conditions, cond, now):
         return None
     return {"status": {"conditions": [c for c in conditions if c.get("type") == CONDITION]}}
@@ -197,13 +182,12 @@ class GangScheduling:
 
     name = NAME
 
-    def __init__(self, objects: Any = None, permit_timeout: float = PERMIT_TIMEOUT_SECONDS,
-                 handle: Any = None) -> None:
+    def __init__(self, objects: ObjectLister | None = None, permit_timeout: float = PERMIT_TIMEOUT_SECONDS,
+                 handle: Handle | None = None) -> None:
         self._objects = objects
         self._handle = handle
+        """The profile's Handle: its waiting-Pods map, ``activator`` and ``client`` (none without it)."""
         self.permit_timeout = permit_timeout
-        self.fw: Any = None
-        """The framework (its ``waiting_pods``; ``activate`` when the loop provides it)."""
         self._assumed: dict[str, set[str]] = {}
         """Group key ``ns/name`` -> UIDs this scheduler reserved and has not seen bound or released."""
         self._writes: set[asyncio.Task[None]] = set()
@@ -228,22 +212,15 @@ class GangScheduling:
         return cls(None, float(t), handle)
 
     @property
-    def objects(self) -> Any:
-        """``ObjectLister`` (``list(kind)``, ``get(kind, namespace, name)``) or None: the one given,
-        else the Handle's, read at use (the live process sets it once its informers exist)."""
-        return self._objects if self._objects is not None else getattr(self._handle, "objects", None)
+    def objects(self) -> ObjectLister | None:
+        """The one given, else the Handle's (live: a port connected once the informers exist)."""
+        if self._objects is not None:
+            return self._objects
+        return self._handle.objects if self._handle is not None else None
 
-    def bind_handle(self, fw: Any) -> None:
-        """Use ``fw`` as the profile (tests; live, the Handle's ``profile`` is used)."""
-        self.fw = fw
-
-    @property
-    def _fw(self) -> Any:
-        """The profile (its ``waiting_pods`` and ``activate``): the one given by :meth:`bind_handle`,
-        else the Handle's (upstream: the plugin's ``fwk.Handle``)."""
-        if self.fw is not None:
-            return self.fw
-        return self._handle.profile if isinstance(self._handle, Handle) else None
+    def _waiting_pods(self) -> Iterable[WaitingPodHandle]:
+        """The profile's waiting-Pods map (``IterateOverWaitingPods``); none without a Handle."""
+        return self._handle.waiting_pods if self._handle is not None else ()
 
     # -- pod group state -----------------------------------------------------------------------------
     def _pod_group(self, namespace: str, name: str) -> Obj | None:
@@ -275,9 +252,9 @@ class GangScheduling:
             assumed -= self._rejected_waiting()
         st = PodGroupState()
         for pod in self._list_pods():
-            if _ns(pod) != namespace or pod_group_name(pod) != name:
+            if ob.namespace(pod, "default") != namespace or pod_group_name(pod) != name:
                 continue
-            meta = _meta(pod)
+            meta = ob.meta(pod)
             status = pod.get("status")
             phase = status.get("phase") if isinstance(status, dict) else None
             if phase in ("Succeeded", "Failed") or meta.get("deletionTimestamp"):
@@ -385,9 +362,8 @@ class GangScheduling:
             return Status(Code.UNSCHEDULABLE, [MSG_HELD.format(group=name)], NAME), 0.0
         st = self.pod_group_state(pod.namespace, name)
         if st.scheduled_pods_count() < min_count:
-            activate = getattr(self._fw, "activate", None)
-            if callable(activate) and st.unscheduled:
-                activate([st.pods[u] for u in sorted(st.unscheduled)])
+            if self._handle is not None and st.unscheduled:
+                self._handle.activator.activate([st.pods[u] for u in sorted(st.unscheduled)])
             return Status(Code.WAIT, [MSG_MIN_COUNT_NOT_SCHEDULED], NAME), self.permit_timeout
         for wp in self._waiting(pod.namespace, name):
             wp.allow(NAME)
@@ -435,12 +411,11 @@ class GangScheduling:
         """Order of gangs: (PodGroup creationTimestamp, namespace/name); RFC 3339 UTC sorts as text."""
         ns, _, name = key.partition("/")
         pg = self._pod_group(ns, name) or {}
-        return str(_meta(pg).get("creationTimestamp") or ""), key
+        return str(ob.meta(pg).get("creationTimestamp") or ""), key
 
-    def _all_waiting(self) -> list[Any]:
+    def _all_waiting(self) -> list[WaitingPodHandle]:
         """Gang members waiting at Permit (not yet allowed or rejected), any group."""
-        return [wp for wp in getattr(self._fw, "waiting_pods", None) or ()
-                if not getattr(wp, "done", False) and pod_group_name(wp.pod.pod) is not None]
+        return [wp for wp in self._waiting_pods() if not wp.done and pod_group_name(wp.pod.pod) is not None]
 
     # -- PlacementFeasible (the pod group cycle) --------------------------------------------------------
     def placement_feasible(self, state: CycleState, pod_group: PodGroupInfo, progress: PlacementProgress) -> Status:
@@ -450,18 +425,14 @@ class GangScheduling:
         return placement_feasible(n if n is not None else 1, progress.scheduled, progress.remaining)
 
     # -- the waiting-Pods map ------------------------------------------------------------------------
-    def _waiting(self, namespace: str, name: str) -> list[Any]:
-        wps = getattr(self._fw, "waiting_pods", None)
-        if wps is None:
-            return []
-        return [wp for wp in wps
+    def _waiting(self, namespace: str, name: str) -> list[WaitingPodHandle]:
+        return [wp for wp in self._waiting_pods()
                 if wp.pod.namespace == namespace and pod_group_name(wp.pod.pod) == name]
 
     def _rejected_waiting(self) -> set[str]:
         """UIDs in the waiting-Pods map already rejected (or preempted) but not yet unreserved: done
         with plugins still pending (an allowed Pod is done with none pending)."""
-        return {wp.pod.uid for wp in getattr(self._fw, "waiting_pods", None) or ()
-                if getattr(wp, "done", False) and wp.pending_plugins()}
+        return {wp.pod.uid for wp in self._waiting_pods() if wp.done and wp.pending_plugins()}
 
     @overload
     def reject_waiting(self, namespace: str, name: str, why: str) -> int: ...
@@ -487,11 +458,11 @@ class GangScheduling:
         """Patch the group's ``PodGroupInitiallyScheduled`` condition through the Handle's client
         (``updatePodGroupCondition``), in the background; nothing without a client (explain) or an
         event loop. API errors are logged, never raised (upstream: ``HandleErrorWithLogger``)."""
-        client = getattr(self._handle, "client", None)
+        client = self._handle.client if self._handle is not None else None
         pg = self._pod_group(namespace, name)
         if client is None or pg is None:
             return
-        uid = str(_meta(pg).get("uid") or f"{namespace}/{name}")
+        uid = str(ob.meta(pg).get("uid") or f"{namespace}/{name}")
         self._prune_initially_scheduled()
         if uid in self._initially_scheduled:
             return  # True is terminal (and written once); the informer's copy may not show it yet
@@ -525,7 +496,7 @@ class GangScheduling:
         O(entries): the groups written True whose update has not arrived yet."""
         for uid, (namespace, name) in list(self._initially_scheduled.items()):
             pg = self._pod_group(namespace, name)
-            if pg is None or str(_meta(pg).get("uid") or f"{namespace}/{name}") != uid:
+            if pg is None or str(ob.meta(pg).get("uid") or f"{namespace}/{name}") != uid:
                 del self._initially_scheduled[uid]
                 continue
             st = pg.get("status")
@@ -553,11 +524,11 @@ class GangScheduling:
     def _undone_assumption(self, obj: Obj) -> bool:
         """A Pod "deleted" from a node only because its reservation was undone (it still exists,
         unbound): another gang releasing what it reserved is not a cluster change."""
-        meta = _meta(obj)
+        meta = ob.meta(obj)
         name = meta.get("name")
         if pod_group_name(obj) is None or not isinstance(name, str) or self.objects is None:
             return False
-        current: Obj | None = self.objects.get("Pod", _ns(obj), name)
+        current: Obj | None = self.objects.get("Pod", ob.namespace(obj, "default"), name)
         spec = current.get("spec") if isinstance(current, dict) else None
         return isinstance(spec, dict) and not spec.get("nodeName")
 
@@ -571,14 +542,14 @@ class GangScheduling:
             return QueueingHint.QUEUE_SKIP
         self._changes += 1
         name = pod_group_name(pod)
-        return QueueingHint.QUEUE if name is not None and f"{_ns(pod)}/{name}" in self._released \
+        return QueueingHint.QUEUE if name is not None and f"{ob.namespace(pod, 'default')}/{name}" in self._released \
             else QueueingHint.QUEUE_SKIP
 
     @staticmethod
     def _same_group(pod: Obj, other: Any, other_name: str | None) -> bool:
         name = pod_group_name(pod)
         return (name is not None and other_name == name and isinstance(other, dict)
-                and _ns(other) == _ns(pod))
+                and ob.namespace(other, "default") == ob.namespace(pod, "default"))
 
     def _hint_pod_added(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
         if isinstance(new, dict) and self._same_group(pod, new, pod_group_name(new)):
@@ -586,13 +557,13 @@ class GangScheduling:
         return QueueingHint.QUEUE_SKIP
 
     def _hint_pod_group_added(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, dict) and self._same_group(pod, new, _meta(new).get("name")):
+        if isinstance(new, dict) and self._same_group(pod, new, ob.meta(new).get("name")):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
     def _hint_pod_group_updated(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
         if not (isinstance(new, dict) and isinstance(old, dict)
-                and self._same_group(pod, new, _meta(new).get("name"))):
+                and self._same_group(pod, new, ob.meta(new).get("name"))):
             return QueueingHint.QUEUE_SKIP
         n_old, n_new = gang_min_count(old), gang_min_count(new)
         if n_old is None or n_new is None or n_new >= n_old:

@@ -36,13 +36,14 @@ from typing import Any
 import orjson
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint
 from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.memo import PodInput, PodMemo
-from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers.node_selector import (
     OBJECT_NAME_FIELD,
     NodeSelector,

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from py_scheduler.framework.events import Resource as EventResource
-from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
-from py_scheduler.plugins.helpers import check_no_args
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.helpers import NoArgs
 
 NAME = "NodeDeclaredFeatures"
 PRE_FILTER_STATE_KEY = "PreFilter" + NAME
@@ -136,7 +136,7 @@ def node_declared_features(node: Mapping[str, Any] | None) -> frozenset[str]:
     return frozenset(out)
 
 
-class NodeDeclaredFeatures:
+class NodeDeclaredFeatures(NoArgs):
     """PreFilter (infer the Pod's required features; Skip when none) and Filter (subset check)."""
 
     name = NAME
@@ -151,16 +151,6 @@ class NodeDeclaredFeatures:
         except PodParseError as exc:
             return [], Status.error(str(exc))
         return [(signers.FEATURES_SIGNER_NAME, sorted(fs))], Status.success()
-
-    @classmethod
-    def create(cls, args: dict[str, Any], handle: Handle) -> NodeDeclaredFeatures:
-        """Factory; NodeDeclaredFeatures has no args.
-
-        Raises:
-            ConfigError: args other than ``apiVersion`` / ``kind``.
-        """
-        check_no_args(NAME, args)
-        return cls()
 
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
         """Skip when the Pod requires no declared feature; else store the requirements."""

@@ -26,11 +26,10 @@ from py_scheduler.framework.events import (
     ClusterEventWithHint,
     QueueingHint,
 )
-from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, HostPortInfo, NodeInfo, PodInfo, Status, host_ports
-from py_scheduler.plugins.helpers import check_no_args
+from py_scheduler.plugins.helpers import NoArgs
 
 __all__ = ["ERR_REASON", "NAME", "PRE_FILTER_STATE_KEY", "NodePorts", "fits_ports"]
 
@@ -54,7 +53,7 @@ class _PreFilterState(tuple[tuple[str, str, int], ...]):
         return self
 
 
-class NodePorts:
+class NodePorts(NoArgs):
     """PreFilter / Filter plugin (``nodeports.NodePorts``); state key ``PreFilterNodePorts``."""
 
     name = NAME
@@ -64,16 +63,6 @@ class NodePorts:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/nodeports/node_ports.go``): the Pod's host
         ports. ``snapshot`` is unused by most plugins."""
         return [(signers.HOST_PORTS_SIGNER_NAME, signers.host_ports_signer(pod))], Status.success()
-
-    @classmethod
-    def create(cls, args: dict[str, Any], handle: Handle) -> NodePorts:
-        """NodePorts takes no args.
-
-        Raises:
-            ConfigError: args other than ``apiVersion`` / ``kind`` were given.
-        """
-        check_no_args(NAME, args)
-        return cls()
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """``EventsToRegister`` (see the module docstring)."""

@@ -44,12 +44,13 @@ from typing import Any
 import numpy as np
 
 from py_scheduler.framework import signers
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Resource, Status
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Resource, Status
 from py_scheduler.plugins.helpers.columns import (
     ALLOC_CPU,
     ALLOC_EPH,
@@ -62,10 +63,15 @@ from py_scheduler.plugins.helpers.columns import (
     BoolArray,
     GatheredColumns,
 )
-from py_scheduler.plugins.helpers.resource_scoring import (
-    DEFAULT_RESOURCES,
+from py_scheduler.plugins.helpers.extended_resources import (
     DeviceClassResolver,
     DRAPreScoreState,
+    is_extended_resource_name,
+    is_qualified_name,
+    should_delegate_resource_to_dra,
+)
+from py_scheduler.plugins.helpers.resource_scoring import (
+    DEFAULT_RESOURCES,
     FieldErrors,
     ResourceAllocationScorer,
     ResourceSpec,
@@ -74,14 +80,11 @@ from py_scheduler.plugins.helpers.resource_scoring import (
     decode_resources,
     decode_shape,
     dra_pre_score_state,
-    is_extended_resource_name,
-    is_qualified_name,
     least_resource_scorer,
     most_resource_scorer,
     node_columns_of,
     requested_to_capacity_ratio_scorer,
     resources_sign_pod,
-    should_delegate_resource_to_dra,
 )
 
 __all__ = [

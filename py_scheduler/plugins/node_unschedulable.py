@@ -20,18 +20,18 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import Any
 
-from py_scheduler.framework import features, signers
+from py_scheduler.framework import signers
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.helpers.queueing_hints import hint_pod_info
 from py_scheduler.plugins.helpers.tolerations import (
     EFFECT_NO_SCHEDULE,
-    ENABLE_COMPARISON_OPERATORS_DEFAULT,
     parse_tolerations,
     tolerates_taint,
 )
@@ -55,7 +55,7 @@ class NodeUnschedulable:
         return signers.tolerations_fragment(pod)
 
 
-    def __init__(self, enable_comparison_operators: bool = ENABLE_COMPARISON_OPERATORS_DEFAULT) -> None:
+    def __init__(self, enable_comparison_operators: bool = False) -> None:
         self.enable_comparison_operators = enable_comparison_operators
 
     @classmethod
@@ -66,7 +66,7 @@ class NodeUnschedulable:
             ConfigError: args other than ``apiVersion`` / ``kind``.
         """
         check_no_args(NAME, args)
-        return cls(features.enabled(features.TAINT_TOLERATION_COMPARISON_OPERATORS))
+        return cls(handle.feature_gates.taint_toleration_comparison_operators)
 
     # -- EnqueueExtensions --------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -4,7 +4,7 @@ Upstream: ``pkg/scheduler/framework/plugins/nodevolumelimits/csi.go`` (``CSILimi
 ``Filter``, ``filterAttachableVolumes``, ``checkAttachableInlineVolume``, ``getCSIDriverInfo``,
 ``getCSIDriverInfoFromSC``, ``checkCSIDriverOnNode``, ``getVolumeLimits``,
 ``getNodeVolumeAttachmentInfo``), ``utils.go`` (``isCSIMigrationOn``), ``csi_manager.go`` (CSINodes by
-node name) and ``csi-translation-lib`` (see :mod:`py_scheduler.plugins.volume_binding.csi_translation`).
+node name) and ``csi-translation-lib`` (see :mod:`py_scheduler.plugins.helpers.csi_translation`).
 
 A volume is identified as ``<driver>/<volume handle>``:
 
@@ -43,20 +43,19 @@ from py_scheduler.framework.events import (
     QueueingHint,
     Resource,
 )
-from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
 from py_scheduler.framework.memo import NodeInput, NodeMemo, PodInput, PodMemo
+from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.helpers import check_no_args
-from py_scheduler.plugins.volume_binding import csi_translation as csi
-from py_scheduler.plugins.volume_binding import storage as st
+from py_scheduler.plugins.helpers import NoArgs
+from py_scheduler.plugins.helpers import csi_translation as csi
+from py_scheduler.plugins.helpers import storage as st
 
 __all__ = ["ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED", "NAME", "NodeVolumeLimits", "get_volume_limits"]
 
 NAME = "NodeVolumeLimits"
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
 
-Obj = dict[str, Any]
 
 
 VA_INDEX_KEY = "NodeVolumeLimits/VolumeAttachmentsByNode"
@@ -205,7 +204,7 @@ def get_volume_limits(csi_node: Obj | None) -> dict[str, int]:
     return out
 
 
-class NodeVolumeLimits:
+class NodeVolumeLimits(NoArgs):
     """PreFilter + Filter (``nodevolumelimits.CSILimits``)."""
 
     name = NAME
@@ -223,16 +222,6 @@ class NodeVolumeLimits:
         self._csi_nodes: dict[str, _CSINodeInfo] = {}
         """Node name -> the :class:`_CSINodeInfo` of its CSINode object, checked by identity on every
         read; entries of CSINodes no longer stored are dropped when the map outgrows the store."""
-
-    @classmethod
-    def create(cls, args: dict[str, Any], handle: Handle) -> NodeVolumeLimits:
-        """NodeVolumeLimits takes no args.
-
-        Raises:
-            ConfigError: args other than ``apiVersion`` / ``kind``.
-        """
-        check_no_args(NAME, args)
-        return cls()
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """``EventsToRegister``: CSINode added, or updated with a raised limit; an assigned Pod with
@@ -345,54 +334,6 @@ class NodeVolumeLimits:
                 return Status(Code.UNSCHEDULABLE, [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED], NAME)
         return Status.success()
 
-    def filter_plain(self, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
-        """:meth:`filter` reading every store per node (the plain form its memos reproduce; kept for
-        their property test, ``tests/unit/plugins/test_node_volume_limits_memo.py``)."""
-        vols = st.pod_volumes(pod.pod)
-        if not vols:
-            return Status.success()
-        objects = st.cycle_objects(state)
-        node_name = node_info.name
-        csi_node = objects.get("CSINode", node_name)
-        new_volumes: dict[str, str] = {}
-        try:
-            self._filter_attachable_volumes(objects, pod.pod, csi_node, True, new_volumes)
-        except _LookupError as exc:
-            if exc.not_found:
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
-            return Status.error(str(exc), NAME)
-        if not new_volumes:
-            return Status.success()
-        if self.volume_limit_scaling:
-            for driver in new_volumes.values():
-                if not self._driver_installed(objects, driver, csi_node):
-                    return Status(Code.UNSCHEDULABLE, [f"{driver} CSI driver is not installed on the node"], NAME)
-        limits = get_volume_limits(csi_node)
-        if not limits:
-            return Status.success()
-        attachments = self._volume_attachments(state, objects, node_name)
-        attached: dict[str, str] = {}
-        try:
-            for existing in node_info.pods:
-                self._filter_attachable_volumes(objects, existing.pod, csi_node, False, attached)
-        except _LookupError as exc:
-            return Status.error(str(exc), NAME)
-        attached_count: dict[str, int] = {}
-        for unique, driver in attached.items():
-            new_volumes.pop(unique, None)
-            attached_count[driver] = attached_count.get(driver, 0) + 1
-        for unique, driver in attachments.items():
-            if unique not in attached:
-                attached_count[driver] = attached_count.get(driver, 0) + 1
-        new_count: dict[str, int] = {}
-        for driver in new_volumes.values():
-            new_count[driver] = new_count.get(driver, 0) + 1
-        for driver, count in new_count.items():
-            limit = limits.get(driver)
-            if limit is not None and attached_count.get(driver, 0) + count > limit:
-                return Status(Code.UNSCHEDULABLE, [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED], NAME)
-        return Status.success()
-
     def _csi_node_info(self, objects: ClusterObjectsLister, node_name: str,
                        csi_node: Obj | None) -> _CSINodeInfo | None:
         """The node's :class:`_CSINodeInfo` (None without a CSINode), from ``self._csi_nodes``."""
@@ -414,17 +355,6 @@ class NodeVolumeLimits:
         then requires the node's CSINode to list it)."""
         obj = objects.get("CSIDriver", driver)
         return obj is not None and st.spec(obj).get("preventPodSchedulingIfMissing") is True
-
-    def _driver_installed(self, objects: ClusterObjectsLister, driver: str, csi_node: Obj | None) -> bool:
-        """``checkCSIDriverOnNode``: only a CSIDriver with ``preventPodSchedulingIfMissing: true`` must
-        be listed in the node's CSINode."""
-        if not self._driver_must_be_listed(objects, driver):
-            return True
-        if csi_node is None:
-            return False
-        drivers = st.spec(csi_node).get("drivers")
-        return any(isinstance(d, dict) and d.get("name") == driver
-                   for d in (drivers if isinstance(drivers, list) else []))
 
     def _filter_attachable_volumes(self, objects: ClusterObjectsLister, pod: Obj, csi_node: Obj | None, new_pod: bool,
                                    result: dict[str, str]) -> None:

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from py_scheduler.framework.interfaces import PlacementScore, PodGroupAssignments, PodGroupInfo
+from py_scheduler.framework.podgroup import scheduled_members
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, Status
-from py_scheduler.plugins.topology_placement import scheduled_members
 
 NAME = "PodGroupPodsCount"
 MIN_SCORE = 0

@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from py_scheduler.framework import features, signers
+from py_scheduler.framework import signers
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
-from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.helpers.normalize import default_normalize_score
 from py_scheduler.plugins.helpers.queueing_hints import hint_pod_info
@@ -45,7 +46,6 @@ from py_scheduler.plugins.helpers.tolerations import (
     EFFECT_NO_EXECUTE,
     EFFECT_NO_SCHEDULE,
     EFFECT_PREFER_NO_SCHEDULE,
-    ENABLE_COMPARISON_OPERATORS_DEFAULT,
     find_untolerated_taint,
     parse_tolerations,
     tolerates_taint,
@@ -82,20 +82,20 @@ class TaintToleration:
         return signers.tolerations_fragment(pod)
 
 
-    def __init__(self, enable_comparison_operators: bool = ENABLE_COMPARISON_OPERATORS_DEFAULT) -> None:
+    def __init__(self, enable_comparison_operators: bool = False) -> None:
         self.enable_comparison_operators = enable_comparison_operators
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> TaintToleration:
         """Factory; TaintToleration has no args. ``Lt`` / ``Gt`` tolerations follow the process's
-        ``TaintTolerationComparisonOperators`` gate (:mod:`py_scheduler.framework.features`), as
+        ``TaintTolerationComparisonOperators`` gate (``handle.feature_gates``), as
         upstream's ``New`` takes ``fts.EnableTaintTolerationComparisonOperators``.
 
         Raises:
             ConfigError: args other than ``apiVersion`` / ``kind``.
         """
         check_no_args(NAME, args)
-        return cls(features.enabled(features.TAINT_TOLERATION_COMPARISON_OPERATORS))
+        return cls(handle.feature_gates.taint_toleration_comparison_operators)
 
     # -- EnqueueExtensions --------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -26,17 +26,17 @@ docs/gpu.md), that estimates the same choice per Pod; it skips inside a pod grou
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
+from py_scheduler.framework import objects as ob
+from py_scheduler.framework.algorithm import PLACEMENT_STATE_KEY
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from py_scheduler.framework.events import Resource as EventResource
+from py_scheduler.framework.handle import Handle, ObjectLister
 from py_scheduler.framework.interfaces import Placement, PodGroupInfo, PreFilterResult
-from py_scheduler.framework.runtime import PLACEMENT_STATE_KEY
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.podgroup import pod_group_name, scheduled_members
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Resource, Status
-from py_scheduler.plugins.gang_scheduling import pod_group_name
-
-Obj = dict[str, Any]
 
 NAME = "TopologyPlacementGenerator"
 STATE_KEY = f"PreFilter{NAME}"
@@ -54,27 +54,11 @@ def topology_key(pod_group: Obj) -> str | None:
     return None
 
 
-def _labels(ni: NodeInfo) -> dict[str, str]:
-    meta = (ni.node or {}).get("metadata") or {}
-    labels = meta.get("labels")
-    return labels if isinstance(labels, dict) else {}
-
-
-def scheduled_members(nodes: Iterable[NodeInfo], namespace: str, name: str) -> list[tuple[PodInfo, NodeInfo]]:
-    """Members of group ``namespace/name`` on these nodes (assumed or bound: the snapshot has both)."""
-    out = []
-    for ni in nodes:
-        for p in ni.pods:
-            if p.namespace == namespace and pod_group_name(p.pod) == name:
-                out.append((p, ni))
-    return out
-
-
 def required_domain(members: list[tuple[PodInfo, NodeInfo]], key: str) -> tuple[str | None, str]:
     """``getScheduledPodsTopologyDomain``: (the scheduled members' domain, "") or (None, error)."""
     domain = ""
     for p, ni in members:
-        d = _labels(ni).get(key)
+        d = ob.labels_of(ni.node).get(key)
         if d is None:
             return None, f"no topology domain found for pod {p.key}"
         if domain and domain != d:
@@ -96,22 +80,6 @@ def copies_that_fit(ni: NodeInfo, req: Resource) -> int:
         if want > 0:
             n = min(n, max(free, 0) // want)
     return n
-
-
-def placement_note(state: CycleState | None) -> str | None:
-    """The group placement decision of this cycle, for ``explain``: which domain, each domain's room
-    (copies of the Pod that fit) and the group's size; None when PreFilter chose no domain."""
-    try:
-        d = state.read(STATE_KEY) if state is not None else None
-    except KeyError:
-        return None
-    if not isinstance(d, dict):
-        return None
-    room = ", ".join(f"{dom}={n}" for dom, n in sorted(d["capacity"].items()))
-    fits = d["capacity"].get(d["domain"], 0) >= d["needed"]
-    verdict = "holds the whole group" if fits else "holds the most members, but not all: the group cannot fit whole"
-    return (f"pod group {d['group']}: topology {d['key']}={d['domain']} ({verdict}; {d['needed']} members, "
-            f"room per domain: {room})")
 
 
 def effective_requests(pod: PodInfo) -> Resource:
@@ -138,17 +106,34 @@ class TopologyPlacement:
 
     name = NAME
 
-    def __init__(self, objects: Any = None, handle: Any = None) -> None:
+    def __init__(self, objects: ObjectLister | None = None, handle: Handle | None = None) -> None:
         self._objects = objects
         self._handle = handle
 
     @classmethod
-    def create(cls, args: dict[str, Any], handle: Any) -> TopologyPlacement:
+    def create(cls, args: dict[str, Any], handle: Handle) -> TopologyPlacement:
         return cls(None, handle)
 
     @property
-    def objects(self) -> Any:
-        return self._objects if self._objects is not None else getattr(self._handle, "objects", None)
+    def objects(self) -> ObjectLister | None:
+        if self._objects is not None:
+            return self._objects
+        return self._handle.objects if self._handle is not None else None
+
+    def explain_note(self, state: CycleState) -> str | None:
+        """``ExplainNoter``: this cycle's group placement decision (the domain, each domain's room in
+        copies of the Pod that fit, the group's size); None when PreFilter chose no domain."""
+        try:
+            d = state.read(STATE_KEY)
+        except KeyError:
+            return None
+        if not isinstance(d, dict):
+            return None
+        room = ", ".join(f"{dom}={n}" for dom, n in sorted(d["capacity"].items()))
+        fits = d["capacity"].get(d["domain"], 0) >= d["needed"]
+        verdict = "holds the whole group" if fits else "holds the most members, but not all: the group cannot fit whole"
+        return (f"pod group {d['group']}: topology {d['key']}={d['domain']} ({verdict}; {d['needed']} members, "
+                f"room per domain: {room})")
 
     def generate_placements(self, state: CycleState, pod_group: PodGroupInfo,
                             parent: Placement) -> tuple[list[Placement], Status]:
@@ -157,7 +142,7 @@ class TopologyPlacement:
         key = topology_key(pod_group.pod_group)
         if key is None:
             return [parent], Status.success()
-        snapshot = getattr(state, "snapshot", None)
+        snapshot = state.snapshot
         all_nodes = list(snapshot.node_info_list) if snapshot is not None else parent.nodes
         members = scheduled_members(all_nodes, pod_group.namespace, pod_group.name)
         required: str | None = None
@@ -167,7 +152,7 @@ class TopologyPlacement:
                 return [], Status(Code.ERROR, [f"cannot determine domain for already scheduled pods: {err}"], NAME)
         per_domain: dict[str, list[NodeInfo]] = {}
         for ni in parent.nodes:
-            d = _labels(ni).get(key)
+            d = ob.labels_of(ni.node).get(key)
             if d is not None and (required is None or d == required):
                 per_domain.setdefault(d, []).append(ni)
         return [Placement(d, nodes) for d, nodes in per_domain.items()], Status.success()
@@ -197,7 +182,7 @@ class TopologyPlacement:
         capacity: dict[str, int] = {}
         req = effective_requests(pod)
         for ni in nodes:
-            d = _labels(ni).get(key)
+            d = ob.labels_of(ni.node).get(key)
             if d is not None:
                 capacity[d] = capacity.get(d, 0) + copies_that_fit(ni, req)
         if not capacity:
@@ -230,7 +215,7 @@ class TopologyPlacement:
                                     [f"no node has the pod group's topology key {key}"], NAME)
             state.write(STATE_KEY, {"group": f"{pod.namespace}/{name}", "key": key, "domain": domain,
                                     "capacity": capacity, "needed": self._group_size(pod, name)})
-        allowed = {ni.name for ni in nodes if _labels(ni).get(key) == domain}
+        allowed = {ni.name for ni in nodes if ob.labels_of(ni.node).get(key) == domain}
         return allowed, Status.success()
 
     # -- EnqueueExtensions (appended) ------------------------------------------------------------------

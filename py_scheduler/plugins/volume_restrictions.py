@@ -31,11 +31,11 @@ from py_scheduler.framework.events import (
     QueueingHint,
     Resource,
 )
-from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.helpers import check_no_args
-from py_scheduler.plugins.volume_binding import storage as st
+from py_scheduler.plugins.helpers import NoArgs
+from py_scheduler.plugins.helpers import storage as st
 
 __all__ = ["ERR_REASON_DISK_CONFLICT", "ERR_REASON_RWOP_CONFLICT", "NAME", "PRE_FILTER_STATE_KEY",
            "VolumeRestrictions", "is_volume_conflict"]
@@ -48,7 +48,6 @@ ERR_REASON_RWOP_CONFLICT = ("node(s) unavailable due to PersistentVolumeClaim wi
 
 _CHECKED_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
 
-Obj = dict[str, Any]
 
 
 def _src(volume: Obj, key: str) -> Obj | None:
@@ -116,7 +115,7 @@ class _PreFilterState:
         return n
 
 
-class VolumeRestrictions:
+class VolumeRestrictions(NoArgs):
     """PreFilter (+ AddPod / RemovePod) and Filter (``volumerestrictions.VolumeRestrictions``)."""
 
     name = NAME
@@ -126,16 +125,6 @@ class VolumeRestrictions:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/volumerestrictions/volume_restrictions.go``):
         the Pod's volume sources but ConfigMaps and Secrets. ``snapshot`` is unused by most plugins."""
         return signers.volumes_fragment(pod)
-
-    @classmethod
-    def create(cls, args: dict[str, Any], handle: Handle) -> VolumeRestrictions:
-        """VolumeRestrictions takes no args.
-
-        Raises:
-            ConfigError: args other than ``apiVersion`` / ``kind``.
-        """
-        check_no_args(NAME, args)
-        return cls()
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """``EventsToRegister``: an assigned Pod deleted (hint: it held a conflicting disk or one of the

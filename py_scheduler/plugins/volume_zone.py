@@ -24,11 +24,10 @@ from typing import Any
 
 from py_scheduler.framework import signers
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
-from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
-from py_scheduler.plugins.helpers import check_no_args
-from py_scheduler.plugins.volume_binding import storage as st
+from py_scheduler.plugins.helpers import NoArgs
+from py_scheduler.plugins.helpers import storage as st
 
 __all__ = ["ERR_REASON_CONFLICT", "NAME", "PRE_FILTER_STATE_KEY", "PVTopology", "VolumeZone"]
 
@@ -83,7 +82,7 @@ class _State:
         return self
 
 
-class VolumeZone:
+class VolumeZone(NoArgs):
     """PreFilter + Filter (``volumezone.VolumeZone``)."""
 
     name = NAME
@@ -93,16 +92,6 @@ class VolumeZone:
         """``SignPod`` (upstream ``pkg/scheduler/framework/plugins/volumezone/volume_zone.go``): the Pod's volume
         sources but ConfigMaps and Secrets. ``snapshot`` is unused by most plugins."""
         return signers.volumes_fragment(pod)
-
-    @classmethod
-    def create(cls, args: dict[str, Any], handle: Handle) -> VolumeZone:
-        """VolumeZone takes no args.
-
-        Raises:
-            ConfigError: args other than ``apiVersion`` / ``kind``.
-        """
-        check_no_args(NAME, args)
-        return cls()
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """``EventsToRegister``: a WaitForFirstConsumer StorageClass added, a Node added or relabelled,

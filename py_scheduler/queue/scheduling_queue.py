@@ -3,11 +3,10 @@
 Upstream: ``pkg/scheduler/backend/queue/scheduling_queue.go`` (``PriorityQueue``: ``Add``,
 ``AddUnschedulablePodIfNotPresent``, ``Update``, ``Delete``, ``MoveAllToActiveOrBackoffQueue``,
 ``isPodWorthRequeuing``, ``requeueEntityWithQueueingStrategy``, ``flushBackoffQCompleted``,
-``flushUnschedulableEntitiesLeftover``, PreEnqueue gating), ``active_queue.go`` (pop, in-flight Pods
-and the cluster events seen while they are being scheduled, ``Done``) and ``backoff_queue.go``
-(per-Pod exponential backoff ``initial * 2^(n-1)`` capped at max, 1 s ordering windows, separate
-error backoff queue, popping from backoffQ when activeQ is empty: ``SchedulerPopFromBackoffQ``, on
-by default since 1.33).
+``flushUnschedulableEntitiesLeftover``, PreEnqueue gating, ``NominatedPodsForNode``). Its parts
+follow upstream's files: activeQ and the in-flight Pods in ``queue/active_queue.py``, backoffQ in
+``queue/backoff_queue.py``, the nominator in ``queue/nominator.py`` (embedded, as upstream embeds
+``*nominator``), the heap in ``queue/heap.py``, the unschedulable Pods in ``queue/unschedulable_pool.py``.
 
 Single-threaded: every method runs on the asyncio event loop of the live process (or a test), so
 there are no locks; :meth:`PriorityQueue.pop` awaits the next Pod. Time comes from an injectable
@@ -15,29 +14,19 @@ there are no locks; :meth:`PriorityQueue.pop` awaits the next Pod. Time comes fr
 upstream's ``time.Truncate``), so tests drive a fake clock.
 
 Pods are keyed by ``namespace/name`` as upstream; in-flight Pods by UID.
-
-The queue also holds the nominator (``nominator.go``): node name -> the pending Pods nominated to it
-(their ``status.nominatedNodeName``, or a nomination the scheduling loop made after preemption),
-kept on Add / Update / Delete and by the loop (:meth:`PriorityQueue.add_nominated_pod`,
-:meth:`PriorityQueue.delete_nominated_pod_if_exists`). :attr:`PriorityQueue.nominator` is that
-index as the runtime's ``Nominator`` mapping (``NominatedPodsForNode``) for
-``Algorithm.schedule(..., nominator=)``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import heapq
 import logging
-import math
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
 from typing import Any, Protocol
 
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.events import (
     BACKOFF_COMPLETE,
     EVENT_FORCE_ACTIVATE,
@@ -47,41 +36,34 @@ from py_scheduler.framework.events import (
     POP_FROM_BACKOFF_Q,
     SCHEDULE_ATTEMPT_FAILURE,
     ClusterEvent,
-    ClusterEventWithHint,
-    EnqueueExtensions,
     QueueingHint,
-    QueueingHintFn,
-    Resource,
     is_wildcard,
     match_any_cluster_event,
     match_cluster_events,
     pod_scheduling_properties_change,
-    unroll_pod_event,
-    unroll_wildcard_resource,
 )
 from py_scheduler.framework.interfaces import (
-    FilterPlugin,
-    PermitPlugin,
     PreEnqueuePlugin,
-    PreFilterPlugin,
-    ReservePlugin,
 )
-from py_scheduler.framework.interfaces import QueuedPodInfo as _BaseQueuedPodInfo
-from py_scheduler.framework.types import Code, PodInfo, PodParseError, Status
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.types import Code, PodInfo, Status
+from py_scheduler.queue.active_queue import ActiveQueue
+from py_scheduler.queue.backoff_queue import (
+    BACKOFF_ORDERING_WINDOW,
+    DEFAULT_POD_INITIAL_BACKOFF_SECONDS,
+    DEFAULT_POD_MAX_BACKOFF_SECONDS,
+    BackoffQueue,
+)
+from py_scheduler.queue.hint_map import HintFunction, build_hint_map, matching_hints
+from py_scheduler.queue.nominator import Nominator, PodLister
+from py_scheduler.queue.queued_pod_info import QueuedPodInfo, parse_pod
 from py_scheduler.queue.unschedulable_pool import GroupKey, UnschedulablePool
 
 log = logging.getLogger("py_scheduler.queue")
 
-Obj = dict[str, Any]
 
-DEFAULT_POD_INITIAL_BACKOFF_SECONDS = 1.0
-"""``DefaultPodInitialBackoffDuration``."""
-DEFAULT_POD_MAX_BACKOFF_SECONDS = 10.0
-"""``DefaultPodMaxBackoffDuration``."""
 DEFAULT_POD_MAX_IN_UNSCHEDULABLE_PODS_DURATION = 300.0
 """``DefaultPodMaxInUnschedulablePodsDuration`` (5 minutes)."""
-BACKOFF_ORDERING_WINDOW = 1.0
-"""``backoffQOrderingWindowDuration``: backoff expirations are truncated to whole seconds."""
 UNSCHEDULABLE_FLUSH_PERIOD = 30.0
 """How often Pods stuck longer than the max duration are flushed (``wait.Until(..., 30s)``)."""
 
@@ -105,7 +87,7 @@ class QueueingStrategy(IntEnum):
 
 class QueueMetrics(Protocol):
     """Metrics sink of the queue (``scheduler_queue_incoming_pods_total``, ``scheduler_pending_pods``,
-    ``scheduler_unschedulable_pods``); the live process adapts ``py_scheduler.app.metrics``."""
+    ``scheduler_unschedulable_pods``); the live process adapts ``py_scheduler.app.telemetry.metrics``."""
 
     def incoming(self, queue: str, event: str) -> None: ...
 
@@ -114,188 +96,11 @@ class QueueMetrics(Protocol):
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None: ...
 
 
-@dataclass(slots=True)
-class QueuedPodInfo(_BaseQueuedPodInfo):
-    """A Pod in the queue with upstream's ``QueueingParams``.
-
-    Times are seconds of the queue's clock. ``attempts`` counts pops; ``unschedulable_count`` the
-    rejections by plugins and ``consecutive_errors_count`` the internal errors in a row (either one
-    drives the backoff). ``parse_error`` is set when the Pod's fields could not be parsed: the loop
-    fails it with that message without running a cycle.
-    """
-
-    unschedulable_count: int = 0
-    consecutive_errors_count: int = 0
-    pending_plugins: frozenset[str] = frozenset()
-    gating_plugin: str = ""
-    gating_plugin_events: list[ClusterEvent] = field(default_factory=list)
-    backoff_expiration: float | None = None
-    initial_attempt_set: bool = False
-    flush_timestamp: float | None = None
-    was_flushed_from_unschedulable: bool = False
-    parse_error: PodParseError | None = None
-
-    @property
-    def key(self) -> str:
-        return self.pod_info.key
-
-    @property
-    def uid(self) -> str:
-        return self.pod_info.uid
-
-    @property
-    def pod(self) -> Obj:
-        return self.pod_info.pod
-
-    @property
-    def gated(self) -> bool:
-        return bool(self.gating_plugin)
-
-    def rejector_plugins(self) -> frozenset[str]:
-        return self.unschedulable_plugins | self.pending_plugins
-
-
-def parse_pod(pod: Obj) -> tuple[PodInfo, PodParseError | None]:
-    """A PodInfo for ``pod``; when a field is malformed, a PodInfo of the Pod without its resource
-    fields (so it can still be queued and ordered) plus the :class:`PodParseError`."""
-    try:
-        return PodInfo(pod), None
-    except PodParseError as err:
-        spec = dict(pod.get("spec") or {})
-        for k in ("containers", "initContainers", "overhead", "resources"):
-            spec.pop(k, None)
-        pi = PodInfo({**pod, "spec": spec, "status": {}})
-        pi.pod = pod
-        return pi, err
-
-
-class _Entry:
-    __slots__ = ("alive", "less", "qpi")
-
-    def __init__(self, qpi: QueuedPodInfo, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
-        self.qpi = qpi
-        self.less = less
-        self.alive = True
-
-    def __lt__(self, other: _Entry) -> bool:
-        return self.less(self.qpi, other.qpi)
-
-
-class _Heap:
-    """A keyed binary heap with a less function (``pkg/scheduler/backend/heap``); updates and
-    deletes mark the old entry dead (lazy deletion) and compact when dead entries dominate."""
-
-    def __init__(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool]) -> None:
-        self._less = less
-        self._heap: list[_Entry] = []
-        self._items: dict[str, _Entry] = {}
-
-    def add_or_update(self, qpi: QueuedPodInfo) -> None:
-        old = self._items.get(qpi.key)
-        if old is not None:
-            old.alive = False
-        e = _Entry(qpi, self._less)
-        self._items[qpi.key] = e
-        heapq.heappush(self._heap, e)
-        if len(self._heap) > 64 and len(self._heap) > 2 * len(self._items):
-            self._heap = [x for x in self._heap if x.alive]
-            heapq.heapify(self._heap)
-
-    def _prune(self) -> None:
-        while self._heap and not self._heap[0].alive:
-            heapq.heappop(self._heap)
-
-    def peek(self) -> QueuedPodInfo | None:
-        self._prune()
-        return self._heap[0].qpi if self._heap else None
-
-    def pop(self) -> QueuedPodInfo | None:
-        self._prune()
-        if not self._heap:
-            return None
-        e = heapq.heappop(self._heap)
-        del self._items[e.qpi.key]
-        return e.qpi
-
-    def get(self, key: str) -> QueuedPodInfo | None:
-        e = self._items.get(key)
-        return e.qpi if e is not None else None
-
-    def delete(self, key: str) -> QueuedPodInfo | None:
-        e = self._items.pop(key, None)
-        if e is None:
-            return None
-        e.alive = False
-        return e.qpi
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._items
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def list(self) -> list[QueuedPodInfo]:
-        return [e.qpi for e in self._items.values()]
-
-
-@dataclass(slots=True)
-class _HintFunction:
-    plugin: str
-    fn: QueueingHintFn | None
-
-
-_IN_FLIGHT_POD = object()
 _MEMO_MAX = 4096
 """Entries of the fan-out memos before they are cleared (groups x events; a few dozen in practice)."""
 
-PodLister = Callable[[str, str], Obj | None]
-"""``(namespace, name) -> Pod | None``: the informer's view of a Pod (upstream's ``podLister``)."""
 
-
-def nominated_node_name(pod: Obj) -> str:
-    """``status.nominatedNodeName`` of ``pod`` ("" when unset or not a string)."""
-    status = pod.get("status")
-    nnn = status.get("nominatedNodeName") if isinstance(status, dict) else None
-    return nnn if isinstance(nnn, str) else ""
-
-
-def _pod_ident(pod: Obj) -> tuple[str, str, str]:
-    meta = pod.get("metadata") or {}
-    return str(meta.get("namespace") or "default"), str(meta.get("name") or ""), str(meta.get("uid") or "")
-
-
-class NominatedPods(Mapping[str, Sequence[PodInfo]]):
-    """The queue's nominator seen as the runtime's ``Nominator`` (node name -> PodInfos nominated
-    there, in nomination order). Read-only and live: each lookup resolves the nominated Pods to their
-    current queued PodInfos (``PriorityQueue.NominatedPodsForNode``). ``len`` is the number of nodes
-    with nominations, so an empty nominator is falsy and Filter takes its no-nominated-Pods path."""
-
-    __slots__ = ("_queue",)
-
-    def __init__(self, queue: PriorityQueue) -> None:
-        self._queue = queue
-
-    def __getitem__(self, node_name: str) -> Sequence[PodInfo]:
-        pods = self._queue.nominated_pods_for_node(node_name)
-        if not pods:
-            raise KeyError(node_name)
-        return pods
-
-    def get(self, node_name: str, default: Any = None) -> Any:  # Mapping.get without the KeyError round trip
-        pods = self._queue.nominated_pods_for_node(node_name)
-        return pods if pods else default
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._queue._nominated_pods))
-
-    def __len__(self) -> int:
-        return len(self._queue._nominated_pods)
-
-    def __contains__(self, node_name: object) -> bool:
-        return node_name in self._queue._nominated_pods
-
-
-class PriorityQueue:
+class PriorityQueue(Nominator):
     """``PriorityQueue`` for all profiles of the process.
 
     Args:
@@ -321,90 +126,35 @@ class PriorityQueue:
                  metrics: QueueMetrics | None = None,
                  pop_from_backoff_q: bool = True,
                  pod_lister: PodLister | None = None) -> None:
+        super().__init__(pod_lister)
         self._now = now
-        self.pod_lister: PodLister | None = pod_lister
-        # The nominator (``nominator.go``): node -> [(namespace, name, uid)] in nomination order,
-        # and uid -> node.
-        self._nominated_pods: dict[str, list[tuple[str, str, str]]] = {}
-        self._nominated_pod_to_node: dict[str, str] = {}
-        self._nominator_view = NominatedPods(self)
-        self.pod_initial_backoff = pod_initial_backoff
-        self.pod_max_backoff = pod_max_backoff
         self.pod_max_in_unschedulable_pods_duration = pod_max_in_unschedulable_pods_duration
         self.pop_from_backoff_q = pop_from_backoff_q
-        self.index_fan_out = True
-        """Offer events group by group (False: the plain loop over every unschedulable Pod, the
-        reference form the property tests compare with)."""
         self._metrics = metrics
         fws = list(frameworks.values())
         self._less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] = (
             fws[0].less if fws else (lambda a, b: a.timestamp < b.timestamp))
-        self._active = _Heap(self._less)
-        self._backoff = _Heap(self._less_backoff_with_priority if pop_from_backoff_q else self._less_backoff)
-        self._error_backoff = _Heap(self._less_backoff)
+        self._active = ActiveQueue(self._less)
+        self._backoff_q = BackoffQueue(now, self._less, pod_initial_backoff=pod_initial_backoff,
+                                       pod_max_backoff=pod_max_backoff, pop_from_backoff_q=pop_from_backoff_q)
         self._unschedulable: UnschedulablePool[QueuedPodInfo] = UnschedulablePool()
-        self._in_flight: dict[str, list[Any]] = {}
-        self._in_flight_events: deque[list[Any]] = deque()
-        self._sched_cycle = 0
         self._closed = False
         self._wakeup = asyncio.Event()
-        self._hint_maps: dict[str, dict[ClusterEvent, list[_HintFunction]]] = {}
+        self._hint_maps: dict[str, dict[ClusterEvent, list[HintFunction]]] = {}
         # Memos of the fan-out (fixed hint maps, so never stale; cleared when large): event -> of
         # interest to any plugin; (group, event) -> the hint functions isPodWorthRequeuing would
         # call for a Pod of that group, in its order, or None when every Pod of the group would be
         # skipped without calling one (see queue/unschedulable_pool.py).
         self._interest_memo: dict[ClusterEvent, bool] = {}
-        self._group_memo: dict[tuple[GroupKey, ClusterEvent], list[_HintFunction] | None] = {}
+        self._group_memo: dict[tuple[GroupKey, ClusterEvent], list[HintFunction] | None] = {}
         self._plugin_events: dict[str, dict[str, list[ClusterEvent]]] = {}
         self._pre_enqueue: dict[str, list[PreEnqueuePlugin]] = {}
         for name, fw in frameworks.items():
-            self._hint_maps[name], self._plugin_events[name] = _build_hint_map(fw)
+            self._hint_maps[name], self._plugin_events[name] = build_hint_map(fw)
             self._pre_enqueue[name] = [p for p in fw.plugins.values() if isinstance(p, PreEnqueuePlugin)]
 
-    # -- time / backoff --------------------------------------------------------------------------
     def now(self) -> float:
         return self._now()
-
-    def _align(self, t: float) -> float:
-        if not self.pop_from_backoff_q:
-            return t
-        return math.floor(t / BACKOFF_ORDERING_WINDOW) * BACKOFF_ORDERING_WINDOW
-
-    def calculate_backoff_duration(self, count: int) -> float:
-        """``calculateBackoffDuration``: ``initial * 2^(count-1)``, at most ``max`` (seconds)."""
-        if count <= 0:
-            return 0.0
-        shift = min(count - 1, 62)
-        if self.pod_initial_backoff > self.pod_max_backoff / (2**shift):
-            return self.pod_max_backoff
-        return float(self.pod_initial_backoff * (2**shift))
-
-    def backoff_time(self, qpi: QueuedPodInfo) -> float | None:
-        """``getBackoffTime``: when ``qpi``'s backoff ends (None: no backoff), cached on the Pod."""
-        if self.pod_max_backoff == 0:
-            return None
-        count = qpi.consecutive_errors_count if qpi.consecutive_errors_count > 0 else qpi.unschedulable_count
-        if count == 0:
-            return None
-        if qpi.backoff_expiration is None:
-            qpi.backoff_expiration = self._align(qpi.timestamp + self.calculate_backoff_duration(count))
-        return qpi.backoff_expiration
-
-    def is_backing_off(self, qpi: QueuedPodInfo) -> bool:
-        """``isEntityBackingoff``: the backoff expiration is not before the current window."""
-        bt = self.backoff_time(qpi)
-        if bt is None:
-            return False
-        return not bt < self._align(self._now())
-
-    def _less_backoff(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        return (self.backoff_time(a) or 0.0) < (self.backoff_time(b) or 0.0)
-
-    def _less_backoff_with_priority(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
-        ba, bb = self.backoff_time(a) or 0.0, self.backoff_time(b) or 0.0
-        if ba != bb:
-            return ba < bb
-        return self._less(a, b)
 
     # -- metrics ---------------------------------------------------------------------------------
     def _incoming(self, queue: str, event: str) -> None:
@@ -425,7 +175,7 @@ class PriorityQueue:
             # A running set, not a scan of the unschedulable Pods on every queue event (O(1) per event
             # with thousands of unschedulable Pods).
             gated = len(self._unschedulable.gated_keys)
-            self._metrics.pending(len(self._active), len(self._backoff) + len(self._error_backoff),
+            self._metrics.pending(len(self._active), len(self._backoff_q),
                                   len(self._unschedulable) - gated, gated)
 
     # -- PreEnqueue --------------------------------------------------------------------------------
@@ -481,12 +231,7 @@ class PriorityQueue:
                 self._to_unschedulable(qpi, event)
                 return False
         self._unschedulable_pop(qpi.key)
-        if qpi.rejector_plugins():
-            self._error_backoff.delete(qpi.key)
-            self._backoff.add_or_update(qpi)
-        else:
-            self._backoff.delete(qpi.key)
-            self._error_backoff.add_or_update(qpi)
+        self._backoff_q.add(qpi)
         self._incoming(BACKOFF_Q, event)
         return True
 
@@ -495,7 +240,7 @@ class PriorityQueue:
         if strategy == QueueingStrategy.SKIP:
             self._to_unschedulable(qpi, event)
             return UNSCHEDULABLE_Q
-        if strategy == QueueingStrategy.AFTER_BACKOFF and self.is_backing_off(qpi):
+        if strategy == QueueingStrategy.AFTER_BACKOFF and self._backoff_q.is_backing_off(qpi):
             return BACKOFF_Q if self._move_to_backoff(qpi, event) else UNSCHEDULABLE_Q
         return ACTIVE_Q if self._move_to_active(qpi, event, False) else UNSCHEDULABLE_Q
 
@@ -526,7 +271,7 @@ class PriorityQueue:
         self._update_pending()
 
     def _get(self, key: str) -> QueuedPodInfo | None:
-        return self._active.get(key) or self._backoff.get(key) or self._error_backoff.get(key) or \
+        return self._active.get(key) or self._backoff_q.get(key) or \
             self._unschedulable.get(key)
 
     def get(self, namespace: str, name: str) -> QueuedPodInfo | None:
@@ -539,12 +284,12 @@ class PriorityQueue:
         key = f"{namespace}/{name}"
         if key in self._active:
             return ACTIVE_Q
-        if key in self._backoff or key in self._error_backoff:
+        if key in self._backoff_q:
             return BACKOFF_Q
         q = self._unschedulable.get(key)
         if q is not None:
             return GATED if q.gated else UNSCHEDULABLE_Q
-        if any(e[1] == key for e in self._in_flight.values()):
+        if self._active.in_flight_key(key):
             return "in-flight"
         return None
 
@@ -570,11 +315,11 @@ class PriorityQueue:
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
         uid = str(meta.get("uid") or "")
         try:
-            if uid in self._in_flight:
+            if uid in self._active.in_flight:
                 for ev in events:
-                    self._in_flight_events.append([ev, old_pod, new_pod])
+                    self._active.in_flight_events.append([ev, old_pod, new_pod])
                 return
-            for heap in (self._active, self._backoff, self._error_backoff):
+            for heap in (self._active, *self._backoff_q.heaps):
                 qpi = heap.get(key)
                 if qpi is not None:
                     self._replace_pod(qpi, new_pod)
@@ -608,7 +353,7 @@ class PriorityQueue:
         self.delete_nominated_pod_if_exists(pod)
         meta = pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in (self._active, *self._backoff_q.heaps):
             qpi = heap.delete(key)
             if qpi is not None:
                 self._reason(qpi, -1)
@@ -626,19 +371,17 @@ class PriorityQueue:
         while True:
             qpi = self._active.pop()
             if qpi is None and self.pop_from_backoff_q:
-                qpi = self._backoff.pop()
+                qpi = self._backoff_q.backoff.pop()
                 if qpi is not None:
                     self._incoming(ACTIVE_Q, POP_FROM_BACKOFF_Q)
             if qpi is None:
                 return None
-            qpi.attempts += 1
-            if qpi.uid in self._in_flight:
+            if qpi.uid in self._active.in_flight:
+                qpi.attempts += 1
                 log.error("the same pod is tracked in multiple places in the scheduler: %s", qpi.key)
                 continue
-            marker = [_IN_FLIGHT_POD, qpi.key]
-            self._in_flight[qpi.uid] = marker
-            self._in_flight_events.append(marker)
-            self._sched_cycle += 1
+            self._active.mark_in_flight(qpi)
+            self._active.sched_cycle += 1
             self._reason(qpi, -1)
             self._update_pending()
             return qpi
@@ -654,20 +397,17 @@ class PriorityQueue:
         is not advanced (the group is one cycle). Returned in activeQ order (QueueSort).
         """
         out: list[QueuedPodInfo] = []
-        for heap in (self._active, self._backoff, self._error_backoff):
+        for heap in (self._active, *self._backoff_q.heaps):
             for q in heap.list():
-                if q.uid not in self._in_flight and member(q):
+                if q.uid not in self._active.in_flight and member(q):
                     heap.delete(q.key)
                     out.append(q)
         for q in list(self._unschedulable.values()):
-            if not q.gated and q.uid not in self._in_flight and member(q):
+            if not q.gated and q.uid not in self._active.in_flight and member(q):
                 self._unschedulable_pop(q.key)
                 out.append(q)
         for q in out:
-            q.attempts += 1
-            marker = [_IN_FLIGHT_POD, q.key]
-            self._in_flight[q.uid] = marker
-            self._in_flight_events.append(marker)
+            self._active.mark_in_flight(q)
             self._reason(q, -1)
         if out:
             self._update_pending()
@@ -687,22 +427,12 @@ class PriorityQueue:
 
     def done(self, uid: str) -> None:
         """``Done``: the Pod's attempt is over; forget the events recorded while it was in flight."""
-        marker = self._in_flight.pop(uid, None)
-        if marker is None:
-            return
-        marker[0] = None  # tombstone: skipped by scans, trimmed from the front
-        while self._in_flight_events:
-            head = self._in_flight_events[0]
-            if head[0] is _IN_FLIGHT_POD:
-                break
-            self._in_flight_events.popleft()
-        if not self._in_flight:
-            self._in_flight_events.clear()
+        self._active.done(uid)
 
     def undo_pop(self, qpi: QueuedPodInfo) -> None:
         """Put back a popped Pod that was never attempted (e.g. leadership lost before its cycle)."""
         qpi.attempts = max(qpi.attempts - 1, 0)
-        self._sched_cycle -= 1
+        self._active.sched_cycle -= 1
         self.done(qpi.uid)
         self._reason(qpi, 1)
         self._active.add_or_update(qpi)
@@ -712,28 +442,10 @@ class PriorityQueue:
     @property
     def scheduling_cycle(self) -> int:
         """``SchedulingCycle``: pops so far."""
-        return self._sched_cycle
+        return self._active.sched_cycle
 
     def in_flight_uids(self) -> list[str]:
-        return list(self._in_flight)
-
-    def _events_for_in_flight(self, uid: str) -> list[list[Any]]:
-        marker = self._in_flight.get(uid)
-        if marker is None:
-            raise KeyError(uid)
-        out: list[list[Any]] = []
-        seen = False
-        for e in self._in_flight_events:
-            if e is marker:
-                seen = True
-                continue
-            if seen and isinstance(e[0], ClusterEvent):
-                out.append(e)
-        return out
-
-    def _add_event_if_any_in_flight(self, ev: ClusterEvent, old: Any, new: Any) -> None:
-        if self._in_flight:
-            self._in_flight_events.append([ev, old, new])
+        return list(self._active.in_flight)
 
     # -- failures ----------------------------------------------------------------------------------
     def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, pod: Obj | None = None) -> str | None:
@@ -778,7 +490,7 @@ class PriorityQueue:
         if not qpi.rejector_plugins():
             return QueueingStrategy.AFTER_BACKOFF
         try:
-            events = self._events_for_in_flight(qpi.uid)
+            events = self._active.cluster_events_for_pod(qpi.uid)
         except KeyError:
             log.error("in flight pod %s isn't found in the scheduling queue", qpi.key)
             return QueueingStrategy.AFTER_BACKOFF
@@ -794,11 +506,11 @@ class PriorityQueue:
         return strategy
 
     def _worth_requeuing(self, qpi: QueuedPodInfo, ev: ClusterEvent, old: Any, new: Any,
-                         fns: list[_HintFunction] | None = None) -> QueueingStrategy:
+                         fns: list[HintFunction] | None = None) -> QueueingStrategy:
         """``isPodWorthRequeuing``: ask the QueueingHints of the plugins that rejected the Pod.
 
         ``fns``: the hint functions of the Pod's rejectors whose registered event matches ``ev``,
-        in the hint map's order (:meth:`_matching_hints`), when the caller has them memoised for
+        in the hint map's order (:meth:`matching_hints`), when the caller has them memoised for
         the Pod's group; None computes them.
         """
         rejectors = qpi.rejector_plugins()
@@ -812,7 +524,7 @@ class PriorityQueue:
         if hint_map is None:
             return QueueingStrategy.AFTER_BACKOFF
         if fns is None:
-            fns = _matching_hints(hint_map, rejectors, ev)
+            fns = matching_hints(hint_map, rejectors, ev)
         strategy = QueueingStrategy.SKIP
         for hf in fns:
             hint = QueueingHint.QUEUE
@@ -845,7 +557,7 @@ class PriorityQueue:
             self._interest_memo[ev] = hit
         return hit
 
-    def _group_hints(self, gk: GroupKey, ev: ClusterEvent) -> list[_HintFunction] | None:
+    def _group_hints(self, gk: GroupKey, ev: ClusterEvent) -> list[HintFunction] | None:
         """For a non-wildcard ``ev`` and the Pods of group ``gk``: None when the event can move none
         of them without a hint function being called (a gated group whose gating plugin did not
         register ``ev``; rejectors none of which registered it), else the hint functions
@@ -857,7 +569,7 @@ class PriorityQueue:
         except KeyError:
             pass
         scheduler_name, rejectors, gating_plugin = gk
-        out: list[_HintFunction] | None
+        out: list[HintFunction] | None
         hint_map = self._hint_maps.get(scheduler_name)
         if gating_plugin and not match_any_cluster_event(
                 ev, self._plugin_events.get(scheduler_name, {}).get(gating_plugin, [])):
@@ -865,7 +577,7 @@ class PriorityQueue:
         elif not rejectors or hint_map is None:
             out = []
         else:
-            out = _matching_hints(hint_map, rejectors, ev) or None
+            out = matching_hints(hint_map, rejectors, ev) or None
         if len(self._group_memo) > _MEMO_MAX:
             self._group_memo.clear()
         self._group_memo[memo_key] = out
@@ -879,22 +591,36 @@ class PriorityQueue:
         A non-wildcard event is offered group by group (queue/unschedulable_pool.py): the Pods of
         a group it cannot move are skipped at once, the others get upstream's per-Pod check (gated
         shortcut, QueueingHints) in the pool's order, as the plain loop over every Pod
-        (:attr:`index_fan_out` False) would. ``pre_check`` is a pure predicate of the Pod, asked
+        (``tests/unit/queue/test_fan_out_index.py``) would. ``pre_check`` is a pure predicate of the Pod, asked
         only for the Pods offered.
         """
         if not self._is_event_of_interest(ev):
             return
-        if is_wildcard(ev) or not self.index_fan_out:
+        if is_wildcard(ev):
             pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
             self._move_entities(pods, ev, old, new)
             return
-        offers: list[tuple[QueuedPodInfo, list[_HintFunction]]] = []
+        offers: list[tuple[QueuedPodInfo, list[HintFunction]]] = []
         for gk, members in self._unschedulable.groups():
             fns = self._group_hints(gk, ev)
             if fns is not None:
                 offers.extend((q, fns) for q in members.values() if pre_check is None or pre_check(q.pod))
         # The pool's order across groups, and within one (a Pod refiled in place keeps its place).
         offers.sort(key=self._unschedulable.order_of_offer)
+        self._offer(offers, ev, old, new)
+
+    def _move_entities(self, pods: list[QueuedPodInfo], ev: ClusterEvent, old: Any, new: Any) -> None:
+        """``moveEntitiesToActiveOrBackoffQueue`` over ``pods``, one by one (the plain form)."""
+        if not self._is_event_of_interest(ev):
+            return
+        self._offer(((qpi, None) for qpi in pods if not qpi.gated or is_wildcard(ev)
+                     or match_any_cluster_event(ev, qpi.gating_plugin_events)), ev, old, new)
+
+    def _offer(self, offers: Iterable[tuple[QueuedPodInfo, list[HintFunction] | None]], ev: ClusterEvent,
+               old: Any, new: Any) -> None:
+        """Requeue, in order, each offered Pod whose hints (``fns``; None: computed) do not Skip, then
+        record the event for the Pods in flight; wake the poppers when one reached activeQ (or backoffQ,
+        with ``pop_from_backoff_q``)."""
         activated = False
         for qpi, fns in offers:
             hint = self._worth_requeuing(qpi, ev, old, new, fns)
@@ -904,27 +630,7 @@ class PriorityQueue:
             queue = self._requeue(qpi, hint, ev.label())
             if queue == ACTIVE_Q or (self.pop_from_backoff_q and queue == BACKOFF_Q):
                 activated = True
-        self._add_event_if_any_in_flight(ev, old, new)
-        if activated:
-            self._wake()
-        self._update_pending()
-
-    def _move_entities(self, pods: list[QueuedPodInfo], ev: ClusterEvent, old: Any, new: Any) -> None:
-        """``moveEntitiesToActiveOrBackoffQueue`` over ``pods``, one by one (the plain form)."""
-        if not self._is_event_of_interest(ev):
-            return
-        activated = False
-        for qpi in pods:
-            if qpi.gated and not is_wildcard(ev) and not match_any_cluster_event(ev, qpi.gating_plugin_events):
-                continue
-            hint = self._worth_requeuing(qpi, ev, old, new)
-            if hint == QueueingStrategy.SKIP:
-                continue
-            self._unschedulable_pop(qpi.key)
-            queue = self._requeue(qpi, hint, ev.label())
-            if queue == ACTIVE_Q or (self.pop_from_backoff_q and queue == BACKOFF_Q):
-                activated = True
-        self._add_event_if_any_in_flight(ev, old, new)
+        self._active.add_event_if_any_in_flight(ev, old, new)
         if activated:
             self._wake()
         self._update_pending()
@@ -940,14 +646,14 @@ class PriorityQueue:
             qpi = self._unschedulable.get(key)
             from_backoff = False
             if qpi is None:
-                qpi = self._backoff.delete(key) or self._error_backoff.delete(key)
+                qpi = self._backoff_q.delete(key)
                 from_backoff = qpi is not None
             if qpi is not None:
                 if self._move_to_active(qpi, FORCE_ACTIVATE, from_backoff):
                     activated = True
                 continue
-            if str(meta.get("uid") or "") in self._in_flight:
-                self._in_flight_events.append([EVENT_FORCE_ACTIVATE, None, pod])
+            if str(meta.get("uid") or "") in self._active.in_flight:
+                self._active.in_flight_events.append([EVENT_FORCE_ACTIVATE, None, pod])
         if activated:
             self._wake()
         self._update_pending()
@@ -956,14 +662,9 @@ class PriorityQueue:
     def flush_backoff_q_completed(self) -> int:
         """``flushBackoffQCompleted``: Pods whose backoff ended go to activeQ; returns how many."""
         moved = 0
-        for heap in (self._backoff, self._error_backoff):
-            while True:
-                head = heap.peek()
-                if head is None or self.is_backing_off(head):
-                    break
-                heap.pop()
-                if self._move_to_active(head, BACKOFF_COMPLETE, True):
-                    moved += 1
+        for qpi in self._backoff_q.pop_all_backoff_completed():
+            if self._move_to_active(qpi, BACKOFF_COMPLETE, True):
+                moved += 1
         if moved:
             self._wake()
         self._update_pending()
@@ -1005,69 +706,6 @@ class PriorityQueue:
         self._closed = True
         self._wake()
 
-    # -- nominator ---------------------------------------------------------------------------------
-    @property
-    def nominator(self) -> NominatedPods:
-        """The nominated Pods per node as the runtime's ``Nominator`` mapping (a live view)."""
-        return self._nominator_view
-
-    def add_nominated_pod(self, pod_info: PodInfo, nominated_node: str | None = None) -> None:
-        """``AddNominatedPod``: (re)nominate a Pod, replacing any earlier nomination of its UID.
-
-        ``nominated_node`` None is ``ModeNoop`` (the Pod's own ``status.nominatedNodeName``); a
-        string is ``ModeOverride`` ("" clears the nomination). A Pod the lister does not know or
-        sees bound is not nominated.
-        """
-        pod = pod_info.pod
-        ns, name, uid = _pod_ident(pod)
-        self._delete_nominated(uid)
-        node = nominated_node if nominated_node is not None else nominated_node_name(pod)
-        if not node:
-            return
-        if self.pod_lister is not None:
-            current = self.pod_lister(ns, name)
-            if current is None:
-                log.debug("Pod doesn't exist in podLister, aborted adding it to the nominator pod=%s/%s", ns, name)
-                return
-            if (current.get("spec") or {}).get("nodeName"):
-                log.debug("Pod is already scheduled to a node, aborted adding it to the nominator pod=%s/%s node=%s",
-                          ns, name, (current.get("spec") or {}).get("nodeName"))
-                return
-        self._nominated_pod_to_node[uid] = node
-        refs = self._nominated_pods.setdefault(node, [])
-        if any(r[2] == uid for r in refs):
-            return
-        refs.append((ns, name, uid))
-
-    def update_nominated_pod(self, old_pod: Obj, new_pod_info: PodInfo) -> None:
-        """``UpdateNominatedPod``: follow a Pod update. When neither version carries a
-        ``nominatedNodeName`` but the nominator holds one for the Pod (set by the loop, the status
-        write not seen yet), that nomination is kept; otherwise the new version's applies."""
-        override: str | None = None
-        old_uid = _pod_ident(old_pod)[2]
-        if not nominated_node_name(old_pod) and not nominated_node_name(new_pod_info.pod):
-            override = self._nominated_pod_to_node.get(old_uid)
-        self._delete_nominated(old_uid)
-        self.add_nominated_pod(new_pod_info, override)
-
-    def delete_nominated_pod_if_exists(self, pod: Obj) -> None:
-        """``DeleteNominatedPodIfExists``: forget the Pod's nomination (assumed, bound or deleted)."""
-        self._delete_nominated(_pod_ident(pod)[2])
-
-    def _delete_nominated(self, uid: str) -> None:
-        node = self._nominated_pod_to_node.pop(uid, None)
-        if node is None:
-            return
-        refs = self._nominated_pods.get(node)
-        if refs is None:
-            return
-        for i, r in enumerate(refs):
-            if r[2] == uid:
-                del refs[i]
-                break
-        if not refs:
-            del self._nominated_pods[node]
-
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         """``NominatedPodsForNode``: the PodInfos nominated to ``node_name``, in nomination order.
 
@@ -1087,69 +725,19 @@ class PriorityQueue:
                 out.append(PodInfo({"metadata": {"name": name, "namespace": ns, "uid": uid}, "spec": {}}))
         return out
 
-    def nominated_node_of(self, uid: str) -> str | None:
-        """The node the Pod with ``uid`` is nominated to, or None."""
-        return self._nominated_pod_to_node.get(uid)
-
     # -- introspection -----------------------------------------------------------------------------
     def pending_pods(self) -> tuple[list[Obj], str]:
         """``PendingPods``: every queued Pod and ``activeQ:N; backoffQ:N; unschedulableEntities:N``."""
-        pods = [q.pod for q in self._active.list()] + [q.pod for q in self._backoff.list()] + \
-            [q.pod for q in self._error_backoff.list()] + [q.pod for q in self._unschedulable.values()]
-        summary = (f"activeQ:{len(self._active)}; backoffQ:{len(self._backoff) + len(self._error_backoff)}; "
+        pods = [q.pod for q in self._active.list()] + [q.pod for q in self._backoff_q.list()] + \
+            [q.pod for q in self._unschedulable.values()]
+        summary = (f"activeQ:{len(self._active)}; backoffQ:{len(self._backoff_q)}; "
                    f"unschedulableEntities:{len(self._unschedulable)}")
         return pods, summary
 
     def lengths(self) -> dict[str, int]:
         """Pods per sub-queue (``active``, ``backoff``, ``unschedulable``, ``gated``, ``in_flight``)."""
         gated = len(self._unschedulable.gated_keys)
-        return {ACTIVE_Q: len(self._active), BACKOFF_Q: len(self._backoff) + len(self._error_backoff),
-                UNSCHEDULABLE_Q: len(self._unschedulable) - gated, GATED: gated, "in_flight": len(self._in_flight)}
-
-
-def _matching_hints(hint_map: dict[ClusterEvent, list[_HintFunction]], rejectors: frozenset[str],
-                    ev: ClusterEvent) -> list[_HintFunction]:
-    """The hint functions of ``rejectors`` registered for an event matching ``ev``, in the order
-    ``isPodWorthRequeuing`` calls them (the hint map's, then registration order)."""
-    return [hf for registered, fns in hint_map.items() if match_cluster_events(registered, ev)
-            for hf in fns if hf.plugin in rejectors]
-
-
-def _enqueue_extension_plugins(fw: Any) -> list[Any]:
-    """Plugins whose rejections are requeued by events (``shouldHaveEnqueueExtensions``):
-    PreEnqueue, PreFilter, Filter, Reserve (and Permit) plugins."""
-    out: list[Any] = []
-    for p in fw.plugins.values():
-        if isinstance(p, PreEnqueuePlugin | PreFilterPlugin | FilterPlugin | ReservePlugin | PermitPlugin):
-            out.append(p)
-    return out
-
-
-def _build_hint_map(fw: Any) -> tuple[dict[ClusterEvent, list[_HintFunction]], dict[str, list[ClusterEvent]]]:
-    """``buildQueueingHintMap`` for one profile: event -> hint functions, plus plugin -> events."""
-    hint_map: dict[ClusterEvent, list[_HintFunction]] = {}
-    plugin_events: dict[str, list[ClusterEvent]] = {}
-    for p in _enqueue_extension_plugins(fw):
-        if isinstance(p, EnqueueExtensions):
-            try:
-                registered: list[ClusterEventWithHint] = list(p.events_to_register())
-            except Exception:
-                log.exception("EventsToRegister of plugin %s failed; registering every event", p.name)
-                registered = unroll_wildcard_resource()
-        else:
-            registered = unroll_wildcard_resource()
-        evs: list[ClusterEvent] = []
-        for ewh in registered:
-            hf = _HintFunction(p.name, ewh.hint_fn)
-            targets = unroll_pod_event(ewh.event) if ewh.event.resource == Resource.POD else [ewh.event]
-            for ev in targets:
-                hint_map.setdefault(ev, []).append(hf)
-                evs.append(ev)
-        plugin_events[p.name] = evs
-    return hint_map, plugin_events
-
-
-def parse_error_status(err: PodParseError) -> Status:
-    """The Unschedulable status reported for a Pod whose fields cannot be parsed."""
-    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(err)], PARSE_ERROR_PLUGIN)
+        return {ACTIVE_Q: len(self._active), BACKOFF_Q: len(self._backoff_q),
+                UNSCHEDULABLE_Q: len(self._unschedulable) - gated, GATED: gated,
+                "in_flight": len(self._active.in_flight)}
 

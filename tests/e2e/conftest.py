@@ -20,6 +20,7 @@ TESTBED_KEEP=1, else removed. TESTBED_DIR=/some/dir picks the directory.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -61,6 +62,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         bed.build()
     except (bed.TestbedError, OSError) as e:  # reported by the fixture, not as a crash of the run
         _build_error = e
+    # Go tools a selected module names in GO_TOOLS (helm, promtool: testbed/gotools.py), cold builds of
+    # minutes, also outside the timeout; a failure here is the tool's fixture's failure (it builds again).
+    import gotools  # beside bed.py, on sys.path through tests.e2e.helpers
+
+    for name in sorted({t for i in session.items for t in getattr(getattr(i, "module", None), "GO_TOOLS", ())}):
+        with contextlib.suppress(bed.TestbedError, OSError):
+            gotools.build(gotools.TOOLS[name])
 
 
 class _Cleanup:

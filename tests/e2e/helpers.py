@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from py_scheduler.app.informers import WatchedKind
+from py_scheduler.app.client.informers import WatchedKind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "testbed"))
 import bed

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from kubernetes_asyncio import client
 
+from py_scheduler.framework.memo import VIOLATION
 from tests.e2e.helpers import Testbed, delete_node, delete_pod, unique_name, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -93,16 +94,23 @@ class SchedulerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def terminate(self, timeout: float = 20.0) -> int | None:
-        """SIGTERM and wait; returns the exit code (SIGKILL after ``timeout``)."""
+        """SIGTERM and wait; returns the exit code (SIGKILL after ``timeout``).
+
+        Raises:
+            AssertionError: the log reports an in-place change of a delivered API object (tests/conftest.py
+                turns that check on: ``PY_SCHEDULER_DEBUG_IMMUTABLE_OBJECTS``)."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                return self.proc.wait(timeout=timeout)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        return self.proc.wait()
+        rc = self.proc.wait()
+        bad = [line for line in self.log().splitlines() if VIOLATION in line]
+        assert not bad, f"{self.log_path}: " + "\n".join(bad[:5])
+        return rc
 
     def kill(self) -> None:
         """SIGKILL (a crash: no lease release, no cleanup)."""

@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import aiohttp
@@ -424,6 +425,19 @@ class _DevTools:
                             windowsVirtualKeyCode=13, text="\r")
         await self.loaded()
 
+    async def press_enter_on(self, selector: str) -> None:
+        """Focus ``selector`` (a button) and press Enter: the browser submits its form."""
+        root = await self.call("DOM.getDocument")
+        node = root["root"]
+        assert isinstance(node, dict)
+        found = await self.call("DOM.querySelector", nodeId=node["nodeId"], selector=selector)
+        assert found["nodeId"], f"no {selector} in the page"
+        await self.call("DOM.focus", nodeId=found["nodeId"])
+        for kind in ("keyDown", "keyUp"):
+            await self.call("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter",
+                            windowsVirtualKeyCode=13, text="\r")
+        await self.loaded()
+
     async def cookies(self, url: str) -> list[dict[str, object]]:
         got = (await self.call("Network.getCookies", urls=[url]))["cookies"]
         assert isinstance(got, list)
@@ -433,8 +447,8 @@ class _DevTools:
 async def _sign_in_and_out_in_chromium(browser: str, base: str, pod: str, node: str, token: str,
                                        tmp_path: Path) -> None:
     """``base``/ui without credentials is the sign-in page; typing the token and pressing Enter sets the
-    cookie (HttpOnly, Secure, SameSite=Strict, scoped to the proxy prefix) and shows the records;
-    sign out clears it."""
+    cookie (HttpOnly, Secure, SameSite=Strict, scoped to the proxy prefix, expiring with the token: an
+    hour at most here) and shows the records; the sign-out button (a POST) clears it."""
     proc = await asyncio.create_subprocess_exec(
         browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
         "--remote-debugging-port=0", f"--user-data-dir={tmp_path / 'chromium'}", "about:blank",
@@ -460,9 +474,14 @@ async def _sign_in_and_out_in_chromium(browser: str, base: str, pod: str, node: 
             [cookie] = await tools.cookies(ui)
             path = base.split("127.0.0.1", 1)[1].split("/", 1)[1]
             assert cookie["name"] == "py-scheduler-token" and cookie["httpOnly"] and cookie["secure"]
-            assert cookie["sameSite"] == "Strict" and cookie["session"] and cookie["path"] == f"/{path}", cookie
+            assert cookie["sameSite"] == "Strict" and cookie["path"] == f"/{path}", cookie
+            expires = cookie["expires"]
+            assert not cookie["session"] and isinstance(expires, float | int) and expires <= time.time() + 3600
             assert 'id="logout"' in page
-            await tools.goto(f"{base}/logout")
+            await tools.goto(f"{base}/logout")  # a GET is no sign-out (any page could make the browser fetch it)
+            assert len(await tools.cookies(ui)) == 1
+            await tools.goto(ui)
+            await tools.press_enter_on("#logout")
             assert "signed out" in await tools.html()
             assert not await tools.cookies(ui)
             await tools.goto(ui)

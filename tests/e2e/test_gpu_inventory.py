@@ -4,10 +4,12 @@ One node per class, built from the public label sets of ``tests/unit/plugins/gpu
 (GPU Operator MIG single, MIG mixed, time-slicing, a stale GFD node whose device plugin is gone, a
 GKE L4 node) plus two plain 8-GPU A100 nodes for packing. Each Pod selects its class's node by
 ``kubernetes.io/hostname``, so its FailedScheduling message carries that node's GPUFilter reason
-(with the label / allocatable disagreement where there is one). Checks, per class: a whole-GPU Pod
-never lands on MIG slices and a ``mig-profile`` Pod does; a ``nvidia.com/mig-<profile>`` Pod is
-model-checked; a Pod asking more GPUs than a time-sliced node has cards waits, one share binds; a
-stale ``gpu.count`` offers nothing; a GKE node matches ``gpu-model: L4``; 2-GPU Pods pack onto the
+(with the label / allocatable disagreement where there is one). Checks, per class: a Pod opting out
+of slices (``whole-gpu``) never lands on MIG slices, a ``mig-profile`` Pod does, and so does a plain
+``nvidia.com/gpu: 1`` (issue 30: the kubelet grants it a slice); a ``nvidia.com/mig-<profile>`` Pod is
+model-checked; on a time-sliced node whose device plugin fails requests greater than one (node label)
+a 2-replica Pod waits, one share binds; a stale ``gpu.count`` offers nothing; a GKE node matches
+``gpu-model: L4``; 2-GPU Pods pack onto the
 A100 already holding 4 GPUs, so an 8-GPU Pod still finds the other node whole.
 """
 
@@ -76,35 +78,38 @@ async def inv(testbed: Testbed, api_client: client.ApiClient) -> AsyncIterator[I
 async def test_gpu_node_classes_live(inv: InventoryFleet) -> None:
     mig = await inv.real_node("mig-single", rn.a100_mig_single)
     mixed = await inv.real_node("mig-mixed", rn.a100_mig_mixed)
-    shared = await inv.real_node("shared", rn.a100_time_sliced)
+    shared = await inv.real_node("shared", lambda name: rn.a100_time_sliced(
+        name, {"gpu-scheduler/fail-requests-greater-than-one": "true"}))
     stale = await inv.real_node("stale", rn.stale_a100)
     gke = await inv.real_node("gke-l4", rn.gke_l4)
     sched = inv.replica("gpu-inventory")
     await sched.wait_leading()
     model = "gpu-scheduler/gpu-model"
 
-    # MIG single: a whole-A100 request waits; naming the profile gets a slice
-    whole = await inv.pod_on(mig, {"nvidia.com/gpu": "1"}, {model: "A100"})
+    # MIG single: a Pod refusing slices waits; naming the profile gets a slice, so does a plain request
+    whole = await inv.pod_on(mig, {"nvidia.com/gpu": "1"}, {model: "A100", "gpu-scheduler/whole-gpu": "true"})
     sliced = await inv.pod_on(mig, {"nvidia.com/gpu": "1"}, {model: "A100", "gpu-scheduler/mig-profile": "1g.10gb"})
+    plain = await inv.pod_on(mig, {"nvidia.com/gpu": "1"})
     # MIG mixed: the profile resource is model-checked; a gpu-count Pod sees why there is no whole GPU
     h100 = await inv.pod_on(mixed, {"nvidia.com/mig-1g.5gb": "1"}, {model: "H100"})
     a100_slice = await inv.pod_on(mixed, {"nvidia.com/mig-1g.5gb": "1"}, {model: "A100"})
     counted = await inv.pod_on(mixed, None, {"gpu-scheduler/gpu-count": "1"})
-    # time-slicing: 5 "GPUs" on 2 cards waits, one share binds
-    five = await inv.pod_on(shared, {"nvidia.com/gpu": "5"})
+    # time-slicing with failRequestsGreaterThanOne: 2 replicas in one container wait, one share binds
+    five = await inv.pod_on(shared, {"nvidia.com/gpu": "2"})
     share = await inv.pod_on(shared, {"nvidia.com/gpu": "1"}, {model: "A100"})
     # stale GFD labels offer nothing
     ghost = await inv.pod_on(stale, None, {"gpu-scheduler/gpu-count": "1"})
     # GKE labels match a model
     l4 = await inv.pod_on(gke, {"nvidia.com/gpu": "1"}, {model: "L4"})
 
-    got = await inv.wait_bound([sliced, a100_slice, share, l4], timeout=60)
-    assert {n: got[n].spec.node_name for n in got} == {sliced: mig, a100_slice: mixed, share: shared, l4: gke}
+    got = await inv.wait_bound([sliced, plain, a100_slice, share, l4], timeout=60)
+    assert {n: got[n].spec.node_name for n in got} == {sliced: mig, plain: mig, a100_slice: mixed, share: shared,
+                                                       l4: gke}
     assert "node(s) had MIG slices, not whole GPUs" in await inv.failed(whole)
     assert "node(s) didn't match the requested GPU model" in await inv.failed(h100)
     assert ("label nvidia.com/gpu.count=1 but no allocatable nvidia.com/gpu: its GPUs are split into MIG "
             "instances") in await inv.failed(counted)
-    assert "node(s) had fewer physical GPUs than requested" in await inv.failed(five)
+    assert "node(s) had shared GPUs that grant at most 1 per container" in await inv.failed(five)
     assert ("label nvidia.com/gpu.count=8 but no allocatable nvidia.com/gpu: the kubelet grants none"
             in await inv.failed(ghost))
     now = await inv.current()

@@ -25,8 +25,8 @@ import pytest
 from bench.parity_lib.runner import oracle_binary
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.types import CycleState, PodInfo
-from py_scheduler.plugins.inter_pod_affinity import InterPodAffinity
-from py_scheduler.plugins.pod_topology_spread import PodTopologySpread
+from py_scheduler.plugins.inter_pod_affinity.plugin import InterPodAffinity
+from py_scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
 from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]

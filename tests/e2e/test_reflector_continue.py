@@ -19,9 +19,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from py_scheduler.app.informers import ObjectStore
-from py_scheduler.app.kube import Kube, KubeError
-from py_scheduler.app.reflector import Reflector
+from py_scheduler.app.client.informers import ObjectStore
+from py_scheduler.app.client.kube import Kube
+from py_scheduler.app.client.reflector import Reflector
+from py_scheduler.app.client.wire import KubeError
 from py_scheduler.framework.events import Resource
 from tests.e2e.faults.scenarios import etcd_compact
 from tests.e2e.helpers import NamespacedPods, Testbed, create_pod, delete_pod, unique_name, wait_for
@@ -83,7 +84,8 @@ async def test_continue_token_expiring_mid_list_restarts_the_list(
                           backoff_initial=0.1, backoff_max=0.5)
 
     async def same_as_fresh_list() -> bool:
-        items, _ = await kube.list_objects(wk.list_path, field_selector=wk.field_selector)
+        items = [o async for page, _ in kube.list_pages(wk.list_path, field_selector=wk.field_selector)
+                 for o in page]
         want = {wk.key(o): str(o["metadata"]["resourceVersion"]) for o in items}
         have = {wk.key(o): str(o["metadata"]["resourceVersion"]) for o in store.list_kind("Pod")}
         return have == want

@@ -1,4 +1,4 @@
-"""The reflector (``py_scheduler.app.reflector``, the watch machinery of every kind) against the real
+"""The reflector (``py_scheduler.app.client.reflector``, the watch machinery of every kind) against the real
 kube-apiserver of the test bed: the Pods, then a cluster-scoped kind (Nodes) across a 410 gap.
 
 One reflector over the Pods of a fresh namespace (its namespaced path keeps other tests' Pods out; a
@@ -18,9 +18,9 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
-from py_scheduler.app.informers import KINDS_BY_NAME, ObjectStore, WatchedKind
-from py_scheduler.app.kube import Kube
-from py_scheduler.app.reflector import Reflector
+from py_scheduler.app.client.informers import KINDS_BY_NAME, ObjectStore, WatchedKind
+from py_scheduler.app.client.kube import Kube
+from py_scheduler.app.client.reflector import Reflector
 from py_scheduler.framework.events import Resource
 from tests.e2e.faults.scenarios import etcd_compact
 from tests.e2e.helpers import (
@@ -55,7 +55,8 @@ async def test_reflector_lists_watches_rewatches_and_relists_after_410(
                           on_relist_start=gaps.append, min_watch_timeout=2, page_limit=3)
 
     async def same_as_fresh_list() -> bool:
-        items, _ = await kube.list_objects(wk.list_path, field_selector=wk.field_selector)
+        items = [o async for page, _ in kube.list_pages(wk.list_path, field_selector=wk.field_selector)
+                 for o in page]
         assert _rvs(store.list_kind("Pod"), wk) == _rvs(items, wk)
         return True
 

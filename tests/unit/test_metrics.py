@@ -10,10 +10,11 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from py_scheduler.app import metrics as m
-from py_scheduler.app.health import HealthServer, parse_bind_address
+from py_scheduler.app.serving.health import HealthServer, parse_bind_address
+from py_scheduler.app.telemetry import metrics as m
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.plugins import registry
+from py_scheduler.plugins.gpu.filter import UNKNOWN_MODEL, GPUFilter
 
 # (exposed name, type, label names, upstream bucket spec (start, factor, count) or None)
 EXPECTED: list[tuple[Any, str, str, tuple[str, ...], tuple[float, float, int] | None]] = [
@@ -96,8 +97,8 @@ def test_framework_observer_routes_by_plugin() -> None:
 
 def test_framework_observer_is_called_by_the_runtime() -> None:
     """End to end through Algorithm.schedule: the runtime reports Filter/Score timings per profile."""
+    from py_scheduler.framework.algorithm import Algorithm
     from py_scheduler.framework.config import PluginSet, ProfileConfig, build_framework
-    from py_scheduler.framework.runtime import Algorithm
     from py_scheduler.framework.types import PodInfo
 
     prof = ProfileConfig(scheduler_name="obs-rt", plugins={"multiPoint": PluginSet(
@@ -145,12 +146,12 @@ def test_update_gpu_gauges_from_snapshot() -> None:
     nodes = [gpu_node("gpu-a", 8, "NVIDIA-A100-SXM4-40GB"), gpu_node("gpu-b", 4, "NVIDIA-H100-80GB-HBM3"),
              {"metadata": {"name": "cpu-only"}, "status": {"allocatable": {"cpu": "4"}}}]
     pods = [gpu_pod("p1", "gpu-a", 2), gpu_pod("p2", "gpu-a", 1), gpu_pod("p3", "gpu-b", 4)]
-    m.update_gpu_gauges(Snapshot.from_objects(nodes, pods))
+    m.update_gpu_gauges(Snapshot.from_objects(nodes, pods), [GPUFilter()])
     alloc, free = gauge_by_node("py_scheduler_gpu_allocated"), gauge_by_node("py_scheduler_gpu_free")
     assert alloc == {"gpu-a": 3, "gpu-b": 4}
     assert free == {"gpu-a": 5, "gpu-b": 0}
     # A node that left the cluster loses its series.
-    m.update_gpu_gauges(Snapshot.from_objects(nodes[:1], pods[:1]))
+    m.update_gpu_gauges(Snapshot.from_objects(nodes[:1], pods[:1]), [GPUFilter()])
     assert gauge_by_node("py_scheduler_gpu_allocated") == {"gpu-a": 2}
     assert gauge_by_node("py_scheduler_gpu_free") == {"gpu-a": 6}
 
@@ -158,8 +159,8 @@ def test_update_gpu_gauges_from_snapshot() -> None:
 def test_gpu_inventory_model_label() -> None:
     node = gpu_node("gpu-x", 2, "NVIDIA-A100-SXM4-40GB")
     bare = {"metadata": {"name": "gpu-y"}, "status": {"allocatable": {"nvidia.com/gpu": "1"}}}
-    rows = m.gpu_inventory(Snapshot.from_objects([node, bare], [gpu_pod("q", "gpu-y", 1)]))
-    assert sorted(rows) == [("gpu-x", "NVIDIA-A100-SXM4-40GB", 0, 2), ("gpu-y", m.UNKNOWN_MODEL, 1, 0)]
+    rows = GPUFilter().gpu_inventory(Snapshot.from_objects([node, bare], [gpu_pod("q", "gpu-y", 1)]))
+    assert sorted(rows) == [("gpu-x", "NVIDIA-A100-SXM4-40GB", 0, 2), ("gpu-y", UNKNOWN_MODEL, 1, 0)]
 
 
 def test_update_gpu_gauges_never_raises() -> None:
@@ -168,7 +169,7 @@ def test_update_gpu_gauges_never_raises() -> None:
         def node_info_list(self) -> list[Any]:
             raise RuntimeError("boom")
 
-    m.update_gpu_gauges(Broken())  # logged, not raised
+    m.update_gpu_gauges(Broken(), [GPUFilter()])  # logged, not raised
 
 
 # --- HTTP server ---------------------------------------------------------------------------------------

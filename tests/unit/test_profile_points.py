@@ -4,8 +4,8 @@ sample config disabled ImageLocality at ``score`` and crashed every cycle)."""
 from __future__ import annotations
 
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import parse_config
-from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins import registry
 

@@ -22,18 +22,19 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.preemption import pod_start_time_ns
-from py_scheduler.framework.types import PodInfo, PodParseError, same_parse_inputs
+from py_scheduler.framework.types import PodInfo, same_parse_inputs
 from py_scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
 from py_scheduler.plugins.dynamic_resources import DynamicResources
 from py_scheduler.plugins.gpu.model import GPUKeys, parse_request
 from py_scheduler.plugins.helpers.node_selector import preferred_node_affinity, required_node_affinity
 from py_scheduler.plugins.helpers.tolerations import parse_tolerations
 from py_scheduler.plugins.image_locality import _pod_images
-from py_scheduler.plugins.inter_pod_affinity import pod_affinity_terms
+from py_scheduler.plugins.inter_pod_affinity.common import pod_affinity_terms
 from py_scheduler.plugins.node_resources_fit import NodeResourcesFit
 from py_scheduler.plugins.node_volume_limits import _plain_pvc_volume_count
-from py_scheduler.plugins.pod_topology_spread import _pod_constraints
+from py_scheduler.plugins.pod_topology_spread.common import _pod_constraints
 
 Obj = dict[str, Any]
 
@@ -247,9 +248,9 @@ def test_reparse_equals_a_fresh_parse_fields_and_memoized_helpers(versions: tupl
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pod_versions())
 def test_derived_assumed_pod_answers_as_a_fresh_parse(versions: tuple[Obj, Obj]) -> None:
-    """The loop's assumed Pod (``_assumed_pod_info``: the queued Pod with ``spec.nodeName`` and our
+    """The core's assumed Pod (``assumed_pod``: the queued Pod with ``spec.nodeName`` and our
     annotations) is a ``derive`` sharing the memo: every field and helper answer equals a fresh parse."""
-    from py_scheduler.app.loop import SchedulingLoop
+    from py_scheduler.core.cycle import assumed_pod
 
     old, _ = versions
     try:
@@ -258,7 +259,7 @@ def test_derived_assumed_pod_answers_as_a_fresh_parse(versions: tuple[Obj, Obj])
         return
     for fn in HELPERS.values():
         _answer(fn, pi)
-    assumed = SchedulingLoop._assumed_pod_info(pi, "n9", {"gpu.example.com/assigned": "0,1"})
+    assumed = assumed_pod(pi, "n9", {"gpu.example.com/assigned": "0,1"})
     fresh = PodInfo(copy.deepcopy(assumed.pod))
     assert assumed.node_name == "n9" and _fields(assumed) == _fields(fresh)
     for what, fn in HELPERS.items():
@@ -293,7 +294,8 @@ def test_parse_memo_changes_nothing_also_with_shared_resource_lists(versions: tu
     from decimal import Decimal
 
     from py_scheduler.framework import quantity
-    from py_scheduler.framework.types import Resource, is_pod_level_requests_set, pod_requests
+    from py_scheduler.framework.pod_resources import is_pod_level_requests_set, pod_requests
+    from py_scheduler.framework.types import Resource
 
     pod, _ = versions
     if alias:

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.types import NodeInfo, PodInfo
 
 
 def pod(spec: dict[str, Any]) -> dict[str, Any]:

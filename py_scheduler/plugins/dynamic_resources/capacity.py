@@ -23,9 +23,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from py_scheduler.framework import quantity as qty
+from py_scheduler.framework.memo import QUANTITIES
+from py_scheduler.framework.quantity import format_quantity as format_quantity
 
 __all__ = ["CapacityError", "consumed_from_request", "fits_capacity", "format_quantity", "request_amounts"]
 
@@ -37,30 +39,21 @@ class CapacityError(ValueError):
     / ``errNegativeCapacity``); ``str()`` is upstream's message after ``capacity "NAME": ``."""
 
 
-_Q_MEMO: dict[str, Decimal | None] = {}
-_Q_MEMO_SIZE = 4096
-
-
 def _q(raw: object) -> Decimal | None:
     """``raw`` as a quantity, None when it is absent or invalid.
 
-    Quantity strings are memoized (a device's capacities and request policies are read for every
-    device of every node in every allocation: ~2/3 of ``fits_capacity``'s time went to parsing the
-    same few strings). What it depends on: :func:`py_scheduler.framework.quantity.parse` is a pure
-    function of the string under the process's default decimal context (never changed in
-    py_scheduler), and ``Decimal`` values are immutable, so a shared result is the one a parse
-    would give. The memo stops taking entries at ``_Q_MEMO_SIZE`` distinct strings."""
+    Quantity strings are memoized (:data:`~py_scheduler.framework.memo.QUANTITIES`: a device's
+    capacities and request policies are read for every device of every node in every allocation:
+    ~2/3 of ``fits_capacity``'s time went to parsing the same few strings)."""
     if raw is None:
         return None
-    if type(raw) is str and raw in _Q_MEMO:
-        return _Q_MEMO[raw]
+    if type(raw) is str and raw in QUANTITIES:
+        return cast("Decimal | None", QUANTITIES[raw])
     try:
         v: Decimal | None = qty.parse(raw)
     except qty.QuantityError:
         v = None
-    if type(raw) is str and len(_Q_MEMO) < _Q_MEMO_SIZE:
-        _Q_MEMO[raw] = v
-    return v
+    return QUANTITIES.store(raw, v) if type(raw) is str else v
 
 
 def request_amounts(capacity_requirements: object) -> dict[str, Decimal] | None:
@@ -267,22 +260,3 @@ def consumed_from_request(requests: Mapping[str, Decimal] | None, capacity: obje
         except CapacityError as exc:
             raise CapacityError(f'capacity "{name}": {exc}') from exc
     return out
-
-
-_BINARY_SUFFIXES = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
-
-
-def format_quantity(v: Decimal) -> str:
-    """A quantity string for an amount (for ``consumedCapacity`` in an AllocationResult): whole
-    multiples of a binary unit with its suffix (``10Gi``), other whole numbers plainly, fractions in
-    thousandths (``1500m``) when exact, else the decimal itself."""
-    if v == v.to_integral_value():
-        n = int(v)
-        for suffix, unit in _BINARY_SUFFIXES:
-            if n != 0 and n % unit == 0:
-                return f"{n // unit}{suffix}"
-        return str(n)
-    m = v * 1000
-    if m == m.to_integral_value():
-        return f"{int(m)}m"
-    return format(v, "f")

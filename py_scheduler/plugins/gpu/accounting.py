@@ -36,7 +36,7 @@ from fractions import Fraction
 from typing import Any
 
 from py_scheduler.framework.types import Code, NodeInfo, PodInfo
-from py_scheduler.plugins.gpu.inventory import UNIT_MIG, UNIT_REPLICA, GPUInventory, parse_node
+from py_scheduler.plugins.gpu.inventory import UNIT_MIG, GPUInventory, parse_node
 from py_scheduler.plugins.gpu.model import GPUKeys, GPURequest, NodeGPUSpec, model_matches, pod_gpu_usage
 
 __all__ = [
@@ -65,7 +65,7 @@ ERR_UNKNOWN_MEMORY = "node(s) had unknown GPU memory"
 ERR_NVLINK = "node(s) had no NVLink group with enough free GPUs"
 ERR_MIG_SLICES = "node(s) had MIG slices, not whole GPUs"
 ERR_MIG_PROFILE = "node(s) didn't have the requested MIG profile"
-ERR_SHARED = "node(s) had fewer physical GPUs than requested (time-sliced replicas are not whole GPUs)"
+ERR_SHARED = "node(s) had shared GPUs that grant at most 1 per container"
 
 MEMO_CAPACITY = 8192
 """Derived node states kept (LRU); a few per node of a large cluster."""
@@ -234,11 +234,14 @@ def verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
     1. malformed node GPU metadata -> UnschedulableAndUnresolvable ``spec.error``;
     2. MIG instances asked (``nvidia.com/mig-<p>``): the node publishes no such profile or fewer
        instances -> ``ERR_MIG_PROFILE``; model (base product) and memory (the instance's) as below;
-    3. GPU units asked: a node whose units are MIG slices serves only a Pod naming that profile
-       (``mig-profile`` annotation) -> ``ERR_MIG_SLICES`` / ``ERR_MIG_PROFILE``; a Pod naming a
+    3. GPU units asked: a node whose units are MIG slices (MIG single, GKE partitions) serves a
+       plain request as the kubelet does, a slice per unit, when model and memory fit the slice
+       below; it refuses a Pod that opted out (``whole-gpu``) or asks ``nvidia.com/mig-<p>`` too
+       (``ERR_MIG_SLICES``) and a Pod naming another profile (``ERR_MIG_PROFILE``); a Pod naming a
        profile gets no whole card -> ``ERR_MIG_PROFILE``; count > units -> ``ERR_INSUFFICIENT``;
-       time-sliced node with fewer physical cards than asked -> ``ERR_SHARED``; model; memory per
-       unit (``ERR_UNKNOWN_MEMORY`` or the malformed memory label's reason, ``ERR_MEMORY``), all
+       a container asking more units than a shared node grants one container (GKE time-sharing /
+       MPS, NVIDIA ``failRequestsGreaterThanOne``) -> ``ERR_SHARED``; model; memory per unit
+       (``ERR_UNKNOWN_MEMORY`` or the malformed memory label's reason, ``ERR_MEMORY``), all
        UnschedulableAndUnresolvable; free units < count -> Unschedulable ``ERR_INSUFFICIENT``; NVLink.
 
     Reasons of UnschedulableAndUnresolvable verdicts carry the node's label / allocatable
@@ -265,15 +268,15 @@ def verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | None:
     if req.count <= 0:
         return None
     if inv.unit_kind == UNIT_MIG:
-        if req.mig_profile is None or req.mig_count > 0:
+        if req.whole_gpu or req.mig_count > 0:
             return uu, _with_notes(ERR_MIG_SLICES, spec)
-        if inv.slice_profile != req.mig_profile:
+        if req.mig_profile is not None and inv.slice_profile != req.mig_profile:
             return uu, ERR_MIG_PROFILE
     elif req.mig_profile is not None and req.mig_count == 0:
         return uu, _with_notes(ERR_MIG_PROFILE, spec)
     if req.count > spec.total:
         return uu, _with_notes(ERR_INSUFFICIENT, spec)
-    if inv.unit_kind == UNIT_REPLICA and inv.physical is not None and req.count > inv.physical:
+    if inv.per_container is not None and req.per_container > inv.per_container:
         return uu, ERR_SHARED
     if not model_ok():
         return uu, ERR_MODEL

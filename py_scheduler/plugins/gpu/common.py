@@ -85,7 +85,8 @@ GPU_REQUEST_SIGNER_NAME = "py-scheduler.GPURequest"
 def gpu_sign_pod(pod: PodInfo, keys: GPUKeys) -> SignResult:
     """GPUFilter's and GPUScore's ``sign_pod``: the parsed :class:`GPURequest` (GPU count from the
     ``nvidia.com/gpu`` resource or ``gpu-count`` annotation, acceptable models, minimum memory per GPU
-    in bytes, NVLink requirement, MIG profile and instance count) plus the raw values of every GPU
+    in bytes, NVLink requirement, MIG profile and instance count, the largest one container's count, the
+    whole-GPU opt-out) plus the raw values of every GPU
     annotation the plugins read (so Pods that differ in any of them never share a signature). A
     malformed GPU annotation or limit refuses the signature (the Pod is rejected by PreFilter anyway)."""
     try:
@@ -95,5 +96,5 @@ def gpu_sign_pod(pod: PodInfo, keys: GPUKeys) -> SignResult:
     ann = (pod.pod.get("metadata") or {}).get("annotations") or {}
     raw = [ann.get(k) for k in keys.pod_annotation_keys()] if isinstance(ann, dict) else []
     value = [req.count, [repr(m) for m in req.models], req.memory_bytes, req.nvlink, req.mig_profile, req.mig_count,
-             raw]
+             req.per_container, req.whole_gpu, raw]
     return [(GPU_REQUEST_SIGNER_NAME, value)], Status.success()

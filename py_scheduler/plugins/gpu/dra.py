@@ -1,8 +1,9 @@
 """What GPUScore needs to rank a node for a Pod that gets its GPUs by ResourceClaim (DRA).
 
 Not an upstream plugin (py-scheduler's issue 16 item 3). DynamicResources' Filter leaves, per
-feasible node, the AllocationResults it would write (``DRAState.node_allocations``, upstream
-``dynamicresources.go`` ``stateData.nodeAllocations``); this module reads the devices named there
+feasible node, the AllocationResults it would write (``node_allocations`` of its cycle state, read
+through the framework's ``ClaimAllocationState``; upstream ``dynamicresources.go``
+``stateData.nodeAllocations``); this module reads the devices named there
 from the node's ResourceSlices and describes them as GPUScore's terms need them.
 
 A device is a GPU when its ResourceSlice entry has a ``productName`` string attribute, as NVIDIA's
@@ -16,15 +17,14 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Any
 
 from py_scheduler.framework import quantity as qty
+from py_scheduler.framework.interfaces import DRA_STATE_KEY, ClaimAllocationState
+from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.types import CycleState, NodeInfo
-from py_scheduler.plugins.dynamic_resources import STATE_KEY, DRAState
 
 __all__ = ["DRANodeGPUs", "GPUDeviceIndex", "dra_node_gpus"]
 
-Obj = dict[str, Any]
 DeviceID = tuple[str, str, str]
 """(driver, pool, device)."""
 
@@ -184,8 +184,9 @@ def dra_node_gpus(state: CycleState, nodes: list[NodeInfo],
 
     Never raises: malformed slices or claims count as "no GPU device" / "no memory capacity".
     """
-    s = state.data.get(STATE_KEY)
-    if not isinstance(s, DRAState) or not s.claims or state.snapshot is None:
+    s = state.data.get(DRA_STATE_KEY)
+    # claims first: most Pods have none, and a Protocol isinstance costs tens of microseconds
+    if not getattr(s, "claims", None) or not isinstance(s, ClaimAllocationState) or state.snapshot is None:
         return None
     objects = state.snapshot.objects
     if index is None:

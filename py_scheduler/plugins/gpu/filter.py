@@ -11,9 +11,10 @@ Extension points:
         when an annotation is malformed.
     Filter: the checks of :func:`py_scheduler.plugins.gpu.accounting.verdict`, in order, the first
         failing one deciding: malformed node metadata; MIG profile (``nvidia.com/mig-<p>`` asked, or
-        MIG slices offered to a whole-GPU Pod: ``node(s) had MIG slices, not whole GPUs``); count >
-        node's units ``node(s) had insufficient free GPUs``; time-sliced replicas fewer physical
-        cards than asked; model ``node(s) didn't match the requested GPU model``; memory per unit
+        MIG slices offered to a Pod that opted out with ``whole-gpu``: ``node(s) had MIG slices, not
+        whole GPUs``); count > node's units ``node(s) had insufficient free GPUs``; a container asking
+        more shared units than the node grants one container (``node(s) had shared GPUs that grant at
+        most 1 per container``); model ``node(s) didn't match the requested GPU model``; memory per unit
         ``node(s) had unknown GPU memory`` / ``node(s) had insufficient GPU memory`` (all
         UnschedulableAndUnresolvable); free units < count -> Unschedulable; NVLink
         ``node(s) had no NVLink group with enough free GPUs``, Unschedulable when some group is large
@@ -56,6 +57,7 @@ from py_scheduler.plugins.gpu.accounting import (
 from py_scheduler.plugins.gpu.common import PRE_FILTER_KEY, check_args, gpu_sign_pod, keys_from_args, request_for
 from py_scheduler.plugins.gpu.events import gpu_events_to_register
 from py_scheduler.plugins.gpu.model import (
+    GFD_COUNT,
     GPUKeys,
     GPUParseError,
     GPURequest,
@@ -66,6 +68,8 @@ from py_scheduler.plugins.gpu.model import (
 log = logging.getLogger("py_scheduler.plugins.gpu")
 
 NAME = "GPUFilter"
+UNKNOWN_MODEL = "unknown"
+"""``model`` of a GPU node whose product is not known (no ``nvidia.com/gpu.product`` label)."""
 
 _SUCCESS = Status.success()
 
@@ -125,6 +129,23 @@ class GPUFilter:
         args = args or {}
         check_args(args, {"prefix", "resourceName"})
         return cls(keys_from_args(args))
+
+    def gpu_inventory(self, snapshot: SnapshotLister) -> list[tuple[str, str, int, int]]:
+        """``GPUInventoryReporter``: ``(node, model or UNKNOWN_MODEL, allocated, free)`` (devices) per GPU
+        node of ``snapshot``, from Filter's own accounting (:func:`derive_state`), so the gauges agree
+        with what GPUFilter sees. Nodes with malformed GPU labels are skipped, and nodes declaring no
+        GPU (no resource, no ``nvidia.com/gpu.count``) cost one dict lookup each."""
+        k = self.keys
+        rows: list[tuple[str, str, int, int]] = []
+        for ni in snapshot.node_info_list:
+            if k.resource_name not in ni.allocatable.scalar and GFD_COUNT not in ni.labels:
+                continue  # total 0: derive_state would report no GPU
+            st = derive_state(ni, k)
+            if st.spec.error is not None or st.spec.total <= 0:
+                continue
+            free = len(st.free)
+            rows.append((ni.name, st.spec.product or UNKNOWN_MODEL, st.spec.total - free, free))
+        return rows
 
     # -- PreFilter --------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:

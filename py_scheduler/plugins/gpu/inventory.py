@@ -76,6 +76,7 @@ __all__ = [
     "KARPENTER_GPU_COUNT",
     "KARPENTER_GPU_MEMORY",
     "KARPENTER_GPU_NAME",
+    "NVIDIA_SHARING_STRATEGY",
     "UNIT_GPU",
     "UNIT_MIG",
     "UNIT_REPLICA",
@@ -94,6 +95,7 @@ GKE_ACCELERATOR_COUNT = "cloud.google.com/gke-accelerator-count"
 GKE_PARTITION_SIZE = "cloud.google.com/gke-gpu-partition-size"
 GKE_SHARING_STRATEGY = "cloud.google.com/gke-gpu-sharing-strategy"
 GKE_MAX_SHARED_CLIENTS = "cloud.google.com/gke-max-shared-clients-per-gpu"
+NVIDIA_SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
 KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 KARPENTER_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"
@@ -141,6 +143,13 @@ class GPUInventory:
         mig: MIG profiles published as separate resources (mixed strategy), by name.
         product_source: the label the product came from (``""``: none).
         notes: label / allocatable disagreements, resolved to allocatable.
+        per_container: the most ``<resource>`` units one container may ask on this node (None: no
+            limit). 1 on GKE time-sharing / MPS nodes (GKE's device plugin refuses more at
+            admission) and on NVIDIA-shared nodes whose device plugin has
+            ``failRequestsGreaterThanOne`` (MPS always; time-slicing when the node's label
+            ``<prefix>fail-requests-greater-than-one`` says ``"true"``).
+        sharing: who shares the units: ``""`` (nobody), ``gke-time-sharing``, ``gke-mps``,
+            ``nvidia-time-slicing`` or ``nvidia-mps`` (for the Filter reason).
     """
 
     unit_kind: str = UNIT_GPU
@@ -151,6 +160,8 @@ class GPUInventory:
     mig: tuple[MigProfile, ...] = ()
     product_source: str = ""
     notes: tuple[str, ...] = ()
+    per_container: int | None = None
+    sharing: str = ""
 
     def mig_profile(self, name: str) -> MigProfile | None:
         """The mixed-strategy profile ``name`` (case-insensitive), or None."""
@@ -206,6 +217,29 @@ def _memory(labels: dict[str, Any], keys: GPUKeys, mig_single: bool, product: st
         return None, f"node(s) had {exc}"
     mem = split_product(product)[1] if product else None
     return (int(mem[:-2]) * GB if mem else None), None
+
+
+def _sharing(labels: dict[str, Any], keys: GPUKeys, unit_kind: str, gke: str) -> tuple[int | None, str]:
+    """(units one container may ask, who shares) of a node (:class:`GPUInventory`'s ``per_container``
+    and ``sharing``).
+
+    GKE: time-sharing and MPS nodes grant at most 1 ``nvidia.com/gpu`` per container (GKE's
+    "at most 1 nvidia.com/gpu can be requested on GPU nodes", an admission error). NVIDIA's device
+    plugin (README, "Shared Access to GPUs"): a time-sliced replica request larger than 1 is granted
+    ("hands them out to anyone that asks") unless ``failRequestsGreaterThanOne`` is set; under MPS
+    the plugin always sets it (``api/config/v1/config.go``, since v0.15.0). That flag lives in the
+    plugin's ConfigMap, not on the node, so the node label ``<prefix>fail-requests-greater-than-one``
+    (``"true"``) states it for time-slicing; any other value reads as unset.
+    """
+    if gke in ("time-sharing", "mps"):
+        return 1, f"gke-{gke}"
+    if unit_kind != UNIT_REPLICA:
+        return None, ""
+    mps = (_str_label(labels, NVIDIA_SHARING_STRATEGY) or "").lower() == "mps"
+    raw = labels.get(keys.fail_requests_greater_than_one)
+    flag = raw.strip().lower() if isinstance(raw, str) else None
+    fail = mps or flag == "true"
+    return (1 if fail else None), ("nvidia-mps" if mps else "nvidia-time-slicing")
 
 
 def build_node_spec(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
@@ -349,8 +383,9 @@ def _build(ni: NodeInfo, keys: GPUKeys) -> NodeGPUSpec:
     queue = 0
     if keys.current_queue in ann:
         queue = _non_negative_int("annotation", keys.current_queue, ann[keys.current_queue])
+    per_container, sharing = _sharing(labels, keys, unit_kind, gke_sharing)
     inv = GPUInventory(unit_kind, physical, replicas, slice_profile, card_memory, tuple(profiles),
-                       product_source, tuple(notes))
+                       product_source, tuple(notes), per_container, sharing)
     return NodeGPUSpec(total, product, unit_memory, tuple(tuple(g) for g in groups), used, queue,
                        memory_error=memory_error, inventory=inv)
 

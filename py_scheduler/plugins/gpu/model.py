@@ -12,7 +12,7 @@ and labels are decimal gigabytes (1 GB = 10^9 bytes, fractions allowed, as in ca
 
 Pod inputs (``<prefix>`` is ``gpu-scheduler/`` unless configured):
     - GPU count: the ``nvidia.com/gpu`` extended resource (requests; a container with only a
-      limit uses the limit, as the API server's defaulting does), or the annotation
+      limit uses the limit, as the API server's defaulting does; the same for ``nvidia.com/mig-*``), or the annotation
       ``<prefix>gpu-count`` when the Pod asks for no extended resource. When both are set they
       must agree.
     - ``<prefix>gpu-model``: one model (``A100``) or a comma-separated preference list
@@ -20,9 +20,11 @@ Pod inputs (``<prefix>`` is ``gpu-scheduler/`` unless configured):
     - ``<prefix>gpu-memory-gb``: minimum memory per GPU.
     - ``<prefix>nvlink-required``: ``"true"`` / ``"false"``.
     - ``<prefix>gpu-indices``: the GPU indices the scheduler picked (written by Reserve).
-    - ``<prefix>mig-profile``: the Pod accepts MIG slices of this profile (``1g.10gb``) for its
-      ``nvidia.com/gpu`` units (MIG "single" strategy, GKE partitions). A request of
+    - ``<prefix>mig-profile``: the Pod's ``nvidia.com/gpu`` units must be MIG slices of this
+      profile (``1g.10gb``; MIG "single" strategy, GKE partitions). A request (or limit) of
       ``nvidia.com/mig-<profile>`` (MIG "mixed" strategy) names the profile too.
+    - ``<prefix>whole-gpu: "true"``: the Pod refuses MIG slices (without it a plain
+      ``nvidia.com/gpu`` unit may be a slice, as the kubelet grants it on a MIG single node).
 
 Node inputs: :mod:`py_scheduler.plugins.gpu.inventory` (allocatable first, then GPU Feature
 Discovery, GKE / EKS / AKS and py-scheduler's own labels); NVLink groups from the annotation
@@ -46,8 +48,10 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from py_scheduler.framework import quantity
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.memo import PodInput, PodMemo
-from py_scheduler.framework.types import PodInfo, PodParseError, pod_requests
+from py_scheduler.framework.pod_resources import pod_requests
+from py_scheduler.framework.types import PodInfo
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -156,6 +160,16 @@ class GPUKeys:
         return self.prefix + "mig-profile"
 
     @property
+    def whole_gpu(self) -> str:
+        return self.prefix + "whole-gpu"
+
+    @property
+    def fail_requests_greater_than_one(self) -> str:
+        """Node label: the NVIDIA device plugin's ``failRequestsGreaterThanOne`` (``"true"`` /
+        ``"false"``), which lives in its ConfigMap, not on the node."""
+        return self.prefix + "fail-requests-greater-than-one"
+
+    @property
     def mig_resource_prefix(self) -> str:
         """``nvidia.com/mig-``: the MIG "mixed" strategy's per-profile extended resources."""
         return self.resource_name.split("/", 1)[0] + "/mig-"
@@ -182,7 +196,7 @@ class GPUKeys:
 
     def pod_annotation_keys(self) -> tuple[str, ...]:
         return (self.gpu_count, self.gpu_model, self.gpu_memory_gb, self.nvlink_required, self.gpu_indices,
-                self.mig_profile)
+                self.mig_profile, self.whole_gpu)
 
 
 def validate_prefix(prefix: object) -> str | None:
@@ -375,6 +389,12 @@ class GPURequest:
             annotation) each of its ``count`` ``nvidia.com/gpu`` units may be a slice of that
             profile (MIG "single" strategy, GKE partitions). None: whole GPUs only.
         mig_count: ``nvidia.com/mig-<mig_profile>`` instances asked.
+        per_container: the largest ``nvidia.com/gpu`` count one container (or init container) asks
+            (the unit a device plugin's ``Allocate`` and GKE's sharing check see; the ``gpu-count``
+            annotation counts as one container).
+        whole_gpu: the ``whole-gpu: "true"`` annotation: the Pod refuses MIG slices (a plain
+            ``nvidia.com/gpu`` request is otherwise served by a slice on MIG single / GKE partition
+            nodes, as the kubelet grants it there).
     """
 
     count: int
@@ -383,6 +403,8 @@ class GPURequest:
     nvlink: bool = False
     mig_profile: str | None = None
     mig_count: int = 0
+    per_container: int = 0
+    whole_gpu: bool = False
 
     @property
     def wants_gpu(self) -> bool:
@@ -398,50 +420,60 @@ def _list(v: object) -> list[Any]:
     return v if isinstance(v, list) else []
 
 
-def _resource_count(pod: PodInfo, keys: GPUKeys) -> int:
-    """The Pod's ``nvidia.com/gpu`` request (limits stand in for missing requests, per container).
+def _gpu_requests(pod: PodInfo, keys: GPUKeys) -> tuple[dict[str, int], int]:
+    """(the Pod's requests of ``<domain>/*`` extended resources, the largest ``<resource>`` request
+    of one container or init container).
+
+    A container that states only a limit of such a resource asks the limit, as the API server's
+    defaulting copies limits into missing requests (``pkg/apis/core/v1/defaults.go``,
+    ``SetDefaults_Pod``); so ``limits: {nvidia.com/mig-3g.20gb: 1}`` names a MIG profile as a
+    request would. Pod totals combine containers as upstream's ``PodRequests``.
 
     Raises:
         GPUParseError: a malformed limit quantity.
     """
     spec = pod.spec
     rn = keys.resource_name
+    domain = rn.split("/", 1)[0] + "/"
+    per_container = 0
     limits_only = False
     for ckey in ("containers", "initContainers"):
-        for c in _list(spec.get(ckey)):
+        for i, c in enumerate(_list(spec.get(ckey))):
             res = _dict(c.get("resources")) if isinstance(c, dict) else {}
-            if rn in _dict(res.get("limits")) and rn not in _dict(res.get("requests")):
+            req, lim = _dict(res.get("requests")), _dict(res.get("limits"))
+            if any(r.startswith(domain) and r not in req for r in lim):
                 limits_only = True
+            raw = req.get(rn, lim.get(rn))
+            if raw is not None:
+                try:
+                    per_container = max(per_container, quantity.value(quantity.parse(raw)))
+                except quantity.QuantityError as exc:
+                    where = "requests" if rn in req else "limits"
+                    raise GPUParseError("field", f"spec.{ckey}[{i}].resources.{where}.{rn}", raw,
+                                        "not a valid quantity") from exc
     if not limits_only:
-        return pod.requests.scalar.get(rn, 0)
-    patched = dict(pod.pod)
+        return {r: n for r, n in pod.requests.scalar.items() if r.startswith(domain)}, per_container
     new_spec: dict[str, Any] = dict(spec)
     for ckey in ("containers", "initContainers"):
         conts = []
-        for i, c in enumerate(_list(spec.get(ckey))):
+        for c in _list(spec.get(ckey)):
             if not isinstance(c, dict):
                 conts.append(c)
                 continue
             res = dict(_dict(c.get("resources")))
             req = dict(_dict(res.get("requests")))
-            lim = _dict(res.get("limits"))
-            if rn in lim and rn not in req:
-                try:
-                    quantity.parse(lim[rn])
-                except quantity.QuantityError as exc:
-                    raise GPUParseError("field", f"spec.{ckey}[{i}].resources.limits.{rn}", lim[rn],
-                                        "not a valid quantity") from exc
-                req[rn] = lim[rn]
+            for r, v in _dict(res.get("limits")).items():
+                if r.startswith(domain):
+                    req.setdefault(r, v)
             res["requests"] = req
             conts.append(dict(c, resources=res))
         if ckey in spec:
             new_spec[ckey] = conts
-    patched["spec"] = new_spec
     try:
-        reqs = pod_requests(patched)
-    except PodParseError as exc:  # pragma: no cover - PodInfo parsed the same quantities already
+        reqs = pod_requests(dict(pod.pod, spec=new_spec))
+    except PodParseError as exc:
         raise GPUParseError("field", exc.field, exc.value, "not a valid quantity") from exc
-    return quantity.value(reqs.get(rn, Decimal(0)))
+    return ({r: quantity.value(q) for r, q in reqs.items() if r.startswith(domain)}, per_container)
 
 
 def _annotations(pod: PodInfo) -> dict[str, Any]:
@@ -476,7 +508,8 @@ def parse_request(pod: PodInfo, keys: GPUKeys) -> GPURequest:
 
 
 def _parse_request(pod: PodInfo, keys: GPUKeys, ann: dict[str, Any]) -> GPURequest:
-    count = _resource_count(pod, keys)
+    asked_res, per_container = _gpu_requests(pod, keys)
+    count = asked_res.get(keys.resource_name, 0)
     if keys.gpu_count in ann:
         n = _non_negative_int("annotation", keys.gpu_count, ann[keys.gpu_count])
         if count and n != count:
@@ -509,8 +542,7 @@ def _parse_request(pod: PodInfo, keys: GPUKeys, ann: dict[str, Any]) -> GPUReque
     mig_profile: str | None = None
     mig_count = 0
     prefix = keys.mig_resource_prefix
-    asked = sorted((r[len(prefix):].lower(), n) for r, n in pod.requests.scalar.items()
-                   if r.startswith(prefix) and n > 0)
+    asked = sorted((r[len(prefix):].lower(), n) for r, n in asked_res.items() if r.startswith(prefix) and n > 0)
     if len(asked) > 1:
         raise GPUParseError("field", "spec.containers[*].resources.requests", ",".join(prefix + a for a, _ in asked),
                             "more than one MIG profile in one Pod is not supported")
@@ -524,7 +556,19 @@ def _parse_request(pod: PodInfo, keys: GPUKeys, ann: dict[str, Any]) -> GPUReque
             raise GPUParseError("annotation", keys.mig_profile, raw_p,
                                 f"does not equal the requested resource {prefix}{mig_profile}")
         mig_profile = raw_p.strip().lower()
-    return GPURequest(count, models, mem, nvlink, mig_profile, mig_count)
+    whole = False
+    if keys.whole_gpu in ann:
+        raw_w = ann[keys.whole_gpu]
+        w = raw_w.strip().lower() if isinstance(raw_w, str) else raw_w
+        if w in ("true", True):
+            whole = True
+        elif w not in ("false", False, ""):
+            raise GPUParseError("annotation", keys.whole_gpu, raw_w, 'not "true" or "false"')
+        if whole and mig_profile is not None:
+            raise GPUParseError("annotation", keys.whole_gpu, raw_w, f"contradicts the MIG profile {mig_profile}")
+    if keys.gpu_count in ann and not asked_res.get(keys.resource_name):
+        per_container = count  # the annotation asks for the Pod as a whole
+    return GPURequest(count, models, mem, nvlink, mig_profile, mig_count, per_container, whole)
 
 
 def pod_gpu_usage(pod: PodInfo, keys: GPUKeys) -> tuple[int, tuple[int, ...] | None]:

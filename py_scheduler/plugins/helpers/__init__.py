@@ -6,9 +6,12 @@ Upstream counterparts: ``pkg/scheduler/framework/plugins/helper/``,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
-__all__ = ["check_no_args"]
+if TYPE_CHECKING:
+    from py_scheduler.framework.handle import Handle
+
+__all__ = ["NoArgs", "check_no_args"]
 
 _META_KEYS = frozenset({"apiVersion", "kind"})
 
@@ -25,3 +28,19 @@ def check_no_args(plugin: str, args: dict[str, Any] | None) -> None:
     extra = sorted(set(args or {}) - _META_KEYS)
     if extra:
         raise ConfigError(f"{plugin} takes no args, got unknown field(s) {extra}")
+
+
+class NoArgs:
+    """Base of the plugins without an args type that take nothing from the Handle: ``create`` accepts
+    only ``apiVersion`` / ``kind`` (:func:`check_no_args`) and calls the class without arguments.
+
+    Raises (``create``):
+        ConfigError: args other than ``apiVersion`` / ``kind``.
+    """
+
+    name: str
+
+    @classmethod
+    def create(cls, args: dict[str, Any], handle: Handle) -> Self:
+        check_no_args(cls.name, args)
+        return cls()

@@ -31,24 +31,36 @@ Supported environment (what a selector may use):
 
 Not supported (an expression using them fails with a compile error naming the construct, so the
 Pod gets an Error and is retried, never a wrong placement): optional syntax (``.?``,
-``orValue``), ``cel.bind``, the ``ip`` / ``cidr`` / ``url`` / ``format`` libraries, cost limits.
-Unlike cel-go there is no static type check: type errors surface at evaluation.
+``orValue``), ``cel.bind``, the ``ip`` / ``cidr`` / ``url`` / ``format`` libraries, celpy's own
+``reduce`` / ``min`` macros (not CEL). Unlike cel-go there is no static type check: type errors
+surface at evaluation.
+
+Cost (:mod:`py_scheduler.plugins.helpers.cel_cost`, in its own units sized for cel-python, which is
+~1000 times slower than cel-go): every evaluation may spend at most ``RUNTIME_COST_LIMIT`` (2 000
+units, ~20-50 ms of CPU) and fails past it with cel-go's ``operation cancelled: actual cost limit
+exceeded`` (upstream's runtime limit is ``resourceapi.CELSelectorExpressionMaxCost``, enforced by
+kube-scheduler's ``cel.CostLimit``); an expression whose worst-case estimate exceeds
+``ESTIMATED_COST_LIMIT`` (20 000) does not compile (``too complex, exceeds cost limit``, the API
+server's validation wording), nor does one of more than ``PARSE_TOKEN_LIMIT`` (600) tokens.
+``compile_selector(..., cost_limit=, disable_cost_estimation=)`` are upstream's
+``Options.CostLimit`` / ``DisableCostEstimation``.
 """
 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 import celpy
 import celpy.celtypes as ct
 from celpy.evaluation import CELEvalError
 
 from py_scheduler.framework import quantity as qty
+from py_scheduler.framework.memo import CEL_SELECTORS
+from py_scheduler.plugins.helpers import cel_cost
 
 __all__ = [
     "CELCompileError",
@@ -62,7 +74,6 @@ __all__ = [
     "device_variable",
 ]
 
-Obj = dict[str, Any]
 
 
 class CELCompileError(ValueError):
@@ -340,31 +351,39 @@ _KNOWN_IDENTS = frozenset({"device", "true", "false", "null", "in", "has", "size
 
 @dataclass(slots=True)
 class CompiledSelector:
-    """One compiled expression (``cel.CompilationResult``): ``program`` or ``error``."""
+    """One compiled expression (``cel.CompilationResult``): ``program`` or ``error``; ``max_cost``
+    is the worst-case estimate in :mod:`~py_scheduler.plugins.helpers.cel_cost` units (``MaxCost``;
+    None when not estimated)."""
 
     expression: str
     program: Any = None
     error: CELCompileError | None = None
+    max_cost: int | None = None
 
 
-_ENV = celpy.Environment()
-_CACHE: OrderedDict[str, CompiledSelector] = OrderedDict()
-_CACHE_SIZE = 256
+_ENV = celpy.Environment(runner_class=cel_cost.BudgetRunner)
 
 
-def compile_selector(expression: str) -> CompiledSelector:
-    """Compile (and cache, LRU of 256) one selector expression. Never raises: a compile failure is
-    returned in ``.error`` (upstream keeps it in ``CompilationResult.Error`` the same way)."""
-    hit = _CACHE.get(expression)
+def compile_selector(expression: str, *, cost_limit: int | None = None,
+                     disable_cost_estimation: bool = False) -> CompiledSelector:
+    """Compile (and cache: :data:`~py_scheduler.framework.memo.CEL_SELECTORS`) one selector expression.
+    Never raises: a compile failure is returned in ``.error`` (upstream keeps it in
+    ``CompilationResult.Error`` the same way), among them an estimated worst case over
+    ``cel_cost.ESTIMATED_COST_LIMIT``. ``cost_limit`` overrides the runtime budget
+    (``cel_cost.RUNTIME_COST_LIMIT``); with either option the result is not cached."""
+    default = cost_limit is None and not disable_cost_estimation
+    hit = CEL_SELECTORS.lookup(expression) if default else None
     if hit is not None:
-        _CACHE.move_to_end(expression)
-        return hit
+        return cast(CompiledSelector, hit)
     res = CompiledSelector(expression)
     for pattern, what in _UNSUPPORTED:
         if pattern.search(expression):
             res.error = CELCompileError(f"compilation failed: {what} is not supported by py-scheduler's CEL "
                                         f"environment")
             break
+    if res.error is None and cel_cost.count_tokens(expression) > cel_cost.PARSE_TOKEN_LIMIT:
+        res.error = CELCompileError(f"compilation failed: too complex, more than {cel_cost.PARSE_TOKEN_LIMIT} "
+                                    f"tokens (py-scheduler's parser limit)")
     if res.error is None:
         try:
             ast = _ENV.compile(expression)
@@ -374,10 +393,28 @@ def compile_selector(expression: str) -> CompiledSelector:
             where = f"<input>:{line}:{column}" if line is not None and column is not None else "<input>"
             pointer = f"\n | {expression}\n | {'.' * (int(column) - 1)}^" if isinstance(column, int) else ""
             res.error = CELCompileError(f"compilation failed: ERROR: {where}: Syntax error{pointer}")
-    _CACHE[expression] = res
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return res
+        else:
+            res.error = _check_cost(res, ast, disable_cost_estimation)
+            if res.error is None and cost_limit is not None:
+                res.program.cost_limit = cost_limit
+    return CEL_SELECTORS.store(expression, res) if default else res
+
+
+def _check_cost(res: CompiledSelector, ast: Any, disabled: bool) -> CELCompileError | None:
+    """celpy-only macros, and the worst-case estimate against ``cel_cost.ESTIMATED_COST_LIMIT``."""
+    extension = cel_cost.celpy_extension(ast)
+    if extension is not None:
+        return CELCompileError(f"compilation failed: ERROR: <input>: undeclared reference to '{extension}'")
+    if disabled:
+        return None
+    try:
+        res.max_cost = cel_cost.estimate_cost(ast)
+    except RecursionError:
+        return CELCompileError("compilation failed: cost estimation failed: expression nested too deeply")
+    if res.max_cost > cel_cost.ESTIMATED_COST_LIMIT:
+        return CELCompileError(f"compilation failed: too complex, exceeds cost limit (estimated cost {res.max_cost}, "
+                               f"py-scheduler's limit {cel_cost.ESTIMATED_COST_LIMIT})")
+    return None
 
 
 def _parse_qualified_name(name: str, default_domain: str) -> tuple[str, str]:
@@ -481,12 +518,15 @@ def device_matches(selector: CompiledSelector, device_var: ct.MapType) -> bool:
     Raises:
         CELCompileError: the expression did not compile, or references an undeclared identifier
             or function (cel-go rejects those when compiling).
-        CELRuntimeError: evaluation failed or did not yield a bool.
+        CELRuntimeError: evaluation failed, spent more than its cost budget (``operation cancelled:
+            actual cost limit exceeded``) or did not yield a bool.
     """
     if selector.error is not None:
         raise selector.error
     try:
         result = selector.program.evaluate({"device": device_var})
+    except cel_cost.CostLimitExceeded as exc:
+        raise CELRuntimeError(str(exc)) from exc
     except CELEvalError as exc:
         text = str(exc.args[0]) if exc.args else str(exc)
         m = _UNDECLARED.search(text)

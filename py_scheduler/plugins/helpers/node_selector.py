@@ -25,7 +25,7 @@ Semantics kept exactly:
 Objects are plain Kubernetes JSON dicts. Shapes of malformed JSON the API server would never
 return (a term that is not an object, values that are not strings) make that term invalid (it
 matches nothing); a malformed top level (``spec.nodeSelector`` not a map of strings,
-``nodeSelectorTerms`` not a list) raises :class:`~py_scheduler.framework.types.PodParseError`.
+``nodeSelectorTerms`` not a list) raises :class:`~py_scheduler.framework.errors.PodParseError`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.labels import (
     _FIELD_SELECTOR_OPS,
     _NODE_SELECTOR_OPS,
@@ -45,7 +46,7 @@ from py_scheduler.framework.labels import (
     parse_label_selector,
 )
 from py_scheduler.framework.memo import PodInput, PodMemo
-from py_scheduler.framework.types import PodInfo, PodParseError
+from py_scheduler.framework.types import PodInfo
 
 __all__ = [
     "OBJECT_NAME_FIELD",

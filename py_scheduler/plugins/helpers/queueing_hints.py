@@ -10,9 +10,11 @@ read; these return ``Queue`` for anything malformed, which never strands a Pod.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from py_scheduler.framework import objects as ob
 from py_scheduler.framework.events import QueueingHint
+from py_scheduler.framework.memo import HINT_POD_INFOS
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.helpers.node_selector import (
     LabelSelector,
@@ -36,27 +38,20 @@ __all__ = [
 _QUEUE = QueueingHint.QUEUE
 _SKIP = QueueingHint.QUEUE_SKIP
 
-_POD_INFOS: dict[int, tuple[dict[str, Any], PodInfo]] = {}
-_POD_INFOS_MAX = 4096
-
 
 def hint_pod_info(pod: dict[str, Any]) -> PodInfo:
     """A :class:`PodInfo` of the Pod object ``pod``, kept per object (identity, not equality: a new
     version of the Pod is a new object) so that one event offered to N rejected Pods parses the
     changed Pod once and each rejected Pod once, not N times (the terms and selectors parsed from it
-    are memoized on the PodInfo). At most :data:`_POD_INFOS_MAX` objects are kept (then all dropped).
+    are memoized on the PodInfo). The memo: :data:`~py_scheduler.framework.memo.HINT_POD_INFOS`.
 
     Raises:
         PodParseError: a resource field of the Pod is malformed.
     """
-    hit = _POD_INFOS.get(id(pod))
+    hit = HINT_POD_INFOS.get(id(pod))
     if hit is not None and hit[0] is pod:
-        return hit[1]
-    pi = PodInfo(pod)
-    if len(_POD_INFOS) >= _POD_INFOS_MAX:
-        _POD_INFOS.clear()
-    _POD_INFOS[id(pod)] = (pod, pi)
-    return pi
+        return cast(PodInfo, hit[1])
+    return cast(PodInfo, HINT_POD_INFOS.put(pod, PodInfo(pod)))
 
 
 def _affinity_match(required: RequiredNodeAffinity, node: dict[str, Any]) -> bool | None:
@@ -115,11 +110,6 @@ be known here (default constraints need the Services / ReplicaSets selecting the
 then Queue. Raising (a malformed Pod) also Queues."""
 
 
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    meta = obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    return labels if isinstance(labels, Mapping) else {}
-
 
 def _placed(pod: Mapping[str, Any]) -> bool:
     """The Pod has ``spec.nodeName`` or ``status.nominatedNodeName``."""
@@ -128,17 +118,12 @@ def _placed(pod: Mapping[str, Any]) -> bool:
                 or (isinstance(status, Mapping) and status.get("nominatedNodeName")))
 
 
-def _namespace(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata")
-    ns = meta.get("namespace") if isinstance(meta, Mapping) else None
-    return ns if isinstance(ns, str) and ns else "default"
-
 
 def _spread_label_change(old: Mapping[str, Any], new: Mapping[str, Any],
                          constraints: Sequence[SpreadConstraintLike]) -> QueueingHint:
     """``isSchedulableAfterPodLabelChange``: Queue when the labels changed so that some
     constraint's selector matches one version and not the other."""
-    ol, nl = _labels(old), _labels(new)
+    ol, nl = ob.labels_of(old), ob.labels_of(new)
     if ol == nl:
         return _SKIP
     if any(c.selector.matches(ol) != c.selector.matches(nl) for c in constraints):
@@ -157,9 +142,9 @@ def spread_after_assigned_pod_change(constraints_of: SpreadConstraints, pod: dic
     if (new is not None and not isinstance(new, dict)) or (old is not None and not isinstance(old, dict)) \
             or (old is None and new is None):
         return _QUEUE
-    ns = _namespace(pod)
+    ns = ob.namespace(pod, "default")
     for p in (new, old):
-        if p is not None and (not _placed(p) or _namespace(p) != ns):
+        if p is not None and (not _placed(p) or ob.namespace(p, "default") != ns):
             return _SKIP
     try:
         constraints = constraints_of(hint_pod_info(pod))
@@ -170,7 +155,7 @@ def spread_after_assigned_pod_change(constraints_of: SpreadConstraints, pod: dic
     if old is not None and new is not None:
         return _spread_label_change(old, new, constraints)
     changed: dict[str, Any] = new if new is not None else (old or {})
-    return _QUEUE if any(c.selector.matches(_labels(changed)) for c in constraints) else _SKIP
+    return _QUEUE if any(c.selector.matches(ob.labels_of(changed)) for c in constraints) else _SKIP
 
 
 def spread_after_target_pod_change(constraints_of: SpreadConstraints, pod: dict[str, Any],
@@ -211,14 +196,14 @@ def spread_after_node_change(constraints_of: SpreadConstraints, pod: dict[str, A
         return _QUEUE
 
     def matching(node: Mapping[str, Any] | None) -> bool:
-        return node is not None and all(c.topology_key in _labels(node) for c in constraints)
+        return node is not None and all(c.topology_key in ob.labels_of(node) for c in constraints)
 
     was, now = matching(old), matching(new)
     if old is not None and new is not None:
         if was != now:
             return _QUEUE
         if now:
-            ol, nl = _labels(old), _labels(new)
+            ol, nl = ob.labels_of(old), ob.labels_of(new)
             if any(ol.get(c.topology_key) != nl.get(c.topology_key) for c in constraints):
                 return _QUEUE
             if ((old.get("spec") or {}).get("taints") or []) != ((new.get("spec") or {}).get("taints") or []):
@@ -311,8 +296,8 @@ def inter_pod_affinity_after_node_change(terms_of: AffinityTermsOf, pod: dict[st
     if parsed is None:
         return _QUEUE
     terms, anti = parsed
-    nl = _labels(new)
-    ol = _labels(old) if old is not None else None
+    nl = ob.labels_of(new)
+    ol = ob.labels_of(old) if old is not None else None
     for t in terms:
         key = t.topology_key
         if ol is None:

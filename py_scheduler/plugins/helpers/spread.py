@@ -9,15 +9,13 @@ The selector is a compiled :class:`~py_scheduler.plugins.helpers.node_selector.L
 
 from __future__ import annotations
 
-from typing import Any
-
 from py_scheduler.framework.lister import ClusterObjectsLister
+from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
 
 __all__ = ["default_selector", "get_pod_services"]
 
-Obj = dict[str, Any]
 
 _RC_KIND = ("", "v1", "ReplicationController")
 _RS_KIND = ("apps", "v1", "ReplicaSet")

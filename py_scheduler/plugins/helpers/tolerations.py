@@ -13,17 +13,18 @@ Alpha and off by default in v1.37 (``pkg/features/kube_features.go``): with the 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.memo import PodInput, PodMemo
-from py_scheduler.framework.types import PodInfo, PodParseError
+from py_scheduler.framework.types import PodInfo
 
 __all__ = [
     "EFFECT_NO_EXECUTE",
     "EFFECT_NO_SCHEDULE",
     "EFFECT_PREFER_NO_SCHEDULE",
-    "ENABLE_COMPARISON_OPERATORS_DEFAULT",
     "find_untolerated_taint",
     "parse_tolerations",
     "taint_to_string",
@@ -35,36 +36,49 @@ EFFECT_NO_SCHEDULE = "NoSchedule"
 EFFECT_PREFER_NO_SCHEDULE = "PreferNoSchedule"
 EFFECT_NO_EXECUTE = "NoExecute"
 
-ENABLE_COMPARISON_OPERATORS_DEFAULT = False
-"""Default of the ``TaintTolerationComparisonOperators`` feature gate in v1.37 (Alpha, off)."""
+log = logging.getLogger("py_scheduler.plugins.helpers.tolerations")
 
+_NOT_DECIMAL = "must be a valid decimal integer in canonical form"
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _MEMO: PodMemo[list[dict[str, Any]]] = PodMemo("helpers.tolerations", PodInput.SPEC, (PodParseError,))
 _TOLERATION_FIELDS = ("key", "operator", "value", "effect")
 
 
-def _decimal_int64(s: str) -> int | None:
+def _decimal_int64(s: str) -> int | str:
     """``IsDecimalInteger`` + ``strconv.ParseInt(s, 10, 64)``: an optional ``-``, no leading zeros
-    (except ``"0"`` itself), ASCII digits only, within int64. Returns None when ``s`` is not one."""
+    (except ``"0"`` itself), ASCII digits only, within int64. Returns the value, or upstream's error
+    message when ``s`` is not one."""
     n = len(s)
     if n == 0:
-        return None
+        return "must be non-empty"
     i = 1 if s[0] == "-" else 0
-    if i == n:
-        return None
-    if s[i] == "0":
-        return 0 if n == 1 else None
-    if not all("0" <= c <= "9" for c in s[i:]):
-        return None
+    if i == n or (s[i] == "0" and n > 1) or not all("0" <= c <= "9" for c in s[i:]):
+        return _NOT_DECIMAL
     v = int(s)
     if v < _INT64_MIN or v > _INT64_MAX:
-        return None
+        return f'strconv.ParseInt: parsing "{s}": value out of range'
     return v
 
 
+def _compare_numeric(tol_v: str, taint_v: str, op: str) -> bool:
+    """``compareNumericValues``: taint value < / > toleration value as int64; a value that is not a
+    decimal int64 tolerates nothing and is logged with upstream's message (``failed to parse
+    toleration value as int64`` / ``failed to parse taint value as int64``, the parse error): the
+    Filter reason stays the generic untolerated-taint one, as upstream's."""
+    a = _decimal_int64(tol_v)
+    if isinstance(a, str):
+        log.error("failed to parse toleration value as int64: %s toleration=%r", a, tol_v)
+        return False
+    b = _decimal_int64(taint_v)
+    if isinstance(b, str):
+        log.error("failed to parse taint value as int64: %s taint=%r", b, taint_v)
+        return False
+    return b < a if op == "Lt" else b > a
+
+
 def toleration_tolerates_taint(toleration: Mapping[str, Any], taint: Mapping[str, Any],
-                               enable_comparison_operators: bool = ENABLE_COMPARISON_OPERATORS_DEFAULT) -> bool:
+                               enable_comparison_operators: bool = False) -> bool:
     """``Toleration.ToleratesTaint``.
 
     An empty toleration effect matches every effect; an empty key matches every key; operator
@@ -91,23 +105,19 @@ def toleration_tolerates_taint(toleration: Mapping[str, Any], taint: Mapping[str
         taint_v = taint.get("value")
         if not isinstance(tol_v, str) or not isinstance(taint_v, str):
             return False
-        a = _decimal_int64(tol_v)
-        b = _decimal_int64(taint_v)
-        if a is None or b is None:
-            return False
-        return b < a if op == "Lt" else b > a
+        return _compare_numeric(tol_v, taint_v, op)
     return False
 
 
 def tolerates_taint(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any],
-                    enable_comparison_operators: bool = ENABLE_COMPARISON_OPERATORS_DEFAULT) -> bool:
+                    enable_comparison_operators: bool = False) -> bool:
     """``TolerationsTolerateTaint``: True when any toleration tolerates ``taint``."""
     return any(toleration_tolerates_taint(t, taint, enable_comparison_operators) for t in tolerations)
 
 
 def find_untolerated_taint(taints: Iterable[Mapping[str, Any]], tolerations: Iterable[Mapping[str, Any]],
                            effects: set[str] | frozenset[str] | None = None,
-                           enable_comparison_operators: bool = ENABLE_COMPARISON_OPERATORS_DEFAULT,
+                           enable_comparison_operators: bool = False,
                            ) -> dict[str, Any] | None:
     """``FindMatchingUntoleratedTaint``: the first taint (in node order) whose effect is in
     ``effects`` (``None``: every effect) that no toleration tolerates; ``None`` when all are

@@ -1,10 +1,9 @@
-"""VolumeBinding (``pkg/scheduler/framework/plugins/volumebinding``) and the storage helpers the other
-volume plugins share.
+"""VolumeBinding (``pkg/scheduler/framework/plugins/volumebinding``).
 
-Modules: :mod:`.plugin` (the plugin, ``volume_binding.go``), :mod:`.binder` (``binder.go`` and the
-assume caches), :mod:`.scorer` (``scorer.go``), :mod:`.storage` (``component-helpers/storage``) and
-:mod:`.csi_translation` (``csi-translation-lib``). The registry path is
-``py_scheduler.plugins.volume_binding:VolumeBinding``.
+Modules: :mod:`.plugin` (the plugin, ``volume_binding.go``), :mod:`.binder` and :mod:`.bind` (``binder.go``:
+find / assume, and PreBind), :mod:`.assume_cache` and :mod:`.scorer` (``scorer.go``); the storage helpers it
+shares with the other volume plugins live in ``plugins/helpers/`` (``storage``, ``csi_translation``).
+The registry path is ``py_scheduler.plugins.volume_binding:VolumeBinding``.
 """
 
 from py_scheduler.plugins.volume_binding.plugin import (
@@ -13,7 +12,6 @@ from py_scheduler.plugins.volume_binding.plugin import (
     VolumeBinding,
     VolumeBindingArgs,
     VolumeBindingState,
-    pre_bind_plan,
 )
 
-__all__ = ["NAME", "STATE_KEY", "VolumeBinding", "VolumeBindingArgs", "VolumeBindingState", "pre_bind_plan"]
+__all__ = ["NAME", "STATE_KEY", "VolumeBinding", "VolumeBindingArgs", "VolumeBindingState"]

@@ -3,53 +3,42 @@
 Upstream: ``pkg/scheduler/framework/plugins/volumebinding/binder.go`` (``GetPodVolumeClaims``,
 ``FindPodVolumes``, ``checkBoundClaims``, ``findMatchingVolumes``, ``checkVolumeProvisions``,
 ``hasEnoughCapacity``, ``nodeHasAccess``, ``AssumePodVolumes``, ``RevertAssumedPodVolumes``,
-``tryTranslatePVToCSI``, the ``ErrReason*`` strings), ``assume_cache.go`` / ``passive_assume_cache.go``
-(PV / PVC caches that overlay in-memory "assumed" objects on the informer's) and
-``component-helpers/storage/volume`` (see :mod:`.storage`).
+``tryTranslatePVToCSI``, the ``ErrReason*`` strings; PreBind's half is :mod:`.bind`) over the assume
+caches of :mod:`.assume_cache`, and ``component-helpers/storage/volume`` (see :mod:`.storage`).
 
 Everything is computed from the cycle's :class:`~py_scheduler.cache.snapshot.ClusterObjectsLister` plus this
 binder's assumed objects. Reserve assumes in memory only (a PV pre-bound to the claim, a PVC with the
 ``volume.kubernetes.io/selected-node`` annotation) so later Pods of the same run see the decision;
-the API updates upstream's PreBind makes (``BindPodVolumes``) are not made here (see
-:class:`PreBindPlan`).
+the API updates of upstream's PreBind (``BindPodVolumes``) are :mod:`.bind`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
 from py_scheduler.framework import quantity
-from py_scheduler.framework.handle import APIClient, APIError, ObjectLister
 from py_scheduler.framework.lister import ClusterObjectsLister
+from py_scheduler.framework.objects import Obj
+from py_scheduler.plugins.helpers import csi_translation as csi
+from py_scheduler.plugins.helpers import storage as st
 from py_scheduler.plugins.helpers.node_selector import LabelSelector, NodeSelector, parse_label_selector
-from py_scheduler.plugins.volume_binding import csi_translation as csi
-from py_scheduler.plugins.volume_binding import storage as st
-
-Obj = dict[str, Any]
+from py_scheduler.plugins.volume_binding.assume_cache import AssumeCache
 
 __all__ = [
     "ERR_REASON_BIND_CONFLICT",
     "ERR_REASON_NODE_CONFLICT",
     "ERR_REASON_NOT_ENOUGH_SPACE",
     "ERR_REASON_PV_NOT_EXIST",
-    "AssumeCache",
-    "BindError",
     "BindingInfo",
     "BoundClaimsCheck",
     "DelayBindingPlan",
     "DynamicProvision",
     "PodVolumeClaims",
     "PodVolumes",
-    "PreBindPlan",
     "StorageResource",
     "VolumeBinder",
-    "bind_pod_volumes",
-    "check_bindings",
     "conflict_reasons",
 ]
 
@@ -136,102 +125,6 @@ class PodVolumeClaims:
             m = self.matchers[key] = st.ClaimMatcher(
                 pvc, self.unbound_volumes_delay_binding.get(st.claim_class(pvc), []))
         return m
-
-
-@dataclass(slots=True)
-class PreBindPlan:
-    """What upstream's PreBind (``BindPodVolumes``) would write through the API for the chosen node:
-    ``pv_updates`` are PVs with ``spec.claimRef`` set (PUT each), ``pvc_updates`` PVCs with the
-    ``volume.kubernetes.io/selected-node`` annotation (PUT each); then it waits up to
-    ``bindTimeoutSeconds`` for the PV controller to bind them all."""
-
-    pv_updates: list[Obj]
-    pvc_updates: list[Obj]
-
-    def describe(self) -> str:
-        """One line naming the objects, e.g. ``bind PV pv-1 to PVC default/data; provision PVC default/x``."""
-        parts = []
-        for b in self.pv_updates:
-            ref = st.spec(b).get("claimRef") or {}
-            parts.append(f"bind PersistentVolume {st.name(b)} to PersistentVolumeClaim "
-                         f"{ref.get('namespace')}/{ref.get('name')}")
-        parts += [f"provision PersistentVolumeClaim {st.namespace(c)}/{st.name(c)} on node "
-                  f"{st.annotations_of(c).get(st.ANN_SELECTED_NODE, '')}" for c in self.pvc_updates]
-        return "; ".join(parts)
-
-
-class AssumeCache:
-    """``passiveAssumeCache`` over one kind of the snapshot's objects.
-
-    ``assume(obj)`` overlays an in-memory version; reads return it only while the stored (API)
-    object still has the same ``resourceVersion``: a newer object from the API server wins and the
-    assumed one is dropped, as upstream's informer handler does.
-    """
-
-    def __init__(self, kind: str, key: Callable[[Obj], str]) -> None:
-        self.kind = kind
-        self._key = key
-        self.assumed: dict[str, Obj] = {}
-        self._index_memo: dict[str, tuple[Obj, str]] = {}
-
-    def get_api(self, objects: ClusterObjectsLister, key: str) -> Obj | None:
-        """The stored object (``GetAPIObj``), None when absent."""
-        return objects.get(self.kind, key)
-
-    def _overlay(self, key: str, api: Obj | None) -> Obj | None:
-        assumed = self.assumed.get(key)
-        if assumed is None:
-            return api
-        if api is None or st.resource_version(api) != st.resource_version(assumed):
-            del self.assumed[key]
-            return api
-        return assumed
-
-    def get(self, objects: ClusterObjectsLister, key: str) -> Obj | None:
-        """The assumed object when current, else the stored one (``Get``); None when absent."""
-        return self._overlay(key, objects.get(self.kind, key))
-
-    def by_index(self, objects: ClusterObjectsLister, index: Callable[[Obj], str], value: str) -> list[Obj]:
-        """``ByIndex``: stored objects whose ``index`` (evaluated on the stored object) is ``value``,
-        assumed versions swapped in. ``index`` results are memoized per stored object (by identity,
-        so an object replaced by the informer is re-indexed); one index function per cache."""
-        memo = self._index_memo
-        out: list[Obj] = []
-        store = objects.by_kind.get(self.kind, {})
-        for key, obj in store.items():
-            hit = memo.get(key)
-            if hit is None or hit[0] is not obj:
-                hit = memo[key] = (obj, index(obj))
-            if hit[1] == value:
-                cur = self._overlay(key, obj)
-                if cur is not None:
-                    out.append(cur)
-        if len(memo) > 2 * len(store) + 1024:
-            for key in [k for k in memo if k not in store]:
-                del memo[key]
-        return out
-
-    def assume(self, objects: ClusterObjectsLister, obj: Obj) -> None:
-        """Overlay ``obj`` (``Assume``).
-
-        Raises:
-            st.StorageError: the object is not stored, or its resourceVersion differs from the stored one.
-        """
-        key = self._key(obj)
-        stored = objects.get(self.kind, key)
-        if stored is None:
-            raise st.StorageError(f'{self.kind.lower()} "{key}" not found')
-        if st.resource_version(stored) != st.resource_version(obj):
-            raise st.StorageError(f"{key!r} is out of sync (stored: {st.resource_version(stored)}, "
-                                  f"assume: {st.resource_version(obj)})")
-        self.assumed[key] = obj
-
-    def restore(self, obj: Obj) -> None:
-        """Drop the assumed version of ``obj`` if it is the one assumed (``Restore``)."""
-        key = self._key(obj)
-        assumed = self.assumed.get(key)
-        if assumed is not None and st.resource_version(assumed) == st.resource_version(obj):
-            del self.assumed[key]
 
 
 def _pv_key(pv: Obj) -> str:
@@ -373,27 +266,6 @@ class VolumeBinder:
             unbound_ok, sufficient, dynamic = self._check_volume_provisions(objects, claims, to_provision, node_labels,
                                                                             plan)
         return PodVolumes(static, dynamic), conflict_reasons(bound_ok, unbound_ok, sufficient, pvs_found)
-
-    def check_bound_claims_plain(self, objects: ClusterObjectsLister, claims: list[Obj],
-                                 node: Obj) -> tuple[bool, bool]:
-        """``checkBoundClaims`` read straight from the stores for one node (the plain form
-        :class:`BoundClaimsCheck` reproduces; kept for its property test): (node affinity of every bound
-        PV satisfied, every bound PV exists).
-
-        Raises:
-            csi.TranslationError: a migrated in-tree PV cannot be translated.
-        """
-        csi_node = objects.get("CSINode", st.name(node))
-        node_labels = st.labels(node)
-        for pvc in claims:
-            pv_name = st.spec(pvc).get("volumeName")
-            pv = self.pv_cache.get(objects, pv_name) if isinstance(pv_name, str) else None
-            if pv is None:
-                return True, False
-            pv = try_translate_pv_to_csi(pv, csi_node)
-            if not st.check_node_affinity(pv, node_labels):
-                return False, True
-        return True, True
 
     def _find_matching_volumes(self, plan: DelayBindingPlan, pod_claims: PodVolumeClaims,
                                node_labels: dict[str, str]) -> tuple[bool, list[BindingInfo], list[Obj]]:
@@ -625,8 +497,8 @@ class BoundClaimsCheck:
     with a node selector) the answer is computed once (``constant``). Valid for one cycle (the
     snapshot's objects and the assume caches do not change while a Pod's Filters run); it lives in
     the cycle's :class:`PodVolumeClaims`, so nothing survives the cycle. The result equals
-    :meth:`VolumeBinder.check_bound_claims_plain` on every node, errors included
-    (``tests/unit/plugins/test_volume_binding_memo.py``).
+    ``checkBoundClaims`` read straight from the stores on every node, errors included (the reference
+    form is in ``tests/unit/plugins/test_volume_binding_memo.py``).
     """
 
     __slots__ = ("constant", "entries", "needs_csi_node")
@@ -724,162 +596,3 @@ def try_translate_pv_to_csi(pv: Obj, csi_node: Obj | None) -> Obj:
         return csi.translate_pv_to_csi(pv)
     except csi.TranslationError as exc:
         raise csi.TranslationError(f"could not translate pv: {exc}") from exc
-
-
-# -- PreBind (BindPodVolumes) -----------------------------------------------------------------------------
-
-BIND_POLL_INTERVAL_SECONDS = 1.0
-"""Upstream polls ``checkBindings`` every second (``wait.PollUntilContextTimeout(ctx, time.Second, ...)``)."""
-
-
-class BindError(Exception):
-    """``BindPodVolumes`` failed; the text is upstream's error (``binding volumes: ...``, the API's
-    refusal of a PV / PVC update, ...). The binding cycle fails and the Pod is retried."""
-
-
-def pv_path(name: str) -> str:
-    """API path of a PersistentVolume."""
-    return f"/api/v1/persistentvolumes/{name}"
-
-
-def pvc_path(namespace: str, name: str) -> str:
-    """API path of a PersistentVolumeClaim."""
-    return f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"
-
-
-def _rv_int(obj: Obj) -> int | None:
-    try:
-        return int(st.resource_version(obj))
-    except ValueError:
-        return None
-
-
-def _newer_than(ours: Obj, seen: Obj) -> bool:
-    """``versioner.CompareResourceVersion(ours, seen) > 0``: the object we wrote is newer than the one
-    the informer holds (wait for the watch to deliver ours). Unparsable versions never wait."""
-    a, b = _rv_int(ours), _rv_int(seen)
-    return a is not None and b is not None and a > b
-
-
-async def bind_pod_volumes(binder: VolumeBinder, client: APIClient, objects: ObjectLister, pod: Obj, node_name: str,
-                           pod_volumes: PodVolumes, timeout_seconds: float,
-                           interval_seconds: float = BIND_POLL_INTERVAL_SECONDS) -> None:
-    """``BindPodVolumes``: write the assumed decisions through the API, then wait until the PV
-    controller (and, for provisioned claims, the external provisioner) reports every claim bound.
-
-    1. ``bindAPIUpdate``: PUT each static binding's PV (``spec.claimRef`` set; the body carries the
-       resourceVersion read at Filter time, so a PV changed since is refused with a conflict), then
-       each provisioned claim (``volume.kubernetes.io/selected-node: <node>``). The stored objects
-       replace ``pod_volumes``' entries; the assumed versions not yet written are reverted in the
-       binder's caches on failure (those written stay until the informer delivers the newer object).
-    2. Every ``interval_seconds`` (upstream: 1 s, first check after one interval) up to
-       ``timeout_seconds``: :func:`check_bindings` on ``objects`` (the latest informer state, not the
-       assume caches). With ``interval_seconds`` 0 the coroutine only ever suspends on bare yields, so
-       the offline engine can drive it without an event loop.
-
-    Raises:
-        BindError: an API write was refused (the API's message), a check found a condition that needs
-            a new scheduling attempt (``binding volumes: <reason>``), or the wait timed out
-            (``binding volumes: context deadline exceeded``).
-    """
-    bindings = pod_volumes.static_bindings
-    claims = [d.pvc for d in pod_volumes.dynamic_provisions]
-    done_b = done_c = 0
-    try:
-        for b in bindings:
-            b.pv = await client.update(pv_path(st.name(b.pv)), b.pv)
-            done_b += 1
-        for i, c in enumerate(claims):
-            claims[i] = await client.update(pvc_path(st.namespace(c), st.name(c)), c)
-            pod_volumes.dynamic_provisions[i] = DynamicProvision(claims[i])
-            done_c += 1
-    except APIError as exc:
-        raise BindError(exc.message or str(exc)) from exc
-    finally:
-        binder._revert_pvs(bindings[done_b:])
-        binder._revert_pvcs(claims[done_c:])
-
-    deadline = time.monotonic() + timeout_seconds
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise BindError("binding volumes: context deadline exceeded")
-        await asyncio.sleep(min(interval_seconds, remaining))  # sleep(0) needs no event loop (offline)
-        if time.monotonic() > deadline:
-            raise BindError("binding volumes: context deadline exceeded")
-        try:
-            if check_bindings(objects, pod, node_name, bindings, claims):
-                return
-        except st.StorageError as exc:
-            raise BindError(f"binding volumes: {exc}") from exc
-
-
-def check_bindings(objects: ObjectLister, pod: Obj, node_name: str, bindings: list[BindingInfo],
-                   claims: list[Obj]) -> bool:
-    """``checkBindings``: True when every PV / PVC PreBind wrote is fully bound in the latest API state.
-
-    False (keep waiting) while the informer has not yet delivered our own writes, or a claim is not
-    yet fully bound (``spec.volumeName`` and ``pv.kubernetes.io/bind-completed``).
-
-    Raises:
-        st.StorageError: a condition that needs a new scheduling attempt, worded as upstream: the node
-            or the Pod is gone, a PV / PVC we wrote is gone, a PV's ``claimRef`` was reset or its node
-            affinity rejects the node, a provisioned claim lost its ``selected-node`` annotation (the
-            provisioner gave up: ``provisioning failed for PVC "x"``).
-    """
-    node = objects.get("Node", "", node_name)
-    if node is None:
-        raise st.StorageError(f'failed to get node "{node_name}": nodes "{node_name}" not found')
-    node_labels = st.labels(node)
-    csi_node = objects.get("CSINode", "", node_name)
-    if objects.get("Pod", st.namespace(pod), st.name(pod)) is None:
-        raise st.StorageError(f'pod does not exist any more: pods "{st.name(pod)}" not found')
-    for b in bindings:
-        pv_name = st.name(b.pv)
-        pv = objects.get("PersistentVolume", "", pv_name)
-        if pv is None:
-            raise st.StorageError(f'failed to check binding: persistentvolumes "{pv_name}" not found')
-        pvc = objects.get("PersistentVolumeClaim", st.namespace(b.pvc), st.name(b.pvc))
-        if pvc is None:
-            raise st.StorageError(f'failed to check binding: persistentvolumeclaims '
-                                  f'"{st.namespace(b.pvc)}/{st.name(b.pvc)}" not found')
-        if _newer_than(b.pv, pv):
-            return False
-        try:
-            pv = try_translate_pv_to_csi(pv, csi_node)
-        except csi.TranslationError as exc:
-            raise st.StorageError(f"failed to translate pv to csi: {exc}") from exc
-        if not st.check_node_affinity(pv, node_labels):
-            raise st.StorageError(f'pv "{pv_name}" node affinity doesn\'t match node "{node_name}": '
-                                  "no matching NodeSelectorTerms")
-        ref = st.spec(pv).get("claimRef")
-        if not isinstance(ref, dict) or not ref.get("uid"):
-            raise st.StorageError(f'ClaimRef got reset for pv "{pv_name}"')
-        if not st.is_pvc_fully_bound(pvc):
-            return False
-    for claim in claims:
-        pvc = objects.get("PersistentVolumeClaim", st.namespace(claim), st.name(claim))
-        if pvc is None:
-            raise st.StorageError(f'failed to check provisioning pvc: persistentvolumeclaims '
-                                  f'"{st.namespace(claim)}/{st.name(claim)}" not found')
-        if _newer_than(claim, pvc):
-            return False
-        if st.annotation(pvc, st.ANN_SELECTED_NODE) != node_name:
-            if not st.annotations_of(pvc):
-                raise st.StorageError(f'selectedNode annotation reset for PVC "{st.name(pvc)}"')
-            raise st.StorageError(f'provisioning failed for PVC "{st.name(pvc)}"')
-        vol = st.spec(pvc).get("volumeName")
-        if isinstance(vol, str) and vol:
-            pv = objects.get("PersistentVolume", "", vol)
-            if pv is None:
-                return False  # tolerated: the watch may not have delivered the PV yet
-            try:
-                pv = try_translate_pv_to_csi(pv, csi_node)
-            except csi.TranslationError as exc:
-                raise st.StorageError(str(exc)) from exc
-            if not st.check_node_affinity(pv, node_labels):
-                raise st.StorageError(f'pv "{vol}" node affinity doesn\'t match node "{node_name}": '
-                                      "no matching NodeSelectorTerms")
-        if not st.is_pvc_fully_bound(pvc):
-            return False
-    return True

@@ -28,7 +28,7 @@ Extension points:
 * **Reserve / Unreserve**: assume the node's decisions in the binder's in-memory caches (PVs
   pre-bound to their claims, claims annotated ``volume.kubernetes.io/selected-node``) / revert them.
 
-* **PreBindPreFlight / PreBind** (``BindPodVolumes``, see :func:`.binder.bind_pod_volumes`): Skip when
+* **PreBindPreFlight / PreBind** (``BindPodVolumes``, see :func:`.bind.bind_pod_volumes`): Skip when
   Reserve found every claim bound; otherwise PUT the assumed PVs (``spec.claimRef``) and claims
   (``volume.kubernetes.io/selected-node``) through the Handle's client, then wait (polling the
   Handle's object lister every second) until the PV controller reports every claim fully bound, at
@@ -36,8 +36,8 @@ Extension points:
   runs Unreserve, which reverts the assume caches, and the Pod is retried.
 
 The cycle state (key ``"VolumeBinding"``, a :class:`VolumeBindingState`) says after Reserve whether
-PreBind has work: ``all_bound`` False means the Pod's volumes still need API binding;
-:func:`pre_bind_plan` lists the updates (used by ``explain`` to show them).
+PreBind has work: ``all_bound`` False means the Pod's volumes still need API binding
+(``pod_volumes_by_node[node]``: the PVs and claims PreBind writes).
 """
 
 from __future__ import annotations
@@ -46,24 +46,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from py_scheduler.framework import quantity, signers
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
 from py_scheduler.framework.memo import NodeInput, NodeMemo
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.helpers import csi_translation as csi
+from py_scheduler.plugins.helpers import storage as st
 from py_scheduler.plugins.helpers.resource_scoring import FieldErrors, UtilizationShapePoint, decode_shape
-from py_scheduler.plugins.volume_binding import csi_translation as csi
-from py_scheduler.plugins.volume_binding import storage as st
+from py_scheduler.plugins.volume_binding.bind import BIND_POLL_INTERVAL_SECONDS, BindError, bind_pod_volumes
 from py_scheduler.plugins.volume_binding.binder import (
-    BIND_POLL_INTERVAL_SECONDS,
-    BindError,
     BoundClaimsCheck,
     PodVolumeClaims,
     PodVolumes,
-    PreBindPlan,
     StorageResource,
     VolumeBinder,
-    bind_pod_volumes,
     conflict_reasons,
 )
 from py_scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, VolumeCapacityScorer, build_scorer_function
@@ -76,7 +74,6 @@ __all__ = [
     "VolumeBinding",
     "VolumeBindingArgs",
     "VolumeBindingState",
-    "pre_bind_plan",
 ]
 
 NAME = "VolumeBinding"
@@ -148,18 +145,6 @@ class VolumeBindingState:
 def _read_state(state: CycleState) -> VolumeBindingState | None:
     s = state.data.get(STATE_KEY)
     return s if isinstance(s, VolumeBindingState) else None
-
-
-def pre_bind_plan(state: CycleState, node_name: str) -> PreBindPlan | None:
-    """After Reserve: the API updates upstream's PreBind would make for ``node_name``, or None when
-    there are none (no claims, or all already fully bound)."""
-    s = _read_state(state)
-    if s is None or s.all_bound:
-        return None
-    pv = s.pod_volumes_by_node.get(node_name)
-    if pv is None:
-        return None
-    return PreBindPlan([b.pv for b in pv.static_bindings], [d.pvc for d in pv.dynamic_provisions])
 
 
 class VolumeBinding:
@@ -420,7 +405,7 @@ class VolumeBinding:
         return Status.success()
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
-        """``PreBind``: :func:`.binder.bind_pod_volumes` with ``bindTimeoutSeconds``; Success when every
+        """``PreBind``: :func:`.bind.bind_pod_volumes` with ``bindTimeoutSeconds``; Success when every
         claim is bound, Error with upstream's text otherwise (the framework unreserves and retries)."""
         s = _read_state(state)
         if s is None:

@@ -1,5 +1,5 @@
 """The differential check of py-scheduler's cache: its view (``GET /debug/cache``,
-:mod:`py_scheduler.app.cachedump`) against a fresh LIST of every kind it watches.
+:mod:`py_scheduler.app.serving.cachedump`) against a fresh LIST of every kind it watches.
 
 What is compared (:func:`differences`), each difference a :data:`Difference` tuple
 ``(what, key, ours, the API's)``:
@@ -39,7 +39,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 
-from py_scheduler.app.cachedump import PATH
+from py_scheduler.app.serving.cachedump import PATH
 from py_scheduler.cache.kinds import KINDS, WatchedKind
 
 Difference = tuple[str, str, str, str]
@@ -172,15 +172,17 @@ async def check_until_quiet(fetch_dump: Callable[[], Awaitable[dict[str, Any]]],
 # ------------------------------------------------------------------------------------------------
 
 async def debug_reader_token(api: client.ApiClient, namespace: str = "default",
-                             name: str = "py-scheduler-e2e-debug") -> str:
-    """A bound token (1 h) of ServiceAccount ``namespace/name``, which a ClusterRole allows to
-    ``get`` ``/debug/cache``, ``/debug/memory`` and ``/metrics`` (created if absent)."""
+                             name: str = "py-scheduler-e2e-debug", expiration_seconds: int = 3600) -> str:
+    """A bound token (``expiration_seconds``, default 1 h) of ServiceAccount ``namespace/name``, which a
+    ClusterRole allows to ``get`` ``/debug/cache``, ``/debug/memory`` and ``/metrics``, and ``post``
+    ``/debug/memory`` (its actions, served with ``--profiling``) (created if absent)."""
     rbac = client.RbacAuthorizationV1Api(api)
     core = client.CoreV1Api(api)
     creates: list[Callable[[], Awaitable[Any]]] = [
         lambda: core.create_namespaced_service_account(namespace, {"metadata": {"name": name}}),
         lambda: rbac.create_cluster_role({"metadata": {"name": DEBUG_ROLE}, "rules": [
-            {"nonResourceURLs": [PATH, "/metrics", "/debug/memory"], "verbs": ["get"]}]}),
+            {"nonResourceURLs": [PATH, "/metrics", "/debug/memory"], "verbs": ["get"]},
+            {"nonResourceURLs": ["/debug/memory"], "verbs": ["post"]}]}),
         lambda: rbac.create_cluster_role_binding({
             "metadata": {"name": DEBUG_ROLE},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DEBUG_ROLE},
@@ -193,7 +195,7 @@ async def debug_reader_token(api: client.ApiClient, namespace: str = "default",
             if e.status != 409:
                 raise
     tr = await core.create_namespaced_service_account_token(name, namespace, client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)))
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=expiration_seconds)))
     return str(tr.status.token)
 
 

@@ -14,6 +14,7 @@ feed :class:`bench.bench_lib.soak.Soak`'s ``replica_args`` / ``memory`` / ``trac
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shlex
@@ -33,7 +34,11 @@ SEED = int(os.environ.get("SOAK_SEED", "1"))
 
 @pytest.mark.timeout(int(MINUTES * 60) + 300)
 async def test_soak(env: FaultEnv) -> None:
-    token = await cachediff.debug_reader_token(env.api)
+    # the token outlives the run (a 1-hour token once left a 2-hour soak's second hour unsampled: 401)
+    lifetime = max(3600, int(MINUTES * 60) + 1800)
+    token = await cachediff.debug_reader_token(env.api, expiration_seconds=lifetime)
+    claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+    assert claims["exp"] - claims["iat"] >= lifetime, claims
     # every 2 minutes (SOAK_KILL_EVERY seconds; 0: never, for a leak measurement on long-lived processes)
     kill_every = float(os.environ.get("SOAK_KILL_EVERY", "120"))
     soak = Soak(env, minutes=MINUTES, seed=SEED, token=token, kill_every=kill_every,

@@ -931,12 +931,14 @@ class Testbed:
             f"--proxy-client-cert-file={pki / 'front-proxy' / 'client.crt'}",
             f"--proxy-client-key-file={pki / 'front-proxy' / 'client.key'}",
             "--authorization-mode=Node,RBAC",
-            f"--disable-admission-plugins={','.join(APISERVER_DISABLED_ADMISSION)}",
+            *self._apiserver_node_args(),
             "--allow-privileged=true",
             # Workload-aware scheduling (tests/e2e/test_gang.py): the PodGroup API and Pod.spec.schedulingGroup.
             # The schedulers keep their own gates (off unless a test turns them on).
             "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
-            "--runtime-config=scheduling.k8s.io/v1beta1=true",
+            # resource.k8s.io v1beta1 / v1beta2 (off by default since 1.34): tests/e2e/test_dra_versions.py
+            # round-trips older DRA objects through the server's conversion to v1.
+            "--runtime-config=scheduling.k8s.io/v1beta1=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true",
             "--profiling=false",
             f"--v={os.environ.get('TESTBED_APISERVER_V', '1')}",
         ]
@@ -947,6 +949,25 @@ class Testbed:
             return self._get(f"https://127.0.0.1:{port}/readyz", ctx)[0] == 200
 
         self._wait(APISERVER, ready, timeout, "ready (/readyz)")
+
+    def _apiserver_node_args(self) -> list[str]:
+        """With real nodes (``up(nodes=N)``): every default admission plugin (kube-controller-manager
+        runs, with its node lifecycle controller), kubelets reached by InternalIP with a client
+        certificate; without: the admission plugins of :data:`APISERVER_DISABLED_ADMISSION` off."""
+        if not self._state.get("nodes", {}).get("count"):
+            return [f"--disable-admission-plugins={','.join(APISERVER_DISABLED_ADMISSION)}"]
+        crt, key = self.pki_dir / "apiserver-kubelet-client.crt", self.pki_dir / "apiserver-kubelet-client.key"
+        if not crt.exists():
+            _Pki(self.pki_dir).issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ["system:masters"])
+        return ["--kubelet-preferred-address-types=InternalIP", f"--kubelet-client-certificate={crt}",
+                f"--kubelet-client-key={key}"]
+
+    @property
+    def nodes(self) -> Any:
+        """The real nodes (:class:`nodes.Nodes`): ``.names()``, ``.start_kubelet(i)``, ``.ctr(i, ...)``..."""
+        import nodes
+
+        return nodes.Nodes(self)
 
     def start_kube_scheduler(
         self,
@@ -1167,16 +1188,23 @@ class Testbed:
         return write_kubeconfig(self.dir / f"{stem}.kubeconfig", self.server, self.ca_file, crt, key, user)
 
     def up(self, *, with_kube_scheduler: bool = False, with_kube_controller_manager: bool = False,
-           progress: ProgressFn = _say) -> None:
+           nodes: int = 0, kubelet_config: dict[str, Any] | None = None, progress: ProgressFn = _say) -> None:
         """Build if needed, then start etcd, kube-apiserver and optionally kube-scheduler and
-        kube-controller-manager.
+        kube-controller-manager; with ``nodes`` > 0 also kube-controller-manager with all its
+        controllers and that many real nodes (kubelet + containerd + kube-proxy, see nodes.py;
+        ``kubelet_config`` is merged over their KubeletConfiguration).
 
         On failure the processes started so far are stopped before the error propagates.
         """
         if running := self.running():
             raise TestbedError(f"{self.dir} already runs {', '.join(running)}; `down` it first")
         bin_dir = build(progress)
+        if nodes:
+            import nodes as nodes_mod
+
+            nodes_mod.build_all(progress)
         started = time.monotonic()
+        self._state["nodes"] = {**self._state.get("nodes", {}), "count": nodes}
         self._prepare(bin_dir)
         try:
             self.start_etcd()
@@ -1197,9 +1225,14 @@ class Testbed:
             if with_kube_scheduler:
                 port = self.start_kube_scheduler()
                 progress(f"kube-scheduler leading, healthz on 127.0.0.1:{port}")
-            if with_kube_controller_manager:
-                port = self.start_kube_controller_manager()
+            if with_kube_controller_manager or nodes:
+                port = self.start_kube_controller_manager(
+                    controllers=("*",) if nodes else KCM_CONTROLLERS,
+                    # real nodes: NotReady ~20 s after a kubelet stops (default 50 s)
+                    extra_args=("--node-monitor-period=2s", "--node-monitor-grace-period=20s") if nodes else ())
                 progress(f"kube-controller-manager leading, healthz on 127.0.0.1:{port}")
+            if nodes:
+                self.nodes.up(nodes, progress, kubelet_config)
         except BaseException:
             self.down()
             raise
@@ -1209,9 +1242,12 @@ class Testbed:
         """Stop every process with a pid file (schedulers first, etcd last); returns those stopped."""
         if not self.pids_dir.exists():
             return []
+        stopped: list[str] = []
+        if self._state.get("nodes", {}).get("count"):
+            stopped += self.nodes.down()
         names = sorted(p.stem for p in self.pids_dir.glob("*.pid"))
         order = {ETCD: 2, APISERVER: 1}
-        stopped, pids = [], []
+        pids = []
         for name in sorted(names, key=lambda n: order.get(n, 0)):
             pid = self.pid(name)
             if self.stop(name, timeout) and pid is not None:

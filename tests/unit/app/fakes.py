@@ -1,4 +1,4 @@
-"""In-memory stand-ins for the API adapter (``py_scheduler.app.kube.Kube``) used by the app unit tests."""
+"""In-memory stand-ins for the API adapter (``py_scheduler.app.client.kube.Kube``) used by the app unit tests."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
-from py_scheduler.app.kube import Conflict, KubeError, NotFound
+from py_scheduler.app.client.wire import Conflict, KubeError, NotFound
 
 Obj = dict[str, Any]
 

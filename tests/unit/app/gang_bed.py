@@ -10,9 +10,7 @@ import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from py_scheduler.framework import config
-from py_scheduler.framework.config import ProfileConfig, build_framework
-from py_scheduler.plugins import registry
+from py_scheduler.framework.features import FeatureGates
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
 
@@ -38,22 +36,10 @@ class Objects:
 
 
 def gang_harness(gates: dict[str, bool]) -> tuple[Harness, Objects]:
-    """The loop harness with a default profile built while ``gates`` are set (restored afterwards: a
-    test that needs them at run time sets them again) and an :class:`Objects` lister behind the
-    plugins' Handle, the queue and the loop."""
+    """The loop harness with a default profile built under ``gates`` and an :class:`Objects` lister
+    behind the plugins' Handle, the queue and the loop."""
     objs = Objects()
-    h0 = Harness()  # its Handle (the fenced client over the fake API)
-    h0.handle.objects = objs
-    saved = dict(config.feature_gates)
-    try:
-        config.set_feature_gates(gates)
-        fw = build_framework(ProfileConfig(), handle=h0.handle, registry=registry)
-    finally:
-        config.feature_gates.clear()
-        config.feature_gates.update(saved)
-    h = Harness(fw)
-    h.handle = h0.handle
-    h0.kube.__dict__ = h.kube.__dict__  # one fake API behind the plugins' client and the binder
+    h = Harness(objects=objs, gates=FeatureGates.of(gates))
     h.pods = objs.pods
     h.queue.pod_lister = h.loop.pod_lister = lambda ns, n: objs.pods.get(f"{ns}/{n}")
     return h, objs

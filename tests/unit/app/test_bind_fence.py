@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.app.kube import Fenced, Kube, KubeAPIClient
+from py_scheduler.app.client.kube import Fenced, Kube, KubeAPIClient
 from py_scheduler.framework.handle import APIError
 from py_scheduler.framework.types import PodInfo
 
@@ -146,11 +146,11 @@ async def test_loop_requeues_a_pod_whose_node_went_away_before_binding() -> None
 
 def test_kube_errors_are_the_frameworks() -> None:
     """Plugins catch the framework's errors; the live adapter's are those (404 / 409 by class)."""
-    from py_scheduler.app.kube import Conflict, KubeError, NotFound, _error_for
+    from py_scheduler.app.client.wire import Conflict, KubeError, NotFound, error_for
     from py_scheduler.framework.handle import APIConflict, APINotFound
 
-    nf = _error_for(404, b'{"reason": "NotFound", "message": "pods \\"p\\" not found"}', "GET", "/p")
-    cf = _error_for(409, b'{"reason": "Conflict", "message": "already assigned"}', "POST", "/b")
+    nf = error_for(404, b'{"reason": "NotFound", "message": "pods \\"p\\" not found"}', "GET", "/p")
+    cf = error_for(409, b'{"reason": "Conflict", "message": "already assigned"}', "POST", "/b")
     assert isinstance(nf, NotFound) and isinstance(nf, APINotFound) and nf.message == 'pods "p" not found'
     assert isinstance(cf, Conflict) and isinstance(cf, APIConflict) and (cf.status, cf.reason) == (409, "Conflict")
     assert isinstance(KubeError(500, "x", "y"), APIError)

@@ -11,8 +11,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from py_scheduler.app.cachedump import PATH, CacheDump, add_routes, process_stats
-from py_scheduler.app.informers import KINDS, KINDS_BY_NAME, EventHandlers, ObjectStore
+from py_scheduler.app.client.informers import KINDS, KINDS_BY_NAME, ObjectStore
+from py_scheduler.app.scheduling.event_handlers import EventHandlers
+from py_scheduler.app.serving.cachedump import PATH, CacheDump, add_routes, process_stats
 from py_scheduler.cache.cache import Cache
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.queue.scheduling_queue import PriorityQueue

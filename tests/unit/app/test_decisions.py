@@ -1,4 +1,4 @@
-"""Decision records (``py_scheduler.app.decisions``): what the live loop records at the end of each
+"""Decision records (``py_scheduler.app.scheduling.decisions``): what the live loop records at the end of each
 scheduling cycle, the ring's bound and metrics, and the ``/debug/decisions`` endpoints (JSON and
 HTML) on a real aiohttp server."""
 
@@ -12,9 +12,17 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 
-from py_scheduler.app.decisions import DecisionLog, add_routes, filter_histogram, register_metrics, top_nodes
+from py_scheduler.app.scheduling.decisions import (
+    DecisionLog,
+    filter_counts,
+    register_metrics,
+    render_histogram,
+    top_nodes,
+)
+from py_scheduler.app.serving.decisions_http import add_routes
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework.runtime import Algorithm, Diagnosis, Framework, ScheduleResult
+from py_scheduler.framework.algorithm import Algorithm, Diagnosis, ScheduleResult
+from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 from py_scheduler.plugins.default_binder import DefaultBinder
 from py_scheduler.plugins.queue_sort import PrioritySort
@@ -111,9 +119,13 @@ async def test_reserve_annotations_and_rejection_are_recorded() -> None:
             if self.reject:
                 return Status(Code.UNSCHEDULABLE, ["no GPU left"], "Gpu")
             state.pod_annotations["gpu-scheduler/gpu-indices"] = "2,3"
-            state.data["DynamicResources/allocations"] = {"default/claim": {"devices": {"results": [
-                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-1"}]}}}
+            state.data["allocated"] = [{"claim": "default/claim", "allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "gpu-1"}]}}}]
             return Status.success()
+
+        def claim_allocations(self, state: CycleState, pod: PodInfo) -> list[dict[str, Any]]:
+            """AllocationReporter, as DynamicResources: the decision record reads only this."""
+            return list(state.data.get("allocated") or [])
 
     h, log = _harness(Framework("py-scheduler", [(PrioritySort(), 0), (Gpu(), 0), (DefaultBinder(), 0)]))
     h.node("n1")
@@ -179,7 +191,8 @@ def test_filter_histogram_counts_prefilter_absent_nodes_like_explain() -> None:
     # as the runtime builds it from the Diagnosis (what the record counts)
     res.filtered = {"n1": ["Insufficient cpu", "Insufficient memory"], "n2": ["Insufficient cpu"],
                     "n3": ["didn't match"], "n4": ["didn't match"]}
-    assert filter_histogram(res) == (("Insufficient cpu", 2), ("didn't match", 2), ("Insufficient memory", 1))
+    assert render_histogram(filter_counts(res)) == (
+        ("Insufficient cpu", 2), ("didn't match", 2), ("Insufficient memory", 1))
 
 
 def test_ring_is_bounded_and_its_metrics_count_drops() -> None:
@@ -253,7 +266,7 @@ async def test_http_json_html_and_leadership() -> None:
 
 
 def test_run_refuses_a_negative_ring_size(tmp_path: Any) -> None:
-    from py_scheduler.app.main import run_scheduler
+    from py_scheduler.app.process.main import run_scheduler
 
     rc = run_scheduler(kubeconfig=tmp_path / "none", config=None, leader_elect=False, lease_name=None,
                        lease_namespace=None, metrics_bind_address="", verbosity=0, decisions_capacity=-1)

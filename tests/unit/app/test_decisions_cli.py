@@ -11,7 +11,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from py_scheduler.app.decisions import DecisionLog, add_routes
+from py_scheduler.app.scheduling.decisions import DecisionLog
+from py_scheduler.app.serving.decisions_http import add_routes
 from py_scheduler.offline.recorded import _direct, fetch_recorded, leader_pod_name
 from py_scheduler.offline.render import make_console, print_recorded
 from tests.unit.app.test_decisions import _harness

@@ -1,5 +1,5 @@
 """The decision record's hot path keeps raw counts and references and renders when read
-(``py_scheduler.app.decisions``: :func:`filter_counts`, :func:`top_nodes`, ``Decision.filters``).
+(``py_scheduler.app.scheduling.decisions``: :func:`filter_counts`, :func:`top_nodes`, ``Decision.filters``).
 Property: for any cycle result, the lazy record serves exactly the JSON and HTML that the eager form
 (the histogram split and sorted, the top K chosen by a plain keyed sort, at record time) served."""
 
@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from py_scheduler.app.decisions import Decision, DecisionLog, render_histogram
-from py_scheduler.app.decisions_html import render_decision
-from py_scheduler.framework.runtime import Diagnosis, ScheduleResult
+from py_scheduler.app.scheduling.decisions import Decision, DecisionLog, render_histogram
+from py_scheduler.app.serving.decisions_http import render_decision
+from py_scheduler.framework.algorithm import Diagnosis, ScheduleResult
 from py_scheduler.framework.types import Code, PodInfo, Status
 
 REASONS = ["Insufficient cpu", "Insufficient memory", "node(s) had untolerated taint", "", "GPU model A100"]
@@ -81,7 +81,7 @@ def results(draw: st.DrawFn) -> tuple[ScheduleResult, int]:
                   absent_nodes_status=Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [draw(st.sampled_from(REASONS))])
                   if absent or draw(st.booleans()) else None)
     res.diagnosis = d
-    # as the runtime builds it (framework/runtime.py, Algorithm.schedule): every rejected node's
+    # as the runtime builds it (framework/algorithm.py, Algorithm.schedule): every rejected node's
     # reasons, then the absent nodes' reasons
     gone = list(d.absent_nodes_status.reasons) if d.absent_nodes_status is not None else []
     res.filtered = {**{k: list(s.reasons) for k, s in statuses.items()},

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.app import podgroup_cycle
-from py_scheduler.app.metrics import REGISTRY
+from py_scheduler.app.scheduling import loop as loop_module
+from py_scheduler.app.telemetry.metrics import REGISTRY
 from py_scheduler.cache.cache import CacheError
 from py_scheduler.framework.events import ActionType, ClusterEvent, Resource
 from py_scheduler.framework.podgroup import RevertFns
@@ -98,7 +98,7 @@ async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together()
     n3 = _gpu_node(h, "n3", 1)  # the event carries the Node as the informer does (GPUFilter's hint reads it)
     h.queue.move_all_to_active_or_backoff(ClusterEvent(Resource.NODE, ActionType.ADD), None, n3)
     h.queue.flush_backoff_q_completed()
-    for q in list(h.queue._backoff.list()):  # backoff expiry without waiting (test clock)
+    for q in list(h.queue._backoff_q.list()):  # backoff expiry without waiting (test clock)
         q.backoff_expiration = 0.0
     h.queue.flush_backoff_q_completed()
     qpi = h.queue.pop_nowait()
@@ -248,8 +248,8 @@ async def test_a_bug_submitting_one_placed_member_loses_neither_it_nor_the_membe
     cycles: the first was allowed (the quorum was assumed) and is bound, the third and fourth wait at
     Permit for the quorum the requeued member will complete. None is left popped but unhandled."""
     h, names, _before = _gang_of_four_on_four_gpus()
-    monkeypatch.setattr(podgroup_cycle.bc, "run_permit",
-                        _raising_at(2, podgroup_cycle.bc.run_permit, RuntimeError("permit bug")))
+    monkeypatch.setattr(loop_module.bc, "run_permit",
+                        _raising_at(2, loop_module.bc.run_permit, RuntimeError("permit bug")))
     h.loop.schedule_one(h.queue.pop_nowait())  # type: ignore[arg-type]
     requeued = [n for n in names if h.queue.where("default", n) not in (None, "in-flight")]
     assert len(requeued) == 1

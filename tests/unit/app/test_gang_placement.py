@@ -17,14 +17,10 @@ fake API.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
-import pytest
-
-from py_scheduler.framework import config
+from py_scheduler.framework.algorithm import PLACEMENT_STATE_KEY
 from py_scheduler.framework.interfaces import PodGroupInfo
 from py_scheduler.framework.podgroup import schedule_pod_group
-from py_scheduler.framework.runtime import PLACEMENT_STATE_KEY
 from py_scheduler.framework.types import PodInfo, Status
 from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
 from tests.unit.app import gang_bed as gb
@@ -35,20 +31,9 @@ RACK = "example.com/rack"
 GATES = {"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True}
 
 
-@pytest.fixture(autouse=True)
-def _restore_gates() -> Iterator[None]:
-    saved = dict(config.feature_gates)
-    yield
-    config.feature_gates.clear()
-    config.feature_gates.update(saved)
-
-
 def _harness(gates: dict[str, bool] | None = None) -> tuple[Harness, gb.Objects]:
-    """The loop harness with the default profile built with the workload gates on, which stay on
-    for the test (the placement algorithm reads the gate at each cycle; an autouse fixture restores)."""
-    h, objs = gb.gang_harness(gates or GATES)
-    config.set_feature_gates(gates or GATES)
-    return h, objs
+    """The loop harness with the default profile built with the workload gates on (its Handle's)."""
+    return gb.gang_harness(gates or GATES)
 
 
 def _node(h: Harness, name: str, rack: str, gpus: int, cordoned: bool = False) -> None:
@@ -193,7 +178,12 @@ def test_gate_off_runs_the_default_algorithm_without_placement() -> None:
     assert res.status.is_success()
     state = res.members[0].state
     assert state is not None and PLACEMENT_STATE_KEY not in state.data
-    config.set_feature_gates(GATES)
+    h, objs = _harness()  # the profile's own gates decide, read at each group cycle
+    _node(h, "a1", "a", 4)
+    _group(objs, "g", 1)
+    names = _members(h, "g", 1)
+    h.cache.update_snapshot(h.loop.snapshot)
+    group = PodGroupInfo(objs.groups["default/g"], [PodInfo(h.pods[f"default/{names[0]}"])])
     res, _reverts = schedule_pod_group(h.fw, h.loop.algorithm, h.loop.snapshot, group,
                                       lambda p, n, s: (Status.success(), None))
     state = res.members[0].state

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from py_scheduler.app.gcpace import GcPacer
-from py_scheduler.app.main import GC_THRESHOLDS
+from py_scheduler.app.tuning import GC_THRESHOLDS, GcPacer
 
 
 class _Conn:

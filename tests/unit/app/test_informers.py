@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from py_scheduler.app.informers import KINDS, KINDS_BY_NAME, EventHandlers, Informers, ObjectStore
+import pytest
+
+from py_scheduler.app.client.informers import KINDS, KINDS_BY_NAME, Informers, ObjectStore
+from py_scheduler.app.scheduling.event_handlers import EventHandlers
 from py_scheduler.cache import kinds as kinds_table
 from py_scheduler.cache.cache import Cache
 from py_scheduler.cache.snapshot import ClusterObjects
+from py_scheduler.framework.events import Resource
+from py_scheduler.framework.memo import DEBUG_ENV, VIOLATION, DeliveryGuard, MutatedObjectError
 from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.queue_sort import PrioritySort
-from py_scheduler.queue.events import Resource
 from py_scheduler.queue.scheduling_queue import ACTIVE_Q, PriorityQueue
 from tests.unit.app.fakes import FakeKube
 
@@ -101,10 +105,52 @@ def test_tombstones_expire_without_any_relist() -> None:
 
 
 def handlers() -> tuple[EventHandlers, Cache, PriorityQueue]:
+    """Handlers over a real cache and queue, every delta checked by a strict :class:`DeliveryGuard`
+    (an in-place change of a delivered object by the cache or the queue fails the test)."""
     fw = Framework("py-scheduler", [(PrioritySort(), 0)])
     cache = Cache()
     queue = PriorityQueue({"py-scheduler": fw})
-    return EventHandlers(cache, queue, ["py-scheduler"]), cache, queue
+    h = EventHandlers(cache, queue, ["py-scheduler"])
+    h.on_delta = DeliveryGuard(strict=True).wrap(h.on_delta)  # type: ignore[method-assign]
+    return h, cache, queue
+
+
+def test_in_place_change_of_a_delivered_pod_is_caught_at_its_next_event() -> None:
+    h, _, _ = handlers()
+    h.on_delta(NODE, None, node("n1", 1))
+    a = pod("a", 1)
+    h.on_delta(POD, None, a)
+    a["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"  # a bug: changing what was delivered
+    with pytest.raises(MutatedObjectError, match=r"Pod default/a changed at \.spec\.containers\[0\]\.resources"
+                                                 r"\.requests\.cpu: '1' -> '2'"):
+        h.on_delta(POD, a, pod("a", 2, node="n1"))
+
+
+def test_in_place_change_by_a_handler_is_caught_when_it_returns(caplog: pytest.LogCaptureFixture) -> None:
+    h, cache, _ = handlers()
+    h.on_delta(NODE, None, node("n1", 1))
+
+    def add_pod(p: dict[str, Any]) -> None:
+        p["metadata"]["labels"] = {"touched": "yes"}
+
+    cache.add_pod = add_pod  # type: ignore[assignment, method-assign]
+    with pytest.raises(MutatedObjectError, match=r"\.metadata\.labels"):
+        h.on_delta(POD, None, pod("b", 1, node="n1"))
+    # not strict (the live process): logged at ERROR once, counted, the stream goes on
+    guard = DeliveryGuard()
+    b = pod("c", 1, node="n1")
+    guard.wrap(EventHandlers(cache, h.queue, ["py-scheduler"]).on_delta)(POD, None, b)
+    guard.check_all()
+    assert len(guard.violations) == 1 and VIOLATION in caplog.text
+
+
+def test_the_debug_variable_turns_the_guard_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    h, _, _ = handlers()
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+    assert Informers(FakeKube(), h).guard is None  # type: ignore[arg-type]
+    monkeypatch.setenv(DEBUG_ENV, "1")
+    inf = Informers(FakeKube(), h)  # type: ignore[arg-type]
+    assert inf.guard is not None and inf.reflectors["Pod"].on_delta is not h.on_delta
 
 
 def test_unbound_pod_of_ours_is_queued_others_are_not() -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.app.informers import KINDS, Informers
-from py_scheduler.app.kube import KubeError
+from py_scheduler.app.client.informers import KINDS, Informers
+from py_scheduler.app.client.wire import KubeError
 from tests.unit.app.fakes import FakeKube
 from tests.unit.app.test_informers import handlers, node, pod
 from tests.unit.app.test_reflector import wait_until

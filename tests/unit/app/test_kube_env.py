@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from py_scheduler.app.kube import Kube
+from py_scheduler.app.client.kube import Kube
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -85,7 +85,8 @@ async def test_derived_clients_have_their_own_pool_and_limiter(tmp_path: Path) -
         assert other.api is not kube.api
         assert other.api.rest_client.pool_manager is not kube.api.rest_client.pool_manager
         assert other.limiter is not kube.limiter and other.limiter.qps == kube.limiter.qps
-        assert other.endpoint().server == kube.endpoint().server and other.endpoint().token == "abc"
+        cfg, mine = other.api.configuration, kube.api.configuration
+        assert cfg.host == mine.host and await cfg.get_api_key_with_prefix("BearerToken") == "Bearer abc"
         assert other.api.rest_client.pool_manager.trust_env is False
     assert le.api.user_agent == "py-scheduler/leader-election"
     assert kube.api.user_agent == "py-scheduler/scheduler"
@@ -101,7 +102,7 @@ async def test_derived_client_follows_a_rotated_in_cluster_token(tmp_path: Path)
     from kubernetes_asyncio import client as k8s_client
     from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 
-    from py_scheduler.app.secure import self_signed_cert
+    from py_scheduler.app.serving.secure import self_signed_cert
 
     token, ca = tmp_path / "token", tmp_path / "ca.crt"
     token.write_text("first")
@@ -112,11 +113,15 @@ async def test_derived_client_follows_a_rotated_in_cluster_token(tmp_path: Path)
     loader.load_and_set(cfg)
     kube = Kube(k8s_client.ApiClient(configuration=cfg))
     le = kube.derive("leader-election")
+
+    async def token_sent(k: Kube) -> str:  # every request reads the key so, running the refresh hook
+        return str(await k.api.configuration.get_api_key_with_prefix("BearerToken")).removeprefix("Bearer ")
+
     try:
-        assert (await le.fresh_endpoint()).token == "first"
+        assert await token_sent(le) == "first"
         token.write_text("second")
         loader.token_expires_at = dt.datetime.now() - dt.timedelta(seconds=1)
-        assert (await le.fresh_endpoint()).token == "second"
-        assert (await kube.fresh_endpoint()).token == "second"
+        assert await token_sent(le) == "second"
+        assert await token_sent(kube) == "second"
     finally:
         await kube.close()

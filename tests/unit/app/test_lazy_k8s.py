@@ -1,5 +1,5 @@
 """The run path imports ``kubernetes_asyncio`` without its ~860 generated API and model modules
-(:mod:`py_scheduler.app.lazy_k8s`; issue 21: time to ready), and every name still resolves to the
+(:mod:`py_scheduler.app.client.lazy_k8s`; issue 21: time to ready), and every name still resolves to the
 object an eager import gives.
 
 Each check runs in a fresh interpreter: the test process has imported the library eagerly already."""
@@ -31,7 +31,7 @@ import atexit, gc, json, sys
 class Watch:  # records whether the collector is on when the run path's main module is imported
     gc_at_import = None
     def find_spec(self, name, path=None, target=None):
-        if name == "py_scheduler.app.main":
+        if name == "py_scheduler.app.process.main":
             Watch.gc_at_import = gc.isenabled()
         return None
 
@@ -43,7 +43,7 @@ def report():
         "k8s": [m for m in mods if m.startswith("kubernetes_asyncio")],
         "rich": [m for m in mods if m == "rich" or m.startswith("rich.")],
         "kopf": "kopf" in sys.modules,
-        "main": "py_scheduler.app.main" in sys.modules,
+        "main": "py_scheduler.app.process.main" in sys.modules,
         "gc_at_import": Watch.gc_at_import,
         "gc_after": gc.isenabled(),
         "frozen": gc.get_freeze_count(),
@@ -79,7 +79,7 @@ def test_run_path_does_not_import_the_generated_client(tmp_path: Path) -> None:
 
 _APP_ONLY = """
 import json, sys
-import py_scheduler.app.main
+import py_scheduler.app.process.main
 print(json.dumps([m for m in ("typer", "rich", "click") if m in sys.modules]))
 """
 
@@ -135,7 +135,7 @@ def test_every_name_resolves_as_the_eager_import_does() -> None:
 
 _STAR = """
 import json, sys
-from py_scheduler.app import lazy_k8s
+from py_scheduler.app.client import lazy_k8s
 assert not lazy_k8s.install()  # done by importing the package; once
 import kubernetes_asyncio.client.models as m
 before = sum(1 for k in sys.modules if k.startswith("kubernetes_asyncio.client.models."))
@@ -157,7 +157,7 @@ def test_star_import_and_unknown_names_run_the_real_init() -> None:
 _ALREADY = """
 import json, sys
 import kubernetes_asyncio
-from py_scheduler.app import lazy_k8s
+from py_scheduler.app.client import lazy_k8s
 models = sum(1 for k in sys.modules if k.startswith("kubernetes_asyncio.client.models."))
 shell = "__getattr__" in sys.modules["kubernetes_asyncio.client"].__dict__
 print(json.dumps([lazy_k8s.install(), shell, models > 500]))

@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from py_scheduler.app.kube import KubeError
-from py_scheduler.app.leader import AlwaysLeader, LeaderElector
+from py_scheduler.app.client.leader import AlwaysLeader, LeaderElector
+from py_scheduler.app.client.wire import KubeError
 from tests.unit.app.fakes import FakeKube
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from py_scheduler.app.informers import KINDS, ObjectStore
-from py_scheduler.app.lister import InformerLister
+from py_scheduler.app.client.informers import KINDS, ObjectStore
+from py_scheduler.app.client.lister import InformerLister
 
 
 def test_reads_the_latest_watched_objects_by_kind_namespace_and_name() -> None:

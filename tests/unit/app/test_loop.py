@@ -8,14 +8,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from py_scheduler.app.binder import Binder
-from py_scheduler.app.kube import Conflict, KubeAPIClient, KubeError, NotFound
-from py_scheduler.app.leader import AlwaysLeader
-from py_scheduler.app.loop import Housekeeping, SchedulingLoop
+from py_scheduler.app.client.kube import KubeAPIClient
+from py_scheduler.app.client.leader import AlwaysLeader
+from py_scheduler.app.client.wire import Conflict, KubeError, NotFound
+from py_scheduler.app.scheduling.binder import Binder
+from py_scheduler.app.scheduling.loop import Housekeeping, SchedulingLoop
 from py_scheduler.cache.cache import Cache
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import ProfileConfig, build_framework
-from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.features import FeatureGates
+from py_scheduler.framework.handle import Handle, ObjectLister
+from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.default_binder import DefaultBinder
@@ -39,12 +42,14 @@ class Harness:
     """The loop over a fake API. Its DefaultBinder (built here, or found in ``fw``) binds through
     the live :class:`KubeAPIClient` over the fake, fenced by ``leader`` and the cache's nodes."""
 
-    def __init__(self, fw: Framework | None = None) -> None:
+    def __init__(self, fw: Framework | None = None, objects: ObjectLister | None = None,
+                 gates: FeatureGates | None = None) -> None:
         self.kube = FakeKube()
         self.cache = Cache()
         self.leader = Leader()
-        self.handle = Handle(client=KubeAPIClient(self.kube, fence=lambda: self.leader.is_leader_valid(),  # type: ignore[arg-type]
-                                                  node_exists=self.cache.has_node))
+        client = KubeAPIClient(self.kube, fence=lambda: self.leader.is_leader_valid(),  # type: ignore[arg-type]
+                               node_exists=self.cache.has_node)
+        self.handle = Handle.detached(gates, objects, client)
         self.fw = fw or build_framework(ProfileConfig(), handle=self.handle, registry=registry)
         for pl in self.fw.bind_plugins:
             if isinstance(pl, DefaultBinder):
@@ -312,7 +317,7 @@ def test_housekeeping_expires_and_publishes() -> None:
     h = Harness()
     h.node("n1")
     Housekeeping(h.cache, h.queue).tick()
-    from py_scheduler.app.metrics import REGISTRY
+    from py_scheduler.app.telemetry.metrics import REGISTRY
 
     assert REGISTRY.get_sample_value("scheduler_cache_size", {"type": "nodes"}) == 1
 
@@ -397,19 +402,19 @@ async def test_a_cycle_that_raises_requeues_the_pod() -> None:
     """A bug in a scheduling cycle (here the pod group lookup raising) costs the Pod an attempt, not
     its place: ``run`` puts it back in the queue (error backoff) instead of only ending its in-flight
     state, and keeps scheduling."""
-    from py_scheduler.app import podgroup_cycle
+    from py_scheduler.app.scheduling import loop as loop_module
 
     h = Harness()
     h.node("n1")
     h.pod("a")
-    real = podgroup_cycle.pod_group_of
+    real = loop_module.pod_group_of
     raised = asyncio.Event()
 
     def boom(fw: Any, pi: Any) -> Any:
         raised.set()
         raise RuntimeError("bug")
 
-    podgroup_cycle.pod_group_of = boom  # type: ignore[assignment]
+    loop_module.pod_group_of = boom  # type: ignore[assignment]
     stop = asyncio.Event()
     task = asyncio.ensure_future(h.loop.run(stop))
     try:
@@ -422,7 +427,7 @@ async def test_a_cycle_that_raises_requeues_the_pod() -> None:
         await asyncio.wait_for(requeued(), timeout=5)
         assert h.queue.in_flight_uids() == []
     finally:
-        podgroup_cycle.pod_group_of = real
+        loop_module.pod_group_of = real
         stop.set()
         h.queue.close()
         await asyncio.wait_for(task, timeout=5)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from py_scheduler.app import metrics as m
-from py_scheduler.app.loop import Housekeeping
+from py_scheduler.app.scheduling.loop import Housekeeping
+from py_scheduler.app.telemetry import metrics as m
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.queue.scheduling_queue import BACKOFF_Q
 from tests.unit.app.test_loop import Harness
@@ -189,7 +189,7 @@ async def test_housekeeping_publishes_gpu_gauges_from_a_fresh_snapshot() -> None
                                                             "nvidia.com/gpu.memory": "40960"}},
                       "status": {"allocatable": {"cpu": "8", "memory": "64Gi", "pods": "110",
                                                  "nvidia.com/gpu": "4"}}})
-    hk = Housekeeping(h.cache, h.queue, snapshot=h.loop.snapshot)
+    hk = Housekeeping(h.cache, h.queue, snapshot=h.loop.snapshot, frameworks={"py-scheduler": h.fw})
     hk.tick()
     assert (_gauge("py_scheduler_gpu_allocated", "g1"), _gauge("py_scheduler_gpu_free", "g1")) == (0, 4)
     h.pod("train", containers=[{"name": "c", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "3"},

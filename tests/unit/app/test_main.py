@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from py_scheduler.app.main import build_profiles, run_scheduler
+from py_scheduler.app.process.main import build_profiles, run_scheduler
 from py_scheduler.framework.config import ConfigError, ProfileConfig, SchedulerConfig
 
 

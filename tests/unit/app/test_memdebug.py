@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from py_scheduler.app.memdebug import PATH, MemoryDebug, add_routes
+from py_scheduler.app.serving.memdebug import PATH, MemoryDebug, add_routes
 
 _KEPT: list[Any] = []
 

@@ -1,11 +1,11 @@
-"""Memoized labelled children (``py_scheduler.app.metrics.Children``) report into the same samples as
+"""Memoized labelled children (``py_scheduler.app.telemetry.metrics.Children``) report into the same samples as
 ``metric.labels(...)``: the live loop's, the queue recorder's and the framework observer's values
 are unchanged by the memo."""
 
 from __future__ import annotations
 
-from py_scheduler.app import metrics as m
-from py_scheduler.app.loop import QueueMetricsRecorder
+from py_scheduler.app.scheduling.loop import QueueMetricsRecorder
+from py_scheduler.app.telemetry import metrics as m
 
 
 def _value(name: str, labels: dict[str, str]) -> float:

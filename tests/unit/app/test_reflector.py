@@ -14,9 +14,10 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
-from py_scheduler.app.informers import KINDS, KINDS_BY_NAME, Informers, ObjectStore
-from py_scheduler.app.kube import Kube, KubeError, split_lines
-from py_scheduler.app.reflector import Reflector
+from py_scheduler.app.client.informers import KINDS, KINDS_BY_NAME, Informers, ObjectStore
+from py_scheduler.app.client.kube import Kube
+from py_scheduler.app.client.reflector import Reflector
+from py_scheduler.app.client.wire import KubeError, split_lines
 from py_scheduler.queue.scheduling_queue import ACTIVE_Q
 from tests.unit.app.fakes import FakeKube
 from tests.unit.app.test_informers import handlers, node, pod

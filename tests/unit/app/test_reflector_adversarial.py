@@ -1,5 +1,5 @@
-"""Adversarial tests of the Pod reflector (``py_scheduler.app.reflector``) and its wiring into
-:class:`~py_scheduler.app.informers.Informers`, read against client-go's ``tools/cache/reflector.go``
+"""Adversarial tests of the Pod reflector (``py_scheduler.app.client.reflector``) and its wiring into
+:class:`~py_scheduler.app.client.informers.Informers`, read against client-go's ``tools/cache/reflector.go``
 and ``tools/pager/pager.go``: failures of the watch request (401/403/429/500/410, connection),
 watches the server ends at once, malformed watch events and LIST items, a ``continue`` token that
 expires in the middle of a paged LIST, a stop during LIST paging, a re-LIST racing the watch, a
@@ -17,9 +17,10 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
-from py_scheduler.app.informers import KINDS, KINDS_BY_NAME, Informers, ObjectStore
-from py_scheduler.app.kube import Kube, KubeError
-from py_scheduler.app.reflector import Reflector
+from py_scheduler.app.client.informers import KINDS, KINDS_BY_NAME, Informers, ObjectStore
+from py_scheduler.app.client.kube import Kube
+from py_scheduler.app.client.reflector import Reflector
+from py_scheduler.app.client.wire import KubeError
 from tests.unit.app.fakes import FakeKube
 from tests.unit.app.test_informers import handlers, node, pod
 from tests.unit.app.test_reflector import Recorder, _reflector, _running, _serve, _stop, wait_until

@@ -1,12 +1,14 @@
-"""Secure serving (``py_scheduler.app.secure`` + ``HealthServer``): a real HTTPS server on a free port,
+"""Secure serving (``py_scheduler.app.serving.secure`` + ``HealthServer``): a real HTTPS server on a free port,
 its certificate verified by the client, delegated authentication/authorization against a stub of the
 TokenReview / SubjectAccessReview API (the e2e tests do the same against the real API server)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +16,11 @@ import aiohttp
 import pytest
 from cryptography import x509
 
-from py_scheduler.app import metrics as m
-from py_scheduler.app.health import HealthServer
-from py_scheduler.app.kube import KubeError
-from py_scheduler.app.main import ServingOptions, build_health_server
-from py_scheduler.app.secure import DelegatingAuth, UserInfo, path_allowed, self_signed_cert, server_ssl_context
+from py_scheduler.app.client.wire import KubeError
+from py_scheduler.app.process.main import ServingOptions, build_health_server
+from py_scheduler.app.serving.health import HealthServer
+from py_scheduler.app.serving.secure import DelegatingAuth, UserInfo, path_allowed, self_signed_cert, server_ssl_context
+from py_scheduler.app.telemetry import metrics as m
 
 
 class Reviews:
@@ -35,6 +37,10 @@ class Reviews:
                         ("system:serviceaccount:monitoring:prometheus", "get", "/debug/extra")}
         self.calls: list[tuple[str, Any]] = []
         self.fail = False
+        self.gate: asyncio.Event | None = None
+        """When set: a review of a token starting with ``junk`` waits for it (a slow API, a long queue)."""
+        self.audiences: dict[str, list[str]] = {}
+        """Token -> the audiences it was minted for (default: the API server's, ``api``)."""
 
     async def request(self, method: str, path: str, *, body: Any = None, retries: int | None = None,
                       timeout: float = 0) -> Any:
@@ -42,11 +48,16 @@ class Reviews:
         if self.fail:
             raise KubeError(503, "ServiceUnavailable", "down", method, path)
         if path.endswith("/tokenreviews"):
-            hit = self.tokens.get(body["spec"]["token"])
-            if hit is None:
+            token = body["spec"]["token"]
+            if self.gate is not None and token.startswith("junk"):
+                await self.gate.wait()  # ignores ``timeout``, as a rate limiter's wait did
+            hit = self.tokens.get(token)
+            minted = self.audiences.get(token, ["api"])
+            wanted = body["spec"].get("audiences") or ["api"]
+            if hit is None or not set(minted) & set(wanted):
                 return {"status": {"authenticated": False, "error": "invalid bearer token"}}
-            return {"status": {"authenticated": True, "user": {"username": hit[0], "uid": "u-" + hit[0],
-                                                               "groups": hit[1]}}}
+            return {"status": {"authenticated": True, "audiences": [a for a in wanted if a in minted],
+                               "user": {"username": hit[0], "uid": "u-" + hit[0], "groups": hit[1]}}}
         spec = body["spec"]
         na = spec["nonResourceAttributes"]
         return {"status": {"allowed": (spec["user"], na["verb"], na["path"]) in self.allowed}}
@@ -61,11 +72,15 @@ def cert_files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 async def _get(port: int, path: str, ca: Path | None, token: str | None = None,
-               header: str | None = None) -> tuple[int, str]:
+               header: str | None = None, source: str | None = None) -> tuple[int, str]:
+    """GET over HTTPS; ``source``: the client's own address (another loopback address: another client)."""
     ctx = ssl.create_default_context(cafile=str(ca)) if ca else False
     headers = {"Authorization": header or f"Bearer {token}"} if (token or header) else {}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s, \
+    conn = aiohttp.TCPConnector(local_addr=(source, 0)) if source else None
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), connector=conn) as s, \
             s.get(f"https://127.0.0.1:{port}{path}", ssl=ctx, headers=headers) as r:
+        if r.status == 429:
+            assert r.headers["Retry-After"] == "1"
         return r.status, await r.text()
 
 
@@ -200,3 +215,111 @@ async def test_cache_expires() -> None:
     await auth.authenticate("forged")
     assert not (await auth.authorize(UserInfo("x"), "get", "/metrics"))[0]
     assert auth.reviews == 5
+
+
+# -- bounded review work (issue 31) -------------------------------------------------------------------------
+
+async def test_concurrent_requests_with_one_token_share_one_review() -> None:
+    reviews = Reviews()
+    reviews.gate = asyncio.Event()
+    auth = DelegatingAuth(reviews)  # type: ignore[arg-type]
+    waiting = [asyncio.create_task(auth.check("junk-1", "get", "/metrics", "10.0.0.1")) for _ in range(50)]
+    await asyncio.sleep(0)
+    reviews.gate.set()
+    assert {await t for t in waiting} == {(401, None, "Unauthorized: the API server does not accept this token "
+                                                      "(expired?)")}
+    assert auth.reviews == len(reviews.calls) == 1  # not 50
+    assert not auth._pending  # nothing left behind
+
+
+async def test_review_flood_is_capped_with_429_and_another_client_still_gets_in() -> None:
+    """Junk tokens from one address hold at most MAX_REVIEWS_PER_CLIENT reviews; the rest answer 429 with
+    Retry-After at once, and a legitimate scrape from another address is answered in well under a second."""
+    reviews = Reviews()
+    reviews.gate = asyncio.Event()
+    auth = DelegatingAuth(reviews, max_per_client=8, max_in_flight=64)  # type: ignore[arg-type]
+    srv = HealthServer("127.0.0.1:0", lambda: True, ssl_context=server_ssl_context(), auth=auth)
+    await srv.start()
+    try:
+        flood = [asyncio.create_task(_get(srv.port, "/metrics", None, f"junk-{i}")) for i in range(60)]
+        deadline = time.monotonic() + 20
+        while sum(t.done() for t in flood) < 52 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        refused = [t.result()[0] for t in flood if t.done()]
+        assert refused == [429] * 52 and len(reviews.calls) == 8  # 8 reviews held, the rest refused at once
+        t0 = time.monotonic()
+        status, text = await _get(srv.port, "/metrics", None, "reader-token", source="127.0.0.2")
+        assert status == 200 and "scheduler_schedule_attempts_total" in text
+        assert time.monotonic() - t0 < 1.0
+        reviews.gate.set()
+        assert sorted([(await t)[0] for t in flood]) == [401] * 8 + [429] * 52
+        sent = m.REGISTRY.get_sample_value("apiserver_delegated_authn_request_total", {"code": "429"})
+        assert sent is not None and sent >= 52
+    finally:
+        reviews.gate.set()
+        await srv.stop()
+
+
+async def test_review_deadline_covers_the_wait_before_sending() -> None:
+    """A review waiting in the client (its rate limiter ignores the request timeout) gives up at the
+    deadline: 401 in time, not a request held as long as the queue."""
+    reviews = Reviews()
+    reviews.gate = asyncio.Event()  # never set
+    auth = DelegatingAuth(reviews, deadline=0.3)  # type: ignore[arg-type]
+    t0 = time.monotonic()
+    code, _, _ = await asyncio.wait_for(auth.check("junk-slow", "get", "/metrics"), timeout=5)
+    assert code == 401 and time.monotonic() - t0 < 2
+    assert not auth._pending and not auth._per_client
+
+
+async def test_anonymous_auth_false_answers_401_without_a_review() -> None:
+    reviews = Reviews()
+    reviews.allowed.add(("system:anonymous", "get", "/metrics"))
+    for anonymous, want in ((True, 200), (False, 401)):
+        srv = HealthServer("127.0.0.1:0", lambda: True, ssl_context=server_ssl_context(),
+                           auth=DelegatingAuth(reviews, anonymous=anonymous))  # type: ignore[arg-type]
+        await srv.start()
+        try:
+            n = len(reviews.calls)
+            assert (await _get(srv.port, "/metrics", None))[0] == want
+            assert len(reviews.calls) == n + (1 if anonymous else 0)
+            assert await _get(srv.port, "/livez", None) == (200, "ok")  # probes stay anonymous
+            assert (await _get(srv.port, "/metrics", None, "reader-token"))[0] == 200
+        finally:
+            await srv.stop()
+
+
+async def test_audiences_are_sent_and_required_in_the_answer() -> None:
+    reviews = Reviews()
+    reviews.tokens["scheduler-token"] = reviews.tokens["reader-token"]
+    reviews.audiences["scheduler-token"] = ["py-scheduler"]
+    auth = DelegatingAuth(reviews, audiences=["py-scheduler"])  # type: ignore[arg-type]
+    assert (await auth.authenticate("scheduler-token")) is not None
+    assert reviews.calls[-1][1]["spec"]["audiences"] == ["py-scheduler"]
+    assert await auth.authenticate("reader-token") is None  # minted for the API server only
+    # an answer that does not name the audience (an API server ignoring spec.audiences) is refused too
+    class Deaf(Reviews):
+        async def request(self, method: str, path: str, **kw: Any) -> Any:
+            answer = await super().request(method, path, **{**kw, "body": {"spec": {"token": "reader-token"}}})
+            answer["status"].pop("audiences", None)
+            return answer
+
+    assert await DelegatingAuth(Deaf(), audiences=["py-scheduler"]).authenticate("x") is None  # type: ignore[arg-type]
+    assert await DelegatingAuth(Deaf()).authenticate("x") is not None  # type: ignore[arg-type]
+
+
+async def test_request_paths_are_logged_escaped(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="py_scheduler.secure")
+    reviews = Reviews()
+    srv = HealthServer("127.0.0.1:0", lambda: True, ssl_context=server_ssl_context(),
+                       auth=DelegatingAuth(reviews))  # type: ignore[arg-type]
+    await srv.start()
+    try:
+        forged = "/x%0AI1205 01:02:03.000000 1 forged.go:1] owned"
+        assert (await _get(srv.port, forged, None))[0] == 403
+        reviews.fail = True
+        assert (await _get(srv.port, forged + "2", None, "nobody-token"))[0] == 401
+    finally:
+        await srv.stop()
+    lines = [r.getMessage() for r in caplog.records if "/x" in r.getMessage()]
+    assert len(lines) == 2 and all("\n" not in ln and "\\nI1205" in ln for ln in lines), lines

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from py_scheduler.app.informers import KINDS, Informers
-from py_scheduler.app.kube import KubeError
-from py_scheduler.queue.events import EVENT_NODE_DELETE
+from py_scheduler.app.client.informers import KINDS, Informers
+from py_scheduler.app.client.wire import KubeError
+from py_scheduler.framework.events import EVENT_NODE_DELETE
 from tests.unit.app.fakes import FakeKube
 from tests.unit.app.test_informers import handlers, node, pod
 from tests.unit.app.test_loop import Harness

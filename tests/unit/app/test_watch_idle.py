@@ -10,9 +10,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from py_scheduler.app import reflector as reflector_mod
-from py_scheduler.app.informers import ObjectStore
-from py_scheduler.app.reflector import WATCH_IDLE_TIMEOUT, Reflector, watch_idle_timeout
+from py_scheduler.app.client import reflector as reflector_mod
+from py_scheduler.app.client.informers import ObjectStore
+from py_scheduler.app.client.reflector import WATCH_IDLE_TIMEOUT, Reflector, watch_idle_timeout
 from tests.unit.app.test_informers import pod
 from tests.unit.app.test_reflector import POD, _kube, _serve
 

@@ -10,9 +10,10 @@ import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework import batch as batch_mod
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.batch import MAX_BATCH_AGE, OpportunisticBatch, SortedScoredNodes
 from py_scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
-from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
 
@@ -490,24 +491,23 @@ def test_gate_off_never_hints() -> None:
         snap.assume(pi, r.selected)
 
 
-def test_apply_feature_gates() -> None:
-    from py_scheduler.app.main import apply_feature_gates
-    from py_scheduler.framework import runtime
+def test_feature_gates_reach_the_profile_through_its_handle() -> None:
+    from py_scheduler.framework.features import FeatureGates
 
-    try:
-        assert apply_feature_gates("OpportunisticBatching=false") == {"OpportunisticBatching": False}
-        assert default_framework().batch is None
-        with pytest.raises(ValueError, match="unrecognized feature gate: Foo"):
-            apply_feature_gates("Foo=true")
-        with pytest.raises(ValueError):
-            apply_feature_gates("OpportunisticBatching=maybe")
-    finally:
-        runtime.OPPORTUNISTIC_BATCHING_DEFAULT = True
+    off = FeatureGates.parse("OpportunisticBatching=false")
+    assert off == FeatureGates(opportunistic_batching=False)
+    prof = ProfileConfig()
+    fw = build_framework(prof, SchedulerConfig(profiles=[prof], feature_gates=off), registry=registry)
+    assert fw.batch is None and fw.handle.feature_gates is off
+    with pytest.raises(ValueError, match="unrecognized feature gate: Foo"):
+        FeatureGates.parse("Foo=true")
+    with pytest.raises(ValueError):
+        FeatureGates.parse("OpportunisticBatching=maybe")
     assert default_framework().batch is not None
 
 
 def test_live_metrics_recorder() -> None:
-    from py_scheduler.app.metrics import REGISTRY, BatchMetricsRecorder
+    from py_scheduler.app.telemetry.metrics import REGISTRY, BatchMetricsRecorder
 
     fw = default_framework(**LIST_PTS)
     assert fw.batch is not None

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.app import metrics as m
-from py_scheduler.app.informers import EventHandlers
+from py_scheduler.app.scheduling.event_handlers import EventHandlers
+from py_scheduler.app.telemetry import metrics as m
 from py_scheduler.framework import binding_cycle as bc
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.runtime import Framework
@@ -86,7 +86,7 @@ class Rec:
 def _fw(*plugins: Any, observer: Any = None) -> Framework:
     """A profile of ``plugins``; plugins holding a Handle (GangPermit) share the profile's, as
     ``build_framework`` gives every factory the one whose ``profile`` the Framework fills in."""
-    handle = Handle()
+    handle = Handle.detached()
     for p in plugins:
         if isinstance(getattr(p, "handle", None), Handle):
             p.handle = handle

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.memo import NodeInput, NodeMemo, PodInput, PodMemo
-from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError
+from py_scheduler.framework.types import NodeInfo, PodInfo
 
 Obj = dict[str, Any]
 

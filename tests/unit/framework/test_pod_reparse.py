@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.cache import Cache
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.memo import PodInput, PodMemo
-from py_scheduler.framework.types import PodInfo, PodParseError, same_parse_inputs
+from py_scheduler.framework.types import PodInfo, same_parse_inputs
 from py_scheduler.queue.scheduling_queue import PriorityQueue
 
 Obj = dict[str, Any]

@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.framework.types import _NON_MISSING, PodInfo, PodParseError, pod_requests
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.memo import ParseMemo
+from py_scheduler.framework.pod_resources import pod_requests
+from py_scheduler.framework.types import _NON_MISSING, PodInfo
 
 Obj = dict[str, Any]
 
@@ -70,7 +73,7 @@ def test_random_pods_memo_and_shortcut_give_the_full_computation() -> None:
         pod = _pod(rng)
         full = _without_shortcut(pod)
         for defaults in (None, _NON_MISSING):
-            memo: dict[int, Any] = {}
+            memo = ParseMemo()
             assert pod_requests(pod, defaults, memo) == pod_requests(full, defaults)
             assert pod_requests(pod, defaults, memo) == pod_requests(full, defaults)  # memo warm
         pi, ref = PodInfo(pod), PodInfo(full)

@@ -13,29 +13,18 @@ and only the chosen placement's members stay assumed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from py_scheduler.framework import config
-from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.features import FeatureGates
 from py_scheduler.framework.interfaces import Placement, PodGroupAssignments, PodGroupInfo
 from py_scheduler.framework.podgroup import schedule_pod_group
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
-from py_scheduler.plugins import registry
 from tests.unit.app.test_loop import Harness
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture(autouse=True)
-def _gates() -> Iterator[None]:
-    saved = dict(config.feature_gates)
-    config.set_feature_gates({"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True})
-    yield
-    config.feature_gates.clear()
-    config.feature_gates.update(saved)
 
 
 class Generator:
@@ -71,8 +60,8 @@ def _setup(plugins: list[Any], weights: dict[str, int] | None = None, cordoned: 
            nominated: str = "") -> tuple[Harness, Callable[..., Any], list[str], list[str]]:
     """A default profile (gates on) with the topology plugins replaced by ``plugins``; nodes node1,
     node2; returns the harness, a runner, the assume log and the live assumed set."""
-    h0 = Harness()
-    fw = build_framework(ProfileConfig(), handle=h0.handle, registry=registry)
+    h0 = Harness(gates=FeatureGates(generic_workload=True, topology_aware_workload_scheduling=True))
+    fw = h0.fw
     for n in ("TopologyPlacementGenerator", "PodGroupPodsCount"):
         fw.plugins.pop(n, None)
     for p in plugins:

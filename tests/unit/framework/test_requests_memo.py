@@ -1,4 +1,4 @@
-"""PodInfo's memo of resource parses (``_REQUESTS_MEMO`` in ``py_scheduler/framework/types.py``,
+"""PodInfo's memo of resource parses (``REQUESTS`` in ``py_scheduler/framework/memo.py``,
 issue 21's start-up work: the initial sync parses every bound Pod, and the Pods of one workload share
 their resources) must be invisible: a PodInfo built after any other Pod was parsed equals a plain
 parse (memo empty) in every field, and fails with the same error.
@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from py_scheduler.framework import types
-from py_scheduler.framework.types import PodInfo, PodParseError
+from py_scheduler.framework import memo, types
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.types import PodInfo
 from tests.unit.test_reparse_property import pod_versions
 
 Obj = dict[str, Any]
@@ -39,11 +40,11 @@ def _outcome(pod: Obj) -> tuple[Any, ...]:
 
 
 def _plain(pod: Obj) -> tuple[Any, ...]:
-    types._REQUESTS_MEMO.clear()
+    memo.REQUESTS.clear()
     try:
         return _outcome(pod)
     finally:
-        types._REQUESTS_MEMO.clear()
+        memo.REQUESTS.clear()
 
 
 @st.composite
@@ -122,12 +123,12 @@ def siblings(draw: st.DrawFn) -> list[Obj]:
 @given(st.lists(siblings(), min_size=1, max_size=3).map(lambda groups: [p for g in groups for p in g]))
 def test_memoized_parse_equals_a_plain_parse(pods: list[Obj]) -> None:
     expected = [_plain(p) for p in pods]
-    types._REQUESTS_MEMO.clear()
+    memo.REQUESTS.clear()
     try:
         for _ in range(2):  # the second round is all memo hits where the first parse succeeded
             assert [_outcome(p) for p in pods] == expected
     finally:
-        types._REQUESTS_MEMO.clear()
+        memo.REQUESTS.clear()
 
 
 def test_pods_of_one_template_parse_their_resources_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -139,7 +140,7 @@ def test_pods_of_one_template_parse_their_resources_once(monkeypatch: pytest.Mon
         return real(*args, **kwargs)
 
     monkeypatch.setattr(types, "pod_requests", counting)
-    types._REQUESTS_MEMO.clear()
+    memo.REQUESTS.clear()
 
     def pod(i: int) -> Obj:
         return {"metadata": {"name": f"p{i}", "uid": f"u{i}", "labels": {"i": str(i)}},
@@ -152,14 +153,14 @@ def test_pods_of_one_template_parse_their_resources_once(monkeypatch: pytest.Mon
     assert {(pi.requests.milli_cpu, pi.requests.memory, pi.non0_cpu) for pi in infos} == {(100, 2**30, 100)}
     infos[0].requests.milli_cpu = 5  # a PodInfo's Resource is its own
     assert PodInfo(pod(11)).requests.milli_cpu == 100
-    types._REQUESTS_MEMO.clear()
+    memo.REQUESTS.clear()
 
 
 def test_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(types, "REQUESTS_MEMO_SIZE", 8)
-    types._REQUESTS_MEMO.clear()
+    monkeypatch.setattr(memo.REQUESTS, "size", 8)
+    memo.REQUESTS.clear()
     for i in range(20):
         PodInfo({"metadata": {"name": f"p{i}"}, "spec": {"containers": [{"name": "c", "resources": {
             "requests": {"cpu": f"{i + 1}m"}}}]}})
-    assert len(types._REQUESTS_MEMO) == 8
-    types._REQUESTS_MEMO.clear()
+    assert len(memo.REQUESTS) == 8
+    memo.REQUESTS.clear()

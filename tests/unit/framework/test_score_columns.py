@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework.runtime import Algorithm, Framework, SchedulingError
+from py_scheduler.framework.algorithm import Algorithm
+from py_scheduler.framework.runtime import Framework, SchedulingError
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.framework import config
 from py_scheduler.offline.simulate import simulate_main
 
 Obj = dict[str, Any]
@@ -38,14 +37,6 @@ def _group(name: str, min_count: int) -> Obj:
             "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}
 
 
-@pytest.fixture
-def gates() -> Any:
-    saved = dict(config.feature_gates)
-    yield
-    config.feature_gates.clear()
-    config.feature_gates.update(saved)
-
-
 def _simulate(tmp_path: Path, objs: list[Obj], capsys: pytest.CaptureFixture[str]) -> Obj:
     path = tmp_path / "snap.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
@@ -54,7 +45,7 @@ def _simulate(tmp_path: Path, objs: list[Obj], capsys: pytest.CaptureFixture[str
     return doc
 
 
-def test_a_gang_that_does_not_fit_places_no_member(tmp_path: Path, gates: Any,
+def test_a_gang_that_does_not_fit_places_no_member(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     objs = [_node("n1", 2), _node("n2", 1), _group("g", 4), *[_pod(f"m{i}", "g") for i in range(4)],
             _pod("solo", None)]
@@ -68,7 +59,7 @@ def test_a_gang_that_does_not_fit_places_no_member(tmp_path: Path, gates: Any,
     assert doc["scheduled"] == 1
 
 
-def test_a_gang_that_fits_is_placed_whole_in_file_order(tmp_path: Path, gates: Any,
+def test_a_gang_that_fits_is_placed_whole_in_file_order(tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     objs = [_node("n1", 2), _node("n2", 2), _group("g", 3), _pod("m0", "g"), _pod("solo", None, 1),
             _pod("m1", "g"), _pod("m2", "g")]
@@ -78,7 +69,7 @@ def test_a_gang_that_fits_is_placed_whole_in_file_order(tmp_path: Path, gates: A
     assert doc["scheduled"] == 4
 
 
-def test_with_topology_the_gang_is_tried_whole_in_each_rack(tmp_path: Path, gates: Any,
+def test_with_topology_the_gang_is_tried_whole_in_each_rack(tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     """TopologyAwareWorkloadScheduling on: rack a holds 3 of 4 two-GPU members (a cordoned Node's GPUs do
     not count), rack b holds 4; the placement algorithm places the whole gang in b, then a Pod outside
@@ -129,7 +120,7 @@ def reserve_bug(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_a_plugin_bug_in_reserve_fails_that_pod_alone_and_holds_nothing(
-        tmp_path: Path, gates: Any, capsys: pytest.CaptureFixture[str], reserve_bug: list[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], reserve_bug: list[str]) -> None:
     # three GPUs for four one-GPU Pods: the last fits only if the failed one holds nothing
     objs = [_node("n1", 3), _pod("a", None), _pod("bad", None), _pod("b", None), _pod("c", None)]
     doc = _simulate(tmp_path, objs, capsys)
@@ -140,7 +131,7 @@ def test_a_plugin_bug_in_reserve_fails_that_pod_alone_and_holds_nothing(
 
 
 def test_a_plugin_bug_in_a_gang_members_reserve_places_no_member_and_the_run_goes_on(
-        tmp_path: Path, gates: Any, capsys: pytest.CaptureFixture[str], reserve_bug: list[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], reserve_bug: list[str]) -> None:
     objs = [_node("n1", 2), _group("g", 2), _pod("m0", "g"), _pod("bad-m1", "g"), _pod("solo", None),
             _pod("solo2", None)]
     doc = _simulate(tmp_path, objs, capsys)
@@ -149,3 +140,17 @@ def test_a_plugin_bug_in_a_gang_members_reserve_places_no_member_and_the_run_goe
     assert "RuntimeError: reserve bug" in by["default/bad-m1"]["message"], by["default/bad-m1"]
     assert by["default/solo"]["node"] == "n1" and by["default/solo2"]["node"] == "n1"  # both GPUs free again
     assert "bad-m1" in reserve_bug and "m0" in reserve_bug
+
+
+def test_a_gang_below_its_minimum_is_waiting_for_members_as_explain_says(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two members of a minCount-3 gang, with room for both: the live scheduler holds them before the
+    queue (GangScheduling's PreEnqueue), so simulate says they wait for members -- not a capacity
+    refusal ("minCount (3) cannot be satisfied") -- as ``explain --pod`` does (issue 30, item 5)."""
+    objs = [_node("n1", 4), _group("g", 3), _pod("m0", "g"), _pod("m1", "g")]
+    doc = _simulate(tmp_path, objs, capsys)
+    by = {p["pod"]: p for p in doc["placements"]}
+    for m in ("default/m0", "default/m1"):
+        assert by[m]["node"] is None
+        assert by[m]["message"] == ('held by PreEnqueue plugin "GangScheduling": '
+                                    "waiting for minCount pods from a gang to appear in scheduling queue"), by[m]

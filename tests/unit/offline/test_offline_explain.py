@@ -10,7 +10,7 @@ from offline_objects import PREFER_SSD, node, pod, two_node_case, write_list
 from typer.testing import CliRunner
 
 from py_scheduler.cli import app
-from py_scheduler.framework.runtime import ScheduleResult
+from py_scheduler.framework.algorithm import ScheduleResult
 from py_scheduler.framework.types import Code, Status
 from py_scheduler.offline.engine import OfflineScheduler, queue_order
 from py_scheduler.offline.loader import load_snapshot_file, pending_pods
@@ -154,7 +154,7 @@ def test_table_prints_failed_scheduling_and_reasons_verbatim() -> None:
     res = ScheduleResult(pod="ns/p", profile="py-scheduler", nodes_evaluated=1,
                          filtered={"n1": ["waiting for [a b] gates"]},
                          message="0/1 nodes are available: 1 waiting for [a b] gates.")
-    from py_scheduler.framework.runtime import Diagnosis
+    from py_scheduler.framework.algorithm import Diagnosis
 
     res.diagnosis = Diagnosis(node_to_status={"n1": Status(Code.UNSCHEDULABLE, ["waiting for [a b] gates"], "X")})
     import io

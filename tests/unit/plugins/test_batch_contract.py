@@ -8,11 +8,13 @@ parity generator's random scenarios: taints, affinity, spreading, images, volume
 incoming Pod and the nodes handed over: the whole list, a run starting anywhere (wrapping around, as
 the rotating Filter start does), any subset in any order, or clones of the snapshot's NodeInfos.
 The plugin list comes from the registry, so a new plugin with a batch form is checked without
-touching this test.
+touching this test; each runs with its default args and, where a batch form has an args-dependent
+path, with non-default ones too (:data:`NON_DEFAULT_ARGS`).
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import (
     BatchFilterPlugin,
@@ -29,7 +32,7 @@ from py_scheduler.framework.interfaces import (
     PreFilterPlugin,
     PreScorePlugin,
 )
-from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
 
 REPO = Path(__file__).resolve().parents[3]
@@ -43,13 +46,41 @@ Obj = dict[str, Any]
 def _batch_plugins() -> list[str]:
     out = []
     for name in registry.available():
-        pl = registry.get(name)({}, Handle())
+        pl = registry.get(name)({}, Handle.detached())
         if isinstance(pl, BatchFilterPlugin | BatchScorePlugin):
             out.append(name)
     return out
 
 
 BATCH_PLUGINS = _batch_plugins()
+
+_RESOURCES = [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}, {"name": "nvidia.com/gpu", "weight": 3}]
+_TERM = {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a", "zone-b"]}]}
+NON_DEFAULT_ARGS: list[tuple[str, Obj]] = [
+    ("NodeResourcesFit", {"scoringStrategy": {"type": "MostAllocated", "resources": _RESOURCES}}),
+    ("NodeResourcesFit", {"scoringStrategy": {
+        "type": "RequestedToCapacityRatio", "resources": _RESOURCES,
+        "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 10}, {"utilization": 30, "score": 2},
+                                               {"utilization": 70, "score": 7}, {"utilization": 100, "score": 0}]}}}),
+    ("NodeResourcesBalancedAllocation", {"resources": [{**r, "weight": 1} for r in _RESOURCES]}),
+    ("NodeAffinity", {"addedAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            _TERM, {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "preference": {"matchExpressions": [{"key": "pool", "operator": "NotIn",
+                                                               "values": ["general"]}]}},
+            {"weight": 2, "preference": _TERM}]}}),
+    ("InterPodAffinity", {"hardPodAffinityWeight": 7, "ignorePreferredTermsOfExistingPods": True}),
+]
+"""Args that take a batch form down another path: MostAllocated / RequestedToCapacityRatio (with a
+non-monotonic shape) and extended resources in NodeResourcesFit's score columns, the extra resources
+of BalancedAllocation, NodeAffinity's addedAffinity (required and preferred, applied to every Pod),
+InterPodAffinity's weights."""
+CASES = [(name, {}) for name in BATCH_PLUGINS] + [c for c in NON_DEFAULT_ARGS if c[0] in BATCH_PLUGINS]
+
+
+def test_every_non_default_case_names_a_batch_plugin() -> None:
+    assert {name for name, _ in NON_DEFAULT_ARGS} <= set(BATCH_PLUGINS)
 
 
 def test_the_batch_plugins_are_found_through_the_protocols() -> None:
@@ -114,15 +145,16 @@ def _check_score(name: str, pl: Any, state: CycleState, pod: PodInfo, nodes: lis
         assert not s.is_success(), name
 
 
-@pytest.mark.parametrize("name", BATCH_PLUGINS)
+@pytest.mark.parametrize(("name", "args"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
                                                                    HealthCheck.too_slow])
 @given(case=_case())
-def test_batch_form_equals_per_node_form(name: str, case: tuple[Snapshot, PodInfo, list[NodeInfo]]) -> None:
+def test_batch_form_equals_per_node_form(name: str, args: Obj,
+                                         case: tuple[Snapshot, PodInfo, list[NodeInfo]]) -> None:
     """The drawn chunk, then every node of the snapshot as a chunk of one (a batch form that
     mishandles one position or one kind of node is caught wherever that node sits)."""
     snap, pod, nodes = case
-    pl = registry.get(name)({}, Handle())
+    pl = registry.get(name)(copy.deepcopy(args), Handle.detached())
     singles = [[ni] for ni in snap.node_info_list]
     if isinstance(pl, BatchFilterPlugin):
         state = CycleState(snap)

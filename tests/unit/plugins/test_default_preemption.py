@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import ConfigError, ProfileConfig, build_framework
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.preemption import (
@@ -28,7 +29,7 @@ from py_scheduler.framework.preemption import (
     pick_one_node_for_preemption,
     pod_terminating_by_preemption,
 )
-from py_scheduler.framework.runtime import Algorithm, Framework, SchedulingError
+from py_scheduler.framework.runtime import Framework, SchedulingError
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.default_preemption import (
@@ -457,7 +458,7 @@ class ErrorOnLabelPlugin:
 
 def make_framework(args: DefaultPreemptionArgs | None = None,
                    extra: Sequence[Any] = ()) -> tuple[Framework, DefaultPreemption]:
-    handle = Handle()
+    handle = Handle.detached()
     dp = DefaultPreemption(args, handle, offset_rand=lambda n: 0, now_ns=lambda: NOW_NS)
     plugins: list[tuple[Any, int]] = [(NodeResourcesFit.create({}, handle), 1), *((p, 0) for p in extra), (dp, 0)]
     fw = Framework("test", plugins, handle=handle)

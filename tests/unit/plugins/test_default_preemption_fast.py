@@ -65,8 +65,6 @@ def _cluster(index: int) -> tuple[list[Obj], Snapshot, Framework, list[PodInfo]]
 
 def _pre_filtered(fw: Framework, snap: Snapshot, pi: PodInfo) -> CycleState | None:
     state = CycleState(snap)
-    if fw.handle is not None:
-        fw.handle.snapshot = snap
     _, s, _ = fw.run_pre_filter(state, pi, snap.node_info_list)
     return state if s.is_success() else None
 

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bench.parity_lib.runner import MinChoice
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import ProfileConfig, build_framework
 from py_scheduler.framework.handle import APIConflict, APINotFound, Handle
-from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import Code, PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.dynamic_resources import STATE_KEY, DynamicResources
@@ -158,7 +158,7 @@ def test_pre_bind_writes_finalizer_allocation_and_reservation() -> None:
     objs = cluster(c)
     plugin, state, pi = reserved(objs)
     api = FakeAPI([c])
-    plugin.handle = Handle(client=api, objects=Lister(api))
+    plugin.handle = Handle.detached(objects=Lister(api), client=api)
     assert plugin.pre_bind_pre_flight(state, pi, "a").is_success()
     st = run(plugin.pre_bind(state, pi, "a"))
     assert st.is_success(), st
@@ -176,14 +176,14 @@ def test_conflict_rereads_and_retries_then_gives_up_after_five() -> None:
     plugin, state, pi = reserved(cluster(c))
     api = FakeAPI([c])
     api.conflicts = 2
-    plugin.handle = Handle(client=api)
+    plugin.handle = Handle.detached(client=api)
     assert run(plugin.pre_bind(state, pi, "a")).is_success()
     assert api.objs[FakeAPI._path(c)]["status"]["reservedFor"][0]["uid"] == "uid-p"
 
     plugin, state, pi = reserved(cluster(c))
     api = FakeAPI([c])
     api.conflicts = 10
-    plugin.handle = Handle(client=api)
+    plugin.handle = Handle.detached(client=api)
     st = run(plugin.pre_bind(state, pi, "a"))
     assert st.code == Code.ERROR
     assert st.message() == ("add finalizer to claim default/c: the object has been modified; please apply your "
@@ -198,7 +198,7 @@ def test_claim_deleted_or_allocated_meanwhile_fails_prebind() -> None:
     gone["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
     api = FakeAPI([gone])
     api.conflicts = 1  # the first write conflicts; the re-read shows the deletion
-    plugin.handle = Handle(client=api)
+    plugin.handle = Handle.detached(client=api)
     # The cycle's copy of the claim is not being deleted: only the re-read shows it.
     st = run(plugin.pre_bind(state, pi, "a"))
     assert st.code == Code.ERROR and st.message() == "claim default/c got deleted in the meantime"
@@ -209,7 +209,7 @@ def test_claim_deleted_or_allocated_meanwhile_fails_prebind() -> None:
         {"request": "r", "driver": G, "pool": "pa", "device": "g1"}]}}}
     api = FakeAPI([other])
     api.conflicts = 1
-    plugin.handle = Handle(client=api)
+    plugin.handle = Handle.detached(client=api)
     st = run(plugin.pre_bind(state, pi, "a"))
     assert st.message() == "claim default/c got allocated elsewhere in the meantime"
 
@@ -219,7 +219,7 @@ async def test_unreserve_takes_the_reservation_back() -> None:
     c2 = claim("c2", [{"name": "r", "exactly": ex()}])
     plugin, state, pi = reserved(cluster(c1, c2))
     api = FakeAPI([c1])  # c2 is gone from the API: its write fails
-    plugin.handle = Handle(client=api)
+    plugin.handle = Handle.detached(client=api)
     st = await plugin.pre_bind(state, pi, "a")
     assert st.code == Code.ERROR and "default/c2" in st.message()
     assert api.objs[FakeAPI._path(c1)]["status"]["reservedFor"]
@@ -246,7 +246,7 @@ async def test_binding_conditions_are_waited_for() -> None:
     c = claim("c", [{"name": "r", "exactly": ex()}])
     plugin, state, pi = reserved(cluster(c, devices=[BOUND]))
     api = FakeAPI([c])
-    plugin.handle = Handle(client=api, objects=Lister(api))
+    plugin.handle = Handle.detached(objects=Lister(api), client=api)
     plugin.binding_poll = 0.01
     task = asyncio.create_task(plugin.pre_bind(state, pi, "a"))
 
@@ -266,7 +266,7 @@ async def test_binding_failure_condition_fails_prebind() -> None:
     c = claim("c", [{"name": "r", "exactly": ex()}])
     plugin, state, pi = reserved(cluster(c, devices=[BOUND]))
     api = FakeAPI([c])
-    plugin.handle = Handle(client=api, objects=Lister(api))
+    plugin.handle = Handle.detached(objects=Lister(api), client=api)
     plugin.binding_poll = 0.01
     task = asyncio.create_task(plugin.pre_bind(state, pi, "a"))
 
@@ -285,7 +285,7 @@ async def test_binding_conditions_time_out() -> None:
     c = claim("c", [{"name": "r", "exactly": ex()}])
     plugin, state, pi = reserved(cluster(c, devices=[BOUND]))
     api = FakeAPI([c])
-    plugin.handle = Handle(client=api, objects=Lister(api))
+    plugin.handle = Handle.detached(objects=Lister(api), client=api)
     plugin.binding_poll = 0.01
     plugin.binding_timeout = 0.05
     st = await asyncio.wait_for(plugin.pre_bind(state, pi, "a"), 5)
@@ -325,7 +325,7 @@ async def test_extended_resource_claim_created_bound_and_deleted_on_unreserve() 
     assert fw.run_reserve(res.state, pi, "b").is_success()
     plugin = fw.plugins["DynamicResources"]
     api = FakeAPI([])
-    plugin.handle = Handle(client=api)
+    plugin.handle = Handle.detached(client=api)
     st = await plugin.pre_bind(res.state, pi, "b")
     assert st.is_success(), st
     (_path, created), = api.objs.items()
@@ -364,7 +364,7 @@ def _post_filter(objs: list[Obj], api: FakeAPI) -> Any:
     fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     plugin = fw.plugins["DynamicResources"]
     assert isinstance(plugin, DynamicResources)
-    plugin.handle = Handle(client=api)
+    plugin.handle = Handle.detached(client=api)
     p = next(o for o in objs if o["kind"] == "Pod")
 
     async def go() -> Any:

@@ -18,7 +18,6 @@ import pytest
 
 from py_scheduler.cache.kinds import KINDS_BY_NAME
 from py_scheduler.framework.events import ActionType, ClusterEvent, QueueingHint, Resource
-from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.runtime import Framework
 from py_scheduler.plugins.dynamic_resources import DynamicResources
 from py_scheduler.plugins.queue_sort import PrioritySort
@@ -182,7 +181,7 @@ def test_claim_being_deleted_is_skipped() -> None:
 
 
 def test_without_an_object_lister_every_claim_event_queues() -> None:
-    pl = DynamicResources.create({}, Handle())
+    pl = DynamicResources()  # no Handle: no object lister
     assert pl.is_schedulable_after_claim_change(pod_with_claim_name(), None, claim("unrelated")) == QUEUE
 
 

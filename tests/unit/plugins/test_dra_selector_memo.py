@@ -1,5 +1,5 @@
 """The DRA allocator's memo of selector results across cycles (``SelectorMemo`` in
-``py_scheduler/plugins/dynamic_resources/allocator.py``) and the quantity-string memo of
+``py_scheduler/plugins/dynamic_resources/selector_memo.py``) and the quantity-string memo of
 ``capacity._q`` must be invisible: on random ResourceSlices (some replaced by new versions between
 cycles, as the informers do), DeviceClasses and claims with CEL selectors (including ones that fail
 at run time), every allocation with the warm memo equals the allocation with a cold one, errors
@@ -19,10 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from py_scheduler.framework import memo
 from py_scheduler.framework import quantity as qty
 from py_scheduler.plugins.dynamic_resources import allocator as alloc_mod
 from py_scheduler.plugins.dynamic_resources import capacity
-from py_scheduler.plugins.dynamic_resources.allocator import SELECTOR_MEMO, AllocationError, Allocator, SelectorMemo
+from py_scheduler.plugins.dynamic_resources.allocator import Allocator
+from py_scheduler.plugins.dynamic_resources.common import AllocationError
+from py_scheduler.plugins.dynamic_resources.selector_memo import SELECTOR_MEMO, SelectorMemo
 from py_scheduler.plugins.helpers import cel
 
 Obj = dict[str, Any]
@@ -83,7 +86,7 @@ def cycles(draw: st.DrawFn) -> tuple[list[list[Obj]], Obj, list[Obj]]:
 
 def _allocate(slices: list[Obj], dclass: Obj, claims: list[Obj], node: str) -> Any:
     try:
-        result, _ = Allocator(set(), {"gpu": dclass}, slices).allocate({"metadata": {"name": node}},
+        result = Allocator(set(), {"gpu": dclass}, slices).allocate({"metadata": {"name": node}},
                                                                        copy.deepcopy(claims))
         return ("ok", result)
     except AllocationError as exc:
@@ -101,7 +104,7 @@ def test_warm_memo_allocates_as_a_cold_one(case: tuple[list[list[Obj]], Obj, lis
                 warm = _allocate(slices, dclass, claims, node)
                 saved = dict(SELECTOR_MEMO._memo)
                 SELECTOR_MEMO.clear()
-                capacity._Q_MEMO.clear()
+                memo.QUANTITIES.clear()
                 cold = _allocate(slices, dclass, claims, node)
                 SELECTOR_MEMO._memo.update(saved)
                 assert warm == cold
@@ -151,14 +154,14 @@ def test_memo_never_answers_for_another_object_with_a_reused_id() -> None:
 
 @pytest.mark.parametrize("raw", ["24480Mi", "1k", "20Gi", "1.5", "-1", "abc", "", " ", 5, 2.5, None])
 def test_quantity_memo_gives_what_a_parse_gives(raw: object) -> None:
-    capacity._Q_MEMO.clear()
+    memo.QUANTITIES.clear()
     try:
         want: Decimal | None = None if raw is None else qty.parse(raw)
     except qty.QuantityError:
         want = None
     assert capacity._q(raw) == want
     assert capacity._q(raw) == want  # the memoized answer
-    capacity._Q_MEMO.clear()
+    memo.QUANTITIES.clear()
 
 
 def test_module_memo_is_the_allocators() -> None:

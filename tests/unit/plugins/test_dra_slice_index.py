@@ -1,5 +1,5 @@
 """The DRA allocator's slice index (``SliceIndex`` / ``SliceView`` in
-``py_scheduler/plugins/dynamic_resources/allocator.py``) must be invisible: over cycles whose
+``py_scheduler/plugins/dynamic_resources/pools.py``) must be invisible: over cycles whose
 ResourceSlices change as the informers change them (a slice replaced by a new object, added,
 deleted, a pool's generation bumped, a pool split over two slices one of which is missing, a slice
 for all nodes or a node selector), every allocation made through one long-lived index equals the
@@ -18,12 +18,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from py_scheduler.plugins.dynamic_resources.allocator import (
-    AllocationError,
-    Allocator,
-    FailedAllocationOnNode,
-    SliceIndex,
-)
+from py_scheduler.plugins.dynamic_resources.allocator import Allocator
+from py_scheduler.plugins.dynamic_resources.common import AllocationError, FailedAllocationOnNode
+from py_scheduler.plugins.dynamic_resources.pools import SliceIndex
 
 Obj = dict[str, Any]
 D = "gpu.example.com"
@@ -97,7 +94,7 @@ DCLASS = {"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expressi
 
 def _allocate(allocator: Allocator, node: str, claims: list[Obj]) -> Any:
     try:
-        result, _ = allocator.allocate(_node(node), copy.deepcopy(claims))
+        result = allocator.allocate(_node(node), copy.deepcopy(claims))
         return ("ok", result)
     except FailedAllocationOnNode as exc:
         return ("failed", str(exc))
@@ -131,12 +128,12 @@ def test_allocations_are_memoized_per_node_until_a_device_of_the_node_is_taken()
     claim = {"metadata": {"name": "c", "namespace": "default"},
              "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}}}
     index = SliceIndex()
-    first, _ = Allocator(set(), {"gpu": DCLASS}, slices, index=index).allocate(_node("n0"), [claim])
+    first = Allocator(set(), {"gpu": DCLASS}, slices, index=index).allocate(_node("n0"), [claim])
     other_claim = copy.deepcopy(claim)  # another Pod's claim from the same template
     other_claim["metadata"]["name"] = "c2"
-    again, _ = Allocator({(D, "n1", "d0")}, {"gpu": DCLASS}, slices, index=index).allocate(_node("n0"), [other_claim])
+    again = Allocator({(D, "n1", "d0")}, {"gpu": DCLASS}, slices, index=index).allocate(_node("n0"), [other_claim])
     assert again is first  # a device taken elsewhere: the memo holds
-    taken, _ = Allocator({(D, "n0", "d0")}, {"gpu": DCLASS}, slices, index=index).allocate(_node("n0"), [claim])
+    taken = Allocator({(D, "n0", "d0")}, {"gpu": DCLASS}, slices, index=index).allocate(_node("n0"), [claim])
     assert taken is not None and taken[0]["devices"]["results"][0]["device"] == "d1"
 
 

@@ -22,8 +22,9 @@ import pytest
 
 from bench.parity_lib.runner import MinChoice
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import ConfigError, ProfileConfig, build_framework
-from py_scheduler.framework.runtime import Algorithm, SchedulingError
+from py_scheduler.framework.runtime import SchedulingError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.dynamic_resources import (
@@ -33,7 +34,8 @@ from py_scheduler.plugins.dynamic_resources import (
     DynamicResources,
     simulated_pre_bind,
 )
-from py_scheduler.plugins.dynamic_resources.allocator import AllocationTimeout, Allocator
+from py_scheduler.plugins.dynamic_resources.allocator import Allocator
+from py_scheduler.plugins.dynamic_resources.common import AllocationTimeout
 from py_scheduler.plugins.helpers import cel
 from tests.unit.plugins.plain_handle import plain_handle
 
@@ -585,8 +587,7 @@ def test_allocator_picks_combinations_in_pool_slice_device_order() -> None:
               rslice("b", G, "p1", node="a", count=2, devices=[dev("d1"), dev("d2")]),
               rslice("a", G, "p1", node="a", count=2, devices=[dev("d3")])]
     a = Allocator({(G, "p1", "d3")}, {"gpu": dclass("gpu")}, slices)
-    result, skipped = a.allocate(node("a"), [claim("c", [{"name": "r", "exactly": ex(count=3)}])])
-    assert skipped == set()
+    result = a.allocate(node("a"), [claim("c", [{"name": "r", "exactly": ex(count=3)}])])
     assert result is not None
     assert [r["device"] for r in result[0]["devices"]["results"]] == ["d1", "d2", "d0"]
 
@@ -597,7 +598,7 @@ def test_result_size_limit_falls_back_to_smaller_subrequest() -> None:
     fa = [{"name": "r", "firstAvailable": [
         {"name": "all", "deviceClassName": "gpu", "allocationMode": "All"},
         {"name": "four", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 4}]}]
-    result, _ = a.allocate(node("a"), [claim("c", fa)])
+    result = a.allocate(node("a"), [claim("c", fa)])
     assert result is not None
     assert [r["request"] for r in result[0]["devices"]["results"]] == ["r/four"] * 4
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.framework import config
 from py_scheduler.offline.explain import explain_main
 
 Obj = dict[str, Any]
@@ -45,16 +44,7 @@ GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 """explain's --feature-gates (the one configuration path of run / explain / simulate)."""
 
 
-@pytest.fixture
-def gates() -> Any:
-    saved = dict(config.feature_gates)
-    config.set_feature_gates({"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True})
-    yield
-    config.feature_gates.clear()
-    config.feature_gates.update(saved)
-
-
-def test_explain_shows_the_group_domain(tmp_path: Path, gates: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_shows_the_group_domain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert explain_main(_snapshot(tmp_path, 4), None, "default/m0", None, "json", feature_gates=GATES) == 0
     out, err = capsys.readouterr()
     assert f"note: pod group default/llm: topology {RACK}=a (holds the whole group; 4 members" in err
@@ -63,7 +53,7 @@ def test_explain_shows_the_group_domain(tmp_path: Path, gates: Any, capsys: pyte
     assert "b1" in json.dumps(res), res  # b1 is reported as filtered out
 
 
-def test_explain_says_why_the_group_cannot_fit(tmp_path: Path, gates: Any, capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_says_why_the_group_cannot_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert explain_main(_snapshot(tmp_path, 6), None, "default/m0", None, "json", feature_gates=GATES) == 0
     err = capsys.readouterr().err
     assert "holds the most members, but not all: the group cannot fit whole; 6 members" in err

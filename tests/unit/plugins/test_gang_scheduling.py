@@ -18,6 +18,8 @@ from py_scheduler.framework import config
 from py_scheduler.framework.binding_cycle import WaitingPod, WaitingPods
 from py_scheduler.framework.config import ConfigError
 from py_scheduler.framework.events import QueueingHint
+from py_scheduler.framework.features import FeatureGates
+from py_scheduler.framework.handle import Handle, LateObjects, QueueActivator
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import gang_scheduling as gs
 from py_scheduler.plugins import registry
@@ -98,10 +100,19 @@ class FakeFramework:
         self.activated.append(pods)
 
 
+def _handle(objs: Any, profile: Any = None, client: Any = None, activator: Any = None) -> Handle:
+    """A complete Handle over ``objs`` bound to ``profile`` (a FakeFramework when None), activating
+    through ``activator`` (the profile when it has ``activate``)."""
+    profile = profile if profile is not None else FakeFramework()
+    h = Handle(objects=objs, client=client, events=None, feature_gates=FeatureGates(),
+               activator=activator or (profile if hasattr(profile, "activate") else QueueActivator()))
+    h.bind_profile(profile)
+    return h
+
+
 def make(objs: Objects) -> tuple[gs.GangScheduling, FakeFramework]:
-    pl = gs.GangScheduling.create({}, type("H", (), {"objects": objs})())
     fw = FakeFramework()
-    pl.bind_handle(fw)
+    pl = gs.GangScheduling.create({}, _handle(objs, fw))
     return pl, fw
 
 
@@ -284,12 +295,11 @@ def test_with_the_real_waiting_pods_map_a_partial_gang_times_out_together() -> N
         objs = Objects()
         members = [pod(f"p{i}") for i in range(3)]
         objs.add(pod_group(min_count=3), *members)
-        pl = gs.GangScheduling(objs, permit_timeout=0.05)
 
         class Fw:
             waiting_pods = WaitingPods()
 
-        pl.bind_handle(Fw)
+        pl = gs.GangScheduling(objs, 0.05, _handle(objs, Fw))
         infos = [PodInfo(p) for p in members]
         wps: list[WaitingPod] = []
         for i, t in ((0, 0.05), (1, 30.0)):
@@ -311,46 +321,35 @@ def test_with_the_real_waiting_pods_map_a_partial_gang_times_out_together() -> N
 
 
 def test_default_profile_gains_gang_scheduling_only_with_the_gate() -> None:
-    saved = dict(config.feature_gates)
-    try:
-        assert "GangScheduling" not in [n for n, _ in config.default_multipoint(registry)]
-        config.set_feature_gates({"GenericWorkload": True})
-        names = [n for n, _ in config.default_multipoint(registry, with_gpu=False)]
-        assert names[-1] == "GangScheduling" and names[-2] == "NodeDeclaredFeatures"
-        fw = config.build_framework(config.ProfileConfig(), registry=registry)
-        assert any(p.name == "GangScheduling" for p in fw.permit_plugins)
-        config.feature_gates.update(saved)
-        with pytest.raises(ConfigError, match="depends on GenericWorkload"):
-            config.set_feature_gates({"TopologyAwareWorkloadScheduling": True})
-    finally:
-        config.feature_gates.clear()
-        config.feature_gates.update(saved)
+    assert "GangScheduling" not in [n for n, _ in config.default_multipoint(registry)]
+    gates = FeatureGates(generic_workload=True)
+    names = [n for n, _ in config.default_multipoint(registry, with_gpu=False, gates=gates)]
+    assert names[-1] == "GangScheduling" and names[-2] == "NodeDeclaredFeatures"
+    fw = config.build_framework(config.ProfileConfig(), config.SchedulerConfig(feature_gates=gates), registry=registry)
+    assert any(p.name == "GangScheduling" for p in fw.permit_plugins)
+    assert not any(p.name == "GangScheduling" for p in config.build_framework(
+        config.ProfileConfig(), config.SchedulerConfig(), registry=registry).permit_plugins)
+    with pytest.raises(ValueError, match="depends on GenericWorkload"):
+        FeatureGates(topology_aware_workload_scheduling=True)
 
 
 def test_feature_gates_flag_and_the_live_lister() -> None:
-    from py_scheduler.app.lister import InformerLister
-    from py_scheduler.app.reflector import ObjectStore
+    from py_scheduler.app.client.lister import InformerLister
+    from py_scheduler.app.client.reflector import ObjectStore
     from py_scheduler.cache.kinds import KINDS_BY_NAME
-    from py_scheduler.framework.features import apply_feature_gates
 
-    saved = dict(config.feature_gates)
-    try:
-        assert apply_feature_gates("GenericWorkload=true") == {"GenericWorkload": True}
-        assert config.feature_gates["GenericWorkload"] is True
-        with pytest.raises(ValueError, match="depends on GenericWorkload"):
-            apply_feature_gates("GenericWorkload=false,TopologyAwareWorkloadScheduling=true")
-    finally:
-        config.feature_gates.clear()
-        config.feature_gates.update(saved)
+    assert FeatureGates.parse("GenericWorkload=true") == FeatureGates(generic_workload=True)
+    with pytest.raises(ValueError, match="depends on GenericWorkload"):
+        FeatureGates.parse("GenericWorkload=false,TopologyAwareWorkloadScheduling=true")
     store = ObjectStore()
     store.apply(KINDS_BY_NAME["PodGroup"], "ADDED", pod_group() | {"metadata": {"name": "pg", "namespace": "ns",
                                                                                "resourceVersion": "1"}})
     store.apply(KINDS_BY_NAME["Pod"], "ADDED", pod("p0") | {"metadata": {"name": "p0", "namespace": "ns",
                                                                         "uid": "uid-p0", "resourceVersion": "2"}})
     lister = InformerLister(store)
-    handle = type("H", (), {"objects": None})()
-    pl = gs.GangScheduling.create({}, handle)
-    handle.objects = lister  # set after the profile is built, as the live process does
+    objects = LateObjects()
+    pl = gs.GangScheduling.create({}, _handle(objects))
+    objects.connect(lister)  # connected after the profile is built, as the live process does
     assert pl.pre_enqueue(PodInfo(pod("p0"))).message() == gs.MSG_MIN_COUNT_NOT_IN_QUEUE
     assert pl.pod_group_state("ns", "pg").all_pods_count() == 1
 
@@ -384,9 +383,8 @@ def test_quorum_and_release_write_the_pod_group_condition_through_the_client() -
         members = [pod(f"p{i}") for i in range(2)]
         objs.add(pod_group(min_count=2), *members)
         api = Client()
-        pl = gs.GangScheduling.create({}, type("H", (), {"objects": objs, "client": api})())
         fw = FakeFramework()
-        pl.bind_handle(fw)
+        pl = gs.GangScheduling.create({}, _handle(objs, fw, api))
         infos = [PodInfo(p) for p in members]
         pl.reserve(CycleState(), infos[0], "n1")
         fw.waiting_pods.append(FakeWaiting(infos[0]))
@@ -550,7 +548,7 @@ def test_the_scheduled_groups_remembered_are_forgotten_once_deleted_or_seen_true
         for i, g in enumerate(groups):
             g["metadata"]["uid"] = f"uid-g{i}"
         objs.add(*groups)
-        pl = gs.GangScheduling.create({}, type("H", (), {"objects": objs, "client": Client()})())
+        pl = gs.GangScheduling.create({}, _handle(objs, client=Client()))
         for i in range(3):
             pl.write_condition("ns", f"g{i}", "True", "Scheduled", "")
         assert len(pl._initially_scheduled) == 3
@@ -580,7 +578,7 @@ def test_scheduled_condition_is_never_followed_by_unschedulable() -> None:
         objs = Objects()
         objs.add(pod_group(min_count=1))
         api = Client()
-        pl = gs.GangScheduling.create({}, type("H", (), {"objects": objs, "client": api})())
+        pl = gs.GangScheduling.create({}, _handle(objs, client=api))
         pl.write_condition("ns", "pg", "True", "Scheduled", "")
         pl.write_condition("ns", "pg", "False", "Unschedulable", "late")
         await asyncio.wait_for(asyncio.gather(*pl._writes), 5)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from py_scheduler.framework import config
+from py_scheduler.framework.features import FeatureGates
 from py_scheduler.framework.interfaces import (
     Placement,
     PlacementGeneratePlugin,
@@ -87,9 +88,9 @@ def test_pre_filter_keeps_the_gang_in_the_best_fitting_domain() -> None:
     allowed, s = pl.pre_filter(state, PodInfo(gpu_pod("p0", 2)), nodes)
     assert s.is_success() and allowed == {"a1", "a2"}
     assert state.read("PreFilterTopologyPlacementGenerator")["capacity"] == {"a": 4, "b": 2}
-    assert tp.placement_note(state) == (f"pod group ns/pg: topology {RACK}=a (holds the whole group; 4 members, "
-                                        "room per domain: a=4, b=2)")
-    assert tp.placement_note(CycleState()) is None
+    assert pl.explain_note(state) == (f"pod group ns/pg: topology {RACK}=a (holds the whole group; 4 members, "
+                                      "room per domain: a=4, b=2)")
+    assert pl.explain_note(CycleState()) is None
     small = Objects()
     small.add(topo_group(2), *[gpu_pod(f"p{i}", 2) for i in range(2)])
     allowed, s = tp.TopologyPlacement(small).pre_filter(CycleState(), PodInfo(gpu_pod("p0", 2)), nodes)
@@ -99,7 +100,7 @@ def test_pre_filter_keeps_the_gang_in_the_best_fitting_domain() -> None:
     state = CycleState()
     allowed, s = tp.TopologyPlacement(big).pre_filter(state, PodInfo(gpu_pod("p0", 2)), nodes)
     assert allowed == {"a1", "a2"}
-    note = tp.placement_note(state)
+    note = pl.explain_note(state)
     assert note is not None and "holds the most members, but not all: the group cannot fit whole" in note
 
 
@@ -144,13 +145,8 @@ def test_pod_group_pods_count_scores_and_normalizes() -> None:
 
 
 def test_gate_adds_both_plugins_after_gang_scheduling() -> None:
-    saved = dict(config.feature_gates)
-    try:
-        config.set_feature_gates({"GenericWorkload": True, "TopologyAwareWorkloadScheduling": True})
-        mp = config.default_multipoint(registry, with_gpu=False)
-        assert mp[-3:] == [("GangScheduling", 0), ("TopologyPlacementGenerator", 0), ("PodGroupPodsCount", 1)]
-        fw = config.build_framework(config.ProfileConfig(), registry=registry)
-        assert any(p.name == "TopologyPlacementGenerator" for p in fw.pre_filter_plugins)
-    finally:
-        config.feature_gates.clear()
-        config.feature_gates.update(saved)
+    gates = FeatureGates(generic_workload=True, topology_aware_workload_scheduling=True)
+    mp = config.default_multipoint(registry, with_gpu=False, gates=gates)
+    assert mp[-3:] == [("GangScheduling", 0), ("TopologyPlacementGenerator", 0), ("PodGroupPodsCount", 1)]
+    fw = config.build_framework(config.ProfileConfig(), config.SchedulerConfig(feature_gates=gates), registry=registry)
+    assert any(p.name == "TopologyPlacementGenerator" for p in fw.pre_filter_plugins)

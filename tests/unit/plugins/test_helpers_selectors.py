@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.gomath import go_div
-from py_scheduler.framework.types import PodInfo, PodParseError
+from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.helpers import check_no_args
 from py_scheduler.plugins.helpers.node_selector import (
     LabelSelector,
@@ -358,3 +359,18 @@ def test_check_no_args() -> None:
     check_no_args("X", {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "XArgs"})
     with pytest.raises(ConfigError, match="unknown field"):
         check_no_args("X", {"foo": 1})
+
+
+@pytest.mark.parametrize("module,cls", [("node_ports", "NodePorts"), ("node_volume_limits", "NodeVolumeLimits"),
+                                        ("node_declared_features", "NodeDeclaredFeatures"),
+                                        ("volume_restrictions", "VolumeRestrictions"), ("volume_zone", "VolumeZone")])
+def test_no_args_plugins_share_create(module: str, cls: str) -> None:
+    """The plugins built on NoArgs name themselves when given args and build without them."""
+    import importlib
+
+    from py_scheduler.framework.errors import ConfigError
+
+    plugin = getattr(importlib.import_module(f"py_scheduler.plugins.{module}"), cls)
+    with pytest.raises(ConfigError, match=f"{plugin.name} takes no args"):
+        plugin.create({"foo": 1}, None)
+    assert type(plugin.create({"kind": "X"}, None)) is plugin

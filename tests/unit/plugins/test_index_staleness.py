@@ -16,11 +16,12 @@ import pytest
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo
 from py_scheduler.plugins.helpers.columns import POD_COUNT, NodeColumns
-from py_scheduler.plugins.inter_pod_affinity import PRE_FILTER_STATE_KEY as IPA_KEY
-from py_scheduler.plugins.inter_pod_affinity import InterPodAffinity, PreFilterState
-from py_scheduler.plugins.pod_topology_spread import PRE_FILTER_STATE_KEY as PTS_KEY
-from py_scheduler.plugins.pod_topology_spread import PodTopologySpread
-from py_scheduler.plugins.pod_topology_spread import PreFilterState as PTSState
+from py_scheduler.plugins.inter_pod_affinity.common import PRE_FILTER_STATE_KEY as IPA_KEY
+from py_scheduler.plugins.inter_pod_affinity.filtering import PreFilterState
+from py_scheduler.plugins.inter_pod_affinity.plugin import InterPodAffinity
+from py_scheduler.plugins.pod_topology_spread.common import PRE_FILTER_STATE_KEY as PTS_KEY
+from py_scheduler.plugins.pod_topology_spread.filtering import PreFilterState as PTSState
+from py_scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
 from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]

@@ -13,15 +13,15 @@ from _golden_runner import case_id, golden_cases, run_scores
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
-from py_scheduler.plugins.inter_pod_affinity import (
+from py_scheduler.plugins.inter_pod_affinity.common import (
     ERR_REASON_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
     NAME,
     PRE_FILTER_STATE_KEY,
-    InterPodAffinity,
     pod_affinity_terms,
 )
+from py_scheduler.plugins.inter_pod_affinity.plugin import InterPodAffinity
 from tests.unit.plugins.plain_handle import plain_handle
 
 S, U, UU = Code.SUCCESS, Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE

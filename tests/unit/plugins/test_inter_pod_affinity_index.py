@@ -1,5 +1,5 @@
 """InterPodAffinity's cross-cycle AffinityIndex gives exactly the PreFilter counters, Filter verdicts
-and PreScore topology scores of upstream's node-by-node walk (``use_index = False``), on random
+and PreScore topology scores of upstream's node-by-node walk (:class:`NodeByNode`), on random
 clusters, and stays exact while the same Snapshot changes between cycles: a Pod assumed on a node,
 a Pod removed, a Node relabelled (new Node object), a node list replaced."""
 
@@ -14,14 +14,11 @@ from hypothesis import strategies as st
 
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo
-from py_scheduler.plugins.inter_pod_affinity import (
-    PRE_FILTER_STATE_KEY,
-    PRE_SCORE_STATE_KEY,
-    AffinityIndex,
-    InterPodAffinity,
-    PreFilterState,
-    PreScoreState,
-)
+from py_scheduler.plugins.inter_pod_affinity.common import PRE_FILTER_STATE_KEY, PRE_SCORE_STATE_KEY
+from py_scheduler.plugins.inter_pod_affinity.filtering import PreFilterState
+from py_scheduler.plugins.inter_pod_affinity.index import AffinityIndex
+from py_scheduler.plugins.inter_pod_affinity.plugin import InterPodAffinity
+from py_scheduler.plugins.inter_pod_affinity.scoring import PreScoreState
 from tests.unit.plugins.plain_handle import plain_handle
 
 Obj = dict[str, Any]
@@ -154,10 +151,17 @@ def _check(indexed: InterPodAffinity, reference: InterPodAffinity, snap: Snapsho
     return scored
 
 
+class NodeByNode(InterPodAffinity):
+    """The plain form: PreFilter / PreScore never use the index, they walk every node's Pods."""
+
+    def _index_for(self, snap: Any, nodes: list[NodeInfo]) -> AffinityIndex | None:
+        return None
+
+
 def _plugins(**args: Any) -> tuple[InterPodAffinity, InterPodAffinity]:
     indexed = InterPodAffinity.create(dict(args), plain_handle())
-    reference = InterPodAffinity.create(dict(args), plain_handle())
-    reference.use_index = False
+    reference = NodeByNode.create(dict(args), plain_handle())
+    assert type(reference) is NodeByNode
     return indexed, reference
 
 
@@ -333,7 +337,7 @@ def test_prescore_match_memos_stay_exact_for_repeated_pods(seed: int, steps: lis
 def test_node_labels_equals_the_property_for_odd_nodes() -> None:
     """score_nodes reads labels through ``_node_labels``: the property's answer for every node, also
     when a node has no Node object, no metadata, null or malformed labels."""
-    from py_scheduler.plugins.inter_pod_affinity import _node_labels
+    from py_scheduler.plugins.inter_pod_affinity.index import _node_labels
 
     good = [NodeInfo({"metadata": {"name": f"n{i}", "labels": {ZONE: "z"}}}) for i in range(3)]
     odd = [NodeInfo(), NodeInfo({"metadata": {"name": "m"}}), NodeInfo({"metadata": {"name": "x", "labels": None}}),

@@ -18,7 +18,7 @@ CEL_MODULES = ("celpy", "lark", "py_scheduler.plugins.helpers.cel")
 _PROBE = """
 import json, sys
 import py_scheduler.cli
-from py_scheduler.app import main
+from py_scheduler.app.process import main
 from py_scheduler.framework.config import SchedulerConfig
 profiles = main.build_profiles(SchedulerConfig())
 before = [m for m in {mods!r} if m in sys.modules]
@@ -34,7 +34,7 @@ sl = {{"metadata": {{"name": "s"}}, "spec": {{"driver": G, "nodeName": "n1",
 claim = {{"metadata": {{"name": "c", "namespace": "default", "uid": "u"}},
           "spec": {{"devices": {{"requests": [{{"name": "r", "exactly": {{"deviceClassName": "gpu",
                    "allocationMode": "ExactCount", "count": 1}}}}]}}}}}}
-result, _ = Allocator(set(), {{"gpu": dclass}}, [sl]).allocate({{"metadata": {{"name": "n1"}}}}, [claim])
+result = Allocator(set(), {{"gpu": dclass}}, [sl]).allocate({{"metadata": {{"name": "n1"}}}}, [claim])
 after = [m for m in {mods!r} if m in sys.modules]
 plugins = sorted({{pl.name for fw in profiles.values() for pl in fw.filter_plugins}})
 print(json.dumps({{"plugins": plugins, "before": before, "after": after,

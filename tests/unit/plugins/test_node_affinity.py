@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework.errors import ConfigError
-from py_scheduler.framework.runtime import Algorithm, Framework
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.framework.algorithm import Algorithm
+from py_scheduler.framework.errors import ConfigError, PodParseError
+from py_scheduler.framework.runtime import Framework
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.helpers.node_selector import RequiredNodeAffinity
 from py_scheduler.plugins.node_affinity import (

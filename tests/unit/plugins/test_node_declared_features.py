@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from py_scheduler.framework.errors import ConfigError
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, PodParseError, Status
+from py_scheduler.framework.errors import ConfigError, PodParseError
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.node_declared_features import (
     ERR_REASON_UNSATISFIED,

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.errors import ConfigError
-from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.node_ports import ERR_REASON, PRE_FILTER_STATE_KEY, NodePorts

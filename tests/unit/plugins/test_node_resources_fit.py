@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
-from py_scheduler.framework.errors import ConfigError
+from py_scheduler.framework.algorithm import Algorithm
+from py_scheduler.framework.errors import ConfigError, PodParseError
 from py_scheduler.framework.gomath import go_div, go_round
-from py_scheduler.framework.runtime import Algorithm, Framework
-from py_scheduler.framework.types import Code, CycleState, PodInfo, PodParseError, Status
+from py_scheduler.framework.runtime import Framework
+from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.helpers.resource_scoring import (
     UtilizationShapePoint,

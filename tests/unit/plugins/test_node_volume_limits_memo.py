@@ -18,8 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.framework.types import CycleState, PodInfo, Status
-from py_scheduler.plugins.node_volume_limits import NodeVolumeLimits
+from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.plugins.helpers import storage
+from py_scheduler.plugins.node_volume_limits import (
+    ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
+    NAME,
+    NodeVolumeLimits,
+    _LookupError,
+    get_volume_limits,
+)
 from tests.unit.plugins.volume_objects import (
     DRIVER,
     csi_driver,
@@ -107,6 +114,66 @@ def cluster(draw: st.DrawFn) -> tuple[list[Obj], Obj]:
     return objs, incoming
 
 
+def _driver_installed(objects: Any, driver: str, csi_node: Obj | None) -> bool:
+    """``checkCSIDriverOnNode`` per node: only a CSIDriver with ``preventPodSchedulingIfMissing: true``
+    must be listed in the node's CSINode."""
+    if not NodeVolumeLimits._driver_must_be_listed(objects, driver):
+        return True
+    drivers = storage.spec(csi_node).get("drivers") if csi_node is not None else None
+    return csi_node is not None and any(isinstance(d, dict) and d.get("name") == driver
+                                        for d in (drivers if isinstance(drivers, list) else []))
+
+
+def filter_plain(self: NodeVolumeLimits, state: CycleState, pod: PodInfo, node_info: NodeInfo) -> Status:
+    """``NodeVolumeLimits.filter`` reading every store per node, as upstream's ``Filter`` (the plain form
+    its memos reproduce)."""
+    vols = storage.pod_volumes(pod.pod)
+    if not vols:
+        return Status.success()
+    objects = storage.cycle_objects(state)
+    node_name = node_info.name
+    csi_node = objects.get("CSINode", node_name)
+    new_volumes: dict[str, str] = {}
+    try:
+        self._filter_attachable_volumes(objects, pod.pod, csi_node, True, new_volumes)
+    except _LookupError as exc:
+        if exc.not_found:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
+        return Status.error(str(exc), NAME)
+    if not new_volumes:
+        return Status.success()
+    if self.volume_limit_scaling:
+        for driver in new_volumes.values():
+            if not _driver_installed(objects, driver, csi_node):
+                return Status(Code.UNSCHEDULABLE, [f"{driver} CSI driver is not installed on the node"], NAME)
+    limits = get_volume_limits(csi_node)
+    if not limits:
+        return Status.success()
+    attachments = self._volume_attachments(state, objects, node_name)
+    attached: dict[str, str] = {}
+    try:
+        for existing in node_info.pods:
+            self._filter_attachable_volumes(objects, existing.pod, csi_node, False, attached)
+    except _LookupError as exc:
+        return Status.error(str(exc), NAME)
+    attached_count: dict[str, int] = {}
+    for unique, driver in attached.items():
+        new_volumes.pop(unique, None)
+        attached_count[driver] = attached_count.get(driver, 0) + 1
+    for unique, driver in attachments.items():
+        if unique not in attached:
+            attached_count[driver] = attached_count.get(driver, 0) + 1
+    new_count: dict[str, int] = {}
+    for driver in new_volumes.values():
+        new_count[driver] = new_count.get(driver, 0) + 1
+    for driver, count in new_count.items():
+        limit = limits.get(driver)
+        if limit is not None and attached_count.get(driver, 0) + count > limit:
+            return Status(Code.UNSCHEDULABLE, [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED], NAME)
+    return Status.success()
+
+
+
 def _key(s: Status) -> tuple[int, list[str]]:
     return int(s.code), list(s.reasons)
 
@@ -122,9 +189,9 @@ def test_filter_equals_plain_form(case: tuple[list[Obj], Obj], scaling: bool, or
     visit = list(snap.node_info_list) * 2
     order.shuffle(visit)
     for ni in visit:
-        assert _key(pl.filter(state, pi, ni)) == _key(pl.filter_plain(plain_state, pi, ni)), ni.name
+        assert _key(pl.filter(state, pi, ni)) == _key(filter_plain(pl, plain_state, pi, ni)), ni.name
     batch = pl.filter_nodes(CycleState(snap), pi, visit)
-    plain = [_key(pl.filter_plain(plain_state, pi, ni)) for ni in visit]
+    plain = [_key(filter_plain(pl, plain_state, pi, ni)) for ni in visit]
     assert ([_key(Status.success())] * len(visit) if batch is None else [_key(b) for b in batch]) == plain
 
 

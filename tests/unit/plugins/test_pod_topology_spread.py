@@ -14,13 +14,13 @@ from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.gomath import go_log, go_round
 from py_scheduler.framework.types import Code, CycleState, PodInfo
-from py_scheduler.plugins.pod_topology_spread import (
+from py_scheduler.plugins.pod_topology_spread.common import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
     ERR_REASON_NODE_LABEL_NOT_MATCH,
     NAME,
     PRE_FILTER_STATE_KEY,
-    PodTopologySpread,
 )
+from py_scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
 from tests.unit.plugins.plain_handle import plain_handle
 
 FOO = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
@@ -205,18 +205,15 @@ def test_node_taints_policy_follows_the_comparison_operators_gate(gates: str, wa
     """nodeTaintsPolicy Honor with a ``Gt`` toleration: upstream's ``matchNodeInclusionPolicies``
     takes ``fts.EnableTaintTolerationComparisonOperators``; off, node-y's taint (slots=5) is not
     tolerated and node-y is left out of the count; on, 5 > 3 tolerates it and its pod counts."""
-    from py_scheduler.framework.features import apply_feature_gates
+    from py_scheduler.framework.features import FeatureGates
 
     nodes = [*POLICY_NODES[:3], {**node("node-y", node="node-y"),
                                  "spec": {"taints": [{"key": "slots", "value": "5", "effect": "NoSchedule"}]}}]
     tol = [{"key": "slots", "operator": "Gt", "value": "3", "effect": "NoSchedule"}]
     incoming = pod("p", labels={"foo": ""}, topologySpreadConstraints=[tsc(1, "node", nodeTaintsPolicy="Honor")],
                    tolerations=tol)
-    try:
-        apply_feature_gates(gates)
-        got, _, _ = run_filter(incoming, nodes, foo_pods("node-a:1 node-b:1 node-y:1"))
-    finally:
-        apply_feature_gates("")
+    pl = PodTopologySpread.create({}, plain_handle(feature_gates=FeatureGates.parse(gates)))
+    got, _, _ = run_filter(incoming, nodes, foo_pods("node-a:1 node-b:1 node-y:1"), plugin=pl)
     assert got == {"node-a": U, "node-b": U, "node-x": S, "node-y": want_y}
 
 

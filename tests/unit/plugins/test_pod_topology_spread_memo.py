@@ -11,11 +11,9 @@ from typing import Any
 
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo
-from py_scheduler.plugins.pod_topology_spread import (
-    PRE_FILTER_STATE_KEY,
-    PodTopologySpread,
-    PreFilterState,
-)
+from py_scheduler.plugins.pod_topology_spread.common import PRE_FILTER_STATE_KEY
+from py_scheduler.plugins.pod_topology_spread.filtering import PreFilterState
+from py_scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
 
 Obj = dict[str, Any]
 ZONE = "zone"

@@ -23,18 +23,16 @@ from hypothesis import strategies as st
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.gomath import go_div, go_round
 from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo
-from py_scheduler.plugins.pod_topology_spread import (
+from py_scheduler.plugins.pod_topology_spread.common import (
     LABEL_HOSTNAME,
     PRE_SCORE_STATE_KEY,
     SCHEDULE_ANYWAY,
-    PodTopologySpread,
-    PreScoreState,
     _InclusionContext,
     count_pods_match_selector,
     node_labels_match_spread_constraints,
-    score_for_count,
-    topology_normalizing_weight,
 )
+from py_scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
+from py_scheduler.plugins.pod_topology_spread.scoring import PreScoreState, score_for_count, topology_normalizing_weight
 
 Obj = dict[str, Any]
 ZONE, RACK = "zone", "rack"

@@ -18,8 +18,8 @@ from py_scheduler.framework.events import (
     Resource,
 )
 from py_scheduler.framework.runtime import Framework
-from py_scheduler.plugins.inter_pod_affinity import InterPodAffinity
-from py_scheduler.plugins.pod_topology_spread import PodTopologySpread
+from py_scheduler.plugins.inter_pod_affinity.plugin import InterPodAffinity
+from py_scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
 from py_scheduler.plugins.queue_sort import PrioritySort
 from py_scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q, PriorityQueue
 

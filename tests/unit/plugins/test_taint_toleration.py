@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.errors import ConfigError
-from py_scheduler.framework.runtime import Algorithm, Framework
+from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.node_affinity import NodeAffinity
@@ -102,6 +103,26 @@ def test_filter_comparison_operators_with_gate_on(op: str, value: str, taint_val
     assert got.is_success() is fits
     if not fits:
         assert got.reasons == [ERR_REASON_UNTOLERATED]
+
+
+@pytest.mark.parametrize(("tol_value", "taint_value", "logged"), [
+    ("900", "high", "failed to parse taint value as int64: must be a valid decimal integer in canonical form"),
+    ("900", "0950", "failed to parse taint value as int64: must be a valid decimal integer in canonical form"),
+    ("900", "", "failed to parse taint value as int64: must be non-empty"),
+    ("9e2", "950", "failed to parse toleration value as int64: must be a valid decimal integer in canonical form"),
+    ("900", "99999999999999999999",
+     'failed to parse taint value as int64: strconv.ParseInt: parsing "99999999999999999999": value out of range'),
+])
+def test_filter_comparison_with_a_non_integer_value_logs_upstreams_parse_message(
+        caplog: pytest.LogCaptureFixture, tol_value: str, taint_value: str, logged: str) -> None:
+    """Upstream's ``compareNumericValues`` (k8s.io/api core/v1 toleration.go) logs the parse error and
+    tolerates nothing; the Filter reason is the generic one (issue 30, item 6)."""
+    pl = TaintToleration(enable_comparison_operators=True)
+    tol = [{"key": "sla", "operator": "Gt", "value": tol_value, "effect": "NoSchedule"}]
+    with caplog.at_level("ERROR", logger="py_scheduler.plugins.helpers.tolerations"):
+        got = pl.filter(CycleState(), pod(tol), NodeInfo(node("n", [taint("sla", taint_value, "NoSchedule")])))
+    assert got == UNTOLERATED
+    assert [r.getMessage().split(" toleration=")[0].split(" taint=")[0] for r in caplog.records] == [logged]
 
 
 def test_filter_mixed_tolerations_gate_off_only_equal_honored() -> None:
@@ -237,19 +258,16 @@ def test_pre_filter_is_a_noop() -> None:
     ("TaintTolerationComparisonOperators=true", True, {"gt": 100, "lt": 0}),
 ])
 def test_gate_from_feature_gates_reaches_filter_and_score(gates: str, fits: bool, scores: dict[str, int]) -> None:
-    """``create()`` reads the process's gate (``framework.features``, the path of ``--feature-gates``
+    """``create()`` reads the gate from its Handle (``FeatureGates.parse``, the path of ``--feature-gates``
     of run / explain / simulate): off by default in v1.37, a ``Gt`` toleration tolerates nothing (Filter
     rejects, Score counts every PreferNoSchedule taint); on, it compares as upstream's
     ``compareNumericValues`` (taint 950 > 900 tolerated, 800 not)."""
-    from py_scheduler.framework.features import apply_feature_gates
+    from py_scheduler.framework.features import FeatureGates, parse_feature_gates
     from py_scheduler.plugins.node_unschedulable import NodeUnschedulable
 
-    try:
-        apply_feature_gates(gates)
-        pl = TaintToleration.create({}, plain_handle())
-        nu = NodeUnschedulable.create({}, plain_handle())
-    finally:
-        apply_feature_gates("")
+    handle = plain_handle(feature_gates=FeatureGates.of(parse_feature_gates(gates)))
+    pl = TaintToleration.create({}, handle)
+    nu = NodeUnschedulable.create({}, handle)
     assert pl.enable_comparison_operators is fits and nu.enable_comparison_operators is fits
     tol = [{"key": "sla", "operator": "Gt", "value": "900"}]
     got = pl.filter(CycleState(), pod(tol), NodeInfo(node("n", [taint("sla", "950", "NoSchedule")])))

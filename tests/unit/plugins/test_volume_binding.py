@@ -15,15 +15,14 @@ from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.types import Code, CycleState, PodInfo
 from py_scheduler.plugins import registry
+from py_scheduler.plugins.helpers import storage as st
 from py_scheduler.plugins.helpers.resource_scoring import UtilizationShapePoint
 from py_scheduler.plugins.volume_binding import (
     STATE_KEY,
     VolumeBinding,
     VolumeBindingArgs,
     VolumeBindingState,
-    pre_bind_plan,
 )
-from py_scheduler.plugins.volume_binding import storage as st
 from py_scheduler.plugins.volume_binding.binder import StorageResource
 from py_scheduler.plugins.volume_binding.scorer import DEFAULT_SHAPE, build_scorer_function
 from tests.unit.plugins.plain_handle import plain_handle
@@ -421,11 +420,9 @@ def test_reserve_assumes_static_binding_and_unreserve_reverts() -> None:
     assert reasons == {"n1": [], "n2": [], "n3": []}
     assert st.name(state.read(STATE_KEY).pod_volumes_by_node["n1"].static_bindings[0].pv) == "p1"
     assert pl.reserve(state, pi, "n1").is_success()
-    plan = pre_bind_plan(state, "n1")
-    assert plan is not None and plan.pvc_updates == []
-    assert [st.name(v) for v in plan.pv_updates] == ["p1"]
-    assert plan.pv_updates[0]["spec"]["claimRef"]["name"] == "c1"
-    assert "bind PersistentVolume p1 to PersistentVolumeClaim default/c1" in plan.describe()
+    planned = state.read(STATE_KEY).pod_volumes_by_node["n1"]  # what PreBind writes
+    assert planned.dynamic_provisions == [] and [st.name(b.pv) for b in planned.static_bindings] == ["p1"]
+    assert planned.static_bindings[0].pv["spec"]["claimRef"]["name"] == "c1"
     # The API object is untouched; the binder's cache holds the assumed claimRef.
     api_pv = snap.objects.get("PersistentVolume", "p1")
     assert api_pv is not None and "claimRef" not in api_pv["spec"]
@@ -447,9 +444,8 @@ def test_reserve_assumes_provisioning_on_the_node() -> None:
     state, pi, _ = filter_all(pl, snap, pod("a", [pvc_vol("v", "shared")]))
     assert pl.reserve(state, pi, "n3").is_success()
     assert state.read(STATE_KEY).all_bound is False
-    plan = pre_bind_plan(state, "n3")
-    assert plan is not None
-    assert [st.annotations_of(c)[st.ANN_SELECTED_NODE] for c in plan.pvc_updates] == ["n3"]
+    planned = state.read(STATE_KEY).pod_volumes_by_node["n3"]
+    assert [st.annotations_of(d.pvc)[st.ANN_SELECTED_NODE] for d in planned.dynamic_provisions] == ["n3"]
     # A second Pod sharing the claim now follows it to n3 (the selected-node fast path).
     _, _, reasons = filter_all(pl, snap, pod("b", [pvc_vol("v", "shared")]))
     conflict = ["node(s) didn't find available persistent volumes to bind"]
@@ -469,7 +465,6 @@ def test_all_bound_pod_needs_no_pre_bind() -> None:
     state, pi, _ = filter_all(pl, snap, pod("a", [pvc_vol("v", "c1")]))
     assert pl.reserve(state, pi, "n1").is_success()
     assert state.read(STATE_KEY).all_bound is True
-    assert pre_bind_plan(state, "n1") is None
 
 
 def test_reserve_differs_from_oracle_on_purpose() -> None:

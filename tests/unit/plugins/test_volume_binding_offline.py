@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from py_scheduler.cli import app
 from py_scheduler.offline.engine import OfflineScheduler
 from py_scheduler.offline.loader import load_snapshot_file, parse_objects
-from py_scheduler.plugins.volume_binding import storage as st
+from py_scheduler.plugins.helpers import storage as st
 from tests.unit.plugins.volume_objects import Obj, node, pod, pv, pvc, pvc_vol, storage_class
 
 HOST = "kubernetes.io/hostname"

@@ -19,8 +19,8 @@ from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.handle import APIConflict, APINotFound, Handle
 from py_scheduler.framework.interfaces import PreBindPlugin
 from py_scheduler.framework.types import Code, CycleState, PodInfo
+from py_scheduler.plugins.helpers import storage as st
 from py_scheduler.plugins.volume_binding import STATE_KEY, VolumeBinding, VolumeBindingArgs
-from py_scheduler.plugins.volume_binding import storage as st
 from tests.unit.plugins.plain_handle import plain_handle
 from tests.unit.plugins.volume_objects import Obj, node, pod, pv, pvc, pvc_vol, storage_class
 
@@ -118,7 +118,7 @@ def setup(objs: list[Obj], p: Obj, timeout: int = 5) -> tuple[FakeAPI, VolumeBin
         if kind not in ("Pod", "Node"):
             cobj.upsert(kind, o)
     snap = Snapshot.from_objects(NODES, [], cobj)
-    pl = VolumeBinding.create({"bindTimeoutSeconds": timeout}, Handle(objects=api, client=api))  # type: ignore[arg-type]
+    pl = VolumeBinding.create({"bindTimeoutSeconds": timeout}, Handle.detached(objects=api, client=api))  # type: ignore[arg-type]
     pl.bind_poll_interval = 0.01
     return api, pl, snap
 
@@ -200,7 +200,7 @@ async def test_waits_while_the_informer_has_not_seen_the_write() -> None:
         stale["p1"] = old  # the watch has not delivered the PV yet
 
     api.on_update = controller
-    pl.handle = Handle(objects=LaggingLister(), client=api)  # type: ignore[arg-type]
+    pl.handle = Handle.detached(objects=LaggingLister(), client=api)  # type: ignore[arg-type]
     pl.args = VolumeBindingArgs(bind_timeout_seconds=1)
     state, pi = reserve(pl, snap, p, "n1")
     task = asyncio.create_task(pl.pre_bind(state, pi, "n1"))

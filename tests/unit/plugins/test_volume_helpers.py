@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
-from py_scheduler.framework.types import PodParseError
-from py_scheduler.plugins.volume_binding import csi_translation as csi
-from py_scheduler.plugins.volume_binding import storage as st
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.plugins.helpers import csi_translation as csi
+from py_scheduler.plugins.helpers import storage as st
 from tests.unit.plugins.volume_objects import (
     BETA_REGION,
     BETA_ZONE,

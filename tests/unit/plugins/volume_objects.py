@@ -12,7 +12,7 @@ from typing import Any
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.interfaces import PreFilterPlugin
 from py_scheduler.framework.types import CycleState, PodInfo, Status
-from py_scheduler.plugins.volume_binding import storage as st
+from py_scheduler.plugins.helpers import storage as st
 
 Obj = dict[str, Any]
 

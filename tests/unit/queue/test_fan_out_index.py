@@ -1,5 +1,5 @@
 """The group-indexed event fan-out of the scheduling queue (queue/unschedulable_pool.py) against the
-plain loop over every unschedulable Pod (``PriorityQueue.index_fan_out = False``, upstream's
+plain loop over every unschedulable Pod (:class:`_PlainQueue`, upstream's
 ``moveEntitiesToActiveOrBackoffQueue`` as written).
 
 Two queues with identical plugins get the same random operations; after each one both must hold
@@ -11,6 +11,7 @@ Pods in the same order.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -32,7 +33,8 @@ from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.queue_sort import PrioritySort
 from py_scheduler.plugins.scheduling_gates import SchedulingGates
-from py_scheduler.queue.scheduling_queue import PriorityQueue, QueuedPodInfo
+from py_scheduler.queue.queued_pod_info import QueuedPodInfo
+from py_scheduler.queue.scheduling_queue import PriorityQueue
 
 EVENTS = [
     EVENT_NODE_ADD,
@@ -150,13 +152,24 @@ def _pod(i: int, version: int, gated: bool, hold: bool, priority: int) -> dict[s
             "spec": spec}
 
 
+class _PlainQueue(PriorityQueue):
+    """The reference form: every event offered to every unschedulable Pod, one by one."""
+
+    def move_all_to_active_or_backoff(self, ev: ClusterEvent, old: Any = None, new: Any = None,
+                                      pre_check: Callable[[dict[str, Any]], bool] | None = None) -> None:
+        if not self._is_event_of_interest(ev):
+            return
+        pods = [q for q in self._unschedulable.values() if pre_check is None or pre_check(q.pod)]
+        self._move_entities(pods, ev, old, new)
+
+
 class _Side:
     def __init__(self, indexed: bool) -> None:
         self.calls: list[tuple[str, str]] = []
         self.metrics = _Metrics()
         self.clock = _Clock()
-        self.q = PriorityQueue({"py-scheduler": _framework(self.calls)}, now=self.clock, metrics=self.metrics)
-        self.q.index_fan_out = indexed
+        cls = PriorityQueue if indexed else _PlainQueue
+        self.q = cls({"py-scheduler": _framework(self.calls)}, now=self.clock, metrics=self.metrics)
         self.in_flight: list[QueuedPodInfo] = []
 
     def state(self, n: int) -> tuple[Any, ...]:

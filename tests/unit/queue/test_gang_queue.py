@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q, QueuedPodInfo
+from py_scheduler.queue.queued_pod_info import QueuedPodInfo
+from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
 from tests.unit.queue.test_scheduling_queue import Clock, fail, make_queue, pod
 
 

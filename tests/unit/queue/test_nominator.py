@@ -8,7 +8,8 @@ from typing import Any
 
 from py_scheduler.framework.runtime import Framework
 from py_scheduler.plugins.queue_sort import PrioritySort
-from py_scheduler.queue.scheduling_queue import PriorityQueue, nominated_node_name
+from py_scheduler.queue.nominator import nominated_node_name
+from py_scheduler.queue.scheduling_queue import PriorityQueue
 
 Obj = dict[str, Any]
 

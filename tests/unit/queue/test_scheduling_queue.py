@@ -161,7 +161,7 @@ async def test_close_wakes_pop() -> None:
 @pytest.mark.parametrize(("count", "want"), [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (20, 10.0)])
 def test_backoff_duration_doubles_to_max(count: int, want: float) -> None:
     q = make_queue(Clock())
-    assert q.calculate_backoff_duration(count) == want
+    assert q._backoff_q.calculate_backoff_duration(count) == want
 
 
 def test_backoff_disabled_with_zero_max() -> None:
@@ -183,7 +183,7 @@ def test_error_goes_to_backoff_and_flushes_after_window() -> None:
     assert q.add_unschedulable_if_not_present(qpi) == BACKOFF_Q
     assert qpi.consecutive_errors_count == 1
     # backoff 1 s from 1000.2 -> 1001.2, aligned down to 1001.0; backing off while 1001 >= floor(now)
-    assert q.backoff_time(qpi) == 1001.0
+    assert q._backoff_q.backoff_time(qpi) == 1001.0
     clock.t = 1001.9
     assert q.flush_backoff_q_completed() == 0
     assert q.where("default", "a") == BACKOFF_Q
@@ -448,11 +448,10 @@ def test_pre_enqueue_error_status_gates() -> None:
 
 
 async def test_run_flushes_backoff_in_background() -> None:
-    q = PriorityQueue({"py-scheduler": framework()})  # real clock
+    q = PriorityQueue({"py-scheduler": framework()}, pop_from_backoff_q=False)  # real clock
     q.add(pod("a"))
     a = q.pop_nowait()
     assert a is not None
-    q.pop_from_backoff_q = False
     assert q.add_unschedulable_if_not_present(a) == BACKOFF_Q
     runner = asyncio.ensure_future(q.run())
     try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from py_scheduler.framework.types import pod_requests
+from py_scheduler.framework.pod_resources import pod_requests
 from tests.unit.regressions._util import Obj, ctr, node, pod, run
 
 

@@ -60,10 +60,11 @@ def a100_mig_mixed(name: str) -> Obj:
                                "nvidia.com/mig-3g.20gb": "1"})
 
 
-def a100_time_sliced(name: str) -> Obj:
-    """Two A100-SXM4-40GB time-sliced into 4 replicas each: 8 nvidia.com/gpu, product ``-SHARED``."""
+def a100_time_sliced(name: str, extra: dict[str, str] | None = None) -> Obj:
+    """Two A100-SXM4-40GB time-sliced into 4 replicas each: 8 nvidia.com/gpu, product ``-SHARED``
+    (plus ``extra`` labels)."""
     labels = gfd("NVIDIA-A100-SXM4-40GB-SHARED", 2, 40960)
-    labels.update({"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"})
+    labels.update({"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing", **(extra or {})})
     return node(name, labels, {"nvidia.com/gpu": "8"})
 
 

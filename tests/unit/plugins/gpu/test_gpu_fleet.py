@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.algorithm import Algorithm, ScheduleResult
 from py_scheduler.framework.config import ProfileConfig, build_framework
-from py_scheduler.framework.runtime import Algorithm, Framework, ScheduleResult
+from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.gpu.accounting import clear_memo

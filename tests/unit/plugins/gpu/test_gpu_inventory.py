@@ -34,6 +34,8 @@ KEYS = GPUKeys()
 MODEL = "gpu-scheduler/gpu-model"
 MEM = "gpu-scheduler/gpu-memory-gb"
 PROFILE = "gpu-scheduler/mig-profile"
+WHOLE = "gpu-scheduler/whole-gpu"
+FAIL_GT_ONE = "gpu-scheduler/fail-requests-greater-than-one"
 
 
 @pytest.fixture(autouse=True)
@@ -55,17 +57,54 @@ def annotated(n: int, annotations: dict[str, str]) -> Obj:
     return rn.pod("p", {"nvidia.com/gpu": str(n)} if n else None, annotations)
 
 
-# -- MIG single: a slice is not a card --------------------------------------------------------------
-def test_mig_single_slice_is_never_a_whole_a100() -> None:
-    """Why #1: ``gpu-model: A100`` and ``A100-80GB`` both matched NVIDIA-A100-80GB-PCIe-MIG-1g.10gb."""
+def two_containers(a: int, b: int) -> Obj:
+    """A Pod whose two containers ask ``a`` and ``b`` nvidia.com/gpu as limits only."""
+    pod = rn.pod("p")
+    c = pod["spec"]["containers"][0]
+    pod["spec"]["containers"] = [
+        {**c, "name": "a", "resources": {"limits": {"nvidia.com/gpu": str(a)}}},
+        {**c, "name": "b", "resources": {"limits": {"nvidia.com/gpu": str(b)}}}]
+    return pod
+
+
+# -- MIG single: a plain request gets a slice, as the kubelet grants it ----------------------------------
+def test_mig_single_serves_a_plain_gpu_request_with_a_slice() -> None:
+    """Issue 30: NVIDIA's MIG single example (``nvidia.com/gpu: 1`` on an A100-80GB cut into 1g.10gb)
+    was refused ("MIG slices, not whole GPUs") although the kubelet grants a slice. The model is the
+    card's (``A100``, ``A100-80GB``); memory is the slice's, so a Pod wanting a whole card's memory
+    still does not land; ``whole-gpu: "true"`` opts out."""
     node = rn.a100_mig_single("mig")
     spec = parse_node(NodeInfo(node), KEYS)
     assert (spec.inventory.unit_kind, spec.inventory.slice_profile, spec.product) == (UNIT_MIG, "1g.10gb",
                                                                                       "NVIDIA-A100-80GB-PCIe")
     assert spec.memory_bytes == 9728 * MIB  # the slice's memory, as GFD overrides it
+    assert verdict(node, gpus(1))[0] == Code.SUCCESS
+    assert verdict(node, gpus(7))[0] == Code.SUCCESS
     for model in ("A100", "A100-80GB"):
-        assert verdict(node, annotated(1, {MODEL: model})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MIG_SLICES])
-    assert verdict(node, gpus(1)) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MIG_SLICES])
+        assert verdict(node, annotated(1, {MODEL: model, MEM: "10"}))[0] == Code.SUCCESS
+    assert verdict(node, annotated(1, {MEM: "20"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MEMORY])
+    assert verdict(node, annotated(1, {MODEL: "H100"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MODEL])
+    assert verdict(node, annotated(1, {WHOLE: "true"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MIG_SLICES])
+    assert verdict(rn.openshift_v100("v"), annotated(1, {WHOLE: "true"}))[0] == Code.SUCCESS
+
+
+def test_20gb_request_fits_40gb_slices() -> None:
+    """Issue 30: a Pod asking 20 GB was refused on a node of 3g.40gb slices."""
+    node = rn.a100_mig_single("mig")
+    node["metadata"]["labels"].update({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb",
+                                       "nvidia.com/gpu.memory": "40192", "nvidia.com/gpu.count": "2"})
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "2"
+    assert verdict(node, annotated(1, {MEM: "20", MODEL: "A100"}))[0] == Code.SUCCESS
+    assert verdict(node, annotated(1, {MEM: "43"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MEMORY])
+    assert verdict(node, annotated(1, {PROFILE: "1g.10gb"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                                                   [ERR_MIG_PROFILE])
+
+
+def test_whole_gpu_annotation_is_validated() -> None:
+    with pytest.raises(GPUParseError, match=re.escape('invalid annotation gpu-scheduler/whole-gpu="yes"')):
+        parse_request(PodInfo(annotated(1, {WHOLE: "yes"})), KEYS)
+    with pytest.raises(GPUParseError, match=re.escape("contradicts the MIG profile 1g.10gb")):
+        parse_request(PodInfo(annotated(1, {WHOLE: "true", PROFILE: "1g.10gb"})), KEYS)
 
 
 def test_a_pod_may_name_a_mig_profile_and_get_a_slice() -> None:
@@ -123,6 +162,17 @@ def test_mig_profile_labels_without_allocatable_are_noted() -> None:
         f"{ERR_MIG_PROFILE} (label nvidia.com/mig-1g.5gb.count=2 but no allocatable nvidia.com/mig-1g.5gb)"]
 
 
+def test_mig_profile_read_from_limits_only() -> None:
+    """Issue 30: ``limits: {nvidia.com/mig-3g.20gb: 1}`` (no requests, the form docs/gpu.md documents)
+    was ignored, so such Pods landed on nodes without that profile."""
+    pod = rn.pod("p", {"nvidia.com/mig-3g.20gb": "1"})
+    del pod["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/mig-3g.20gb"]
+    req = parse_request(PodInfo(pod), KEYS)
+    assert (req.mig_profile, req.mig_count, req.wants_gpu) == ("3g.20gb", 1, True)
+    assert verdict(rn.openshift_v100("v"), pod) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MIG_PROFILE])
+    assert verdict(rn.a100_mig_mixed("mixed"), pod)[0] == Code.SUCCESS
+
+
 def test_mig_request_errors() -> None:
     with pytest.raises(GPUParseError, match="more than one MIG profile"):
         parse_request(PodInfo(rn.pod("p", {"nvidia.com/mig-1g.5gb": "1", "nvidia.com/mig-2g.10gb": "1"})), KEYS)
@@ -133,17 +183,39 @@ def test_mig_request_errors() -> None:
 
 
 # -- time-slicing: replicas are not cards --------------------------------------------------------------
-def test_time_sliced_replicas_are_not_physical_gpus() -> None:
-    """Why #3: a Pod asking 5 GPUs of 40 GB each was placed on a node with 2 physical cards."""
+def test_time_sliced_replicas_are_granted_as_the_device_plugin_grants_them() -> None:
+    """Issue 30: NVIDIA's device plugin hands out time-sliced replicas "to anyone that asks", several
+    to one container too (README, "With CUDA Time-Slicing"), unless ``failRequestsGreaterThanOne``;
+    py-scheduler refused a 2-replica request. A share still counts a quarter of the card's memory."""
     node = rn.a100_time_sliced("ts")
     inv = parse_node(NodeInfo(node), KEYS).inventory
-    assert (inv.unit_kind, inv.physical, inv.replicas) == (UNIT_REPLICA, 2, 4)
-    assert verdict(node, annotated(5, {MEM: "40"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_SHARED])
-    assert verdict(node, annotated(5, {})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_SHARED])
-    # a share can count on a quarter of the card's memory (time-slicing isolates none)
-    assert verdict(node, annotated(1, {MEM: "40"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MEMORY])
-    assert verdict(node, annotated(1, {MEM: "10", MODEL: "A100-40GB"}))[0] == Code.SUCCESS
+    assert (inv.unit_kind, inv.physical, inv.replicas, inv.per_container) == (UNIT_REPLICA, 2, 4, None)
+    assert verdict(node, annotated(5, {}))[0] == Code.SUCCESS
     assert verdict(node, annotated(2, {MODEL: "A100"}))[0] == Code.SUCCESS
+    assert verdict(node, annotated(9, {})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_INSUFFICIENT])
+    # a share can count on a quarter of the card's memory (time-slicing isolates none)
+    assert verdict(node, annotated(5, {MEM: "40"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MEMORY])
+    assert verdict(node, annotated(1, {MEM: "10", MODEL: "A100-40GB"}))[0] == Code.SUCCESS
+
+
+def test_fail_requests_greater_than_one_node_label() -> None:
+    """``failRequestsGreaterThanOne: true`` in the device plugin's config, stated on the node by the
+    label ``gpu-scheduler/fail-requests-greater-than-one``: more than 1 per container fails Allocate
+    (``UnexpectedAdmissionError``), so such a node is refused; one per container in two containers is not."""
+    node = rn.a100_time_sliced("ts")
+    node["metadata"]["labels"][FAIL_GT_ONE] = "true"
+    assert verdict(node, annotated(2, {})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_SHARED])
+    assert verdict(node, annotated(1, {}))[0] == Code.SUCCESS
+    assert verdict(node, two_containers(1, 1))[0] == Code.SUCCESS
+    assert parse_request(PodInfo(two_containers(1, 1)), KEYS).per_container == 1
+
+
+def test_nvidia_mps_grants_one_per_container() -> None:
+    """NVIDIA's device plugin always sets ``failRequestsGreaterThanOne`` under MPS (v0.15.0 on)."""
+    node = rn.a100_time_sliced("mps")
+    node["metadata"]["labels"].update({"nvidia.com/gpu.sharing-strategy": "mps", FAIL_GT_ONE: "false"})
+    assert verdict(node, annotated(2, {})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_SHARED])
+    assert verdict(node, annotated(1, {}))[0] == Code.SUCCESS
 
 
 def test_openshift_t4_shared_product_suffix() -> None:
@@ -151,7 +223,7 @@ def test_openshift_t4_shared_product_suffix() -> None:
     spec = parse_node(NodeInfo(node), KEYS)
     assert (spec.product, spec.inventory.unit_kind, spec.inventory.physical) == ("Tesla-T4", UNIT_REPLICA, 1)
     assert verdict(node, annotated(1, {MODEL: "T4"}))[0] == Code.SUCCESS
-    assert verdict(node, annotated(2, {MODEL: "T4"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_SHARED])
+    assert verdict(node, annotated(2, {MODEL: "T4"}))[0] == Code.SUCCESS
 
 
 def test_split_product_suffixes() -> None:
@@ -200,13 +272,23 @@ def test_cloud_nodes_match_a_model(node: Obj, model: str, memory_gb: int | None)
 
 
 def test_gke_mig_partition_and_time_sharing() -> None:
+    """GKE partitions serve plain requests with a slice (as MIG single); GKE time-sharing refuses
+    more than 1 nvidia.com/gpu per container at admission ("at most 1 nvidia.com/gpu can be requested
+    on GPU nodes", UnexpectedAdmissionError), which py-scheduler accepted (issue 30)."""
     mig = rn.gke_a100_mig("mig")
-    assert verdict(mig, annotated(1, {MODEL: "A100"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_MIG_SLICES])
+    assert verdict(mig, annotated(1, {MODEL: "A100"}))[0] == Code.SUCCESS
+    assert verdict(mig, annotated(1, {MODEL: "A100", WHOLE: "true"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                                                           [ERR_MIG_SLICES])
     assert verdict(mig, annotated(1, {MODEL: "A100", PROFILE: "1g.5gb", MEM: "5"}))[0] == Code.SUCCESS
     ts = rn.gke_l4_time_sharing("ts")
     inv = parse_node(NodeInfo(ts), KEYS).inventory
-    assert (inv.unit_kind, inv.physical, inv.replicas) == (UNIT_REPLICA, 1, 2)
+    assert (inv.unit_kind, inv.physical, inv.replicas, inv.per_container) == (UNIT_REPLICA, 1, 2, 1)
     assert verdict(ts, annotated(2, {MODEL: "L4"})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_SHARED])
+    assert verdict(ts, annotated(1, {MODEL: "L4"}))[0] == Code.SUCCESS
+    assert verdict(ts, two_containers(1, 1))[0] == Code.SUCCESS  # the limit is per container
+    ts["metadata"]["labels"]["cloud.google.com/gke-gpu-sharing-strategy"] = "mps"
+    clear_memo()
+    assert verdict(ts, annotated(2, {})) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_SHARED])
 
 
 def test_aks_accelerator_label_is_a_vendor_not_a_model() -> None:

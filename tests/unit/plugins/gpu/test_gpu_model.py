@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from py_scheduler.framework.types import NodeInfo, PodInfo, PodParseError
+from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.types import NodeInfo, PodInfo
 from py_scheduler.plugins.gpu.inventory import parse_node
 from py_scheduler.plugins.gpu.model import (
     GB,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from bench.parity_lib.runner import MinChoice
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import PluginSet, ProfileConfig, build_framework
-from py_scheduler.framework.runtime import Algorithm
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.gpu.accounting import clear_memo

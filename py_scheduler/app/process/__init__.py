@@ -1,0 +1,1 @@
+"""The process: its composition root (``main``) and its lifecycle under kopf (``lifecycle``)."""

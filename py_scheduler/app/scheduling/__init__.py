@@ -1,0 +1,1 @@
+"""The scheduling loop: pop, one cycle through the core, binding cycles, decision records."""

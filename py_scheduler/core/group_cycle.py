@@ -1,0 +1,169 @@
+"""One pod group cycle (feature gate ``GenericWorkload``): a gang scheduled as one entity, for every caller.
+
+Upstream (kube-scheduler v1.37.2): ``pkg/scheduler/schedule_one_podgroup.go`` -- ``scheduleOnePodGroup``
+(snapshot, then the group algorithm, :func:`~py_scheduler.framework.podgroup.schedule_pod_group`, with
+:func:`~py_scheduler.core.cycle.reserve_and_assume` as its ``assumeAndReserveWithRevert``) and
+``submitPodGroupAlgorithmResult``'s verdict per member: Success -- every placed member goes on to
+Permit and its binding cycle (the caller's); Unschedulable -- every member back to the queue with its
+own FitError, or the group's message (led by ``pod group is unschedulable`` for a member that fit and
+was reverted) and its nomination cleared; Error -- SchedulerError for all.
+
+Requeueing together: every member of a group that could not be placed gets the same rejector plugins
+(the union of the members' own rejectors, plus GangScheduling), so the cluster event that can make the
+misfit fit moves all of them. Upstream requeues the group entity itself (``AddAttemptedPodGroupIfNeeded``);
+py-scheduler keeps per-Pod queue entries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from py_scheduler.cache.cache import CacheError
+from py_scheduler.core.cycle import ERROR, SCHEDULED, UNSCHEDULABLE, PodCycle, bug, rejection, reserve_and_assume
+from py_scheduler.core.ports import ClusterState, Nominations, PodGroupSource
+from py_scheduler.framework.algorithm import Algorithm
+from py_scheduler.framework.interfaces import PodGroupInfo
+from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.podgroup import (
+    MSG_POD_GROUP_UNSCHEDULABLE,
+    POD_GROUP_CYCLE_KEY,
+    MemberResult,
+    schedule_pod_group,
+)
+from py_scheduler.framework.podgroup import pod_group_name as pod_group_name
+from py_scheduler.framework.runtime import Framework
+from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
+
+log = logging.getLogger("py_scheduler.core")
+
+
+def pod_group_of(fw: Framework, pod: Obj) -> tuple[PodGroupSource, Obj] | None:
+    """(the profile's GangScheduling, the Pod's PodGroup object) when ``pod`` is scheduled by the pod
+    group cycle: the profile has GangScheduling (``GenericWorkload`` on) and the PodGroup exists."""
+    name = pod_group_name(pod)
+    gang = None if name is None else next((p for p in fw.plugins.values() if isinstance(p, PodGroupSource)), None)
+    if name is None or gang is None:
+        return None
+    pg = gang.pod_group(str((pod.get("metadata") or {}).get("namespace") or "default"), name)
+    return (gang, pg) if pg is not None else None
+
+
+@dataclass(slots=True)
+class GroupCycle:
+    """A pod group cycle's verdict: the group's outcome and message (``PodGroupInitiallyScheduled``)
+    and one :class:`PodCycle` per member, in member order."""
+
+    outcome: str
+    message: str
+    members: list[PodCycle] = field(default_factory=list)
+    algorithm_seconds: float = 0.0
+
+
+def schedule_group(fw: Framework, algorithm: Algorithm, cluster: ClusterState, pod_group: Obj,
+                   members: list[PodInfo], *, nominator: Any = None, nominations: Nominations | None = None,
+                   cycle: int | None = None, explain: bool = False) -> GroupCycle:
+    """``scheduleOnePodGroup`` for ``members`` (the queued members, in order). Placed members stay
+    assumed (``PodCycle.assumed``, their CycleState out of the group cycle); nothing else stays
+    reserved nor assumed. Never raises: a bug is the whole group's Error."""
+    try:
+        cluster.refresh()
+    except CacheError as exc:
+        return GroupCycle(ERROR, str(exc), [PodCycle(ERROR, message=str(exc)) for _ in members])
+    assumed: dict[str, PodInfo] = {}
+    undo: dict[str, Callable[[], None]] = {}  # uid -> revert, for the members assumed at this moment
+
+    def assume(p: PodInfo, node: str, state: CycleState) -> tuple[Status, Callable[[], None] | None]:
+        a = reserve_and_assume(fw, state, p, node, cluster, nominations, refresh=True)
+        if a.pod is None or a.revert is None:
+            return a.status, None
+        assumed[p.uid] = a.pod
+        inner = a.revert
+
+        def revert() -> None:
+            assumed.pop(p.uid, None)
+            undo.pop(p.uid, None)
+            inner()
+
+        undo[p.uid] = revert
+        return a.status, revert
+
+    start = time.perf_counter()
+    try:
+        result, _reverts = schedule_pod_group(fw, algorithm, cluster.snapshot, PodGroupInfo(pod_group, members),
+                                              assume, nominator=nominator, cycle=cycle, explain=explain)
+    except Exception as exc:  # a bug: no member may stay assumed
+        log.exception("Error scheduling pod group podGroup=%s/%s", (pod_group.get("metadata") or {}).get("namespace"),
+                      (pod_group.get("metadata") or {}).get("name"))
+        for fn in reversed(list(undo.values())):
+            try:
+                fn()
+            except Exception:
+                log.exception("reverting a pod group member's assumption failed")
+        msg = bug(exc)
+        return GroupCycle(ERROR, msg, [PodCycle(ERROR, message=msg) for _ in members], time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    message = result.status.message()
+    if result.status.is_success():
+        out = []
+        for mr in result.members:
+            if not mr.status.is_success():
+                out.append(_member_failed(mr, None))
+                continue
+            state = mr.state if mr.state is not None else CycleState(cluster.snapshot)
+            state.data.pop(POD_GROUP_CYCLE_KEY, None)  # SetPodGroupSchedulingCycle(nil) before Permit
+            out.append(PodCycle(SCHEDULED, mr.result, state=state, node=mr.node, assumed=assumed[mr.pod.uid]))
+        return GroupCycle(SCHEDULED, message, out, seconds)
+    if result.status.is_rejected():
+        rejectors = {p.name for p in fw.plugins.values() if isinstance(p, PodGroupSource)}  # GangScheduling
+        if result.status.plugin:  # e.g. the PlacementGenerate plugin that found no placement
+            rejectors.add(result.status.plugin)
+        for mr in result.members:
+            rejectors |= _own_rejectors(mr)
+        out = []
+        for mr in result.members:
+            if mr.evaluated and not mr.status.is_success():
+                out.append(_member_failed(mr, frozenset(rejectors)))
+                continue
+            # The member fit (and was reverted): the group's message after errPodGroupUnschedulable; not
+            # tried: the group's status as is (completePodGroupAlgorithmResult). Nomination cleared.
+            msg = f"{MSG_POD_GROUP_UNSCHEDULABLE}, {message}" if mr.evaluated else message
+            out.append(PodCycle(UNSCHEDULABLE, mr.result, msg, mr.state, rejectors=frozenset(rejectors)))
+        return GroupCycle(UNSCHEDULABLE, message, out, seconds)
+    log.error("Error scheduling pod group podGroup=%s/%s errorPods=%d err=%s",
+              (pod_group.get("metadata") or {}).get("namespace"), (pod_group.get("metadata") or {}).get("name"),
+              len(members), message)
+    return GroupCycle(ERROR, message, [PodCycle(ERROR, mr.result, mr.status.message() if mr.status.code == Code.ERROR
+                                                else message, mr.state) for mr in result.members], seconds)
+
+
+def _own_rejectors(mr: MemberResult) -> set[str]:
+    """The plugins that rejected this member (FitError diagnosis, or the Reserve plugin)."""
+    if mr.status.is_success() or not mr.evaluated:
+        return set()
+    if mr.result is not None and mr.result.selected is None and mr.result.diagnosis is not None:
+        d = mr.result.diagnosis
+        return set(d.unschedulable_plugins) | set(d.pending_plugins)
+    return {mr.status.plugin} if mr.status.plugin else set()
+
+
+def _member_failed(mr: MemberResult, rejectors: frozenset[str] | None) -> PodCycle:
+    """A member not placed for a reason of its own: its FitError (or the Reserve rejection on its
+    node, a FitError on that one node, or its error), as the single-Pod cycle reports it."""
+    st = mr.status
+    if st.code == Code.ERROR:
+        return PodCycle(ERROR, mr.result, st.message(), mr.state)
+    own = frozenset(_own_rejectors(mr))
+    out = PodCycle(UNSCHEDULABLE, mr.result, st.message(), mr.state, rejectors=own if rejectors is None else rejectors)
+    if mr.result is not None and mr.result.selected is None:
+        d = mr.result.diagnosis
+        out.pending = frozenset(d.pending_plugins) if d is not None else frozenset()
+        out.nominated = None
+        return out
+    node = mr.result.selected if mr.result is not None and mr.result.selected else ""
+    rej = rejection(st, node, PodCycle(UNSCHEDULABLE))
+    out.message = rej.message
+    return out
