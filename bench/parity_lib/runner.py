@@ -166,13 +166,17 @@ def run_py(objects: list[Obj], oracle: list[Obj] | None = None, gates: FeatureGa
             by_node.setdefault(node, []).append(PodInfo(current[uid]))
         return by_node
 
+    view: dict[str, list[Any]] = {}
+    fw.connect_nominator(view)  # refreshed before every cycle below, as the queue's is kept current
     out: list[Obj] = []
     for idx, p0 in enumerate(pending):
         uid = p0["metadata"]["uid"]
         p = current[uid]
         pi = PodInfo(p)
         try:
-            res = algo.schedule(fw, snap, pi, explain=True, nominator=nominator())
+            view.clear()
+            view.update(nominator())
+            res = algo.schedule(fw, snap, pi, explain=True)
         except SchedulingError as exc:
             err = str(exc)
             want = oracle[idx] if oracle is not None and idx < len(oracle) else None

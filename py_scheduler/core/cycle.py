@@ -19,7 +19,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from py_scheduler.cache.cache import CacheError
 from py_scheduler.core.ports import ClusterState, Nominations
@@ -166,7 +165,7 @@ def reserve_and_assume(fw: Framework, state: CycleState, pi: PodInfo, node: str,
 
 
 def schedule_pod(fw: Framework, algorithm: Algorithm, cluster: ClusterState, pi: PodInfo, *,
-                 nominator: Any = None, nominations: Nominations | None = None, cycle: int | None = None,
+                 nominations: Nominations | None = None, cycle: int | None = None,
                  explain: bool = False, assume: bool = True) -> PodCycle:
     """``schedulingCycle`` up to (not including) Permit: snapshot, algorithm (PostFilter on a
     FitError), then :func:`reserve_and_assume` on the selected node (unless ``assume`` is False).
@@ -177,7 +176,7 @@ def schedule_pod(fw: Framework, algorithm: Algorithm, cluster: ClusterState, pi:
         return PodCycle(ERROR, message=str(exc))
     start = time.perf_counter()
     try:
-        result = algorithm.schedule(fw, cluster.snapshot, pi, nominator=nominator, cycle=cycle, explain=explain)
+        result = algorithm.schedule(fw, cluster.snapshot, pi, cycle=cycle, explain=explain)
     except (SchedulingError, PodParseError) as exc:
         log.error("Error selecting node for pod pod=%s err=%s", pi.key, exc)
         return PodCycle(ERROR, message=str(exc), algorithm_seconds=time.perf_counter() - start)

@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from py_scheduler.cache.cache import CacheError
 from py_scheduler.core.cycle import ERROR, SCHEDULED, UNSCHEDULABLE, PodCycle, bug, rejection, reserve_and_assume
@@ -64,7 +63,7 @@ class GroupCycle:
 
 
 def schedule_group(fw: Framework, algorithm: Algorithm, cluster: ClusterState, pod_group: Obj,
-                   members: list[PodInfo], *, nominator: Any = None, nominations: Nominations | None = None,
+                   members: list[PodInfo], *, nominations: Nominations | None = None,
                    cycle: int | None = None, explain: bool = False) -> GroupCycle:
     """``scheduleOnePodGroup`` for ``members`` (the queued members, in order). Placed members stay
     assumed (``PodCycle.assumed``, their CycleState out of the group cycle); nothing else stays
@@ -94,7 +93,7 @@ def schedule_group(fw: Framework, algorithm: Algorithm, cluster: ClusterState, p
     start = time.perf_counter()
     try:
         result, _reverts = schedule_pod_group(fw, algorithm, cluster.snapshot, PodGroupInfo(pod_group, members),
-                                              assume, nominator=nominator, cycle=cycle, explain=explain)
+                                              assume, cycle=cycle, explain=explain)
     except Exception as exc:  # a bug: no member may stay assumed
         log.exception("Error scheduling pod group podGroup=%s/%s", (pod_group.get("metadata") or {}).get("namespace"),
                       (pod_group.get("metadata") or {}).get("name"))

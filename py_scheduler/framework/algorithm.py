@@ -21,7 +21,7 @@ from typing import Any
 from py_scheduler.framework.batch import PodSignature, SortedScoredNodes
 from py_scheduler.framework.interfaces import PostFilterResult
 from py_scheduler.framework.lister import SnapshotLister
-from py_scheduler.framework.runtime import Framework, Nominator
+from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 
 log = logging.getLogger("py_scheduler.framework")
@@ -185,7 +185,7 @@ class Algorithm:
 
     def schedule(self, fw: Framework, snapshot: SnapshotLister, pod: PodInfo, *,
                  explain: bool = False, run_post_filter: bool = True,
-                 nominator: Nominator | None = None, cycle: int | None = None,
+                 cycle: int | None = None,
                  placement: list[NodeInfo] | None = None) -> ScheduleResult:
         """Run one scheduling cycle for ``pod`` on ``snapshot`` (``schedulePod``).
 
@@ -194,8 +194,8 @@ class Algorithm:
         message tail, and ``post_filter`` -- a nominated node with victims, or
         ``nominated_node_name == ""`` meaning "clear the Pod's nomination").
 
-        ``nominator`` (node -> nominated PodInfos) is used for this cycle instead of
-        ``fw.nominator``; with neither, Filter sees no nominated Pods. A Pod whose
+        Filter sees the Pods nominated per node through ``fw.nominator`` (connected once, see
+        :meth:`Framework.connect_nominator`; none: no nominated Pods). A Pod whose
         ``status.nominatedNodeName`` names a node of the snapshot is tried on that node alone first
         (``evaluateNominatedNode``).
 
@@ -213,14 +213,7 @@ class Algorithm:
         Raises:
             SchedulingError: a plugin failed with an internal error (not a rejection).
         """
-        if nominator is None:
-            return self._schedule(fw, snapshot, pod, explain, run_post_filter, cycle, placement)
-        saved = fw.nominator
-        fw.nominator = nominator
-        try:
-            return self._schedule(fw, snapshot, pod, explain, run_post_filter, cycle, placement)
-        finally:
-            fw.nominator = saved
+        return self._schedule(fw, snapshot, pod, explain, run_post_filter, cycle, placement)
 
     def _schedule(self, fw: Framework, snapshot: SnapshotLister, pod: PodInfo, explain: bool,
                   run_post_filter: bool, cycle: int | None = None,

@@ -54,7 +54,7 @@ from py_scheduler.framework.interfaces import (
     PodGroupInfo,
 )
 from py_scheduler.framework.lister import SnapshotLister
-from py_scheduler.framework.runtime import Framework, Nominator, SchedulingError
+from py_scheduler.framework.runtime import Framework, SchedulingError
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 
 log = logging.getLogger("py_scheduler.framework.podgroup")
@@ -164,7 +164,7 @@ def _feasible(plugins: list[PlacementFeasiblePlugin], state: CycleState, group: 
 
 
 def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLister, group: PodGroupInfo,
-                       assume: AssumeFn, *, nominator: Nominator | None = None, cycle: int | None = None,
+                       assume: AssumeFn, *, cycle: int | None = None,
                        explain: bool = False) -> tuple[PodGroupResult, RevertFns]:
     """``podGroupSchedulingAlgorithm`` over ``group.pods`` (the queued members, in order): the
     placement algorithm with ``TopologyAwareWorkloadScheduling`` on, else the default algorithm.
@@ -176,12 +176,12 @@ def schedule_pod_group(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLi
     is that member's Error).
     """
     if fw.handle.feature_gates.topology_aware_workload_scheduling:
-        return _schedule_placements(fw, algorithm, snapshot, group, assume, nominator, cycle, explain)
-    return _schedule_default(fw, algorithm, snapshot, group, assume, nominator, cycle, explain, None)
+        return _schedule_placements(fw, algorithm, snapshot, group, assume, cycle, explain)
+    return _schedule_default(fw, algorithm, snapshot, group, assume, cycle, explain, None)
 
 
 def _schedule_default(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLister, group: PodGroupInfo,
-                      assume: AssumeFn, nominator: Nominator | None, cycle: int | None, explain: bool,
+                      assume: AssumeFn, cycle: int | None, explain: bool,
                       placement: frozenset[str] | None) -> tuple[PodGroupResult, RevertFns]:
     """``podGroupSchedulingDefaultAlgorithm``; with ``placement`` (node names) each member is tried on
     those nodes of the snapshot alone."""
@@ -201,7 +201,7 @@ def _schedule_default(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLis
     else:
         result.status = st
         for pi in group.pods:
-            member = _schedule_member(fw, algorithm, snapshot, pi, key, assume, reverts, nominator, cycle, explain,
+            member = _schedule_member(fw, algorithm, snapshot, pi, key, assume, reverts, cycle, explain,
                                       placement)
             result.members.append(member)
             if not member.status.is_success() and not member.status.is_rejected():
@@ -235,14 +235,14 @@ def _schedule_default(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLis
 
 
 def _schedule_member(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLister, pi: PodInfo, key: str,
-                     assume: AssumeFn, reverts: RevertFns, nominator: Nominator | None, cycle: int | None,
+                     assume: AssumeFn, reverts: RevertFns, cycle: int | None,
                      explain: bool, placement: frozenset[str] | None = None) -> MemberResult:
     """``podGroupPodSchedulingAlgorithm``: filter/score one member (no PostFilter; on the
     ``placement``'s nodes when given, resolved in the current snapshot so assumed members show), then
     assume and reserve it on the selected node, its revert appended to ``reverts``."""
     nodes = None if placement is None else [ni for ni in snapshot.node_info_list if ni.name in placement]
     try:
-        res = algorithm.schedule(fw, snapshot, pi, explain=explain, run_post_filter=False, nominator=nominator,
+        res = algorithm.schedule(fw, snapshot, pi, explain=explain, run_post_filter=False,
                                  cycle=cycle, placement=nodes)
     except SchedulingError as exc:
         return MemberResult(pi, Status.error(str(exc)))
@@ -335,7 +335,7 @@ def score_placements(fw: Framework, state: CycleState, group: PodGroupInfo,
 
 
 def _schedule_placements(fw: Framework, algorithm: Algorithm, snapshot: SnapshotLister, group: PodGroupInfo,
-                         assume: AssumeFn, nominator: Nominator | None, cycle: int | None,
+                         assume: AssumeFn, cycle: int | None,
                          explain: bool) -> tuple[PodGroupResult, RevertFns]:
     """``podGroupSchedulingPlacementAlgorithm`` (module docstring). Every trial is reverted before
     the next; only the chosen placement's members are assumed when this returns Success."""
@@ -347,7 +347,7 @@ def _schedule_placements(fw: Framework, algorithm: Algorithm, snapshot: Snapshot
     feasible: list[tuple[Placement, PodGroupResult]] = []
     for placement in placements:
         names = frozenset(ni.name for ni in placement.nodes)
-        res, reverts = _schedule_default(fw, algorithm, snapshot, group, assume, nominator, cycle, explain, names)
+        res, reverts = _schedule_default(fw, algorithm, snapshot, group, assume, cycle, explain, names)
         reverts.revert()
         log.debug("pod group %s/%s placement %r: %s", group.namespace, group.name, placement.name,
                   res.status.message() or "feasible")

@@ -144,8 +144,8 @@ class Framework:
             p for p, _ in plugins if isinstance(p, AllocationReporter)]
         """Decided once, as every extension point: a Protocol ``isinstance`` costs tens of microseconds."""
         self.nominator: Nominator | None = nominator
-        """The pods nominated per node (upstream's ``WithPodNominator``); ``Algorithm.schedule(...,
-        nominator=)`` overrides it for one cycle."""
+        """The pods nominated per node (upstream's ``WithPodNominator``): given here or connected once
+        (:meth:`connect_nominator`), never swapped per cycle."""
         self.handle: Handle = handle if handle is not None else Handle.detached()
         """The profile's Handle, the one its plugins got at ``create`` (a detached one when None); its
         ``profile`` is this framework (upstream's frameworkImpl is the Handle), bound here once."""
@@ -162,6 +162,14 @@ class Framework:
         self.set_opportunistic_batching(self.handle.feature_gates.opportunistic_batching)
 
     # -- OpportunisticBatching ------------------------------------------------------------------------
+    def connect_nominator(self, nominator: Nominator) -> None:
+        """Give the profile the queue's nominator, once (``WithPodNominator``: upstream makes the queue
+        first; here the queue is made from the profiles). Connecting a different one raises
+        RuntimeError: every cycle of a profile reads the same nominator."""
+        if self.nominator is not None and self.nominator is not nominator:
+            raise RuntimeError(f"profile {self.profile_name!r} already has a nominator")
+        self.nominator = nominator
+
     def set_opportunistic_batching(self, enabled: bool) -> None:
         """Turn the ``OpportunisticBatching`` gate on or off for this profile (a new, empty batch
         state when on)."""

@@ -10,9 +10,9 @@ FailedScheduling event, PodScheduled condition, nominated node). Metrics as
 ``pkg/scheduler/metrics``: ``schedule_attempts_total{result}``, attempt / algorithm durations,
 ``pod_scheduling_sli_duration_seconds{attempts}``, ``pod_scheduling_attempts``.
 
-Nominated Pods: Filter sees the queue's nominator (``Algorithm.schedule(..., nominator=queue.nominator)``,
-upstream's ``RunFilterPluginsWithNominatedPods``), so a Pod of lower priority cannot take the room a
-preemption freed for a nominated one; an assumed Pod leaves the nominator
+Nominated Pods: Filter sees the queue's nominator (connected to every profile once, at
+construction: ``Framework.connect_nominator``; upstream's ``RunFilterPluginsWithNominatedPods``), so a
+Pod of lower priority cannot take the room a preemption freed for a nominated one; an assumed Pod leaves the nominator
 (``DeleteNominatedPodIfExists`` in ``assume``) and ``handleSchedulingFailure`` records the
 nomination PostFilter chose (``AddNominatedPod``).
 
@@ -126,6 +126,8 @@ class SchedulingLoop:
         self.pod_lister = pod_lister
         if queue.pod_lister is None:
             queue.pod_lister = pod_lister
+        for fw in self.frameworks.values():
+            fw.connect_nominator(queue.nominator)
         self.snapshot = Snapshot(cache.objects)
         self.state = CacheState(cache, self.snapshot)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -225,7 +227,7 @@ class SchedulingLoop:
         if group is not None:  # GenericWorkload: the whole group in one cycle (schedule_one_podgroup.go)
             self._schedule_one_pod_group(fw, qpi, *group)
             return
-        c = schedule_pod(fw, self.algorithm, self.state, pi, nominator=self.queue.nominator, nominations=self.queue,
+        c = schedule_pod(fw, self.algorithm, self.state, pi, nominations=self.queue,
                          cycle=self.queue.scheduling_cycle)
         if c.algorithm_seconds:
             m.SCHEDULING_ALGORITHM_DURATION.observe(c.algorithm_seconds)
@@ -293,7 +295,7 @@ class SchedulingLoop:
             q.pending_plugins = frozenset()
         log.debug("Attempting to schedule pod group podGroup=%s/%s pods=%d", ns, name, len(queued))
         g = schedule_group(fw, self.algorithm, self.state, pod_group, [q.pod_info for q in queued],
-                           nominator=self.queue.nominator, nominations=self.queue, cycle=self.queue.scheduling_cycle)
+                           nominations=self.queue, cycle=self.queue.scheduling_cycle)
         m.PODGROUP_SCHEDULING_ALGORITHM_DURATION.observe(g.algorithm_seconds)
         for q, c in zip(queued, g.members, strict=True):
             try:  # a bug submitting one member must not lose it nor the members after it

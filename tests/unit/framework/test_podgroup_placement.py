@@ -67,6 +67,7 @@ def _setup(plugins: list[Any], weights: dict[str, int] | None = None, cordoned: 
     for p in plugins:
         fw.plugins[p.name] = p
     fw.weights.update(weights or {})
+    fw.nominator = None  # h0's queue gave it its nominator; the harness below brings its own queue
     h = Harness(fw)
     for n in ("node1", "node2"):
         h.cache.add_node({"metadata": {"name": n, "labels": {"kubernetes.io/hostname": n}},

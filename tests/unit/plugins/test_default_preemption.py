@@ -367,9 +367,10 @@ def schedule_all(objects: list[Obj]) -> list[tuple[str, str | None, str | None, 
         nnn = (pi.pod.get("status") or {}).get("nominatedNodeName")
         if nnn:
             nominator.setdefault(nnn, []).append(pi)
+    fw.connect_nominator(nominator)  # updated in place below, as the queue's is
     out = []
     for pi in infos:
-        res = algo.schedule(fw, snap, pi, nominator=nominator)
+        res = algo.schedule(fw, snap, pi)
         pf = res.post_filter
         nominated = pf.nominated_node_name if pf is not None and pf.nominated_node_name else None
         victims = sorted(v.key for v in pf.victims) if pf is not None else []
@@ -837,9 +838,8 @@ def test_no_nominator_keeps_plain_filter_and_nominator_is_restored() -> None:
     st = fw.run_filter_with_nominated_pods(state, pi, snap.get("n"))
     assert st.code == Code.UNSCHEDULABLE and st.reasons == ["Insufficient cpu"]
     assert len(snap.get("n").pods) == 0  # the clone took the nominated Pod, not the snapshot
+    assert Algorithm().schedule(fw, snap, pi).selected is None
     fw.nominator = None
-    res = Algorithm().schedule(fw, snap, pi, nominator={"n": [nominated]})
-    assert res.selected is None and fw.nominator is None
     assert Algorithm().schedule(fw, snap, pi).selected == "n"
 
 
@@ -847,7 +847,8 @@ def test_nominated_pod_add_pod_failure_is_a_scheduling_error() -> None:
     fw, _ = make_framework(extra=[ErrorOnLabelPlugin()])
     snap = Snapshot.from_objects([unode("n", {"cpu": "1"}, labels={"error": "true"})])
     with pytest.raises(SchedulingError, match='running AddPod on PreFilter plugin "test-plugin": failed to add pod: p'):
-        Algorithm().schedule(fw, snap, PodInfo(upod("p")), nominator={"n": [PodInfo(upod("hi", prio=10))]})
+        fw.connect_nominator({"n": [PodInfo(upod("hi", prio=10))]})
+        Algorithm().schedule(fw, snap, PodInfo(upod("p")))
 
 
 # -- asynchronous preemption bookkeeping -----------------------------------------------------------------
