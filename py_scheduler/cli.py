@@ -149,6 +149,12 @@ def run(
 
     if anonymous_auth.lower() not in ("true", "false"):
         raise typer.BadParameter(f"must be true or false, not {anonymous_auth!r}", param_hint="--anonymous-auth")
+    from py_scheduler.app.serving.secure import TLS_VERSIONS
+
+    # refused at start, not after logging in, as component-base/cli/flag/ciphersuites_flag.go TLSVersion
+    if tls_min_version not in TLS_VERSIONS:
+        raise typer.BadParameter(f"unknown tls version {tls_min_version!r}; one of {', '.join(TLS_VERSIONS)}",
+                                 param_hint="--tls-min-version")
     serving = ServingOptions(plain_http=plain_http, tls_cert_file=tls_cert_file,
                              tls_private_key_file=tls_private_key_file,
                              always_allow_paths=_csv(authorization_always_allow_paths),

@@ -97,7 +97,8 @@ class QueueMetrics(Protocol):
 
 
 _MEMO_MAX = 4096
-"""Entries of the fan-out memos before they are cleared (groups x events; a few dozen in practice)."""
+"""Entries each fan-out memo holds at most: full, it is cleared before the next entry goes in (groups x events;
+a few dozen in practice)."""
 
 
 class PriorityQueue(Nominator):
@@ -552,7 +553,7 @@ class PriorityQueue(Nominator):
         if hit is None:
             hit = any(match_cluster_events(registered, ev)
                       for hint_map in self._hint_maps.values() for registered in hint_map)
-            if len(self._interest_memo) > _MEMO_MAX:
+            if len(self._interest_memo) >= _MEMO_MAX:
                 self._interest_memo.clear()
             self._interest_memo[ev] = hit
         return hit
@@ -578,7 +579,7 @@ class PriorityQueue(Nominator):
             out = []
         else:
             out = matching_hints(hint_map, rejectors, ev) or None
-        if len(self._group_memo) > _MEMO_MAX:
+        if len(self._group_memo) >= _MEMO_MAX:
             self._group_memo.clear()
         self._group_memo[memo_key] = out
         return out

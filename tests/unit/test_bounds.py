@@ -194,3 +194,43 @@ def test_queue_nominator_and_pool_follow_the_pods() -> None:
     assert len(q.nominator) == 0 and q._nominated_pod_to_node == {}
     assert sum(q.lengths().values()) == 0
     assert q._active.in_flight == {}
+
+
+def test_queue_hint_memos_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_interest_memo`` (event -> of interest?) and ``_group_memo`` ((group, event) -> hint functions)
+    under churn of distinct events and groups (``_MEMO_MAX``, 4096: lowered): never more than the
+    bound, and still right after being cleared (the Pods whose hints skip every event stay put)."""
+    from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
+    from py_scheduler.queue import scheduling_queue as sq
+
+    monkeypatch.setattr(sq, "_MEMO_MAX", 100)
+
+    class NodeSkip:
+        """A Filter registered for every Node change whose hint always skips."""
+
+        name = "NodeSkip"
+
+        def filter(self, state: Any, pod: PodInfo, node_info: NodeInfo) -> types_mod.Status:
+            return types_mod.Status.success()
+
+        def events_to_register(self) -> list[ClusterEventWithHint]:
+            return [ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ALL),
+                                         lambda pod, old, new: QueueingHint.QUEUE_SKIP)]
+
+    q = PriorityQueue({"py-scheduler": Framework("py-scheduler", [(PrioritySort(), 0), (NodeSkip(), 0)])})
+    pods = [_pod(i) for i in range(6)]
+    rejectors = [frozenset({"NodeSkip"}), frozenset({"NodeSkip", "Other"}), frozenset({"NodeSkip", "Other", "Third"})]
+    for i, p in enumerate(pods):  # three groups (rejector sets), two Pods each
+        q.add(p)
+        qpi = q.pop_nowait()
+        assert qpi is not None
+        qpi.unschedulable_plugins = rejectors[i % 3]
+        q.add_unschedulable_if_not_present(qpi)
+        q.done(qpi.uid)
+    peak_interest = peak_group = 0
+    for bits in range(1, 1001):  # 1000 distinct Node events (combinations of action bits)
+        q.move_all_to_active_or_backoff(ClusterEvent(Resource.NODE, ActionType(bits)))
+        peak_interest = max(peak_interest, len(q._interest_memo))
+        peak_group = max(peak_group, len(q._group_memo))
+    assert peak_interest == 100 and peak_group == 100  # filled, never past the bound
+    assert q.lengths()["unschedulable"] == 6  # every event skipped, memo cleared or not

@@ -103,7 +103,7 @@ DEFAULT_ALWAYS_ALLOW_GROUPS = ("system:masters",)
 CACHE_TTL = 10.0
 """Seconds a TokenReview / SubjectAccessReview answer is reused (upstream's defaults)."""
 CACHE_SIZE = 4096
-"""Entries per cache at most (oldest dropped first)."""
+"""Entries per cache at most (the least recently used dropped first: :class:`_TTLCache` is an LRU)."""
 REVIEW_TIMEOUT = 10.0
 """Seconds one TokenReview / SubjectAccessReview request may take on the wire."""
 REVIEW_DEADLINE = 5.0

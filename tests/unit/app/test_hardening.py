@@ -182,6 +182,47 @@ async def test_memory_actions_need_profiling_and_post() -> None:
                 assert r.status == 405
 
 
+
+# -- the flags through the command line ------------------------------------------------------------------------
+
+def _run_cli(monkeypatch: pytest.MonkeyPatch, *flags: str) -> tuple[Any, list[dict[str, Any]]]:
+    """``py-scheduler run FLAGS`` through the real typer parser, up to ``run_scheduler`` (recorded, not run)."""
+    from py_scheduler import cli
+    from py_scheduler.app.process import main
+
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(main, "run_scheduler", lambda **kw: seen.append(kw) or 0)
+    monkeypatch.setattr(cli, "imports_done", lambda: None)  # no gc.freeze in the test process
+    return CliRunner().invoke(cli.app, ["run", *flags]), seen
+
+
+def test_run_passes_profiling_and_tls_min_version_to_the_serving_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from py_scheduler.app.process.main import ServingOptions
+
+    res, seen = _run_cli(monkeypatch)
+    assert res.exit_code == 0, res.output
+    assert seen[0]["serving"] == ServingOptions()  # off, VersionTLS12: kube-scheduler's defaults
+    assert (seen[0]["serving"].profiling, seen[0]["serving"].tls_min_version) == (False, "VersionTLS12")
+    res, seen = _run_cli(monkeypatch, "--profiling", "--tls-min-version", "VersionTLS13")
+    assert res.exit_code == 0, res.output
+    assert (seen[0]["serving"].profiling, seen[0]["serving"].tls_min_version) == (True, "VersionTLS13")
+    res, seen = _run_cli(monkeypatch, "--tls-min-version=VersionTLS12")
+    assert res.exit_code == 0 and seen[0]["serving"].tls_min_version == "VersionTLS12"
+
+
+@pytest.mark.parametrize("value", ["VersionTLS10", "VersionTLS11", "TLS13", "1.3", "versiontls13"])
+def test_run_refuses_an_unknown_tls_min_version_before_starting(monkeypatch: pytest.MonkeyPatch,
+                                                                 value: str) -> None:
+    """As kube-scheduler's ``cliflag.TLSVersion`` (``unknown tls version``) refuses it at start, before
+    any login; TLS 1.0 and 1.1, which upstream still accepts, are not offered (Python's ssl module)."""
+    res, seen = _run_cli(monkeypatch, "--tls-min-version", value)
+    assert res.exit_code == 2, res.output
+    assert seen == []  # refused before run_scheduler: no login, no server
+    text = " ".join(res.output.replace("│", " ").split())  # typer wraps its error box
+    assert "--tls-min-version" in text and f"unknown tls version {value!r}" in text, text
+    assert "VersionTLS12, VersionTLS13" in text, text
+
+
 # -- the serving certificate ------------------------------------------------------------------------------------
 
 def test_serving_certificate_has_its_own_ca_and_the_pod_ip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

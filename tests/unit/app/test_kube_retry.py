@@ -118,6 +118,26 @@ async def test_a_post_answered_503_without_retry_after_is_not_retried(server: Se
     assert [m for m, _ in server.seen] == ["PATCH"]
 
 
+@pytest.mark.parametrize("method", ["POST", "GET"])
+async def test_a_503_with_retry_after_is_retried_after_that_wait_whatever_the_method(
+        server: Server, kube: Kube, method: str) -> None:
+    """client-go v0.37.2 ``rest/with_retry.go``: ``IsNextRetry`` asks ``checkWait``, which waits for
+    "any 500 error code and 429" carrying ``Retry-After``, the method aside (the method only matters
+    for a connection error, ``isErrRetryableFunc`` in ``request.go``); the wait is the header's seconds
+    (``Before``: no backoff configured by default)."""
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    kube.retry_sleep = sleep
+    server.plan = [answer(503, "1")]
+    body = {"metadata": {"name": "c"}} if method == "POST" else None
+    assert await kube.request(method, "/api/v1/namespaces/default/configmaps", body=body) == {}
+    assert [m for m, _ in server.seen] == [method, method]
+    assert waits == [1.0] and kube.throttled == 1
+
+
 async def test_a_get_reset_is_retried(server: Server, kube: Kube) -> None:
     server.plan = [reset]
     assert await kube.request("GET", "/api/v1/nodes/n1") == {}

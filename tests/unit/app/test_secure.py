@@ -217,6 +217,42 @@ async def test_cache_expires() -> None:
     assert auth.reviews == 5
 
 
+
+async def test_cache_size_is_capped_and_the_least_recently_used_goes_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many distinct tokens (a junk-token flood, each answered "not authenticated") keep at most
+    CACHE_SIZE answers per cache (4096: lowered); the entry dropped is the least recently used one
+    (``_TTLCache``: an LRU), so a token in steady use stays cached through the flood."""
+    from py_scheduler.app.serving import secure
+
+    monkeypatch.setattr(secure, "CACHE_SIZE", 8)
+    reviews = Reviews()
+    auth = DelegatingAuth(reviews)  # type: ignore[arg-type]
+    assert await auth.authenticate("reader-token") is not None
+    reader = UserInfo("system:serviceaccount:monitoring:prometheus", "u-x")
+    for i in range(100):
+        assert await auth.authenticate(f"junk-{i}") is None
+        await auth.authorize(reader, "get", f"/debug/path-{i}")
+        assert len(auth._tokens._d) <= 8 and len(auth._decisions._d) <= 8
+        if i % 4 == 0:  # the scrape keeps coming: its answer is used, hence kept
+            assert await auth.authenticate("reader-token") is not None
+    assert len(auth._tokens._d) == 8 and len(auth._decisions._d) == 8
+    reader_reviews = [b for p, b in reviews.calls if p.endswith("/tokenreviews")
+                      and b["spec"]["token"] == "reader-token"]
+    assert len(reader_reviews) == 1  # never dropped while in use (a FIFO would have dropped it 8 tokens later)
+    sent = auth.reviews
+    assert await auth.authenticate("reader-token") is not None  # used recently: still cached
+    for i in range(93, 100):  # the newest seven junk tokens: still cached
+        assert await auth.authenticate(f"junk-{i}") is None
+    assert auth.reviews == sent
+    assert await auth.authenticate("junk-92") is None  # older: dropped, reviewed again
+    assert await auth.authenticate("junk-0") is None
+    assert auth.reviews == sent + 2
+    assert (await auth.authorize(reader, "get", "/debug/path-99"))[0] is False  # newest decision: cached
+    assert auth.reviews == sent + 2
+    await auth.authorize(reader, "get", "/debug/path-0")  # oldest decision: dropped
+    assert auth.reviews == sent + 3
+
+
 # -- bounded review work (issue 31) -------------------------------------------------------------------------
 
 async def test_concurrent_requests_with_one_token_share_one_review() -> None:
