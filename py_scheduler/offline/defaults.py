@@ -34,6 +34,15 @@ Upstream, in the order the API server applies them on create:
   ``pkg/apis/scheduling/v1/defaults.go`` defaults it); without any class priority 0 and
   ``PreemptLowerPriority``. A Pod naming a class the snapshot lacks (the API server would refuse
   it) keeps no priority, as before.
+* ``plugin/pkg/admission/runtimeclass/admission.go`` (after the above: it comes later in
+  ``AllOrderedPlugins``), for a Pod with ``runtimeClassName``: ``setOverhead`` -- ``spec.overhead``
+  becomes the class's ``overhead.podFixed``; ``setScheduling`` -- the class's
+  ``scheduling.nodeSelector`` is merged into the Pod's and its tolerations with
+  ``pkg/util/tolerations`` ``MergeTolerations`` (a toleration another one covers is dropped). It
+  refuses the Pod (:func:`default_pod` returns the message, the Pod is left as written) when the
+  class does not exist, when the Pod's overhead differs from the class's, on a nodeSelector key
+  whose value differs from the class's, and (``validateOverhead``) when a Pod sets an overhead its
+  class does not define.
 
 Not filled, because the API server does not fill them either (the scheduler applies their meaning
 itself): a toleration's ``operator`` (empty means ``Equal``) and ``effect``, topology spread constraints'
@@ -54,7 +63,7 @@ from py_scheduler.cache.snapshot import ClusterObjects
 from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.pod_resources import pod_requests
-from py_scheduler.framework.quantity import format_quantity
+from py_scheduler.framework.quantity import QuantityError, format_quantity, parse
 
 __all__ = ["default_pod"]
 
@@ -181,11 +190,103 @@ def _priority(spec: Obj, objects: ClusterObjects) -> None:
         spec["preemptionPolicy"] = (pc or {}).get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY
 
 
-def default_pod(pod: Obj, objects: ClusterObjects) -> None:
-    """Fill in, in place, what the API server fills in on create (module docstring)."""
+def _quantities(v: object) -> dict[str, Decimal] | None:
+    try:
+        return {str(k): parse(x) for k, x in v.items()} if isinstance(v, dict) else None
+    except QuantityError:
+        return None
+
+
+def _toleration(t: Obj) -> tuple[str, str, str, str, object]:
+    """A toleration as Go's struct compares (absent fields are their zero values)."""
+    return (str(t.get("key") or ""), str(t.get("operator") or ""), str(t.get("value") or ""),
+            str(t.get("effect") or ""), t.get("tolerationSeconds"))
+
+
+def _is_superset(ss: Obj, t: Obj) -> bool:
+    """``pkg/util/tolerations`` ``isSuperset``: ``ss`` tolerates everything ``t`` tolerates."""
+    sk, so, sv, se, ssec = _toleration(ss)
+    tk, to, tv, te, tsec = _toleration(t)
+    if (sk, so, sv, se, ssec) == (tk, to, tv, te, tsec):
+        return True
+    if tk != sk and (sk != "" or so != "Exists"):
+        return False
+    if te != se and se != "":
+        return False
+    if se == "NoExecute" and isinstance(ssec, int) and (not isinstance(tsec, int) or tsec > ssec):
+        return False
+    if so in ("Equal", ""):
+        return to == "Equal" and tv == sv
+    return so == "Exists"
+
+
+def _merge_tolerations(first: list[Obj], second: list[Obj]) -> list[Obj]:
+    """``pkg/util/tolerations`` ``MergeTolerations``: both lists, less every toleration another one
+    covers (of equal ones the first is kept)."""
+    every = [*first, *second]
+    merged: list[Obj] = []
+    for i, t in enumerate(every):
+        if any(_is_superset(m, t) for m in merged):
+            continue
+        if any(_toleration(t) != _toleration(t2) and _is_superset(t2, t) for t2 in every[i + 1:]):
+            continue
+        merged.append(t)
+    return merged
+
+
+def _runtime_class(pod: Obj, spec: Obj, objects: ClusterObjects) -> str | None:
+    """The RuntimeClass admission plugin's ``Admit`` then ``Validate`` (module docstring): applies
+    its changes to ``spec`` and returns None, or returns the API server's refusal and changes nothing."""
+    name = spec.get("runtimeClassName")
+    forbidden = f'pods "{(pod.get("metadata") or {}).get("name") or ""}" is forbidden: '
+    rc: Obj | None = None
+    if isinstance(name, str) and name:
+        rc = objects.get("RuntimeClass", name)
+        if rc is None:
+            return f'{forbidden}pod rejected: RuntimeClass "{name}" not found'
+    overhead = spec.get("overhead")
+    new: Obj = {}
+    if rc is not None and rc.get("overhead") is not None:
+        fixed = (rc.get("overhead") or {}).get("podFixed")
+        if overhead and _quantities(overhead) != _quantities(fixed or {}):
+            return f"{forbidden}pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead"
+        new["overhead"] = copy.deepcopy(fixed) or None
+    elif overhead is not None:
+        return f"{forbidden}pod rejected: Pod Overhead set without corresponding RuntimeClass defined Overhead"
+    scheduling = rc.get("scheduling") if rc is not None else None
+    if isinstance(scheduling, dict):
+        selector = spec.get("nodeSelector")
+        rc_selector = scheduling.get("nodeSelector")
+        if not isinstance(selector, dict):
+            new["nodeSelector"] = copy.deepcopy(rc_selector) if isinstance(rc_selector, dict) else selector
+        else:
+            selector = dict(selector)
+            for k, v in (rc_selector or {}).items():
+                if k in selector and selector[k] != v:
+                    return (f"{forbidden}conflict: runtimeClass.scheduling.nodeSelector[{k}] = {v}; "
+                            f"pod.spec.nodeSelector[{k}] = {selector[k]}")
+                selector[k] = v
+            new["nodeSelector"] = selector
+        new["tolerations"] = _merge_tolerations(_dicts(spec.get("tolerations")),
+                                                copy.deepcopy(_dicts(scheduling.get("tolerations")))) or None
+    for k, v in new.items():
+        if v is None:
+            spec.pop(k, None)
+        else:
+            spec[k] = v
+    return None
+
+
+def default_pod(pod: Obj, objects: ClusterObjects) -> str | None:
+    """Fill in, in place, what the API server fills in on create (module docstring).
+
+    Returns None, or the message with which the API server's RuntimeClass admission would refuse
+    to create the Pod (``pods "web" is forbidden: pod rejected: RuntimeClass "kata" not found``);
+    then the RuntimeClass fields are left as written (the defaults before it are filled in).
+    """
     spec = pod.get("spec")
     if not isinstance(spec, dict):
-        return
+        return None
     host_network = spec.get("hostNetwork") is True
     for key in ("containers", "initContainers", "ephemeralContainers"):
         for c in _dicts(spec.get(key)):
@@ -209,3 +310,4 @@ def default_pod(pod: Obj, objects: ClusterObjects) -> None:
         spec["securityContext"] = {}
     _default_tolerations(spec)
     _priority(spec, objects)
+    return _runtime_class(pod, spec, objects)

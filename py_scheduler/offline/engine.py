@@ -179,6 +179,8 @@ class OfflineScheduler:
         self.snapshot = snapshot
         self.algorithm = Algorithm(percentage_of_nodes_to_score, rng=random.Random(seed))
         self.state = SnapshotState(snapshot)
+        self.rejected: dict[str, str] = {}
+        """Pod key -> the API server's refusal to create it (:attr:`ClusterData.rejected`)."""
         self.api = api
         """The in-memory API the profiles' Handle writes to (None: PreBind plugins are not run)."""
         if api is not None:
@@ -199,7 +201,9 @@ class OfflineScheduler:
         api = MemoryAPI()
         api.unscheduled = [p for p in data.pods if not (p.get("spec") or {}).get("nodeName")]
         fws, default, pct = load_frameworks(config, feature_gates, objects=api, client=api.client)
-        return cls(fws, default, data.snapshot(), pct, api=api)
+        sched = cls(fws, default, data.snapshot(), pct, api=api)
+        sched.rejected = dict(data.rejected)
+        return sched
 
     def framework_for(self, pod: Obj) -> Framework:
         """The profile named by ``spec.schedulerName``, else the default profile."""
@@ -227,10 +231,14 @@ class OfflineScheduler:
         Never raises for a bad Pod or a failing plugin: a :class:`PodParseError`, a
         :class:`SchedulingError`, a Reserve rejection or a plugin that raises (a bug: its exception
         named, ``<Type>: <message>``) comes back as ``result.message`` with ``selected`` None, and
-        nothing of this Pod stays reserved nor assumed.
+        nothing of this Pod stays reserved nor assumed. A Pod the API server would not have created
+        (:attr:`rejected`) is not tried: its message says so.
         """
         fw = self.framework_for(pod)
         key = pod_key(pod)
+        refused = self._refused(pod)
+        if refused is not None:
+            return refused
         try:
             pod_info = PodInfo(pod)
         except PodParseError as exc:
@@ -293,7 +301,8 @@ class OfflineScheduler:
         for i, pod in enumerate(pods):
             if out[i] is not None:
                 continue
-            held = self._held_by_gang(pod)  # a gang below minCount waits for members, never tried
+            # a Pod the API server refuses never exists; a gang below minCount waits for members: never tried
+            held = self._refused(pod) or self._held_by_gang(pod)
             group = None if held is not None else pod_group_of(self.framework_for(pod), pod)
             if group is None:
                 single = held or self.schedule(pod, explain=explain)
@@ -311,6 +320,16 @@ class OfflineScheduler:
                 if progress is not None:
                     progress(o)
         return [o for o in out if o is not None]
+
+    def _refused(self, pod: Obj) -> Outcome | None:
+        """An unplaced Outcome for a Pod of :attr:`rejected`, else None."""
+        msg = self.rejected.get(pod_key(pod))
+        if msg is None:
+            return None
+        fw = self.framework_for(pod)
+        return Outcome(pod, ScheduleResult(pod=pod_key(pod), profile=fw.profile_name,
+                                           message=f"not created: the API server's admission refuses it: {msg}",
+                                           weights=dict(fw.score_weights)), {})
 
     def _held_by_gang(self, pod: Obj) -> Outcome | None:
         """An unplaced Outcome when GangScheduling's PreEnqueue holds ``pod`` out of the queue: it names
@@ -343,6 +362,10 @@ class OfflineScheduler:
         infos: list[PodInfo] = []
         outcomes: dict[int, Outcome] = {}
         for k, pod in enumerate(pods):
+            refused = self._refused(pod)
+            if refused is not None:
+                outcomes[k] = refused
+                continue
             try:
                 infos.append(PodInfo(pod))
             except (PodParseError, AttributeError, TypeError, ValueError) as exc:

@@ -7,7 +7,8 @@ kubernetes_asyncio's ``ApiClient.call_api`` on the table's path. Objects are tak
 response (``_preload_content=False``), i.e. exactly the camelCase dicts the API server sent: going
 through the generated models and ``ApiClient.sanitize_for_serialization`` would silently drop fields
 newer than the client library (pod-level resources, new DRA fields). List items carry no ``kind``;
-the loader's typed-list handling (``NodeList`` -> ``Node``) fills it in.
+the loader's typed-list handling (``NodeList`` -> ``Node``) fills it in. The Pods are stored ones,
+so the loader refuses none at admission (``admitted=True``; RuntimeClasses are not listed).
 
 Kinds whose API group the server does not serve (404, e.g. ``resource.k8s.io/v1`` switched off)
 are skipped; any other API error stops with :class:`~py_scheduler.offline.loader.SnapshotError`.
@@ -82,4 +83,4 @@ def load_live(kubeconfig: Path) -> ClusterData:
         than 404, or a malformed object (see :func:`~py_scheduler.offline.loader.parse_objects`).
     """
     docs = asyncio.run(_list_all(kubeconfig))
-    return parse_objects(docs, f"kubeconfig {kubeconfig}")
+    return parse_objects(docs, f"kubeconfig {kubeconfig}", admitted=True)

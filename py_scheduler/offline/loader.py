@@ -12,7 +12,9 @@ that runs on it later never meets a malformed Node or bound Pod:
 * other kinds the scheduler reads (Services, PVCs, ResourceSlices, ...: the table
   :data:`py_scheduler.cache.kinds.KINDS` the live informers watch) need ``metadata.name`` and go into
   :class:`~py_scheduler.cache.snapshot.ClusterObjects`;
-* every other kind (Deployments, Secrets, Roles, RuntimeClasses, custom resources, ...) is skipped
+* RuntimeClasses (:data:`ADMISSION_KINDS`: read by an admission plugin, not by the scheduler) need
+  ``metadata.name`` and valid ``overhead.podFixed`` quantities and go into ClusterObjects too;
+* every other kind (Deployments, Secrets, Roles, custom resources, ...) is skipped
   and counted in :attr:`ClusterData.skipped`; :func:`note_skipped` prints one line saying what was
   skipped, so a ``kubectl get all,... -o yaml`` dump of any cluster loads.
 
@@ -20,8 +22,13 @@ Offline stand-ins for what the API server would have filled in: a Pod without ``
 gets a stable one derived from its namespace/name (plugins key state by UID), then every field the
 API server's defaulting and its Priority admission plugin fill in on create
 (:mod:`py_scheduler.offline.defaults`: limits standing in for missing requests, pod-level requests,
-``schedulerName``, ``priority`` and ``preemptionPolicy`` from the PriorityClass, ...), so a Pod
-written by hand is scheduled as the stored Pod would be.
+``schedulerName``, ``priority`` and ``preemptionPolicy`` from the PriorityClass, ``overhead`` and the
+``nodeSelector`` / tolerations of the RuntimeClass, ...), so a Pod written by hand is scheduled as
+the stored Pod would be. A pending Pod the RuntimeClass admission plugin would refuse (its class is
+not in the snapshot, its nodeSelector conflicts with the class's, ...) is kept and listed in
+:attr:`ClusterData.rejected`: explain / simulate report it unplaced with the API server's message.
+A bound Pod is never refused (it runs, so the API server admitted it; its class may have changed
+since or be missing from the dump).
 
 Every problem raises :class:`SnapshotError` whose message is one line naming the file and the
 object (``Pod default/web-1``) or the document index.
@@ -48,11 +55,13 @@ from py_scheduler.cache.kinds import KINDS, NAMESPACED_KINDS
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.pod_resources import parse_resource_list
 from py_scheduler.framework.types import NodeInfo, PodInfo
 from py_scheduler.offline import dra_versions
 from py_scheduler.offline.defaults import default_pod
 
 __all__ = [
+    "ADMISSION_KINDS",
     "KNOWN_KINDS",
     "ClusterData",
     "SnapshotError",
@@ -70,6 +79,10 @@ __all__ = [
 KNOWN_KINDS: frozenset[str] = frozenset(k.kind for k in KINDS)
 """Kinds the scheduler reads (the informers' table); each goes to the node list, the pod list or
 ClusterObjects. Any other kind is skipped (:attr:`ClusterData.skipped`)."""
+
+ADMISSION_KINDS: frozenset[str] = frozenset({"RuntimeClass"})
+"""Kinds no plugin reads but an admission plugin the snapshot's Pods go through does
+(:func:`py_scheduler.offline.defaults.default_pod`); loaded into ClusterObjects as well."""
 
 OFFLINE_UID_NAMESPACE = uuid.UUID("5c0e6a3e-7f1c-4d1e-9d57-6f0a9c1e2b33")
 
@@ -102,6 +115,8 @@ class ClusterData:
         objects: every other kind, keyed as :class:`ClusterObjects` does.
         order: Pod key (``namespace/name``) -> position in the file (queue tie-break).
         skipped: kind -> number of objects of kinds the scheduler does not read (not loaded).
+        rejected: pending Pod key -> the message with which the API server would have refused to
+            create it (RuntimeClass admission); such a Pod is never placed.
     """
 
     source: str
@@ -110,6 +125,7 @@ class ClusterData:
     objects: ClusterObjects = field(default_factory=ClusterObjects)
     order: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
 
     def snapshot(self) -> Snapshot:
         """A fresh :class:`Snapshot` of these objects (bound Pods counted on their nodes).
@@ -280,10 +296,36 @@ def _check_taints(node: Obj) -> None:
                                 f"expected one of {', '.join(TAINT_EFFECTS)}")
 
 
-def parse_objects(docs: list[Any], source: str) -> ClusterData:
+def _check_runtime_class(rc: Obj) -> None:
+    """What of a RuntimeClass the admission code reads, of the API's types: ``overhead.podFixed``
+    quantities, ``scheduling.nodeSelector`` (strings) and ``scheduling.tolerations`` (maps).
+
+    Raises:
+        PodParseError: naming the field and the value.
+    """
+    overhead = rc.get("overhead")
+    if overhead is not None and not isinstance(overhead, dict):
+        raise PodParseError("overhead", overhead, "expected a map")
+    parse_resource_list((overhead or {}).get("podFixed"), "overhead.podFixed")
+    sched = rc.get("scheduling")
+    if sched is None:
+        return
+    if not isinstance(sched, dict):
+        raise PodParseError("scheduling", sched, "expected a map")
+    sel = sched.get("nodeSelector")
+    if sel is not None and not (isinstance(sel, dict) and all(isinstance(v, str) for v in sel.values())):
+        raise PodParseError("scheduling.nodeSelector", sel, "expected a map of strings")
+    tol = sched.get("tolerations")
+    if tol is not None and not (isinstance(tol, list) and all(isinstance(t, dict) for t in tol)):
+        raise PodParseError("scheduling.tolerations", tol, "expected a list of tolerations")
+
+
+def parse_objects(docs: list[Any], source: str, *, admitted: bool = False) -> ClusterData:
     """Sort the documents' objects by kind and validate Nodes and bound Pods.
 
     Objects of kinds the scheduler does not read are counted in ``skipped`` and not checked.
+    ``admitted``: the Pods were read from an API server (``explain --kubeconfig``), so its admission
+    has run on them: none is refused (RuntimeClasses are not listed there).
 
     Raises:
         SnapshotError: object without a kind or a name, duplicate Node / Pod, malformed allocatable
@@ -293,11 +335,17 @@ def parse_objects(docs: list[Any], source: str) -> ClusterData:
     node_names: set[str] = set()
     pod_keys: set[str] = set()
     for kind, where, obj in _flatten(docs, source):
-        if kind not in KNOWN_KINDS:
+        if kind not in KNOWN_KINDS and kind not in ADMISSION_KINDS:
             data.skipped[kind] = data.skipped.get(kind, 0) + 1
             continue
         name = _name_of(kind, where, obj, source)
-        if kind == "Node":
+        if kind in ADMISSION_KINDS:
+            try:
+                _check_runtime_class(obj)
+            except PodParseError as exc:
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc
+            data.objects.upsert(kind, obj)
+        elif kind == "Node":
             if name in node_names:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: duplicate Node")
             try:
@@ -323,8 +371,12 @@ def parse_objects(docs: list[Any], source: str) -> ClusterData:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc
             data.objects.upsert(kind, obj)
     for pod in data.pods:
-        _fill_pod_defaults(pod, data.objects)
+        refused = _fill_pod_defaults(pod, data.objects)
         spec = pod.get("spec") or {}
+        if refused is not None and not admitted and not spec.get("nodeName"):
+            if refused.endswith(" not found"):
+                refused += " (the snapshot holds no such RuntimeClass: kubectl get runtimeclasses -o yaml)"
+            data.rejected[pod_key(pod)] = refused
         if spec.get("nodeName") and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             try:
                 NodeInfo().add_pod(PodInfo(pod))  # what Snapshot.from_objects will do with it
@@ -337,15 +389,16 @@ def parse_objects(docs: list[Any], source: str) -> ClusterData:
     return data
 
 
-def _fill_pod_defaults(pod: Obj, objects: ClusterObjects) -> None:
-    """What the API server would have set: a UID, then its defaulting and the Priority admission
-    plugin's fields (:func:`py_scheduler.offline.defaults.default_pod`)."""
+def _fill_pod_defaults(pod: Obj, objects: ClusterObjects) -> str | None:
+    """What the API server would have set: a UID, then its defaulting and the Priority and
+    RuntimeClass admission plugins' fields (:func:`py_scheduler.offline.defaults.default_pod`);
+    returns the admission refusal, if any."""
     meta = pod.setdefault("metadata", {})
     if not meta.get("uid"):
         meta["uid"] = str(uuid.uuid5(OFFLINE_UID_NAMESPACE, pod_key(pod)))
     if not isinstance(pod.get("spec"), dict):
         pod["spec"] = {}
-    default_pod(pod, objects)
+    return default_pod(pod, objects)
 
 
 def note_skipped(data: ClusterData, file: TextIO | None = None) -> None:

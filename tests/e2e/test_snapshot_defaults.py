@@ -6,7 +6,9 @@ admitted by the Priority plugin, validated, not stored) and returns the stored f
 in the same Pod. The fields the case names must be equal, quantities compared by value (the API
 server writes them canonically: ``0.5`` -> ``500m``). Fields the API server leaves unset (a
 toleration's operator, topology spread policies, an init container's restartPolicy) must stay
-unset offline too.
+unset offline too. Pods of a RuntimeClass (created on the bed for the test, the RuntimeClass
+admission plugin being on there) get the class's overhead / nodeSelector / tolerations as the
+plugin sets them, and the Pods it refuses are refused offline with its message.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ Obj = dict[str, Any]
 def _norm(v: Any, key: str = "") -> Any:
     """``v`` with every resource list's quantities parsed (compared by value)."""
     if isinstance(v, dict):
-        if key in ("requests", "limits") and all(isinstance(x, str | int | float) for x in v.values()):
+        if key in ("requests", "limits", "overhead") and all(isinstance(x, str | int | float) for x in v.values()):
             return {k: quantity.parse(x) for k, x in v.items()}
         return {k: _norm(x, k) for k, x in v.items()}
     if isinstance(v, list):
@@ -164,6 +166,102 @@ async def test_priority_and_preemption_policy_equal_the_admission_plugins(
         return p["spec"].get("priority"), p["spec"].get("preemptionPolicy"), p["spec"].get("priorityClassName")
 
     assert fields(_loaded(spec, priority_classes)) == fields(stored)
+
+
+@pytest.fixture
+async def runtime_classes(api_client: client.ApiClient) -> AsyncIterator[dict[str, Obj]]:
+    """RuntimeClasses in the bed (created here, deleted after), as snapshot objects: ``kata`` with an
+    overhead and scheduling constraints whose tolerations cover some of the Pod's and of
+    DefaultTolerationSeconds', ``any`` tolerating every taint, ``bare`` with neither."""
+    nodes = client.NodeV1Api(api_client)
+    kind = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "handler": "runc"}
+    made: dict[str, Obj] = {
+        "kata": {**kind, "metadata": {"name": unique_name("dflt-kata")},
+                 "overhead": {"podFixed": {"cpu": "0.25", "memory": "120Mi"}},
+                 "scheduling": {"nodeSelector": {"sandbox": "kata", "zone": "a"}, "tolerations": [
+                     {"key": "sandbox", "operator": "Exists", "effect": "NoSchedule"},
+                     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                      "tolerationSeconds": 600},
+                     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
+                      "tolerationSeconds": 60}]}},
+        "any": {**kind, "metadata": {"name": unique_name("dflt-any")},
+                "scheduling": {"tolerations": [{"operator": "Exists"}]}},
+        "bare": {**kind, "metadata": {"name": unique_name("dflt-bare")}},
+    }
+    try:
+        for rc in made.values():
+            await nodes.create_runtime_class(rc)
+        yield made
+    finally:
+        for rc in made.values():
+            with contextlib.suppress(client.ApiException):
+                await nodes.delete_runtime_class(rc["metadata"]["name"])
+
+
+def _rc_fields(p: Obj) -> tuple[Any, ...]:
+    spec = p["spec"]
+    return (_norm(spec.get("overhead"), "overhead"), spec.get("nodeSelector"),
+            spec.get("tolerations"))
+
+
+RUNTIME_CLASS_CASES: list[tuple[str, str, Obj]] = [
+    ("overhead-and-scheduling-merged", "kata", {
+        "nodeSelector": {"zone": "a", "disk": "ssd"},
+        "tolerations": [{"key": "sandbox", "operator": "Equal", "value": "x", "effect": "NoSchedule"},
+                        {"key": "gpu", "operator": "Exists"}],
+        "containers": [_c(resources={"requests": {"cpu": "1"}})]}),
+    ("overhead-given-equal-to-the-classs", "kata", {"overhead": {"cpu": "250m", "memory": "120Mi"},
+                                                    "containers": [_c()]}),
+    ("node-selector-from-the-class-alone", "kata", {"containers": [_c()]}),
+    ("toleration-of-everything-covers-the-rest", "any", {
+        "tolerations": [{"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}],
+        "containers": [_c()]}),
+    ("class-without-overhead-nor-scheduling", "bare", {"nodeSelector": {"disk": "ssd"}, "containers": [_c()]}),
+]
+
+
+def _loaded_named(name: str, spec: Obj, extra: list[Obj]) -> tuple[Obj, str | None]:
+    """The loader's Pod ``default/name`` and its admission refusal (None when admitted)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+           "spec": copy.deepcopy(spec)}
+    data = parse_objects([{"apiVersion": "v1", "kind": "List", "items": [*extra, pod]}], "case")
+    return data.pods[0], data.rejected.get(f"default/{name}")
+
+
+@pytest.mark.parametrize(("rc", "spec"), [pytest.param(r, s, id=i) for i, r, s in RUNTIME_CLASS_CASES])
+async def test_runtime_class_fields_equal_the_admission_plugins(
+        core_v1: client.CoreV1Api, runtime_classes: dict[str, Obj], rc: str, spec: Obj) -> None:
+    spec = {**spec, "runtimeClassName": runtime_classes[rc]["metadata"]["name"]}
+    stored = await _stored(core_v1, spec)
+    loaded, refused = _loaded_named("p", spec, list(runtime_classes.values()))
+    assert refused is None
+    assert _rc_fields(loaded) == _rc_fields(stored)
+    if rc == "kata":  # not vacuous: the class's fields did reach the Pod
+        assert stored["spec"]["overhead"] and stored["spec"]["nodeSelector"]["sandbox"] == "kata"
+
+
+REFUSED_CASES: list[tuple[str, str | None, Obj]] = [
+    ("class-missing", "no-such-class", {"containers": [_c()]}),
+    ("node-selector-conflict", "kata", {"nodeSelector": {"zone": "b"}, "containers": [_c()]}),
+    ("overhead-differs", "kata", {"overhead": {"cpu": "1"}, "containers": [_c()]}),
+    ("overhead-of-a-class-without-one", "bare", {"overhead": {"cpu": "1"}, "containers": [_c()]}),
+    ("overhead-without-a-class", None, {"overhead": {"cpu": "1"}, "containers": [_c()]}),
+]
+
+
+@pytest.mark.parametrize(("rc", "spec"), [pytest.param(r, s, id=i) for i, r, s in REFUSED_CASES])
+async def test_runtime_class_refusals_equal_the_admission_plugins(
+        core_v1: client.CoreV1Api, runtime_classes: dict[str, Obj], rc: str | None, spec: Obj) -> None:
+    if rc is not None:
+        spec = {**spec, "runtimeClassName": runtime_classes[rc]["metadata"]["name"] if rc in runtime_classes else rc}
+    name = unique_name("dflt")
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    with pytest.raises(client.ApiException) as refusal:
+        await core_v1.create_namespaced_pod("default", body, dry_run="All")
+    assert refusal.value.status == 403, refusal.value.body
+    message = json.loads(refusal.value.body)["message"]
+    _, refused = _loaded_named(name, spec, list(runtime_classes.values()))
+    assert refused is not None and refused.startswith(message), (refused, message)
 
 
 def test_norm_compares_by_value() -> None:

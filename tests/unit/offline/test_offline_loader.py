@@ -150,8 +150,9 @@ def test_error_bad_yaml_names_line(tmp_path: Path) -> None:
 
 
 def test_kinds_the_scheduler_does_not_read_are_skipped_and_counted(tmp_path: Path) -> None:
-    """A ``kubectl get all,... -o yaml`` dump of a GPU Operator cluster: RuntimeClass, Secrets, Roles,
-    the operator's ClusterPolicy (a custom resource), a DaemonSet, nested in lists or not."""
+    """A ``kubectl get all,... -o yaml`` dump of a GPU Operator cluster: Secrets, Roles, the operator's
+    ClusterPolicy (a custom resource), a DaemonSet, nested in lists or not. Its RuntimeClass is loaded
+    (the RuntimeClass admission plugin reads it), not skipped."""
     path = write_multidoc(tmp_path / "s.yaml", [
         node("n1"),
         {"apiVersion": "x/v1", "kind": "Frobnicator", "metadata": {"name": "f"}},
@@ -167,12 +168,12 @@ def test_kinds_the_scheduler_does_not_read_are_skipped_and_counted(tmp_path: Pat
     ])
     data = load_snapshot_file(path)
     assert [n["metadata"]["name"] for n in data.nodes] == ["n1"]
-    assert data.skipped == {"Frobnicator": 1, "RuntimeClass": 1, "Secret": 2, "ClusterPolicy": 1, "DaemonSet": 1,
-                            "Role": 1}
+    assert data.skipped == {"Frobnicator": 1, "Secret": 2, "ClusterPolicy": 1, "DaemonSet": 1, "Role": 1}
+    assert data.objects.get("RuntimeClass", "nvidia") is not None
     out = io.StringIO()
     note_skipped(data, out)
-    assert out.getvalue() == (f"note: {path}: skipped 7 objects of kinds the scheduler does not read: ClusterPolicy "
-                              "(1), DaemonSet (1), Frobnicator (1), Role (1), RuntimeClass (1), Secret (2)\n")
+    assert out.getvalue() == (f"note: {path}: skipped 6 objects of kinds the scheduler does not read: ClusterPolicy "
+                              "(1), DaemonSet (1), Frobnicator (1), Role (1), Secret (2)\n")
 
 
 def test_every_kind_of_the_informers_table_is_loaded_not_skipped(tmp_path: Path) -> None:
