@@ -8,6 +8,8 @@ Importable by any test module (``from tests.e2e.realnodes.support import ...``);
   admission rejection (:data:`ADMISSION_REJECTIONS`) or when it reaches a phase not asked for.
 * :func:`admission_rejections` - Pods whose ``status.reason`` says the kubelet refused them.
 * :func:`kubectl` - run kubectl against the bed (admin kubeconfig); returns stdout.
+* :func:`bed_status` / :func:`status_line` - run ``tests/e2e/testbed/testbed status DIR`` (the real
+  command line) and pick the one line it prints for a process or a Node.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -98,3 +102,21 @@ async def delete_pods(core: client.CoreV1Api, names: Iterable[str], namespace: s
             if e.status != 404:
                 raise
     await asyncio.gather(*(one(n) for n in names))
+
+
+TESTBED_CLI = Path(__file__).resolve().parents[1] / "testbed" / "testbed"
+
+
+def bed_status(tb: Testbed) -> tuple[int, list[str]]:
+    """``tests/e2e/testbed/testbed status DIR`` for ``tb``, as a user runs it: exit status, stdout's lines."""
+    out = subprocess.run([sys.executable, str(TESTBED_CLI), "status", str(tb.dir)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    return out.returncode, out.stdout.splitlines()
+
+
+def status_line(lines: Sequence[str], *first: str) -> str:
+    """The one line of ``status``'s output whose first words are ``first`` (``"node-0-kubelet"``, or
+    ``"node", NODE_NAME``); fails unless there is exactly one."""
+    found = [ln for ln in lines if ln.split()[:len(first)] == list(first)]
+    assert len(found) == 1, f"{len(found)} lines start with {' '.join(first)!r}:\n" + "\n".join(lines)
+    return found[0]

@@ -1,21 +1,24 @@
 """Node lifecycle on real kubelets (issue 27, item 5).
 
 Stop one kubelet: kube-controller-manager's node lifecycle controller marks the Node NotReady
-(``Unknown``) and taints it ``unreachable``; py-scheduler places nothing there and the Deployment's
-Pods move to the other node. Start it again: the Node is Ready, untainted and used again. Restart a
-kubelet while Pods run on it: the Pods keep running, and py-scheduler still counts their requests (a
-Pod that only fits if it forgot them stays Pending instead of being bound and refused by the kubelet).
+(``Unknown``) and taints it ``unreachable`` (``testbed status`` shows that node's kubelet stopped, its
+containerd running); py-scheduler places nothing there and the Deployment's Pods move to the other
+node. Start it again: the Node is Ready, untainted and used again. Restart a kubelet while Pods run on
+it: the Pods keep running, and py-scheduler still counts their requests (a Pod that only fits if it
+forgot them stays Pending instead of being bound and refused by the kubelet).
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Any
 
 import pytest
 from kubernetes_asyncio import client
 
 from tests.e2e.helpers import Testbed, unique_name, wait_for, wait_for_failed_scheduling
-from tests.e2e.realnodes.support import BUSYBOX_IMAGE, busybox_pod, delete_pods, wait_pod_phase
+from tests.e2e.realnodes.support import BUSYBOX_IMAGE, bed_status, busybox_pod, delete_pods, status_line, wait_pod_phase
 from tests.e2e.scheduler_proc import running_scheduler
 
 pytestmark = pytest.mark.timeout(300)
@@ -67,6 +70,15 @@ async def test_stopped_kubelet_node_is_avoided_then_used_again(realnodes: Testbe
                 return ready.status != "True" and "node.kubernetes.io/unreachable" in keys
 
             await wait_for(tainted, timeout=60, interval=0.5, what=f"{down} NotReady and tainted unreachable")
+            # `testbed status` says so too: that node's kubelet stopped, its containerd still running
+            rc, lines = await asyncio.to_thread(bed_status, realnodes)
+            assert rc == 0, lines  # stopped is not crashed
+            containerd = realnodes.pid(nodes.proc(1, "containerd"))
+            assert re.search(rf"\sNotReady\s.*\skubelet stopped pid \d+\s+containerd running pid {containerd}\s",
+                             status_line(lines, "node", down)), lines
+            assert re.match(rf"{nodes.proc(1, 'kubelet')}\s+stopped\s", status_line(lines, nodes.proc(1, "kubelet")))
+            assert re.search(r"\sReady\s.*\skubelet running pid \d+\s+containerd running pid",
+                             status_line(lines, "node", up)), lines
             await core.create_namespaced_pod("default", busybox_pod(probe, ["sleep", "3600"],
                                                                     requests={"cpu": "10m"}))
 
