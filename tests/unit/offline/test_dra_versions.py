@@ -101,3 +101,54 @@ def test_conversion_of_v1beta1_shapes() -> None:
     assert sl == {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {},
                   "spec": {"driver": "d", "allNodes": True, "pool": {"name": "p"},
                            "devices": [{"name": "a", "allNodes": False}, {"name": "b"}]}}
+
+
+def _one_gpu_snapshot(tmp_path: Path, taken: Obj) -> Path:
+    """Node n1 with one GPU (a v1beta1 slice), a v1beta1 claim ``taken`` held by a bound Pod, and a
+    pending Pod whose v1beta1 claim asks for any GPU."""
+    objs = [_node("n1"), _v1beta1_slice("n1", "H100"),
+            {"apiVersion": "resource.k8s.io/v1beta1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}},
+            taken,
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "holder", "namespace": "default", "uid": "u-h"},
+             "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}],
+                      "resourceClaims": [{"name": "gpu", "resourceClaimName": "taken"}]},
+             "status": {"phase": "Running"}},
+            {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
+             "metadata": {"name": "wants", "namespace": "default"},
+             "spec": {"devices": {"requests": [{"name": "r", "deviceClassName": "gpu"}]}}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+             "spec": {"containers": [{"name": "c", "image": "x"}],
+                      "resourceClaims": [{"name": "gpu", "resourceClaimName": "wants"}]}}]
+    path = tmp_path / "one-gpu.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+    return path
+
+
+def _taken_claim(allocated: bool) -> Obj:
+    claim: Obj = {"apiVersion": "resource.k8s.io/v1beta1", "kind": "ResourceClaim",
+                  "metadata": {"name": "taken", "namespace": "default"},
+                  "spec": {"devices": {"requests": [{"name": "r", "deviceClassName": "gpu"}]}}}
+    if allocated:
+        claim["status"] = {
+            "allocation": {"devices": {"results": [{"request": "r", "driver": DRIVER, "pool": "n1",
+                                                    "device": "gpu-0"}]},
+                           "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                               {"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]}},
+            "reservedFor": [{"resource": "pods", "name": "holder", "uid": "u-h"}]}
+    return claim
+
+
+@pytest.mark.parametrize("allocated", [True, False])
+def test_an_allocated_v1beta1_claim_holds_its_device(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     allocated: bool) -> None:
+    """A v1beta1 claim's ``status.allocation`` in a dump takes its device: the pending Pod asking for
+    the node's only GPU is refused; without the allocation (control) it gets that GPU."""
+    assert simulate_main(_one_gpu_snapshot(tmp_path, _taken_claim(allocated)), None, False, "json") == 0
+    (placement,) = json.loads(capsys.readouterr().out)["placements"]
+    assert placement["pod"] == "default/p"
+    if allocated:
+        assert placement["node"] is None, placement
+        assert "cannot allocate all claims" in placement["message"], placement
+    else:
+        assert placement["node"] == "n1", placement
