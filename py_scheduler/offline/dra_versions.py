@@ -15,6 +15,10 @@ the API server returns when such an object is created in its version and read ba
   ``exactly`` when any is set (``hasAnyMainRequestFieldsSet``), ``name`` and ``firstAvailable`` stay;
   a slice's ``nodeName: ""`` / ``allNodes: false`` are dropped (pointers in v1);
 * ``v1beta2`` has v1's shape (its ``conversion.go`` only adds field-label conversions).
+* a claim's ``status`` (allocation results, config, node selector, ``reservedFor``, device status)
+  has the same shape in all three versions (``zz_generated.conversion.go``'s
+  ``autoConvert_v1beta1_ResourceClaimStatus_To_resource_ResourceClaimStatus`` is a plain cast): only
+  the results' toleration default applies.
 
 Empty lists and maps are dropped where the Go field is ``omitempty`` (the API server never returns
 them). A device taint's ``timeAdded``, which the server sets to the creation time, is left unset:
