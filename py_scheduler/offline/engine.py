@@ -68,9 +68,17 @@ def _drive(coro: Coroutine[Any, Any, Status]) -> Status:
     coro.close()
     return Status.error("binding volumes: context deadline exceeded")
 
-__all__ = ["OfflineScheduler", "Outcome", "ProfileError", "load_frameworks", "queue_order"]
+__all__ = ["OfflineScheduler", "Outcome", "ProfileError", "held_message", "load_frameworks", "queue_order"]
 
 log = logging.getLogger(__name__)
+
+
+def held_message(plugin: str, reason: str) -> str:
+    """Why a Pod that a PreEnqueue plugin holds out of the active queue is not tried (upstream
+    ``backend/queue/scheduling_queue.go``, ``runPreEnqueuePluginsForPod``: the first failing plugin
+    becomes the Pod's ``GatingPlugin``): ``simulate``'s and ``explain``'s message and ``explain
+    --pod``'s note, the same words in all three."""
+    return f'held by PreEnqueue plugin "{plugin}": {reason}'
 
 
 class ProfileError(Exception):
@@ -350,7 +358,7 @@ class OfflineScheduler:
         if status.is_success():
             return None
         return Outcome(pod, ScheduleResult(pod=pod_key(pod), profile=fw.profile_name,
-                                           message=f'held by PreEnqueue plugin "{gang.name}": {status.message()}',
+                                           message=held_message(gang.name, status.message()),
                                            weights=dict(fw.score_weights)), {})
 
     def schedule_group(self, fw: Framework, pod_group: Obj, pods: list[Obj], *,

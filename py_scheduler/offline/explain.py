@@ -42,7 +42,7 @@ from typing import Any
 from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.interfaces import ExplainNoter, PreEnqueuePlugin
 from py_scheduler.framework.types import PodInfo
-from py_scheduler.offline.engine import OfflineScheduler, Outcome, ProfileError, queue_order
+from py_scheduler.offline.engine import OfflineScheduler, Outcome, ProfileError, held_message, queue_order
 from py_scheduler.offline.loader import (
     ClusterData,
     SnapshotError,
@@ -95,8 +95,9 @@ def _note(message: str) -> None:
 
 
 def _pre_enqueue_hold(sched: OfflineScheduler, pod: dict[str, Any]) -> str | None:
-    """``"<plugin>: <message>"`` of the first PreEnqueue plugin of the Pod's profile that would keep
-    it out of the scheduling queue (upstream ``SchedulingQueue.runPreEnqueuePlugins``), or None.
+    """:func:`~py_scheduler.offline.engine.held_message` of the first PreEnqueue plugin of the Pod's
+    profile that would keep it out of the scheduling queue (upstream
+    ``SchedulingQueue.runPreEnqueuePlugins``), or None: the words ``simulate`` gives the Pod.
 
     SchedulingGates is left out (the gates have a note of their own). A live scheduler never tries a
     held Pod (no FailedScheduling event, no condition), so a table showing it "selected" somewhere
@@ -113,7 +114,7 @@ def _pre_enqueue_hold(sched: OfflineScheduler, pod: dict[str, Any]) -> str | Non
         except Exception:  # a note must not fail the command (the live queue logs such a bug)
             continue
         if not status.is_success():
-            return f"{pl.name}: {status.message()}"
+            return held_message(pl.name, status.message())
     return None
 
 
@@ -196,8 +197,8 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         if not (target.get("spec") or {}).get("nodeName"):
             held = _pre_enqueue_hold(sched, target)
             if held is not None:
-                _note(f"Pod {pod_key(target)} is held before the scheduling queue ({held}): the scheduler does "
-                      "not try it (no event, no condition) until that changes; explaining it as if it were let through")
+                _note(f"Pod {pod_key(target)} is not tried by the scheduler: {held}; no event, no condition until "
+                      "that changes; explaining it as if it were let through")
         pods = [sched.unbind(target) if (target.get("spec") or {}).get("nodeName") else target]
     else:
         pods = queue_order(pending_pods(data), data.order)

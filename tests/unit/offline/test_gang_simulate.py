@@ -154,3 +154,34 @@ def test_a_gang_below_its_minimum_is_waiting_for_members_as_explain_says(
         assert by[m]["node"] is None
         assert by[m]["message"] == ('held by PreEnqueue plugin "GangScheduling": '
                                     "waiting for minCount pods from a gang to appear in scheduling queue"), by[m]
+
+
+def test_simulate_and_explain_give_a_gang_below_its_minimum_the_same_reason(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One snapshot, a minCount-3 gang with two members and room for both: ``simulate``, ``explain``
+    (every pending Pod) and ``explain --pod`` say word for word why the member is not tried --
+    GangScheduling's PreEnqueue holds it, waiting for members (issue 30, item 5). ``explain --pod``
+    explains it as if let through (it fits n1) and says so in its note, which quotes simulate's
+    message."""
+    from py_scheduler.offline.explain import explain_main
+
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                "items": [_node("n1", 4), _group("g", 3), _pod("m0", "g"), _pod("m1", "g")]}))
+    want = ('held by PreEnqueue plugin "GangScheduling": '
+            "waiting for minCount pods from a gang to appear in scheduling queue")
+    assert simulate_main(path, None, False, "json", feature_gates=GATES) == 0
+    simulated = {p["pod"]: p for p in json.loads(capsys.readouterr().out)["placements"]}
+    assert simulated["default/m0"]["node"] is None and simulated["default/m0"]["message"] == want
+
+    assert explain_main(path, None, None, None, "json", feature_gates=GATES) == 0
+    explained = {d["pod"]: d for d in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert explained["default/m0"]["selected"] is None
+    assert explained["default/m0"]["message"] == simulated["default/m0"]["message"]
+
+    assert explain_main(path, None, "default/m0", None, "json", feature_gates=GATES) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["selected"] == "n1"
+    (note,) = out.err.strip().splitlines()
+    assert note == (f"note: Pod default/m0 is not tried by the scheduler: {simulated['default/m0']['message']}; "
+                    "no event, no condition until that changes; explaining it as if it were let through"), note

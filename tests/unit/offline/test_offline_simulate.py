@@ -219,9 +219,9 @@ def test_explain_pod_held_by_pre_enqueue_says_so(tmp_path: Path, gate: str, held
     assert res.exit_code == 0, res.output
     notes = res.stderr.strip().splitlines()
     if held:
-        assert notes == ['note: Pod default/gang-0 is held before the scheduling queue (GangScheduling: waiting for '
-                         'pods\'s pod group "pg-missing" to appear in scheduling queue): the scheduler does not try '
-                         'it (no event, no condition) until that changes; explaining it as if it were let through']
+        assert notes == ['note: Pod default/gang-0 is not tried by the scheduler: held by PreEnqueue plugin '
+                         '"GangScheduling": waiting for pods\'s pod group "pg-missing" to appear in scheduling queue; '
+                         'no event, no condition until that changes; explaining it as if it were let through']
     else:
         assert notes == []
     assert json.loads(res.stdout)["selected"] == "n1"
