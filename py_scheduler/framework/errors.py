@@ -10,6 +10,21 @@ registry and so sits beside the plugins, not under them). Upstream: the ``error`
 
 from __future__ import annotations
 
+import reprlib
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 120
+_SHORT.maxlevel = 3
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+
+
+def short_repr(value: object) -> str:
+    """``repr(value)`` bounded in length and time (strings and other reprs cut at 120 characters,
+    containers at 8 items and 3 levels): what messages quote of a value from the API or a file, so
+    a 5 MB string or a structure built from YAML aliases yields a line, not megabytes. Equal to
+    ``repr`` for the short scalars and small maps of ordinary input."""
+    return _SHORT.repr(value)
+
 
 class ConfigError(ValueError):
     """A configuration that must stop start-up; the message names the field and value.
@@ -44,7 +59,7 @@ class PodParseError(ValueError):
     def __init__(self, field: str, value: object, why: str = "") -> None:
         self.field = field
         self.value = value
-        msg = f"invalid value {value!r} for {field}"
+        msg = f"invalid value {short_repr(value)} for {field}"
         if why:
             msg += f": {why}"
         super().__init__(msg)

@@ -59,8 +59,11 @@ async def _list_all(kubeconfig: Path) -> list[dict[str, Any]]:
             except (TimeoutError, OSError, aiohttp.ClientError) as exc:
                 raise SnapshotError(f"kubeconfig {kubeconfig}: cannot reach the API server "
                                     f"({cfg.host}): {exc}") from exc
+            if status == 404 and not wk.list_path.startswith("/api/v1/"):
+                continue  # API group not served by this cluster (the core group always is)
             if status == 404:
-                continue  # API group not served by this cluster
+                raise SnapshotError(f"kubeconfig {kubeconfig}: listing {wk.kind}s: HTTP 404 from {cfg.host}: every "
+                                    "API server serves /api/v1; is this a Kubernetes API server?")
             if not 200 <= status < 300:
                 raise SnapshotError(f"kubeconfig {kubeconfig}: listing {wk.kind}s: HTTP {status} "
                                     f"{body.decode('utf-8', 'replace')[:200]}")

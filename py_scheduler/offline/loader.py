@@ -53,7 +53,7 @@ import yaml
 
 from py_scheduler.cache.kinds import KINDS, NAMESPACED_KINDS
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
-from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.errors import PodParseError, short_repr
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.pod_resources import parse_resource_list
 from py_scheduler.framework.types import NodeInfo, PodInfo
@@ -206,7 +206,67 @@ def load_documents(path: Path) -> list[Any]:
             where = f" at line {mark.line + 1}, column {mark.column + 1}"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SnapshotError(f"{path}: invalid YAML{where}: {problem}") from exc
-    return [d for d in docs if d is not None]
+    return [d for d in _unalias(docs, path) if d is not None]
+
+
+ALIAS_SLACK = 100_000
+"""Maps and lists that YAML aliases may add beyond twice the distinct ones (see :func:`_unalias`)."""
+
+
+def _unalias(docs: list[Any], path: Path | str) -> list[Any]:
+    """``docs`` with every map or list that YAML anchors and aliases (``&a`` / ``*a``) made shared
+    copied, so each place holds its own object as the API's JSON would (the loader fills defaults in
+    place); a file whose aliases expand past ``2 x distinct + ALIAS_SLACK`` objects (the "billion
+    laughs": a 1 KB file standing for billions) or that holds itself is refused, as go-yaml refuses
+    excessive aliasing, before any walk, copy or message could run unbounded. Input without aliases
+    (every API server dump) is returned as it is after one visit of each map and list.
+
+    Raises:
+        SnapshotError: naming the file and the expansion.
+    """
+    sizes: dict[int, int] = {}  # id -> maps and lists in its expansion
+    active: set[int] = set()
+    shared = False
+
+    def size(node: dict[Any, Any] | list[Any]) -> int:
+        nonlocal shared
+        key = id(node)
+        if key in sizes:
+            shared = True
+            return sizes[key]
+        if key in active:
+            raise SnapshotError(f"{path}: invalid YAML: an object contains itself through an alias (*name)")
+        active.add(key)
+        total = 1
+        for child in (node.values() if isinstance(node, dict) else node):
+            if isinstance(child, dict | list):
+                total += size(child)
+        active.discard(key)
+        sizes[key] = total
+        return total
+
+    try:
+        expanded = sum(size(d) for d in docs if isinstance(d, dict | list))
+    except RecursionError as exc:
+        raise SnapshotError(f"{path}: invalid YAML: nested too deeply") from exc
+    if not shared:
+        return docs
+    if expanded > 2 * len(sizes) + ALIAS_SLACK:
+        raise SnapshotError(f"{path}: invalid YAML: anchors and aliases (&name / *name) make {len(sizes)} maps and "
+                            f"lists stand for {expanded}; refused (at most twice as many plus {ALIAS_SLACK})")
+    try:
+        return [_copy(d) for d in docs]
+    except RecursionError as exc:
+        raise SnapshotError(f"{path}: invalid YAML: nested too deeply") from exc
+
+
+def _copy(node: Any) -> Any:
+    """A copy of a loaded YAML value in which no map or list is shared."""
+    if isinstance(node, dict):
+        return {k: _copy(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_copy(v) for v in node]
+    return node
 
 
 def _flatten(docs: list[Any], source: str) -> Iterator[tuple[str, str, Obj]]:
@@ -255,7 +315,8 @@ def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
     if name is None or name == "":
         raise SnapshotError(f"{source}: {kind} at {where}: missing metadata.name")
     if not isinstance(name, str):  # e.g. an unquoted `name: 5` in YAML
-        raise SnapshotError(f"{source}: {kind} at {where}: invalid value {name!r} for metadata.name: not a string")
+        raise SnapshotError(f"{source}: {kind} at {where}: invalid value {short_repr(name)} for metadata.name: "
+                            "not a string")
     ns = meta.get("namespace")
     if ns is not None and not isinstance(ns, str):
         raise SnapshotError(f"{source}: {object_ref(kind, obj)}: metadata.namespace is not a string")
@@ -265,7 +326,7 @@ def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
             raise SnapshotError(f"{source}: {object_ref(kind, obj)}: metadata.{sub} is not a map")
         for k, v in (val or {}).items():  # the API only stores strings; a list or map breaks every selector
             if isinstance(v, list | dict):
-                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: invalid value {v!r} for "
+                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: invalid value {short_repr(v)} for "
                                     f"metadata.{sub}[{k!r}]: not a string")
     for sub in ("spec", "status"):
         val = obj.get(sub)
@@ -294,6 +355,23 @@ def _check_taints(node: Obj) -> None:
         if t.get("effect") not in TAINT_EFFECTS:
             raise PodParseError(f"spec.taints[{i}].effect", t.get("effect"),
                                 f"expected one of {', '.join(TAINT_EFFECTS)}")
+
+
+def _check_node_resources(node: Obj) -> None:
+    """``status.capacity`` and ``status.allocatable`` as the API server validates a Node: every
+    quantity non-negative (``ValidateNodeResources`` / ``ValidateNonnegativeQuantity``,
+    pkg/apis/core/validation/validation.go); a hand-edited ``cpu: -4`` otherwise shows as negative
+    room in every table.
+
+    Raises:
+        PodParseError: naming ``status.<capacity|allocatable>.<resource>`` and the value.
+    """
+    status = node.get("status") or {}
+    for part in ("capacity", "allocatable"):
+        where = f"status.{part}"
+        for name, value in parse_resource_list(status.get(part), where).items():
+            if value < 0:
+                raise PodParseError(f"{where}.{name}", status[part][name], "must be greater than or equal to 0")
 
 
 def _check_runtime_class(rc: Obj) -> None:
@@ -350,6 +428,7 @@ def parse_objects(docs: list[Any], source: str, *, admitted: bool = False) -> Cl
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: duplicate Node")
             try:
                 NodeInfo(obj)
+                _check_node_resources(obj)
                 _check_taints(obj)
             except PodParseError as exc:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc

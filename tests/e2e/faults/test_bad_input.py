@@ -341,6 +341,10 @@ FIXED_CORPUS = {
     "deep-lists.json": "[" * 900 + "]" * 900,
     "deep.yaml": "a:\n" + "".join("  " * i + "- \n" for i in range(1, 400)),
     "no-name.yaml": "kind: Node\nmetadata: {}\n",
+    "alias-bomb.yaml": ("kind: List\nmetadata:\n  x0: &x0 [a, a, a, a, a, a, a, a, a]\n"
+                        + "".join(f"  x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 9)}]\n" for i in range(1, 9))
+                        + "items:\n- {kind: Node, metadata: {name: n1, labels: {a: *x8}}}\n"),
+    "negative-allocatable.yaml": "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '-4', memory: -5Gi}}\n",
     "duplicate.yaml": "kind: List\nitems:\n- {kind: Node, metadata: {name: n1}}\n"
                       "- {kind: Node, metadata: {name: n1}}\n",
     "bad-gpu.yaml": ("kind: List\nitems:\n- kind: Node\n  metadata: {name: g, labels: {nvidia.com/gpu.memory: lots}}\n"
