@@ -48,6 +48,7 @@ from py_scheduler.offline.loader import (
     SnapshotError,
     load_snapshot_file,
     note_gated,
+    note_pod_groups_ignored,
     note_skipped,
     pending_pods,
     pod_key,
@@ -165,6 +166,8 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         data = _load(snapshot, kubeconfig)
         note_skipped(data)
         sched = OfflineScheduler.from_data(data, config, feature_gates)
+        note_pod_groups_ignored(data, any(fw.handle.feature_gates.generic_workload
+                                            for fw in sched.frameworks.values()))
     except (SnapshotError, ProfileError) as exc:
         return fail(str(exc))
 

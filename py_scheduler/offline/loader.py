@@ -69,6 +69,7 @@ __all__ = [
     "load_documents",
     "load_snapshot_file",
     "note_gated",
+    "note_pod_groups_ignored",
     "note_skipped",
     "object_ref",
     "parse_objects",
@@ -549,3 +550,16 @@ def pending_pods(data: ClusterData) -> list[Obj]:
             continue
         out.append(p)
     return out
+
+
+def note_pod_groups_ignored(data: ClusterData, generic_workload: bool, file: TextIO | None = None) -> None:
+    """Print one line on ``file`` (stderr by default) when the snapshot holds PodGroups but the
+    GenericWorkload gate is off: kube-scheduler then schedules their members one by one, and so do
+    ``simulate`` and ``explain``, which without the note reads as if the gangs had been honoured,
+    e.g. ``note: dump.yaml: 2 PodGroups are ignored (GenericWorkload is off; --feature-gates
+    GenericWorkload=true schedules their members as gangs)``."""
+    n = len(data.objects.list("PodGroup"))
+    if n and not generic_workload:
+        print(f"note: {data.source}: {n} PodGroup{'s are' if n != 1 else ' is'} ignored (GenericWorkload is off; "
+              "--feature-gates GenericWorkload=true schedules their members as gangs)",
+              file=file if file is not None else sys.stderr)

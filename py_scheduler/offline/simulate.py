@@ -38,6 +38,7 @@ from py_scheduler.offline.loader import (
     bundled_example_path,
     load_snapshot_file,
     note_gated,
+    note_pod_groups_ignored,
     note_skipped,
     pending_pods,
 )
@@ -82,6 +83,8 @@ def simulate_main(snapshot: Path | None, config: Path | None, explain: bool, out
         data = load_snapshot_file(path)
         note_skipped(data)
         sched = OfflineScheduler.from_data(data, config, feature_gates)
+        note_pod_groups_ignored(data, any(fw.handle.feature_gates.generic_workload
+                                            for fw in sched.frameworks.values()))
     except (SnapshotError, ProfileError) as exc:
         return fail(str(exc))
     pods = queue_order(pending_pods(data), data.order)

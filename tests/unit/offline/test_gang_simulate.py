@@ -185,3 +185,23 @@ def test_simulate_and_explain_give_a_gang_below_its_minimum_the_same_reason(
     (note,) = out.err.strip().splitlines()
     assert note == (f"note: Pod default/m0 is not tried by the scheduler: {simulated['default/m0']['message']}; "
                     "no event, no condition until that changes; explaining it as if it were let through"), note
+
+
+def test_pod_groups_with_generic_workload_off_are_named_as_ignored(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Gate off, kube-scheduler schedules a gang's members one by one, and so does simulate; a note on
+    stderr says the PodGroup was ignored and which gate honours it (a new user read "2 of 2 scheduled"
+    for a gang below its minimum as the gang being honoured). Gate on: no note."""
+    from py_scheduler.offline.explain import explain_main
+
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                "items": [_node("n1", 4), _group("g", 3), _pod("m0", "g"), _pod("m1", "g")]}))
+    note = "1 PodGroup is ignored (GenericWorkload is off; --feature-gates GenericWorkload=true"
+    assert simulate_main(path, None, False, "json") == 0
+    out = capsys.readouterr()
+    assert note in out.err and all(p["node"] == "n1" for p in json.loads(out.out)["placements"]), out
+    assert explain_main(path, None, None, None, "json") == 0
+    assert note in capsys.readouterr().err
+    assert simulate_main(path, None, False, "json", feature_gates=GATES) == 0
+    assert note not in capsys.readouterr().err
