@@ -646,6 +646,10 @@ class Testbed:
         self.die_with_parent = die_with_parent
         self._popen: dict[str, subprocess.Popen[bytes]] = {}
         self._state: dict[str, Any] = self._load_state()
+        self._state_lock = threading.RLock()
+        """Held while the state changes and is written: processes start from several threads at once
+        (a test restarting both nodes' DRA drivers through ``asyncio.to_thread``), and two writers
+        sharing one ``state.tmp`` lost the second's rename (FileNotFoundError)."""
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -713,9 +717,10 @@ class Testbed:
             return {}
 
     def _save_state(self) -> None:
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self._state, indent=2, sort_keys=True) + "\n")
-        tmp.rename(self.state_file)
+        with self._state_lock:
+            tmp = self.state_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self._state, indent=2, sort_keys=True) + "\n")
+            tmp.rename(self.state_file)
 
     def _port(self, key: str) -> int:
         """The port recorded for ``key``, else a new free one (recorded).
@@ -780,15 +785,16 @@ class Testbed:
         self._popen[name] = proc
         self.pid_file(name).write_text(f"{proc.pid}\n")
         ticks = _proc_start_ticks(proc.pid)
-        self._state.setdefault("processes", {})[name] = {
-            "pid": proc.pid,
-            "argv": argv,
-            "port": port,
-            "start_ticks": ticks,
-            "log_offset": log_offset,
-            "restart": restart,
-        }
-        self._save_state()
+        with self._state_lock:
+            self._state.setdefault("processes", {})[name] = {
+                "pid": proc.pid,
+                "argv": argv,
+                "port": port,
+                "start_ticks": ticks,
+                "log_offset": log_offset,
+                "restart": restart,
+            }
+            self._save_state()
         return proc.pid
 
     def stop(self, name: str, timeout: float = 15.0, *, kill: bool = False) -> bool:
