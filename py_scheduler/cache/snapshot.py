@@ -258,7 +258,10 @@ def add_image_states(ni: NodeInfo, images: dict[str, ImageStateSummary]) -> None
             continue
         size = image.get("sizeBytes")
         size_i = size if isinstance(size, int) and not isinstance(size, bool) else 0
-        for name in image.get("names") or []:
+        names = image.get("names")
+        for name in names if isinstance(names, list) else ():
+            if not isinstance(name, str):
+                continue  # the API's []string; a hand-edited snapshot may hold anything
             st = images.get(name)
             if st is None:
                 st = images[name] = ImageStateSummary(size_i)

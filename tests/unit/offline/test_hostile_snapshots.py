@@ -153,3 +153,15 @@ def test_explain_against_a_server_that_is_not_an_api_server_says_so(not_an_api_s
         load_live(not_an_api_server)
     out = CliRunner().invoke(app, ["explain", "--kubeconfig", str(not_an_api_server)])
     assert out.exit_code == 2 and "is this a Kubernetes API server?" in out.output, out.output
+
+
+@pytest.mark.parametrize("names", [[["nested"]], [{"a": 1}], "img:1", 7])
+def test_a_malformed_image_list_is_ignored_not_a_crash(tmp_path: Path, names: object) -> None:
+    """``status.images[].names`` is a []string in the API; a hand-edited snapshot with a nested list
+    used to stop ``simulate`` with "unhashable type: 'list'". Entries that are not strings are skipped
+    (ImageLocality scores what it can read), and the Pod still lands."""
+    n = node("n1", cpu="8")
+    n["status"]["images"] = [{"names": names, "sizeBytes": 1}, {"names": ["img:2"], "sizeBytes": 300_000_000}]
+    path = write_list(tmp_path / "s.yaml", [n, pod("web", cpu="1")])
+    out = CliRunner().invoke(app, ["simulate", str(path), "-o", "json"])
+    assert out.exit_code == 0 and "Traceback" not in out.output and "n1" in out.output, out.output
