@@ -401,16 +401,19 @@ def compile_selector(expression: str, *, cost_limit: int | None = None,
 
 
 def _check_cost(res: CompiledSelector, ast: Any, disabled: bool) -> CELCompileError | None:
-    """celpy-only macros, and the worst-case estimate against ``cel_cost.ESTIMATED_COST_LIMIT``."""
+    """celpy-only macros, the tree depth against ``cel_cost.TREE_DEPTH_LIMIT`` (checked even with
+    cost estimation disabled: it bounds evaluation's recursion, not its cost), and the worst-case estimate
+    against ``cel_cost.ESTIMATED_COST_LIMIT``."""
     extension = cel_cost.celpy_extension(ast)
     if extension is not None:
         return CELCompileError(f"compilation failed: ERROR: <input>: undeclared reference to '{extension}'")
+    depth = cel_cost.tree_depth(ast)
+    if depth > cel_cost.TREE_DEPTH_LIMIT:
+        return CELCompileError(f"compilation failed: expression nested too deeply (parse tree depth {depth}, "
+                               f"py-scheduler's limit {cel_cost.TREE_DEPTH_LIMIT})")
     if disabled:
         return None
-    try:
-        res.max_cost = cel_cost.estimate_cost(ast)
-    except RecursionError:
-        return CELCompileError("compilation failed: cost estimation failed: expression nested too deeply")
+    res.max_cost = cel_cost.estimate_cost(ast)
     if res.max_cost > cel_cost.ESTIMATED_COST_LIMIT:
         return CELCompileError(f"compilation failed: too complex, exceeds cost limit (estimated cost {res.max_cost}, "
                                f"py-scheduler's limit {cel_cost.ESTIMATED_COST_LIMIT})")

@@ -42,6 +42,7 @@ __all__ = [
     "celpy_extension",
     "count_tokens",
     "estimate_cost",
+    "tree_depth",
 ]
 
 RUNTIME_COST_LIMIT = 2_000
@@ -60,6 +61,15 @@ PARSE_TOKEN_LIMIT = 600
 """Tokens an expression may have (counted by :func:`count_tokens` before parsing): celpy's lark parser
 builds ~10 tree nodes per token, ~0.3-1 ms each, so the API server's 10 Ki characters
 (``CELSelectorExpressionMaxLength``) could take seconds to parse. A selector has 5-100."""
+
+TREE_DEPTH_LIMIT = 120
+"""Deepest parse tree (:func:`tree_depth`) accepted when compiling. celpy evaluates recursively, ~6
+Python frames per tree level, so a tree of depth d needs ~6 d + 20 frames under the caller's: at 120
+that is ~740 of the interpreter's 1000, leaving the live loop's stack its room. One level of parentheses,
+brackets or a call adds ~10 levels: ``((((1)))) > 0`` has depth 52; the selectors of NVIDIA's DRA driver
+23-34; three nested ``&&``/``||`` groups 54. cel-go's parser allows 250 nested levels of each rule
+(``expression recursion limit exceeded``, cel-go parser/parser.go); past 120 py-scheduler refuses the
+expression when compiling rather than fail every evaluation with a RecursionError."""
 
 _SQ, _DQ = "'", '"'
 _TOKEN = re.compile(
@@ -163,6 +173,17 @@ def _trees(node: Tree) -> Iterator[Tree]:
     return (c for c in node.children if isinstance(c, lark.Tree))
 
 
+def tree_depth(ast: Tree) -> int:
+    """Nodes on the longest root-to-leaf path of ``ast`` (a lark Tree; tokens not counted), walked
+    without recursion so that any tree the parser built can be measured."""
+    deepest, stack = 0, [(ast, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in _trees(node))
+    return deepest
+
+
 def celpy_extension(ast: Tree) -> str | None:
     """The name of a celpy-only macro (``reduce``, ``min``) the expression calls, else None."""
     for node in ast.find_data("member_dot_arg"):
@@ -176,10 +197,8 @@ def estimate_cost(ast: Tree) -> int:
     """Worst-case cost units of evaluating ``ast`` (from ``celpy.Environment.compile``): the exact
     count for an expression over literals, an upper bound where sizes come from ``device`` (its lists,
     maps and strings at their API maxima, :data:`_DEVICE_EXTENT`). Upstream: cel-go
-    ``checker.Cost`` with DRA's ``sizeEstimator``.
-
-    Raises:
-        RecursionError: a tree nested deeper than the interpreter allows.
+    ``checker.Cost`` with DRA's ``sizeEstimator``. Recursive: call it on trees of at most
+    :data:`TREE_DEPTH_LIMIT` levels.
     """
     return 1 + _estimate(ast, {})[0]
 

@@ -182,6 +182,39 @@ def test_a_long_expression_is_refused_before_parsing() -> None:
     assert cel_cost.count_tokens(NESTED) == 419 < cel_cost.PARSE_TOKEN_LIMIT
 
 
+def _parens(levels: int) -> str:
+    return "(" * levels + "1" + ")" * levels + " > 0"
+
+
+def test_deep_nesting_is_refused_when_compiling_not_at_every_evaluation() -> None:
+    """45 nested parentheses compiled and then failed every evaluation with "maximum recursion depth
+    exceeded" (celpy evaluates recursively). Now refused once, when compiling, naming the limit, even
+    with cost estimation disabled."""
+    for kw in ({}, {"disable_cost_estimation": True}):
+        sel = cel.compile_selector(_parens(45), **kw)
+        assert sel.error is not None and str(sel.error) == (
+            "compilation failed: expression nested too deeply (parse tree depth 462, py-scheduler's limit "
+            f"{cel_cost.TREE_DEPTH_LIMIT})"), sel.error
+
+
+def _at_depth(frames: int, fn: Any) -> Any:
+    """Call ``fn`` under ``frames`` more Python frames than the caller has."""
+    return fn() if frames == 0 else _at_depth(frames - 1, fn)
+
+
+def test_the_deepest_accepted_tree_evaluates_under_a_deep_caller() -> None:
+    """The limit leaves room for the caller: the deepest accepted tree evaluates 200 frames down."""
+    deepest = max(n for n in range(30) if cel_cost.tree_depth(celpy.Environment().compile(_parens(n)))
+                   <= cel_cost.TREE_DEPTH_LIMIT)
+    sel = cel.compile_selector(_parens(deepest))
+    assert sel.error is None and cel.compile_selector(_parens(deepest + 1)).error is not None
+    assert _at_depth(200, lambda: cel.device_matches(sel, _dev())) is True
+    for expr in (f'device.attributes["{D}"].model == "a100"',
+                 "(1 == 1 || (2 == 3 && (4 == 4 || 5 == 6)))",
+                 "[1,2,3].all(x, [1,2].exists(y, x + y > (1 + (2 * (3 - 1)))))"):
+        assert cel.compile_selector(expr).error is None, expr
+
+
 def test_a_compile_error_is_kept_per_expression_and_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """Beyond the LRU of compiled programs (256 expressions): the allocator's cross-cycle memo."""
     compiles: list[str] = []
