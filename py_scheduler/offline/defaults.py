@@ -44,6 +44,12 @@ Upstream, in the order the API server applies them on create:
   whose value differs from the class's, and (``validateOverhead``) when a Pod sets an overhead its
   class does not define.
 
+Then, of ``validateResourceRequirements`` (``pkg/apis/core/validation/validation.go``), the checks
+of each container's requests against its limits: a Pod whose request exceeds its limit, or (for an
+extended resource such as ``nvidia.com/gpu``, which cannot be overcommitted) differs from it or has
+no limit, is refused with the API server's ``Pod "web" is invalid: ...`` message, as the RuntimeClass
+refusals are.
+
 Not filled, because the API server does not fill them either (the scheduler applies their meaning
 itself): a toleration's ``operator`` (empty means ``Equal``) and ``effect``, topology spread constraints'
 ``nodeAffinityPolicy`` / ``nodeTaintsPolicy``, an init container's ``restartPolicy``. Not filled
@@ -280,9 +286,10 @@ def _runtime_class(pod: Obj, spec: Obj, objects: ClusterObjects) -> str | None:
 def default_pod(pod: Obj, objects: ClusterObjects) -> str | None:
     """Fill in, in place, what the API server fills in on create (module docstring).
 
-    Returns None, or the message with which the API server's RuntimeClass admission would refuse
-    to create the Pod (``pods "web" is forbidden: pod rejected: RuntimeClass "kata" not found``);
-    then the RuntimeClass fields are left as written (the defaults before it are filled in).
+    Returns None, or the message with which the API server's RuntimeClass admission
+    (``pods "web" is forbidden: pod rejected: RuntimeClass "kata" not found``; then the RuntimeClass
+    fields are left as written, the defaults before it filled in) or its validation of requests against
+    limits would refuse to create the Pod.
     """
     spec = pod.get("spec")
     if not isinstance(spec, dict):
@@ -310,4 +317,48 @@ def default_pod(pod: Obj, objects: ClusterObjects) -> str | None:
         spec["securityContext"] = {}
     _default_tolerations(spec)
     _priority(spec, objects)
-    return _runtime_class(pod, spec, objects)
+    return _runtime_class(pod, spec, objects) or _invalid_requests(pod, spec)
+
+
+def _overcommit_allowed(name: str) -> bool:
+    """``helper.IsOvercommitAllowed``: a native resource (no domain, or ``kubernetes.io/``) that is not
+    ``hugepages-*``. ``nvidia.com/gpu`` and the other extended resources are not."""
+    return ("/" not in name or "kubernetes.io/" in name) and not name.startswith("hugepages-")
+
+
+def _invalid_requests(pod: Obj, spec: Obj) -> str | None:
+    """``validateResourceRequirements``' request-vs-limit checks (pkg/apis/core/validation/validation.go)
+    over containers and init containers, after defaulting filled missing requests from limits: a
+    request above its limit, an extended resource whose request differs from its limit or has none.
+    Returns the API server's refusal (``Pod "web" is invalid: spec.containers[0].resources.requests:
+    Invalid value: "2": must be less than or equal to cpu limit of 1``; several in ``[...]``), else None.
+    Unparsable quantities are left to PodInfo's parsing, which names them."""
+    errors: list[str] = []
+    for key in ("initContainers", "containers"):
+        for i, c in enumerate(_dicts(spec.get(key))):
+            res = c.get("resources")
+            path = f"spec.{key}[{i}].resources"
+            requests, limits = (res.get("requests"), res.get("limits")) if isinstance(res, dict) else (None, None)
+            if not isinstance(requests, dict):
+                continue
+            limits = limits if isinstance(limits, dict) else {}
+            for name, raw in requests.items():
+                try:
+                    req = parse(raw)
+                    lim = parse(limits[name]) if name in limits else None
+                except QuantityError:
+                    continue
+                if lim is None:
+                    if not _overcommit_allowed(str(name)):
+                        errors.append(f"{path}.limits: Required value: Limit must be set for non overcommitable "
+                                      f"resources")
+                elif req != lim and not _overcommit_allowed(str(name)):
+                    errors.append(f'{path}.requests: Invalid value: "{raw}": must be equal to {name} limit of '
+                                  f"{limits[name]}")
+                elif req > lim:
+                    errors.append(f'{path}.requests: Invalid value: "{raw}": must be less than or equal to '
+                                  f"{name} limit of {limits[name]}")
+    if not errors:
+        return None
+    name = (pod.get("metadata") or {}).get("name") or ""
+    return f'Pod "{name}" is invalid: ' + (errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")

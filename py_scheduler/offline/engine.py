@@ -336,7 +336,7 @@ class OfflineScheduler:
             return None
         fw = self.framework_for(pod)
         return Outcome(pod, ScheduleResult(pod=pod_key(pod), profile=fw.profile_name,
-                                           message=f"not created: the API server's admission refuses it: {msg}",
+                                           message=f"not created: the API server refuses it: {msg}",
                                            weights=dict(fw.score_weights)), {})
 
     def _held_by_gang(self, pod: Obj) -> Outcome | None:

@@ -264,6 +264,33 @@ async def test_runtime_class_refusals_equal_the_admission_plugins(
     assert refused is not None and refused.startswith(message), (refused, message)
 
 
+INVALID_REQUEST_CASES: list[tuple[str, Obj]] = [
+    ("cpu-request-above-limit", {"containers": [_c(resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}})]}),
+    ("gpu-request-below-limit", {"containers": [_c(resources={"requests": {"nvidia.com/gpu": "1"},
+                                                             "limits": {"nvidia.com/gpu": "2"}})]}),
+    ("gpu-request-without-limit", {"initContainers": [_c(name="init", resources={"requests": {"nvidia.com/gpu": "1"}})],
+                                   "containers": [_c()]}),
+]
+
+
+@pytest.mark.parametrize("spec", [pytest.param(s, id=i) for i, s in INVALID_REQUEST_CASES])
+async def test_invalid_requests_are_refused_as_the_api_server_refuses_them(core_v1: client.CoreV1Api,
+                                                                           spec: Obj) -> None:
+    """A hand-written snapshot Pod the API server would refuse (422) is reported unplaced with its
+    message, not simulated: the GPU cases are the usual mistake (an extended resource cannot be
+    overcommitted). A request up to its limit, or a GPU limit alone, is admitted by both."""
+    name = unique_name("dflt")
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    with pytest.raises(client.ApiException) as refusal:
+        await core_v1.create_namespaced_pod("default", body, dry_run="All")
+    assert refusal.value.status == 422, refusal.value.body
+    _, refused = _loaded_named(name, spec, [])
+    assert refused == json.loads(refusal.value.body)["message"]
+    fine = {"containers": [_c(resources={"requests": {"cpu": "1"}, "limits": {"cpu": "1", "nvidia.com/gpu": "1"}})]}
+    await core_v1.create_namespaced_pod("default", {**body, "spec": fine}, dry_run="All")
+    assert _loaded_named(name, fine, [])[1] is None
+
+
 def test_norm_compares_by_value() -> None:
     assert _norm({"requests": {"cpu": "0.5"}}) == _norm({"requests": {"cpu": "500m"}}) == {
         "requests": {"cpu": Decimal("0.5")}}

@@ -109,7 +109,7 @@ def test_refusals_are_reported_for_the_pod_not_raised(tmp_path: Path) -> None:
             in msgs["default/conflict"])
     assert "Pod's Overhead doesn't match RuntimeClass's defined Overhead" in msgs["default/other-overhead"]
     assert "Pod Overhead set without corresponding RuntimeClass defined Overhead" in msgs["default/no-class-overhead"]
-    assert all(m.startswith("not created: the API server's admission refuses it: ") for m in msgs.values())
+    assert all(m.startswith("not created: the API server refuses it: ") for m in msgs.values())
     res = runner.invoke(app, ["explain", "--snapshot", str(tmp_path / "s.yaml"), "--pod", "missing", "-o", "json"])
     assert res.exit_code == 0, res.output
     assert 'RuntimeClass "nope" not found' in json.loads(res.stdout)["message"]
@@ -128,3 +128,30 @@ def test_bound_pods_are_never_refused_and_a_malformed_class_is_a_snapshot_error(
         assert "RuntimeClass bad" in str(exc) and "overhead.podFixed.cpu" in str(exc)
     else:
         raise AssertionError("a malformed RuntimeClass loaded")
+
+
+def test_requests_the_api_server_would_refuse_are_reported_not_placed(tmp_path: Path) -> None:
+    """``validateResourceRequirements``: a GPU request without a limit (the usual hand-written
+    mistake: an extended resource cannot be overcommitted) or above its limit is the Pod's result; a
+    GPU limit alone (defaulting copies it to the request) and a cpu request under its limit are placed."""
+    def res(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None) -> dict[str, Any]:
+        return {"containers": [{"name": "c", "resources": {k: v for k, v in (("requests", requests),
+                                                                              ("limits", limits)) if v}}]}
+
+    pods = [pod("gpu-no-limit", spec=res({"nvidia.com/gpu": "1"})),
+            pod("gpu-below", spec=res({"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "2"})),
+            pod("cpu-above", spec=res({"cpu": "1500m", "memory": "1Gi"}, {"cpu": "1", "memory": "2Gi"})),
+            pod("gpu-limit", spec=res(None, {"nvidia.com/gpu": "1"})),
+            pod("cpu-under", spec=res({"cpu": "500m"}, {"cpu": "1"}))]
+    doc = _simulate(tmp_path, [node("n", extra={"nvidia.com/gpu": "4"}), *pods])
+    got = {p["pod"]: (p["node"], p["message"]) for p in doc["placements"]}
+    assert got["default/gpu-limit"][0] == got["default/cpu-under"][0] == "n", got
+    prefix = "not created: the API server refuses it: "
+    assert got["default/gpu-no-limit"] == (None, prefix + 'Pod "gpu-no-limit" is invalid: spec.containers[0].'
+                                           "resources.limits: Required value: Limit must be set for non "
+                                           "overcommitable resources")
+    assert got["default/gpu-below"] == (None, prefix + 'Pod "gpu-below" is invalid: spec.containers[0].resources.'
+                                        'requests: Invalid value: "1": must be equal to nvidia.com/gpu limit of 2')
+    assert got["default/cpu-above"] == (None, prefix + 'Pod "cpu-above" is invalid: spec.containers[0].resources.'
+                                        'requests: Invalid value: "1500m": must be less than or equal to cpu '
+                                        "limit of 1")
