@@ -348,11 +348,12 @@ def _invalid_requests(pod: Obj, spec: Obj) -> str | None:
                     lim = parse(limits[name]) if name in limits else None
                 except QuantityError:
                     continue
+                exact = not _overcommit_allowed(str(name))
                 if lim is None:
-                    if not _overcommit_allowed(str(name)):
+                    if exact:
                         errors.append(f"{path}.limits: Required value: Limit must be set for non overcommitable "
                                       f"resources")
-                elif req != lim and not _overcommit_allowed(str(name)):
+                elif exact and req != lim:
                     errors.append(f'{path}.requests: Invalid value: "{raw}": must be equal to {name} limit of '
                                   f"{limits[name]}")
                 elif req > lim:
