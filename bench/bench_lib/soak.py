@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -115,6 +117,11 @@ class SoakResult:
     churn: dict[str, int] = field(default_factory=dict)
     failovers: list[float] = field(default_factory=list)
     rss_slope_mib_per_min: dict[str, float] = field(default_factory=dict)
+    bounds_full: dict[str, dict[str, float]] = field(default_factory=dict)
+    """With ``fill_bounds``: per replica, per bounded structure, the first sample's time (s) at which
+    it had reached its cap (its peak at the cap, or emptied at it)."""
+    bounds_over: list[str] = field(default_factory=list)
+    """With ``fill_bounds``: every reading of a structure above its cap (must stay empty)."""
 
     @property
     def violations(self) -> list[str]:
@@ -134,6 +141,7 @@ class SoakResult:
                 "rss_slope_mib_per_min": {k: round(v, 3) for k, v in self.rss_slope_mib_per_min.items()},
                 "max_rss_slope_mib_per_min": self.max_slope, "cache_diffs": self.diffs,
                 "invariant_violations": len(self.violations), "violations": self.violations[:50],
+                "bounds_full": self.bounds_full, "bounds_over": self.bounds_over[:50],
                 "samples": [asdict(s) for s in self.samples]}
 
 
@@ -172,7 +180,8 @@ class Soak:
                  node_interval: float = 20.0, min_nodes: int = 3, max_nodes: int = 6, flap_interval: float = 15.0,
                  pending_grace: float = 60.0, diff_timeout: float = 15.0, log: Callable[[str], None] = print,
                  replica_args: Sequence[str] = (), tracemalloc_frames: int = 0, memory_mark: float = 180.0,
-                 memory_top: int = 30, memory: bool = False) -> None:
+                 memory_top: int = 30, memory: bool = False, fill_bounds: bool = False,
+                 fill_interval: float = 2.0, fill_live: int = 10, bounds_every: float = 30.0) -> None:
         self.env = env
         self.minutes = minutes
         self.rng = random.Random(seed)
@@ -200,6 +209,10 @@ class Soak:
         self.gpu_node = ""
         self.t0 = 0.0
         self.rss: dict[str, list[tuple[float, float]]] = {}
+        self.fill_bounds, self.fill_interval, self.fill_live = fill_bounds, fill_interval, fill_live
+        self.bounds_every = bounds_every
+        self.bounds_files: dict[str, Path] = {}  # replica (log stem) -> its soak_caps report
+        self.junk_tokens = 0
 
     def _count(self, what: str) -> None:
         self.churn[what] = self.churn.get(what, 0) + 1
@@ -300,7 +313,49 @@ class Soak:
             self.result.failovers.append(time.monotonic() - killed_at)
 
     def _replica(self) -> SchedulerProcess:
-        return self.env.replica("soak", extra_args=self.replica_args)
+        if not self.fill_bounds:
+            return self.env.replica("soak", extra_args=self.replica_args)
+        report = Path(self.env.testbed.dir) / "logs" / f"{unique_name('soak-bounds')}.json"
+        p = self.env.replica("soak", extra_args=self.replica_args, launcher=(
+            "-m", "bench.bench_lib.soak_caps", "--report", str(report), "--every", f"{self.bounds_every:g}", "--"))
+        self.bounds_files[p.log_path.stem] = report
+        return p
+
+    async def _junk_tokens(self, until: float) -> None:
+        """Fills the replicas' TokenReview caches (negative answers are cached too): two requests a
+        second with a fresh made-up bearer token each, to every live replica's serving port (401)."""
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False)) as http:
+            while time.monotonic() < until:
+                for r in list(self.env.replicas):
+                    port = serving_port(r)
+                    if not r.alive() or port is None:
+                        continue
+                    self.junk_tokens += 1
+                    headers = {"Authorization": f"Bearer junk-{self.junk_tokens}-{self.rng.getrandbits(64):x}"}
+                    with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError):
+                        async with http.get(f"https://127.0.0.1:{port}/debug/cache", headers=headers,
+                                            timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                            await resp.read()
+                            self._count(f"junk-token requests answered {resp.status}")
+                await asyncio.sleep(0.5)  # the churn's pace
+
+    def _bounds(self, name: str, t: float) -> dict[str, Any] | None:
+        """The replica's last soak_caps report (None before its first), noting which structures have
+        reached their caps by ``t`` and any reading above a cap."""
+        path = self.bounds_files.get(name)
+        if path is None or not path.exists():
+            return None
+        try:
+            bounds: dict[str, Any] = json.loads(path.read_text())["bounds"]
+        except (OSError, ValueError, KeyError):
+            return None
+        full = self.result.bounds_full.setdefault(name, {})
+        for what, b in bounds.items():
+            if b["size"] > b["cap"] + 1:  # +1: a reading between an insert and its eviction
+                self.result.bounds_over.append(f"t={t:.0f}s {name}: {what} {b['size']} > cap {b['cap']}")
+            if (b["peak"] >= b["cap"] or b["resets"] > 0) and what not in full:
+                full[what] = t
+        return bounds
 
     # -- measuring ------------------------------------------------------------------------------------
     async def _memory(self, port: int, name: str, t: float, final: bool = False) -> dict[str, Any]:
@@ -357,6 +412,8 @@ class Soak:
                                 "diff_clean": res.clean, "diff_rounds": res.rounds,
                                 "diff_seconds": round(res.seconds, 2)}
             self.rss.setdefault(name, []).append((s.t, s.replicas[name]["rss_mib"]))
+            if self.fill_bounds:
+                s.replicas[name]["bounds"] = self._bounds(name, s.t)
             if self.memory:
                 with contextlib.suppress(OSError, AssertionError, asyncio.TimeoutError):  # killed meanwhile
                     s.replicas[name]["memory"] = await self._memory(port, name, s.t, final)
@@ -402,12 +459,21 @@ class Soak:
         for _ in range(self.min_nodes):
             self.cpu_nodes.append(await self.env.node())
         self.gpu_node = await self.env.node(gpu=True)
+        fill = None
+        if self.fill_bounds:
+            from bench.bench_lib.soak_fill import FillChurn
+            fill = FillChurn(self.env, random.Random(self.rng.random()), self._count, self.log,
+                             interval=self.fill_interval, live=self.fill_live)
+            await fill.setup()
         first = self._replica()
         await first.wait_leading()
         self._replica()
         self.t0 = time.monotonic()
         until = self.t0 + self.minutes * 60
-        churn = [asyncio.create_task(c(until)) for c in (self._pods, self._nodes, self._flaps, self._kills)]
+        kinds: list[Callable[[float], Any]] = [self._pods, self._nodes, self._flaps, self._kills]
+        if fill is not None:
+            kinds += [fill.run, self._junk_tokens]
+        churn = [asyncio.create_task(c(until)) for c in kinds]
         sampler = asyncio.create_task(self._sampler(until))
         try:
             while not sampler.done():  # the churn runs until the sampler's last row; a churn failure stops it
@@ -421,6 +487,8 @@ class Soak:
             for t in (*churn, sampler):
                 t.cancel()
             await asyncio.gather(*churn, sampler, return_exceptions=True)
+            if fill is not None:
+                await fill.cleanup()
         half = self.minutes * 60 / 2
         for name, pts in self.rss.items():
             last = [p for p in pts if p[0] >= half]

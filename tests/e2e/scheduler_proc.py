@@ -59,15 +59,18 @@ class SchedulerProcess:
         leader_elect: ``--leader-elect`` / ``--no-leader-elect``.
         verbosity: ``--v``.
         extra_args: more CLI arguments (e.g. ``--config FILE``).
+        launcher: the interpreter arguments before ``run`` (default ``-m py_scheduler.cli``; the soak's
+            ``--fill-bounds`` uses ``-m bench.bench_lib.soak_caps --report FILE --``).
     """
 
     def __init__(self, kubeconfig: Path, log_path: Path, *, lease_name: str, lease_namespace: str = "kube-system",
-                 leader_elect: bool = True, verbosity: int = 10, extra_args: Sequence[str] = ()) -> None:
+                 leader_elect: bool = True, verbosity: int = 10, extra_args: Sequence[str] = (),
+                 launcher: Sequence[str] = ("-m", "py_scheduler.cli")) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.lease_name = lease_name
         self.lease_namespace = lease_namespace
-        self.argv = [sys.executable, "-m", "py_scheduler.cli", "run", "--kubeconfig", str(kubeconfig),
+        self.argv = [sys.executable, *launcher, "run", "--kubeconfig", str(kubeconfig),
                      "--v", str(verbosity), "--metrics-bind-address", "127.0.0.1:0",
                      "--lease-name", lease_name, "--lease-namespace", lease_namespace,
                      "--leader-elect" if leader_elect else "--no-leader-elect", *extra_args]

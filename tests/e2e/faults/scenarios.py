@@ -187,13 +187,16 @@ class FaultEnv:
         return path
 
     def replica(self, name: str, *, leader_elect: bool = True, qps: float | None = None,
-                burst: int | None = None, verbosity: int = 4, extra_args: Sequence[str] = ()) -> SchedulerProcess:
+                burst: int | None = None, verbosity: int = 4, extra_args: Sequence[str] = (),
+                launcher: Sequence[str] = ("-m", "py_scheduler.cli")) -> SchedulerProcess:
         """Start one ``py-scheduler run`` on this scenario's Lease (not waited for); ``extra_args``:
-        more CLI arguments for it."""
+        more CLI arguments for it; ``launcher``: the interpreter arguments that start the command line
+        (``bench/bench_lib/soak_caps.py`` puts its own module in front of py-scheduler's)."""
         p = SchedulerProcess(Path(self.testbed.kubeconfig),
                              Path(self.testbed.dir) / "logs" / f"{unique_name(name)}.log",
                              lease_name=self.lease, leader_elect=leader_elect, verbosity=verbosity,
-                             extra_args=["--config", str(self.config_file(qps=qps, burst=burst)), *extra_args])
+                             extra_args=["--config", str(self.config_file(qps=qps, burst=burst)), *extra_args],
+                             launcher=launcher)
         p.start()
         self.replicas.append(p)
         return p

@@ -9,7 +9,9 @@ every minute, the leader killed after 90 s and then every ``SOAK_KILL_EVERY`` = 
 the RSS slopes); for a leak hunt ``SOAK_REPLICA_ARGS`` (more ``py-scheduler run`` arguments, shell
 words), ``SOAK_MEMORY=1``, ``SOAK_TRACEMALLOC`` (frames; 0: off) and ``SOAK_MEMORY_MARK`` (seconds)
 feed :class:`bench.bench_lib.soak.Soak`'s ``replica_args`` / ``memory`` / ``tracemalloc_frames`` /
-``memory_mark``.
+``memory_mark``; ``SOAK_FILL_BOUNDS=1`` (``bench/soak --fill-bounds``) runs the replicas with their
+memory bounds lowered and adds the churn that fills them: no structure may go above its cap, and in a
+run of 20 minutes or more every one must reach its cap within the first half (issue 31, item 6).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ async def test_soak(env: FaultEnv) -> None:
                 replica_args=shlex.split(os.environ.get("SOAK_REPLICA_ARGS", "")),
                 tracemalloc_frames=int(os.environ.get("SOAK_TRACEMALLOC", "0")),
                 memory_mark=float(os.environ.get("SOAK_MEMORY_MARK", "180")),
-                memory=os.environ.get("SOAK_MEMORY", "") == "1")
+                memory=os.environ.get("SOAK_MEMORY", "") == "1",
+                fill_bounds=os.environ.get("SOAK_FILL_BOUNDS", "") == "1")
     res = await soak.run()
     out = os.environ.get("SOAK_OUT")
     if out:
@@ -64,6 +67,19 @@ async def test_soak(env: FaultEnv) -> None:
     assert res.violations == [], res.violations[:20]
     assert res.diffs == 0
     assert res.churn.get("pods created", 0) > 0 and res.churn.get("nodes NotReady", 0) > 0
+    if soak.fill_bounds:
+        assert res.bounds_over == [], res.bounds_over[:20]
+        print(f"bounds reached (seconds from the start, per replica): {res.bounds_full}")
+        if MINUTES >= 20 and not kill_every:
+            # the leader of the whole run fills every structure (the standby runs no cycles: it fills
+            # only its informers' tombstones and its review caches; the samples show its sizes)
+            from bench.bench_lib.soak_caps import LOWERED
+            half = MINUTES * 60 / 2
+            leader = [n for n, r in res.samples[-1].replicas.items() if r["leader"]]
+            assert len(leader) == 1, res.samples[-1].replicas.keys()
+            full = res.bounds_full.get(leader[0], {})
+            late = sorted(w for w in (*LOWERED, "decision ring") if full.get(w, float("inf")) > half)
+            assert not late, f"the leader's structures not at their caps by minute {half / 60:g}: {late}"
     if kill_every:
         assert res.churn.get("leader SIGKILLs", 0) >= 1 and len(res.failovers) == res.churn["leader SIGKILLs"]
 
