@@ -59,7 +59,7 @@ from typing import Any, Literal, overload
 from py_scheduler.framework import objects as ob
 from py_scheduler.framework.errors import ConfigError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
-from py_scheduler.framework.handle import Handle, ObjectLister, WaitingPodHandle
+from py_scheduler.framework.handle import APIClient, Handle, ObjectLister, WaitingPodHandle
 from py_scheduler.framework.interfaces import PlacementProgress, PodGroupInfo, PostFilterResult
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.podgroup import POD_GROUP_CYCLE_KEY, pod_group_name
@@ -195,6 +195,11 @@ class GangScheduling:
         """PodGroup UID -> ``(namespace, name)`` this process marked PodGroupInitiallyScheduled=True and
         the informer's copy does not show yet (never regressed meanwhile). Bounded: pruned at each write
         (:meth:`_prune_initially_scheduled`) once the PodGroup is deleted or its copy shows True."""
+        self._condition_wanted: dict[str, tuple[str, str, str, str, str]] = {}
+        """PodGroup UID -> the latest ``(namespace, name, status, reason, message)`` wanted and not yet
+        sent; its writer (:meth:`_send_conditions`) takes it. Bounded by the groups being written."""
+        self._condition_writers: dict[str, asyncio.Task[None]] = {}
+        """PodGroup UID -> its one writer task while it runs (writes of one group go out in order)."""
         self._changes = 0
         """Cluster changes seen through the queueing hints (Node events, other Pods' deletions)."""
         self._yielding: dict[str, set[str]] = {}
@@ -468,25 +473,39 @@ class GangScheduling:
             return  # True is terminal (and written once); the informer's copy may not show it yet
         if status == "True":
             self._initially_scheduled[uid] = (namespace, name)
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        patch = condition_patch(pg, status, reason, message, now)
-        if patch is None:
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        path = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
+        self._condition_wanted[uid] = (namespace, name, status, reason, message)
+        if uid not in self._condition_writers:
+            task = loop.create_task(self._send_conditions(uid, client))
+            self._condition_writers[uid] = task
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
 
-        async def send() -> None:
-            try:
-                await client.patch(path, patch, "application/strategic-merge-patch+json")
-            except Exception as exc:  # APIError, connection errors: the condition is informational
-                log.warning("Failed to update PodGroup status podGroup=%s/%s: %s", namespace, name, exc)
-
-        task = loop.create_task(send())
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+    async def _send_conditions(self, uid: str, client: APIClient) -> None:
+        """The one writer of group ``uid``'s condition: sends the latest wanted condition, then the
+        next one wanted meanwhile, until none is left. Two patches of one group in flight at once
+        could land in either order, and a False landing after True would stay; a condition wanted
+        while another is being sent replaces any older one not yet sent."""
+        try:
+            while (want := self._condition_wanted.pop(uid, None)) is not None:
+                namespace, name, status, reason, message = want
+                pg = self._pod_group(namespace, name)
+                if pg is None:
+                    continue
+                now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                patch = condition_patch(pg, status, reason, message, now)
+                if patch is None:
+                    continue
+                path = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
+                try:
+                    await client.patch(path, patch, "application/strategic-merge-patch+json")
+                except Exception as exc:  # APIError, connection errors: the condition is informational
+                    log.warning("Failed to update PodGroup status podGroup=%s/%s: %s", namespace, name, exc)
+        finally:
+            self._condition_writers.pop(uid, None)
 
     def _prune_initially_scheduled(self) -> None:
         """Forget the groups whose True need no remembering: deleted (or replaced under the same name:

@@ -389,6 +389,7 @@ def test_quorum_and_release_write_the_pod_group_condition_through_the_client() -
         pl.reserve(CycleState(), infos[0], "n1")
         fw.waiting_pods.append(FakeWaiting(infos[0]))
         pl.post_filter(CycleState(), infos[1], {})  # below quorum: Unschedulable
+        await asyncio.sleep(0)  # its writer sends it (a condition wanted before then would replace it)
         objs.groups[("ns", "pg")]["status"] = {"conditions": []}
         pl._hint_cluster_change(members[0], None, {"metadata": {"name": "new-node"}})  # the hold ends
         fw.waiting_pods.clear()  # the rejected p0 left the map (its binding cycle ended)
@@ -586,3 +587,43 @@ def test_scheduled_condition_is_never_followed_by_unschedulable() -> None:
 
     bodies = asyncio.run(scenario())
     assert [b["status"]["conditions"][0]["status"] for b in bodies] == ["True"]
+
+
+def test_condition_writes_of_one_group_go_out_one_at_a_time_latest_first() -> None:
+    """Two patches of one PodGroup in flight at once can land in either order, and a False landing
+    after True stays False (the e2e not-fitting gang stayed Unschedulable after binding whole, under
+    load). While a patch is on the wire, the next waits, and only the latest one wanted is sent."""
+    class Client:
+        def __init__(self) -> None:
+            self.sent: list[tuple[str, str]] = []
+            self.in_flight = 0
+            self.most_in_flight = 0
+            self.release = asyncio.Event()
+
+        async def patch(self, path: str, patch: Obj, content_type: str = "") -> Obj:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            c = patch["status"]["conditions"][0]
+            self.sent.append((c["status"], c["message"]))
+            if len(self.sent) == 1:
+                await self.release.wait()  # the first patch is slow on the wire
+            self.in_flight -= 1
+            return {}
+
+    async def scenario() -> Client:
+        objs = Objects()
+        objs.add(pod_group(min_count=1))
+        api = Client()
+        pl = gs.GangScheduling.create({}, _handle(objs, client=api))
+        pl.write_condition("ns", "pg", "False", "Unschedulable", "first")
+        await asyncio.sleep(0)  # the writer sends the first patch and waits on the wire
+        pl.write_condition("ns", "pg", "False", "Unschedulable", "second")
+        pl.write_condition("ns", "pg", "True", "Scheduled", "")
+        api.release.set()
+        await asyncio.wait_for(asyncio.gather(*pl._writes), 5)
+        assert pl._condition_writers == {} and pl._condition_wanted == {}
+        return api
+
+    api = asyncio.run(scenario())
+    assert api.sent == [("False", "first"), ("True", "")]
+    assert api.most_in_flight == 1
