@@ -65,6 +65,16 @@ command-line flag (``--decisions-capacity``, default 50 000): the soak passes a 
 report shows it as ``decision ring`` with the capacity the process was given."""
 
 
+_SHARED_MEMOS = (("REQUESTS", "PodInfo request parses"), ("HINT_POD_INFOS", "queueing-hint PodInfos"),
+                 ("PV_NODE_AFFINITY", "PV node affinities"), ("CEL_SELECTORS", "CEL selectors"),
+                 ("QUANTITIES", "DRA quantities"))
+"""``framework/memo.py`` shared memos (attribute, name in :data:`LOWERED`)."""
+
+_BOUNDED_TYPES: tuple[type, ...] = (reflector.ObjectStore, scheduling_queue.PriorityQueue, binder.Binder,
+                                    secure._TTLCache, VictimsMemo, pools.SliceView, DecisionLog)
+"""The classes whose instances :func:`track` records and :func:`sizes` reads."""
+
+
 def apply(caps: dict[str, int] = LOWERED) -> None:
     """Lower every cap in :data:`LOWERED` in this process, before the scheduler builds anything.
 
@@ -89,9 +99,7 @@ def apply(caps: dict[str, int] = LOWERED) -> None:
     setmod(pools, "SLICE_VIEW_NODES_MAX", caps["DRA per-node views"])
     setmod(allocator, "SLICE_VIEW_NODES_MAX", caps["DRA per-node views"])
     VictimsMemo.__init__.__defaults__ = (caps["preemption dry-run victims"],)
-    for name, key in (("REQUESTS", "PodInfo request parses"), ("HINT_POD_INFOS", "queueing-hint PodInfos"),
-                      ("PV_NODE_AFFINITY", "PV node affinities"), ("CEL_SELECTORS", "CEL selectors"),
-                      ("QUANTITIES", "DRA quantities")):
+    for name, key in _SHARED_MEMOS:
         getattr(memo, name).size = caps[key]
 
 
@@ -105,32 +113,28 @@ def track() -> None:
 
     ``gc.get_objects()`` cannot find them: py-scheduler freezes its heap after the first sync, and
     frozen objects are not listed."""
-    for cls in (reflector.ObjectStore, scheduling_queue.PriorityQueue, binder.Binder, secure._TTLCache,
-                VictimsMemo, pools.SliceView, DecisionLog):
+    for cls in _BOUNDED_TYPES:
         if cls in _TRACKED:
             continue
         reg: Any = [] if cls is VictimsMemo else weakref.WeakSet()
         _TRACKED[cls] = reg
-        init = cls.__init__
+        init = vars(cls)["__init__"]
 
         def wrapped(self: Any, *a: Any, _init: Any = init, _reg: Any = reg, **kw: Any) -> None:
             _init(self, *a, **kw)
             (_reg.append if isinstance(_reg, list) else _reg.add)(self)
 
-        cls.__init__ = wrapped  # type: ignore[method-assign]
+        setattr(cls, "__init__", wrapped)  # mypy refuses a method assignment on a plain type
 
 
 def _instances() -> dict[type, list[Any]]:
-    return {cls: list(reg) for cls, reg in _TRACKED.items()}
+    return {cls: list(_TRACKED.get(cls, ())) for cls in _BOUNDED_TYPES}
 
 
 def sizes(caps: dict[str, int] = LOWERED) -> dict[str, dict[str, int]]:
     """The size of every bounded structure now, with its cap: ``{name: {"size": n, "cap": c}}``.
     Several instances of one kind (two review caches, one queue per process) report their largest."""
     found = _instances()
-    for cls in (reflector.ObjectStore, scheduling_queue.PriorityQueue, binder.Binder, secure._TTLCache,
-                VictimsMemo, pools.SliceView, DecisionLog):
-        found.setdefault(cls, [])
     out: dict[str, dict[str, int]] = {}
 
     def put(name: str, size: int) -> None:
@@ -153,9 +157,7 @@ def sizes(caps: dict[str, int] = LOWERED) -> dict[str, dict[str, int]]:
         put("DRA per-node views", max(len(v._pools), len(v._ids), len(v.results)))
     for m in found[VictimsMemo]:
         put("preemption dry-run victims", len(m._entries))
-    for name, key in (("REQUESTS", "PodInfo request parses"), ("HINT_POD_INFOS", "queueing-hint PodInfos"),
-                      ("PV_NODE_AFFINITY", "PV node affinities"), ("CEL_SELECTORS", "CEL selectors"),
-                      ("QUANTITIES", "DRA quantities")):
+    for name, key in _SHARED_MEMOS:
         put(key, len(getattr(memo, name)))
     for name in caps:
         out.setdefault(name, {"size": 0, "cap": caps[name]})
