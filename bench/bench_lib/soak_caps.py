@@ -124,7 +124,7 @@ def track() -> None:
             _init(self, *a, **kw)
             (_reg.append if isinstance(_reg, list) else _reg.add)(self)
 
-        setattr(cls, "__init__", wrapped)  # mypy refuses a method assignment on a plain type
+        setattr(cls, "__init__", wrapped)  # noqa: B010 (mypy refuses a method assignment on a plain type)
 
 
 def _instances() -> dict[type, list[Any]]:
