@@ -115,6 +115,8 @@ class _RetryPolicy:
         self.last_wait = 0.0
 
     def retry(self, exc: BaseException) -> bool:
+        if isinstance(exc, Fenced):  # refused before sending: asking again cannot change the answer soon
+            return False
         if not isinstance(exc, KubeError) or not (exc.status == 0 or exc.status == 429 or exc.status >= 500):
             return False
         if exc.retry_after is None and not self.resend:

@@ -155,3 +155,27 @@ def test_kube_errors_are_the_frameworks() -> None:
     assert isinstance(cf, Conflict) and isinstance(cf, APIConflict) and (cf.status, cf.reason) == (409, "Conflict")
     assert isinstance(KubeError(500, "x", "y"), APIError)
     assert str(cf) == "POST /b: 409 Conflict: already assigned"
+
+
+async def test_a_fence_refusal_is_final_not_retried() -> None:
+    """The Binding is resent after a lost answer, but a refusal by the fence is not a lost answer:
+    asking again within the retry backoff cannot bring the lease or the Node back. It used to be
+    retried like a connection error (5 more checks over about 6 s of backoff)."""
+    api = _Api([])
+    kube = Kube(api, qps=0, burst=1, retries=5)  # type: ignore[arg-type]
+    waits: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        waits.append(seconds)
+
+    kube.retry_sleep = no_wait
+    asked: list[str] = []
+
+    def node_exists(node: str) -> bool:
+        asked.append(node)
+        return len(asked) == 1  # there when the binding cycle asks, gone when the Binding is sent
+
+    with pytest.raises(Fenced) as ei:
+        await KubeAPIClient(kube, node_exists=node_exists).bind("default", "p", "u1", "n1")
+    assert ei.value.reason == "NodeGone"
+    assert asked == ["n1", "n1"] and waits == [] and api.sent == []
