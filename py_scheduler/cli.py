@@ -141,6 +141,11 @@ def run(
     profiling: Annotated[bool, typer.Option(
         "--profiling", help="allow /debug/memory's actions (allocation tracing, a full collection) by POST, "
                             "as kube-scheduler's --profiling allows pprof (default: off)")] = False,
+    request_thread: Annotated[bool, typer.Option(
+        "--request-thread/--no-request-thread",
+        help="send API requests (Bindings, Events, status patches, LISTs) from a thread of their own, off the "
+             "thread that runs scheduling cycles (watches and LISTs stay on it); default off: under the GIL "
+             "it moves CPU rather than saving it (bench/RESULTS.md)")] = False,
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
     from py_scheduler.app.process.main import ServingOptions, run_scheduler
@@ -165,7 +170,8 @@ def run(
                                    lease_name=lease_name, lease_namespace=lease_namespace,
                                    metrics_bind_address=metrics_bind_address, verbosity=v,
                                    feature_gates=feature_gates, decisions_capacity=decisions_capacity,
-                                   decisions_top_k=decisions_top_k, serving=serving))
+                                   decisions_top_k=decisions_top_k, serving=serving,
+                                   request_thread=request_thread))
 
 
 @app.command()

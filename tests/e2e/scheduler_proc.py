@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -73,7 +74,9 @@ class SchedulerProcess:
         self.argv = [sys.executable, *launcher, "run", "--kubeconfig", str(kubeconfig),
                      "--v", str(verbosity), "--metrics-bind-address", "127.0.0.1:0",
                      "--lease-name", lease_name, "--lease-namespace", lease_namespace,
-                     "--leader-elect" if leader_elect else "--no-leader-elect", *extra_args]
+                     "--leader-elect" if leader_elect else "--no-leader-elect", *extra_args,
+                     # e.g. "--request-thread": the whole e2e suite run with another option
+                     *shlex.split(os.environ.get("PY_SCHEDULER_E2E_RUN_ARGS", ""))]
         self.proc: subprocess.Popen[bytes] | None = None
         self._offset = 0
 

@@ -51,6 +51,8 @@ class Bed:
         self.pods: list[str] = []
         self.replicas: list[SchedulerProcess] = []
         self.kube_schedulers: list[str] = []
+        self.extra_args: list[str] = []
+        """More ``py-scheduler run`` options for every replica."""
 
     def config(self, scheduler_name: str, gang: bool = False) -> Path:
         """A KubeSchedulerConfiguration file with one profile (plus the gang Permit plugin)."""
@@ -65,7 +67,8 @@ class Bed:
 
     def replica(self, name: str, config: Path, gang: bool = False) -> SchedulerProcess:
         p = SchedulerProcess(Path(self.testbed.kubeconfig), Path(self.testbed.dir) / "logs" / f"{name}.log",
-                             lease_name=self.lease, verbosity=4, extra_args=["--config", str(config)])
+                             lease_name=self.lease, verbosity=4,
+                             extra_args=["--config", str(config), *self.extra_args])
         if gang:
             # The same CLI, with the test-only plugin registered first (tests/gang_permit.py __main__).
             p.argv[1:3] = ["-m", "tests.gang_permit"]
@@ -240,11 +243,16 @@ async def test_side_by_side_with_kube_scheduler_no_index_twice(bed: Bed) -> None
     assert "Traceback" not in sched.log()
 
 
-async def test_lease_handed_over_mid_burst_no_index_twice(bed: Bed) -> None:
+@pytest.mark.parametrize("request_thread", [False, True], ids=["cycle-loop", "request-thread"])
+async def test_lease_handed_over_mid_burst_no_index_twice(bed: Bed, request_thread: bool) -> None:
     """The Lease is handed to the standby mid-burst: the old leader keeps binding until its renew
     deadline while the new one binds too, both racing on the same arriving Pods. Every Pod ends
     bound once with its own index, none held twice on a node: a replica whose Binding lost wrote
-    nothing (before, its annotation PATCH overwrote the winner's)."""
+    nothing (before, its annotation PATCH overwrote the winner's). Run with the requests on the
+    cycle's loop and on their own thread (``--request-thread``, issue 32 item 2): the fence is then
+    asked on that thread, and every bound Pod still gets its ``Scheduled`` Event."""
+    if request_thread:
+        bed.extra_args = ["--request-thread"]
     for _ in range(3):
         await bed.node(16)
     name = unique_name("bc-le")
@@ -279,8 +287,14 @@ async def test_lease_handed_over_mid_burst_no_index_twice(bed: Bed) -> None:
     got = await bed.wait_bound(pods, timeout=90)
     held = bed.assert_no_index_twice(got)
     assert sum(len(idx) for idx in held.values()) == len(pods), "every Pod holds exactly its own index"
+    for pod in pods:
+        await wait_for(lambda pod=pod: _has_scheduled_event(bed.api, pod), timeout=30, what=f"{pod}'s Scheduled event")
     a_after = [t for t in a.bound_times().values() if t >= handed_at]
     lost = a.log().count("Failed to bind pod") + b.log().count("Failed to bind pod")
     print(f"lease handed over: old leader bound {len(a_after)} pod(s) after the hand-over, "
           f"{lost} Binding(s) lost a race")
     assert "Traceback" not in a.log() and "Traceback" not in b.log()
+
+
+async def _has_scheduled_event(api: client.ApiClient, pod: str) -> bool:
+    return any(reason == "Scheduled" for reason, _ in await pod_events(api, pod))

@@ -27,6 +27,7 @@ import asyncio
 import dataclasses
 import datetime
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -125,7 +126,9 @@ class Credentials:
     def __init__(self, login: Callable[[], Awaitable[kopf.ConnectionInfo]]) -> None:
         self._login = login
         self._info: kopf.ConnectionInfo | None = None
-        self._lock = asyncio.Lock()
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+        """One lock per event loop (the requests may run on a loop of their own,
+        :mod:`py_scheduler.app.client.offthread`); two loops may each log in once, which is harmless."""
 
     @property
     def info(self) -> kopf.ConnectionInfo | None:
@@ -155,7 +158,8 @@ class Credentials:
             raise RuntimeError("no credentials yet: login() has not succeeded")
         if not expired(info, datetime.datetime.now(datetime.UTC)):
             return info
-        async with self._lock:
+        lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
             info = self._info
             assert info is not None
             now = datetime.datetime.now(datetime.UTC)

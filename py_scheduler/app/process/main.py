@@ -111,7 +111,8 @@ def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None) -> dict[s
 def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bool | None, lease_name: str | None,
                   lease_namespace: str | None, metrics_bind_address: str, verbosity: int,
                   feature_gates: str = "", decisions_capacity: int = DEFAULT_CAPACITY,
-                  decisions_top_k: int = DEFAULT_TOP_K, serving: ServingOptions | None = None) -> int:
+                  decisions_top_k: int = DEFAULT_TOP_K, serving: ServingOptions | None = None,
+                  request_thread: bool = False) -> int:
     """Run the scheduler until SIGTERM/SIGINT; returns the process exit code.
 
     ``kubeconfig`` None: ``clientConnection.kubeconfig`` of the config file, else in-cluster.
@@ -121,7 +122,8 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
     (:mod:`py_scheduler.framework.features`, shared with ``explain`` and ``simulate``). ``decisions_capacity``
     records (0: none) of ``decisions_top_k`` nodes each are kept for ``/debug/decisions``
     (:mod:`py_scheduler.app.scheduling.decisions`). ``serving``: how that port is served
-    (default: HTTPS with a self-signed certificate and delegated authn/authz).
+    (default: HTTPS with a self-signed certificate and delegated authn/authz). ``request_thread``: API
+    requests run on a thread of their own (:mod:`py_scheduler.app.client.offthread`).
     """
     setup_logging(verbosity)
     from py_scheduler.app.serving.health import raise_nofile_limit  # lazy, as build_health_server's
@@ -163,14 +165,14 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
             return 1
     try:
         return _event_loop_run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions(), decisions_capacity,
-                                    decisions_top_k))
+                                    decisions_top_k, request_thread))
     except KeyboardInterrupt:
         return 0
 
 
 async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str,
                serving: ServingOptions, decisions_capacity: int = DEFAULT_CAPACITY,
-               decisions_top_k: int = DEFAULT_TOP_K) -> int:
+               decisions_top_k: int = DEFAULT_TOP_K, request_thread: bool = False) -> int:
     set_thresholds()
     # The Handle is complete here: the client, the informers' objects and the queue (which exist only
     # once logged in / built from the profiles) are ports _serve connects once.
@@ -187,7 +189,7 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
         return await _serve(cfg, frameworks, kube, metrics_bind_address, serving, decisions, stop, ports=ports)
 
     # kopf runs the process: login, start-up (serve), signals, clean-up (py_scheduler.app.process.lifecycle).
-    return await run_operator(kubeconfig, serve, qps=cfg.qps, burst=cfg.burst)
+    return await run_operator(kubeconfig, serve, qps=cfg.qps, burst=cfg.burst, request_thread=request_thread)
 
 
 async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str,
