@@ -254,7 +254,10 @@ class PyScheduler(_Child):
         # BENCH_PY_WRAP: interpreter arguments put before "-m py_scheduler.cli", e.g. a profiler:
         # "-m cProfile -o /tmp/py.prof" or "-m pyinstrument -o /tmp/py.txt".
         wrap = shlex.split(os.environ.get("BENCH_PY_WRAP", ""))
-        super().__init__([sys.executable, *wrap, "-m", "py_scheduler.cli", "run", "--kubeconfig", str(tb.kubeconfig),
+        # BENCH_PY_ARGS: options added to ``py-scheduler run``, e.g. "--request-thread"
+        extra = shlex.split(os.environ.get("BENCH_PY_ARGS", ""))
+        super().__init__([sys.executable, *wrap, "-m", "py_scheduler.cli", "run", *extra,
+                          "--kubeconfig", str(tb.kubeconfig),
                           "--config", str(cfg_path), "--no-leader-elect",
                           "--metrics-bind-address", f"127.0.0.1:{port}", "--plain-http",  # readiness poll only
                           "--v", str(verbosity)],
