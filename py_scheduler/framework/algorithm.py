@@ -13,15 +13,15 @@ import logging
 import operator
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from typing import Any
 
 from py_scheduler.framework.batch import PodSignature, SortedScoredNodes
-from py_scheduler.framework.interfaces import PostFilterResult
+from py_scheduler.framework.interfaces import FilterPlugin, PostFilterResult
 from py_scheduler.framework.lister import SnapshotLister
-from py_scheduler.framework.runtime import Framework
+from py_scheduler.framework.runtime import Framework, SchedulingError
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status
 
 log = logging.getLogger("py_scheduler.framework")
@@ -370,40 +370,31 @@ class Algorithm:
         feasible: list[NodeInfo] = []
         start = self.next_start_node_index % num
         t0 = time.perf_counter()
-        if fw.nominator:
-            for i in range(num):
-                ni = nodes[(start + i) % num]
-                st = fw.run_filter_with_nominated_pods(state, pod, ni)
-                if st.is_success():
+        # Filter runs plugin by plugin over chunks of nodes. A chunk holds as many nodes as feasible
+        # ones are still missing, so the node-by-node search would have evaluated every node of it too:
+        # the evaluated nodes, their statuses and order are the same. Nodes with Pods nominated to them
+        # (after a preemption) take upstream's node-by-node path with those Pods added.
+        active = [pl for pl in fw.filter_plugins if pl.name not in state.skip_filter]
+        ordered = nodes[start:] + nodes[:start] if start else nodes
+        nominated = fw.nominator
+        pos = 0
+        while pos < num and len(feasible) < to_find:
+            chunk = ordered[pos:pos + (to_find - len(feasible))]
+            pos += len(chunk)
+            statuses = (_filter_chunk_with_nominated_pods(fw, active, state, pod, chunk, nominated) if nominated
+                        else fw.filter_chunk(active, state, pod, chunk))
+            if statuses is None:
+                feasible.extend(chunk)
+                continue
+            added: Status | None = None
+            for ni, fst in zip(chunk, statuses, strict=True):
+                if fst is None:
                     feasible.append(ni)
-                    if len(feasible) >= to_find:
-                        break
                 else:
-                    d.node_to_status[ni.name] = st
-                    d.add_plugin_status(st)
-        else:
-            # No nominated Pods: Filter runs plugin by plugin over chunks of nodes. A chunk holds as
-            # many nodes as feasible ones are still missing, so the node-by-node search would have
-            # evaluated every node of it too: the evaluated nodes, their statuses and order are the same.
-            active = [pl for pl in fw.filter_plugins if pl.name not in state.skip_filter]
-            ordered = nodes[start:] + nodes[:start] if start else nodes
-            pos = 0
-            while pos < num and len(feasible) < to_find:
-                chunk = ordered[pos:pos + (to_find - len(feasible))]
-                pos += len(chunk)
-                statuses = fw.filter_chunk(active, state, pod, chunk)
-                if statuses is None:
-                    feasible.extend(chunk)
-                    continue
-                added: Status | None = None
-                for ni, fst in zip(chunk, statuses, strict=True):
-                    if fst is None:
-                        feasible.append(ni)
-                    else:
-                        d.node_to_status[ni.name] = fst
-                        if fst is not added:  # a Status shared by many nodes counts its plugin once
-                            d.add_plugin_status(fst)
-                            added = fst
+                    d.node_to_status[ni.name] = fst
+                    if fst is not added:  # a Status shared by many nodes counts its plugin once
+                        d.add_plugin_status(fst)
+                        added = fst
         fw._observe("Filter", "", None, t0)
         if advance:
             processed = len(feasible) + len(d.node_to_status)
@@ -421,3 +412,34 @@ class Algorithm:
         tied = list(compress(range(len(totals)), map(operator.eq, totals, repeat(best))))
         tied_names = [names[i] for i in tied]
         return tied[tied_names.index(self.rng.choice(tied_names))]
+
+
+def _filter_chunk_with_nominated_pods(fw: Framework, active: Sequence[FilterPlugin], state: CycleState,
+                                      pod: PodInfo, chunk: list[NodeInfo],
+                                      nominated: Mapping[str, Sequence[PodInfo]]) -> list[Status | None] | None:
+    """Per node of ``chunk``: None when it passes Filter, else its status, exactly as
+    ``RunFilterPluginsWithNominatedPods`` node by node would give (``framework/runtime/framework.go``).
+    A node with no Pod nominated to it runs Filter once, unchanged (upstream's ``podsAdded`` false), so
+    those nodes go through :meth:`Framework.filter_chunk` together and only the nodes in ``nominated``
+    run node by node. Returns None when every node passed.
+
+    Raises:
+        SchedulingError: the one the node-by-node search raises first (on an error the chunk is re-run
+            node by node, in order).
+    """
+    plain = [ni for ni in chunk if ni.name not in nominated]
+    try:
+        got = fw.filter_chunk(active, state, pod, plain) if plain else None
+        by_name = {} if got is None else {ni.name: st for ni, st in zip(plain, got, strict=True)}
+        out: list[Status | None] = []
+        for ni in chunk:
+            if ni.name in nominated:
+                st = fw.run_filter_with_nominated_pods(state, pod, ni)
+                out.append(None if st.is_success() else st)
+            else:
+                out.append(by_name.get(ni.name))
+    except SchedulingError:
+        for ni in chunk:
+            fw.run_filter_with_nominated_pods(state, pod, ni)
+        raise
+    return None if all(st is None for st in out) else out
