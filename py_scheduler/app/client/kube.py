@@ -192,12 +192,20 @@ class RateLimiter:
             return -self._tokens / self.qps if self._tokens < 0 else 0.0
 
     async def acquire(self) -> None:
-        """Wait for a token."""
+        """Wait for a token. A caller cancelled while waiting gives its token back (``Reservation.Cancel``
+        in client-go's ``Wait``), so callers that give up (a review past its timeout) do not push
+        the others further back."""
         if self.qps <= 0:
             return
         wait = self.reserve()
         if wait > 0:
-            await asyncio.sleep(wait)
+            try:
+                await asyncio.sleep(wait)
+            except asyncio.CancelledError:
+                with self._lock:
+                    self._refill()
+                    self._tokens = min(float(self.burst), self._tokens + 1)
+                raise
 
 
 def resolve_env_once(api: k8s_client.ApiClient) -> None:

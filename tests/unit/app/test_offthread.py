@@ -225,3 +225,17 @@ async def test_the_runtime_builds_and_stops_the_thread(tmp_path: Path) -> None:
     thread = rt.kube.thread
     await lifecycle.cleanup(memo=rt)
     assert not thread._thread.is_alive()
+
+
+async def test_a_caller_cancelled_while_waiting_gives_its_token_back() -> None:
+    """Before the bucket served two loops, waiting was an asyncio lock and a cancelled waiter took no
+    token; with reservations the token is given back on cancel, so the next caller's wait is what it
+    was before."""
+    limiter = RateLimiter(qps=10, burst=1, now=lambda: 0.0)  # the clock stands still: waits are exact
+    assert limiter.reserve() == 0.0
+    waiter = asyncio.create_task(limiter.acquire())  # reserves the next token, due in 0.1 s
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert limiter.reserve() == pytest.approx(0.1)  # not 0.2: the cancelled one's token came back
