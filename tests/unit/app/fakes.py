@@ -5,11 +5,35 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from py_scheduler.app.client.wire import Conflict, KubeError, NotFound
 
 Obj = dict[str, Any]
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "%(server)s", insecure-skip-tls-verify: true%(cluster_extra)s}
+users:
+- name: u
+  user: {%(user)s}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+"""
+
+
+def kubeconfig_file(tmp_path: Path, server: str = "https://api.example.test:6443", user: str = "token: abc",
+                    cluster_extra: str = "") -> Path:
+    """``tmp_path/kubeconfig``: one cluster at ``server`` (``cluster_extra``: more of its fields, each
+    starting with ", "), one user (``user``: its fields), current."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG % {"server": server, "user": user, "cluster_extra": cluster_extra})
+    return path
 
 
 class FakeKube:

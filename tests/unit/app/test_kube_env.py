@@ -7,26 +7,11 @@ from pathlib import Path
 import pytest
 
 from py_scheduler.app.client.kube import Kube
-
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: "https://api.example.test:6443", insecure-skip-tls-verify: true%s}
-users:
-- name: u
-  user: {token: abc}
-contexts:
-- name: x
-  context: {cluster: c, user: u}
-current-context: x
-"""
+from tests.unit.app.fakes import kubeconfig_file
 
 
 async def _connect(tmp_path: Path, extra: str = "") -> Kube:
-    cfg = tmp_path / "kubeconfig"
-    cfg.write_text(KUBECONFIG % extra)
-    return await Kube.connect(cfg)
+    return await Kube.connect(kubeconfig_file(tmp_path, cluster_extra=extra))
 
 
 async def test_session_stops_reading_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,34 +38,14 @@ from py_scheduler.app.client.credentials import (
 )
 from py_scheduler.app.client.kube import Kube
 from py_scheduler.app.process import lifecycle
+from tests.unit.app.fakes import kubeconfig_file
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: "%(server)s", insecure-skip-tls-verify: true%(cluster_extra)s}
-users:
-- name: u
-  user: {%(user)s}
-contexts:
-- name: x
-  context: {cluster: c, user: u}
-current-context: x
-"""
-
-
-def _kubeconfig(tmp_path: Path, server: str = "https://api.example.test:6443", user: str = "token: abc",
-                cluster_extra: str = "") -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(KUBECONFIG % {"server": server, "user": user, "cluster_extra": cluster_extra})
-    return path
 
 
 # -- the login path --------------------------------------------------------------------------------------------
 async def test_kubeconfig_token_becomes_connection_info(tmp_path: Path) -> None:
-    kc = _kubeconfig(tmp_path, cluster_extra=', proxy-url: "http://proxy.test:3128", tls-server-name: api.internal')
+    kc = kubeconfig_file(tmp_path, cluster_extra=', proxy-url: "http://proxy.test:3128", tls-server-name: api.internal')
     info = await load_connection_info(kc)
     assert isinstance(info, kopf.ConnectionInfo)
     assert (info.server, info.scheme, info.token, info.insecure) == ("https://api.example.test:6443", "Bearer", "abc",
@@ -79,7 +59,7 @@ async def test_kubeconfig_client_certificate_data_becomes_paths(tmp_path: Path) 
     pem_key = "-----BEGIN EC PRIVATE KEY-----\nMHc\n-----END EC PRIVATE KEY-----\n"
     user = (f"client-certificate-data: {base64.b64encode(pem_cert.encode()).decode()}, "
             f"client-key-data: {base64.b64encode(pem_key.encode()).decode()}")
-    info = await load_connection_info(_kubeconfig(tmp_path, user=user))
+    info = await load_connection_info(kubeconfig_file(tmp_path, user=user))
     assert info.token is None and info.scheme is None
     assert info.certificate_path is not None and info.private_key_path is not None
     assert Path(str(info.certificate_path)).read_text() == pem_cert
@@ -167,7 +147,7 @@ async def test_startup_builds_the_client_from_the_record_login_hands_to_kopf(
         seen["stopped"] = True
         return 0
 
-    rt = lifecycle.Runtime(kubeconfig=_kubeconfig(tmp_path), serve=serve, qps=5, burst=10, stop=asyncio.Event())
+    rt = lifecycle.Runtime(kubeconfig=kubeconfig_file(tmp_path), serve=serve, qps=5, burst=10, stop=asyncio.Event())
     await lifecycle.startup(memo=rt)
     assert rt.task is not None and rt.kube is not None
     first = await lifecycle.login(memo=rt)
@@ -197,7 +177,7 @@ async def test_cleanup_takes_the_bodys_exit_code_and_a_crash_as_1(tmp_path: Path
         raise RuntimeError("boom")
 
     for body in (dies, crashes):
-        rt = lifecycle.Runtime(kubeconfig=_kubeconfig(tmp_path), serve=body, qps=5, burst=10, stop=asyncio.Event())
+        rt = lifecycle.Runtime(kubeconfig=kubeconfig_file(tmp_path), serve=body, qps=5, burst=10, stop=asyncio.Event())
         await lifecycle.startup(memo=rt)
         await asyncio.wait_for(rt.stop.wait(), 5)  # the body's end stops the operator (kopf's stop_flag)
         await lifecycle.cleanup(memo=rt)
@@ -302,7 +282,7 @@ async def fake_api() -> AsyncIterator[tuple[str, list[tuple[str, str, str]]]]:
 async def _child(tmp_path: Path, server: str, mode: str) -> asyncio.subprocess.Process:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    kc = _kubeconfig(tmp_path, server=server, user="token: child-token")
+    kc = kubeconfig_file(tmp_path, server=server, user="token: child-token")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return await asyncio.create_subprocess_exec(sys.executable, str(script), str(kc), mode, cwd=REPO_ROOT, env=env,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)

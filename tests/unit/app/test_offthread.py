@@ -20,20 +20,7 @@ from py_scheduler.app.client import internals
 from py_scheduler.app.client.credentials import load_connection_info
 from py_scheduler.app.client.kube import Fenced, Kube, KubeAPIClient, RateLimiter
 from py_scheduler.app.client.offthread import RequestThread
-
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: "%s"}
-users:
-- name: u
-  user: {token: abc}
-contexts:
-- name: x
-  context: {cluster: c, user: u}
-current-context: x
-"""
+from tests.unit.app.fakes import kubeconfig_file
 
 
 class _Api:
@@ -80,8 +67,7 @@ class _Api:
 async def served(tmp_path: Path) -> AsyncIterator[tuple[_Api, Kube, list[tuple[str, str]]]]:
     api = _Api()
     async with TestServer(api.app()) as server:
-        cfg = tmp_path / "kubeconfig"
-        cfg.write_text(KUBECONFIG % str(server.make_url("")).rstrip("/"))
+        cfg = kubeconfig_file(tmp_path, server=str(server.make_url("")).rstrip("/"))
         kube = Kube.from_connection_info(await load_connection_info(cfg), request_thread=True)
         seen: list[tuple[str, str]] = []
         call_api = internals.call_api
@@ -154,8 +140,7 @@ async def test_the_caller_waits_for_the_answer_and_cancelling_it_cancels_the_req
 
 
 async def test_close_stops_the_thread_and_closes_both_sessions(tmp_path: Path) -> None:
-    cfg = tmp_path / "kubeconfig"
-    cfg.write_text(KUBECONFIG % "http://127.0.0.1:9")
+    cfg = kubeconfig_file(tmp_path, server="http://127.0.0.1:9")
     kube = Kube.from_connection_info(await load_connection_info(cfg), request_thread=True)
     assert kube.thread is not None and kube.event_client is not None and kube.event_client.thread is kube.thread
     thread = kube.thread
@@ -212,8 +197,7 @@ def test_the_run_flag_reaches_the_scheduler(monkeypatch: pytest.MonkeyPatch) -> 
 async def test_the_runtime_builds_and_stops_the_thread(tmp_path: Path) -> None:
     from py_scheduler.app.process import lifecycle
 
-    cfg = tmp_path / "kubeconfig"
-    cfg.write_text(KUBECONFIG % "http://127.0.0.1:9")
+    cfg = kubeconfig_file(tmp_path, server="http://127.0.0.1:9")
 
     async def serve(kube: Kube, stop: asyncio.Event) -> int:
         await stop.wait()
