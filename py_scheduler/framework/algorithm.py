@@ -428,16 +428,18 @@ def _filter_chunk_with_nominated_pods(fw: Framework, active: Sequence[FilterPlug
             node by node, in order).
     """
     plain = [ni for ni in chunk if ni.name not in nominated]
+    if len(plain) == len(chunk):  # no Pod nominated to any node of this chunk
+        return fw.filter_chunk(active, state, pod, chunk)
     try:
         got = fw.filter_chunk(active, state, pod, plain) if plain else None
-        by_name = {} if got is None else {ni.name: st for ni, st in zip(plain, got, strict=True)}
+        plain_statuses = iter(got) if got is not None else None  # aligned with ``plain``, in chunk order
         out: list[Status | None] = []
         for ni in chunk:
             if ni.name in nominated:
                 st = fw.run_filter_with_nominated_pods(state, pod, ni)
                 out.append(None if st.is_success() else st)
             else:
-                out.append(by_name.get(ni.name))
+                out.append(next(plain_statuses) if plain_statuses is not None else None)
     except SchedulingError:
         for ni in chunk:
             fw.run_filter_with_nominated_pods(state, pod, ni)

@@ -353,14 +353,11 @@ class Kube:
             await k.close()
         self._derived.clear()
         if self.thread is not None:
-            await self.thread.run(self._close_request_api())
+            await self.thread.run(self._request_api.close())
         if self._request_api is not self.api or self.thread is None:
             await self.api.close()
         if self._owns_thread and self.thread is not None:
             self.thread.stop()
-
-    async def _close_request_api(self) -> None:
-        await self._request_api.close()
 
     # -- the one request path ------------------------------------------------------------------------
     async def request(self, method: str, path: str, *, body: Any = None, query: Mapping[str, Any] | None = None,
