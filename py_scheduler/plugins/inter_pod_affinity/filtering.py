@@ -120,32 +120,34 @@ class Filtering(AffinityIndexes):
     @staticmethod
     def _pre_filter_counts_indexed(s: PreFilterState, pod: PodInfo, index: AffinityIndex) -> None:
         """PreFilter's three topology-pair counters from the :class:`AffinityIndex` of all nodes:
-        one ``matches`` per distinct existing anti-affinity term and per label class of Pods (the
-        counts :meth:`_pre_filter_counts_scan` gives)."""
+        one ``matches`` per distinct existing anti-affinity term anchored on one of the Pod's labels
+        and per label class holding a pair a term needs (the counts :meth:`_pre_filter_counts_scan`
+        gives)."""
         counts = s.existing_anti_affinity_counts
         ns_labels = s.namespace_labels
-        for g in index.anti.values():
+        for g in index.anti.for_labels(pod.labels):
             if g.counts and g.rep.matches(pod, ns_labels):
                 for pair, n in g.counts.items():
                     counts[pair] = counts.get(pair, 0) + n
         aff, anti = s.affinity_terms, s.anti_affinity_terms
-        if not aff and not anti:
-            return
         nodes = index.nodes
-        aff_counts, anti_counts = s.affinity_counts, s.anti_affinity_counts
-        for g in index.classes.values():
-            rep = g.rep
-            if aff and pod_matches_all_affinity_terms(aff, rep):
-                for pos, n in g.counts.items():
-                    labels = nodes[pos].labels
-                    for t in aff:
-                        tv = labels.get(t.topology_key)
-                        if tv is not None:
-                            pair = (t.topology_key, tv)
-                            aff_counts[pair] = aff_counts.get(pair, 0) + n
-            for t in anti:
-                if t.matches(rep, None):
-                    key = t.topology_key
+        classes = index.classes
+        if aff:
+            aff_counts = s.affinity_counts
+            for g in classes.for_selectors(t.selector for t in aff):
+                if pod_matches_all_affinity_terms(aff, g.rep):
+                    for pos, n in g.counts.items():
+                        labels = nodes[pos].labels
+                        for t in aff:
+                            tv = labels.get(t.topology_key)
+                            if tv is not None:
+                                pair = (t.topology_key, tv)
+                                aff_counts[pair] = aff_counts.get(pair, 0) + n
+        anti_counts = s.anti_affinity_counts
+        for t in anti:
+            key = t.topology_key
+            for g in classes.for_selectors((t.selector,)):
+                if t.matches(g.rep, None):
                     for pos, n in g.counts.items():
                         tv = nodes[pos].labels.get(key)
                         if tv is not None:

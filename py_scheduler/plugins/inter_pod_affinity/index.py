@@ -4,6 +4,7 @@ counterpart; it gives exactly the counts of ``filtering.go`` / ``scoring.go``'s 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -71,23 +72,110 @@ class _Group:
     ``counts`` maps a topology pair (terms) or a node position (Pod classes) to how many of them
     are there; ``refs`` counts every member (also those on nodes without the topology key)."""
 
-    __slots__ = ("counts", "key", "owner", "refs", "rep")
+    __slots__ = ("counts", "key", "owner", "pairs", "refs", "rep")
 
-    def __init__(self, owner: dict[Any, _Group], key: Any, rep: Any) -> None:
+    def __init__(self, owner: _Groups, key: Any, rep: Any, pairs: Iterable[LabelPair] | None) -> None:
         self.owner = owner
         self.key = key
         self.rep = rep
+        self.pairs = pairs
         self.refs = 0
         self.counts: dict[Any, int] = {}
+
+
+LabelPair = tuple[str, str]
+
+
+def _anchor(sel: LabelSelector) -> tuple[LabelPair, ...] | None:
+    """Label pairs one of which every label set ``sel`` matches holds: (key, value) for each value
+    of its first ``In`` requirement (``=`` and matchLabels are ``In``); () when it matches nothing;
+    None when it has no ``In`` requirement (it can match label sets that hold none of a few pairs)."""
+    if sel.nothing:
+        return ()
+    for r in sel.requirements:
+        if r.op == "In":
+            return tuple((r.key, v) for v in r.values)
+    return None
+
+
+def _term_pairs(key: Any, rep: AffinityTerm) -> tuple[LabelPair, ...] | None:
+    return _anchor(rep.selector)
+
+
+def _class_pairs(key: tuple[str, frozenset[LabelPair]], rep: PodInfo) -> frozenset[LabelPair]:
+    return key[1]
+
+
+class _Groups(dict[Any, _Group]):
+    """:class:`_Group` objects by key (insertion order), plus an inverted index from label pairs
+    to the groups that need or hold them (``pairs_of(key, rep)``), so a cycle visits the groups
+    that can match instead of all of them:
+
+    * term groups (``anti``, ``score``): a term's :func:`_anchor` pairs; ``unanchored`` holds the
+      terms without one (always visited). :meth:`for_labels` gives the terms that may match a
+      label set -- each at most once, as a label set holds one value per key;
+    * label-class groups (``classes``): all the class's labels. :meth:`for_selectors` gives the
+      classes that may match selectors.
+
+    What it depends on: a group's ``rep`` (its term or Pod labels) never changes (groups are keyed
+    by it). The property test tests/unit/plugins/test_inter_pod_affinity_index.py compares the
+    counts with the node-by-node walk."""
+
+    __slots__ = ("by_pair", "pairs_of", "unanchored")
+
+    def __init__(self, pairs_of: Callable[[Any, Any], Iterable[LabelPair] | None]) -> None:
+        super().__init__()
+        self.pairs_of = pairs_of
+        self.by_pair: dict[LabelPair, dict[_Group, None]] = {}
+        self.unanchored: dict[_Group, None] = {}
+
+    def add(self, key: Any, rep: Any) -> _Group:
+        g = self[key] = _Group(self, key, rep, self.pairs_of(key, rep))
+        if g.pairs is None:
+            self.unanchored[g] = None
+        else:
+            for p in g.pairs:
+                self.by_pair.setdefault(p, {})[g] = None
+        return g
+
+    def drop(self, g: _Group) -> None:
+        del self[g.key]
+        if g.pairs is None:
+            del self.unanchored[g]
+            return
+        for p in g.pairs:
+            members = self.by_pair[p]
+            del members[g]
+            if not members:
+                del self.by_pair[p]
+
+    def for_labels(self, labels: Mapping[str, str]) -> Iterator[_Group]:
+        """The term groups whose anchor ``labels`` holds, then the unanchored ones."""
+        by_pair = self.by_pair
+        for pair in labels.items():
+            members = by_pair.get(pair)
+            if members:
+                yield from members
+        yield from self.unanchored
+
+    def for_selectors(self, sels: Iterable[LabelSelector]) -> Iterable[_Group]:
+        """The label-class groups that may match every selector of ``sels``: those holding one of
+        the first anchored selector's :func:`_anchor` pairs (all groups when none is anchored)."""
+        for sel in sels:
+            pairs = _anchor(sel)
+            if pairs is not None:
+                by_pair = self.by_pair
+                return [g for p in pairs for g in by_pair.get(p, ())]
+        return self.values()
 
 
 Entry = tuple[_Group, Any]
 
 
-def _enter(owner: dict[Any, _Group], key: Any, rep: Any, count_key: Any, entries: list[Entry]) -> None:
+def _enter(owner: _Groups, key: Any, rep: Any, count_key: Any, entries: list[Entry]) -> None:
     g = owner.get(key)
     if g is None:
-        g = owner[key] = _Group(owner, key, rep)
+        g = owner.add(key, rep)
     g.refs += 1
     if count_key is not None:
         g.counts[count_key] = g.counts.get(count_key, 0) + 1
@@ -104,7 +192,7 @@ def _leave(entries: list[Entry]) -> None:
                 del g.counts[count_key]
         g.refs -= 1
         if not g.refs:
-            del g.owner[g.key]
+            g.owner.drop(g)
 
 
 class AffinityIndex:
@@ -142,9 +230,9 @@ class AffinityIndex:
     def __init__(self, nodes: list[NodeInfo]) -> None:
         self.nodes = nodes
         self.gens: list[int] = list(map(_GENERATION, nodes))
-        self.anti: dict[Any, _Group] = {}
-        self.score: dict[Any, _Group] = {}
-        self.classes: dict[Any, _Group] = {}
+        self.anti = _Groups(_term_pairs)
+        self.score = _Groups(_term_pairs)
+        self.classes = _Groups(_class_pairs)
         self.entries: list[list[Entry]] = [self._enter_node(i, ni) for i, ni in enumerate(nodes)]
         self.own_matches: OrderedDict[TermKey, dict[Any, bool]] = OrderedDict()
         self.pod_matches: OrderedDict[Any, dict[Any, bool]] = OrderedDict()

@@ -94,9 +94,10 @@ class Scoring(AffinityIndexes):
     def _pre_score_indexed(self, pod: PodInfo, own: list[tuple[AffinityTerm, int]],
                            ns_labels: Mapping[str, str] | None, index: AffinityIndex) -> dict[str, dict[str, int]]:
         """PreScore's topology scores from the :class:`AffinityIndex` of all nodes: the Pod's own
-        (signed) preferred terms ``own`` once per label class of Pods, existing Pods' terms once per
-        distinct (kind, term, weight). A (key, value) entry exists iff some term matched at a node
-        with that key, as in :meth:`_pre_score_scan`."""
+        (signed) preferred terms ``own`` once per label class of Pods holding a pair the term needs,
+        existing Pods' terms once per distinct (kind, term, weight) anchored on the Pod's labels. A
+        (key, value) entry exists iff some term matched at a node with that key, as in
+        :meth:`_pre_score_scan`."""
         topo: dict[str, dict[str, int]] = {}
         if own:
             nodes = index.nodes
@@ -104,7 +105,7 @@ class Scoring(AffinityIndexes):
             for term, weight in own:
                 memo = index.match_memo(index.own_matches, term_key(term), len(classes))
                 key = term.topology_key
-                for g in classes.values():
+                for g in classes.for_selectors((term.selector,)):
                     m = memo.get(g)
                     if m is None:
                         m = memo[g] = term.matches(g.rep, None)
@@ -118,10 +119,10 @@ class Scoring(AffinityIndexes):
         pkey = (pod.namespace, frozenset(pod.labels.items()),
                 None if ns_labels is None else frozenset(ns_labels.items()))
         pmemo = index.match_memo(index.pod_matches, pkey, len(index.score))
-        for gkey, g in index.score.items():
+        for g in index.score.for_labels(pod.labels):
             if not g.counts:
                 continue
-            kind, _, w = gkey
+            kind, _, w = g.key
             if kind == _KIND_HARD:
                 if hard <= 0:
                     continue

@@ -42,13 +42,18 @@ def _node(rng: random.Random, i: int) -> Obj:
 def _term(rng: random.Random) -> Obj:
     t: Obj = {"topologyKey": rng.choice(TOPOLOGY_KEYS)}
     r = rng.random()
-    if r < 0.6:
+    if r < 0.5:
         t["labelSelector"] = {"matchLabels": {"app": rng.choice(APPS)}}
-    elif r < 0.85:
+    elif r < 0.7:
         t["labelSelector"] = {"matchExpressions": [
             {"key": "app", "operator": rng.choice(("In", "NotIn")), "values": rng.sample(APPS, 2)}]}
-    else:
+    elif r < 0.8:
+        # Two requirements, the anchor (the first In) on the second: the index may key on either.
+        t["labelSelector"] = {"matchLabels": {"tier": rng.choice(("web", "db"))}, "matchExpressions": [
+            {"key": "app", "operator": rng.choice(("NotIn", "In")), "values": rng.sample(APPS, 2)}]}
+    elif r < 0.95:
         t["labelSelector"] = {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}
+    # else: no labelSelector, which selects nothing
     r = rng.random()
     if r < 0.15:
         t["namespaces"] = rng.sample(NAMESPACES, 2)
