@@ -372,6 +372,23 @@ class BatchScorePlugin(Protocol):
 
 
 @runtime_checkable
+class BatchNormalizeScorePlugin(Protocol):
+    """A NormalizeScore plugin's column form (speed only: no dict by node name per cycle).
+
+    Equivalence rule: for ``scores = dict(zip(names, values))`` over distinct ``names``,
+    ``normalize_column(state, pod, values)`` returns ``(out, status)`` where ``status`` equals in
+    code and reasons what ``normalize_score(state, pod, scores)`` returns and, when it is Success,
+    ``out == list(scores.values())`` after that call (checked for every plugin by
+    tests/unit/plugins/test_batch_contract.py)."""
+
+    name: str
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> Status: ...
+
+    def normalize_column(self, state: CycleState, pod: PodInfo, values: Sequence[int]) -> tuple[list[int], Status]: ...
+
+
+@runtime_checkable
 class AsyncPreemptionPlugin(Protocol):
     """A PostFilter whose evictions run asynchronously (``SchedulerAsyncPreemption``): the live loop
     tells it when a Pod's evictions start and end, and its PreEnqueue holds the Pod meanwhile

@@ -50,6 +50,7 @@ from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import (
     AllocationReporter,
     BatchFilterPlugin,
+    BatchNormalizeScorePlugin,
     BatchScorePlugin,
     BindPlugin,
     FilterPlugin,
@@ -138,6 +139,8 @@ class Framework:
         draws it per cycle with probability :data:`.algorithm.PLUGIN_METRICS_SAMPLE_PERCENT` as upstream."""
         self._normalizers: dict[str, NormalizeScorePlugin] = {
             p.name: p for p in self.score_plugins if isinstance(p, NormalizeScorePlugin)}
+        self._column_normalizers: dict[str, BatchNormalizeScorePlugin] = {
+            p.name: p for p in self.score_plugins if isinstance(p, BatchNormalizeScorePlugin)}
         self.pre_filter_extensions: list[PreFilterExtensions] = [
             p for p in self.pre_filter_plugins if isinstance(p, PreFilterExtensions)]
         self.allocation_reporters: list[AllocationReporter] = [
@@ -278,6 +281,13 @@ class Framework:
         Raises:
             SchedulingError: the NormalizeScore failed (upstream's message).
         """
+        column = self._column_normalizers.get(plugin)
+        if column is not None:
+            out, s = column.normalize_column(state, pod, values)
+            if not s.is_success():
+                raise SchedulingError(
+                    f'running Normalize on Score plugins: plugin "{plugin}" failed with: {s.message()}')
+            return out
         normalizer = self._normalizers.get(plugin)
         if normalizer is None:
             return values

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
@@ -52,7 +52,7 @@ from py_scheduler.plugins.helpers.node_selector import (
     preferred_node_affinity,
     required_node_affinity,
 )
-from py_scheduler.plugins.helpers.normalize import default_normalize_score
+from py_scheduler.plugins.helpers.normalize import default_normalize_column, default_normalize_score
 from py_scheduler.plugins.helpers.queueing_hints import node_affinity_after_node_change
 
 NAME = "NodeAffinity"
@@ -391,6 +391,10 @@ class NodeAffinity:
         """``DefaultNormalizeScore(MaxNodeScore, reverse=False)``."""
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return Status.success()
+
+    def normalize_column(self, state: CycleState, pod: PodInfo, values: Sequence[int]) -> tuple[list[int], Status]:
+        """:meth:`normalize_score` on a column (``BatchNormalizeScorePlugin``)."""
+        return default_normalize_column(MAX_NODE_SCORE, False, values), Status.success()
 
     # -- EnqueueExtensions (self-contained; hint in helpers/queueing_hints.py) ----------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -27,6 +27,7 @@ path).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -40,7 +41,7 @@ from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, NodeInfo, PodInfo, Status
 from py_scheduler.plugins.helpers import check_no_args
-from py_scheduler.plugins.helpers.normalize import default_normalize_score
+from py_scheduler.plugins.helpers.normalize import default_normalize_column, default_normalize_score
 from py_scheduler.plugins.helpers.queueing_hints import hint_pod_info
 from py_scheduler.plugins.helpers.tolerations import (
     EFFECT_NO_EXECUTE,
@@ -212,6 +213,10 @@ class TaintToleration:
         """``DefaultNormalizeScore(MaxNodeScore, reverse=True)``."""
         default_normalize_score(MAX_NODE_SCORE, True, scores)
         return Status.success()
+
+    def normalize_column(self, state: CycleState, pod: PodInfo, values: Sequence[int]) -> tuple[list[int], Status]:
+        """:meth:`normalize_score` on a column (``BatchNormalizeScorePlugin``)."""
+        return default_normalize_column(MAX_NODE_SCORE, True, values), Status.success()
 
 
 def _queue(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:

@@ -49,7 +49,7 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from py_scheduler.framework import signers
@@ -101,7 +101,7 @@ from py_scheduler.plugins.dynamic_resources.state import (
 )
 from py_scheduler.plugins.dynamic_resources.taints import apply_taint_rules
 from py_scheduler.plugins.helpers.node_selector import NodeSelector
-from py_scheduler.plugins.helpers.normalize import default_normalize_score
+from py_scheduler.plugins.helpers.normalize import default_normalize_column, default_normalize_score
 
 log = logging.getLogger("py_scheduler.plugins.dynamic_resources")
 
@@ -622,6 +622,10 @@ class DynamicResources:
         """``DefaultNormalizeScore(MaxNodeScore, false)``."""
         default_normalize_score(100, False, scores)
         return Status.success()
+
+    def normalize_column(self, state: CycleState, pod: PodInfo, values: Sequence[int]) -> tuple[list[int], Status]:
+        """:meth:`normalize_score` on a column (``BatchNormalizeScorePlugin``)."""
+        return default_normalize_column(100, False, values), Status.success()
 
     # -- Reserve -----------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:

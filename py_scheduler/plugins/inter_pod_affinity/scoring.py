@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,17 +218,22 @@ class Scoring(AffinityIndexes):
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: dict[str, int]) -> Status:
         """``NormalizeScore``: ``int(100.0 * ((score - min) / (max - min)))`` in float64, truncated;
         every node 0 when max == min."""
+        out, st = self.normalize_column(state, pod, list(scores.values()))
+        if st.is_success():
+            scores.update(zip(scores, out, strict=True))
+        return st
+
+    def normalize_column(self, state: CycleState, pod: PodInfo, values: Sequence[int]) -> tuple[list[int], Status]:
+        """:meth:`normalize_score` on a column (``BatchNormalizeScorePlugin``)."""
         s = state.data.get(PRE_SCORE_STATE_KEY)
         if not isinstance(s, PreScoreState):
-            return Status.error(f'failed to read "{PRE_SCORE_STATE_KEY}" from cycleState: not found', NAME)
-        if not s.topology_score or not scores:
-            return Status.success()
-        min_count = min(scores.values())
-        max_count = max(scores.values())
-        diff = max_count - min_count
-        if diff > 0:
-            top, fdiff = float(MAX_NODE_SCORE), float(diff)
-            scores.update({name: int(top * (float(sc - min_count) / fdiff)) for name, sc in scores.items()})
-        else:
-            scores.update(dict.fromkeys(scores, 0))
-        return Status.success()
+            return [], Status.error(f'failed to read "{PRE_SCORE_STATE_KEY}" from cycleState: not found', NAME)
+        if not s.topology_score or not len(values):
+            return list(values), Status.success()
+        min_count = min(values)
+        diff = max(values) - min_count
+        if diff <= 0:
+            return [0] * len(values), Status.success()
+        top, fdiff = float(MAX_NODE_SCORE), float(diff)
+        done = {sc: int(top * (float(sc - min_count) / fdiff)) for sc in set(values)}
+        return list(map(done.__getitem__, values)), Status.success()

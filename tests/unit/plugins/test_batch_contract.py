@@ -28,6 +28,7 @@ from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import (
     BatchFilterPlugin,
+    BatchNormalizeScorePlugin,
     BatchScorePlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -53,6 +54,8 @@ def _batch_plugins() -> list[str]:
 
 
 BATCH_PLUGINS = _batch_plugins()
+COLUMN_NORMALIZERS = [name for name in registry.available()
+                      if isinstance(registry.get(name)({}, Handle.detached()), BatchNormalizeScorePlugin)]
 
 _RESOURCES = [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}, {"name": "nvidia.com/gpu", "weight": 3}]
 _TERM = {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a", "zone-b"]}]}
@@ -87,6 +90,10 @@ def test_the_batch_plugins_are_found_through_the_protocols() -> None:
     # the plugins that had a batch form when this test was written; more may come
     assert {"NodeResourcesFit", "NodeResourcesBalancedAllocation", "TaintToleration", "NodeAffinity",
             "InterPodAffinity", "PodTopologySpread", "ImageLocality", "GPUFilter", "GPUScore"} <= set(BATCH_PLUGINS)
+
+
+def test_the_column_normalizers_are_found_through_the_protocol() -> None:
+    assert {"TaintToleration", "NodeAffinity", "InterPodAffinity", "DynamicResources"} <= set(COLUMN_NORMALIZERS)
 
 
 def _key(s: Status) -> tuple[int, tuple[str, ...]]:
@@ -175,3 +182,34 @@ def test_batch_form_equals_per_node_form(name: str, args: Obj,
         if not isinstance(pl, PreScorePlugin):
             for chunk in singles:
                 _check_score(name, pl, state, pod, chunk)
+
+
+@pytest.mark.parametrize("name", COLUMN_NORMALIZERS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
+                                                                   HealthCheck.too_slow])
+@given(case=_case(), drawn=st.lists(st.integers(0, 300), max_size=12), equal=st.booleans(),
+       pre_score=st.booleans())
+def test_normalize_column_equals_normalize_score(name: str, case: tuple[Snapshot, PodInfo, list[NodeInfo]],
+                                                 drawn: list[int], equal: bool, pre_score: bool) -> None:
+    """``normalize_column`` gives what ``normalize_score`` leaves in the dict by node name, on the
+    plugin's own scores of the drawn nodes and on drawn values (all equal, zeros, any), with and
+    without PreScore having run (the error Status must match too)."""
+    snap, pod, nodes = case
+    pl = registry.get(name)({}, Handle.detached())
+    state = CycleState(snap)
+    if isinstance(pl, PreFilterPlugin):
+        pl.pre_filter(state, pod, list(snap.node_info_list))
+    if pre_score and isinstance(pl, PreScorePlugin):
+        pl.pre_score(state, pod, nodes)
+    columns = [drawn[:1] * len(drawn) if equal else drawn]
+    if isinstance(pl, BatchScorePlugin):
+        values, s = pl.score_nodes(state, pod, nodes)
+        if s.is_success():
+            columns.append(list(values))
+    for values in columns:
+        scores = {f"n{i}": v for i, v in enumerate(values)}
+        want_status = pl.normalize_score(state, pod, scores)
+        got, got_status = pl.normalize_column(state, pod, list(values))
+        assert _key(got_status) == _key(want_status), name
+        if want_status.is_success():
+            assert got == list(scores.values()), (name, values)
