@@ -15,6 +15,7 @@ declared without it and exposed with it (``scheduler_schedule_attempts_total``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -238,18 +239,17 @@ def update_gpu_gauges(snapshot: Any, reporters: Iterable[GPUInventoryReporter]) 
     for (node, model), (allocated, free) in rows.items():
         GPU_ALLOCATED.labels(node, model).set(allocated)
         GPU_FREE.labels(node, model).set(free)
-    for gauge in (GPU_ALLOCATED, GPU_FREE):
-        for labels in _label_sets(gauge):
-            if labels not in rows:
+    for labels in _GPU_SERIES.difference(rows):
+        for gauge in (GPU_ALLOCATED, GPU_FREE):
+            with contextlib.suppress(KeyError):  # already gone (a registry cleared by a test)
                 gauge.remove(*labels)
+    _GPU_SERIES.clear()
+    _GPU_SERIES.update(rows)
 
 
-def _label_sets(gauge: Gauge) -> list[tuple[str, str]]:
-    out: list[tuple[str, str]] = []
-    for metric in gauge.collect():
-        for s in metric.samples:
-            out.append((s.labels["node"], s.labels["model"]))
-    return out
+_GPU_SERIES: set[tuple[str, str]] = set()
+"""The (node, model) series :func:`update_gpu_gauges` set last, so it removes the ones that left
+without collecting every sample of both gauges each tick (1 % of a drain's CPU at 500 GPU nodes)."""
 
 
 # -- OpportunisticBatching (metrics.go: BatchAttemptStats, BatchCacheFlushed, BatchRescoreAttempts,
