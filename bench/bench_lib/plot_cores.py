@@ -19,12 +19,18 @@ Series = dict[str, dict[str, list[tuple[int, float]]]]
 NAMES = {"py": "py-scheduler", "kube": "kube-scheduler"}
 
 
-def series(records: Iterable[Mapping[str, Any]]) -> Series:
+def series(records: Iterable[Mapping[str, Any]], latest: bool = False) -> Series:
     """Median drain per (workload, kind, cores) over every round of every ``cores-matrix`` record
-    given (a later rerun of a workload adds rounds to the same points); timed-out and unpinned runs
-    and records of other modes are left out."""
+    given (a later rerun of a workload adds rounds to the same points; with ``latest`` it replaces
+    them: a point takes the rounds of the last record that has it, so a rerun after a change is not
+    mixed with the runs before); timed-out and unpinned runs and records of other modes are left out."""
     points: dict[tuple[str, str, int], list[float]] = {}
     for rec in records:
+        if latest:
+            mine = {(str(r.get("workload", rec.get("workload"))), str(r["scheduler"]), int(r.get("cores") or 0))
+                    for r in rec.get("runs") or [] if rec.get("mode") == "cores-matrix"}
+            for key in mine:
+                points.pop(key, None)
         if rec.get("mode") != "cores-matrix":
             continue
         for run in rec.get("runs") or []:

@@ -157,6 +157,10 @@ def test_plot_series_takes_medians_per_cores_and_the_png_is_written(tmp_path: Pa
     other = {"mode": "backlog", "runs": [_run("py@1", 999, 1, 1)]}
     data = series([json.loads(json.dumps(rec)), other])
     assert data == {"SchedulingBasic": {"kube": [(1, 100.0), (2, 180.0)], "py": [(1, 210.0)]}}
+    rerun = {"mode": "cores-matrix", "workload": "SchedulingBasic", "runs": [_run("py@1", 300, 4, 2)]}
+    assert series([rec, rerun])["SchedulingBasic"]["py"] == [(1, 220.0)]  # rounds added: 200, 220, 300
+    assert series([rec, rerun], latest=True)["SchedulingBasic"] == {"kube": [(1, 100.0), (2, 180.0)],
+                                                                    "py": [(1, 300.0)]}
     png = draw(data, tmp_path / "d.png", "made-up figures")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
