@@ -118,8 +118,9 @@ class _Groups(dict[Any, _Group]):
       classes that may match selectors.
 
     What it depends on: a group's ``rep`` (its term or Pod labels) never changes (groups are keyed
-    by it). Cost: one entry per anchor value of each term group and per label of each class. The property test tests/unit/plugins/test_inter_pod_affinity_index.py compares the
-    counts with the node-by-node walk."""
+    by it). Cost: one entry per anchor value of each term group and per label of each class. The
+    property test tests/unit/plugins/test_inter_pod_affinity_index.py compares the counts with the
+    node-by-node walk."""
 
     __slots__ = ("by_pair", "pairs_of", "unanchored")
 
