@@ -378,6 +378,7 @@ class Cache:
                 as upstream's does).
         """
         snapshot.objects = self.objects
+        snapshot.images = self._images
         gen = snapshot.generation
         update_all = False
         aff_changed = anti_changed = False

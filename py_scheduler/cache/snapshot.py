@@ -17,7 +17,7 @@ the node list changes, refreshed node by node where the snapshot is brought up t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from py_scheduler.cache.kinds import CLUSTER_KINDS, NAMESPACED_KINDS
 from py_scheduler.framework.errors import PodParseError
@@ -107,6 +107,8 @@ class Snapshot:
             least one such Pod (InterPodAffinity iterates only these).
         objects: the cluster's other objects (shared, read-only here).
         generation: the cache generation this snapshot reflects.
+        images: image name -> shared summary over every node (the cache's own map, or the one
+            :meth:`from_objects` built); None until one of them sets it.
 
     :meth:`derived` gives plugin-owned structures over ``node_info_list`` (e.g. resource columns),
     built on first use after the node list changed and kept up to date node by node by
@@ -121,6 +123,7 @@ class Snapshot:
         self.objects: ClusterObjects = objects if objects is not None else ClusterObjects()
         self.generation: int = 0
         self.used_pvc_ref_counts: dict[str, int] = {}
+        self.images: Mapping[str, ImageStateSummary] | None = None
         self._derived: dict[object, NodeDerived] = {}
 
     # -- construction from plain objects ---------------------------------------------------------
@@ -157,6 +160,7 @@ class Snapshot:
                 target.add_pod(pi)
         snap.node_info_map = infos
         snap.node_info_list = [infos[n] for n in node_tree_order(order)]
+        snap.images = images
         snap.rebuild_lists()
         return snap
 

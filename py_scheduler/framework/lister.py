@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypeVar
 
 from py_scheduler.framework.objects import Obj
-from py_scheduler.framework.types import NodeInfo, PodInfo
+from py_scheduler.framework.types import ImageStateSummary, NodeInfo, PodInfo
 
 
 class ClusterObjectsLister(Protocol):
@@ -76,6 +76,10 @@ class SnapshotLister(Protocol):
         objects: the cluster's other objects (read-only).
         used_pvc_ref_counts: ``namespace/claim`` -> number of Pods using it (``IsPVCUsedByPods``).
         generation: the cache generation the snapshot reflects.
+        images: image name -> its shared summary, for the images of every node (the cache's
+            ``imageStates`` in upstream's ``backend/cache/cache.go``; ``NewSnapshot``'s image
+            existence map in ``snapshot.go``); None when not known (then no plugin may infer from
+            it that no node holds an image).
     """
 
     node_info_map: dict[str, NodeInfo]
@@ -84,6 +88,7 @@ class SnapshotLister(Protocol):
     have_pods_with_required_anti_affinity_list: list[NodeInfo]
     used_pvc_ref_counts: dict[str, int]
     generation: int
+    images: Mapping[str, ImageStateSummary] | None
 
     @property
     def objects(self) -> ClusterObjectsLister: ...

@@ -137,6 +137,9 @@ class ImageLocality:
         total = len(snapshot.node_info_list)
         names, count = _pod_images(pod)
         none = calculate_priority(0, count)  # the score of a node holding none of the Pod's images
+        images = snapshot.images
+        if images is not None and not any(n in images for n in names):
+            return [none] * len(nodes), Status.success()  # no node holds any of them (a new image)
         out: list[int] = []
         for ni in nodes:
             states = ni.image_states

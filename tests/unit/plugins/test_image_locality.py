@@ -116,3 +116,32 @@ def test_no_snapshot_is_an_error_not_an_exception() -> None:
 def test_takes_no_args() -> None:
     with pytest.raises(ConfigError):
         ImageLocality.create({"foo": 1}, plain_handle())
+
+
+def test_batch_score_on_the_cache_snapshot_follows_the_images_nodes_report_and_drop() -> None:
+    """``score_nodes`` returns at once when no node holds any of the Pod's images (the snapshot's
+    image map, the cache's own); a node that reports the image, or stops reporting it, moves the
+    scores at the next snapshot update, as the per-node ``score`` does."""
+    from py_scheduler.cache.cache import Cache
+
+    cache = Cache()
+    cache.add_node(node("a", {"app:v1": 500 * MB}))
+    cache.add_node(node("b"))
+    pl = registry.get("ImageLocality")({}, plain_handle())
+    fresh = PodInfo(pod("app:v2"))
+
+    def both(pi: PodInfo) -> list[int]:
+        snap = cache.snapshot()
+        state = CycleState(snap)
+        batch, st = pl.score_nodes(state, pi, snap.node_info_list)
+        assert st.is_success()
+        assert list(batch) == [pl.score(state, pi, ni)[0] for ni in snap.node_info_list]
+        return list(batch)
+
+    assert both(fresh) == [0, 0]
+    images = cache.snapshot().images
+    assert images is not None and "app:v1:latest" not in images and "app:v1" in images and "app:v2" not in images
+    cache.update_node(node("b"), node("b", {"app:v2": 800 * MB}))
+    assert max(both(fresh)) > 0
+    cache.update_node(node("b", {"app:v2": 800 * MB}), node("b"))
+    assert both(fresh) == [0, 0]
