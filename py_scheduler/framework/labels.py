@@ -233,6 +233,12 @@ class LabelSelector:
     def is_everything(self) -> bool:
         return not self.nothing and not self.requirements
 
+    def first_in(self) -> Requirement | None:
+        """The first ``In`` requirement (``=`` and matchLabels are ``In``): every label set the
+        selector matches carries its key with one of its values (a necessary condition indexes
+        file objects under). None when there is none."""
+        return next((r for r in self.requirements if r.op == "In"), None)
+
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         """True when every requirement matches ``labels`` (``None`` is treated as no labels)."""
         if self.nothing:

@@ -562,10 +562,8 @@ def _in_requirement(compiled: NodeSelector | bool) -> tuple[str, frozenset[str]]
     term = compiled.terms[0]
     if term.errors or term.labels is None or term.labels.nothing:
         return None
-    for r in term.labels.requirements:
-        if r.op == "In":
-            return r.key, r.values
-    return None
+    r = term.labels.first_in()
+    return None if r is None else (r.key, r.values)
 
 
 class _AffinityIndex:

@@ -92,10 +92,8 @@ def _anchor(sel: LabelSelector) -> tuple[LabelPair, ...] | None:
     None when it has no ``In`` requirement (it can match label sets that hold none of a few pairs)."""
     if sel.nothing:
         return ()
-    for r in sel.requirements:
-        if r.op == "In":
-            return tuple((r.key, v) for v in r.values)
-    return None
+    r = sel.first_in()
+    return None if r is None else tuple((r.key, v) for v in r.values)
 
 
 def _term_pairs(key: Any, rep: AffinityTerm) -> tuple[LabelPair, ...] | None:
