@@ -11,7 +11,6 @@ Upstream: ``pkg/scheduler/framework/types.go`` (NodeInfo, PodInfo, Resource, Fit
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -277,12 +276,21 @@ class ImageStateSummary:
         return len(self.nodes)
 
 
-_generation = itertools.count(1)
+_last_generation = 0
 
 
 def next_generation() -> int:
     """A process-wide increasing counter stamped on every NodeInfo change (snapshot diffing)."""
-    return next(_generation)
+    global _last_generation
+    _last_generation += 1
+    return _last_generation
+
+
+def current_generation() -> int:
+    """The value :func:`next_generation` returned last: while it stays the same, no NodeInfo of the
+    process changed (nor was one built), so a check of NodeInfo generations made at that value still
+    holds (``NodeColumns.gather`` reuses its verified selection within a cycle)."""
+    return _last_generation
 
 
 class PodInfo:

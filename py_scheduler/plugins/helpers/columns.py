@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from py_scheduler.framework.types import NodeInfo
+from py_scheduler.framework.types import NodeInfo, current_generation
 
 __all__ = ["ALLOC_CPU", "ALLOC_EPH", "ALLOC_MEM", "ALLOC_PODS", "FILTER_LIMIT", "FREE_CPU", "FREE_EPH", "FREE_MEM",
            "FREE_PODS", "NZ_CPU", "NZ_MEM", "N_COLUMNS", "POD_COUNT", "REQ_CPU", "REQ_EPH", "REQ_MEM", "SCORE_LIMIT",
@@ -161,10 +161,12 @@ class NodeColumns:
         gens: the generation each column reflects; ``pos_by_gen`` / ``pos_by_name`` map back to
             positions.
         source: the ``node_info_list`` the columns were built from (identity decides freshness).
+        verified: the last :meth:`gather` that read generations: (:func:`current_generation` then, a
+            copy of its node list, its result), reused while no NodeInfo changed (see :meth:`gather`).
     """
 
     __slots__ = ("bad_filter", "bad_score", "filter_ok", "gens", "n", "pos_by_gen", "pos_by_name", "scalars",
-                 "score_ok", "source", "values")
+                 "score_ok", "source", "values", "verified")
 
     def __init__(self, nodes: list[NodeInfo]) -> None:
         n = len(nodes)
@@ -177,6 +179,7 @@ class NodeColumns:
         self.pos_by_gen: dict[int, int] = {g: i for i, g in enumerate(self.gens)}
         self.pos_by_name: dict[str, int] = {ni.name: i for i, ni in enumerate(nodes)}
         self.scalars: dict[str, ScalarColumn] = {}
+        self.verified: tuple[int, list[NodeInfo], GatheredColumns] | None = None
         rows: list[list[int]] = []
         for i, ni in enumerate(nodes):
             row, f_ok, s_ok = node_column_values(ni)
@@ -247,7 +250,22 @@ class NodeColumns:
         A contiguous run of ``node_info_list`` (also one wrapping around its end, as the rotating
         start index of Filter produces) costs one attribute read per node and a list compare; any
         other selection one dict lookup per node and a numpy take.
+
+        The same nodes asked for again while :func:`current_generation` has not moved (Filter's chunk,
+        then the feasible nodes each resource scorer reads, in one cycle) get the same result after
+        one identity compare of the two lists, without reading a NodeInfo: no NodeInfo changed since
+        their generations were checked, so the check still holds (``verified``; property test:
+        tests/unit/plugins/test_batch_hooks.py::test_gather_reuses_its_check_only_while_no_nodeinfo_changes).
         """
+        last = self.verified
+        if last is not None and last[0] == current_generation() and type(nodes) is list and nodes == last[1]:
+            return last[2]
+        got = self._gather(nodes)
+        if got is not None:
+            self.verified = (current_generation(), list(nodes), got)
+        return got
+
+    def _gather(self, nodes: Sequence[NodeInfo]) -> GatheredColumns | None:
         m = len(nodes)
         gens = list(map(_GENERATION, nodes))
         if m == 0:

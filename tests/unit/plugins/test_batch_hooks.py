@@ -363,6 +363,55 @@ def test_gather_runs_wraps_and_holes() -> None:
                 ni.allocatable.milli_cpu - ni.requested.milli_cpu if got.filter_ok[j] else 0)
 
 
+def test_gather_reuses_its_check_only_while_no_nodeinfo_changes() -> None:
+    """``NodeColumns.gather`` hands back its last result for the same nodes (identity) while no NodeInfo
+    changed, without reading generations; after any change (an assume, a Pod put on a node behind the
+    snapshot's back, a new NodeInfo) it checks again. Property: on random steps every gather equals
+    the columns built from scratch at the asked positions, or is None exactly when the check-every-time
+    form (``_gather``) is None."""
+    rng = random.Random(47)
+    nodes = workloads.make_nodes(40)
+    bound = [_pod(i, rng, f"b{i}", workloads.node_name(rng.randrange(40))) for i in range(60)]
+    snap = Snapshot.from_objects(nodes, bound)
+    cols = snap.derived(NodeColumns)
+    listed = snap.node_info_list
+    reused = 0
+    asked: list[NodeInfo] = list(listed[:10])
+    for step in range(300):
+        op = rng.randrange(6)
+        if op == 0:
+            start, length = rng.randrange(40), rng.randint(1, 40)
+            asked = [listed[(start + j) % 40] for j in range(length)]
+        elif op == 1:
+            snap.assume(PodInfo(_pod(5000 + step, rng, f"a{step}")), rng.choice(listed).name)
+        elif op == 2:  # behind the snapshot's back: the columns are not told
+            ni = rng.choice(asked)
+            ni.pods = (*ni.pods, PodInfo(_pod(6000 + step, rng, f"x{step}", ni.name)))
+        elif op == 3:  # a clone with an extra Pod: never the snapshot's
+            k = rng.randrange(len(asked))
+            clone = asked[k].clone()
+            clone.add_pod(PodInfo(_pod(7000 + step, rng, f"c{step}", clone.name)))
+            asked = [*asked[:k], clone, *asked[k + 1:]]
+        elif op == 4:
+            asked = list(asked)  # another list, the same nodes: reused
+        else:  # as many other nodes: not reused
+            start = rng.randrange(40)
+            asked = [listed[(start + j) % 40] for j in range(len(asked))]
+        before = cols.verified
+        got = cols.gather(asked)
+        if got is not None and before is not None and got is before[2]:
+            reused += 1
+        plain = cols._gather(asked)
+        assert (got is None) == (plain is None)
+        if got is None:
+            continue
+        fresh = NodeColumns(list(listed))
+        pos = [listed.index(ni) for ni in asked]
+        assert np.array_equal(got.values, fresh.values[:, pos]), step
+    assert reused > 20
+    _assert_columns_match_fresh(snap)
+
+
 @pytest.mark.parametrize("ignore", [False, True])
 def test_vectorized_filter_scalar_resources_equal_node_by_node(ignore: bool) -> None:
     """NodeResourcesFit's array Filter with scalar requests: GPUs on 10% of the nodes, an extended
