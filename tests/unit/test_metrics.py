@@ -4,6 +4,7 @@ health/metrics HTTP server."""
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 import aiohttp
@@ -12,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from py_scheduler.app.serving.health import HealthServer, parse_bind_address
 from py_scheduler.app.telemetry import metrics as m
+from py_scheduler.cache.cache import Cache
 from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.gpu.filter import UNKNOWN_MODEL, GPUFilter
@@ -161,6 +163,52 @@ def test_gpu_inventory_model_label() -> None:
     bare = {"metadata": {"name": "gpu-y"}, "status": {"allocatable": {"nvidia.com/gpu": "1"}}}
     rows = GPUFilter().gpu_inventory(Snapshot.from_objects([node, bare], [gpu_pod("q", "gpu-y", 1)]))
     assert sorted(rows) == [("gpu-x", "NVIDIA-A100-SXM4-40GB", 0, 2), ("gpu-y", UNKNOWN_MODEL, 1, 0)]
+
+
+def test_gpu_inventory_follows_the_nodes_that_gain_and_lose_gpus() -> None:
+    """The inventory of a snapshot the cache keeps up to date in place (the housekeeping's, read each
+    second) reads the GPU nodes from a derived index; on random node updates (GPUs added, removed,
+    only the label left), Pods bound and nodes added, it equals the inventory of a snapshot built from
+    scratch out of the same objects."""
+    rng = random.Random(5)
+    cache = Cache()
+    nodes = {f"n{i}": gpu_node(f"n{i}", 4, "NVIDIA-A100-SXM4-40GB") if i % 3 == 0 else
+             {"metadata": {"name": f"n{i}"}, "status": {"allocatable": {"cpu": "8", "pods": "110"}}}
+             for i in range(12)}
+    for node in nodes.values():
+        cache.add_node(node)
+    pods: list[dict[str, Any]] = []
+    snap = Snapshot()
+    filt = GPUFilter()
+    changed = 0
+    for step in range(60):
+        op = rng.randrange(4)
+        name = f"n{rng.randrange(len(nodes))}"
+        old = nodes[name]
+        if op == 0:
+            new = gpu_node(name, rng.randint(1, 8), "NVIDIA-H100-80GB-HBM3")
+        elif op == 1:
+            new = {"metadata": {"name": name}, "status": {"allocatable": {"cpu": "8", "pods": "110"}}}
+        elif op == 2:  # the label alone still declares GPUs
+            new = {"metadata": {"name": name, "labels": {"nvidia.com/gpu.count": "2"}},
+                   "status": {"allocatable": {"cpu": "8"}}}
+        else:
+            new = old
+            pod = gpu_pod(f"p{step}", name, 1)
+            pods.append(pod)
+            cache.add_pod(pod)
+        if new is not old:
+            nodes[name] = new
+            cache.update_node(old, new)
+            changed += 1
+        if step % 20 == 19:
+            name = f"n{len(nodes)}"
+            nodes[name] = gpu_node(name, 2, "NVIDIA-A100-SXM4-40GB")
+            cache.add_node(nodes[name])
+        cache.update_snapshot(snap)
+        fresh = Snapshot.from_objects(list(nodes.values()), pods)
+        assert sorted(filt.gpu_inventory(snap)) == sorted(filt.gpu_inventory(fresh)), step
+    assert changed > 30
 
 
 def test_update_gpu_gauges_never_raises() -> None:

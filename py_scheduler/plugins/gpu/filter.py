@@ -31,6 +31,7 @@ Args: ``prefix`` (default ``gpu-scheduler/``), ``resourceName`` (default ``nvidi
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -101,7 +102,48 @@ def _compute_verdict(req: GPURequest, st: NodeGPUState) -> tuple[Code, str] | No
 
 
 __all__ = ["ERR_INSUFFICIENT", "ERR_MEMORY", "ERR_MIG_PROFILE", "ERR_MIG_SLICES", "ERR_MODEL", "ERR_NVLINK",
-           "ERR_SHARED", "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter"]
+           "ERR_SHARED", "ERR_UNKNOWN_MEMORY", "NAME", "GPUFilter", "GPUNodes"]
+
+
+class GPUNodes:
+    """The positions in a snapshot's ``node_info_list`` of the nodes that declare GPUs (resource
+    ``resource`` in allocatable or a ``nvidia.com/gpu.count`` label): a snapshot-derived structure
+    (:class:`~py_scheduler.framework.lister.NodeDerived`, ``snapshot.derived``), so the GPU gauges read
+    the GPU nodes only instead of every node each second (2.9 % of a 5000-node drain's cycle thread).
+
+    Depends on: a node's allocatable and labels change only through its Node object, and the snapshot
+    tells its derived structures of every in-place change (``node_changed``); a replaced node list is
+    built anew. Checked against the node-by-node test by
+    tests/unit/test_metrics.py::test_gpu_inventory_follows_the_nodes_that_gain_and_lose_gpus.
+    """
+
+    __slots__ = ("n", "pos_by_name", "positions", "resource", "source")
+
+    def __init__(self, resource: str, nodes: list[NodeInfo]) -> None:
+        self.resource = resource
+        self.source = nodes
+        self.n = len(nodes)
+        self.pos_by_name = {ni.name: i for i, ni in enumerate(nodes)}
+        self.positions = {i for i, ni in enumerate(nodes) if self.declares(ni)}
+
+    def declares(self, ni: NodeInfo) -> bool:
+        """Whether ``ni`` declares GPUs (without both, ``derive_state`` reports a total of 0)."""
+        return self.resource in ni.allocatable.scalar or GFD_COUNT in ni.labels
+
+    def fresh_for(self, nodes: list[NodeInfo]) -> bool:
+        """Built for this very list object (same identity and length)."""
+        return self.source is nodes and len(nodes) == self.n
+
+    def refresh(self, ni: NodeInfo) -> bool:
+        """Re-read ``ni``; False when it is not the node at its name's position."""
+        i = self.pos_by_name.get(ni.name)
+        if i is None or self.source[i] is not ni:
+            return False
+        if self.declares(ni):
+            self.positions.add(i)
+        else:
+            self.positions.discard(i)
+        return True
 
 
 class GPUFilter:
@@ -118,6 +160,7 @@ class GPUFilter:
 
     def __init__(self, keys: GPUKeys | None = None) -> None:
         self.keys = keys or GPUKeys()
+        self._gpu_nodes = functools.partial(GPUNodes, self.keys.resource_name)
 
     @classmethod
     def create(cls, args: dict[str, Any], handle: Handle) -> GPUFilter:
@@ -137,9 +180,9 @@ class GPUFilter:
         GPU (no resource, no ``nvidia.com/gpu.count``) cost one dict lookup each."""
         k = self.keys
         rows: list[tuple[str, str, int, int]] = []
-        for ni in snapshot.node_info_list:
-            if k.resource_name not in ni.allocatable.scalar and GFD_COUNT not in ni.labels:
-                continue  # total 0: derive_state would report no GPU
+        nodes = snapshot.node_info_list
+        for i in sorted(snapshot.derived(self._gpu_nodes).positions):
+            ni = nodes[i]
             st = derive_state(ni, k)
             if st.spec.error is not None or st.spec.total <= 0:
                 continue
