@@ -265,6 +265,14 @@ REQUESTS = SharedMemo[str, tuple[Any, int, int]](
 """Stored after a successful parse only (a malformed Pod fails again). Why: parsing and aggregating the
 quantities is ~3/4 of a PodInfo's construction, and the Pods of one workload share their resources (the
 initial sync parses every bound Pod of the cluster)."""
+SCORER_REQUESTS = SharedMemo[tuple[bool, bool, str], Any](
+    "resource scorers' requests", size=4096, evict=Evict.OLDEST, depends=(
+        "plugins/helpers/resource_scoring.py: pod_requests of a Pod as a resource scorer reads it, per "
+        "(useRequested, pod-level resources + resize status), by requests_key (the repr of exactly the inputs "
+        "pod_requests reads); no global state. The dict handed out must not be modified."))
+"""Stored after a successful parse only. Why: NodeResourcesFit's and BalancedAllocation's scorers
+aggregate every new Pod's requests again (4 % of a live drain's cycle thread), and the Pods of one
+workload share their resources."""
 HINT_POD_INFOS = IdentityMemo[Any](
     "queueing-hint PodInfos", size=4096, evict=Evict.CLEAR, depends=(
         "plugins/helpers/queueing_hints.py: PodInfo(pod) per Pod object; an API object is never changed in "
@@ -281,7 +289,8 @@ QUANTITIES = SharedMemo[str, Any](
     "DRA quantities", size=4096, evict=Evict.STOP, depends=(
         "plugins/dynamic_resources/capacity.py: quantity.parse of a string (pure under the process's default "
         "decimal context, never changed); Decimal values are immutable."))
-SHARED: tuple[SharedMemo[Any, Any], ...] = (REQUESTS, HINT_POD_INFOS, PV_NODE_AFFINITY, CEL_SELECTORS, QUANTITIES)
+SHARED: tuple[SharedMemo[Any, Any], ...] = (REQUESTS, SCORER_REQUESTS, HINT_POD_INFOS, PV_NODE_AFFINITY, CEL_SELECTORS,
+                                             QUANTITIES)
 """Every process-wide memo (each has a property test against its plain form)."""
 
 

@@ -34,9 +34,14 @@ from py_scheduler.framework import quantity, signers
 from py_scheduler.framework.errors import ConfigError, PodParseError
 from py_scheduler.framework.gomath import go_div, go_round
 from py_scheduler.framework.lister import SnapshotLister, objects_of
-from py_scheduler.framework.memo import PodInput, PodMemo
+from py_scheduler.framework.memo import SCORER_REQUESTS, PodInput, PodMemo
 from py_scheduler.framework.objects import Obj
-from py_scheduler.framework.pod_resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, pod_requests
+from py_scheduler.framework.pod_resources import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    pod_requests,
+    requests_key,
+)
 from py_scheduler.framework.types import MAX_NODE_SCORE, Code, NodeInfo, PodInfo, Status, is_scalar_resource_name
 from py_scheduler.plugins.helpers.columns import (
     ALLOC_CPU,
@@ -585,10 +590,19 @@ class ResourceAllocationScorer:
 
     def _compute_pod_request_decimals(self, pod: PodInfo) -> dict[str, Decimal]:
         obj: Obj = pod.pod
+        whole = obj.get("spec") or {}
+        key = requests_key(whole, obj.get("status")) if type(whole) is dict else None
+        if key is not None:  # the Pods of a workload share their resources (memo.SCORER_REQUESTS)
+            hit: dict[str, Decimal] | None = SCORER_REQUESTS.get((self.use_requested, self.pod_level_and_status, key))
+            if hit is not None:
+                return hit
         if not self.pod_level_and_status:
-            spec = {k: v for k, v in (obj.get("spec") or {}).items() if k != "resources"}
+            spec = {k: v for k, v in whole.items() if k != "resources"}
             obj = {"metadata": obj.get("metadata") or {}, "spec": spec}
-        return pod_requests(obj, None if self.use_requested else _NON_MISSING)
+        reqs = pod_requests(obj, None if self.use_requested else _NON_MISSING)
+        if key is not None:
+            SCORER_REQUESTS.store((self.use_requested, self.pod_level_and_status, key), reqs)
+        return reqs
 
     def pod_request_list(self, pod: PodInfo) -> list[int]:
         """``calculatePodResourceRequestList``: the pod's request for each configured resource

@@ -10,7 +10,8 @@ import contextlib
 import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,11 @@ from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.dynamic_resources import capacity
 from py_scheduler.plugins.helpers import cel, queueing_hints, storage
+from py_scheduler.plugins.helpers.resource_scoring import (
+    DEFAULT_RESOURCES,
+    ResourceAllocationScorer,
+    least_resource_scorer,
+)
 
 Obj = dict[str, Any]
 QTY = st.sampled_from(["1", "100m", "1Gi", "1.5", "abc", "-1", "", "1e3", "0.0001", 1, 1.0, True, None])
@@ -78,8 +84,31 @@ class Case:
     """Feed deep copies too (value-keyed memos: equal inputs, distinct objects)."""
 
 
+@st.composite
+def pods_with_pod_level(draw: st.DrawFn) -> Obj:
+    """:func:`pods`, some with pod-level requests (which two of the scorer settings skip)."""
+    pod = draw(pods())
+    if draw(st.booleans()):
+        pod["spec"]["resources"] = {"requests": {"cpu": draw(QTY)}}
+    return pod
+
+
+def _scorer_requests(pod: Obj) -> list[Any]:
+    """What each of the four resource scorer settings reads as the Pod's requests (or its error)."""
+    out: list[Any] = []
+    for use_requested, pod_level in ((False, False), (False, True), (True, False), (True, True)):
+        scorer = ResourceAllocationScorer("LeastAllocated", least_resource_scorer(DEFAULT_RESOURCES), DEFAULT_RESOURCES,
+                                          use_requested=use_requested, pod_level_and_status=pod_level)
+        try:
+            out.append(scorer._compute_pod_request_decimals(cast(PodInfo, SimpleNamespace(pod=pod))))
+        except PodParseError as exc:
+            out.append(("error", exc.field, str(exc)))
+    return out
+
+
 CASES = [
     Case(memo.REQUESTS, pods(), _pod_info(PodInfo)),
+    Case(memo.SCORER_REQUESTS, pods_with_pod_level(), _scorer_requests),
     Case(memo.HINT_POD_INFOS, pods(), _pod_info(queueing_hints.hint_pod_info)),
     Case(memo.PV_NODE_AFFINITY, PVS,
          lambda pv: [storage.affinity_matches(storage.compiled_node_affinity(pv), z) for z in ZONES]),
