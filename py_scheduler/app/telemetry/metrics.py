@@ -236,20 +236,24 @@ def update_gpu_gauges(snapshot: Any, reporters: Iterable[GPUInventoryReporter]) 
     except Exception:
         log.exception("update_gpu_gauges: cannot read GPU state")
         return
-    for (node, model), (allocated, free) in rows.items():
-        GPU_ALLOCATED.labels(node, model).set(allocated)
-        GPU_FREE.labels(node, model).set(free)
-    for labels in _GPU_SERIES.difference(rows):
+    last = _GPU_SERIES
+    for (node, model), values in rows.items():
+        if last.get((node, model)) != values:
+            GPU_ALLOCATED.labels(node, model).set(values[0])
+            GPU_FREE.labels(node, model).set(values[1])
+    for labels in last.keys() - rows.keys():
         for gauge in (GPU_ALLOCATED, GPU_FREE):
             with contextlib.suppress(KeyError):  # already gone (a registry cleared by a test)
                 gauge.remove(*labels)
-    _GPU_SERIES.clear()
-    _GPU_SERIES.update(rows)
+    last.clear()
+    last.update(rows)
 
 
-_GPU_SERIES: set[tuple[str, str]] = set()
-"""The (node, model) series :func:`update_gpu_gauges` set last, so it removes the ones that left
-without collecting every sample of both gauges each tick (1 % of a drain's CPU at 500 GPU nodes)."""
+_GPU_SERIES: dict[tuple[str, str], tuple[int, int]] = {}
+"""The (node, model) series :func:`update_gpu_gauges` set last and their (allocated, free) values, so
+each tick sets only the series that changed (two ``labels`` lookups per GPU node and second were
+2.4 % of a 5000-GPU-node drain's cycle thread) and removes the ones that left without collecting
+every sample of both gauges."""
 
 
 # -- OpportunisticBatching (metrics.go: BatchAttemptStats, BatchCacheFlushed, BatchRescoreAttempts,
