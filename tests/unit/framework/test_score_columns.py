@@ -158,3 +158,29 @@ def test_result_scores_and_totals_built_on_demand_equal_the_explain_ones() -> No
         assert live.to_json() == explained.to_json()
     chosen = {_schedule(False, seed).selected for seed in range(40)}
     assert chosen == {"n0", "n3", "n6", "n9"}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_select_host_draws_the_node_random_choice_over_the_tied_names_draws(seed: int) -> None:
+    """selectHost's shortcut for ``random.Random`` (an index drawn with ``randrange``) picks the node
+    that ``rng.choice`` over the tied names picks, draw for draw; an rng with its own ``choice`` (the
+    parity runner's) is still asked with the names."""
+    draws = random.Random(seed)
+    algo = Algorithm(rng=random.Random(seed))
+    oracle = random.Random(seed)
+    for _ in range(300):
+        n = draws.randint(1, 40)
+        totals = [draws.randint(0, 3) for _ in range(n)]
+        names = [f"n{i}" for i in range(n)]
+        best = max(totals)
+        tied = [i for i, t in enumerate(totals) if t == best]
+        want = tied[0] if len(tied) == 1 else tied[[names[i] for i in tied].index(oracle.choice(
+            [names[i] for i in tied]))]
+        assert algo._select_host(names, totals) == want
+
+    class Smallest(random.Random):
+        def choice(self, seq: Any) -> Any:
+            return min(seq)
+
+    picky = Algorithm(rng=Smallest())
+    assert picky._select_host(["b", "a", "c"], [5, 5, 1]) == 1
