@@ -478,6 +478,9 @@ class Cache:
 
 
 def _assign(existing: NodeInfo, clone: NodeInfo) -> None:
-    """``*existing = *clone``: keep the snapshot's NodeInfo object, take the clone's state."""
+    """``*existing = *clone``: keep the snapshot's NodeInfo object, take the clone's state, and bump its
+    generation once (a change: what ``NodeInfo.__setattr__`` would do field by field)."""
+    put = object.__setattr__
     for slot in NodeInfo.__slots__:
-        setattr(existing, slot, getattr(clone, slot))
+        put(existing, slot, getattr(clone, slot))
+    put(existing, "generation", next_generation())
