@@ -252,7 +252,7 @@ def update_gpu_gauges(snapshot: Any, reporters: Iterable[GPUInventoryReporter]) 
 _GPU_SERIES: dict[tuple[str, str], tuple[int, int]] = {}
 """The (node, model) series :func:`update_gpu_gauges` set last and their (allocated, free) values, so
 each tick sets only the series that changed (two ``labels`` lookups per GPU node and second were
-2.4 % of a 5000-GPU-node drain's cycle thread) and removes the ones that left without collecting
+2.4 % of the cycle thread in a drain at 500 GPU nodes) and removes the ones that left without collecting
 every sample of both gauges."""
 
 

@@ -177,8 +177,8 @@ class GPUFilter:
     def gpu_inventory(self, snapshot: SnapshotLister) -> list[tuple[str, str, int, int]]:
         """``GPUInventoryReporter``: ``(node, model or UNKNOWN_MODEL, allocated, free)`` (devices) per GPU
         node of ``snapshot``, from Filter's own accounting (:func:`derive_state`), so the gauges agree
-        with what GPUFilter sees. Nodes with malformed GPU labels are skipped, and nodes declaring no
-        GPU (no resource, no ``nvidia.com/gpu.count``) cost one dict lookup each."""
+        with what GPUFilter sees. Nodes with malformed GPU labels are skipped; nodes declaring no GPU
+        (no resource, no ``nvidia.com/gpu.count``) are not visited (:class:`GPUNodes`)."""
         k = self.keys
         rows: list[tuple[str, str, int, int]] = []
         nodes = snapshot.node_info_list
