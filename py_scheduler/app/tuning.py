@@ -79,6 +79,14 @@ def set_thresholds() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+def freeze_collected() -> None:
+    """Collect once, then move every object alive to the permanent generation (``gc.freeze()``): what
+    a Filter shard worker does after it received a whole replica of the snapshot
+    (py_scheduler/core/shards.py), as the live process does after its initial sync."""
+    gc.collect()
+    gc.freeze()
+
+
 SYNC_GC_PAUSE_MAX = 120.0
 """Seconds: the longest the cyclic garbage collector stays off for the initial sync (see
 :func:`pause_gc`)."""

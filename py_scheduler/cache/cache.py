@@ -403,7 +403,7 @@ class Cache:
                 pvc_delta[k] = pvc_delta.get(k, 0) - v
             for k, v in clone.pvc_ref_counts.items():
                 pvc_delta[k] = pvc_delta.get(k, 0) + v
-            _assign(existing, clone)
+            assign_node_info(existing, clone)
             snapshot.node_changed(existing)
         if self._nodes:
             snapshot.generation = max(snapshot.generation, next(reversed(self._nodes.values())).generation)
@@ -477,7 +477,7 @@ class Cache:
         return [(st.pod_info, key in self._assumed, st.binding_finished) for key, st in self._pod_states.items()]
 
 
-def _assign(existing: NodeInfo, clone: NodeInfo) -> None:
+def assign_node_info(existing: NodeInfo, clone: NodeInfo) -> None:
     """``*existing = *clone``: keep the snapshot's NodeInfo object, take the clone's state, and bump its
     generation once (a change: what ``NodeInfo.__setattr__`` would do field by field)."""
     put = object.__setattr__

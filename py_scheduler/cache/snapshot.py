@@ -33,10 +33,14 @@ class ClusterObjects:
 
     Keys are ``namespace/name`` for namespaced kinds and ``name`` for cluster-scoped ones. The live
     informers update one instance in place; snapshots share it (plugins only read it).
+
+    ``version`` counts the :meth:`upsert` and :meth:`delete` calls (a Filter shard's replica is sent
+    the objects again when it moved: py_scheduler/core/shards.py).
     """
 
     def __init__(self) -> None:
         self.by_kind: dict[str, dict[str, Obj]] = {k: {} for k in NAMESPACED_KINDS + CLUSTER_KINDS}
+        self.version = 0
 
     @staticmethod
     def key(kind: str, obj: Obj) -> str:
@@ -47,9 +51,11 @@ class ClusterObjects:
         return name
 
     def upsert(self, kind: str, obj: Obj) -> None:
+        self.version += 1
         self.by_kind.setdefault(kind, {})[self.key(kind, obj)] = obj
 
     def delete(self, kind: str, obj: Obj) -> None:
+        self.version += 1
         self.by_kind.setdefault(kind, {}).pop(self.key(kind, obj), None)
 
     def list(self, kind: str, namespace: str | None = None) -> list[Obj]:

@@ -377,24 +377,45 @@ class Algorithm:
         active = [pl for pl in fw.filter_plugins if pl.name not in state.skip_filter]
         ordered = nodes[start:] + nodes[:start] if start else nodes
         nominated = fw.nominator
+        # With Filter shards (``parallelism``), a chunk may run ahead of the nodes still needed: the
+        # search stops right after the ``to_find``-th feasible node, whatever the chunks, so the
+        # statuses are taken node by node up to that node and the rest is dropped (Filter of one node
+        # never depends on another's). The chunk is sized by the share of feasible nodes seen so far.
+        ahead = fw.shards is not None
         pos = 0
         while pos < num and len(feasible) < to_find:
-            chunk = ordered[pos:pos + (to_find - len(feasible))]
-            pos += len(chunk)
-            statuses = (_filter_chunk_with_nominated_pods(fw, active, state, pod, chunk, nominated) if nominated
-                        else fw.filter_chunk(active, state, pod, chunk))
+            need = to_find - len(feasible)
+            size = need
+            if ahead and pos:
+                size = max(need, min(num - pos, -(-need * pos // max(len(feasible), 1))))
+            chunk = ordered[pos:pos + size]
+            try:
+                statuses = (_filter_chunk_with_nominated_pods(fw, active, state, pod, chunk, nominated) if nominated
+                            else fw.filter_chunk_sharded(active, state, pod, chunk))
+            except SchedulingError:
+                if size == need:
+                    raise
+                ahead = False  # an error past the last node needed is not the search's: search exactly
+                continue
             if statuses is None:
-                feasible.extend(chunk)
+                take = min(len(chunk), need)
+                feasible.extend(chunk[:take])
+                pos += take
                 continue
             added: Status | None = None
+            taken = 0
             for ni, fst in zip(chunk, statuses, strict=True):
+                taken += 1
                 if fst is None:
                     feasible.append(ni)
+                    if len(feasible) == to_find:
+                        break
                 else:
                     d.node_to_status[ni.name] = fst
                     if fst is not added:  # a Status shared by many nodes counts its plugin once
                         d.add_plugin_status(fst)
                         added = fst
+            pos += taken
         fw._observe("Filter", "", None, t0)
         if advance:
             processed = len(feasible) + len(d.node_to_status)
@@ -436,9 +457,9 @@ def _filter_chunk_with_nominated_pods(fw: Framework, active: Sequence[FilterPlug
     """
     plain = [ni for ni in chunk if ni.name not in nominated]
     if len(plain) == len(chunk):  # no Pod nominated to any node of this chunk
-        return fw.filter_chunk(active, state, pod, chunk)
+        return fw.filter_chunk_sharded(active, state, pod, chunk)
     try:
-        got = fw.filter_chunk(active, state, pod, plain) if plain else None
+        got = fw.filter_chunk_sharded(active, state, pod, plain) if plain else None
         plain_statuses = iter(got) if got is not None else None  # aligned with ``plain``, in chunk order
         out: list[Status | None] = []
         for ni in chunk:

@@ -54,6 +54,7 @@ from py_scheduler.framework.interfaces import (
     BatchScorePlugin,
     BindPlugin,
     FilterPlugin,
+    FilterShards,
     NormalizeScorePlugin,
     PermitPlugin,
     PostBindPlugin,
@@ -149,6 +150,9 @@ class Framework:
         self.nominator: Nominator | None = nominator
         """The pods nominated per node (upstream's ``WithPodNominator``): given here or connected once
         (:meth:`connect_nominator`), never swapped per cycle."""
+        self.shards: FilterShards | None = None
+        """Filter on more cores (upstream's ``parallelism``), connected once (:meth:`connect_shards`);
+        None: every node is filtered on the cycle's own thread."""
         self.handle: Handle = handle if handle is not None else Handle.detached()
         """The profile's Handle, the one its plugins got at ``create`` (a detached one when None); its
         ``profile`` is this framework (upstream's frameworkImpl is the Handle), bound here once."""
@@ -172,6 +176,20 @@ class Framework:
         if self.nominator is not None and self.nominator is not nominator:
             raise RuntimeError(f"profile {self.profile_name!r} already has a nominator")
         self.nominator = nominator
+
+    def connect_shards(self, shards: FilterShards) -> None:
+        """Give the profile its Filter shards (``parallelism`` > 1), once; connecting a different one
+        raises RuntimeError."""
+        if self.shards is not None and self.shards is not shards:
+            raise RuntimeError(f"profile {self.profile_name!r} already has Filter shards")
+        self.shards = shards
+
+    def filter_chunk_sharded(self, active: Sequence[Any], state: CycleState, pod: PodInfo,
+                             nodes: list[NodeInfo]) -> list[Status | None] | None:
+        """:meth:`filter_chunk`, through the connected shards when there are some (same result)."""
+        if self.shards is None:
+            return self.filter_chunk(active, state, pod, nodes)
+        return self.shards.filter_chunk(self, active, state, pod, nodes)
 
     def set_opportunistic_batching(self, enabled: bool) -> None:
         """Turn the ``OpportunisticBatching`` gate on or off for this profile (a new, empty batch

@@ -14,9 +14,16 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
+from typing import TYPE_CHECKING
 
 from py_scheduler.framework.errors import PluginImportError
 from py_scheduler.framework.handle import PluginFactory
+
+if TYPE_CHECKING:
+    from py_scheduler.framework.config import ProfileConfig, SchedulerConfig
+    from py_scheduler.framework.handle import ObjectLister
+    from py_scheduler.framework.runtime import Framework
 
 _ENTRIES: dict[str, str] = {
     "PrioritySort": "py_scheduler.plugins.queue_sort:PrioritySort",
@@ -94,3 +101,19 @@ def get(name: str) -> PluginFactory:
         raise PluginImportError(f"plugin {name!r} ({entry}) cannot be imported: {exc}") from exc
     factory: PluginFactory = cls.create
     return factory
+
+
+def replica_framework(profile: ProfileConfig, cfg: SchedulerConfig, objects: ObjectLister) -> Framework:
+    """``profile`` built with this registry over ``objects`` (a replica's cluster objects), with no
+    client, events or queue: the Framework a Filter shard worker runs PreFilter and Filter with
+    (py_scheduler/core/shards.py; a module-level function, so ``functools.partial(replica_framework,
+    profile, cfg)`` pickles into a spawned worker).
+
+    Raises:
+        ConfigError: as :func:`~py_scheduler.framework.config.build_framework`.
+    """
+    from py_scheduler.framework.config import build_framework
+    from py_scheduler.framework.handle import Handle
+
+    return build_framework(profile, cfg, handle=Handle.detached(cfg.feature_gates, objects),
+                           registry=sys.modules[__name__])  # this module is the registry
