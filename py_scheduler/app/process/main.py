@@ -16,6 +16,7 @@ included) dies.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,9 +46,10 @@ from py_scheduler.app.telemetry.metrics import (
     BatchMetricsRecorder,
     framework_observer,
 )
-from py_scheduler.app.tuning import GcPacer, freeze_heap_then, set_thresholds
+from py_scheduler.app.tuning import GcPacer, freeze_collected, freeze_heap_then, set_thresholds
 from py_scheduler.cache.cache import Cache
 from py_scheduler.cache.kinds import KINDS
+from py_scheduler.core.shards import FilterShardPool, machine_parallelism
 from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import (
     ConfigError,
@@ -90,9 +92,10 @@ class ServingOptions:
     profiling: bool = False
 
 
-def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None) -> dict[str, Framework]:
+def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None, parallelism: int = 1) -> dict[str, Framework]:
     """schedulerName -> Framework, each with its own metrics observer; plugins get a copy of ``handle``
-    (its client, objects and activator are ports :func:`_serve` connects once).
+    (its client, objects and activator are ports :func:`_serve` connects once). With ``parallelism``
+    above 1 each profile filters costly chunks on that many cores (py_scheduler/core/shards.py).
 
     Raises:
         ConfigError: duplicate schedulerName or any plugin/args error.
@@ -104,6 +107,9 @@ def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None) -> dict[s
         fw = build_framework(p, cfg, framework_observer(p.scheduler_name), handle, registry=registry)
         if fw.batch is not None:
             fw.batch.recorder = BatchMetricsRecorder()
+        if parallelism > 1:  # Filter on more cores: worker processes spawned by the first costly chunk
+            fw.connect_shards(FilterShardPool(functools.partial(registry.replica_framework, p, cfg), parallelism,
+                                              gc_tuning=(set_thresholds, freeze_collected)))
         out[p.scheduler_name] = fw
     return out
 
@@ -179,7 +185,7 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
     ports = (LateClient(), LateObjects(), QueueActivator())
     handle = Handle(client=ports[0], objects=ports[1], activator=ports[2], events=None, feature_gates=cfg.feature_gates)
     try:
-        frameworks = build_profiles(cfg, handle)
+        frameworks = build_profiles(cfg, handle, machine_parallelism(cfg.parallelism))
     except ConfigError as exc:
         log.error("invalid configuration: %s", exc)
         return 1
@@ -291,6 +297,9 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     for t in everything:
         t.cancel()
     await asyncio.gather(*everything, return_exceptions=True)
+    for fw in frameworks.values():
+        if fw.shards is not None:
+            fw.shards.close()
     if health is not None:
         await health.stop()
     log.info("stopped")
