@@ -14,6 +14,7 @@ and ``scheduling_algorithm_duration_seconds`` (``pkg/scheduler/metrics``), here 
 from __future__ import annotations
 
 import cProfile
+import functools
 import gc
 import io
 import math
@@ -37,9 +38,11 @@ from bench.bench_lib.workloads import (
     pod_objects,
 )
 from py_scheduler.app.scheduling.decisions import DecisionLog
+from py_scheduler.app.tuning import freeze_collected, set_thresholds
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.core.shards import FilterShardPool
 from py_scheduler.framework.algorithm import Algorithm
-from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.dynamic_resources import simulated_pre_bind
@@ -78,6 +81,9 @@ class CycleResult:
     shared machine."""
     build_seconds: float = 0.0
     rss_kib: int = 0
+    sharded_chunks: int = 0
+    """Filter chunks split over the shard workers (``parallelism`` > 1), warm-up included."""
+    local_chunks: int = 0
     """Resident set size (``VmRSS``) of this process at the end of the run, the cluster still held."""
     scheduled: int = 0
     unschedulable: int = 0
@@ -98,6 +104,7 @@ class CycleResult:
             "p99_ms": percentile(ms, 99), "mean_ms": statistics.fmean(ms) if ms else 0.0,
             "cpu_median_ms": statistics.median(cpu) if cpu else 0.0, "cpu_p99_ms": percentile(cpu, 99),
             "assume_median_ms": statistics.median(self.assume) * 1000 if self.assume else 0.0,
+            "sharded_chunks": self.sharded_chunks, "local_chunks": self.local_chunks,
             "record_median_ms": statistics.median(self.record) * 1000 if self.record else 0.0,
             "record_mean_ms": statistics.fmean(self.record) * 1000 if self.record else 0.0,
             "cpu_mean_ms": statistics.fmean(cpu) if cpu else 0.0,
@@ -150,7 +157,8 @@ def add_object(objects: ClusterObjects, obj: Obj) -> None:
 def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: int = 20,
                n_init: int | None = None, seed: int = 1, breakdown: bool = False,
                profiler: str = "", namespace: str = "bench", gc_freeze: bool = False,
-               batching: bool = False, decisions: bool = False) -> CycleResult:
+               batching: bool = False, decisions: bool = False, parallelism: int = 1,
+               shard_min_seconds: float = 0.002) -> CycleResult:
     """Schedule ``warmup + cycles`` Pods of ``workload`` on a fresh ``n_nodes`` cluster; time the last
     ``cycles``.
 
@@ -164,6 +172,9 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     Pod); the profile then uses PodTopologySpread ``defaultingType: List`` without default
     constraints, since the default System spreading makes every Pod unsignable (as upstream). Without
     it, ``cycle`` is not passed and no Pod batches.
+    ``parallelism``: Filter on that many cores (py_scheduler/core/shards.py: ``parallelism - 1`` worker
+    processes, chunks sharded when the cycle's thread would take ``shard_min_seconds`` for them); the
+    workers are started and ready before the first Pod. ``cpu`` is then the cycle thread's CPU only.
     ``decisions``: after each Pod, keep its decision record as the live loop does
     (``DecisionLog.record``, py_scheduler/app/scheduling/decisions.py), timed separately (``record``).
 
@@ -178,8 +189,17 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     snap, placed = build_cluster(workload, n_nodes, n_init)
     obs = _Breakdown()
     plugin_config = {"PodTopologySpread": {"defaultingType": "List"}} if batching else {}
-    fw = build_framework(ProfileConfig(scheduler_name=PROFILE_NAME, plugin_config=plugin_config),
-                         observer=obs if breakdown else None, registry=registry)
+    profile = ProfileConfig(scheduler_name=PROFILE_NAME, plugin_config=plugin_config)
+    fw = build_framework(profile, observer=obs if breakdown else None, registry=registry)
+    pool: FilterShardPool | None = None
+    if parallelism > 1:
+        pool = FilterShardPool(functools.partial(registry.replica_framework, profile,
+                                                 SchedulerConfig(profiles=[profile])),
+                               parallelism, min_chunk_seconds=shard_min_seconds,
+                               gc_tuning=(set_thresholds, freeze_collected))
+        if not pool.wait_ready(120.0):
+            raise RuntimeError(f"Filter shard workers did not start: {pool.broken}")
+        fw.connect_shards(pool)
     algo = Algorithm(rng=random.Random(seed))
     decision_log = DecisionLog() if decisions else None
     res = CycleResult(workload.name, n_nodes, placed, build_seconds=time.perf_counter() - t0)
@@ -250,6 +270,9 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
             else:
                 res.scheduled += 1
     obs.active = False
+    if pool is not None:
+        res.sharded_chunks, res.local_chunks = pool.stats.sharded_chunks, pool.stats.local_chunks
+        pool.close()
     res.profile_text = stop_profile()
     res.rss_kib = vm_rss_kib()
     if gc_freeze:

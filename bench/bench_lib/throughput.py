@@ -150,12 +150,35 @@ class RunResult:
         return d
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds used so far by ``pid`` (``/proc/<pid>/stat``); 0.0 if unreadable."""
+def descendants(pid: int) -> list[int]:
+    """The live processes under ``pid`` (``/proc/<pid>/task/<tid>/children``, recursively): py-scheduler's
+    Filter shard workers."""
+    out: list[int] = []
     try:
-        return cores.stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError):
-        return 0.0
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            kids = [int(k) for k in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+        for k in kids:
+            out.append(k)
+            out.extend(descendants(k))
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds used so far by ``pid`` and its live descendants (``/proc/<pid>/stat``;
+    py-scheduler's Filter shard workers are processes of their own); 0.0 if unreadable."""
+    total = 0.0
+    for p in (pid, *descendants(pid)):
+        try:
+            total += cores.stat_cpu_seconds(Path(f"/proc/{p}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
+        except (OSError, ValueError):
+            continue
+    return total
 
 
 def main_thread_cpu_seconds(pid: int) -> float:
@@ -165,14 +188,18 @@ def main_thread_cpu_seconds(pid: int) -> float:
 
 
 def vm_hwm_kib(pid: int) -> int:
-    """Peak resident set size (``VmHWM``) of ``pid`` in KiB; 0 if unreadable."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+    """Peak resident set size (``VmHWM``) of ``pid`` plus that of each live descendant (the Filter
+    shard workers' replicas), in KiB; 0 if unreadable."""
+    total = 0
+    for p in (pid, *descendants(pid)):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1])
+                    break
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 # -- schedulers --------------------------------------------------------------------------------------
