@@ -325,6 +325,7 @@ class FilterShardPool:
         self._last_state: CycleState | None = None
         self._cycle = 0
         self._started = False
+        self._announced = False
         self._workers: list[_Worker] = []
         self._factory = factory
         self._gc_tuning = gc_tuning
@@ -500,7 +501,12 @@ class FilterShardPool:
                     self._break(f"a worker failed to start: {exc!r}")
                     return []
         ready = [w for w in self._workers if w.ready]
-        return ready if len(ready) == len(self._workers) else []  # every replica gets every sync
+        if len(ready) < len(self._workers):
+            return []  # every replica gets every sync
+        if not self._announced:
+            self._announced = True
+            log.info("Filter shards ready workers=%d pids=%s", len(ready), [w.process.pid for w in ready])
+        return ready
 
     def _collect(self, sent: list[_Worker]) -> list[tuple[str, Any]] | None:
         out: list[tuple[str, Any]] = []
@@ -529,6 +535,10 @@ class FilterShardPool:
     def close(self) -> None:
         """Stop the workers (idempotent)."""
         workers, self._workers = self._workers, []
+        if workers:
+            st = self.stats
+            log.info("Filter shards stopped chunks_sharded=%d chunks_local=%d diverged=%d full_syncs=%d "
+                     "local_by_reason=%s", st.sharded_chunks, st.local_chunks, st.diverged, st.full_syncs, st.reasons)
         for w in workers:
             with contextlib.suppress(OSError, ValueError):
                 w.conn.send_bytes(b"")
