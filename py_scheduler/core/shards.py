@@ -78,6 +78,12 @@ cluster objects) and their own arguments: a replica of the snapshot gives them t
 GcTuning = tuple[Callable[[], None], Callable[[], None]]
 """A worker's garbage-collector tuning: (at start, after each whole replica); module-level functions."""
 
+_PROBE_EVERY = 50
+"""While sharding does not pay, one in this many chunks costly enough for the floor is sharded anyway."""
+
+_MAX_THRESHOLD = 1.0
+"""Seconds: the most :meth:`FilterShardPool._judge` raises the cost a chunk must have to be sharded."""
+
 ReplicaFactory = Callable[[Any], Framework]
 """Builds the profile's Framework over a replica's object lister, in the worker (it must pickle:
 ``functools.partial(registry.replica_framework, profile, cfg)``)."""
@@ -298,19 +304,25 @@ class FilterShardPool:
         factory: builds the profile in a worker (pickled into it).
         parallelism: parts per sharded chunk, the cycle's thread included (>= 2 to start workers).
         min_chunk_seconds: shard a chunk only when the cycle's thread would take at least this long
-            for it by its measured seconds per node (0: always, once the workers are ready).
+            for it by its measured seconds per node (0: always, once the workers are ready); the
+            floor of :attr:`threshold`, which rises where sharding does not pay (:meth:`_judge`).
         timeout: seconds to wait for a worker's answer before sharding stops for good.
         min_part: fewest nodes per part (smaller chunks use fewer parts).
         gc_tuning: (at start, after each whole replica) called in each worker: the live process's
             ``(set_thresholds, freeze_collected)`` from py_scheduler/app/tuning.py, the one module that
             tunes the collector (None: Python's defaults).
-        start: spawn the workers now; by default they are spawned by the first chunk worth sharding
-            (a profile whose chunks stay cheap never has a worker process, nor its replica's memory).
+        start: spawn the workers now; by default they are spawned once ``spawn_after`` chunks were
+            worth sharding (a profile whose chunks stay cheap never has a worker process, nor its
+            replica's memory; nor does one slow chunk of a cold start).
+        warm_up: chunks the cycle's thread filters before its seconds per node are trusted, and sharded
+            chunks before their gain is judged (the first ones after a start, or in a new worker, build
+            columns and indexes); a chunk that carried a whole replica is never judged.
     """
 
     def __init__(self, factory: ReplicaFactory, parallelism: int, *, min_chunk_seconds: float = 0.002,
                  timeout: float = 10.0, min_part: int = 50,
-                 gc_tuning: GcTuning | None = None, start: bool = False) -> None:
+                 gc_tuning: GcTuning | None = None, start: bool = False, spawn_after: int = 20,
+                 warm_up: int = 10) -> None:
         self.parallelism = parallelism
         self.min_chunk_seconds = min_chunk_seconds
         self.timeout = timeout
@@ -321,6 +333,16 @@ class FilterShardPool:
         self._synced: Snapshot | None = None
         self._objects_version = -1
         self._seconds_per_node = 0.0
+        self._local_samples = 0
+        self._sharded_samples = 0
+        self._below = 0
+        self.ratio: float | None = None
+        """Running mean of sharded seconds over predicted one-core seconds (None before any)."""
+        self._costly = 0
+        self.threshold = min_chunk_seconds
+        """Seconds the cycle's thread must be predicted to need for a chunk to be sharded (adapted)."""
+        self.spawn_after = spawn_after
+        self.warm_up = warm_up
         self._worker_fixed = 0.0  # a worker's seconds per request beyond its nodes' Filter (running mean)
         self._last_state: CycleState | None = None
         self._cycle = 0
@@ -353,6 +375,9 @@ class FilterShardPool:
         that pays (see the module docstring); same result, same error."""
         why = self._unshardable(active, state, len(nodes))
         parts = 0
+        if not why and not self._started:
+            self._costly += 1  # the workers are spawned only after enough costly chunks, not one cold one
+            why = "starting" if self._costly < self.spawn_after else ""
         if not why:
             ready = self._ready_workers()
             parts = min(len(ready) + 1, len(nodes) // self.min_part)
@@ -365,6 +390,8 @@ class FilterShardPool:
         if state is not self._last_state:
             self._last_state = state
             self._cycle += 1
+        predicted = self._seconds_per_node * len(nodes)
+        started = time.perf_counter()
         pieces = self._split(nodes, parts)
         sync = self._sync(snap)
         names = [pl.name for pl in active]
@@ -401,8 +428,13 @@ class FilterShardPool:
                 return self._local(fw, active, state, pod, nodes)
             verdicts, seconds = got
             out.extend(_decode(verdicts, len(piece)))
-            self._learn_worker(seconds, len(piece))
+            if sync is None or not sync.get("full"):
+                self._learn_worker(seconds, len(piece))
         self.stats.sharded_chunks += 1
+        if sync is None or not sync.get("full"):  # a whole replica's transfer is paid once, not per chunk
+            self._sharded_samples += 1
+            if self._sharded_samples > self.warm_up:  # the workers' first chunks build their indexes
+                self._judge(time.perf_counter() - started, predicted)
         return None if all(s is None for s in out) else out
 
     # -- parts -------------------------------------------------------------------------------------
@@ -433,9 +465,30 @@ class FilterShardPool:
         for pl in active:
             if pl.name not in SHARDABLE_FILTERS:
                 return str(pl.name)
-        if self._seconds_per_node * n < self.min_chunk_seconds:
+        cost = self._seconds_per_node * n
+        if self._local_samples < self.warm_up or cost < self.min_chunk_seconds:
             return "cheap"
+        if cost < self.threshold:
+            self._below += 1
+            if self._below % _PROBE_EVERY:
+                return "not paying"
         return ""
+
+    def _judge(self, seconds: float, predicted: float) -> None:
+        """The cost model, corrected by what sharding gave. ``ratio`` is a running mean of a sharded
+        chunk's seconds over those the cycle's thread alone was predicted to need. While it is 1 or
+        more (sharding does not pay), each sharded chunk raises the cost a chunk must have to be
+        sharded by half (up to :data:`_MAX_THRESHOLD`); while it is under 0.85 each lowers it by a
+        fifth, never under ``min_chunk_seconds``. On a machine whose other cores are busy (the API
+        server's, in the benchmarks) the workers answer late and sharding backs off; every
+        :data:`_PROBE_EVERY`-th chunk costly enough for the floor is sharded anyway, so the model
+        sees when sharding pays again."""
+        r = seconds / predicted if predicted > 0 else 1.0
+        self.ratio = r if self.ratio is None else 0.8 * self.ratio + 0.2 * r
+        if self.ratio >= 1.0:
+            self.threshold = min(self.threshold * 1.5, _MAX_THRESHOLD)
+        elif self.ratio < 0.85:
+            self.threshold = max(self.threshold * 0.8, self.min_chunk_seconds)
 
     def _local(self, fw: Framework, active: Sequence[Any], state: CycleState, pod: PodInfo,
                nodes: list[NodeInfo]) -> list[Status | None] | None:
@@ -447,6 +500,7 @@ class FilterShardPool:
 
     def _learn(self, seconds: float, n: int) -> None:
         if n:
+            self._local_samples += 1
             per = seconds / n
             self._seconds_per_node = per if not self._seconds_per_node else 0.8 * self._seconds_per_node + 0.2 * per
 

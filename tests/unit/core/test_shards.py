@@ -29,7 +29,7 @@ from py_scheduler.framework.algorithm import Algorithm, ScheduleResult
 from py_scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
 from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.runtime import Framework
-from py_scheduler.framework.types import PodInfo
+from py_scheduler.framework.types import CycleState, PodInfo
 from py_scheduler.plugins import registry
 
 REPO = Path(__file__).resolve().parents[3]
@@ -50,7 +50,7 @@ def _wait_ready(pool: FilterShardPool, timeout: float = 60.0) -> None:
 @pytest.fixture(scope="module")
 def pool() -> Iterator[FilterShardPool]:
     p = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 3,
-                        min_chunk_seconds=0.0, min_part=1)
+                        min_chunk_seconds=0.0, min_part=1, warm_up=0)
     _wait_ready(p)
     yield p
     p.close()
@@ -157,7 +157,7 @@ def test_sharded_filter_schedules_every_pod_as_the_one_core_path(pool: FilterSha
 
 def test_a_dead_worker_stops_sharding_and_the_cycle_goes_on() -> None:
     p = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2,
-                        min_chunk_seconds=0.0, min_part=1, timeout=5.0)
+                        min_chunk_seconds=0.0, min_part=1, timeout=5.0, warm_up=0)
     try:
         _wait_ready(p)
         objs = scenario(11, 3)
@@ -224,3 +224,51 @@ def test_workers_start_only_when_a_chunk_is_worth_sharding() -> None:
         assert lazy.stats.reasons.get("cheap", 0) > 0
     finally:
         lazy.close()
+
+
+def test_workers_spawn_after_enough_costly_chunks_not_one() -> None:
+    objs = scenario(11, 5)
+    snap = Snapshot.from_object_list(objs)
+    pods = [o for o in objs if o.get("kind") == "Pod" and not o["spec"].get("nodeName")]
+    pool = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=1e-12,
+                           min_part=1, warm_up=2, spawn_after=4)
+    try:
+        fw = _framework()
+        fw.connect_shards(pool)
+        seen: list[bool] = []
+        for raw in pods * 10:
+            Algorithm(rng=random.Random(1)).schedule(fw, snap, PodInfo(raw))
+            seen.append(bool(pool._workers))
+        assert pool.stats.local_chunks >= 6
+        assert pool.stats.reasons.get("cheap", 0) == 2  # the warm-up: its chunks' times are not trusted
+        assert pool._costly >= 4 and any(seen) and not seen[0]  # spawned at the 4th costly chunk, not the 1st
+    finally:
+        pool.close()
+
+
+def test_the_cost_model_backs_off_where_sharding_does_not_pay() -> None:
+    pool = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=0.002)
+    assert pool.threshold == 0.002 and pool.ratio is None
+    pool._judge(0.005, 0.004)  # sharded: slower than the cycle's thread alone was predicted to be
+    assert pool.threshold == pytest.approx(0.003) and pool.ratio == pytest.approx(1.25)
+    for _ in range(40):
+        pool._judge(0.01, 0.005)
+    assert pool.threshold == 1.0  # capped: in effect no chunk is sharded any more
+    pool._judge(0.001, 0.005)  # one chunk that pays does not turn the model around at once
+    assert pool.threshold == 1.0
+    for _ in range(100):
+        pool._judge(0.001, 0.005)  # sharding pays again: back down to the floor, not below
+    assert pool.threshold == 0.002
+    assert not pool._workers
+
+
+def test_while_sharding_does_not_pay_one_chunk_in_fifty_is_sharded_to_measure_again() -> None:
+    pool = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=0.001,
+                           warm_up=0)
+    pool._seconds_per_node = 1e-5
+    pool.threshold = 1.0
+    snap = Snapshot()
+    state = CycleState(snap)
+    verdicts = [pool._unshardable([], state, 200) for _ in range(100)]  # 2 ms each: above the floor only
+    assert verdicts.count("") == 2 and verdicts.count("not paying") == 98
+    assert pool._unshardable([], state, 50) == "cheap"  # 0.5 ms: under the floor, never sharded
