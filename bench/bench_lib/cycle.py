@@ -158,7 +158,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
                n_init: int | None = None, seed: int = 1, breakdown: bool = False,
                profiler: str = "", namespace: str = "bench", gc_freeze: bool = False,
                batching: bool = False, decisions: bool = False, parallelism: int = 1,
-               shard_min_seconds: float = 0.002) -> CycleResult:
+               shard_min_seconds: float = 0.005) -> CycleResult:
     """Schedule ``warmup + cycles`` Pods of ``workload`` on a fresh ``n_nodes`` cluster; time the last
     ``cycles``.
 

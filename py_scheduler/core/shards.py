@@ -30,10 +30,14 @@ The design, and what exactness rests on:
   volumes, DynamicResources' in-flight claims and the pod-group plugins keep state in the process),
   a pod group's placement, or a Pod too small to pay for the round trip is filtered on the cycle's
   thread.
-- Cost model: a chunk is sharded when the cycle's thread would need at least ``min_chunk_seconds``
-  for it, by its measured seconds per node (a running mean of its own chunks). On a uniform cluster
-  Filter of 500 nodes takes about 0.1 ms, less than a round trip; InterPodAffinity on 5000 nodes
-  takes 10 ms per cycle (bench/RESULTS.md).
+- Cost model: a chunk is sharded when the cycle's thread would need at least ``threshold`` seconds
+  for it, by its measured seconds per node (a running mean of its own chunks, trusted after
+  ``warm_up`` of them). ``threshold`` starts at ``min_chunk_seconds`` (5 ms) and follows what
+  sharding gave (:meth:`FilterShardPool._judge`). A worker costs about 1.3 ms per request beyond its
+  nodes (its PreFilter, the pickles); on a uniform cluster Filter of 500 nodes takes about 0.1 ms,
+  while required pod affinity that one zone in ten satisfies filters 5000 nodes per Pod, about
+  8 ms (bench/RESULTS.md, "Filter on more cores"). The workers are spawned only after
+  ``spawn_after`` chunks costly enough.
 - Never a stall: workers start in the background and are used once they said they are ready; an
   answer later than ``timeout`` seconds, a dead worker or any worker error stops sharding for good
   (logged once) and the chunk is filtered on the cycle's thread. A plugin Error (``SchedulingError``)
@@ -228,14 +232,23 @@ def _decode(v: Verdicts, n: int) -> list[Status | None]:
 def _worker_main(conn: multiprocessing.connection.Connection, factory: ReplicaFactory,
                  gc_tuning: GcTuning | None) -> None:
     """A shard worker: build the profile over an empty replica, say "ready", then answer requests
-    until the pipe closes or ``None`` arrives. Request: pickled ``(sync, cycle, pod, active, names)``;
+    until the pipe closes or an empty message arrives. Request: pickled ``(sync, cycle, pod, active, names)``;
     answer: ``("ok", (verdicts, seconds))`` (:data:`Verdicts`, the seconds since the request arrived),
     ``("error", message)`` (a plugin Error) or ``("diverged", why)``."""
     if gc_tuning is not None:
         gc_tuning[0]()
     replica = Snapshot(ClusterObjects())
     fw = factory(_ReplicaObjects(replica.objects))
-    conn.send(("ready", os.getpid()))
+    try:
+        conn.send(("ready", os.getpid()))
+        _serve(conn, replica, fw, gc_tuning)
+    except OSError:  # the scheduler stopped (a closed pipe): nothing to answer any more
+        return
+
+
+def _serve(conn: multiprocessing.connection.Connection, replica: Snapshot, fw: Framework,
+           gc_tuning: GcTuning | None) -> None:
+    """The worker's request loop (see :func:`_worker_main`)."""
     cycle = -1
     state = CycleState(replica)
     pod: PodInfo | None = None
@@ -319,7 +332,7 @@ class FilterShardPool:
             columns and indexes); a chunk that carried a whole replica is never judged.
     """
 
-    def __init__(self, factory: ReplicaFactory, parallelism: int, *, min_chunk_seconds: float = 0.002,
+    def __init__(self, factory: ReplicaFactory, parallelism: int, *, min_chunk_seconds: float = 0.005,
                  timeout: float = 10.0, min_part: int = 50,
                  gc_tuning: GcTuning | None = None, start: bool = False, spawn_after: int = 20,
                  warm_up: int = 10) -> None:
