@@ -345,6 +345,7 @@ class FilterShardPool:
         self._key = functools.partial(_Changes)  # this pool's derived-structure key
         self._synced: Snapshot | None = None
         self._objects_version = -1
+        self._objects: ClusterObjects | None = None
         self._seconds_per_node = 0.0
         self._local_samples = 0
         self._sharded_samples = 0
@@ -415,7 +416,7 @@ class FilterShardPool:
                 w.conn.send_bytes(pickle.dumps((sync, self._cycle, pod.pod, names, [ni.name for ni in piece]),
                                                protocol=pickle.HIGHEST_PROTOCOL))
                 sent.append(w)
-        except (OSError, ValueError, pickle.PicklingError) as exc:
+        except Exception as exc:  # a closed pipe, or something in the snapshot that does not pickle
             self._break(f"sending to a worker failed: {exc!r}")
             self._drain(sent)
             return self._local(fw, active, state, pod, nodes)
@@ -534,8 +535,9 @@ class FilterShardPool:
         elif changes.changed:
             out["nodes"] = list(changes.changed.values())
         changes.changed.clear()
-        if snap.objects.version != self._objects_version:
+        if snap.objects is not self._objects or snap.objects.version != self._objects_version:
             out["objects"] = snap.objects.by_kind
+            self._objects = snap.objects
             self._objects_version = snap.objects.version
         return out or None
 

@@ -272,3 +272,27 @@ def test_while_sharding_does_not_pay_one_chunk_in_fifty_is_sharded_to_measure_ag
     verdicts = [pool._unshardable([], state, 200) for _ in range(100)]  # 2 ms each: above the floor only
     assert verdicts.count("") == 2 and verdicts.count("not paying") == 98
     assert pool._unshardable([], state, 50) == "cheap"  # 0.5 ms: under the floor, never sharded
+
+
+def test_something_that_does_not_pickle_stops_sharding_and_the_cycle_goes_on() -> None:
+    import threading
+
+    p = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2,
+                        min_chunk_seconds=0.0, min_part=1, warm_up=0)
+    try:
+        _wait_ready(p)
+        objs = scenario(11, 3)
+        snap = Snapshot.from_object_list(objs)
+        snap.objects.upsert("Service", {"metadata": {"name": "odd", "namespace": "default"}, "lock": threading.Lock()})
+        pods = [o for o in objs if o.get("kind") == "Pod" and not o["spec"].get("nodeName")]
+        plain, sharded = _framework(), _framework()
+        sharded.connect_shards(p)
+        for raw in pods[:3]:
+            pi = PodInfo(raw)
+            r1 = Algorithm(rng=random.Random(1)).schedule(plain, snap, pi)
+            r2 = Algorithm(rng=random.Random(1)).schedule(sharded, snap, pi)
+            assert _outcome(r2) == _outcome(r1)
+        assert "sending to a worker failed" in p.broken and "pickle" in p.broken
+        assert not p._workers
+    finally:
+        p.close()
