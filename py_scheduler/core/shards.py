@@ -56,6 +56,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
+import signal
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -161,7 +162,7 @@ class _ReplicaObjects:
 
 
 def _apply(replica: Snapshot, sync: dict[str, Any]) -> None:
-    """Bring the worker's ``replica`` up to the cycle's snapshot (what :func:`_Shards._sync` sent)."""
+    """Bring the worker's ``replica`` up to the cycle's snapshot (what :meth:`FilterShardPool._sync` sent)."""
     objects = sync.get("objects")
     if objects is not None:
         replica.objects.by_kind = objects
@@ -235,6 +236,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, factory: ReplicaFa
     until the pipe closes or an empty message arrives. Request: pickled ``(sync, cycle, pod, active, names)``;
     answer: ``("ok", (verdicts, seconds))`` (:data:`Verdicts`, the seconds since the request arrived),
     ``("error", message)`` (a plugin Error) or ``("diverged", why)``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the scheduler, which closes the pipe
     if gc_tuning is not None:
         gc_tuning[0]()
     replica = Snapshot(ClusterObjects())
