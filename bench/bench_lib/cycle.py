@@ -81,10 +81,11 @@ class CycleResult:
     shared machine."""
     build_seconds: float = 0.0
     rss_kib: int = 0
+    """Resident set size (``VmRSS``) of this process at the end of the run, the cluster still held."""
     sharded_chunks: int = 0
     """Filter chunks split over the shard workers (``parallelism`` > 1), warm-up included."""
     local_chunks: int = 0
-    """Resident set size (``VmRSS``) of this process at the end of the run, the cluster still held."""
+    """Filter chunks the cycle's thread filtered alone (``parallelism`` > 1; warm-up included)."""
     scheduled: int = 0
     unschedulable: int = 0
     evaluated: list[int] = field(default_factory=list)
