@@ -94,6 +94,11 @@ ReplicaFactory = Callable[[Any], Framework]
 ``functools.partial(registry.replica_framework, profile, cfg)``)."""
 
 
+def _running_mean(old: float | None, new: float) -> float:
+    """The cost model's running means: a fifth of the newest sample (the sample itself when none yet)."""
+    return new if old is None else 0.8 * old + 0.2 * new
+
+
 def machine_parallelism(configured: int, cgroup: Path = Path("/sys/fs/cgroup")) -> int:
     """``parallelism`` as used: the configured value (upstream's default 16) capped by the CPUs this
     process may run on: its CPU affinity (``os.sched_getaffinity``, what ``taskset`` sets) and its
@@ -420,13 +425,13 @@ class FilterShardPool:
                 sent.append(w)
         except Exception as exc:  # a closed pipe, or something in the snapshot that does not pickle
             self._break(f"sending to a worker failed: {exc!r}")
-            self._drain(sent)
+            self._collect(sent)  # read the abandoned answers: the pipes stay in step
             return self._local(fw, active, state, pod, nodes)
         t0 = time.perf_counter()
         try:
             first = fw.filter_chunk(active, state, pod, pieces[0])
         except SchedulingError:
-            self._drain(sent)
+            self._collect(sent)  # read the abandoned answers: the pipes stay in step
             raise
         self._learn(time.perf_counter() - t0, len(pieces[0]))
         answers = self._collect(sent)
@@ -500,7 +505,7 @@ class FilterShardPool:
         :data:`_PROBE_EVERY`-th chunk costly enough for the floor is sharded anyway, so the model
         sees when sharding pays again."""
         r = seconds / predicted if predicted > 0 else 1.0
-        self.ratio = r if self.ratio is None else 0.8 * self.ratio + 0.2 * r
+        self.ratio = _running_mean(self.ratio, r)
         if self.ratio >= 1.0:
             self.threshold = min(self.threshold * 1.5, _MAX_THRESHOLD)
         elif self.ratio < 0.85:
@@ -518,11 +523,11 @@ class FilterShardPool:
         if n:
             self._local_samples += 1
             per = seconds / n
-            self._seconds_per_node = per if not self._seconds_per_node else 0.8 * self._seconds_per_node + 0.2 * per
+            self._seconds_per_node = _running_mean(self._seconds_per_node or None, per)
 
     def _learn_worker(self, seconds: float, n: int) -> None:
         fixed = max(0.0, seconds - self._seconds_per_node * n)
-        self._worker_fixed = fixed if not self._worker_fixed else 0.8 * self._worker_fixed + 0.2 * fixed
+        self._worker_fixed = _running_mean(self._worker_fixed or None, fixed)
 
     def _sync(self, snap: Snapshot) -> dict[str, Any] | None:
         changes = snap.derived(self._key)
@@ -592,10 +597,6 @@ class FilterShardPool:
                 self._break(f"a worker died: {exc!r}")
                 return None
         return out
-
-    def _drain(self, sent: list[_Worker]) -> None:
-        """Read the answers of a chunk abandoned by the cycle's thread (the pipes stay in step)."""
-        self._collect(sent)
 
     def _break(self, why: str) -> None:
         if not self.broken:

@@ -397,25 +397,21 @@ class Algorithm:
                     raise
                 ahead = False  # an error past the last node needed is not the search's: search exactly
                 continue
+            if size > need:  # ran ahead: the search ends at the need-th feasible node of the chunk
+                chunk, statuses = _up_to_feasible(chunk, statuses, need)
+            pos += len(chunk)
             if statuses is None:
-                take = min(len(chunk), need)
-                feasible.extend(chunk[:take])
-                pos += take
+                feasible.extend(chunk)
                 continue
             added: Status | None = None
-            taken = 0
             for ni, fst in zip(chunk, statuses, strict=True):
-                taken += 1
                 if fst is None:
                     feasible.append(ni)
-                    if len(feasible) == to_find:
-                        break
                 else:
                     d.node_to_status[ni.name] = fst
                     if fst is not added:  # a Status shared by many nodes counts its plugin once
                         d.add_plugin_status(fst)
                         added = fst
-            pos += taken
         fw._observe("Filter", "", None, t0)
         if advance:
             processed = len(feasible) + len(d.node_to_status)
@@ -440,6 +436,21 @@ class Algorithm:
 
 
 _RANDOM_CHOICE = random.Random.choice
+
+
+def _up_to_feasible(chunk: list[NodeInfo], statuses: list[Status | None] | None,
+                    need: int) -> tuple[list[NodeInfo], list[Status | None] | None]:
+    """``chunk`` and its ``statuses`` (None: all passed) cut right after the ``need``-th node that
+    passed Filter (whole when fewer passed): the nodes a search needing ``need`` more stops at."""
+    if statuses is None:
+        return chunk[:need], None
+    found = 0
+    for i, st in enumerate(statuses):
+        if st is None:
+            found += 1
+            if found == need:
+                return chunk[:i + 1], statuses[:i + 1]
+    return chunk, statuses
 
 
 def _filter_chunk_with_nominated_pods(fw: Framework, active: Sequence[FilterPlugin], state: CycleState,
