@@ -40,7 +40,7 @@ from bench.bench_lib.workloads import (
 from py_scheduler.app.scheduling.decisions import DecisionLog
 from py_scheduler.app.tuning import freeze_collected, set_thresholds
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
-from py_scheduler.core.shards import FilterShardPool
+from py_scheduler.core.shards import NodeShardPool
 from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
 from py_scheduler.framework.types import PodInfo
@@ -86,6 +86,13 @@ class CycleResult:
     """Filter chunks split over the shard workers (``parallelism`` > 1), warm-up included."""
     local_chunks: int = 0
     """Filter chunks the cycle's thread filtered alone (``parallelism`` > 1; warm-up included)."""
+    sharded_scores: int = 0
+    """Scores (raw scores of the feasible nodes) split over the shard workers, warm-up included."""
+    local_scores: int = 0
+    """Scores the cycle's thread computed alone (``parallelism`` > 1; warm-up included)."""
+    shard_costs: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Per point ("filter", "score"): the pool's cost model at the end (ms per 1000 nodes on the
+    cycle's thread, a worker's fixed ms per request, the sharded / predicted ratio; -1: none yet)."""
     scheduled: int = 0
     unschedulable: int = 0
     evaluated: list[int] = field(default_factory=list)
@@ -106,6 +113,8 @@ class CycleResult:
             "cpu_median_ms": statistics.median(cpu) if cpu else 0.0, "cpu_p99_ms": percentile(cpu, 99),
             "assume_median_ms": statistics.median(self.assume) * 1000 if self.assume else 0.0,
             "sharded_chunks": self.sharded_chunks, "local_chunks": self.local_chunks,
+            "sharded_scores": self.sharded_scores, "local_scores": self.local_scores,
+            "shard_costs": self.shard_costs,
             "record_median_ms": statistics.median(self.record) * 1000 if self.record else 0.0,
             "record_mean_ms": statistics.fmean(self.record) * 1000 if self.record else 0.0,
             "cpu_mean_ms": statistics.fmean(cpu) if cpu else 0.0,
@@ -159,7 +168,7 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
                n_init: int | None = None, seed: int = 1, breakdown: bool = False,
                profiler: str = "", namespace: str = "bench", gc_freeze: bool = False,
                batching: bool = False, decisions: bool = False, parallelism: int = 1,
-               shard_min_seconds: float = 0.005) -> CycleResult:
+               shard_min_seconds: float = 0.005, percentage: int | None = None) -> CycleResult:
     """Schedule ``warmup + cycles`` Pods of ``workload`` on a fresh ``n_nodes`` cluster; time the last
     ``cycles``.
 
@@ -173,9 +182,11 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     Pod); the profile then uses PodTopologySpread ``defaultingType: List`` without default
     constraints, since the default System spreading makes every Pod unsignable (as upstream). Without
     it, ``cycle`` is not passed and no Pod batches.
-    ``parallelism``: Filter on that many cores (py_scheduler/core/shards.py: ``parallelism - 1`` worker
-    processes, chunks sharded when the cycle's thread would take ``shard_min_seconds`` for them); the
-    workers are started and ready before the first Pod. ``cpu`` is then the cycle thread's CPU only.
+    ``parallelism``: Filter and Score on that many cores (py_scheduler/core/shards.py: ``parallelism -
+    1`` worker processes; a Filter chunk or a Score sharded when the cycle's thread would take
+    ``shard_min_seconds`` for it); the workers are started and ready before the first Pod. ``cpu`` is
+    then the cycle thread's CPU only. ``percentage``: the profile's ``percentageOfNodesToScore``
+    (None: the adaptive default; 100 scores every feasible node).
     ``decisions``: after each Pod, keep its decision record as the live loop does
     (``DecisionLog.record``, py_scheduler/app/scheduling/decisions.py), timed separately (``record``).
 
@@ -190,16 +201,17 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     snap, placed = build_cluster(workload, n_nodes, n_init)
     obs = _Breakdown()
     plugin_config = {"PodTopologySpread": {"defaultingType": "List"}} if batching else {}
-    profile = ProfileConfig(scheduler_name=PROFILE_NAME, plugin_config=plugin_config)
+    profile = ProfileConfig(scheduler_name=PROFILE_NAME, plugin_config=plugin_config,
+                            percentage_of_nodes_to_score=percentage)
     fw = build_framework(profile, observer=obs if breakdown else None, registry=registry)
-    pool: FilterShardPool | None = None
+    pool: NodeShardPool | None = None
     if parallelism > 1:
-        pool = FilterShardPool(functools.partial(registry.replica_framework, profile,
+        pool = NodeShardPool(functools.partial(registry.replica_framework, profile,
                                                  SchedulerConfig(profiles=[profile])),
                                parallelism, min_chunk_seconds=shard_min_seconds,
                                gc_tuning=(set_thresholds, freeze_collected))
         if not pool.wait_ready(120.0):
-            raise RuntimeError(f"Filter shard workers did not start: {pool.broken}")
+            raise RuntimeError(f"Node shard workers did not start: {pool.broken}")
         fw.connect_shards(pool)
     algo = Algorithm(rng=random.Random(seed))
     decision_log = DecisionLog() if decisions else None
@@ -273,6 +285,11 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     obs.active = False
     if pool is not None:
         res.sharded_chunks, res.local_chunks = pool.stats.sharded_chunks, pool.stats.local_chunks
+        res.sharded_scores, res.local_scores = pool.stats.sharded_scores, pool.stats.local_scores
+        res.shard_costs = {point: {"ms_per_1000_nodes": cost.seconds_per_node * 1e6,
+                                   "worker_fixed_ms": cost.worker_fixed * 1000,
+                                   "ratio": cost.ratio if cost.ratio is not None else -1.0}
+                           for point, cost in (("filter", pool.filter_cost), ("score", pool.score_cost))}
         pool.close()
     res.profile_text = stop_profile()
     res.rss_kib = vm_rss_kib()

@@ -152,7 +152,7 @@ class RunResult:
 
 def descendants(pid: int) -> list[int]:
     """The live processes under ``pid`` (``/proc/<pid>/task/<tid>/children``, recursively): py-scheduler's
-    Filter shard workers."""
+    node shard workers."""
     out: list[int] = []
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
@@ -171,7 +171,7 @@ def descendants(pid: int) -> list[int]:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds used so far by ``pid`` and its live descendants (``/proc/<pid>/stat``;
-    py-scheduler's Filter shard workers are processes of their own); 0.0 if unreadable."""
+    py-scheduler's node shard workers are processes of their own); 0.0 if unreadable."""
     total = 0.0
     for p in (pid, *descendants(pid)):
         try:

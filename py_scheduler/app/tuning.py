@@ -81,7 +81,7 @@ def set_thresholds() -> None:
 
 def freeze_collected() -> None:
     """Collect once, then move every object alive to the permanent generation (``gc.freeze()``): what
-    a Filter shard worker does after it received a whole replica of the snapshot
+    a node shard worker does after it received a whole replica of the snapshot
     (py_scheduler/core/shards.py), as the live process does after its initial sync."""
     gc.collect()
     gc.freeze()

@@ -34,7 +34,7 @@ class ClusterObjects:
     Keys are ``namespace/name`` for namespaced kinds and ``name`` for cluster-scoped ones. The live
     informers update one instance in place; snapshots share it (plugins only read it).
 
-    ``version`` counts the :meth:`upsert` and :meth:`delete` calls (a Filter shard's replica is sent
+    ``version`` counts the :meth:`upsert` and :meth:`delete` calls (a node shard's replica is sent
     the objects again when it moved: py_scheduler/core/shards.py).
     """
 

@@ -1,48 +1,60 @@
-"""Filter on more than one core: node-sharded Filter in worker processes (issue 32 item 3).
+"""Filter and Score on more than one core: node-sharded evaluation in worker processes (issue 32 item 3).
 
-Upstream evaluates Filter on ``parallelism`` goroutines (16 by default): ``findNodesThatPassFilters``
-in ``pkg/scheduler/schedule_one.go`` hands each node of the search to ``Parallelizer.Until``
+Upstream evaluates Filter and Score on ``parallelism`` goroutines (16 by default):
+``findNodesThatPassFilters`` in ``pkg/scheduler/schedule_one.go`` and ``RunScorePlugins`` in
+``pkg/scheduler/framework/runtime/framework.go`` hand each node to ``Parallelizer.Until``
 (``pkg/scheduler/framework/parallelize/parallelism.go``). CPython 3.11 runs one thread's Python at a
 time, so the cores here are worker processes, each holding a **replica** of the cycle's Snapshot.
 
 The design, and what exactness rests on:
 
-- The chunk the one-core search would evaluate (``Algorithm._find_nodes_that_pass_filters``) is split
-  into ``parallelism`` contiguous parts: the cycle's thread filters the first, each worker one of the
-  others, and the parts' statuses are joined in node order. Filter of one node reads the Pod, the
-  NodeInfo and the CycleState after PreFilter, never another node's verdict, so the joined list is
-  what :meth:`Framework.filter_chunk` gives for the whole chunk. The search around it (chunk sizes,
-  the rotating start, the Diagnosis) is the one-core code, unchanged.
+- Filter: the chunk the one-core search would evaluate (``Algorithm._find_nodes_that_pass_filters``)
+  is split into ``parallelism`` contiguous parts: the cycle's thread filters the first, each worker
+  one of the others, and the parts' statuses are joined in node order. Filter of one node reads the
+  Pod, the NodeInfo and the CycleState after PreFilter, never another node's verdict, so the joined
+  list is what :meth:`Framework.filter_chunk` gives for the whole chunk. The search around it (chunk
+  sizes, the rotating start, the Diagnosis) is the one-core code, unchanged.
+- Score: the feasible nodes are split the same way for the raw scores (every Score plugin's, before
+  NormalizeScore); the columns are joined in node order and normalized, range-checked and weighted
+  on the cycle's thread (:meth:`Framework.score_columns`). The raw score of one node reads the Pod,
+  the NodeInfo and the CycleState after PreScore, whose input is the whole feasible list: a worker
+  receives the feasible nodes' names and replays PreScore over them once per cycle. Where a plugin
+  fails anywhere, the columns are computed again on the cycle's thread, so the error raised is the
+  one-core path's (which normalizes each plugin before the next one scores).
 - A worker runs the profile's PreFilter itself, once per cycle, on its replica (the CycleState is not
-  sent: plugin states hold references into the snapshot). PreFilter is a function of the Pod, the
-  snapshot and the profile's configuration, so the replica's state equals the cycle's; the worker
-  checks the plugins PreFilter left active against the cycle's and answers "diverged" otherwise (the
-  chunk is then filtered on the cycle's thread, and the replica is sent whole next time).
+  sent: plugin states hold references into the snapshot). PreFilter and PreScore are functions of
+  the Pod, the snapshot (and the feasible list) and the profile's configuration, so the replica's
+  state equals the cycle's; the worker checks the plugins they left active against the cycle's and
+  answers "diverged" otherwise (the request is then evaluated on the cycle's thread, and the
+  replica is sent whole next time).
 - The replica follows the Snapshot by the contract every derived structure relies on
   (:meth:`Snapshot.node_changed` for each NodeInfo changed in place, a new ``node_info_list`` object
   when nodes come or go): :class:`_Changes` is such a structure and records the changed NodeInfos;
-  they are sent, pickled, before the next sharded chunk and assigned in place in the replica (a fresh
-  replica generation, so the worker's own derived structures refresh). The cluster objects are sent
-  again whenever :attr:`ClusterObjects.version` moved. ``Snapshot.images`` is not sent: only
-  ImageLocality reads it, at Score.
+  they are sent, pickled, before the next sharded request and assigned in place in the replica (a
+  fresh replica generation, so the worker's own derived structures refresh). The cluster objects are
+  sent again whenever :attr:`ClusterObjects.version` moved. The per-image summaries ImageLocality
+  reads are kept by the replica itself, from the nodes it receives (:func:`_apply`).
 - Only plugins whose scheduling-cycle reads are the snapshot alone are sharded
-  (:data:`SHARDABLE_FILTERS`); a cycle with another Filter plugin active (VolumeBinding's assumed
-  volumes, DynamicResources' in-flight claims and the pod-group plugins keep state in the process),
-  a pod group's placement, or a Pod too small to pay for the round trip is filtered on the cycle's
-  thread.
-- Cost model: a chunk is sharded when the cycle's thread would need at least ``threshold`` seconds
-  for it, by its measured seconds per node (a running mean of its own chunks, trusted after
-  ``warm_up`` of them). ``threshold`` starts at ``min_chunk_seconds`` (5 ms) and follows what
-  sharding gave (:meth:`FilterShardPool._judge`). A worker costs about 1.3 ms per request beyond its
-  nodes (its PreFilter, the pickles); on a uniform cluster Filter of 500 nodes takes about 0.1 ms,
-  while required pod affinity that one zone in ten satisfies filters 5000 nodes per Pod, about
-  8 ms (bench/RESULTS.md, "Filter on more cores"). The workers are spawned only after
-  ``spawn_after`` chunks costly enough.
+  (:data:`SHARDABLE_FILTERS`, :data:`SHARDABLE_SCORES`); a cycle with another Filter plugin active
+  (VolumeBinding's assumed volumes, DynamicResources' in-flight claims and the pod-group plugins
+  keep state in the process), a pod group's placement, or a request too small to pay for the round
+  trip is evaluated on the cycle's thread.
+- Cost model (:class:`CostModel`, one for Filter, one for Score): a request is sharded when the
+  cycle's thread would need at least ``threshold`` seconds for it, by its measured seconds per node
+  (a running mean of its own requests, trusted after ``warm_up`` of them). ``threshold`` starts at
+  ``min_chunk_seconds`` (5 ms) and follows what sharding gave (:meth:`CostModel.judge`). A worker
+  costs about 1.3 ms per request beyond its nodes (its PreFilter, the pickles); on a uniform cluster
+  Filter of 500 nodes takes about 0.1 ms, while required pod affinity that one zone in ten satisfies
+  filters 5000 nodes per Pod, about 8 ms (bench/RESULTS.md, "Filter on more cores"). Score sees at
+  most the feasible nodes ``percentageOfNodesToScore`` lets the search find (500 of 5000 nodes by
+  default, under 1.5 ms per cycle on every scheduler_perf workload), so it is sharded mainly where
+  that percentage is raised (100: every feasible node). The workers are spawned only after
+  ``spawn_after`` requests costly enough.
 - Never a stall: workers start in the background and are used once they said they are ready; an
   answer later than ``timeout`` seconds, a dead worker or any worker error stops sharding for good
-  (logged once) and the chunk is filtered on the cycle's thread. A plugin Error (``SchedulingError``)
-  in a worker makes the cycle's thread filter the whole chunk, so the error raised is the one the
-  one-core path raises first.
+  (logged once) and the request is evaluated on the cycle's thread. A plugin Error
+  (``SchedulingError``) in a worker makes the cycle's thread evaluate the whole request, so the
+  error raised is the one the one-core path raises first.
 
 Checked against the one-core path by tests/unit/core/test_shards.py.
 """
@@ -61,14 +73,22 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from py_scheduler.cache.cache import assign_node_info
-from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
+from py_scheduler.cache.snapshot import ClusterObjects, Snapshot, add_image_states, remove_image_states
 from py_scheduler.framework.algorithm import PLACEMENT_STATE_KEY
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.runtime import Framework, SchedulingError
-from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Status, next_generation
+from py_scheduler.framework.types import (
+    Code,
+    CycleState,
+    ImageStateSummary,
+    NodeInfo,
+    PodInfo,
+    Status,
+    next_generation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +100,24 @@ SHARDABLE_FILTERS = frozenset({
 """Filter plugins whose PreFilter and Filter read only the Pod, ``state.snapshot`` (its NodeInfos and
 cluster objects) and their own arguments: a replica of the snapshot gives them the cycle's verdicts."""
 
+SHARDABLE_SCORES = frozenset({
+    "TaintToleration", "NodeAffinity", "NodeResourcesFit", "VolumeBinding", "PodTopologySpread",
+    "InterPodAffinity", "DynamicResources", "NodeResourcesBalancedAllocation", "ImageLocality", "GPUScore",
+})
+"""Score plugins whose PreScore and Score read only the Pod, ``state.snapshot`` (NodeInfos, cluster
+objects, per-image summaries) and what their own PreFilter wrote, once every Filter plugin active in
+the cycle is in :data:`SHARDABLE_FILTERS`: VolumeBinding and DynamicResources then skipped Filter
+(the Pod has no volume claim, no resource claim), so their Score reads only the state the worker's
+replayed PreFilter wrote, and GPUScore has no claim's devices to read."""
+
 GcTuning = tuple[Callable[[], None], Callable[[], None]]
 """A worker's garbage-collector tuning: (at start, after each whole replica); module-level functions."""
 
 _PROBE_EVERY = 50
-"""While sharding does not pay, one in this many chunks costly enough for the floor is sharded anyway."""
+"""While sharding does not pay, one in this many requests costly enough for the floor is sharded anyway."""
 
 _MAX_THRESHOLD = 1.0
-"""Seconds: the most :meth:`FilterShardPool._judge` raises the cost a chunk must have to be sharded."""
+"""Seconds: the most :meth:`CostModel.judge` raises the cost a request must have to be sharded."""
 
 ReplicaFactory = Callable[[Any], Framework]
 """Builds the profile's Framework over a replica's object lister, in the worker (it must pickle:
@@ -167,20 +197,27 @@ class _ReplicaObjects:
 
 
 def _apply(replica: Snapshot, sync: dict[str, Any]) -> None:
-    """Bring the worker's ``replica`` up to the cycle's snapshot (what :meth:`FilterShardPool._sync` sent)."""
+    """Bring the worker's ``replica`` up to the cycle's snapshot (what :meth:`NodeShardPool._sync`
+    sent). The replica keeps its own per-image summaries (``Snapshot.images``, which ImageLocality
+    reads at Score) as the cache does: a node's images are dropped from them and added again when
+    the node is replaced, so a summary's node count covers nodes that were not sent again."""
     objects = sync.get("objects")
     if objects is not None:
         replica.objects.by_kind = objects
         replica.objects.version += 1
     nodes: list[NodeInfo] = sync.get("nodes") or []
     if sync.get("full"):
+        images: dict[str, ImageStateSummary] = {}
         for ni in nodes:
             object.__setattr__(ni, "generation", next_generation())  # this process's generations only
+            add_image_states(ni, images)
+        replica.images = images
         replica.node_info_map = {ni.name: ni for ni in nodes}
         replica.node_info_list = nodes
         replica.invalidate_derived()
         replica.rebuild_lists()
         return
+    images = cast(dict[str, ImageStateSummary], replica.images)
     lists = False
     for clone in nodes:
         existing = replica.node_info_map[clone.name]
@@ -188,7 +225,9 @@ def _apply(replica: Snapshot, sync: dict[str, Any]) -> None:
                           or bool(existing.pods_with_required_anti_affinity)
                           != bool(clone.pods_with_required_anti_affinity)
                           or existing.pvc_ref_counts != clone.pvc_ref_counts)
+        remove_image_states(existing, images)
         assign_node_info(existing, clone)
+        add_image_states(existing, images)
         replica.node_changed(existing)
     if lists:
         replica.rebuild_lists()
@@ -238,8 +277,11 @@ def _decode(v: Verdicts, n: int) -> list[Status | None]:
 def _worker_main(conn: multiprocessing.connection.Connection, factory: ReplicaFactory,
                  gc_tuning: GcTuning | None) -> None:
     """A shard worker: build the profile over an empty replica, say "ready", then answer requests
-    until the pipe closes or an empty message arrives. Request: pickled ``(sync, cycle, pod, active, names)``;
-    answer: ``("ok", (verdicts, seconds))`` (:data:`Verdicts`, the seconds since the request arrived),
+    until the pipe closes or an empty message arrives. Request: pickled ``(sync, cycle, pod, active
+    filters, names, score)``: Filter of the nodes ``names`` when ``score`` is None, else the raw scores
+    of a part of the feasible nodes, ``score = (feasible names, active scorers, start, end)``.
+    Answer: ``("ok", (verdicts, seconds))`` (:data:`Verdicts`) or ``("ok", (columns, seconds))`` (one
+    list of raw scores per active scorer), the seconds since the request arrived;
     ``("error", message)`` (a plugin Error) or ``("diverged", why)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the scheduler, which closes the pipe
     if gc_tuning is not None:
@@ -255,11 +297,14 @@ def _worker_main(conn: multiprocessing.connection.Connection, factory: ReplicaFa
 
 def _serve(conn: multiprocessing.connection.Connection, replica: Snapshot, fw: Framework,
            gc_tuning: GcTuning | None) -> None:
-    """The worker's request loop (see :func:`_worker_main`)."""
+    """The worker's request loop (see :func:`_worker_main`). A request's PreFilter (and, for a Score
+    part, PreScore over the whole feasible list) runs once per cycle token."""
     cycle = -1
+    scored = False
     state = CycleState(replica)
     pod: PodInfo | None = None
     active: list[Any] = []
+    scorers: list[Any] = []
     while True:
         try:
             raw = conn.recv_bytes()
@@ -268,7 +313,7 @@ def _serve(conn: multiprocessing.connection.Connection, replica: Snapshot, fw: F
         if not raw:
             return
         t0 = time.perf_counter()
-        sync, token, pod_obj, active_names, names = pickle.loads(raw)
+        sync, token, pod_obj, active_names, names, score = pickle.loads(raw)
         try:
             if sync is not None:
                 _apply(replica, sync)
@@ -276,6 +321,7 @@ def _serve(conn: multiprocessing.connection.Connection, replica: Snapshot, fw: F
                     gc_tuning[1]()  # the replica's nodes: never scanned again (as the live process's heap)
             if token != cycle:
                 cycle = -1
+                scored = False
                 pod = PodInfo(pod_obj)
                 state = CycleState(replica)
                 _, s, _ = fw.run_pre_filter(state, pod, replica.node_info_list)
@@ -285,6 +331,24 @@ def _serve(conn: multiprocessing.connection.Connection, replica: Snapshot, fw: F
                     continue
                 cycle = token
             assert pod is not None
+            if score is not None:
+                feasible, score_names, lo, hi = score
+                if not scored:
+                    fw.run_pre_score(state, pod, [replica.node_info_map[n] for n in feasible])
+                    scorers = [pl for pl in fw.score_plugins if pl.name not in state.skip_score]
+                    if [pl.name for pl in scorers] != score_names:
+                        cycle = -1
+                        conn.send(("diverged", f"PreScore: active {[pl.name for pl in scorers]}"))
+                        continue
+                    scored = True
+                nodes = [replica.node_info_map[n] for n in feasible[lo:hi]]
+                try:
+                    cols = [list(c) for c in fw.raw_score_columns(scorers, state, pod, nodes)]
+                except SchedulingError as exc:
+                    conn.send(("error", str(exc)))
+                    continue
+                conn.send(("ok", (cols, time.perf_counter() - t0)))
+                continue
             nodes = [replica.node_info_map[n] for n in names]
             try:
                 got = fw.filter_chunk(active, state, pod, nodes) if nodes else None
@@ -307,36 +371,117 @@ class _Worker:
 
 @dataclass
 class ShardStats:
-    """Counters of one :class:`FilterShardPool` (tests and bench read them)."""
+    """Counters of one :class:`NodeShardPool` (tests and bench read them). ``reasons``: why a Filter
+    chunk or (keys starting with "score ") a Score was computed on the cycle's thread."""
 
     sharded_chunks: int = 0
     local_chunks: int = 0
+    sharded_scores: int = 0
+    local_scores: int = 0
     diverged: int = 0
     full_syncs: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
 
 
-class FilterShardPool:
-    """One profile's Filter shards: ``parallelism - 1`` worker processes beside the cycle's thread
-    (:class:`~py_scheduler.framework.interfaces.FilterShards`).
+@dataclass
+class CostModel:
+    """When sharding one extension point pays (Filter's chunks, Score's feasible nodes): the cycle's
+    thread's seconds per node, a worker's fixed seconds per request, and a threshold that follows
+    what sharding gave (:meth:`judge`). Predicted one-core seconds of ``n`` nodes:
+    ``seconds_per_node * n``.
+
+    Attributes:
+        floor: seconds; below this a request is never sharded (``min_chunk_seconds``).
+        threshold: seconds the cycle's thread must be predicted to need for a request to be sharded
+            (adapted, never under ``floor``).
+        ratio: running mean of sharded seconds over predicted one-core seconds (None before any).
+    """
+
+    floor: float
+    threshold: float
+    seconds_per_node: float = 0.0
+    worker_fixed: float = 0.0
+    ratio: float | None = None
+    local_samples: int = 0
+    sharded_samples: int = 0
+    below: int = 0
+
+    def why_not(self, n: int, warm_up: int) -> str:
+        """"" when ``n`` nodes are worth sharding; else "cheap" (under the floor, or before
+        ``warm_up`` timed requests) or "not paying" (under the threshold; one in
+        :data:`_PROBE_EVERY` such requests is sharded anyway, to measure again)."""
+        cost = self.seconds_per_node * n
+        if self.local_samples < warm_up or cost < self.floor:
+            return "cheap"
+        if cost < self.threshold:
+            self.below += 1
+            if self.below % _PROBE_EVERY:
+                return "not paying"
+        return ""
+
+    def learn(self, seconds: float, n: int) -> None:
+        """The cycle's thread took ``seconds`` for ``n`` nodes."""
+        if n:
+            self.local_samples += 1
+            self.seconds_per_node = _running_mean(self.seconds_per_node or None, seconds / n)
+
+    def learn_worker(self, seconds: float, n: int) -> None:
+        """A worker answered ``n`` nodes ``seconds`` after their request arrived."""
+        fixed = max(0.0, seconds - self.seconds_per_node * n)
+        self.worker_fixed = _running_mean(self.worker_fixed or None, fixed)
+
+    def judge(self, seconds: float, predicted: float) -> None:
+        """The cost model, corrected by what sharding gave. ``ratio`` is a running mean of a sharded
+        request's seconds over those the cycle's thread alone was predicted to need. While it is 1 or
+        more (sharding does not pay), each sharded request raises the threshold by half (up to
+        :data:`_MAX_THRESHOLD`); while it is under 0.85 each lowers it by a fifth, never under
+        ``floor``. On a machine whose other cores are busy (the API server's, in the benchmarks) the
+        workers answer late and sharding backs off; every :data:`_PROBE_EVERY`-th request costly
+        enough for the floor is sharded anyway, so the model sees when sharding pays again."""
+        r = seconds / predicted if predicted > 0 else 1.0
+        self.ratio = _running_mean(self.ratio, r)
+        if self.ratio >= 1.0:
+            self.threshold = min(self.threshold * 1.5, _MAX_THRESHOLD)
+        elif self.ratio < 0.85:
+            self.threshold = max(self.threshold * 0.8, self.floor)
+
+    def split(self, n: int, parts: int, min_part: int) -> list[tuple[int, int]]:
+        """``parts`` contiguous [start, end) ranges of ``n`` nodes, the first (the cycle's thread's)
+        larger by the nodes it evaluates while a worker spends its fixed cost (unpickling, its
+        PreFilter, the answer), so that all finish together: with per-node seconds r and a worker's
+        fixed seconds F, each worker gets w = (n - F / r) / parts nodes and the cycle's thread the
+        rest."""
+        r = self.seconds_per_node
+        extra = int(self.worker_fixed / r) if r > 0 else 0
+        w = max(0, (n - extra) // parts)
+        if w < min_part:
+            w = max(min_part, n // parts)
+        first = n - w * (parts - 1)
+        return [(0, first)] + [(first + k * w, first + (k + 1) * w) for k in range(parts - 1)]
+
+
+class NodeShardPool:
+    """One profile's node shards: ``parallelism - 1`` worker processes beside the cycle's thread that
+    filter parts of a chunk and score parts of the feasible nodes
+    (:class:`~py_scheduler.framework.interfaces.NodeShards`).
 
     Args:
         factory: builds the profile in a worker (pickled into it).
-        parallelism: parts per sharded chunk, the cycle's thread included (>= 2 to start workers).
-        min_chunk_seconds: shard a chunk only when the cycle's thread would take at least this long
-            for it by its measured seconds per node (0: always, once the workers are ready); the
-            floor of :attr:`threshold`, which rises where sharding does not pay (:meth:`_judge`).
+        parallelism: parts per sharded request, the cycle's thread included (>= 2 to start workers).
+        min_chunk_seconds: shard a Filter chunk or a Score only when the cycle's thread would take at
+            least this long for it by its measured seconds per node (0: always, once the workers are
+            ready); the floor of each :class:`CostModel`'s threshold.
         timeout: seconds to wait for a worker's answer before sharding stops for good.
-        min_part: fewest nodes per part (smaller chunks use fewer parts).
+        min_part: fewest nodes per part (smaller requests use fewer parts).
         gc_tuning: (at start, after each whole replica) called in each worker: the live process's
             ``(set_thresholds, freeze_collected)`` from py_scheduler/app/tuning.py, the one module that
             tunes the collector (None: Python's defaults).
-        start: spawn the workers now; by default they are spawned once ``spawn_after`` chunks were
-            worth sharding (a profile whose chunks stay cheap never has a worker process, nor its
-            replica's memory; nor does one slow chunk of a cold start).
-        warm_up: chunks the cycle's thread filters before its seconds per node are trusted, and sharded
-            chunks before their gain is judged (the first ones after a start, or in a new worker, build
-            columns and indexes); a chunk that carried a whole replica is never judged.
+        start: spawn the workers now; by default they are spawned once ``spawn_after`` requests were
+            worth sharding (a profile whose cycles stay cheap never has a worker process, nor its
+            replica's memory; nor does one slow cycle of a cold start).
+        warm_up: requests the cycle's thread evaluates before its seconds per node are trusted, and
+            sharded ones before their gain is judged (the first ones after a start, or in a new
+            worker, build columns and indexes); one that carried a whole replica is never judged.
     """
 
     def __init__(self, factory: ReplicaFactory, parallelism: int, *, min_chunk_seconds: float = 0.005,
@@ -344,27 +489,19 @@ class FilterShardPool:
                  gc_tuning: GcTuning | None = None, start: bool = False, spawn_after: int = 20,
                  warm_up: int = 10) -> None:
         self.parallelism = parallelism
-        self.min_chunk_seconds = min_chunk_seconds
         self.timeout = timeout
         self.min_part = max(1, min_part)
         self.stats = ShardStats()
         self.broken = ""
+        self.filter_cost = CostModel(min_chunk_seconds, min_chunk_seconds)
+        self.score_cost = CostModel(min_chunk_seconds, min_chunk_seconds)
+        self.spawn_after = spawn_after
+        self.warm_up = warm_up
         self._key = functools.partial(_Changes)  # this pool's derived-structure key
         self._synced: Snapshot | None = None
         self._objects_version = -1
         self._objects: ClusterObjects | None = None
-        self._seconds_per_node = 0.0
-        self._local_samples = 0
-        self._sharded_samples = 0
-        self._below = 0
-        self.ratio: float | None = None
-        """Running mean of sharded seconds over predicted one-core seconds (None before any)."""
         self._costly = 0
-        self.threshold = min_chunk_seconds
-        """Seconds the cycle's thread must be predicted to need for a chunk to be sharded (adapted)."""
-        self.spawn_after = spawn_after
-        self.warm_up = warm_up
-        self._worker_fixed = 0.0  # a worker's seconds per request beyond its nodes' Filter (running mean)
         self._last_state: CycleState | None = None
         self._cycle = 0
         self._started = False
@@ -384,152 +521,174 @@ class FilterShardPool:
         for _ in range(self.parallelism - 1):
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=_worker_main, args=(child, self._factory, self._gc_tuning), daemon=True,
-                               name="py-scheduler-filter-shard")
+                               name="py-scheduler-node-shard")
             proc.start()
             child.close()
             self._workers.append(_Worker(proc, parent))
 
-    # -- FilterShards -------------------------------------------------------------------------------
+    # -- NodeShards ---------------------------------------------------------------------------------
     def filter_chunk(self, fw: Framework, active: Sequence[Any], state: CycleState, pod: PodInfo,
                      nodes: list[NodeInfo]) -> list[Status | None] | None:
         """``fw.filter_chunk(active, state, pod, nodes)``, its parts filtered by the ready workers when
         that pays (see the module docstring); same result, same error."""
-        why = self._unshardable(active, state, len(nodes))
-        parts = 0
-        if not why and not self._started:
-            self._costly += 1  # the workers are spawned only after enough costly chunks, not one cold one
-            why = "starting" if self._costly < self.spawn_after else ""
-        if not why:
-            ready = self._ready_workers()
-            parts = min(len(ready) + 1, len(nodes) // self.min_part)
-            why = "" if parts >= 2 else "small" if ready else "starting"
+        cost = self.filter_cost
+        names = [pl.name for pl in active]
+        why, ready, bounds = self._plan(cost, state, names, None, len(nodes))
         if why:
             self.stats.reasons[why] = self.stats.reasons.get(why, 0) + 1
-            return self._local(fw, active, state, pod, nodes)
-        snap = state.snapshot
-        assert isinstance(snap, Snapshot)
-        if state is not self._last_state:
-            self._last_state = state
-            self._cycle += 1
-        predicted = self._seconds_per_node * len(nodes)
+            return self._local_filter(fw, active, state, pod, nodes)
+        predicted = cost.seconds_per_node * len(nodes)
         started = time.perf_counter()
-        pieces = self._split(nodes, parts)
-        sync = self._sync(snap)
-        names = [pl.name for pl in active]
-        sent: list[_Worker] = []
-        try:
-            for k, w in enumerate(ready):
-                piece = pieces[k + 1] if k + 1 < len(pieces) else []
-                w.conn.send_bytes(pickle.dumps((sync, self._cycle, pod.pod, names, [ni.name for ni in piece]),
-                                               protocol=pickle.HIGHEST_PROTOCOL))
-                sent.append(w)
-        except Exception as exc:  # a closed pipe, or something in the snapshot that does not pickle
-            self._break(f"sending to a worker failed: {exc!r}")
-            self._collect(sent)  # read the abandoned answers: the pipes stay in step
-            return self._local(fw, active, state, pod, nodes)
+        sync = self._sync(state)
+        sent = self._send(ready, [(sync, self._cycle, pod.pod, names, [ni.name for ni in nodes[lo:hi]], None)
+                                  for lo, hi in bounds[1:]])
+        if sent is None:
+            return self._local_filter(fw, active, state, pod, nodes)
+        mine = nodes[:bounds[0][1]]
         t0 = time.perf_counter()
         try:
-            first = fw.filter_chunk(active, state, pod, pieces[0])
+            first = fw.filter_chunk(active, state, pod, mine)
         except SchedulingError:
             self._collect(sent)  # read the abandoned answers: the pipes stay in step
             raise
-        self._learn(time.perf_counter() - t0, len(pieces[0]))
+        cost.learn(time.perf_counter() - t0, len(mine))
         answers = self._collect(sent)
         if answers is None:
-            return self._local(fw, active, state, pod, nodes)
-        out: list[Status | None] = list(first) if first is not None else [None] * len(pieces[0])
-        rest = pieces[1:] + [[]] * (len(answers) + 1 - len(pieces))  # a worker with no part still answers
-        for (kind, got), piece in zip(answers, rest, strict=True):
+            return self._local_filter(fw, active, state, pod, nodes)
+        out: list[Status | None] = list(first) if first is not None else [None] * len(mine)
+        for (kind, got), (lo, hi) in zip(answers, bounds[1:], strict=True):
             if kind == "error":  # the cycle's thread raises the error the one-core path raises first
                 return fw.filter_chunk(active, state, pod, nodes)
             if kind != "ok":
-                self.stats.diverged += 1
-                self._synced = None  # the replica is sent whole next time
-                log.warning("Filter shard diverged, filtering on the cycle's thread pod=%s why=%s", pod.key, got)
-                return self._local(fw, active, state, pod, nodes)
+                self._diverged(pod, got)
+                return self._local_filter(fw, active, state, pod, nodes)
             verdicts, seconds = got
-            out.extend(_decode(verdicts, len(piece)))
+            out.extend(_decode(verdicts, hi - lo))
             if sync is None or not sync.get("full"):
-                self._learn_worker(seconds, len(piece))
+                cost.learn_worker(seconds, hi - lo)
         self.stats.sharded_chunks += 1
-        if sync is None or not sync.get("full"):  # a whole replica's transfer is paid once, not per chunk
-            self._sharded_samples += 1
-            if self._sharded_samples > self.warm_up:  # the workers' first chunks build their indexes
-                self._judge(time.perf_counter() - started, predicted)
+        self._judge(cost, sync, time.perf_counter() - started, predicted)
         return None if all(s is None for s in out) else out
 
-    # -- parts -------------------------------------------------------------------------------------
-    def _split(self, nodes: list[NodeInfo], parts: int) -> list[list[NodeInfo]]:
-        """``parts`` contiguous pieces, the first (the cycle's thread's) larger by the nodes it filters
-        while a worker spends its fixed cost (unpickling, its PreFilter, the answer), so that all
-        finish together: with per-node seconds r and a worker's fixed seconds F, each worker gets
-        w = (n - F / r) / parts nodes and the cycle's thread the rest."""
-        n = len(nodes)
-        r = self._seconds_per_node
-        extra = int(self._worker_fixed / r) if r > 0 else 0
-        w = max(0, (n - extra) // parts)
-        if w < self.min_part:
-            w = max(self.min_part, n // parts)
-        first = n - w * (parts - 1)
-        pieces = [nodes[:first]]
-        for k in range(parts - 1):
-            pieces.append(nodes[first + k * w:first + (k + 1) * w])
-        return pieces
+    def score_raw(self, fw: Framework, active: Sequence[Any], state: CycleState, pod: PodInfo,
+                  nodes: list[NodeInfo]) -> list[Sequence[int]] | None:
+        """``fw.raw_score_columns(active, state, pod, nodes)``, its parts scored by the ready workers
+        when that pays (see the module docstring); None where a plugin failed (on either side) or its
+        batch form returned the wrong length: the caller then scores on its own thread and raises
+        the one-core path's error."""
+        cost = self.score_cost
+        filters = [pl.name for pl in fw.filter_plugins if pl.name not in state.skip_filter]
+        scores = [pl.name for pl in active]
+        why, ready, bounds = self._plan(cost, state, filters, scores, len(nodes))
+        if why:
+            self.stats.reasons["score " + why] = self.stats.reasons.get("score " + why, 0) + 1
+            return self._local_score(fw, active, state, pod, nodes)
+        predicted = cost.seconds_per_node * len(nodes)
+        started = time.perf_counter()
+        sync = self._sync(state)
+        feasible = [ni.name for ni in nodes]
+        sent = self._send(ready, [(sync, self._cycle, pod.pod, filters, [], (feasible, scores, lo, hi))
+                                  for lo, hi in bounds[1:]])
+        if sent is None:
+            return self._local_score(fw, active, state, pod, nodes)
+        mine = nodes[:bounds[0][1]]
+        t0 = time.perf_counter()
+        try:
+            first = fw.raw_score_columns(active, state, pod, mine)
+        except (SchedulingError, ValueError):
+            self._collect(sent)  # read the abandoned answers: the pipes stay in step
+            return None
+        cost.learn(time.perf_counter() - t0, len(mine))
+        answers = self._collect(sent)
+        if answers is None:
+            return self._local_score(fw, active, state, pod, nodes)
+        out = [list(col) for col in first]
+        for (kind, got), (lo, hi) in zip(answers, bounds[1:], strict=True):
+            if kind == "error":
+                return None
+            if kind != "ok":
+                self._diverged(pod, got)
+                return self._local_score(fw, active, state, pod, nodes)
+            cols, seconds = got
+            for col, part in zip(out, cols, strict=True):
+                col.extend(part)
+            if sync is None or not sync.get("full"):
+                cost.learn_worker(seconds, hi - lo)
+        self.stats.sharded_scores += 1
+        self._judge(cost, sync, time.perf_counter() - started, predicted)
+        return list(out)
 
-    def _unshardable(self, active: Sequence[Any], state: CycleState, n: int) -> str:
+    # -- planning ----------------------------------------------------------------------------------
+    def _plan(self, cost: CostModel, state: CycleState, filters: list[str], scores: list[str] | None,
+              n: int) -> tuple[str, list[_Worker], list[tuple[int, int]]]:
+        """(why not, "" to shard; the ready workers; each part's [start, end) of the ``n`` nodes, the
+        cycle thread's first and one per worker, empty ones included: every replica gets every
+        sync). Advances the cycle token when ``state`` is a new cycle's."""
+        why = self._unshardable(state, filters, scores) or cost.why_not(n, self.warm_up)
+        if not why and not self._started:
+            self._costly += 1  # the workers are spawned only after enough costly requests, not one cold one
+            why = "starting" if self._costly < self.spawn_after else ""
+        if why:
+            return why, [], []
+        ready = self._ready_workers()
+        parts = min(len(ready) + 1, n // self.min_part)
+        if parts < 2:
+            return ("small" if ready else "starting"), [], []
+        bounds = cost.split(n, parts, self.min_part)
+        bounds += [(n, n)] * (len(ready) + 1 - len(bounds))
+        if state is not self._last_state:
+            self._last_state = state
+            self._cycle += 1
+        return "", ready, bounds
+
+    def _unshardable(self, state: CycleState, filters: list[str], scores: list[str] | None) -> str:
         if self.broken or self.parallelism < 2:
             return "broken" if self.broken else "parallelism 1"
         if not isinstance(state.snapshot, Snapshot):
             return "not a Snapshot"
         if PLACEMENT_STATE_KEY in state.data:
             return "placement"
-        for pl in active:
-            if pl.name not in SHARDABLE_FILTERS:
-                return str(pl.name)
-        cost = self._seconds_per_node * n
-        if self._local_samples < self.warm_up or cost < self.min_chunk_seconds:
-            return "cheap"
-        if cost < self.threshold:
-            self._below += 1
-            if self._below % _PROBE_EVERY:
-                return "not paying"
+        for name in filters:
+            if name not in SHARDABLE_FILTERS:
+                return name
+        for name in scores or ():
+            if name not in SHARDABLE_SCORES:
+                return name
         return ""
 
-    def _judge(self, seconds: float, predicted: float) -> None:
-        """The cost model, corrected by what sharding gave. ``ratio`` is a running mean of a sharded
-        chunk's seconds over those the cycle's thread alone was predicted to need. While it is 1 or
-        more (sharding does not pay), each sharded chunk raises the cost a chunk must have to be
-        sharded by half (up to :data:`_MAX_THRESHOLD`); while it is under 0.85 each lowers it by a
-        fifth, never under ``min_chunk_seconds``. On a machine whose other cores are busy (the API
-        server's, in the benchmarks) the workers answer late and sharding backs off; every
-        :data:`_PROBE_EVERY`-th chunk costly enough for the floor is sharded anyway, so the model
-        sees when sharding pays again."""
-        r = seconds / predicted if predicted > 0 else 1.0
-        self.ratio = _running_mean(self.ratio, r)
-        if self.ratio >= 1.0:
-            self.threshold = min(self.threshold * 1.5, _MAX_THRESHOLD)
-        elif self.ratio < 0.85:
-            self.threshold = max(self.threshold * 0.8, self.min_chunk_seconds)
+    def _judge(self, cost: CostModel, sync: dict[str, Any] | None, seconds: float, predicted: float) -> None:
+        if sync is None or not sync.get("full"):  # a whole replica's transfer is paid once, not per request
+            cost.sharded_samples += 1
+            if cost.sharded_samples > self.warm_up:  # the workers' first requests build their indexes
+                cost.judge(seconds, predicted)
 
-    def _local(self, fw: Framework, active: Sequence[Any], state: CycleState, pod: PodInfo,
-               nodes: list[NodeInfo]) -> list[Status | None] | None:
+    def _diverged(self, pod: PodInfo, why: object) -> None:
+        self.stats.diverged += 1
+        self._synced = None  # the replica is sent whole next time
+        log.warning("Node shard diverged, evaluating on the cycle's thread pod=%s why=%s", pod.key, why)
+
+    def _local_filter(self, fw: Framework, active: Sequence[Any], state: CycleState, pod: PodInfo,
+                      nodes: list[NodeInfo]) -> list[Status | None] | None:
         self.stats.local_chunks += 1
         t0 = time.perf_counter()
         got = fw.filter_chunk(active, state, pod, nodes)
-        self._learn(time.perf_counter() - t0, len(nodes))
+        self.filter_cost.learn(time.perf_counter() - t0, len(nodes))
         return got
 
-    def _learn(self, seconds: float, n: int) -> None:
-        if n:
-            self._local_samples += 1
-            per = seconds / n
-            self._seconds_per_node = _running_mean(self._seconds_per_node or None, per)
+    def _local_score(self, fw: Framework, active: Sequence[Any], state: CycleState, pod: PodInfo,
+                     nodes: list[NodeInfo]) -> list[Sequence[int]] | None:
+        self.stats.local_scores += 1
+        t0 = time.perf_counter()
+        try:
+            got = fw.raw_score_columns(active, state, pod, nodes)
+        except (SchedulingError, ValueError):
+            return None  # the caller scores again and raises what the one-core path raises
+        self.score_cost.learn(time.perf_counter() - t0, len(nodes))
+        return got
 
-    def _learn_worker(self, seconds: float, n: int) -> None:
-        fixed = max(0.0, seconds - self._seconds_per_node * n)
-        self._worker_fixed = _running_mean(self._worker_fixed or None, fixed)
-
-    def _sync(self, snap: Snapshot) -> dict[str, Any] | None:
+    def _sync(self, state: CycleState) -> dict[str, Any] | None:
+        snap = state.snapshot
+        assert isinstance(snap, Snapshot)
         changes = snap.derived(self._key)
         out: dict[str, Any] = {}
         if snap is not self._synced or changes.full:
@@ -581,8 +740,22 @@ class FilterShardPool:
             return []  # every replica gets every sync
         if not self._announced:
             self._announced = True
-            log.info("Filter shards ready workers=%d pids=%s", len(ready), [w.process.pid for w in ready])
+            log.info("Node shards ready workers=%d pids=%s", len(ready), [w.process.pid for w in ready])
         return ready
+
+    def _send(self, ready: list[_Worker], requests: list[tuple[Any, ...]]) -> list[_Worker] | None:
+        """Send each ready worker its request (pickled); None when that failed (sharding is then
+        stopped, and the answers of those already sent were read)."""
+        sent: list[_Worker] = []
+        try:
+            for w, request in zip(ready, requests, strict=True):
+                w.conn.send_bytes(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+                sent.append(w)
+        except Exception as exc:  # a closed pipe, or something in the snapshot that does not pickle
+            self._break(f"sending to a worker failed: {exc!r}")
+            self._collect(sent)  # read the abandoned answers: the pipes stay in step
+            return None
+        return sent
 
     def _collect(self, sent: list[_Worker]) -> list[tuple[str, Any]] | None:
         out: list[tuple[str, Any]] = []
@@ -600,7 +773,8 @@ class FilterShardPool:
 
     def _break(self, why: str) -> None:
         if not self.broken:
-            log.error("Filter shards stopped, every node is filtered on the cycle's thread from now: %s", why)
+            log.error("Node shards stopped, every node is filtered and scored on the cycle's thread from now: %s",
+                      why)
         self.broken = why
         self.close()
 
@@ -609,8 +783,9 @@ class FilterShardPool:
         workers, self._workers = self._workers, []
         if workers:
             st = self.stats
-            log.info("Filter shards stopped chunks_sharded=%d chunks_local=%d diverged=%d full_syncs=%d "
-                     "local_by_reason=%s", st.sharded_chunks, st.local_chunks, st.diverged, st.full_syncs, st.reasons)
+            log.info("Node shards stopped chunks_sharded=%d chunks_local=%d scores_sharded=%d scores_local=%d "
+                     "diverged=%d full_syncs=%d local_by_reason=%s", st.sharded_chunks, st.local_chunks,
+                     st.sharded_scores, st.local_scores, st.diverged, st.full_syncs, st.reasons)
         for w in workers:
             with contextlib.suppress(OSError, ValueError):
                 w.conn.send_bytes(b"")

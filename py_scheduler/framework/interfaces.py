@@ -457,21 +457,29 @@ class ClaimAllocationState(Protocol):
     node_allocations: dict[str, list[dict[str, Any]]]
 
 
-class FilterShards(Protocol):
-    """Filter over more cores than the cycle's own (issue 32 item 3; upstream's ``parallelism``: the
-    16 goroutines of ``Parallelizer.Until`` in ``findNodesThatPassFilters``,
-    ``pkg/scheduler/schedule_one.go``). Connected to a profile once
+class NodeShards(Protocol):
+    """Filter and Score over more cores than the cycle's own (issue 32 item 3; upstream's
+    ``parallelism``: the 16 goroutines of ``Parallelizer.Until`` in ``findNodesThatPassFilters`` and
+    ``RunScorePlugins``, ``pkg/scheduler/schedule_one.go`` and
+    ``pkg/scheduler/framework/runtime/framework.go``). Connected to a profile once
     (:meth:`~py_scheduler.framework.runtime.Framework.connect_shards`).
 
-    Equivalence rule: ``filter_chunk(fw, active, state, pod, nodes)`` returns exactly what
+    Equivalence rules: ``filter_chunk(fw, active, state, pod, nodes)`` returns exactly what
     ``fw.filter_chunk(active, state, pod, nodes)`` returns (per node None or the rejecting plugin's
     Status, equal in code, reasons and plugin; None when all pass) and raises the same
-    ``SchedulingError``, whoever evaluated which node. ``state`` is the cycle's after PreFilter.
+    ``SchedulingError``, whoever evaluated which node; ``state`` is the cycle's after PreFilter.
+    ``score_raw(fw, active, state, pod, nodes)`` returns ``fw.raw_score_columns(active, state, pod,
+    nodes)`` (one column of raw scores per plugin of ``active``, aligned with ``nodes``, the feasible
+    nodes PreScore saw) or None, never raising for a plugin: on None the caller computes the columns
+    itself, so an error is the one-core path's. ``state`` is the cycle's after PreScore.
     Checked against the one-core path by tests/unit/core/test_shards.py.
     """
 
     def filter_chunk(self, fw: Any, active: Sequence[Any], state: CycleState, pod: PodInfo,
                      nodes: list[NodeInfo]) -> list[Status | None] | None: ...
+
+    def score_raw(self, fw: Any, active: Sequence[Any], state: CycleState, pod: PodInfo,
+                  nodes: list[NodeInfo]) -> list[Sequence[int]] | None: ...
 
     def close(self) -> None:
         """Stop whatever runs beside the cycle (idempotent; Filter then runs on the cycle's thread)."""

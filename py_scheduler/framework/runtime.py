@@ -54,7 +54,7 @@ from py_scheduler.framework.interfaces import (
     BatchScorePlugin,
     BindPlugin,
     FilterPlugin,
-    FilterShards,
+    NodeShards,
     NormalizeScorePlugin,
     PermitPlugin,
     PostBindPlugin,
@@ -150,9 +150,9 @@ class Framework:
         self.nominator: Nominator | None = nominator
         """The pods nominated per node (upstream's ``WithPodNominator``): given here or connected once
         (:meth:`connect_nominator`), never swapped per cycle."""
-        self.shards: FilterShards | None = None
-        """Filter on more cores (upstream's ``parallelism``), connected once (:meth:`connect_shards`);
-        None: every node is filtered on the cycle's own thread."""
+        self.shards: NodeShards | None = None
+        """Filter and Score on more cores (upstream's ``parallelism``), connected once
+        (:meth:`connect_shards`); None: every node is filtered and scored on the cycle's own thread."""
         self.handle: Handle = handle if handle is not None else Handle.detached()
         """The profile's Handle, the one its plugins got at ``create`` (a detached one when None); its
         ``profile`` is this framework (upstream's frameworkImpl is the Handle), bound here once."""
@@ -177,11 +177,11 @@ class Framework:
             raise RuntimeError(f"profile {self.profile_name!r} already has a nominator")
         self.nominator = nominator
 
-    def connect_shards(self, shards: FilterShards) -> None:
-        """Give the profile its Filter shards (``parallelism`` > 1), once; connecting a different one
+    def connect_shards(self, shards: NodeShards) -> None:
+        """Give the profile its node shards (``parallelism`` > 1), once; connecting a different one
         raises RuntimeError."""
         if self.shards is not None and self.shards is not shards:
-            raise RuntimeError(f"profile {self.profile_name!r} already has Filter shards")
+            raise RuntimeError(f"profile {self.profile_name!r} already has node shards")
         self.shards = shards
 
     def filter_chunk_sharded(self, active: Sequence[Any], state: CycleState, pod: PodInfo,
@@ -550,7 +550,9 @@ class Framework:
         As upstream (``RunScorePlugins``): every Score plugin runs, then every NormalizeScore, then
         the range check plugin by plugin in profile order (the first plugin with a score outside
         [0, ``MAX_NODE_SCORE``] fails the cycle, naming that plugin and its first bad score in node
-        order) and the weighted sum.
+        order) and the weighted sum. With shards connected the raw scores may be computed on more
+        cores first (:meth:`NodeShards.score_raw`: the same columns, or None and they are computed
+        here, so the error raised is the one-core path's).
 
         Raises:
             SchedulingError: a Score / NormalizeScore error or a score outside [0, 100].
@@ -559,28 +561,13 @@ class Framework:
         n = len(nodes)
         record = self.observer is not None and self.record_plugin_metrics
         cols: list[tuple[str, Sequence[int]]] = []
-        for pl in self.score_plugins:
-            if pl.name in state.skip_score:
-                continue
+        active = [pl for pl in self.score_plugins if pl.name not in state.skip_score]
+        # With shards (``parallelism``), the raw scores of every plugin may come from several cores
+        # at once (None: compute them here, plugin by plugin, as without).
+        sharded = self.shards.score_raw(self, active, state, pod, nodes) if self.shards is not None and active else None
+        for k, pl in enumerate(active):
             t0 = time.perf_counter() if record else 0.0
-            batch = self._batch_score.get(pl.name)
-            values: Sequence[int]
-            if batch is not None:
-                # Optional batch form: the scores ``score`` would give, in node order (same Status).
-                values, s = batch(state, pod, nodes)
-                if not s.is_success():
-                    raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
-                if len(values) != n:
-                    raise ValueError(f"Score plugin {pl.name} returned {len(values)} scores for {n} nodes")
-            else:
-                one_by_one: list[int] = []
-                f = pl.score
-                for ni in nodes:
-                    sc, s = f(state, pod, ni)
-                    if s.code:
-                        raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
-                    one_by_one.append(sc)
-                values = one_by_one
+            values = sharded[k] if sharded is not None else self._raw_scores(pl, state, pod, nodes)
             if raw_out is not None:
                 raw_out[pl.name] = list(values)
             values = self._normalized(state, pod, pl.name, names, values)
@@ -588,6 +575,38 @@ class Framework:
                 self._observe("Score", pl.name, None, t0)
             cols.append((pl.name, values))
         return self._weighted_totals(cols, n)
+
+    def raw_score_columns(self, active: Sequence[Any], state: CycleState, pod: PodInfo,
+                          nodes: list[NodeInfo]) -> list[Sequence[int]]:
+        """The raw scores (before NormalizeScore) of ``nodes`` by each Score plugin of ``active`` (those
+        not in ``state.skip_score``, in order): one column per plugin, aligned with ``nodes``. What
+        :meth:`score_columns` computes before normalizing; a shard's part.
+
+        Raises:
+            SchedulingError: a Score plugin failed (upstream's message).
+            ValueError: a plugin's ``score_nodes`` returned a list whose length differs from ``nodes``.
+        """
+        return [self._raw_scores(pl, state, pod, nodes) for pl in active]
+
+    def _raw_scores(self, pl: Any, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Sequence[int]:
+        """Plugin ``pl``'s raw scores of ``nodes``, in order: its optional batch form ``score_nodes``
+        (the scores ``score`` would give, same Status) or ``score`` node by node."""
+        batch = self._batch_score.get(pl.name)
+        if batch is not None:
+            values, s = batch(state, pod, nodes)
+            if not s.is_success():
+                raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {s.message()}')
+            if len(values) != len(nodes):
+                raise ValueError(f"Score plugin {pl.name} returned {len(values)} scores for {len(nodes)} nodes")
+            return values
+        one_by_one: list[int] = []
+        f = pl.score
+        for ni in nodes:
+            sc, st = f(state, pod, ni)
+            if st.code:
+                raise SchedulingError(f'running Score plugins: plugin "{pl.name}" failed with: {st.message()}')
+            one_by_one.append(sc)
+        return one_by_one
 
     def _weighted_totals(self, cols: list[tuple[str, Sequence[int]]],
                          n: int) -> tuple[list[tuple[str, Sequence[int]]], list[int]]:

@@ -105,8 +105,8 @@ def get(name: str) -> PluginFactory:
 
 def replica_framework(profile: ProfileConfig, cfg: SchedulerConfig, objects: ObjectLister) -> Framework:
     """``profile`` built with this registry over ``objects`` (a replica's cluster objects), with no
-    client, events or queue: the Framework a Filter shard worker runs PreFilter and Filter with
-    (py_scheduler/core/shards.py; a module-level function, so ``functools.partial(replica_framework,
+    client, events or queue: the Framework a node shard worker runs PreFilter, Filter, PreScore and
+    Score with (py_scheduler/core/shards.py; a module-level function, so ``functools.partial(replica_framework,
     profile, cfg)`` pickles into a spawned worker).
 
     Raises:

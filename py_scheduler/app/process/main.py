@@ -49,7 +49,7 @@ from py_scheduler.app.telemetry.metrics import (
 from py_scheduler.app.tuning import GcPacer, freeze_collected, freeze_heap_then, set_thresholds
 from py_scheduler.cache.cache import Cache
 from py_scheduler.cache.kinds import KINDS
-from py_scheduler.core.shards import FilterShardPool, machine_parallelism
+from py_scheduler.core.shards import NodeShardPool, machine_parallelism
 from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import (
     ConfigError,
@@ -95,7 +95,8 @@ class ServingOptions:
 def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None, parallelism: int = 1) -> dict[str, Framework]:
     """schedulerName -> Framework, each with its own metrics observer; plugins get a copy of ``handle``
     (its client, objects and activator are ports :func:`_serve` connects once). With ``parallelism``
-    above 1 each profile filters costly chunks on that many cores (py_scheduler/core/shards.py).
+    above 1 each profile filters costly chunks and scores costly feasible lists on that many cores
+    (py_scheduler/core/shards.py).
 
     Raises:
         ConfigError: duplicate schedulerName or any plugin/args error.
@@ -108,7 +109,7 @@ def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None, paralleli
         if fw.batch is not None:
             fw.batch.recorder = BatchMetricsRecorder()
         if parallelism > 1:  # Filter on more cores: worker processes spawned by the first costly chunk
-            fw.connect_shards(FilterShardPool(functools.partial(registry.replica_framework, p, cfg), parallelism,
+            fw.connect_shards(NodeShardPool(functools.partial(registry.replica_framework, p, cfg), parallelism,
                                               gc_tuning=(set_thresholds, freeze_collected)))
         out[p.scheduler_name] = fw
     return out

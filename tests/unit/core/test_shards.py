@@ -1,12 +1,13 @@
-"""Filter on more cores (py_scheduler/core/shards.py, issue 32 item 3) against the one-core path.
+"""Filter and Score on more cores (py_scheduler/core/shards.py, issue 32 item 3) against the one-core path.
 
 Property: on the same live-like snapshot (a :class:`Cache` updated between cycles, as the live loop
-does), a profile with Filter shards schedules every Pod exactly as one without: the same selected
-node, feasible nodes, per-node rejections, message and nodes evaluated. Between cycles the cluster
-changes the ways the replica must follow: Pods assumed onto nodes, node labels and taints changed,
-nodes added and removed, cluster objects added. The clusters and Pods are the parity generator's
+does), a profile with node shards schedules every Pod exactly as one without: the same selected
+node, feasible nodes, per-node rejections, message, nodes evaluated and every node's total score.
+Between cycles the cluster changes the ways the replica must follow: Pods assumed onto nodes, node
+labels, taints and images changed, nodes added and removed, cluster objects added. The clusters and Pods are the parity generator's
 scenarios (bench/parity_lib/generator.py). The pool is forced to shard every chunk it may
-(``min_chunk_seconds=0``, one node per part), and the test asserts that it did.
+(``min_chunk_seconds=0``, one node per part), Filter chunks and Scores alike, and the test asserts
+that it did.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pytest
 
 from py_scheduler.cache.cache import Cache
 from py_scheduler.cache.snapshot import Snapshot
-from py_scheduler.core.shards import FilterShardPool, cgroup_cpu_limit, machine_parallelism
+from py_scheduler.core.shards import NodeShardPool, cgroup_cpu_limit, machine_parallelism
 from py_scheduler.framework.algorithm import Algorithm, ScheduleResult
 from py_scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
 from py_scheduler.framework.errors import PodParseError
@@ -41,15 +42,15 @@ PROFILE = ProfileConfig()
 CFG = SchedulerConfig(profiles=[PROFILE])
 
 
-def _wait_ready(pool: FilterShardPool, timeout: float = 60.0) -> None:
+def _wait_ready(pool: NodeShardPool, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not pool.wait_ready(0.2):
         assert time.monotonic() < deadline, "the shard workers did not start"
 
 
 @pytest.fixture(scope="module")
-def pool() -> Iterator[FilterShardPool]:
-    p = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 3,
+def pool() -> Iterator[NodeShardPool]:
+    p = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 3,
                         min_chunk_seconds=0.0, min_part=1, warm_up=0)
     _wait_ready(p)
     yield p
@@ -75,6 +76,12 @@ def _mutate(cache: Cache, nodes: dict[str, dict[str, Any]], rng: random.Random, 
         meta["labels"] = {**(meta.get("labels") or {}), "changed": str(k)}
         if rng.random() < 0.5:
             new.setdefault("spec", {})["taints"] = [{"key": "shard-test", "value": str(k), "effect": "NoSchedule"}]
+        if rng.random() < 0.5:  # ImageLocality: the image summaries of nodes not sent again change too
+            images = new.setdefault("status", {}).setdefault("images", [])
+            if images and rng.random() < 0.5:
+                images.pop(0)
+            else:
+                images.append({"names": [f"registry.local/shared:{k % 3}"], "sizeBytes": 300 * 1024 * 1024})
         cache.update_node(old, new)
         nodes[name] = new
     elif what < 0.5 and nodes:
@@ -97,8 +104,8 @@ def _mutate(cache: Cache, nodes: dict[str, dict[str, Any]], rng: random.Random, 
                                          "spec": {"selector": {"app": "web"}}})
 
 
-def test_sharded_filter_schedules_every_pod_as_the_one_core_path(pool: FilterShardPool) -> None:
-    before = pool.stats.sharded_chunks
+def test_sharded_filter_and_score_schedule_every_pod_as_the_one_core_path(pool: NodeShardPool) -> None:
+    before, scores_before = pool.stats.sharded_chunks, pool.stats.sharded_scores
     cycles = stopped_early = 0
     for index in range(40):
         objs = scenario(11, index)
@@ -151,12 +158,13 @@ def test_sharded_filter_schedules_every_pod_as_the_one_core_path(pool: FilterSha
     assert cycles > 100
     assert stopped_early > 5  # the search stopped before the last node, after running ahead
     assert pool.stats.sharded_chunks - before > 50, pool.stats
+    assert pool.stats.sharded_scores - scores_before > 30, pool.stats
     assert pool.stats.diverged == 0
     assert not pool.broken
 
 
 def test_a_dead_worker_stops_sharding_and_the_cycle_goes_on() -> None:
-    p = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2,
+    p = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2,
                         min_chunk_seconds=0.0, min_part=1, timeout=5.0, warm_up=0)
     try:
         _wait_ready(p)
@@ -178,8 +186,8 @@ def test_a_dead_worker_stops_sharding_and_the_cycle_goes_on() -> None:
         p.close()
 
 
-def test_cheap_chunks_stay_on_the_cycle_thread(pool: FilterShardPool) -> None:
-    cheap = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 1)
+def test_cheap_chunks_stay_on_the_cycle_thread(pool: NodeShardPool) -> None:
+    cheap = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 1)
     assert cheap.stats.sharded_chunks == 0 and not cheap._workers  # parallelism 1: no worker at all
     objs = scenario(11, 5)
     snap = Snapshot.from_object_list(objs)
@@ -214,7 +222,7 @@ def test_machine_parallelism_is_capped_by_the_cpus_and_the_container_limit(tmp_p
 def test_workers_start_only_when_a_chunk_is_worth_sharding() -> None:
     objs = scenario(11, 5)
     snap = Snapshot.from_object_list(objs)
-    lazy = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=10.0)
+    lazy = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=10.0)
     try:
         fw = _framework()
         fw.connect_shards(lazy)
@@ -230,7 +238,7 @@ def test_workers_spawn_after_enough_costly_chunks_not_one() -> None:
     objs = scenario(11, 5)
     snap = Snapshot.from_object_list(objs)
     pods = [o for o in objs if o.get("kind") == "Pod" and not o["spec"].get("nodeName")]
-    pool = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=1e-12,
+    pool = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=1e-12,
                            min_part=1, warm_up=2, spawn_after=4)
     try:
         fw = _framework()
@@ -247,37 +255,37 @@ def test_workers_spawn_after_enough_costly_chunks_not_one() -> None:
 
 
 def test_the_cost_model_backs_off_where_sharding_does_not_pay() -> None:
-    pool = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=0.002)
-    assert pool.threshold == 0.002 and pool.ratio is None
-    pool._judge(0.005, 0.004)  # sharded: slower than the cycle's thread alone was predicted to be
-    assert pool.threshold == pytest.approx(0.003) and pool.ratio == pytest.approx(1.25)
-    for _ in range(40):
-        pool._judge(0.01, 0.005)
-    assert pool.threshold == 1.0  # capped: in effect no chunk is sharded any more
-    pool._judge(0.001, 0.005)  # one chunk that pays does not turn the model around at once
-    assert pool.threshold == 1.0
-    for _ in range(100):
-        pool._judge(0.001, 0.005)  # sharding pays again: back down to the floor, not below
-    assert pool.threshold == 0.002
+    pool = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=0.002)
+    for cost in (pool.filter_cost, pool.score_cost):
+        assert cost.threshold == 0.002 and cost.ratio is None
+        cost.judge(0.005, 0.004)  # sharded: slower than the cycle's thread alone was predicted to be
+        assert cost.threshold == pytest.approx(0.003) and cost.ratio == pytest.approx(1.25)
+        for _ in range(40):
+            cost.judge(0.01, 0.005)
+        assert cost.threshold == 1.0  # capped: in effect nothing is sharded any more
+        cost.judge(0.001, 0.005)  # one request that pays does not turn the model around at once
+        assert cost.threshold == 1.0
+        for _ in range(100):
+            cost.judge(0.001, 0.005)  # sharding pays again: back down to the floor, not below
+        assert cost.threshold == 0.002
     assert not pool._workers
 
 
 def test_while_sharding_does_not_pay_one_chunk_in_fifty_is_sharded_to_measure_again() -> None:
-    pool = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=0.001,
+    pool = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2, min_chunk_seconds=0.001,
                            warm_up=0)
-    pool._seconds_per_node = 1e-5
-    pool.threshold = 1.0
-    snap = Snapshot()
-    state = CycleState(snap)
-    verdicts = [pool._unshardable([], state, 200) for _ in range(100)]  # 2 ms each: above the floor only
+    cost = pool.filter_cost
+    cost.seconds_per_node = 1e-5
+    cost.threshold = 1.0
+    verdicts = [cost.why_not(200, pool.warm_up) for _ in range(100)]  # 2 ms each: above the floor only
     assert verdicts.count("") == 2 and verdicts.count("not paying") == 98
-    assert pool._unshardable([], state, 50) == "cheap"  # 0.5 ms: under the floor, never sharded
+    assert cost.why_not(50, pool.warm_up) == "cheap"  # 0.5 ms: under the floor, never sharded
 
 
 def test_something_that_does_not_pickle_stops_sharding_and_the_cycle_goes_on() -> None:
     import threading
 
-    p = FilterShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2,
+    p = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2,
                         min_chunk_seconds=0.0, min_part=1, warm_up=0)
     try:
         _wait_ready(p)
@@ -296,3 +304,73 @@ def test_something_that_does_not_pickle_stops_sharding_and_the_cycle_goes_on() -
         assert not p._workers
     finally:
         p.close()
+
+
+def _score_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """80 nodes whose PreScore inputs differ part by part (GPU models, NVLink groups, zones, images)
+    and 60 Pods whose raw scores read PreScore's view of every feasible node: GPU Pods (model, queue
+    and packing parts over the feasible nodes), ScheduleAnyway spread (the topology weights count the
+    feasible nodes' domains), preferred pod affinity."""
+    sys.path.insert(0, str(REPO / "tests" / "unit" / "plugins" / "gpu"))
+    from gpu_objects import a100_node, gpu_node, gpu_pod, h100_node, l4_node
+
+    nodes: list[dict[str, Any]] = []
+    for i in range(80):
+        make = [a100_node, h100_node, l4_node, gpu_node][i % 4]
+        node = make(f"n{i:02d}")
+        node["metadata"]["labels"]["topology.kubernetes.io/zone"] = f"z{i % 5}"
+        if rng.random() < 0.4:
+            node["status"]["images"] = [{"names": [f"registry.local/app:{rng.randint(0, 3)}"],
+                                         "sizeBytes": rng.randint(100, 900) * 1024 * 1024}]
+        nodes.append(node)
+    pods: list[dict[str, Any]] = []
+    for k in range(60):
+        pod = gpu_pod(f"p{k:02d}", rng.choice([0, 1, 2, 4]), cpu=f"{rng.randint(1, 8)}")
+        pod["metadata"]["labels"] = {"app": rng.choice(["web", "db"])}
+        pod["spec"]["containers"][0]["image"] = f"registry.local/app:{rng.randint(0, 3)}"
+        if rng.random() < 0.5:
+            pod["spec"]["topologySpreadConstraints"] = [{
+                "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway",
+                "topologyKey": rng.choice(["kubernetes.io/hostname", "topology.kubernetes.io/zone"]),
+                "labelSelector": {"matchLabels": {"app": pod["metadata"]["labels"]["app"]}}}]
+        if rng.random() < 0.3:
+            pod["spec"]["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 10, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone",
+                                                  "labelSelector": {"matchLabels": {"app": "db"}}}}]}}
+        pods.append(pod)
+    return nodes, pods
+
+
+def test_sharded_score_reads_prescore_over_every_feasible_node(pool: NodeShardPool) -> None:
+    """Scores whose raw values depend on PreScore's view of all feasible nodes (not only a worker's
+    part) and image summaries shared across nodes: every total equal to the one-core path's."""
+    before = pool.stats.sharded_scores
+    rng = random.Random(7)
+    nodes, pods = _score_cluster(rng)
+    cache = Cache()
+    for node in nodes:
+        cache.add_node(node)
+    snap = Snapshot()
+    plain, sharded = _framework(), _framework()
+    sharded.connect_shards(pool)
+    gpu_cycles = 0
+    for raw in pods:
+        # a node gains or loses an image the Pods use: the summaries of nodes not sent again change
+        k = rng.randrange(len(nodes))
+        new = copy.deepcopy(nodes[k])
+        new["status"]["images"] = [] if new["status"].get("images") else [
+            {"names": [f"registry.local/app:{rng.randint(0, 3)}"], "sizeBytes": 500 * 1024 * 1024}]
+        cache.update_node(nodes[k], new)
+        nodes[k] = new
+        cache.update_snapshot(snap)
+        pi = PodInfo(raw)
+        r1 = Algorithm(rng=random.Random(1)).schedule(plain, snap, pi)
+        r2 = Algorithm(rng=random.Random(1)).schedule(sharded, snap, pi)
+        assert _outcome(r2) == _outcome(r1), raw["metadata"]["name"]
+        assert r1.score_columns == r2.score_columns
+        gpu_cycles += "GPUScore" in dict(r1.score_columns)
+        if r1.selected:
+            cache.assume_pod(PodInfo(dict(raw, spec={**raw["spec"], "nodeName": r1.selected})))
+    assert gpu_cycles > 20
+    assert pool.stats.sharded_scores - before == len(pods), pool.stats
+    assert pool.stats.diverged == 0
