@@ -4,10 +4,10 @@ Property: on the same live-like snapshot (a :class:`Cache` updated between cycle
 does), a profile with node shards schedules every Pod exactly as one without: the same selected
 node, feasible nodes, per-node rejections, message, nodes evaluated and every node's total score.
 Between cycles the cluster changes the ways the replica must follow: Pods assumed onto nodes, node
-labels, taints and images changed, nodes added and removed, cluster objects added. The clusters and Pods are the parity generator's
-scenarios (bench/parity_lib/generator.py). The pool is forced to shard every chunk it may
-(``min_chunk_seconds=0``, one node per part), Filter chunks and Scores alike, and the test asserts
-that it did.
+labels, taints and images changed, nodes added and removed, cluster objects added. The clusters and
+Pods are the parity generator's scenarios (bench/parity_lib/generator.py). The pool is forced to
+shard every request it may (``min_chunk_seconds=0``, one node per part), Filter chunks and Scores
+alike, and the test asserts that it did.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from py_scheduler.framework.algorithm import Algorithm, ScheduleResult
 from py_scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
 from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.runtime import Framework
-from py_scheduler.framework.types import CycleState, PodInfo
+from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins import registry
 
 REPO = Path(__file__).resolve().parents[3]
