@@ -90,6 +90,8 @@ class CycleResult:
     """Scores (raw scores of the feasible nodes) split over the shard workers, warm-up included."""
     local_scores: int = 0
     """Scores the cycle's thread computed alone (``parallelism`` > 1; warm-up included)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The run's parallelism, shard floor (ms) and percentageOfNodesToScore (None: adaptive)."""
     shard_costs: dict[str, dict[str, float]] = field(default_factory=dict)
     """Per point ("filter", "score"): the pool's cost model at the end (ms per 1000 nodes on the
     cycle's thread, a worker's fixed ms per request, the sharded / predicted ratio; -1: none yet)."""
@@ -106,7 +108,7 @@ class CycleResult:
         ms = [c * 1000 for c in self.cycles]
         cpu = [c * 1000 for c in self.cpu]
         return {
-            "workload": self.workload, "nodes": self.nodes, "init_pods": self.init_pods,
+            "workload": self.workload, "nodes": self.nodes, "init_pods": self.init_pods, **self.settings,
             "cycles": len(ms), "scheduled": self.scheduled, "unschedulable": self.unschedulable,
             "median_ms": statistics.median(ms) if ms else 0.0, "p90_ms": percentile(ms, 90),
             "p99_ms": percentile(ms, 99), "mean_ms": statistics.fmean(ms) if ms else 0.0,
@@ -215,7 +217,9 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
         fw.connect_shards(pool)
     algo = Algorithm(rng=random.Random(seed))
     decision_log = DecisionLog() if decisions else None
-    res = CycleResult(workload.name, n_nodes, placed, build_seconds=time.perf_counter() - t0)
+    res = CycleResult(workload.name, n_nodes, placed, build_seconds=time.perf_counter() - t0,
+                      settings={"parallelism": parallelism, "shard_min_ms": shard_min_seconds * 1000,
+                                "percentage_of_nodes_to_score": percentage})
     total = max_pods(workload, n_nodes, placed + warmup + cycles) - placed
     pods = [workload.pod(placed + k, namespace, PROFILE_NAME, f"uid-{namespace}-{placed + k}")
             for k in range(max(0, total))]
