@@ -73,7 +73,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from py_scheduler.cache.cache import assign_node_info
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot, add_image_states, remove_image_states
@@ -109,6 +109,8 @@ objects, per-image summaries) and what their own PreFilter wrote, once every Fil
 the cycle is in :data:`SHARDABLE_FILTERS`: VolumeBinding and DynamicResources then skipped Filter
 (the Pod has no volume claim, no resource claim), so their Score reads only the state the worker's
 replayed PreFilter wrote, and GPUScore has no claim's devices to read."""
+
+_T = TypeVar("_T")
 
 GcTuning = tuple[Callable[[], None], Callable[[], None]]
 """A worker's garbage-collector tuning: (at start, after each whole replica); module-level functions."""
@@ -539,33 +541,22 @@ class NodeShardPool:
             return self._local_filter(fw, active, state, pod, nodes)
         predicted = cost.seconds_per_node * len(nodes)
         started = time.perf_counter()
-        sync = self._sync(state)
-        sent = self._send(ready, [(sync, self._cycle, pod.pod, names, [ni.name for ni in nodes[lo:hi]], None)
-                                  for lo, hi in bounds[1:]])
-        if sent is None:
-            return self._local_filter(fw, active, state, pod, nodes)
         mine = nodes[:bounds[0][1]]
-        t0 = time.perf_counter()
-        try:
-            first = fw.filter_chunk(active, state, pod, mine)
-        except SchedulingError:
-            self._collect(sent)  # read the abandoned answers: the pipes stay in step
-            raise
-        cost.learn(time.perf_counter() - t0, len(mine))
-        answers = self._collect(sent)
-        if answers is None:
+        got = self._exchange(
+            cost, state, ready, len(mine), lambda: fw.filter_chunk(active, state, pod, mine),
+            lambda sync: [(sync, self._cycle, pod.pod, names, [ni.name for ni in nodes[lo:hi]], None)
+                          for lo, hi in bounds[1:]])
+        if got is None:
+            return self._local_filter(fw, active, state, pod, nodes)
+        sync, first, answers = got
+        parts = self._payloads(answers, bounds, pod, cost, sync)
+        if parts == "error":  # the cycle's thread raises the error the one-core path raises first
+            return fw.filter_chunk(active, state, pod, nodes)
+        if isinstance(parts, str):
             return self._local_filter(fw, active, state, pod, nodes)
         out: list[Status | None] = list(first) if first is not None else [None] * len(mine)
-        for (kind, got), (lo, hi) in zip(answers, bounds[1:], strict=True):
-            if kind == "error":  # the cycle's thread raises the error the one-core path raises first
-                return fw.filter_chunk(active, state, pod, nodes)
-            if kind != "ok":
-                self._diverged(pod, got)
-                return self._local_filter(fw, active, state, pod, nodes)
-            verdicts, seconds = got
+        for verdicts, (lo, hi) in zip(parts, bounds[1:], strict=True):
             out.extend(_decode(verdicts, hi - lo))
-            if sync is None or not sync.get("full"):
-                cost.learn_worker(seconds, hi - lo)
         self.stats.sharded_chunks += 1
         self._judge(cost, sync, time.perf_counter() - started, predicted)
         return None if all(s is None for s in out) else out
@@ -585,38 +576,70 @@ class NodeShardPool:
             return self._local_score(fw, active, state, pod, nodes)
         predicted = cost.seconds_per_node * len(nodes)
         started = time.perf_counter()
-        sync = self._sync(state)
-        feasible = [ni.name for ni in nodes]
-        sent = self._send(ready, [(sync, self._cycle, pod.pod, filters, [], (feasible, scores, lo, hi))
-                                  for lo, hi in bounds[1:]])
-        if sent is None:
-            return self._local_score(fw, active, state, pod, nodes)
         mine = nodes[:bounds[0][1]]
-        t0 = time.perf_counter()
+        feasible = [ni.name for ni in nodes]
         try:
-            first = fw.raw_score_columns(active, state, pod, mine)
+            got = self._exchange(
+                cost, state, ready, len(mine), lambda: fw.raw_score_columns(active, state, pod, mine),
+                lambda sync: [(sync, self._cycle, pod.pod, filters, [], (feasible, scores, lo, hi))
+                              for lo, hi in bounds[1:]])
         except (SchedulingError, ValueError):
-            self._collect(sent)  # read the abandoned answers: the pipes stay in step
             return None
-        cost.learn(time.perf_counter() - t0, len(mine))
-        answers = self._collect(sent)
-        if answers is None:
+        if got is None:
+            return self._local_score(fw, active, state, pod, nodes)
+        sync, first, answers = got
+        parts = self._payloads(answers, bounds, pod, cost, sync)
+        if parts == "error":
+            return None
+        if isinstance(parts, str):
             return self._local_score(fw, active, state, pod, nodes)
         out = [list(col) for col in first]
-        for (kind, got), (lo, hi) in zip(answers, bounds[1:], strict=True):
-            if kind == "error":
-                return None
-            if kind != "ok":
-                self._diverged(pod, got)
-                return self._local_score(fw, active, state, pod, nodes)
-            cols, seconds = got
+        for cols in parts:
             for col, part in zip(out, cols, strict=True):
                 col.extend(part)
-            if sync is None or not sync.get("full"):
-                cost.learn_worker(seconds, hi - lo)
         self.stats.sharded_scores += 1
         self._judge(cost, sync, time.perf_counter() - started, predicted)
         return list(out)
+
+    def _exchange(self, cost: CostModel, state: CycleState, ready: list[_Worker], mine: int,
+                  compute: Callable[[], _T], requests: Callable[[dict[str, Any] | None], list[tuple[Any, ...]]],
+                  ) -> tuple[dict[str, Any] | None, _T, list[tuple[str, Any]]] | None:
+        """Send each ready worker its request (``requests`` builds them around this cycle's sync),
+        compute the cycle thread's own part (``mine`` nodes) meanwhile, then read the answers:
+        (the sync, the own part, the answers in worker order). None when a worker could not be
+        reached or did not answer (sharding is then stopped). An exception from ``compute`` is
+        raised after the answers were read, so the pipes stay in step."""
+        sync = self._sync(state)
+        sent = self._send(ready, requests(sync))
+        if sent is None:
+            return None
+        t0 = time.perf_counter()
+        try:
+            first = compute()
+        except Exception:
+            self._collect(sent)
+            raise
+        cost.learn(time.perf_counter() - t0, mine)
+        answers = self._collect(sent)
+        return None if answers is None else (sync, first, answers)
+
+    def _payloads(self, answers: list[tuple[str, Any]], bounds: list[tuple[int, int]], pod: PodInfo,
+                  cost: CostModel, sync: dict[str, Any] | None) -> list[Any] | str:
+        """The workers' answers in part order, each worker's seconds learned (unless a whole replica
+        was sent); "error" when one met a plugin Error, "diverged" when one's replica did not match
+        the cycle (counted; the replica is sent whole next time)."""
+        out: list[Any] = []
+        for (kind, got), (lo, hi) in zip(answers, bounds[1:], strict=True):
+            if kind == "error":
+                return "error"
+            if kind != "ok":
+                self._diverged(pod, got)
+                return "diverged"
+            payload, seconds = got
+            if sync is None or not sync.get("full"):
+                cost.learn_worker(seconds, hi - lo)
+            out.append(payload)
+        return out
 
     # -- planning ----------------------------------------------------------------------------------
     def _plan(self, cost: CostModel, state: CycleState, filters: list[str], scores: list[str] | None,
