@@ -311,8 +311,7 @@ def _score_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[
     and 60 Pods whose raw scores read PreScore's view of every feasible node: GPU Pods (model, queue
     and packing parts over the feasible nodes), ScheduleAnyway spread (the topology weights count the
     feasible nodes' domains), preferred pod affinity."""
-    sys.path.insert(0, str(REPO / "tests" / "unit" / "plugins" / "gpu"))
-    from gpu_objects import a100_node, gpu_node, gpu_pod, h100_node, l4_node
+    from tests.unit.plugins.gpu.gpu_objects import a100_node, gpu_node, gpu_pod, h100_node, l4_node
 
     nodes: list[dict[str, Any]] = []
     for i in range(80):
@@ -374,3 +373,53 @@ def test_sharded_score_reads_prescore_over_every_feasible_node(pool: NodeShardPo
     assert gpu_cycles > 20
     assert pool.stats.sharded_scores - before == len(pods), pool.stats
     assert pool.stats.diverged == 0
+
+
+def _boom(fw: Framework) -> Framework:
+    """``fw`` whose NodeResourcesFit Score fails (Error) on nodes named ``*-boom``, in its batch form."""
+    plain = fw._batch_score["NodeResourcesFit"]
+
+    def score_nodes(state: Any, pod: Any, nodes: list[Any]) -> tuple[list[int], Any]:
+        from py_scheduler.framework.types import Status
+
+        if any(ni.name.endswith("-boom") for ni in nodes):
+            return [], Status.error("boom", "NodeResourcesFit")
+        values, s = plain(state, pod, nodes)
+        return list(values), s
+
+    fw._batch_score["NodeResourcesFit"] = score_nodes
+    return fw
+
+
+def _boom_replica(profile: ProfileConfig, cfg: SchedulerConfig, objects: Any) -> Framework:
+    """The workers' :func:`_boom` profile (module-level: it pickles into a spawned worker)."""
+    return _boom(registry.replica_framework(profile, cfg, objects))
+
+
+@pytest.mark.parametrize("where", [0, 39])  # the boom node in the cycle thread's part / a worker's
+def test_a_failing_score_plugin_raises_the_one_core_error_wherever_it_failed(where: int) -> None:
+    from py_scheduler.framework.runtime import SchedulingError
+
+    p = NodeShardPool(functools.partial(_boom_replica, PROFILE, CFG), 2, min_chunk_seconds=0.0, min_part=1,
+                      warm_up=0)
+    try:
+        _wait_ready(p)
+        nodes = [{"apiVersion": "v1", "kind": "Node",
+                  "metadata": {"name": f"n{i:02d}" + ("-boom" if i == where else ""), "labels": {}},
+                  "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}} for i in range(40)]
+        snap = Snapshot.from_object_list(nodes)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+               "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+        plain, sharded = _boom(_framework()), _boom(_framework())
+        sharded.connect_shards(p)
+        errors = []
+        for fw in (plain, sharded):
+            with pytest.raises(SchedulingError) as exc:
+                Algorithm(rng=random.Random(1)).schedule(fw, snap, PodInfo(pod))
+            errors.append(str(exc.value))
+        assert errors[1] == errors[0] and "boom" in errors[0]
+        assert p.stats.sharded_chunks > 0 and not p.broken  # the workers were used, and still are
+        # the Score was sent to the worker (no reason to score locally) and given back to the caller
+        assert p.stats.local_scores == 0 and p.stats.sharded_scores == 0, p.stats
+    finally:
+        p.close()
