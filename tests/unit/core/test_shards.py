@@ -17,7 +17,7 @@ import functools
 import random
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -313,10 +313,10 @@ def _score_cluster(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[
     feasible nodes' domains), preferred pod affinity."""
     from tests.unit.plugins.gpu.gpu_objects import a100_node, gpu_node, gpu_pod, h100_node, l4_node
 
+    makers: tuple[Callable[[str], dict[str, Any]], ...] = (a100_node, h100_node, l4_node, gpu_node)
     nodes: list[dict[str, Any]] = []
     for i in range(80):
-        make = [a100_node, h100_node, l4_node, gpu_node][i % 4]
-        node = make(f"n{i:02d}")
+        node = makers[i % 4](f"n{i:02d}")
         node["metadata"]["labels"]["topology.kubernetes.io/zone"] = f"z{i % 5}"
         if rng.random() < 0.4:
             node["status"]["images"] = [{"names": [f"registry.local/app:{rng.randint(0, 3)}"],
