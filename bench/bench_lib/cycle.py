@@ -209,9 +209,9 @@ def run_cycles(workload: Workload, n_nodes: int, *, cycles: int = 200, warmup: i
     pool: NodeShardPool | None = None
     if parallelism > 1:
         pool = NodeShardPool(functools.partial(registry.replica_framework, profile,
-                                                 SchedulerConfig(profiles=[profile])),
-                               parallelism, min_chunk_seconds=shard_min_seconds,
-                               gc_tuning=(set_thresholds, freeze_collected))
+                                               SchedulerConfig(profiles=[profile])),
+                             parallelism, min_chunk_seconds=shard_min_seconds,
+                             gc_tuning=(set_thresholds, freeze_collected))
         if not pool.wait_ready(120.0):
             raise RuntimeError(f"Node shard workers did not start: {pool.broken}")
         fw.connect_shards(pool)

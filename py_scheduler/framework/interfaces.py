@@ -482,5 +482,6 @@ class NodeShards(Protocol):
                   nodes: list[NodeInfo]) -> list[Sequence[int]] | None: ...
 
     def close(self) -> None:
-        """Stop whatever runs beside the cycle (idempotent; Filter then runs on the cycle's thread)."""
+        """Stop whatever runs beside the cycle (idempotent; Filter and Score then run on the cycle's
+        thread)."""
         ...

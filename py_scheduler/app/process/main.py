@@ -108,9 +108,9 @@ def build_profiles(cfg: SchedulerConfig, handle: Handle | None = None, paralleli
         fw = build_framework(p, cfg, framework_observer(p.scheduler_name), handle, registry=registry)
         if fw.batch is not None:
             fw.batch.recorder = BatchMetricsRecorder()
-        if parallelism > 1:  # Filter on more cores: worker processes spawned by the first costly chunk
+        if parallelism > 1:  # Filter and Score on more cores: workers spawned once requests are costly
             fw.connect_shards(NodeShardPool(functools.partial(registry.replica_framework, p, cfg), parallelism,
-                                              gc_tuning=(set_thresholds, freeze_collected)))
+                                            gc_tuning=(set_thresholds, freeze_collected)))
         out[p.scheduler_name] = fw
     return out
 
