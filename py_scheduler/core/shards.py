@@ -200,9 +200,11 @@ class _ReplicaObjects:
 
 def _apply(replica: Snapshot, sync: dict[str, Any]) -> None:
     """Bring the worker's ``replica`` up to the cycle's snapshot (what :meth:`NodeShardPool._sync`
-    sent). The replica keeps its own per-image summaries (``Snapshot.images``, which ImageLocality
-    reads at Score) as the cache does: a node's images are dropped from them and added again when
-    the node is replaced, so a summary's node count covers nodes that were not sent again."""
+    sent). The per-image summaries ImageLocality reads (``Snapshot.images``: an image's size and the
+    nodes holding it) are the main side's: a whole replica takes the summaries its NodeInfos arrived
+    with (one pickle keeps them shared); a changed node's images leave and re-enter the replica's
+    summaries as the cache does it, and each summary it holds takes the size the main side's has
+    (set there by whichever node created it, which the replica's own order cannot know)."""
     objects = sync.get("objects")
     if objects is not None:
         replica.objects.by_kind = objects
@@ -212,7 +214,8 @@ def _apply(replica: Snapshot, sync: dict[str, Any]) -> None:
         images: dict[str, ImageStateSummary] = {}
         for ni in nodes:
             object.__setattr__(ni, "generation", next_generation())  # this process's generations only
-            add_image_states(ni, images)
+            for name, summary in ni.image_states.items():
+                images.setdefault(name, summary)
         replica.images = images
         replica.node_info_map = {ni.name: ni for ni in nodes}
         replica.node_info_list = nodes
@@ -227,9 +230,14 @@ def _apply(replica: Snapshot, sync: dict[str, Any]) -> None:
                           or bool(existing.pods_with_required_anti_affinity)
                           != bool(clone.pods_with_required_anti_affinity)
                           or existing.pvc_ref_counts != clone.pvc_ref_counts)
+        sent = clone.image_states
         remove_image_states(existing, images)
         assign_node_info(existing, clone)
         add_image_states(existing, images)
+        for name, summary in existing.image_states.items():
+            theirs = sent.get(name)
+            if theirs is not None:
+                summary.size = theirs.size
         replica.node_changed(existing)
     if lists:
         replica.rebuild_lists()

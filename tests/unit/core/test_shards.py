@@ -30,7 +30,7 @@ from py_scheduler.framework.algorithm import Algorithm, ScheduleResult
 from py_scheduler.framework.config import ProfileConfig, SchedulerConfig, build_framework
 from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.runtime import Framework
-from py_scheduler.framework.types import PodInfo
+from py_scheduler.framework.types import CycleState, PodInfo
 from py_scheduler.plugins import registry
 
 REPO = Path(__file__).resolve().parents[3]
@@ -423,3 +423,64 @@ def test_a_failing_score_plugin_raises_the_one_core_error_wherever_it_failed(whe
         assert p.stats.local_scores == 0 and p.stats.sharded_scores == 0, p.stats
     finally:
         p.close()
+
+
+def _images_of(snap: Snapshot) -> dict[str, Any]:
+    """Every node's view of its images' summaries: node -> image -> (size, holders)."""
+    return {ni.name: {name: (st.size, sorted(st.nodes)) for name, st in ni.image_states.items()}
+            for ni in snap.node_info_list}
+
+
+def test_the_replica_image_summaries_follow_the_main_side_sizes_and_holders() -> None:
+    """ImageLocality reads an image's size and holder count from a summary shared by the nodes. The
+    cache sets a summary's size from whichever node created it first, so nodes that report one tag
+    at different sizes (pulled at different times) must give the replica the main side's size, after
+    whole replicas and changed nodes alike (no worker process: the sync is pickled and applied here)."""
+    import pickle
+
+    from py_scheduler.core.shards import _apply
+
+    rng = random.Random(5)
+    pool = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2)
+    cache, snap, replica = Cache(), Snapshot(), Snapshot()
+    nodes: dict[str, dict[str, Any]] = {}
+
+    def node(name: str) -> dict[str, Any]:
+        images = [{"names": [f"app:{t}"], "sizeBytes": rng.choice([100, 900]) * 1024 * 1024}
+                  for t in range(2) if rng.random() < 0.6]
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}},
+                "status": {"allocatable": {"cpu": "4", "pods": "10"}, "images": images}}
+
+    for i in range(6):
+        nodes[f"n{i}"] = node(f"n{i}")
+        cache.add_node(nodes[f"n{i}"])
+    full = partial = 0
+    for k in range(300):
+        what = rng.random()
+        if what < 0.03:  # a node comes: the list changes, a whole replica is sent
+            name = f"x{k}"
+            nodes[name] = node(name)
+            cache.add_node(nodes[name])
+        elif what < 0.06 and len(nodes) > 3:
+            cache.remove_node(nodes.pop(rng.choice(sorted(nodes))))
+        elif what < 0.5:  # a Pod lands: the node is sent again, its images unchanged
+            cache.add_pod({"apiVersion": "v1", "kind": "Pod",
+                           "metadata": {"name": f"p{k}", "namespace": "default", "uid": f"u{k}"},
+                           "spec": {"nodeName": rng.choice(sorted(nodes)), "containers": [{"name": "c"}]}})
+        else:  # a node reports other images, or the same tag at another size
+            name = rng.choice(sorted(nodes))
+            new = node(name)
+            cache.update_node(nodes[name], new)
+            nodes[name] = new
+        cache.update_snapshot(snap)
+        sync = pool._sync(CycleState(snap))
+        if sync is None:
+            continue
+        full += bool(sync.get("full"))
+        partial += not sync.get("full")
+        _apply(replica, pickle.loads(pickle.dumps(sync, protocol=pickle.HIGHEST_PROTOCOL)))
+        assert _images_of(replica) == _images_of(snap), k
+        assert replica.images is not None and snap.images is not None
+        assert {n: (st.size, sorted(st.nodes)) for n, st in replica.images.items()} == {
+            n: (st.size, sorted(st.nodes)) for n, st in snap.images.items()}, k
+    assert full > 5 and partial > 150
