@@ -43,16 +43,19 @@ The design, and what exactness rests on:
   cycle's thread would need at least ``threshold`` seconds for it, by its measured seconds per node
   (a running mean of its own requests, trusted after ``warm_up`` of them). ``threshold`` starts at
   ``min_chunk_seconds`` (5 ms) and follows what sharding gave (:meth:`CostModel.judge`). A worker
-  costs about 1.3 ms per request beyond its nodes (its PreFilter, the pickles); on a uniform cluster
+  costs about 1.3 ms per Filter request beyond its nodes (its PreFilter, the pickles; 3-9 ms per
+  Score request, which replays PreScore over every feasible node); on a uniform cluster
   Filter of 500 nodes takes about 0.1 ms, while required pod affinity that one zone in ten satisfies
   filters 5000 nodes per Pod, about 8 ms (bench/RESULTS.md, "Filter on more cores"). Score sees at
   most the feasible nodes ``percentageOfNodesToScore`` lets the search find (500 of 5000 nodes by
-  default, under 1.5 ms per cycle on every scheduler_perf workload), so it is sharded mainly where
-  that percentage is raised (100: every feasible node). The workers are spawned only after
-  ``spawn_after`` requests costly enough.
+  default, under 1.5 ms per cycle on every scheduler_perf workload), so it can pay only where that
+  percentage is raised (100: every feasible node) and Score's per-node work is costly; on the
+  measured workloads it never did (bench/RESULTS.md, "Score on more cores"). The workers are
+  spawned only after ``spawn_after`` requests costly enough.
 - Never a stall: workers start in the background and are used once they said they are ready; an
   answer later than ``timeout`` seconds, a dead worker or any worker error stops sharding for good
-  (logged once) and the request is evaluated on the cycle's thread. A plugin Error
+  (logged once; the workers are killed, not waited for) and the request is evaluated on the cycle's
+  thread: the cycle waits at most ``timeout`` seconds, once. A plugin Error
   (``SchedulingError``) in a worker makes the cycle's thread evaluate the whole request, so the
   error raised is the one the one-core path raises first.
 
@@ -591,7 +594,7 @@ class NodeShardPool:
                 cost, state, ready, len(mine), lambda: fw.raw_score_columns(active, state, pod, mine),
                 lambda sync: [(sync, self._cycle, pod.pod, filters, [], (feasible, scores, lo, hi))
                               for lo, hi in bounds[1:]])
-        except (SchedulingError, ValueError):
+        except Exception:  # a plugin's Error, or a bug: the caller scores again and raises what it raises
             return None
         if got is None:
             return self._local_score(fw, active, state, pod, nodes)
@@ -624,7 +627,7 @@ class NodeShardPool:
         t0 = time.perf_counter()
         try:
             first = compute()
-        except Exception:
+        except BaseException:  # KeyboardInterrupt included: the next request must not read these answers
             self._collect(sent)
             raise
         cost.learn(time.perf_counter() - t0, mine)
@@ -638,7 +641,8 @@ class NodeShardPool:
         the cycle (counted; the replica is sent whole next time)."""
         out: list[Any] = []
         for (kind, got), (lo, hi) in zip(answers, bounds[1:], strict=True):
-            if kind == "error":
+            if kind == "error":  # a plugin Error there: if the cycle's thread meets none, the replica
+                self._synced = None  # drifted, so it is sent whole next time
                 return "error"
             if kind != "ok":
                 self._diverged(pod, got)
@@ -712,7 +716,7 @@ class NodeShardPool:
         t0 = time.perf_counter()
         try:
             got = fw.raw_score_columns(active, state, pod, nodes)
-        except (SchedulingError, ValueError):
+        except Exception:
             return None  # the caller scores again and raises what the one-core path raises
         self.score_cost.learn(time.perf_counter() - t0, len(nodes))
         return got
@@ -807,10 +811,11 @@ class NodeShardPool:
             log.error("Node shards stopped, every node is filtered and scored on the cycle's thread from now: %s",
                       why)
         self.broken = why
-        self.close()
+        self.close(wait=0.0)  # a worker that did not answer is not waited for again
 
-    def close(self) -> None:
-        """Stop the workers (idempotent)."""
+    def close(self, wait: float = 2.0) -> None:
+        """Stop the workers (idempotent): ask each to exit and give them ``wait`` seconds in all, then
+        kill what is left."""
         workers, self._workers = self._workers, []
         if workers:
             st = self.stats
@@ -821,7 +826,9 @@ class NodeShardPool:
             with contextlib.suppress(OSError, ValueError):
                 w.conn.send_bytes(b"")
             w.conn.close()
+        deadline = time.monotonic() + wait
         for w in workers:
-            w.process.join(timeout=2)
-            if w.process.is_alive():  # pragma: no cover - a worker stuck in a plugin
+            w.process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if w.process.is_alive():  # a worker stuck in a plugin, or the pool broke
                 w.process.kill()
+                w.process.join(timeout=1.0)

@@ -566,7 +566,7 @@ class Framework:
         # at once (None: compute them here, plugin by plugin, as without).
         sharded = self.shards.score_raw(self, active, state, pod, nodes) if self.shards is not None and active else None
         for k, pl in enumerate(active):
-            t0 = time.perf_counter() if record else 0.0
+            t0 = time.perf_counter() if record else 0.0  # sharded: the plugin's NormalizeScore only
             values = sharded[k] if sharded is not None else self._raw_scores(pl, state, pod, nodes)
             if raw_out is not None:
                 raw_out[pl.name] = list(values)

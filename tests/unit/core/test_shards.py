@@ -484,3 +484,35 @@ def test_the_replica_image_summaries_follow_the_main_side_sizes_and_holders() ->
         assert {n: (st.size, sorted(st.nodes)) for n, st in replica.images.items()} == {
             n: (st.size, sorted(st.nodes)) for n, st in snap.images.items()}, k
     assert full > 5 and partial > 150
+
+
+def test_a_worker_that_stops_answering_costs_one_timeout_then_is_killed() -> None:
+    """A worker stuck in a plugin (here: stopped by SIGSTOP) makes the cycle wait ``timeout`` once;
+    sharding then stops for good, the worker is killed rather than waited for, and the cycle's
+    outcome is the one-core path's."""
+    import os
+    import signal
+
+    p = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2,
+                      min_chunk_seconds=0.0, min_part=1, timeout=1.0, warm_up=0)
+    try:
+        _wait_ready(p)
+        worker = p._workers[0].process
+        objs = scenario(11, 3)
+        snap = Snapshot.from_object_list(objs)
+        pods = [o for o in objs if o.get("kind") == "Pod" and not o["spec"].get("nodeName")]
+        plain, sharded = _framework(), _framework()
+        sharded.connect_shards(p)
+        os.kill(worker.pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        for raw in pods[:3]:
+            pi = PodInfo(raw)
+            r1 = Algorithm(rng=random.Random(1)).schedule(plain, snap, pi)
+            r2 = Algorithm(rng=random.Random(1)).schedule(sharded, snap, pi)
+            assert _outcome(r2) == _outcome(r1)
+        assert "did not answer" in p.broken
+        assert time.monotonic() - t0 < 20.0  # one timeout (1 s), not one per cycle or per worker
+        worker.join(5.0)
+        assert not worker.is_alive()
+    finally:
+        p.close()
