@@ -438,7 +438,7 @@ def test_the_replica_image_summaries_follow_the_main_side_sizes_and_holders() ->
     whole replicas and changed nodes alike (no worker process: the sync is pickled and applied here)."""
     import pickle
 
-    from py_scheduler.core.shards import _apply
+    from py_scheduler.core.shard_worker import apply_sync
 
     rng = random.Random(5)
     pool = NodeShardPool(functools.partial(registry.replica_framework, PROFILE, CFG), 2)
@@ -478,7 +478,7 @@ def test_the_replica_image_summaries_follow_the_main_side_sizes_and_holders() ->
             continue
         full += bool(sync.get("full"))
         partial += not sync.get("full")
-        _apply(replica, pickle.loads(pickle.dumps(sync, protocol=pickle.HIGHEST_PROTOCOL)))
+        apply_sync(replica, pickle.loads(pickle.dumps(sync, protocol=pickle.HIGHEST_PROTOCOL)))
         assert _images_of(replica) == _images_of(snap), k
         assert replica.images is not None and snap.images is not None
         assert {n: (st.size, sorted(st.nodes)) for n, st in replica.images.items()} == {
