@@ -170,6 +170,7 @@ def _serve(conn: multiprocessing.connection.Connection, replica: Snapshot, fw: F
     pod: PodInfo | None = None
     active: list[Any] = []
     scorers: list[Any] = []
+    feasible_nodes: list[NodeInfo] = []
     while True:
         try:
             raw = conn.recv_bytes()
@@ -199,14 +200,15 @@ def _serve(conn: multiprocessing.connection.Connection, replica: Snapshot, fw: F
             if score is not None:
                 feasible, score_names, lo, hi = score
                 if not scored:
-                    fw.run_pre_score(state, pod, [replica.node_info_map[n] for n in feasible])
+                    feasible_nodes = [replica.node_info_map[n] for n in feasible]
+                    fw.run_pre_score(state, pod, feasible_nodes)
                     scorers = [pl for pl in fw.score_plugins if pl.name not in state.skip_score]
                     if [pl.name for pl in scorers] != score_names:
                         cycle = -1
                         conn.send(("diverged", f"PreScore: active {[pl.name for pl in scorers]}"))
                         continue
                     scored = True
-                nodes = [replica.node_info_map[n] for n in feasible[lo:hi]]
+                nodes = feasible_nodes[lo:hi]  # the cycle's list, looked up once by PreScore
                 try:
                     cols = [list(c) for c in fw.raw_score_columns(scorers, state, pod, nodes)]
                 except SchedulingError as exc:

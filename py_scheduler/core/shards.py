@@ -373,7 +373,7 @@ class NodeShardPool:
         return None if all(s is None for s in out) else out
 
     def score_raw(self, fw: Framework, active: Sequence[Any], state: CycleState, pod: PodInfo,
-                  nodes: list[NodeInfo]) -> list[Sequence[int]] | None:
+                  nodes: list[NodeInfo], names: list[str]) -> list[Sequence[int]] | None:
         """``fw.raw_score_columns(active, state, pod, nodes)``, its parts scored by the ready workers
         when that pays (see the module docstring); None where a plugin failed (on either side) or its
         batch form returned the wrong length: the caller then scores on its own thread and raises
@@ -388,11 +388,10 @@ class NodeShardPool:
         predicted = cost.seconds_per_node * len(nodes)
         started = time.perf_counter()
         mine = nodes[:bounds[0][1]]
-        feasible = [ni.name for ni in nodes]
         try:
             got = self._exchange(
                 cost, state, ready, len(mine), lambda: fw.raw_score_columns(active, state, pod, mine),
-                lambda sync: [(sync, self._cycle, pod.pod, filters, [], (feasible, scores, lo, hi))
+                lambda sync: [(sync, self._cycle, pod.pod, filters, [], (names, scores, lo, hi))
                               for lo, hi in bounds[1:]])
         except Exception:  # a plugin's Error, or a bug: the caller scores again and raises what it raises
             return None

@@ -468,18 +468,19 @@ class NodeShards(Protocol):
     ``fw.filter_chunk(active, state, pod, nodes)`` returns (per node None or the rejecting plugin's
     Status, equal in code, reasons and plugin; None when all pass) and raises the same
     ``SchedulingError``, whoever evaluated which node; ``state`` is the cycle's after PreFilter.
-    ``score_raw(fw, active, state, pod, nodes)`` returns ``fw.raw_score_columns(active, state, pod,
-    nodes)`` (one column of raw scores per plugin of ``active``, aligned with ``nodes``, the feasible
-    nodes PreScore saw) or None, never raising for a plugin: on None the caller computes the columns
-    itself, so an error is the one-core path's. ``state`` is the cycle's after PreScore.
-    Checked against the one-core path by tests/unit/core/test_shards.py.
+    ``score_raw(fw, active, state, pod, nodes, names)`` (``names``: the nodes' names) returns
+    ``fw.raw_score_columns(active, state, pod, nodes)`` (one column of raw scores per plugin of
+    ``active``, aligned with ``nodes``, the feasible nodes PreScore saw) or None, never raising for
+    a plugin: on None the caller computes the columns itself, so an error is the one-core path's.
+    ``state`` is the cycle's after PreScore. Checked against the one-core path by
+    tests/unit/core/test_shards.py.
     """
 
     def filter_chunk(self, fw: Any, active: Sequence[Any], state: CycleState, pod: PodInfo,
                      nodes: list[NodeInfo]) -> list[Status | None] | None: ...
 
     def score_raw(self, fw: Any, active: Sequence[Any], state: CycleState, pod: PodInfo,
-                  nodes: list[NodeInfo]) -> list[Sequence[int]] | None: ...
+                  nodes: list[NodeInfo], names: list[str]) -> list[Sequence[int]] | None: ...
 
     def close(self) -> None:
         """Stop whatever runs beside the cycle (idempotent; Filter and Score then run on the cycle's

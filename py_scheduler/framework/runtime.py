@@ -564,7 +564,9 @@ class Framework:
         active = [pl for pl in self.score_plugins if pl.name not in state.skip_score]
         # With shards (``parallelism``), the raw scores of every plugin may come from several cores
         # at once (None: compute them here, plugin by plugin, as without).
-        sharded = self.shards.score_raw(self, active, state, pod, nodes) if self.shards is not None and active else None
+        sharded = None
+        if self.shards is not None and active:
+            sharded = self.shards.score_raw(self, active, state, pod, nodes, names)
         for k, pl in enumerate(active):
             t0 = time.perf_counter() if record else 0.0  # sharded: the plugin's NormalizeScore only
             values = sharded[k] if sharded is not None else self._raw_scores(pl, state, pod, nodes)
