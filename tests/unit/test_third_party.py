@@ -20,14 +20,75 @@ from aiohttp import web
 from py_scheduler.app.client import internals
 
 
-def test_kubernetes_asyncio_call_api_takes_the_keywords_we_pass() -> None:
-    """kube.py / internals.call_api: ``ApiClient.call_api(path, method, **keywords)``."""
-    from kubernetes_asyncio.client import ApiClient
+def test_call_api_sends_what_kubernetes_asyncio_call_api_sends() -> None:
+    """internals.call_api: the same request as ``ApiClient.call_api`` with raw JSON (method, path,
+    query, headers with the refreshed bearer token and the User-Agent, body bytes), for a POST with a
+    body, a GET with a query and a DELETE, sent through both to a local server; and the internals it
+    reads (``rest_client.pool_manager`` / ``proxy`` / ``proxy_headers`` / ``server_hostname``,
+    ``default_headers``, ``cookie``) are still there."""
+    from kubernetes_asyncio.client import ApiClient, Configuration
 
-    params = inspect.signature(ApiClient.call_api).parameters
-    missing = [k for k in internals.CALL_API_KEYWORDS if k not in params]
-    assert not missing, f"ApiClient.call_api lost {missing}: update py_scheduler/app/client/internals.py"
-    assert list(params)[1:3] == ["resource_path", "method"], list(params)[:3]
+    import py_scheduler.app.client.wire  # noqa: F401 - installs the body encoder both paths use
+
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+    skip = {"Host", "Content-Length"}
+
+    async def handler(req: web.Request) -> web.Response:
+        headers = {k: v for k, v in req.headers.items() if k not in skip}
+        seen.append((req.method, str(req.rel_url), headers, await req.read()))
+        return web.json_response({"ok": True})
+
+    async def check() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = int(runner.addresses[0][1])
+        cfg = Configuration(host=f"http://127.0.0.1:{port}")
+        cfg.api_key = {"BearerToken": "old"}
+        cfg.api_key_prefix = {"BearerToken": "Bearer"}
+
+        async def refresh(c: Configuration) -> None:
+            c.api_key["BearerToken"] = f"fresh{len(seen)}"
+
+        cfg.refresh_api_key_hook = refresh
+        api = ApiClient(configuration=cfg)
+        api.user_agent = "py-scheduler/test"
+        client = api.rest_client
+        for name in ("pool_manager", "proxy", "proxy_headers", "server_hostname"):
+            assert hasattr(client, name), f"kubernetes_asyncio's RESTClientObject lost {name}"
+        assert isinstance(client.pool_manager, aiohttp.ClientSession)
+        assert isinstance(api.default_headers, dict) and hasattr(api, "cookie")
+        timeout = aiohttp.ClientTimeout(total=5)
+        cases = [("POST", "/api/v1/namespaces/ns/pods/p/binding", [],
+                  {"Content-Type": "application/json", "Accept": "application/json"},
+                  {"kind": "Binding", "metadata": {"name": "p<&>", "annotations": {"a": "\u00e9"}}}),
+                 ("GET", "/api/v1/pods", [("fieldSelector", "spec.nodeName=,x"), ("limit", "500")],
+                  {"Content-Type": "application/json", "Accept": "application/json"}, None),
+                 ("DELETE", "/api/v1/namespaces/ns/pods/p", [], {"Content-Type": "application/json",
+                  "Accept": "application/json"}, {"kind": "DeleteOptions", "preconditions": {"uid": "u"}})]
+        try:
+            for method, path, query, headers, body in cases:
+                theirs = await api.call_api(path, method, query_params=list(query), header_params=dict(headers),
+                                            body=body, auth_settings=["BearerToken"], _preload_content=False,
+                                            _request_timeout=timeout)
+                await theirs.read()
+                theirs.release()
+                ours = await internals.call_api(api, path, method, query=query, headers=dict(headers), body=body,
+                                                timeout=timeout)
+                assert ours.status == 200
+                await ours.read()
+                ours.release()
+                a, b = seen[-2], seen[-1]
+                assert a[2].pop("Authorization") == f"Bearer fresh{len(seen) - 2}"
+                assert b[2].pop("Authorization") == f"Bearer fresh{len(seen) - 1}"
+                assert a == b, f"{method}: kubernetes_asyncio sent {a}, internals.call_api sent {b}"
+        finally:
+            await api.close()
+            await runner.cleanup()
+
+    asyncio.run(check())
 
 
 def test_kubernetes_asyncio_package_inits_are_imports_and_constants() -> None:

@@ -4,9 +4,12 @@ Each item is a behaviour the live process needs that the library offers no publi
 checked by tests/unit/test_third_party.py, which fails loudly (naming the item) when a dependency
 upgrade changes it -- run by ``make lock`` before a refreshed lock is committed.
 
-- kubernetes_asyncio: :func:`call_api` -- ``ApiClient.call_api`` with raw JSON, no model
-  (de)serialisation: its generated signature (``_preload_content``, ``_request_timeout``,
-  ``auth_settings``); :data:`LAZY_PACKAGES` -- the packages whose ``__init__`` :mod:`~py_scheduler.app.client.lazy_k8s`
+- kubernetes_asyncio: :func:`call_api` -- one request as ``ApiClient.call_api`` would send it with
+  raw JSON, sent straight on the REST client's ``aiohttp`` session: the client's ``default_headers``
+  and ``cookie``, the Configuration's ``host`` and ``auth_settings()`` (a refreshed bearer token), the
+  REST client's ``pool_manager``, ``proxy``, ``proxy_headers`` and ``server_hostname``
+  (``ApiClient.call_api`` spends about 40 us a request sanitising and re-encoding arguments that are
+  already plain); :data:`LAZY_PACKAGES` -- the packages whose ``__init__`` :mod:`~py_scheduler.app.client.lazy_k8s`
   defers, which must consist of ``from``/``import ... as`` lines and string constants.
 - kubernetes_asyncio: :func:`encode_request_bodies_with` -- ``client.rest`` encodes every JSON request
   body with a bare ``json.dumps(body)`` of its module-level ``json`` name, the only hook for the body
@@ -38,19 +41,51 @@ LAZY_PACKAGES = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_
 KOPF_AUTHENTICATOR = "authenticator"
 """The ``__name__`` of kopf's credentials coroutine (``kopf._core.engines.activities``)."""
 
-CALL_API_KEYWORDS = ("query_params", "header_params", "body", "auth_settings", "_preload_content",
-                     "_request_timeout")
-"""The keyword arguments of ``kubernetes_asyncio.client.ApiClient.call_api`` that :func:`call_api` passes."""
-
-
 async def call_api(api: Any, path: str, method: str, *, query: Sequence[tuple[str, str]], headers: dict[str, str],
                    body: Any = None, timeout: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-    """``ApiClient.call_api`` with raw JSON: the unread response (the caller reads and releases it),
-    bearer-token auth from the client's Configuration, no model deserialisation."""
-    resp: aiohttp.ClientResponse = await api.call_api(path, method, query_params=list(query), header_params=headers,
-                                                      body=body, auth_settings=["BearerToken"],
-                                                      _preload_content=False, _request_timeout=timeout)
+    """The request ``ApiClient.call_api(path, method, query_params=query, header_params=headers,
+    body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)``
+    sends (kubernetes_asyncio ``api_client.py`` ``__call_api``, ``rest.py`` ``request``), sent
+    directly: ``headers`` then the client's default headers (its User-Agent) and cookie, the bearer
+    token the Configuration gives now (``auth_settings`` runs its refresh hook), the URL
+    ``host + path`` with ``query`` URL-encoded, ``body`` (None, or a GET's or HEAD's: no body)
+    encoded by the REST module's JSON encoder (:func:`encode_request_bodies_with`), the proxy and
+    TLS server name the REST client was built with. Returns the unread response (the caller reads
+    and releases it). Bodies are plain JSON values here, which ``sanitize_for_serialization`` would
+    return unchanged."""
+    from urllib.parse import urlencode
+
+    hdrs = dict(headers)
+    hdrs.update(api.default_headers)
+    if api.cookie:
+        hdrs["Cookie"] = api.cookie
+    cfg = api.configuration
+    token = (await cfg.auth_settings()).get("BearerToken")
+    if token:
+        hdrs[token["key"]] = token["value"]
+    url = cfg.host + path
+    if query:
+        url += "?" + urlencode(query)
+    client = api.rest_client
+    extra: dict[str, Any] = {}
+    if client.proxy:
+        extra["proxy"] = client.proxy
+    if client.proxy_headers:
+        extra["proxy_headers"] = client.proxy_headers
+    if client.server_hostname:
+        extra["server_hostname"] = client.server_hostname
+    data = None if body is None or method in ("GET", "HEAD") else _encode_body(body)
+    resp: aiohttp.ClientResponse = await client.pool_manager.request(
+        method=method, url=url, headers=hdrs, data=data, timeout=timeout, **extra)
     return resp
+
+
+def _encode_body(body: Any) -> str:
+    """``body`` encoded as :func:`encode_request_bodies_with` set (``wire`` sets it at import)."""
+    if _BodyJSON.dumps is None:
+        raise RuntimeError("no request body encoder: import py_scheduler.app.client.wire first")
+    encoded: str = _BodyJSON.dumps(body)
+    return encoded
 
 
 def no_trust_env(session: aiohttp.ClientSession) -> None:

@@ -425,12 +425,28 @@ class Kube:
             err.flow_schema = flow_schema
             raise err
 
+        # The first try goes out directly: tenacity's bookkeeping costs about 40 us a request, about
+        # 4 % of a Pod's CPU over its Binding and its Event, and almost every request succeeds at
+        # once. A failed first try is handed to tenacity as its first attempt's outcome, so the
+        # policy sees the same failures in the same order as when tenacity made every try.
+        try:
+            return await attempt()
+        except Exception as exc:
+            first_failure: Exception | None = exc
         policy = _RetryPolicy(self, method, path, budget, throttle_budget,
                               method == "GET" if resend is None else resend)
         retrying = tenacity.AsyncRetrying(retry=tenacity.retry_if_exception(policy.retry), stop=policy.stop,
                                           wait=policy.wait, before_sleep=policy.before_sleep, reraise=True,
                                           sleep=self.retry_sleep)
-        return await retrying(attempt)
+
+        async def tries() -> Any:
+            nonlocal first_failure
+            if first_failure is not None:
+                failed, first_failure = first_failure, None
+                raise failed
+            return await attempt()
+
+        return await retrying(tries)
 
     # -- reads ---------------------------------------------------------------------------------------
     async def get_pod(self, namespace: str, name: str) -> Obj | None:

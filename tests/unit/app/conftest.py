@@ -22,3 +22,19 @@ def restore_logging() -> Iterator[None]:
             lg = logging.getLogger(name)
             lg.setLevel(level)
             lg.handlers[:] = handlers
+
+
+@pytest.fixture
+def call_api_on_stub(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Send :meth:`Kube.request`'s requests to its ``api`` object's ``call_api(path, method, **keywords)``
+    with ``ApiClient.call_api``'s keyword names: for tests whose stub API answers there."""
+    from typing import Any
+
+    from py_scheduler.app.client import internals
+
+    async def through_stub(api: Any, path: str, method: str, *, query: Any, headers: dict[str, str],
+                           body: Any = None, timeout: Any = None) -> Any:
+        return await api.call_api(path, method, query_params=list(query), header_params=headers, body=body,
+                                  auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)
+
+    monkeypatch.setattr(internals, "call_api", through_stub)

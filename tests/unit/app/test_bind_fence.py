@@ -18,6 +18,7 @@ from py_scheduler.app.client.kube import Fenced, Kube, KubeAPIClient
 from py_scheduler.framework.handle import APIError
 from py_scheduler.framework.types import PodInfo
 
+pytestmark = pytest.mark.usefixtures("call_api_on_stub")  # the stub API below answers the requests
 
 class _Resp:
     def __init__(self, status: int, body: Any) -> None:

@@ -19,6 +19,9 @@ from tests.unit.app.fakes import FakeKube
 # -- binder ----------------------------------------------------------------------------------------
 
 
+
+pytestmark = pytest.mark.usefixtures("call_api_on_stub")  # the stub API below answers the requests
+
 def test_condition_patch_sets_and_skips_unchanged() -> None:
     pod: dict[str, Any] = {"metadata": {"generation": 3}, "status": {}}
     cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
