@@ -130,6 +130,10 @@ class RunResult:
     critical_cpu_seconds: float = 0.0
     """Critical-path CPU from ready to the last binding: py, its main (asyncio loop) thread's; kube,
     :func:`cores.kube_critical` from its CPU profile (0: no profile taken)."""
+    control_cpu_seconds: float = 0.0
+    """CPU time of the control plane (etcd, kube-apiserver, kube-controller-manager) from ready to the
+    last binding: what serving this scheduler's requests and watches cost the API server (0: not
+    measured)."""
     cpu_parts: dict[str, float] = field(default_factory=dict)
     """kube-scheduler: share of its profiled CPU per :data:`cores.PROFILE_PARTS` (``--kube-profile``)."""
 
@@ -146,6 +150,7 @@ class RunResult:
         d.update(pods_per_second=round(self.pods_per_second, 1), p50_ms=round(percentile(lat, 50), 1),
                  cpu_ms_per_pod=round(self.cpu_seconds * 1000 / self.bound, 2) if self.bound else 0.0,
                  critical_ms_per_pod=round(self.critical_cpu_seconds * 1000 / self.bound, 2) if self.bound else 0.0,
+                 control_ms_per_pod=round(self.control_cpu_seconds * 1000 / self.bound, 2) if self.bound else 0.0,
                  p90_ms=round(percentile(lat, 90), 1), p99_ms=round(percentile(lat, 99), 1))
         return d
 
@@ -328,9 +333,13 @@ class KubeScheduler(Scheduler):
         self.tb = tb
         self.prefix = list(prefix)
         # No leader election, as py-scheduler's --no-leader-elect: time to ready is the informers' sync.
-        self.config = {"clientConnection": {"kubeconfig": str(tb.dir / "kube-scheduler.kubeconfig"),
-                                            "qps": qps, "burst": burst},
-                       "leaderElection": {"leaderElect": False}}
+        connection: dict[str, Any] = {"kubeconfig": str(tb.dir / "kube-scheduler.kubeconfig"), "qps": qps,
+                                      "burst": burst}
+        # BENCH_KUBE_CONTENT_TYPE: kube-scheduler's clientConnection.contentType (its default is
+        # protobuf; "application/json" makes it speak to the API server as py-scheduler does)
+        if os.environ.get("BENCH_KUBE_CONTENT_TYPE"):
+            connection["contentType"] = os.environ["BENCH_KUBE_CONTENT_TYPE"]
+        self.config = {"clientConnection": connection, "leaderElection": {"leaderElect": False}}
         self.verbosity = verbosity
 
     async def start(self) -> None:
@@ -508,7 +517,8 @@ async def churn(api: Api, ns: str, scheduler_name: str, stop: asyncio.Event, int
 
 async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Workload, n_nodes: int, n_pods: int,
                    n_init: int, *, backlog: bool, timeout: float, create_concurrency: int,
-                   round_no: int = 0, arm: Arm | None = None, kube_profile: float = 0.0) -> RunResult:
+                   round_no: int = 0, arm: Arm | None = None, kube_profile: float = 0.0,
+                   control_pids: Sequence[int] = ()) -> RunResult:
     """One scheduler's run of ``workload`` in namespace ``ns``; starts ``sched``, never stops it.
 
     1. ``n_init`` init Pods created already bound (upstream's ``createPods`` of ``initPods``, here
@@ -525,7 +535,9 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
     from ready (when the scheduler's informers have every Pod queued). CPU per Pod counts from
     ready; the start-up CPU is kept apart. Critical-path CPU (issue 32) from ready too: py, the main
     thread's (:func:`main_thread_cpu_seconds`); kube, with ``kube_profile`` > 0, a CPU profile of that
-    many seconds from ready split by :func:`cores.profile_shares`. The scheduler's
+    many seconds from ready split by :func:`cores.profile_shares`. Control-plane CPU per Pod: the
+    ``control_pids``' CPU over the same span (with SchedulingWithMixedChurn it includes the churn's
+    requests). The scheduler's
     ``Cpus_allowed_list`` is read after ready and logged.
     """
     res = RunResult(kind, workload.name, n_nodes, n_pods, mode="backlog" if backlog else "live", round=round_no)
@@ -594,6 +606,7 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
         pid = sched.pid
         cpu_ready = cpu_seconds(pid) if pid else 0.0
         main_ready = main_thread_cpu_seconds(pid) if pid else 0.0
+        control_ready = sum(cpu_seconds(p) for p in control_pids)
         res.ready_seconds = sched.ready_seconds
         res.startup_cpu_seconds = cpu_ready
         if pid:
@@ -611,6 +624,7 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
         except TimeoutError:
             res.timed_out = True
         res.cpu_seconds = (cpu_seconds(pid) - cpu_ready) if pid else 0.0
+        res.control_cpu_seconds = sum(cpu_seconds(p) for p in control_pids) - control_ready
         if pid and kind != "kube":
             res.critical_cpu_seconds = main_thread_cpu_seconds(pid) - main_ready
         res.rss_kib = vm_hwm_kib(pid) if pid else 0
@@ -920,7 +934,8 @@ async def run_throughput(opts: Options) -> list[RunResult]:
                         res = await run_once(api, sched, kind, ns, wl, opts.nodes, n_pods, n_init,
                                              backlog=opts.backlog, timeout=opts.timeout,
                                              create_concurrency=opts.create_concurrency, round_no=rnd, arm=arm,
-                                             kube_profile=opts.kube_profile)
+                                             kube_profile=opts.kube_profile,
+                                             control_pids=[p for p in map(tb.pid, CONTROL_PLANE) if p])
                     finally:
                         await sched.stop()
                     await delete_pods(api, ns)
@@ -986,6 +1001,7 @@ def format_result(r: RunResult) -> str:
     extra = (f"ready {r.ready_seconds:.2f}s (cpu {r.startup_cpu_seconds:.2f}s)  start->all bound "
              f"{r.start_to_bound_seconds:.2f}s  " if r.mode == "backlog" else f"ready {r.ready_seconds:.2f}s  ")
     crit = f"  critical/pod={s['critical_ms_per_pod']:5.2f} ms" if r.critical_cpu_seconds else ""
+    crit += f"  control/pod={s['control_ms_per_pod']:5.2f} ms" if r.control_cpu_seconds else ""
     return (f"{r.label or r.scheduler:<6} r{r.round} {r.workload:<26} nodes={r.nodes:<5} init={r.init_pods:<6} "
             f"pods={r.bound}/{r.pods:<6} {rate} {s['pods_per_second']:8.1f} pods/s  {extra}"
             f"p50={s['p50_ms']:8.1f} ms  p99={s['p99_ms']:8.1f} ms  cpu/pod={s['cpu_ms_per_pod']:5.2f} ms{crit}  "
