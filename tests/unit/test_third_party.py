@@ -23,9 +23,9 @@ from py_scheduler.app.client import internals
 def test_call_api_sends_what_kubernetes_asyncio_call_api_sends() -> None:
     """internals.call_api: the same request as ``ApiClient.call_api`` with raw JSON (method, path,
     query, headers with the refreshed bearer token and the User-Agent, body bytes), for a POST with a
-    body, a GET with a query and a DELETE, sent through both to a local server; and the internals it
-    reads (``rest_client.pool_manager`` / ``proxy`` / ``proxy_headers`` / ``server_hostname``,
-    ``default_headers``, ``cookie``) are still there."""
+    body, a GET with a query, a watch's GET without a Content-Type and a DELETE, sent through both to
+    a local server; and the internals it reads (``rest_client.pool_manager`` / ``proxy`` /
+    ``proxy_headers`` / ``server_hostname``, ``default_headers``, ``cookie``) are still there."""
     from kubernetes_asyncio.client import ApiClient, Configuration
 
     import py_scheduler.app.client.wire  # noqa: F401 - installs the body encoder both paths use
@@ -66,6 +66,8 @@ def test_call_api_sends_what_kubernetes_asyncio_call_api_sends() -> None:
                   {"kind": "Binding", "metadata": {"name": "p<&>", "annotations": {"a": "\u00e9"}}}),
                  ("GET", "/api/v1/pods", [("fieldSelector", "spec.nodeName=,x"), ("limit", "500")],
                   {"Content-Type": "application/json", "Accept": "application/json"}, None),
+                 ("GET", "/api/v1/pods", [("watch", "true"), ("resourceVersion", "7")], {"Accept": "application/json"},
+                  None),
                  ("DELETE", "/api/v1/namespaces/ns/pods/p", [], {"Content-Type": "application/json",
                   "Accept": "application/json"}, {"kind": "DeleteOptions", "preconditions": {"uid": "u"}})]
         try:

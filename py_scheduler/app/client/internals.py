@@ -47,7 +47,8 @@ async def call_api(api: Any, path: str, method: str, *, query: Sequence[tuple[st
     body=body, auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)``
     sends (kubernetes_asyncio ``api_client.py`` ``__call_api``, ``rest.py`` ``request``), sent
     directly: ``headers`` then the client's default headers (its User-Agent) and cookie, the bearer
-    token the Configuration gives now (``auth_settings`` runs its refresh hook), the URL
+    token the Configuration gives now (``auth_settings`` runs its refresh hook), a JSON
+    ``Content-Type`` when ``headers`` name none, the URL
     ``host + path`` with ``query`` URL-encoded, ``body`` (None, or a GET's or HEAD's: no body)
     encoded by the REST module's JSON encoder (:func:`encode_request_bodies_with`), the proxy and
     TLS server name the REST client was built with. Returns the unread response (the caller reads
@@ -63,6 +64,7 @@ async def call_api(api: Any, path: str, method: str, *, query: Sequence[tuple[st
     token = (await cfg.auth_settings()).get("BearerToken")
     if token:
         hdrs[token["key"]] = token["value"]
+    hdrs.setdefault("Content-Type", "application/json")
     url = cfg.host + path
     if query:
         url += "?" + urlencode(query)
