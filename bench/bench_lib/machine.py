@@ -47,11 +47,13 @@ def _commit() -> str:
 
 
 def machine_info() -> dict[str, Any]:
-    """``{"nproc", "cpu", "mem_gib", "loadavg" (1, 5, 15 min), "python", "kernel", "commit"}``."""
+    """``{"nproc", "cpu", "mem_gib", "loadavg" (1, 5, 15 min), "python", "kernel", "commit", "env"}``;
+    ``env``: the ``BENCH_*`` variables set (``BENCH_PY_ARGS``, ``BENCH_KUBE_CONTENT_TYPE``...), which
+    change what a run measures."""
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = []
     return {"nproc": os.cpu_count() or 0, "cpu": _cpu_model(), "mem_gib": round(_mem_total_kib() / 2**20, 1),
             "loadavg": load, "python": platform.python_version(), "kernel": platform.release(),
-            "commit": _commit()}
+            "commit": _commit(), "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("BENCH_")}}

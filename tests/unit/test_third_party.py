@@ -12,9 +12,11 @@ import dataclasses
 import importlib.util
 import inspect
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import kopf
+import pytest
 from aiohttp import web
 
 from py_scheduler.app.client import internals
@@ -91,6 +93,73 @@ def test_call_api_sends_what_kubernetes_asyncio_call_api_sends() -> None:
             await runner.cleanup()
 
     asyncio.run(check())
+
+
+def test_call_api_passes_the_rest_clients_settings_as_kubernetes_asyncio_does() -> None:
+    """internals.call_api hands aiohttp what ``ApiClient.call_api`` hands it, with the settings a
+    local server cannot see set: a proxy and its headers, a TLS server name, a cookie, a caller's
+    header that a default header overrides, an empty body; and a bytes body goes out unchanged."""
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    import py_scheduler.app.client.wire  # noqa: F401 - installs the body encoder both paths use
+
+    class Recorded(Exception):
+        pass
+
+    calls: list[dict[str, Any]] = []
+
+    async def record(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        raise Recorded
+
+    async def check() -> None:
+        cfg = Configuration(host="https://api.example:6443")
+        cfg.api_key = {"BearerToken": "t"}
+        cfg.api_key_prefix = {"BearerToken": "Bearer"}
+        cfg.proxy = "http://proxy.example:3128"
+        cfg.proxy_headers = {"Proxy-Authorization": "Basic eA=="}
+        cfg.tls_server_name = "kubernetes.default"
+        api = ApiClient(configuration=cfg, cookie="session=1")
+        api.user_agent = "py-scheduler/test"
+        api.rest_client.pool_manager.request = record  # type: ignore[method-assign]
+        timeout = aiohttp.ClientTimeout(total=5)
+        try:
+            for method, headers, body in [
+                    ("PATCH", {"Content-Type": "application/merge-patch+json", "User-Agent": "caller"},
+                     {"metadata": {"labels": {"a": "b"}}}),
+                    ("DELETE", {"Content-Type": "application/json"}, {})]:
+                with pytest.raises(Recorded):
+                    await api.call_api("/api/v1/x", method, query_params=[("q", "1")], header_params=dict(headers),
+                                       body=body, auth_settings=["BearerToken"], _preload_content=False,
+                                       _request_timeout=timeout)
+                with pytest.raises(Recorded):
+                    await internals.call_api(api, "/api/v1/x", method, query=[("q", "1")], headers=dict(headers),
+                                             body=body, timeout=timeout)
+                theirs, ours = calls[-2], calls[-1]
+                assert theirs == ours, f"{method}: kubernetes_asyncio passed {theirs}, internals.call_api {ours}"
+                assert ours["proxy"] and ours["proxy_headers"] and ours["server_hostname"]
+                assert ours["headers"]["Cookie"] == "session=1"
+                assert ours["headers"]["User-Agent"] == "py-scheduler/test"
+            with pytest.raises(Recorded):  # bytes go out as they are (kubernetes_asyncio refused them as JSON)
+                await internals.call_api(api, "/api/v1/x", "POST", query=[], headers={}, body=b'{"kind":"B"}',
+                                         timeout=timeout)
+            assert calls[-1]["data"] == b'{"kind":"B"}'
+        finally:
+            await api.close()
+
+    asyncio.run(check())
+
+
+def test_kubernetes_asyncio_call_api_takes_the_keywords_offline_live_passes() -> None:
+    """offline/live.py (``simulate --kubeconfig``) and the e2e helpers call ``ApiClient.call_api(path,
+    method, query_params=, header_params=, auth_settings=, _preload_content=)`` directly."""
+    from kubernetes_asyncio.client import ApiClient
+
+    params = inspect.signature(ApiClient.call_api).parameters
+    missing = [k for k in ("query_params", "header_params", "body", "auth_settings", "_preload_content",
+                           "_request_timeout") if k not in params]
+    assert not missing, f"ApiClient.call_api lost {missing}: update py_scheduler/offline/live.py"
+    assert list(params)[1:3] == ["resource_path", "method"], list(params)[:3]
 
 
 def test_kubernetes_asyncio_package_inits_are_imports_and_constants() -> None:

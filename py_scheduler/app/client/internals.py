@@ -52,8 +52,8 @@ async def call_api(api: Any, path: str, method: str, *, query: Sequence[tuple[st
     ``host + path`` with ``query`` URL-encoded, ``body`` (None, or a GET's or HEAD's: no body)
     encoded by the REST module's JSON encoder (:func:`encode_request_bodies_with`), the proxy and
     TLS server name the REST client was built with. Returns the unread response (the caller reads
-    and releases it). Bodies are plain JSON values here, which ``sanitize_for_serialization`` would
-    return unchanged."""
+    and releases it). ``body`` is a plain JSON value (what ``sanitize_for_serialization`` returns
+    unchanged; no datetimes or generated models) or ``bytes``, sent as they are."""
     from urllib.parse import urlencode
 
     hdrs = dict(headers)
@@ -76,7 +76,8 @@ async def call_api(api: Any, path: str, method: str, *, query: Sequence[tuple[st
         extra["proxy_headers"] = client.proxy_headers
     if client.server_hostname:
         extra["server_hostname"] = client.server_hostname
-    data = None if body is None or method in ("GET", "HEAD") else _encode_body(body)
+    data = (None if body is None or method in ("GET", "HEAD")
+            else body if isinstance(body, bytes) else _encode_body(body))
     resp: aiohttp.ClientResponse = await client.pool_manager.request(
         method=method, url=url, headers=hdrs, data=data, timeout=timeout, **extra)
     return resp

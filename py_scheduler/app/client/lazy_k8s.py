@@ -3,8 +3,9 @@
 Why: any import of a ``kubernetes_asyncio`` module first runs its package ``__init__``, which imports
 ``kubernetes_asyncio.client``, whose ``__init__`` imports all ~140 generated API classes and ~700
 model classes (``client/models/__init__``; ``client/api_client.py`` imports that package too). The
-live process uses none of them: :mod:`py_scheduler.app.client.kube` calls ``ApiClient.call_api`` with raw
-JSON, :mod:`py_scheduler.app.client.credentials` builds a ``Configuration`` through the kubeconfig loaders,
+live process uses none of them: :mod:`py_scheduler.app.client.kube` sends raw JSON on the REST
+client's session (:func:`py_scheduler.app.client.internals.call_api`),
+:mod:`py_scheduler.app.client.credentials` builds a ``Configuration`` through the kubeconfig loaders,
 and kopf (``kopf._cogs.helpers.thirdparty``) imports two models (``V1ObjectMeta``,
 ``V1OwnerReference``) for its optional ``kubernetes_asyncio`` support. Importing the ~860 modules
 cost ~0.35-0.45 s CPU of every start, a third of importing the run path (issue 21: time to ready).
