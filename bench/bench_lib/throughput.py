@@ -77,7 +77,8 @@ class BenchBed(bed.Testbed):
 
     def _spawn(self, name: str, argv: list[str], port: int | None = None, *, restart: bool = False) -> int:
         if name == bed.APISERVER:
-            argv = [*argv, *self.apiserver_args]
+            # BENCH_APISERVER_ARGS: more flags, last wins (e.g. "--profiling=true" for /debug/pprof)
+            argv = [*argv, *self.apiserver_args, *shlex.split(os.environ.get("BENCH_APISERVER_ARGS", ""))]
         return super()._spawn(name, [*self.prefixes.get(name, []), *argv], port, restart=restart)
 
 
