@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 if TYPE_CHECKING:  # imported by lazy_k8s at package import: nothing heavy at run time
     import aiohttp
@@ -54,8 +55,6 @@ async def call_api(api: Any, path: str, method: str, *, query: Sequence[tuple[st
     TLS server name the REST client was built with. Returns the unread response (the caller reads
     and releases it). ``body`` is a plain JSON value (what ``sanitize_for_serialization`` returns
     unchanged; no datetimes or generated models) or ``bytes``, sent as they are."""
-    from urllib.parse import urlencode
-
     hdrs = dict(headers)
     hdrs.update(api.default_headers)
     if api.cookie:
