@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import ctypes
 import dataclasses
 import importlib.util
 import inspect
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +244,119 @@ def test_kubernetes_asyncio_rest_encodes_bodies_with_its_json_name() -> None:
     assert "json.dumps(body)" in inspect.getsource(rest.RESTClientObject.request), \
         "kubernetes_asyncio.client.rest no longer encodes bodies with json.dumps(body): re-check the hook"
     assert rest.json.dumps is wire_json
+
+
+def _tls_files(tmp: Path) -> dict[str, Path]:
+    """A root CA, an intermediate it signs, a server certificate from the root and a client leaf from
+    the intermediate (ECDSA P-256), as PEM files under ``tmp``; ``client-chain.crt`` is the leaf with
+    the intermediate written after it."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = dt.datetime.now(dt.UTC)
+
+    def cert(cn: str, key: Any, issuer: x509.Certificate | None, issuer_key: Any, *, ca: bool,
+             usage: Any = None) -> x509.Certificate:
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+        b = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer.subject if issuer else name)
+             .public_key(key.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if usage is not None:
+            b = b.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        if cn == "localhost":
+            b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        return b.sign(issuer_key, hashes.SHA256())
+
+    def pem(c: x509.Certificate) -> bytes:
+        return c.public_bytes(serialization.Encoding.PEM)
+
+    def key_pem(k: Any) -> bytes:
+        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,  # type: ignore[no-any-return]
+                               serialization.NoEncryption())
+
+    keys = {n: ec.generate_private_key(ec.SECP256R1()) for n in ("root", "mid", "server", "client")}
+    root = cert("test-root", keys["root"], None, keys["root"], ca=True)
+    mid = cert("test-intermediate", keys["mid"], root, keys["root"], ca=True)
+    server = cert("localhost", keys["server"], root, keys["root"], ca=False, usage=ExtendedKeyUsageOID.SERVER_AUTH)
+    client = cert("test-client", keys["client"], mid, keys["mid"], ca=False, usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+    files = {"root.crt": pem(root), "store.crt": pem(root) + pem(mid), "server.crt": pem(server),
+             "server.key": key_pem(keys["server"]), "client.crt": pem(client),
+             "client-chain.crt": pem(client) + pem(mid), "client.key": key_pem(keys["client"])}
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    return {name: tmp / name for name in files}
+
+
+def test_send_leaf_certificate_only_stops_openssl_adding_the_trust_stores_chain(tmp_path: Path) -> None:
+    """internals.send_leaf_certificate_only: aiohttp's ``TCPConnector._ssl``, CPython's ``SSL_CTX``
+    pointer in ``ssl.SSLContext`` and OpenSSL's ``SSL_MODE_NO_AUTO_CHAIN``. The server trusts only the
+    root; the client's leaf comes from an intermediate that sits in the client's trust store but not in
+    its certificate file. OpenSSL builds the chain from that store and sends the intermediate, so the
+    server accepts; with the leaf alone (what client-go sends) it cannot, and refuses the handshake.
+    With the intermediate written in the certificate file, it is sent either way."""
+    f = _tls_files(tmp_path)
+
+    async def handler(req: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def get(port: int, cert: Path, *, leaf_only: bool) -> str:
+        ctx = ssl.create_default_context(cafile=str(f["store.crt"]))  # as kubernetes_asyncio's rest.py builds it
+        ctx.load_cert_chain(str(cert), str(f["client.key"]))
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx))
+        try:
+            if leaf_only:
+                assert internals.send_leaf_certificate_only(session), (
+                    "send_leaf_certificate_only could not reach the SSL_CTX (aiohttp's TCPConnector._ssl, "
+                    "CPython's SSLContext layout or libssl's SSL_CTX_ctrl/SSL_CTX_get_options changed)")
+            try:
+                async with session.get(f"https://localhost:{port}/") as resp:
+                    return await resp.text()
+            except aiohttp.ClientError as exc:
+                return f"refused: {type(exc).__name__}"
+        finally:
+            await session.close()
+
+    async def check() -> None:
+        server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(f["root.crt"]))
+        server_ctx.load_cert_chain(str(f["server.crt"]), str(f["server.key"]))
+        server_ctx.verify_mode = ssl.CERT_REQUIRED
+        app = web.Application()
+        app.router.add_get("/", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "localhost", 0, ssl_context=server_ctx).start()
+        port = int(runner.addresses[0][1])
+        try:
+            assert await get(port, f["client.crt"], leaf_only=False) == "ok"  # OpenSSL sent the store's chain
+            assert (await get(port, f["client.crt"], leaf_only=True)).startswith("refused")
+            assert await get(port, f["client-chain.crt"], leaf_only=True) == "ok"  # the file's chain is kept
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(check())
+
+
+def test_prepare_session_sends_the_leaf_alone() -> None:
+    """Every ApiClient py-scheduler makes (kube.prepare_session) has the auto-chain mode set."""
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    from py_scheduler.app.client.kube import prepare_session
+
+    async def check() -> None:
+        api = ApiClient(configuration=Configuration(host="https://127.0.0.1:6443"))
+        try:
+            ctx = api.rest_client.pool_manager.connector._ssl
+            lib = internals._libssl()
+            ptr = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
+            assert not lib.SSL_CTX_ctrl(ptr, internals._SSL_CTRL_MODE, 0, None) & internals._SSL_MODE_NO_AUTO_CHAIN
+            prepare_session(api)
+            assert lib.SSL_CTX_ctrl(ptr, internals._SSL_CTRL_MODE, 0, None) & internals._SSL_MODE_NO_AUTO_CHAIN
+        finally:
+            await api.close()
+
+    asyncio.run(check())

@@ -17,6 +17,11 @@ upgrade changes it -- run by ``make lock`` before a refreshed lock is committed.
 - aiohttp: :func:`no_trust_env` -- a ``ClientSession`` made by kubernetes_asyncio's REST client (which
   passes ``trust_env=True``) told to stop reading proxy variables per request (``ClientSession._trust_env``;
   the proxy is resolved once, from the environment, by the caller).
+- aiohttp, CPython and OpenSSL: :func:`send_leaf_certificate_only` -- the TLS context of a
+  ``ClientSession``'s connector (``TCPConnector._ssl``, where kubernetes_asyncio's REST client puts the
+  context it builds), the ``SSL_CTX`` pointer behind an ``ssl.SSLContext`` (the first field after the
+  object header in CPython's ``_ssl`` module) and OpenSSL's ``SSL_CTX_ctrl(SSL_CTRL_MODE,
+  SSL_MODE_NO_AUTO_CHAIN)``, which the ``ssl`` module does not expose.
 - kopf: :data:`KOPF_AUTHENTICATOR` -- the name of kopf's credentials coroutine
   (``kopf._core.engines.activities.authenticator``), whose "never awaited" warning is silenced when
   start-up fails; ``kopf.ConnectionInfo`` is a frozen keyword dataclass that
@@ -28,6 +33,10 @@ Not here because a public API does it: the bound port of the health server (the 
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import ssl
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
@@ -94,6 +103,56 @@ def no_trust_env(session: aiohttp.ClientSession) -> None:
     """Stop ``session`` from reading proxy environment variables on every request."""
     if hasattr(session, "_trust_env"):
         session._trust_env = False
+
+
+_SSL_CTRL_MODE = 33
+_SSL_MODE_NO_AUTO_CHAIN = 0x8
+"""OpenSSL's ``SSL_CTRL_MODE`` and ``SSL_MODE_NO_AUTO_CHAIN`` (``openssl/ssl.h``, 1.0.2 to 3.x)."""
+
+
+def send_leaf_certificate_only(session: aiohttp.ClientSession) -> bool:
+    """Make ``session`` send its client certificate file's certificates and no others, as client-go
+    (Go's crypto/tls) does; returns whether it could.
+
+    OpenSSL, given a certificate file with no chain, builds one from the trust store and sends it, so
+    a client certificate signed by the CA that also signed the API server's (kubeadm, kind, the test
+    bed) goes out with that CA. kube-apiserver then checks the longer chain on every request, once
+    against the request-header CA and once against the client CA (k8s.io/apiserver
+    ``pkg/authentication/request/x509``, ``Verifier`` and ``Authenticator``): two ECDSA verifications
+    a request more than for client-go's leaf alone. A chain written in the certificate file is sent
+    as before. False (nothing changed) when the session has no TLS context of its own, the
+    interpreter is not CPython, or its ``libssl`` does not answer as checked here."""
+    ctx = getattr(session.connector, "_ssl", None)
+    return isinstance(ctx, ssl.SSLContext) and _no_auto_chain(ctx)
+
+
+def _no_auto_chain(ctx: ssl.SSLContext) -> bool:
+    lib = _libssl()
+    if lib is None:
+        return False
+    ptr = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
+    if not ptr or lib.SSL_CTX_get_options(ptr) != ctx.options:
+        return False
+    mode = lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_MODE, _SSL_MODE_NO_AUTO_CHAIN, None)
+    return bool(mode & _SSL_MODE_NO_AUTO_CHAIN)
+
+
+@functools.cache
+def _libssl() -> Any:
+    """The ``libssl`` the ``ssl`` module runs on, with the two functions used typed; None where it
+    cannot be had (not CPython, ``SSLContext`` laid out otherwise, a TLS library without them)."""
+    import _ssl
+
+    if sys.implementation.name != "cpython" or ssl.SSLContext.__basicsize__ <= object.__basicsize__:
+        return None
+    try:
+        lib = ctypes.CDLL(getattr(_ssl, "__file__", None))  # None: linked into the interpreter
+        ctrl, options = lib.SSL_CTX_ctrl, lib.SSL_CTX_get_options
+    except (OSError, AttributeError):
+        return None
+    ctrl.restype, ctrl.argtypes = ctypes.c_long, [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
+    options.restype, options.argtypes = ctypes.c_uint64, [ctypes.c_void_p]
+    return lib
 
 
 class _BodyJSON:

@@ -208,6 +208,16 @@ class RateLimiter:
                 raise
 
 
+def prepare_session(api: k8s_client.ApiClient) -> None:
+    """What every ApiClient py-scheduler makes gets once, before its first request:
+    :func:`resolve_env_once`, and a client certificate sent as client-go sends it
+    (:func:`~py_scheduler.app.client.internals.send_leaf_certificate_only`)."""
+    resolve_env_once(api)
+    session = getattr(api.rest_client, "pool_manager", None)
+    if isinstance(session, aiohttp.ClientSession):
+        internals.send_leaf_certificate_only(session)
+
+
 def resolve_env_once(api: k8s_client.ApiClient) -> None:
     """Resolve the proxy environment once instead of on every request.
 
@@ -241,7 +251,7 @@ def _api_client(cfg: k8s_client.Configuration, like: k8s_client.ApiClient,
     would use) for ``cfg``, with ``like``'s user agent unless ``user_agent`` is given and its proxy."""
     api = k8s_client.ApiClient(configuration=cfg)
     api.user_agent = user_agent or str(like.user_agent)
-    resolve_env_once(api)
+    prepare_session(api)
     rest_proxy = getattr(like.rest_client, "proxy", None)
     if rest_proxy and hasattr(api.rest_client, "proxy"):
         api.rest_client.proxy = rest_proxy
@@ -317,7 +327,7 @@ class Kube:
         """
         api = k8s_client.ApiClient(configuration=api_configuration(info, credentials))
         api.user_agent = f"{USER_AGENT}/scheduler"
-        resolve_env_once(api)
+        prepare_session(api)
         thread = RequestThread() if request_thread else None
         kube = cls(api, qps=qps, burst=burst, retries=retries, thread=thread)
         kube._owns_thread = thread is not None
