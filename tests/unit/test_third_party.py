@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import ctypes
 import dataclasses
 import importlib.util
 import inspect
+import json
 import ssl
 from pathlib import Path
 from typing import Any
@@ -246,11 +246,14 @@ def test_kubernetes_asyncio_rest_encodes_bodies_with_its_json_name() -> None:
     assert rest.json.dumps is wire_json
 
 
+
 def _tls_files(tmp: Path) -> dict[str, Path]:
-    """A root CA, an intermediate it signs, a server certificate from the root and a client leaf from
-    the intermediate (ECDSA P-256), as PEM files under ``tmp``; ``client-chain.crt`` is the leaf with
-    the intermediate written after it."""
+    """A root CA, an intermediate it signs, a server certificate for 127.0.0.1 from the root and a
+    client leaf from the intermediate (ECDSA P-256, with key identifiers, so strict verification as
+    Python 3.13's default context does accepts them), as PEM files under ``tmp``;
+    ``client-chain.crt`` is the leaf with the intermediate written after it."""
     import datetime as dt
+    import ipaddress
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -258,65 +261,76 @@ def _tls_files(tmp: Path) -> dict[str, Path]:
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     now = dt.datetime.now(dt.UTC)
+    keys = {n: ec.generate_private_key(ec.SECP256R1()) for n in ("root", "mid", "server", "client")}
 
-    def cert(cn: str, key: Any, issuer: x509.Certificate | None, issuer_key: Any, *, ca: bool,
-             usage: Any = None) -> x509.Certificate:
+    def cert(cn: str, key: str, issuer: x509.Certificate | None, issuer_key: str, *, ca: bool) -> x509.Certificate:
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+        pub = keys[key].public_key()
         b = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer.subject if issuer else name)
-             .public_key(key.public_key()).serial_number(x509.random_serial_number())
+             .public_key(pub).serial_number(x509.random_serial_number())
              .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
-             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if usage is not None:
-            b = b.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        if cn == "localhost":
-            b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        return b.sign(issuer_key, hashes.SHA256())
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+             .add_extension(x509.SubjectKeyIdentifier.from_public_key(pub), critical=False)
+             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(keys[issuer_key].public_key()),
+                            critical=False))
+        if ca:
+            b = b.add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
+                                              key_encipherment=False, data_encipherment=False, key_agreement=False,
+                                              key_cert_sign=True, crl_sign=True, encipher_only=False,
+                                              decipher_only=False), critical=True)
+        elif cn == "server":
+            b = (b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                 .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                critical=False))
+        else:
+            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        return b.sign(keys[issuer_key], hashes.SHA256())
 
     def pem(c: x509.Certificate) -> bytes:
         return c.public_bytes(serialization.Encoding.PEM)
 
-    def key_pem(k: Any) -> bytes:
-        return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,  # type: ignore[no-any-return]
-                               serialization.NoEncryption())
+    def key_pem(k: str) -> bytes:
+        return keys[k].private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                     serialization.NoEncryption())
 
-    keys = {n: ec.generate_private_key(ec.SECP256R1()) for n in ("root", "mid", "server", "client")}
-    root = cert("test-root", keys["root"], None, keys["root"], ca=True)
-    mid = cert("test-intermediate", keys["mid"], root, keys["root"], ca=True)
-    server = cert("localhost", keys["server"], root, keys["root"], ca=False, usage=ExtendedKeyUsageOID.SERVER_AUTH)
-    client = cert("test-client", keys["client"], mid, keys["mid"], ca=False, usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+    root = cert("test-root", "root", None, "root", ca=True)
+    mid = cert("test-intermediate", "mid", root, "root", ca=True)
+    server = cert("server", "server", root, "root", ca=False)
+    client = cert("test-client", "client", mid, "mid", ca=False)
     files = {"root.crt": pem(root), "store.crt": pem(root) + pem(mid), "server.crt": pem(server),
-             "server.key": key_pem(keys["server"]), "client.crt": pem(client),
-             "client-chain.crt": pem(client) + pem(mid), "client.key": key_pem(keys["client"])}
+             "server.key": key_pem("server"), "client.crt": pem(client),
+             "client-chain.crt": pem(client) + pem(mid), "client.key": key_pem("client")}
     for name, data in files.items():
         (tmp / name).write_bytes(data)
     return {name: tmp / name for name in files}
 
 
-def test_send_leaf_certificate_only_stops_openssl_adding_the_trust_stores_chain(tmp_path: Path) -> None:
-    """internals.send_leaf_certificate_only: aiohttp's ``TCPConnector._ssl``, CPython's ``SSL_CTX``
+def test_send_certificate_file_only_stops_openssl_adding_the_trust_stores_chain(tmp_path: Path) -> None:
+    """internals.send_certificate_file_only: aiohttp's ``TCPConnector._ssl``, CPython's ``SSL_CTX``
     pointer in ``ssl.SSLContext`` and OpenSSL's ``SSL_MODE_NO_AUTO_CHAIN``. The server trusts only the
     root; the client's leaf comes from an intermediate that sits in the client's trust store but not in
     its certificate file. OpenSSL builds the chain from that store and sends the intermediate, so the
-    server accepts; with the leaf alone (what client-go sends) it cannot, and refuses the handshake.
+    server accepts; with the leaf alone (what client-go sends) it cannot, and the handshake fails.
     With the intermediate written in the certificate file, it is sent either way."""
     f = _tls_files(tmp_path)
 
     async def handler(req: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    async def get(port: int, cert: Path, *, leaf_only: bool) -> str:
+    async def get(port: int, cert: Path, *, file_only: bool) -> str:
         ctx = ssl.create_default_context(cafile=str(f["store.crt"]))  # as kubernetes_asyncio's rest.py builds it
         ctx.load_cert_chain(str(cert), str(f["client.key"]))
         session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx))
         try:
-            if leaf_only:
-                assert internals.send_leaf_certificate_only(session), (
-                    "send_leaf_certificate_only could not reach the SSL_CTX (aiohttp's TCPConnector._ssl, "
+            if file_only:
+                assert internals.send_certificate_file_only(session), (
+                    "send_certificate_file_only could not reach the SSL_CTX (aiohttp's TCPConnector._ssl, "
                     "CPython's SSLContext layout or libssl's SSL_CTX_ctrl/SSL_CTX_get_options changed)")
+                assert (internals.ssl_mode(ctx) or 0) & internals._SSL_MODE_NO_AUTO_CHAIN
             try:
-                async with session.get(f"https://localhost:{port}/") as resp:
+                async with session.get(f"https://127.0.0.1:{port}/") as resp:
                     return await resp.text()
-            except aiohttp.ClientError as exc:
+            except aiohttp.ClientConnectionError as exc:  # TLS 1.3: the server's alert ends the connection
                 return f"refused: {type(exc).__name__}"
         finally:
             await session.close()
@@ -329,34 +343,47 @@ def test_send_leaf_certificate_only_stops_openssl_adding_the_trust_stores_chain(
         app.router.add_get("/", handler)
         runner = web.AppRunner(app)
         await runner.setup()
-        await web.TCPSite(runner, "localhost", 0, ssl_context=server_ctx).start()
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx).start()
         port = int(runner.addresses[0][1])
         try:
-            assert await get(port, f["client.crt"], leaf_only=False) == "ok"  # OpenSSL sent the store's chain
-            assert (await get(port, f["client.crt"], leaf_only=True)).startswith("refused")
-            assert await get(port, f["client-chain.crt"], leaf_only=True) == "ok"  # the file's chain is kept
+            assert await get(port, f["client.crt"], file_only=False) == "ok"  # OpenSSL sent the store's chain
+            assert (await get(port, f["client.crt"], file_only=True)).startswith("refused")
+            assert await get(port, f["client-chain.crt"], file_only=True) == "ok"  # the file's chain is kept
         finally:
             await runner.cleanup()
 
     asyncio.run(check())
 
 
-def test_prepare_session_sends_the_leaf_alone() -> None:
-    """Every ApiClient py-scheduler makes (kube.prepare_session) has the auto-chain mode set."""
-    from kubernetes_asyncio.client import ApiClient, Configuration
+def test_every_client_of_the_scheduler_process_sends_its_certificate_file_only(tmp_path: Path) -> None:
+    """kube.prepare_session runs for each ApiClient the scheduler makes: the scheduler's, its Event
+    client's (derive) and, with ``request_thread``, the request thread's own clients."""
+    from py_scheduler.app.client.credentials import load_connection_info
+    from py_scheduler.app.client.kube import Kube
 
-    from py_scheduler.app.client.kube import prepare_session
+    f = _tls_files(tmp_path)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443",
+                                               "certificate-authority": str(f["root.crt"])}}],
+        "users": [{"name": "u", "user": {"client-certificate": str(f["client.crt"]),
+                                         "client-key": str(f["client.key"])}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+
+    def mode(api: Any) -> int:
+        return internals.ssl_mode(api.rest_client.pool_manager.connector._ssl) or 0
 
     async def check() -> None:
-        api = ApiClient(configuration=Configuration(host="https://127.0.0.1:6443"))
-        try:
-            ctx = api.rest_client.pool_manager.connector._ssl
-            lib = internals._libssl()
-            ptr = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
-            assert not lib.SSL_CTX_ctrl(ptr, internals._SSL_CTRL_MODE, 0, None) & internals._SSL_MODE_NO_AUTO_CHAIN
-            prepare_session(api)
-            assert lib.SSL_CTX_ctrl(ptr, internals._SSL_CTRL_MODE, 0, None) & internals._SSL_MODE_NO_AUTO_CHAIN
-        finally:
-            await api.close()
+        for request_thread in (False, True):
+            kube = Kube.from_connection_info(await load_connection_info(kubeconfig), request_thread=request_thread)
+            try:
+                assert kube.event_client is not None
+                apis = {"scheduler": kube.api, "events": kube.event_client.api,
+                        "scheduler (sending)": kube._request_api, "events (sending)": kube.event_client._request_api}
+                for name, api in apis.items():
+                    assert mode(api) & internals._SSL_MODE_NO_AUTO_CHAIN, (name, request_thread)
+            finally:
+                await kube.close()
 
     asyncio.run(check())

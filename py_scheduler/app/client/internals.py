@@ -17,7 +17,7 @@ upgrade changes it -- run by ``make lock`` before a refreshed lock is committed.
 - aiohttp: :func:`no_trust_env` -- a ``ClientSession`` made by kubernetes_asyncio's REST client (which
   passes ``trust_env=True``) told to stop reading proxy variables per request (``ClientSession._trust_env``;
   the proxy is resolved once, from the environment, by the caller).
-- aiohttp, CPython and OpenSSL: :func:`send_leaf_certificate_only` -- the TLS context of a
+- aiohttp, CPython and OpenSSL: :func:`send_certificate_file_only` (and :func:`ssl_mode`) -- the TLS context of a
   ``ClientSession``'s connector (``TCPConnector._ssl``, where kubernetes_asyncio's REST client puts the
   context it builds), the ``SSL_CTX`` pointer behind an ``ssl.SSLContext`` (the first field after the
   object header in CPython's ``_ssl`` module) and OpenSSL's ``SSL_CTX_ctrl(SSL_CTRL_MODE,
@@ -107,12 +107,12 @@ def no_trust_env(session: aiohttp.ClientSession) -> None:
 
 _SSL_CTRL_MODE = 33
 _SSL_MODE_NO_AUTO_CHAIN = 0x8
-"""OpenSSL's ``SSL_CTRL_MODE`` and ``SSL_MODE_NO_AUTO_CHAIN`` (``openssl/ssl.h``, 1.0.2 to 3.x)."""
+"""OpenSSL's ``SSL_CTRL_MODE`` and ``SSL_MODE_NO_AUTO_CHAIN`` (``openssl/ssl.h``, 1.1.0 to 3.x; LibreSSL alike)."""
 
 
-def send_leaf_certificate_only(session: aiohttp.ClientSession) -> bool:
-    """Make ``session`` send its client certificate file's certificates and no others, as client-go
-    (Go's crypto/tls) does; returns whether it could.
+def send_certificate_file_only(session: aiohttp.ClientSession) -> bool:
+    """Make ``session`` send the certificates of its client certificate file and no others, as
+    client-go (Go's crypto/tls) does; returns whether it could.
 
     OpenSSL, given a certificate file with no chain, builds one from the trust store and sends it, so
     a client certificate signed by the CA that also signed the API server's (kubeadm, kind, the test
@@ -120,27 +120,47 @@ def send_leaf_certificate_only(session: aiohttp.ClientSession) -> bool:
     against the request-header CA and once against the client CA (k8s.io/apiserver
     ``pkg/authentication/request/x509``, ``Verifier`` and ``Authenticator``): two ECDSA verifications
     a request more than for client-go's leaf alone. A chain written in the certificate file is sent
-    as before. False (nothing changed) when the session has no TLS context of its own, the
-    interpreter is not CPython, or its ``libssl`` does not answer as checked here."""
+    as before; an intermediate CA found only in the trust store is no longer sent (client-go does not
+    send it either). False (nothing changed) when the session has no TLS context of its own, the
+    interpreter is not CPython, or its ``libssl`` lacks the two functions or does not read back the
+    context's options through the pointer taken.
+
+    The pointer is the first field after the object header of CPython's ``PySSLContext``
+    (``Modules/_ssl.c``, unchanged from 3.x to 3.13, free-threaded builds included through
+    ``object.__basicsize__``). That layout is assumed, not detected: the options read back through it
+    guard the write, and tests/unit/test_third_party.py fails when it changes."""
     ctx = getattr(session.connector, "_ssl", None)
-    return isinstance(ctx, ssl.SSLContext) and _no_auto_chain(ctx)
+    if not isinstance(ctx, ssl.SSLContext):
+        return False
+    ptr = _ssl_ctx(ctx)
+    if ptr is None:
+        return False
+    return bool(_libssl().SSL_CTX_ctrl(ptr, _SSL_CTRL_MODE, _SSL_MODE_NO_AUTO_CHAIN, None) & _SSL_MODE_NO_AUTO_CHAIN)
 
 
-def _no_auto_chain(ctx: ssl.SSLContext) -> bool:
+def ssl_mode(ctx: ssl.SSLContext) -> int | None:
+    """OpenSSL's mode bits of ``ctx`` (``SSL_CTX_get_mode``); None where :func:`send_certificate_file_only`
+    could not reach them."""
+    ptr = _ssl_ctx(ctx)
+    return None if ptr is None else int(_libssl().SSL_CTX_ctrl(ptr, _SSL_CTRL_MODE, 0, None))
+
+
+def _ssl_ctx(ctx: ssl.SSLContext) -> int | None:
+    """The ``SSL_CTX *`` behind ``ctx``, when the options read through it are ``ctx``'s."""
     lib = _libssl()
     if lib is None:
-        return False
+        return None
     ptr = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
     if not ptr or lib.SSL_CTX_get_options(ptr) != ctx.options:
-        return False
-    mode = lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_MODE, _SSL_MODE_NO_AUTO_CHAIN, None)
-    return bool(mode & _SSL_MODE_NO_AUTO_CHAIN)
+        return None
+    return int(ptr)
 
 
 @functools.cache
 def _libssl() -> Any:
     """The ``libssl`` the ``ssl`` module runs on, with the two functions used typed; None where it
-    cannot be had (not CPython, ``SSLContext`` laid out otherwise, a TLS library without them)."""
+    cannot be had (not CPython, no field after ``SSLContext``'s object header, a TLS library without
+    those functions, a platform where the lookup fails)."""
     import _ssl
 
     if sys.implementation.name != "cpython" or ssl.SSLContext.__basicsize__ <= object.__basicsize__:
@@ -148,7 +168,7 @@ def _libssl() -> Any:
     try:
         lib = ctypes.CDLL(getattr(_ssl, "__file__", None))  # None: linked into the interpreter
         ctrl, options = lib.SSL_CTX_ctrl, lib.SSL_CTX_get_options
-    except (OSError, AttributeError):
+    except Exception:  # OSError, AttributeError, TypeError (Windows: CDLL(None)): go without
         return None
     ctrl.restype, ctrl.argtypes = ctypes.c_long, [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
     options.restype, options.argtypes = ctypes.c_uint64, [ctypes.c_void_p]

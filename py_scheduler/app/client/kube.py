@@ -209,13 +209,19 @@ class RateLimiter:
 
 
 def prepare_session(api: k8s_client.ApiClient) -> None:
-    """What every ApiClient py-scheduler makes gets once, before its first request:
+    """What every ApiClient the scheduler process makes (:meth:`Kube.from_connection_info`,
+    :meth:`Kube.derive`, the request thread's) gets once, before its first request:
     :func:`resolve_env_once`, and a client certificate sent as client-go sends it
-    (:func:`~py_scheduler.app.client.internals.send_leaf_certificate_only`)."""
+    (:func:`~py_scheduler.app.client.internals.send_certificate_file_only`). When that cannot be done
+    for a client certificate, a warning says so (once per client): requests still work, at the API
+    server's cost."""
     resolve_env_once(api)
     session = getattr(api.rest_client, "pool_manager", None)
-    if isinstance(session, aiohttp.ClientSession):
-        internals.send_leaf_certificate_only(session)
+    if (isinstance(session, aiohttp.ClientSession) and not internals.send_certificate_file_only(session)
+            and getattr(api.configuration, "cert_file", None)):
+        log.warning("cannot stop OpenSSL adding the trust store's CA to the client certificate (see "
+                    "py_scheduler.app.client.internals.send_certificate_file_only): the API server checks "
+                    "a longer chain on each request")
 
 
 def resolve_env_once(api: k8s_client.ApiClient) -> None:

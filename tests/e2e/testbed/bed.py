@@ -377,15 +377,17 @@ def _write_private(path: Path, data: bytes) -> None:
 # The request-header (front-proxy) CA's name differs from the cluster CA's, as kubeadm's "front-proxy-ca"
 # differs from "kubernetes". kube-apiserver checks every client certificate against the front-proxy CA
 # first (k8s.io/apiserver pkg/authentication/request/x509 Verifier); with one name for both CAs, Go's
-# chain builder finds a candidate parent by name and runs an ECDSA verification that fails, on every
-# request of every client, which cost a fifth of the API server's CPU in the MixedChurn bench.
-FRONT_PROXY_CA = "py-scheduler-testbed-front-proxy-ca"
+# chain builder took the front-proxy CA as a candidate parent of each cluster-CA client certificate and
+# ran an ECDSA verification that could only fail, on every such request: about 5 % of the API
+# server's CPU in the MixedChurn bench (bench/RESULTS.md, "Client certificates").
+CLUSTER_CA_NAME = "py-scheduler-testbed-ca"
+FRONT_PROXY_CA_NAME = "py-scheduler-testbed-front-proxy-ca"
 
 
 class _Pki:
     """A tiny CA (ECDSA P-256) that issues the test bed's serving and client certificates."""
 
-    def __init__(self, pki_dir: Path, ca_name: str = "py-scheduler-testbed-ca") -> None:
+    def __init__(self, pki_dir: Path, ca_name: str = CLUSTER_CA_NAME) -> None:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
@@ -1189,8 +1191,12 @@ class Testbed:
         if not (self.pki_dir / "kube-scheduler.crt").exists():
             pki.issue("kube-scheduler", "system:kube-scheduler")
         pki.service_account_keys()
-        if not (self.pki_dir / "front-proxy" / "client.crt").exists():
-            _Pki(self.pki_dir / "front-proxy", FRONT_PROXY_CA).issue("client", "front-proxy-client")
+        front_proxy = self.pki_dir / "front-proxy"
+        if (front_proxy / "ca.crt").exists() and pki.ca_cert.subject == _Pki(front_proxy).ca_cert.subject:
+            for old in front_proxy.iterdir():  # a bed kept from before the CAs were named apart
+                old.unlink()
+        if not (front_proxy / "client.crt").exists():
+            _Pki(front_proxy, FRONT_PROXY_CA_NAME).issue("client", "front-proxy-client")
         self._save_state()
 
     def client_kubeconfig(self, stem: str, user: str, groups: Sequence[str] = ()) -> Path:
