@@ -33,15 +33,14 @@ Not here because a public API does it: the bound port of the health server (the 
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import ssl
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-if TYPE_CHECKING:  # imported by lazy_k8s at package import: nothing heavy at run time
+if TYPE_CHECKING:  # imported by lazy_k8s at package import: nothing heavy at run time (ssl and ctypes: 16 ms)
+    import ssl
+
     import aiohttp
 
 LAZY_PACKAGES = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyncio.client.api",
@@ -129,31 +128,33 @@ def send_certificate_file_only(session: aiohttp.ClientSession) -> bool:
     (``Modules/_ssl.c``, unchanged from 3.x to 3.13, free-threaded builds included through
     ``object.__basicsize__``). That layout is assumed, not detected: the options read back through it
     guard the write, and tests/unit/test_third_party.py fails when it changes."""
+    import ssl
+
     ctx = getattr(session.connector, "_ssl", None)
     if not isinstance(ctx, ssl.SSLContext):
         return False
-    ptr = _ssl_ctx(ctx)
-    if ptr is None:
-        return False
-    return bool(_libssl().SSL_CTX_ctrl(ptr, _SSL_CTRL_MODE, _SSL_MODE_NO_AUTO_CHAIN, None) & _SSL_MODE_NO_AUTO_CHAIN)
+    mode = _mode(ctx, _SSL_MODE_NO_AUTO_CHAIN)
+    return mode is not None and bool(mode & _SSL_MODE_NO_AUTO_CHAIN)
 
 
 def ssl_mode(ctx: ssl.SSLContext) -> int | None:
     """OpenSSL's mode bits of ``ctx`` (``SSL_CTX_get_mode``); None where :func:`send_certificate_file_only`
     could not reach them."""
-    ptr = _ssl_ctx(ctx)
-    return None if ptr is None else int(_libssl().SSL_CTX_ctrl(ptr, _SSL_CTRL_MODE, 0, None))
+    return _mode(ctx, 0)
 
 
-def _ssl_ctx(ctx: ssl.SSLContext) -> int | None:
-    """The ``SSL_CTX *`` behind ``ctx``, when the options read through it are ``ctx``'s."""
+def _mode(ctx: ssl.SSLContext, add: int) -> int | None:
+    """``SSL_CTX_set_mode(add)`` on the ``SSL_CTX *`` behind ``ctx`` (0 reads the mode), when the
+    options read through that pointer are ``ctx``'s; the mode after it, or None."""
+    import ctypes
+
     lib = _libssl()
     if lib is None:
         return None
     ptr = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
     if not ptr or lib.SSL_CTX_get_options(ptr) != ctx.options:
         return None
-    return int(ptr)
+    return int(lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_MODE, add, None))
 
 
 @functools.cache
@@ -162,6 +163,9 @@ def _libssl() -> Any:
     cannot be had (not CPython, no field after ``SSLContext``'s object header, a TLS library without
     those functions, a platform where the lookup fails)."""
     import _ssl
+    import ctypes
+    import ssl
+    import sys
 
     if sys.implementation.name != "cpython" or ssl.SSLContext.__basicsize__ <= object.__basicsize__:
         return None
