@@ -61,6 +61,14 @@ SCHEDULER_NAMES = {"py": "py-scheduler", "kube": "default-scheduler", "blind": "
 """``blindev``: the blind binder that also records each Pod's ``Scheduled`` Event (the API server's
 ceiling for the two writes an upstream-faithful scheduler makes per Pod)."""
 APISERVER_ARGS = ("--max-requests-inflight=3000", "--max-mutating-requests-inflight=1500")
+KCM_ARGS = ("--kube-api-qps=5000", "--kube-api-burst=5000")
+"""kube-controller-manager's client rate for the workloads that start it (the PV binder for
+SchedulingWaitForFirstConsumer, the resourceclaim controller for SchedulingWithResourceClaimTemplate):
+scheduler_perf gives its in-process controllers a client of 5000 QPS / 5000 burst
+(test/integration/scheduler_perf/util.go, ``mustSetupCluster``). At kube-controller-manager's default
+(20 QPS, burst 30, per controller with ``--use-service-account-credentials``) the resourceclaim
+controller's two writes per Pod (the claim, the Pod's ``resourceClaimStatuses``) paced both schedulers
+at about 10 Pods/s. ``BENCH_KCM_ARGS`` adds flags (last wins)."""
 
 
 class BenchBed(bed.Testbed):
@@ -79,6 +87,8 @@ class BenchBed(bed.Testbed):
         if name == bed.APISERVER:
             # BENCH_APISERVER_ARGS: more flags, last wins (e.g. "--profiling=true" for /debug/pprof)
             argv = [*argv, *self.apiserver_args, *shlex.split(os.environ.get("BENCH_APISERVER_ARGS", ""))]
+        elif name == bed.KUBE_CONTROLLER_MANAGER:
+            argv = [*argv, *KCM_ARGS, *shlex.split(os.environ.get("BENCH_KCM_ARGS", ""))]
         return super()._spawn(name, [*self.prefixes.get(name, []), *argv], port, restart=restart)
 
 
@@ -122,6 +132,9 @@ class RunResult:
     """Process start -> last binding (backlog)."""
     drain_seconds: float = 0.0
     """First binding -> last binding (backlog)."""
+    prepare_seconds: float = 0.0
+    """Backlog, workloads with :attr:`Workload.prepared`: the last creation -> every measured Pod
+    prepared by its controller (the scheduler starts after it)."""
     label: str = ""
     """``py@1``: the scheduler and the CPUs it was pinned to (:func:`cores.label`); the kind if not."""
     cores: int = 0
@@ -527,7 +540,9 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
     2. a watch on ``ns`` from the current resourceVersion (binding time = when it first shows
        ``spec.nodeName`` of a measured Pod, ``time.perf_counter`` in this process);
     3. ``backlog``: the ``n_pods`` measured Pods (and the workload's never-bound extra Pods among
-       them) are created, then the scheduler starts; otherwise the scheduler starts first;
+       them) are created, then, once the workload's controller has prepared each of them
+       (:attr:`Workload.prepared`, ``prepare_seconds``), the scheduler starts; otherwise the
+       scheduler starts first;
     4. SchedulingWithMixedChurn's churn runs from ready to the last binding;
     5. wait until every measured Pod is bound (or ``timeout`` seconds).
 
@@ -559,6 +574,8 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
     created: dict[str, float] = {}
     bound: dict[str, float] = {}
     all_bound = asyncio.Event()
+    prepared: set[str] = set()
+    all_prepared = asyncio.Event()
 
     async def watcher() -> None:
         rv = listed["metadata"]["resourceVersion"]
@@ -569,6 +586,11 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
                     meta = obj.get("metadata") or {}
                     rv = meta.get("resourceVersion", rv)
                     name = meta.get("name")
+                    if workload.prepared is not None and name in measured and name not in prepared \
+                            and workload.prepared(obj):
+                        prepared.add(name)
+                        if len(prepared) >= n_pods:
+                            all_prepared.set()
                     if ev.get("type") in ("ADDED", "MODIFIED") and name in measured and name not in bound \
                             and (obj.get("spec") or {}).get("nodeName"):
                         bound[name] = time.perf_counter()
@@ -603,6 +625,10 @@ async def run_once(api: Api, sched: Scheduler, kind: str, ns: str, workload: Wor
     try:
         if backlog:
             await create()
+            if workload.prepared is not None:
+                t0 = time.perf_counter()
+                await asyncio.wait_for(all_prepared.wait(), timeout)
+                res.prepare_seconds = time.perf_counter() - t0
         await sched.start()
         pid = sched.pid
         cpu_ready = cpu_seconds(pid) if pid else 0.0
@@ -1001,12 +1027,13 @@ def format_result(r: RunResult) -> str:
     rate = "drain" if r.mode == "backlog" else "live"
     extra = (f"ready {r.ready_seconds:.2f}s (cpu {r.startup_cpu_seconds:.2f}s)  start->all bound "
              f"{r.start_to_bound_seconds:.2f}s  " if r.mode == "backlog" else f"ready {r.ready_seconds:.2f}s  ")
+    prep = f", prepared +{r.prepare_seconds:.1f}s" if r.prepare_seconds else ""
     crit = f"  critical/pod={s['critical_ms_per_pod']:5.2f} ms" if r.critical_cpu_seconds else ""
     crit += f"  control/pod={s['control_ms_per_pod']:5.2f} ms" if r.control_cpu_seconds else ""
     return (f"{r.label or r.scheduler:<6} r{r.round} {r.workload:<26} nodes={r.nodes:<5} init={r.init_pods:<6} "
             f"pods={r.bound}/{r.pods:<6} {rate} {s['pods_per_second']:8.1f} pods/s  {extra}"
             f"p50={s['p50_ms']:8.1f} ms  p99={s['p99_ms']:8.1f} ms  cpu/pod={s['cpu_ms_per_pod']:5.2f} ms{crit}  "
-            f"(create {r.create_seconds:.1f}s, RSS {r.rss_kib / 1024:.0f} MiB){flag}")
+            f"(create {r.create_seconds:.1f}s{prep}, RSS {r.rss_kib / 1024:.0f} MiB){flag}")
 
 
 FIGURES: dict[str, Callable[[RunResult], float]] = {

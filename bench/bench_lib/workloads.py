@@ -261,6 +261,11 @@ class Workload:
     """The live benchmark needs kube-controller-manager (the PV binder completes WFFC bindings)."""
     namespace_objects: Callable[[str], list[Obj]] | None = None
     """Objects created in each run's namespace before its Pods (ResourceClaimTemplate)."""
+    prepared: Callable[[Obj], bool] | None = None
+    """Whether a controller has finished a created Pod (``--backlog`` waits for every measured Pod
+    before it starts the scheduler, so that the start-up does not share the control plane with the
+    controller's burst of writes): SchedulingWithResourceClaimTemplate's Pods once the resourceclaim
+    controller has created the claim and named it in ``status.resourceClaimStatuses``."""
     live_only: bool = False
     """Not in bench/cycle's ``all`` (its objects are made by a controller in the live benchmark;
     bench/cycle simulates that controller when the workload is named: :func:`generated_claim`)."""
@@ -519,6 +524,11 @@ def _dra_pod(i: int, ns: str, sched: str, uid: str | None) -> Obj:
     return pod
 
 
+def _claim_named(pod: Obj) -> bool:
+    """The resourceclaim controller has named the Pod's generated claim (it creates the claim first)."""
+    return bool((pod.get("status") or {}).get("resourceClaimStatuses"))
+
+
 def _any(_: int) -> bool:
     return True
 
@@ -551,7 +561,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              setup=(WFFC_STORAGE_CLASS,), controller_manager=True),
     Workload("SchedulingWithResourceClaimTemplate", _dra_pod, _any, init_per_node=0.0, setup=(DRA_DEVICE_CLASS,),
              node_object=resource_slice, namespace_objects=_claim_template, controller_manager=True,
-             live_only=True),
+             prepared=_claim_named, live_only=True),
 )}
 
 

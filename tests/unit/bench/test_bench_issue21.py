@@ -9,6 +9,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
@@ -150,3 +152,35 @@ def test_dra_workload_shape() -> None:
     (tmpl,) = wl.namespace_objects("ns")
     assert tmpl["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] == w.DRA_CLASS
     assert w.max_pods(wl, 20, 1000) == 200 and wl.live_only
+
+
+def test_dra_backlog_waits_for_the_claim_controller_to_name_each_claim() -> None:
+    wl = w.get_workload("SchedulingWithResourceClaimTemplate")
+    assert wl.prepared is not None
+    pod = wl.pod(0, "ns", "s", None)
+    assert not wl.prepared(pod)
+    w.generated_claim(pod)  # what the resourceclaim controller does: the claim, then the Pod's status
+    assert wl.prepared(pod)
+    assert w.get_workload("SchedulingBasic").prepared is None
+
+
+def test_kube_controller_manager_gets_scheduler_perfs_client_rate(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """scheduler_perf's controllers use a 5000 QPS client; at kube-controller-manager's default (20)
+    its resourceclaim controller paced both schedulers at about 10 Pods/s."""
+    from bench.bench_lib import throughput as t
+
+    spawned: dict[str, list[str]] = {}
+
+    def spawn(self: object, name: str, argv: list[str], port: int | None = None, *, restart: bool = False) -> int:
+        spawned[name] = argv
+        return 1
+
+    monkeypatch.setattr(t.bed.Testbed, "_spawn", spawn)
+    monkeypatch.setenv("BENCH_KCM_ARGS", "--kube-api-qps=7")
+    tb = t.BenchBed(tmp_path, {t.bed.KUBE_CONTROLLER_MANAGER: ["taskset", "-c", "0"]})
+    tb._spawn(t.bed.KUBE_CONTROLLER_MANAGER, ["kcm", "--v=1"])
+    tb._spawn(t.bed.ETCD, ["etcd"])
+    assert spawned[t.bed.KUBE_CONTROLLER_MANAGER] == [
+        "taskset", "-c", "0", "kcm", "--v=1", "--kube-api-qps=5000", "--kube-api-burst=5000", "--kube-api-qps=7"]
+    assert spawned[t.bed.ETCD] == ["etcd"]
