@@ -5,6 +5,7 @@ allocator's per-cycle ``celCache`` of ``allocator_incubating.go`` made process-w
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from py_scheduler.framework.objects import Obj
@@ -22,48 +23,84 @@ class SelectorError:
 class SelectorMemo:
     """Whether a CEL selector expression matches a device, kept across scheduling cycles.
 
-    Key: ``(expression, driver, id(device))`` with the device dict itself stored beside the result
-    and compared by identity on a hit (so a freed dict whose id is reused is a miss, never a wrong
-    hit). Inputs: exactly those of ``cel.device_matches(cel.compile_selector(expression),
-    cel.device_variable(driver, device))``, which read nothing else (no feature gate, no clock, no
-    other object). What it depends on: a device dict is never changed in place - the informers
-    replace a ResourceSlice with a new object on every update, and :func:`apply_taint_rules` copies
-    a device it adds taints to - so the same dict object means the same attributes and capacity.
-    A compile or runtime error (a :class:`SelectorError`: among them a selector past its cost
-    budget) is kept the same way, so a bad selector costs one evaluation per device, not one per
-    device per node per attempt (issue 31). Bounded: at ``max_size`` entries it starts over (a
-    cluster has ``devices x distinct expressions`` entries; taint-patched copies are new dicts every
-    cycle and only churn it).
+    Two keys, one result. First ``(expression, driver, id(device))``, with the device dict itself
+    stored beside the result and compared by identity on a hit (so a freed dict whose id is reused
+    is a miss, never a wrong hit). Then, for a device dict not seen before, ``(expression, driver,
+    content)``: ``content`` is the JSON text (insertion order kept) of exactly what
+    ``cel.device_variable`` reads from the device - its ``attributes``, its ``capacity`` and
+    whether it ``allowMultipleAllocations`` - so devices that differ only in their name, their node
+    or fields the ``device`` variable does not carry share one evaluation. Inputs: exactly those of
+    ``cel.device_matches(cel.compile_selector(expression), cel.device_variable(driver, device))``,
+    which read nothing else (no feature gate, no clock, no other object, and the same inputs give
+    the same cost against the budget). What it depends on: a device dict is never changed in place -
+    the informers replace a ResourceSlice with a new object on every update, and
+    :func:`apply_taint_rules` copies a device it adds taints to - so the same dict object means the
+    same attributes and capacity; and JSON text tells apart every two values the ``device`` variable
+    tells apart (``1``, ``1.0`` and ``true`` are three texts; a value JSON cannot write gets no
+    content key). A compile or runtime error (a :class:`SelectorError`: among them a selector past
+    its cost budget) is kept the same way, so a bad selector costs one evaluation per device
+    content, not one per device per node per attempt (issue 31). Bounded: at ``max_size`` entries
+    (both keys together) it starts over (a cluster has ``devices x distinct expressions`` entries
+    of the first key at most, and as many of the second; taint-patched copies are new dicts every
+    cycle and only churn the first).
 
     Why: the per-cycle ``Allocator.cel_cache`` evaluated every (expression, device) pair again in
     each cycle; cel-python's tree-walking evaluation (~0.3 ms) plus the ``device`` variable
     (~0.15 ms) per device per node was ~2/3 of a DRA Pod's scheduling CPU
-    (SchedulingWithResourceClaimTemplate, bench/RESULTS.md optimisation log).
-    ``tests/unit/plugins/test_dra_selector_memo.py`` checks the allocator with the memo against a
-    cold memo on random slices, selectors and updates.
+    (SchedulingWithResourceClaimTemplate, bench/RESULTS.md optimisation log). Keyed by the device
+    object alone, each node's devices still cost one evaluation each the first time a cycle
+    filtered that node: at 5000 nodes, the first cycles of a backlog (which filter new nodes) spent
+    most of their time there, although every node's devices were alike (scheduler_perf's
+    ``device.driver == ...`` class). ``tests/unit/plugins/test_dra_selector_memo.py`` checks the
+    allocator with the memo against a cold memo on random slices, selectors and updates.
     """
 
     def __init__(self, max_size: int = 200_000) -> None:
         self.max_size = max_size
         self._memo: dict[tuple[str, str, int], tuple[Obj, bool | SelectorError]] = {}
+        self._by_content: dict[tuple[str, str, str], bool | SelectorError] = {}
 
     def get(self, expression: str, driver: str, device: Obj) -> bool | SelectorError | None:
-        """The stored result, or None when there is none for this very device dict."""
+        """The stored result for this very device dict, or for one with the same content; None
+        when there is none."""
         hit = self._memo.get((expression, driver, id(device)))
-        if hit is None or hit[0] is not device:
+        if hit is not None and hit[0] is device:
+            return hit[1]
+        content = _content(device)
+        if content is None:
             return None
-        return hit[1]
+        found = self._by_content.get((expression, driver, content))
+        if found is not None:
+            self._put_object(expression, driver, device, found)
+        return found
 
     def put(self, expression: str, driver: str, device: Obj, matches: bool | SelectorError) -> None:
-        if len(self._memo) >= self.max_size:
-            self._memo.clear()
+        self._put_object(expression, driver, device, matches)
+        content = _content(device)
+        if content is not None:
+            self._by_content[(expression, driver, content)] = matches
+
+    def _put_object(self, expression: str, driver: str, device: Obj, matches: bool | SelectorError) -> None:
+        if len(self) >= self.max_size:
+            self.clear()
         self._memo[(expression, driver, id(device))] = (device, matches)
 
     def clear(self) -> None:
         self._memo.clear()
+        self._by_content.clear()
 
     def __len__(self) -> int:
-        return len(self._memo)
+        return len(self._memo) + len(self._by_content)
+
+
+def _content(device: Obj) -> str | None:
+    """What ``cel.device_variable`` reads from ``device``, as JSON text; None when a value is not
+    JSON (never from the API server; possible from a hand-written snapshot)."""
+    try:
+        return json.dumps([device.get("attributes"), device.get("capacity"),
+                           bool(device.get("allowMultipleAllocations"))], separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 SELECTOR_MEMO = SelectorMemo()

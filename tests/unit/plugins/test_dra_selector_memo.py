@@ -3,7 +3,7 @@
 ``capacity._q`` must be invisible: on random ResourceSlices (some replaced by new versions between
 cycles, as the informers do), DeviceClasses and claims with CEL selectors (including ones that fail
 at run time), every allocation with the warm memo equals the allocation with a cold one, errors
-included; and a selector is evaluated once per device object, not once per cycle.
+included; and a selector is evaluated once per device content, not once per cycle or per node.
 
 Upstream: ``k8s.io/dynamic-resource-allocation/structured`` (``selectorsMatch`` evaluates per
 allocation; the cross-cycle memo is py-scheduler's own).
@@ -102,17 +102,18 @@ def test_warm_memo_allocates_as_a_cold_one(case: tuple[list[list[Obj]], Obj, lis
         for slices in per_cycle:
             for node in ("n0", "n1", "n2"):
                 warm = _allocate(slices, dclass, claims, node)
-                saved = dict(SELECTOR_MEMO._memo)
+                saved = dict(SELECTOR_MEMO._memo), dict(SELECTOR_MEMO._by_content)
                 SELECTOR_MEMO.clear()
                 memo.QUANTITIES.clear()
                 cold = _allocate(slices, dclass, claims, node)
-                SELECTOR_MEMO._memo.update(saved)
+                SELECTOR_MEMO._memo.update(saved[0])
+                SELECTOR_MEMO._by_content.update(saved[1])
                 assert warm == cold
     finally:
         SELECTOR_MEMO.clear()
 
 
-def test_a_selector_is_evaluated_once_per_device_object(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_selector_is_evaluated_once_per_device_content(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     real = cel.device_matches
 
@@ -133,23 +134,58 @@ def test_a_selector_is_evaluated_once_per_device_object(monkeypatch: pytest.Monk
         result = _allocate([sl], dclass, [claim], "n0")
         assert result[0] == "ok" and result[1][0]["devices"]["results"][0]["device"] == "d1"
     assert len(calls) == 2  # d0 (no) and d1 (yes), in the first cycle only
-    new = copy.deepcopy(sl)  # a new version of the slice: its devices are evaluated again
+    new = copy.deepcopy(sl)  # a new version of the slice: new dicts, the same contents
+    assert _allocate([new], dclass, [claim], "n0")[1][0]["devices"]["results"][0]["device"] == "d1"
+    assert len(calls) == 2
+    other = copy.deepcopy(sl)  # another node's slice, its devices named apart: the same contents
+    other["spec"]["nodeName"] = "n1"
+    other["spec"]["pool"]["name"] = "p1"
+    for i, dev in enumerate(other["spec"]["devices"]):
+        dev["name"] = f"gpu-{i}"
+    assert _allocate([other], dclass, [claim], "n1")[1][0]["devices"]["results"][0]["device"] == "gpu-1"
+    assert len(calls) == 2
+    new = copy.deepcopy(sl)  # a newer version: d0 now as d1 was, so no evaluation
     new["spec"]["devices"][0]["attributes"]["model"]["string"] = "a100"
     assert _allocate([new], dclass, [claim], "n0")[1][0]["devices"]["results"][0]["device"] == "d0"
-    assert len(calls) == 3
+    assert len(calls) == 2
+    for change in ({"capacity": {"memory": {"value": "1Gi"}}}, {"allowMultipleAllocations": True},
+                   {"attributes": {"model": {"string": "a100"}, "cores": {"int": 1}}}):
+        changed = copy.deepcopy(sl)  # anything the device variable carries is evaluated again
+        changed["spec"]["devices"][0].update(change)
+        before = len(calls)
+        assert _allocate([changed], dclass, [claim], "n0")[0] == "ok"
+        assert len(calls) == before + 1, change  # d0 again (d1 is as before)
     SELECTOR_MEMO.clear()
+
+
+def test_content_keys_tell_apart_what_the_device_variable_tells_apart() -> None:
+    memo = SelectorMemo()
+    memo.put("e", D, {"name": "a", "attributes": {"n": {"int": 1}}}, True)
+    assert memo.get("e", D, {"name": "b", "attributes": {"n": {"int": 1}}, "taints": []}) is True
+    for other in ({"n": {"int": 1.0}}, {"n": {"bool": True}}, {"n": {"string": "1"}}, {"m": {"int": 1}}, None):
+        assert memo.get("e", D, {"name": "a", "attributes": other}) is None, other
+    assert memo.get("e", "other.driver", {"name": "a", "attributes": {"n": {"int": 1}}}) is None
+    assert memo.get("f", D, {"name": "a", "attributes": {"n": {"int": 1}}}) is None
+    unwritable = {"name": "c", "attributes": {"n": {"int": object()}}}  # no content key: by object only
+    memo.put("e", D, unwritable, False)
+    assert memo.get("e", D, unwritable) is False
+    assert memo.get("e", D, {"name": "c", "attributes": {"n": {"int": object()}}}) is None
 
 
 def test_memo_never_answers_for_another_object_with_a_reused_id() -> None:
     memo = SelectorMemo(max_size=2)
-    a: Obj = {"name": "a"}
+    a: Obj = {"name": "a", "attributes": {"model": {"string": "a100"}}}
     memo.put("e", D, a, True)
     assert memo.get("e", D, a) is True
-    assert memo.get("e", D, {"name": "a"}) is None  # equal, but another object
+    a_id = id(a)
+    memo._by_content.clear()  # the object key alone, now held by a dict of other content at a's id:
+    memo._memo[("e", D, a_id)] = ({"name": "a"}, True)  # as if a had been freed and its id reused
+    assert memo.get("e", D, a) is None
     assert memo.get("f", D, a) is None and memo.get("e", "other", a) is None
-    memo.put("f", D, a, False)
-    memo.put("g", D, a, False)  # at max_size: starts over
-    assert len(memo) == 1 and memo.get("e", D, a) is None
+    memo.clear()
+    memo.put("e", D, a, True)
+    memo.put("f", D, a, False)  # at max_size (an object key and a content key): starts over
+    assert len(memo) == 2 and memo.get("e", D, a) is None and memo.get("f", D, a) is False
 
 
 @pytest.mark.parametrize("raw", ["24480Mi", "1k", "20Gi", "1.5", "-1", "abc", "", " ", 5, 2.5, None])
