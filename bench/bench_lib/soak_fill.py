@@ -41,7 +41,7 @@ BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 SHARED_DEVICES = 2
 """Multi-allocatable devices of the slice (the capacity-request claims share them)."""
 SPARE_DEVICES = 24
-"""Devices of the slice no claim selects (each new selector is evaluated on all of them)."""
+"""Devices of the slice no claim selects (each new selector is checked against all of them)."""
 
 ROUND_TICKS = 30
 """Intervals after which a preemption round that has not finished is given up (and cleaned up)."""
@@ -84,8 +84,9 @@ class FillChurn:
        QUANTITIES, ``plugins/dynamic_resources/selector_memo.py`` SelectorMemo, ``pools.py``
        SliceView): set up once, a DeviceClass of driver ``<tag>.fill.example.com`` and a ResourceSlice
        on the dedicated slice Node: :data:`SPARE_DEVICES` devices of ``kind`` ``spare`` (no claim
-       selects them: each new selector is evaluated on them all, SelectorMemo gains that many entries
-       per claim), ``live`` of kind ``plain`` and :data:`SHARED_DEVICES` multi-allocatable ones of kind
+       selects them: each new selector is checked against them all, and SelectorMemo gains an entry
+       per device and one for their shared content per claim; it is evaluated once, as they are
+       alike), ``live`` of kind ``plain`` and :data:`SHARED_DEVICES` multi-allocatable ones of kind
        ``shared`` with 80Gi of ``memory``. Per interval a ResourceClaim whose one request selects with
        ``device.driver == "<driver>" && device.attributes["<driver>"].kind == "<kind>" && <k> >= 0``
        (``k`` counts up: a new expression every time), a random half of them on a shared device with a
@@ -161,7 +162,7 @@ class FillChurn:
         await self._create_cluster("deviceclasses", {
             "kind": "DeviceClass", "metadata": {"name": self.tag},
             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{self.driver}"'}}]}})
-        # the spares (first in the slice) match no claim's selector: every selector is evaluated on them
+        # the spares (first in the slice) match no claim's selector: every selector is checked against them
         devices: list[Obj] = [{"name": f"spare-{i}", "attributes": {"kind": {"string": "spare"}}}
                               for i in range(SPARE_DEVICES)]
         devices += [{"name": f"plain-{i}", "attributes": {"kind": {"string": "plain"}}}

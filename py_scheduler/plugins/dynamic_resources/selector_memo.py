@@ -36,10 +36,11 @@ class SelectorMemo:
     the informers replace a ResourceSlice with a new object on every update, and
     :func:`apply_taint_rules` copies a device it adds taints to - so the same dict object means the
     same attributes and capacity; and JSON text tells apart every two values the ``device`` variable
-    tells apart (``1``, ``1.0`` and ``true`` are three texts; a value JSON cannot write gets no
-    content key). A compile or runtime error (a :class:`SelectorError`: among them a selector past
-    its cost budget) is kept the same way, so a bad selector costs one evaluation per device
-    content, not one per device per node per attempt (issue 31). Bounded: at ``max_size`` entries
+    tells apart (``1``, ``1.0`` and ``true`` are three texts; a value JSON cannot write, a key that
+    is not a ``str`` or a tuple gets no content key). A compile or runtime error (a
+    :class:`SelectorError`: among them a selector past its cost budget) is kept the same way, so a
+    bad selector costs one evaluation per device content, not one per device per node per attempt
+    (issue 31). Bounded: at ``max_size`` entries
     (both keys together) it starts over (a cluster has ``devices x distinct expressions`` entries
     of the first key at most, and as many of the second; taint-patched copies are new dicts every
     cycle and only churn the first).
@@ -59,6 +60,7 @@ class SelectorMemo:
         self.max_size = max_size
         self._memo: dict[tuple[str, str, int], tuple[Obj, bool | SelectorError]] = {}
         self._by_content: dict[tuple[str, str, str], bool | SelectorError] = {}
+        self._last: tuple[Obj | None, str | None] = (None, None)  # get's content key, for the put after a miss
 
     def get(self, expression: str, driver: str, device: Obj) -> bool | SelectorError | None:
         """The stored result for this very device dict, or for one with the same content; None
@@ -66,41 +68,61 @@ class SelectorMemo:
         hit = self._memo.get((expression, driver, id(device)))
         if hit is not None and hit[0] is device:
             return hit[1]
-        content = _content(device)
+        content = self._content(device)
         if content is None:
             return None
         found = self._by_content.get((expression, driver, content))
         if found is not None:
-            self._put_object(expression, driver, device, found)
+            if len(self) + 1 > self.max_size:
+                self.clear()
+                self._by_content[(expression, driver, content)] = found
+            self._memo[(expression, driver, id(device))] = (device, found)
         return found
 
     def put(self, expression: str, driver: str, device: Obj, matches: bool | SelectorError) -> None:
-        self._put_object(expression, driver, device, matches)
-        content = _content(device)
-        if content is not None:
-            self._by_content[(expression, driver, content)] = matches
-
-    def _put_object(self, expression: str, driver: str, device: Obj, matches: bool | SelectorError) -> None:
-        if len(self) >= self.max_size:
+        if len(self) + 2 > self.max_size:
             self.clear()
         self._memo[(expression, driver, id(device))] = (device, matches)
+        content = self._content(device)
+        if content is not None:
+            self._by_content[(expression, driver, content)] = matches
 
     def clear(self) -> None:
         self._memo.clear()
         self._by_content.clear()
+        self._last = (None, None)
 
     def __len__(self) -> int:
         return len(self._memo) + len(self._by_content)
 
+    def _content(self, device: Obj) -> str | None:
+        if self._last[0] is not device:
+            self._last = (device, _content(device))
+        return self._last[1]
+
 
 def _content(device: Obj) -> str | None:
-    """What ``cel.device_variable`` reads from ``device``, as JSON text; None when a value is not
-    JSON (never from the API server; possible from a hand-written snapshot)."""
+    """What ``cel.device_variable`` reads from ``device``, as JSON text; None when JSON text could
+    hide a difference: a value JSON cannot write, a key that is not a ``str`` (JSON writes ``True``
+    and ``"true"`` alike, ``device_variable`` reads ``str(name)``), or a tuple (written as a list).
+    Never the case for objects from the API server; possible in a hand-written snapshot."""
+    read = [device.get("attributes"), device.get("capacity"), bool(device.get("allowMultipleAllocations"))]
+    if not _plain(read):
+        return None
     try:
-        return json.dumps([device.get("attributes"), device.get("capacity"),
-                           bool(device.get("allowMultipleAllocations"))], separators=(",", ":"))
+        return json.dumps(read, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
         return None
+
+
+def _plain(value: object, depth: int = 0) -> bool:
+    """Dicts with ``str`` keys, lists and scalars only (at most 8 levels; the device variable's
+    inputs have 2)."""
+    if isinstance(value, dict):
+        return depth < 8 and all(type(k) is str and _plain(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return depth < 8 and all(_plain(v, depth + 1) for v in value)
+    return not isinstance(value, tuple)
 
 
 SELECTOR_MEMO = SelectorMemo()

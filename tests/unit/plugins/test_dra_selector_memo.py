@@ -166,6 +166,9 @@ def test_content_keys_tell_apart_what_the_device_variable_tells_apart() -> None:
         assert memo.get("e", D, {"name": "a", "attributes": other}) is None, other
     assert memo.get("e", "other.driver", {"name": "a", "attributes": {"n": {"int": 1}}}) is None
     assert memo.get("f", D, {"name": "a", "attributes": {"n": {"int": 1}}}) is None
+    memo.put("e", D, {"name": "t", "attributes": {True: {"int": 1}}}, False)  # JSON would write True as "true"
+    assert memo.get("e", D, {"name": "t", "attributes": {"true": {"int": 1}}}) is None
+    assert memo.get("e", D, {"name": "t", "attributes": {"n": ({"int": 1},)}}) is None  # a tuple: no content key
     unwritable = {"name": "c", "attributes": {"n": {"int": object()}}}  # no content key: by object only
     memo.put("e", D, unwritable, False)
     assert memo.get("e", D, unwritable) is False
@@ -186,6 +189,12 @@ def test_memo_never_answers_for_another_object_with_a_reused_id() -> None:
     memo.put("e", D, a, True)
     memo.put("f", D, a, False)  # at max_size (an object key and a content key): starts over
     assert len(memo) == 2 and memo.get("e", D, a) is None and memo.get("f", D, a) is False
+    memo = SelectorMemo(max_size=3)
+    memo.put("e", D, a, True)
+    assert memo.get("e", D, dict(a)) is True and len(memo) == 3  # the content key's hit adds an object key
+    memo.put("f", D, a, False)  # two more would pass max_size: starts over first
+    assert len(memo) == 2 and memo.get("f", D, dict(a)) is False and len(memo) == 3
+    assert memo.get("e", D, dict(a)) is None and len(memo) <= memo.max_size
 
 
 @pytest.mark.parametrize("raw", ["24480Mi", "1k", "20Gi", "1.5", "-1", "abc", "", " ", 5, 2.5, None])
