@@ -92,6 +92,7 @@ NOT_A_REQUEST_BODY = {
     ("framework/labels.py", "_quote"): "a value quoted in a validation message",
     ("framework/memo.py", "*"): "DeliveryGuard's fingerprint of a delivered object (debug only)",
     ("plugins/dynamic_resources/allocator.py", "*"): "a cache key of claim specs",
+    ("plugins/dynamic_resources/selector_memo.py", "_content"): "a cache key of a device's CEL inputs",
     ("plugins/node_affinity.py", "*"): "a cache key",
     ("offline/simulate.py", "*"): "simulate's -o json on stdout",
     ("offline/explain.py", "*"): "explain's -o json on stdout",
