@@ -607,7 +607,18 @@ class Housekeeping:
             return
         m.update_gpu_gauges(self.snapshot, self.gpu)
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(self, stop: asyncio.Event, synced: asyncio.Event | None = None) -> None:
+        """Tick every :attr:`period` seconds until ``stop`` is set. The first tick waits for ``synced``
+        (the informers' initial sync): before it, the snapshot and the gauges would follow a cache
+        still being filled, on the thread that fills it, and delay ``/readyz`` (about 0.1 s of a
+        5000-node start-up). Nothing is assumed before the sync: the scheduling loop starts after it."""
+        if synced is not None and not synced.is_set():
+            waiters = [asyncio.ensure_future(e.wait()) for e in (synced, stop)]
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waiters:
+                    w.cancel()
         while not stop.is_set():
             try:
                 self.tick()

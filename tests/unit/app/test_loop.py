@@ -322,6 +322,38 @@ def test_housekeeping_expires_and_publishes() -> None:
     assert REGISTRY.get_sample_value("scheduler_cache_size", {"type": "nodes"}) == 1
 
 
+async def test_housekeeping_waits_for_the_sync_before_its_first_tick() -> None:
+    """Before the informers' sync, no tick: the snapshot would follow a half-filled cache on the thread
+    that fills it (and delay /readyz); once synced, it ticks at once. A stop before the sync ends it."""
+    h = Harness()
+    h.node("n1")
+    hk = Housekeeping(h.cache, h.queue, period=3600)
+    ticks: list[int] = []
+    hk.tick = lambda: ticks.append(len(ticks))  # type: ignore[method-assign]
+    stop, synced = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(hk.run(stop, synced))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert ticks == []
+    synced.set()
+
+    async def ticked() -> None:
+        while not ticks:
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(ticked(), timeout=5)
+    assert ticks == [0]
+    stop.set()
+    await asyncio.wait_for(task, timeout=5)
+
+    never = asyncio.Event()
+    stop2 = asyncio.Event()
+    task2 = asyncio.create_task(hk.run(stop2, never))
+    stop2.set()
+    await asyncio.wait_for(task2, timeout=5)
+    assert ticks == [0]
+
+
 class Preempting:
     """A Filter that rejects every node plus a PostFilter that nominates n1 evicting one victim,
     with DefaultPreemption's asynchronous-preemption hooks."""
