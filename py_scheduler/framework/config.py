@@ -200,7 +200,8 @@ def build_framework(profile: ProfileConfig, cfg: SchedulerConfig | None = None,
     feature gates must be ``cfg.feature_gates`` (one source; ValueError otherwise).
 
     Raises:
-        ConfigError: unknown plugin, bad args (the plugin's own message, prefixed with its name).
+        ConfigError: unknown plugin, bad args (the plugin's own message, prefixed with its name), no
+        or several queue sort plugins, no bind plugin (upstream's ``NewFramework`` messages).
     """
     h = dataclasses.replace(handle) if handle is not None else Handle.detached(
         cfg.feature_gates if cfg is not None else None)
@@ -218,8 +219,17 @@ def build_framework(profile: ProfileConfig, cfg: SchedulerConfig | None = None,
         except ConfigError as exc:
             raise ConfigError(f"pluginConfig[{name}].args: {exc}") from exc
         instances.append((plugin, weight))
-    return Framework(profile.scheduler_name, instances, profile.percentage_of_nodes_to_score,
-                     points or None, observer, handle=h)
+    fw = Framework(profile.scheduler_name, instances, profile.percentage_of_nodes_to_score,
+                   points or None, observer, handle=h)
+    # NewFramework (pkg/scheduler/framework/runtime/framework.go): a profile that could not sort its
+    # queue or bind a Pod is refused, not run (it would place Pods nowhere, or anywhere)
+    if len(fw.queue_sort) != 1:
+        raise ConfigError(f"only one queue sort plugin required for profile with scheduler name "
+                          f"{profile.scheduler_name!r}, but got {len(fw.queue_sort)}")
+    if not fw.bind_plugins:
+        raise ConfigError(f"at least one bind plugin is needed for profile with scheduler name "
+                          f"{profile.scheduler_name!r}")
+    return fw
 
 
 def build_frameworks(cfg: SchedulerConfig, observer: Observer | None = None,
@@ -724,6 +734,10 @@ def load_config(path: str | Path, *, registry: PluginRegistry) -> SchedulerConfi
         raise ConfigError(f"{p}: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: invalid YAML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{p}: invalid YAML: nested too deeply") from exc
+    except ValueError as exc:  # an integer past Python's digit limit (sys.get_int_max_str_digits)
+        raise ConfigError(f"{p}: invalid YAML: {str(exc).split(';')[0]}") from exc
     if len(docs) != 1:
         raise ConfigError(f"{p}: expected exactly one KubeSchedulerConfiguration document, found {len(docs)}")
     try:

@@ -113,7 +113,10 @@ def validate_pod_resources(spec: Obj, memo: ParseMemo | None = None) -> None:
     """
     lists: list[tuple[object, str]] = []
     for key in ("containers", "initContainers"):
-        for i, c in enumerate(spec.get(key) or []):
+        items = spec.get(key)
+        if items is not None and not isinstance(items, list):  # a string would iterate as characters
+            raise PodParseError(f"spec.{key}", items, "expected a list of containers")
+        for i, c in enumerate(items or []):
             res = c.get("resources") if isinstance(c, dict) else None
             if isinstance(res, dict):
                 lists += [(res.get(k), f"spec.{key}[{i}].resources.{k}") for k in ("requests", "limits")]

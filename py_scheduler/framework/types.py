@@ -359,6 +359,9 @@ class PodInfo:
             if rkey is not None:
                 REQUESTS.store(rkey, (self.requests.clone(), self.non0_cpu, self.non0_mem))
         self.ports: list[tuple[str, str, int]] = host_ports(pod)
+        vols = spec.get("volumes")  # read by ImageLocality, the volume plugins and the PVC counts
+        if vols is not None and not (type(vols) is list and all(type(v) is dict for v in vols)):
+            raise PodParseError("spec.volumes", vols, "expected a list of volumes")
         aff = spec.get("affinity")
         if aff is not None and not isinstance(aff, dict):
             raise PodParseError("spec.affinity", aff, "expected an object")

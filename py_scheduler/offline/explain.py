@@ -60,7 +60,7 @@ from py_scheduler.offline.recorded import (
     Lookup,
     fetch_recorded,
 )
-from py_scheduler.offline.render import allocation_table, make_console, print_explain, print_recorded
+from py_scheduler.offline.render import allocation_table, make_console, print_explain, print_recorded, printable
 
 __all__ = ["OUTPUT_FORMATS", "explain_main", "fail", "outcome_json"]
 
@@ -69,7 +69,7 @@ OUTPUT_FORMATS = ("table", "json")
 
 def fail(message: str) -> int:
     """Print ``error: <message>`` as one line on stderr and return exit status 2."""
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    print(f"error: {' '.join(printable(message).split())}", file=sys.stderr)
     return 2
 
 
@@ -92,7 +92,7 @@ def _load(snapshot: Path | None, kubeconfig: Path | None) -> ClusterData:
 
 
 def _note(message: str) -> None:
-    print(f"note: {' '.join(message.split())}", file=sys.stderr)
+    print(f"note: {' '.join(printable(message).split())}", file=sys.stderr)
 
 
 def _pre_enqueue_hold(sched: OfflineScheduler, pod: dict[str, Any]) -> str | None:

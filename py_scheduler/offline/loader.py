@@ -39,6 +39,7 @@ Upstream: the object shapes are the API's (``k8s.io/api``); the node / pod bookk
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import json
 import sys
@@ -87,12 +88,24 @@ ADMISSION_KINDS: frozenset[str] = frozenset({"RuntimeClass"})
 
 OFFLINE_UID_NAMESPACE = uuid.UUID("5c0e6a3e-7f1c-4d1e-9d57-6f0a9c1e2b33")
 
-_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: Any = yaml.SafeLoader
+if hasattr(yaml, "CSafeLoader"):
+    class _CParsedLoader(yaml.composer.Composer, yaml.CSafeLoader):
+        """libyaml's scanner and parser with PyYAML's own composer: libyaml composes nodes by C
+        recursion, one C frame per level, and a 60 KB file of ``[[[[...`` or ``- - - ...`` (about 25 000
+        levels) overflowed the C stack (a segmentation fault); the Python composer raises
+        RecursionError instead, which :func:`load_documents` reports."""
+
+        def __init__(self, stream: str) -> None:
+            yaml.CSafeLoader.__init__(self, stream)
+            yaml.composer.Composer.__init__(self)
+
+    _BaseLoader = _CParsedLoader
 
 
 class _SnapshotLoader(_BaseLoader):  # type: ignore[misc]
-    """Safe YAML loader (libyaml when available) that keeps timestamps as strings, as the API's
-    JSON has them (``creationTimestamp: 2025-01-15T10:00:00Z`` unquoted stays a string)."""
+    """Safe YAML loader (libyaml's parser when available) that keeps timestamps as strings, as the
+    API's JSON has them (``creationTimestamp: 2025-01-15T10:00:00Z`` unquoted stays a string)."""
 
 
 _SnapshotLoader.yaml_implicit_resolvers = {
@@ -180,8 +193,9 @@ def load_documents(path: Path) -> list[Any]:
     Raises:
         SnapshotError: the file is missing / unreadable or is neither valid JSON nor valid YAML.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # UTF-16 with a BOM is what Windows PowerShell's `kubectl get ... > file` writes
+        raw = path.read_bytes()
+        text = raw.decode("utf-16" if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8")
     except FileNotFoundError as exc:
         raise SnapshotError(f"{path}: no such file") from exc
     except IsADirectoryError as exc:
@@ -196,10 +210,14 @@ def load_documents(path: Path) -> list[Any]:
             pass  # YAML flow style also starts with { or [: let the YAML parser decide
         except RecursionError as exc:
             raise SnapshotError(f"{path}: invalid JSON: nested too deeply") from exc
+        except ValueError as exc:  # an integer past Python's digit limit (sys.get_int_max_str_digits)
+            raise SnapshotError(f"{path}: invalid JSON: {str(exc).split(';')[0]}") from exc
     try:
         docs = list(yaml.load_all(text, Loader=_SnapshotLoader))
     except RecursionError as exc:
         raise SnapshotError(f"{path}: invalid YAML: nested too deeply") from exc
+    except ValueError as exc:  # the same limit, in PyYAML's int constructor
+        raise SnapshotError(f"{path}: invalid YAML: {str(exc).split(';')[0]}") from exc
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
@@ -325,15 +343,47 @@ def _name_of(kind: str, where: str, obj: Obj, source: str) -> str:
         val = meta.get(sub)
         if val is not None and not isinstance(val, dict):
             raise SnapshotError(f"{source}: {object_ref(kind, obj)}: metadata.{sub} is not a map")
-        for k, v in (val or {}).items():  # the API only stores strings; a list or map breaks every selector
-            if isinstance(v, list | dict):
-                raise SnapshotError(f"{source}: {object_ref(kind, obj)}: invalid value {short_repr(v)} for "
-                                    f"metadata.{sub}[{k!r}]: not a string")
     for sub in ("spec", "status"):
         val = obj.get(sub)
         if val is not None and not isinstance(val, dict):
             raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {sub} is not a map")
     return name
+
+
+_WEIGHTED = (("nodeAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+             ("podAffinity", "preferredDuringSchedulingIgnoredDuringExecution"),
+             ("podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution"))
+
+
+def _api_refusal(kind: str, obj: Obj) -> str | None:
+    """What the API server could not even decode, or its validation refuses, naming the field: a label
+    or annotation value that is not a string (an unquoted ``gpu: true`` in YAML; a selector never
+    matches it); a Pod's ``spec.priority`` that is not an integer (a quoted ``"1000"``, which counted
+    as priority 0); a preferred affinity term's weight outside 1-100 (``ValidatePreferredSchedulingTerms``,
+    ``validateWeightedPodAffinityTerms`` in pkg/apis/core/validation/validation.go; a negative one
+    failed the cycle with "returns an invalid score"). None when there is none."""
+    meta = obj.get("metadata") or {}
+    for sub in ("labels", "annotations"):
+        for k, v in (meta.get(sub) or {}).items():
+            if not isinstance(v, str):
+                hint = " (quote it in YAML)" if isinstance(v, bool | int | float) else ""
+                return f"invalid value {short_repr(v)} for metadata.{sub}[{k!r}]: not a string{hint}"
+    if kind != "Pod":
+        return None
+    spec = obj.get("spec") or {}
+    prio = spec.get("priority")
+    if prio is not None and (not isinstance(prio, int) or isinstance(prio, bool)):
+        return f"invalid value {short_repr(prio)} for spec.priority: expected an integer"
+    aff = spec.get("affinity")
+    for sec_name, list_name in _WEIGHTED if isinstance(aff, dict) else ():
+        sec = aff.get(sec_name) if isinstance(aff, dict) else None
+        terms = sec.get(list_name) if isinstance(sec, dict) else None
+        for i, term in enumerate(terms if isinstance(terms, list) else ()):
+            w = term.get("weight") if isinstance(term, dict) else None
+            if isinstance(w, int) and not isinstance(w, bool) and not 1 <= w <= 100:
+                return (f"invalid value {w} for spec.affinity.{sec_name}.{list_name}[{i}].weight: "
+                        "must be in the range 1-100")
+    return None
 
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -358,6 +408,17 @@ def _check_taints(node: Obj) -> None:
                                 f"expected one of {', '.join(TAINT_EFFECTS)}")
 
 
+def _check_node_images(node: Obj) -> None:
+    """``status.images`` a list of maps, as the API's type (ImageLocality and the image summaries walk it).
+
+    Raises:
+        PodParseError: naming ``status.images`` and the value.
+    """
+    images = (node.get("status") or {}).get("images")
+    if images is not None and not (isinstance(images, list) and all(isinstance(i, dict) for i in images)):
+        raise PodParseError("status.images", images, "expected a list of images")
+
+
 def _check_node_resources(node: Obj) -> None:
     """``status.capacity`` and ``status.allocatable`` as the API server validates a Node: every
     quantity non-negative (``ValidateNodeResources`` / ``ValidateNonnegativeQuantity``,
@@ -373,6 +434,67 @@ def _check_node_resources(node: Obj) -> None:
         for name, value in parse_resource_list(status.get(part), where).items():
             if value < 0:
                 raise PodParseError(f"{where}.{name}", status[part][name], "must be greater than or equal to 0")
+
+
+_SELECTORS = ("selectors:list", "selectors[].cel:map", "selectors[].cel.expression:str")
+_CLAIM_SPEC = ("devices:map", "devices.requests:list", "devices.constraints:list", "devices.config:list",
+               *(f"devices.requests[].exactly.{f}" for f in (*_SELECTORS, "tolerations:list", "count:count")),
+               "devices.requests[].firstAvailable:list",
+               *(f"devices.requests[].firstAvailable[].{f}" for f in (*_SELECTORS, "tolerations:list", "count:count")))
+DRA_SHAPES: dict[str, tuple[str, ...]] = {
+    "ResourceSlice": ("spec:map", "spec.devices:list", "spec.sharedCounters:list", "spec.devices[].attributes:maps",
+                      "spec.devices[].capacity:maps", "spec.devices[].consumesCounters:list",
+                      "spec.devices[].taints:list"),
+    "DeviceClass": ("spec:map", *(f"spec.{f}" for f in _SELECTORS), "spec.config:list"),
+    "ResourceClaim": ("spec:map", *(f"spec.{f}" for f in _CLAIM_SPEC)),
+    "ResourceClaimTemplate": ("spec:map", "spec.spec:map", *(f"spec.spec.{f}" for f in _CLAIM_SPEC)),
+}
+"""Per DRA kind, ``path:shape`` of what the DynamicResources plugin walks, of the v1 API's types
+(``staging/src/k8s.io/api/resource/v1/types.go``): ``map``; ``list`` (of maps); ``maps`` (a map of
+maps: attributes, capacity); ``str`` (present means a string: a ``null`` CEL expression is no
+selector); ``count`` (an integer of at least 1). ``[]`` walks each item of a list."""
+
+
+def _check_dra(kind: str, obj: Obj) -> None:
+    """A DRA object's fields in :data:`DRA_SHAPES` have their API types. A hand-edited ``attributes: 5``
+    on one ResourceSlice failed every claim that looked at that device with a bare Python exception.
+
+    Raises:
+        PodParseError: naming the first field that is not, with its index path (``spec.devices[0].attributes``).
+    """
+    for rule in DRA_SHAPES.get(kind, ()):
+        path, _, shape = rule.partition(":")
+        for where, parent, key in _walk(obj, path.split("."), ""):
+            value = parent.get(key)
+            if (value is None and shape != "str") or key not in parent:
+                continue
+            ok = {"map": isinstance(value, dict),
+                  "list": isinstance(value, list) and all(isinstance(v, dict) for v in value),
+                  "maps": isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()),
+                  "str": isinstance(value, str),
+                  "count": isinstance(value, int) and not isinstance(value, bool) and value >= 1}[shape]
+            if not ok:
+                what = {"map": "a map", "list": "a list of maps", "maps": "a map of maps", "str": "a string",
+                        "count": "an integer of at least 1"}[shape]
+                raise PodParseError(where, value, f"expected {what}")
+
+
+def _walk(node: Obj, parts: list[str], where: str) -> Iterator[tuple[str, Obj, str]]:
+    """(field path, parent map, key) of each place ``parts`` reaches in ``node`` (``x[]`` walks a list)."""
+    head, rest = parts[0], parts[1:]
+    many = head.endswith("[]")
+    key = head[:-2] if many else head
+    here = f"{where}.{key}" if where else key
+    if not rest:
+        yield here, node, key
+        return
+    value = node.get(key)
+    if many:
+        for i, item in enumerate(value if isinstance(value, list) else ()):
+            if isinstance(item, dict):
+                yield from _walk(item, rest, f"{here}[{i}]")
+    elif isinstance(value, dict):
+        yield from _walk(value, rest, here)
 
 
 def _check_runtime_class(rc: Obj) -> None:
@@ -418,6 +540,9 @@ def parse_objects(docs: list[Any], source: str, *, admitted: bool = False) -> Cl
             data.skipped[kind] = data.skipped.get(kind, 0) + 1
             continue
         name = _name_of(kind, where, obj, source)
+        bad = _api_refusal(kind, obj)
+        if bad is not None and (kind != "Pod" or (obj.get("spec") or {}).get("nodeName")):
+            raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {bad}")
         if kind in ADMISSION_KINDS:
             try:
                 _check_runtime_class(obj)
@@ -431,6 +556,7 @@ def parse_objects(docs: list[Any], source: str, *, admitted: bool = False) -> Cl
                 NodeInfo(obj)
                 _check_node_resources(obj)
                 _check_taints(obj)
+                _check_node_images(obj)
             except PodParseError as exc:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc
             except (AttributeError, TypeError, ValueError) as exc:
@@ -444,16 +570,19 @@ def parse_objects(docs: list[Any], source: str, *, admitted: bool = False) -> Cl
             pod_keys.add(key)
             data.order[key] = len(data.pods)
             data.pods.append(obj)
+            if bad is not None:  # a pending Pod: the API server would not have created it; the rest run
+                data.rejected[key] = bad
         else:
             try:
                 obj = dra_versions.to_v1(kind, obj)  # resource.k8s.io v1beta1 / v1beta2 -> v1
-            except dra_versions.DRAVersionError as exc:
+                _check_dra(kind, obj)
+            except (dra_versions.DRAVersionError, PodParseError) as exc:
                 raise SnapshotError(f"{source}: {object_ref(kind, obj)}: {exc}") from exc
             data.objects.upsert(kind, obj)
     for pod in data.pods:
         refused = _fill_pod_defaults(pod, data.objects)
         spec = pod.get("spec") or {}
-        if refused is not None and not admitted and not spec.get("nodeName"):
+        if refused is not None and not admitted and not spec.get("nodeName") and pod_key(pod) not in data.rejected:
             if refused.endswith(" not found"):
                 refused += " (the snapshot holds no such RuntimeClass: kubectl get runtimeclasses -o yaml)"
             data.rejected[pod_key(pod)] = refused

@@ -17,8 +17,9 @@ placed Pod's ResourceClaims, the fields of the claim's ``status.allocation.devic
 prioritized-list alternative was chosen), driver, pool, device, and consumed capacity, share ID and
 admin access when set.
 
-All text that comes from objects (names, reasons) is passed as :class:`rich.text.Text`, never as
-markup, so reasons such as ``[a b]`` print verbatim.
+All text that comes from objects (names, reasons) is passed as :class:`Text`, never as markup, so
+reasons such as ``[a b]`` print verbatim, and with control characters shown as ``\\x1b`` (a Pod
+named ``"\\x1b]0;pwned\\x07\\x1b[2J"`` in a snapshot retitled and cleared the reader's terminal).
 
 Upstream: the numbers are those of ``pkg/scheduler/schedule_one.go`` (``prioritizeNodes``) and
 ``framework/types.go`` (``FitError``); the layout is ours.
@@ -33,13 +34,33 @@ from typing import IO, Any
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
+from rich.text import Text as _RichText
 
 from py_scheduler.framework.algorithm import ScheduleResult
 from py_scheduler.framework.types import NodeInfo
 
-__all__ = ["GPU_RESOURCE", "NodeUsage", "allocation_table", "explain_table", "make_console", "node_summary_table",
-           "node_usage", "placement_table", "print_explain", "print_recorded", "recorded_result"]
+__all__ = ["GPU_RESOURCE", "NodeUsage", "Text", "allocation_table", "explain_table", "make_console",
+           "node_summary_table", "node_usage", "placement_table", "print_explain", "print_recorded", "printable",
+           "recorded_result"]
+
+_VISIBLE = {c: f"\\x{c:02x}" for c in (*range(9), *range(11, 32), *range(127, 160))}
+
+
+def printable(text: str) -> str:
+    """``text`` with C0/C1 control characters but tab and newline written as ``\\xNN``."""
+    return text.translate(_VISIBLE)
+
+
+class Text(_RichText):
+    """:class:`rich.text.Text` whose text, as built and as appended, is :func:`printable`."""
+
+    def __init__(self, text: str = "", *args: Any, **kwargs: Any) -> None:
+        super().__init__(printable(text), *args, **kwargs)
+
+    def append(self, text: str | _RichText, style: Any = None) -> Text:
+        super().append(printable(text) if isinstance(text, str) else text, style)
+        return self
+
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SELECTED_MARK = "✔ selected"
