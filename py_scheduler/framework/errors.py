@@ -26,6 +26,15 @@ def short_repr(value: object) -> str:
     return _SHORT.repr(value)
 
 
+_VISIBLE = {c: f"\\x{c:02x}" for c in (*range(9), *range(11, 32), *range(127, 160))}
+
+
+def printable(text: str) -> str:
+    """``text`` with C0/C1 control characters but tab and newline written as ``\\xNN``: what a terminal
+    gets of a name or message from a file (a Pod named ``"\\x1b]0;pwned\\x07"`` retitles it)."""
+    return text.translate(_VISIBLE)
+
+
 class ConfigError(ValueError):
     """A configuration that must stop start-up; the message names the field and value.
 

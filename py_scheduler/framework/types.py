@@ -574,19 +574,20 @@ class NodeInfo:
     # -- node ---------------------------------------------------------------------------------
     def set_node(self, node: Obj) -> None:
         """``NodeInfo.SetNode``: replace the Node object and recompute allocatable."""
-        # _set: the generation is bumped once, at the end
-        _set(self, "node", node)
-        _set(self, "name", str((node.get("metadata") or {}).get("name") or ""))
-        spec = node.get("spec")
-        # Read once per Node version: the node-by-node Filters skip every node without them at once.
-        _set(self, "unschedulable", bool(isinstance(spec, dict) and spec.get("unschedulable")))
-        _set(self, "has_taints", bool(isinstance(spec, dict) and spec.get("taints")))
-        alloc = (node.get("status") or {}).get("allocatable")
+        # _set: the generation is bumped once, at the end, whatever raises on the way
         try:
-            _set(self, "allocatable", Resource.from_list(alloc, "node.status.allocatable"))
-        except PodParseError:
-            _set(self, "allocatable", Resource())
-            raise
+            _set(self, "node", node)
+            _set(self, "name", str((node.get("metadata") or {}).get("name") or ""))
+            spec = node.get("spec")
+            # Read once per Node version: the node-by-node Filters skip every node without them at once.
+            _set(self, "unschedulable", bool(isinstance(spec, dict) and spec.get("unschedulable")))
+            _set(self, "has_taints", bool(isinstance(spec, dict) and spec.get("taints")))
+            alloc = (node.get("status") or {}).get("allocatable")
+            try:
+                _set(self, "allocatable", Resource.from_list(alloc, "node.status.allocatable"))
+            except PodParseError:
+                _set(self, "allocatable", Resource())
+                raise
         finally:
             _set(self, "generation", next_generation())
 

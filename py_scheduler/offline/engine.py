@@ -207,7 +207,9 @@ class OfflineScheduler:
             py_scheduler.offline.loader.SnapshotError: a malformed Node / bound Pod.
         """
         api = MemoryAPI()
-        api.unscheduled = [p for p in data.pods if not (p.get("spec") or {}).get("nodeName")]
+        # a Pod the API server would have refused is no gang member: it never existed there
+        api.unscheduled = [p for p in data.pods if not (p.get("spec") or {}).get("nodeName")
+                           and pod_key(p) not in data.rejected]
         fws, default, pct = load_frameworks(config, feature_gates, objects=api, client=api.client)
         sched = cls(fws, default, data.snapshot(), pct, api=api)
         sched.rejected = dict(data.rejected)

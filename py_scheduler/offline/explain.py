@@ -195,8 +195,8 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         gates = (target.get("spec") or {}).get("schedulingGates")
         if gates and not (target.get("spec") or {}).get("nodeName"):
             names = " ".join(str(g.get("name", "")) if isinstance(g, dict) else str(g) for g in gates)
-            print(f"note: Pod {pod_key(target)} is waiting for scheduling gates: [{names}]; explaining it as if "
-                  "the gates were removed", file=sys.stderr)
+            _note(f"Pod {pod_key(target)} is waiting for scheduling gates: [{names}]; explaining it as if "
+                  "the gates were removed")
         if not (target.get("spec") or {}).get("nodeName"):
             held = _pre_enqueue_hold(sched, target)
             if held is not None:
@@ -219,7 +219,7 @@ def explain_main(snapshot: Path | None, kubeconfig: Path | None, pod: str | None
         for pl in sched.framework_for(o.pod).plugins.values():
             note = pl.explain_note(state) if state is not None and isinstance(pl, ExplainNoter) else None
             if note:  # e.g. TopologyPlacementGenerator's domain
-                print(f"note: {note}", file=sys.stderr)
+                _note(note)
         if console is None:
             sys.stdout.write(outcome_json(o) + "\n")
             sys.stdout.flush()

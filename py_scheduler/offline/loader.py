@@ -54,7 +54,7 @@ import yaml
 
 from py_scheduler.cache.kinds import KINDS, NAMESPACED_KINDS
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
-from py_scheduler.framework.errors import PodParseError, short_repr
+from py_scheduler.framework.errors import PodParseError, printable, short_repr
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.pod_resources import parse_resource_list
 from py_scheduler.framework.types import NodeInfo, PodInfo
@@ -365,7 +365,7 @@ def _api_refusal(kind: str, obj: Obj) -> str | None:
     meta = obj.get("metadata") or {}
     for sub in ("labels", "annotations"):
         for k, v in (meta.get(sub) or {}).items():
-            if not isinstance(v, str):
+            if v is not None and not isinstance(v, str):  # null decodes as "" (an empty `key:` in YAML)
                 hint = " (quote it in YAML)" if isinstance(v, bool | int | float) else ""
                 return f"invalid value {short_repr(v)} for metadata.{sub}[{k!r}]: not a string{hint}"
     if kind != "Pod":
@@ -452,7 +452,8 @@ DRA_SHAPES: dict[str, tuple[str, ...]] = {
 """Per DRA kind, ``path:shape`` of what the DynamicResources plugin walks, of the v1 API's types
 (``staging/src/k8s.io/api/resource/v1/types.go``): ``map``; ``list`` (of maps); ``maps`` (a map of
 maps: attributes, capacity); ``str`` (present means a string: a ``null`` CEL expression is no
-selector); ``count`` (an integer of at least 1). ``[]`` walks each item of a list."""
+selector); ``count`` (a non-negative integer: 0 is what ``allocationMode: All`` requires, and the
+API server defaults it to 1 otherwise). ``[]`` walks each item of a list."""
 
 
 def _check_dra(kind: str, obj: Obj) -> None:
@@ -472,10 +473,10 @@ def _check_dra(kind: str, obj: Obj) -> None:
                   "list": isinstance(value, list) and all(isinstance(v, dict) for v in value),
                   "maps": isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()),
                   "str": isinstance(value, str),
-                  "count": isinstance(value, int) and not isinstance(value, bool) and value >= 1}[shape]
+                  "count": isinstance(value, int) and not isinstance(value, bool) and value >= 0}[shape]
             if not ok:
                 what = {"map": "a map", "list": "a list of maps", "maps": "a map of maps", "str": "a string",
-                        "count": "an integer of at least 1"}[shape]
+                        "count": "a non-negative integer"}[shape]
                 raise PodParseError(where, value, f"expected {what}")
 
 
@@ -618,8 +619,8 @@ def note_skipped(data: ClusterData, file: TextIO | None = None) -> None:
         return
     total = sum(data.skipped.values())
     kinds = ", ".join(f"{k} ({n})" for k, n in sorted(data.skipped.items()))
-    print(f"note: {data.source}: skipped {total} object{'s' if total != 1 else ''} of kinds the scheduler does not "
-          f"read: {kinds}", file=file if file is not None else sys.stderr)
+    print(printable(f"note: {data.source}: skipped {total} object{'s' if total != 1 else ''} of kinds the scheduler "
+                    f"does not read: {kinds}"), file=file if file is not None else sys.stderr)
 
 
 def load_snapshot_file(path: Path) -> ClusterData:
@@ -661,8 +662,8 @@ def note_gated(data: ClusterData, file: TextIO | None = None) -> None:
              and not (p.get("metadata") or {}).get("deletionTimestamp")]
     if gated:
         n = len(gated)
-        print(f"note: {data.source}: {n} Pod{'s wait' if n != 1 else ' waits'} for scheduling gates and "
-              f"{'are' if n != 1 else 'is'} not placed: {', '.join(gated)}",
+        print(printable(f"note: {data.source}: {n} Pod{'s wait' if n != 1 else ' waits'} for scheduling gates "
+                        f"and {'are' if n != 1 else 'is'} not placed: {', '.join(gated)}"),
               file=file if file is not None else sys.stderr)
 
 

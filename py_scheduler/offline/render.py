@@ -37,22 +37,16 @@ from rich.table import Table
 from rich.text import Text as _RichText
 
 from py_scheduler.framework.algorithm import ScheduleResult
+from py_scheduler.framework.errors import printable
 from py_scheduler.framework.types import NodeInfo
 
 __all__ = ["GPU_RESOURCE", "NodeUsage", "Text", "allocation_table", "explain_table", "make_console",
            "node_summary_table", "node_usage", "placement_table", "print_explain", "print_recorded", "printable",
            "recorded_result"]
 
-_VISIBLE = {c: f"\\x{c:02x}" for c in (*range(9), *range(11, 32), *range(127, 160))}
-
-
-def printable(text: str) -> str:
-    """``text`` with C0/C1 control characters but tab and newline written as ``\\xNN``."""
-    return text.translate(_VISIBLE)
-
-
 class Text(_RichText):
-    """:class:`rich.text.Text` whose text, as built and as appended, is :func:`printable`."""
+    """:class:`rich.text.Text` whose text, as built and as appended (``str`` only), is :func:`printable`.
+    Built without ``spans``: their offsets would not follow the escapes."""
 
     def __init__(self, text: str = "", *args: Any, **kwargs: Any) -> None:
         super().__init__(printable(text), *args, **kwargs)

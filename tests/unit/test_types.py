@@ -157,3 +157,15 @@ def test_labels_coerced_to_strings_only_when_needed() -> None:
     labels = {"app": "x"}
     assert PodInfo({"metadata": {"name": "p", "labels": labels}, "spec": {}}).labels is labels
     assert PodInfo({"metadata": {"name": "p", "labels": {"n": 1}}, "spec": {}}).labels == {"n": "1"}
+
+
+def test_set_node_bumps_the_generation_even_when_the_node_is_malformed() -> None:
+    """set_node assigns its fields without __setattr__'s bump and bumps once at the end: a Node whose
+    metadata or status is not a map raises midway, after ``node`` changed, and must still bump, or the
+    indexes that sync by generation keep the old Node's view."""
+    ni = NodeInfo({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1"}}})
+    for bad in ({"metadata": 5}, {"metadata": {"name": "n1"}, "status": 5}):
+        before = ni.generation
+        with pytest.raises(AttributeError):
+            ni.set_node(bad)
+        assert ni.node is bad and ni.generation > before

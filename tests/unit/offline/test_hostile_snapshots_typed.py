@@ -28,6 +28,18 @@ def _simulate(*args: str) -> Any:
     return CliRunner().invoke(app, ["simulate", *args])
 
 
+def _bad_alone(tmp_path: Path, bad: dict[str, Any]) -> str:
+    """Simulate Pod ``bad`` beside a Pod ``good`` on one node: ``good`` is placed, ``bad`` is not, no
+    traceback, exit 0. Returns ``bad``'s message."""
+    path = write_list(tmp_path / "s.yaml", [node("n1"), bad, pod("good", cpu="1")])
+    out = _simulate(str(path), "-o", "json")
+    assert out.exit_code == 0 and "Traceback" not in out.output, out.output
+    placed = {p["pod"]: p for p in json.loads(out.stdout)["placements"]}
+    assert placed["default/good"]["node"] == "n1"
+    assert placed["default/bad"]["node"] is None
+    return str(placed["default/bad"]["message"])
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("text", ["x: " + "[" * 30000 + "]" * 30000, "- " * 30000 + "a\n",
                                   "x: " + "{a: " * 30000 + "1" + "}" * 30000],
@@ -49,11 +61,11 @@ def test_an_integer_past_the_digit_limit_is_one_line(tmp_path: Path, fmt: str) -
     n["metadata"]["annotations"] = {"x": "y"}
     text = json.dumps({"apiVersion": "v1", "kind": "List", "items": [n]}).replace('"y"', BIG)
     path = tmp_path / f"big.{fmt}"
-    path.write_text(text if fmt == "json" else text + "\n# yaml\n")
+    path.write_text(text if fmt == "json" else "# YAML: not read as JSON first\n" + text)
     with pytest.raises(SnapshotError) as err:
         load_snapshot_file(path)
     msg = str(err.value)
-    assert msg.startswith(f"{path}: invalid ") and "Exceeds the limit (4300 digits)" in msg, msg
+    assert msg.startswith(f"{path}: invalid {fmt.upper()}: ") and "Exceeds the limit (4300 digits)" in msg, msg
     assert "set_int_max_str_digits" not in msg and "\n" not in msg
     out = _simulate(str(path))
     assert out.exit_code == 2 and "Traceback" not in out.output, out.output
@@ -95,13 +107,7 @@ def test_a_profile_that_cannot_sort_or_bind_is_refused_as_upstream(tmp_path: Pat
 @pytest.mark.parametrize("volumes", [5, True, "x", [5], [None]])
 def test_a_pending_pods_malformed_volumes_name_the_field(tmp_path: Path, volumes: object) -> None:
     bad = pod("bad", cpu="1", spec={"volumes": volumes})
-    path = write_list(tmp_path / "s.yaml", [node("n1"), bad, pod("good", cpu="1")])
-    out = _simulate(str(path), "-o", "json")
-    assert out.exit_code == 0 and "Traceback" not in out.output, out.output
-    placed = {p["pod"]: p for p in json.loads(out.stdout)["placements"]}
-    assert placed["default/good"]["node"] == "n1"
-    assert placed["default/bad"]["node"] is None
-    assert "for spec.volumes: expected a list of volumes" in placed["default/bad"]["message"]
+    assert "for spec.volumes: expected a list of volumes" in _bad_alone(tmp_path, bad)
 
 
 def _dra(slice_devices: list[Any] | None = None, cls_spec: Any = None, claim_devices: Any = None) -> list[Any]:
@@ -142,8 +148,8 @@ def _exactly(**fields: Any) -> Any:
      "ResourceClaim default/c1: invalid value None for spec.devices.requests[0].exactly.selectors[0].cel.expression: "
      "expected a string"),
     (_dra(claim_devices=_exactly(count=-1)),
-     "ResourceClaim default/c1: invalid value -1 for spec.devices.requests[0].exactly.count: expected an integer of "
-     "at least 1"),
+     "ResourceClaim default/c1: invalid value -1 for spec.devices.requests[0].exactly.count: expected a "
+     "non-negative integer"),
     (_dra(claim_devices=_exactly(count="x")),
      "ResourceClaim default/c1: invalid value 'x' for spec.devices.requests[0].exactly.count"),
 ], ids=["attributes", "capacity-values", "devices", "class-selectors", "requests", "constraints", "null-expression",
@@ -159,10 +165,16 @@ def test_a_malformed_dra_object_names_itself_and_the_field(tmp_path: Path, objs:
     assert out.exit_code == 2 and "Traceback" not in out.output, out.output
 
 
-def test_well_formed_dra_objects_still_load_and_place(tmp_path: Path) -> None:
+@pytest.mark.parametrize("request_fields", [{"count": 1, "selectors": [{"cel": {"expression": "true"}}]},
+                                            {"allocationMode": "All", "count": 0}, {"count": 0},
+                                            {"selectors": None, "tolerations": None}],
+                         ids=["count-1", "all-count-0", "count-0-defaulted", "nulls"])
+def test_well_formed_dra_objects_still_load_and_place(tmp_path: Path, request_fields: dict[str, Any]) -> None:
+    """``count: 0`` is what ``allocationMode: All`` requires, and the API server defaults it to 1
+    otherwise; a null list is an omitted one."""
     objs = _dra(slice_devices=[{"name": "gpu-0", "attributes": {"model": {"string": "a100"}},
                                 "capacity": {"memory": {"value": "80Gi"}}}],
-                claim_devices=_exactly(count=1, selectors=[{"cel": {"expression": "true"}}]))
+                claim_devices=_exactly(**request_fields))
     out = _simulate(str(write_list(tmp_path / "s.yaml", objs)), "-o", "json")
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["placements"][0]["node"] == "n1"
@@ -173,6 +185,17 @@ def test_a_nodes_malformed_image_list_names_the_node_and_field(tmp_path: Path) -
     n["status"]["images"] = 5
     with pytest.raises(SnapshotError, match=r"Node n1: invalid value 5 for status.images: expected a list of images"):
         load_snapshot_file(write_list(tmp_path / "s.yaml", [n]))
+
+
+def test_a_null_label_or_annotation_value_is_an_empty_string_as_the_api_decodes_it(tmp_path: Path) -> None:
+    """``node-role.kubernetes.io/worker:`` with nothing after it is YAML null; Go decodes it as ""."""
+    n = node("n1")
+    n["metadata"]["labels"]["node-role.kubernetes.io/worker"] = None
+    p = pod("web", cpu="1", annotations={"note": "x"})
+    p["metadata"]["annotations"]["note"] = None
+    out = _simulate(str(write_list(tmp_path / "s.yaml", [n, p])), "-o", "json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["placements"][0]["node"] == "n1"
 
 
 @pytest.mark.parametrize("value", [True, 1, 1.5])
@@ -209,13 +232,7 @@ def test_a_pending_pod_the_api_server_could_not_decode_is_refused_alone(tmp_path
     bad = pod("bad", cpu="1")
     for part, fields in patch.items():
         bad.setdefault(part, {}).update(copy.deepcopy(fields))
-    path = write_list(tmp_path / "s.yaml", [node("n1"), bad, pod("good", cpu="1")])
-    out = _simulate(str(path), "-o", "json")
-    assert out.exit_code == 0 and "Traceback" not in out.output, out.output
-    placed = {p["pod"]: p for p in json.loads(out.stdout)["placements"]}
-    assert placed["default/good"]["node"] == "n1"
-    assert placed["default/bad"]["node"] is None
-    assert placed["default/bad"]["message"] == f"not created: the API server refuses it: {message}"
+    assert _bad_alone(tmp_path, bad) == f"not created: the API server refuses it: {message}"
     bound = copy.deepcopy(bad)
     bound["spec"]["nodeName"] = "n1"
     with pytest.raises(SnapshotError, match=r"Pod default/bad: invalid value"):
@@ -226,25 +243,24 @@ def test_control_characters_in_names_are_shown_not_sent_to_the_terminal(tmp_path
     """A Pod named with terminal escapes (set the window title, clear the screen) printed them raw in
     the placement table; JSON output already escaped them."""
     evil = "bad\x1b]0;pwned\x07\x1b[2J"
-    path = write_list(tmp_path / "s.yaml", [node("n1"), pod(evil, cpu="1"), pod("huge", cpu="64")])
+    gated = pod("gated\x1b[2J", spec={"schedulingGates": [{"name": "wait\x1b[2J"}]})
+    path = write_list(tmp_path / "s.yaml", [node("n1"), pod(evil, cpu="1"), pod("huge", cpu="64"), gated])
     for args in (["simulate", str(path)], ["explain", "--snapshot", str(path)]):
         out = CliRunner().invoke(app, args)
         assert out.exit_code == 0, out.output
         assert "\x1b" not in out.output and "\x07" not in out.output, repr(out.output)
         assert "bad\\x1b]0;pwned\\x07\\x1b[2J" in out.output, out.output
+        assert "gated\\x1b[2J" in out.output, out.output  # the note on the gated Pod
+    out = CliRunner().invoke(app, ["explain", "--snapshot", str(path), "--pod", "gated\x1b[2J"])
+    assert "\x1b" not in out.output and "wait\\x1b[2J" in out.output, repr(out.output)
 
 
 @pytest.mark.parametrize("containers", [5, True])
 def test_a_pending_pods_non_list_containers_name_the_field(tmp_path: Path, containers: object) -> None:
     bad = pod("bad")
     bad["spec"]["containers"] = containers
-    path = write_list(tmp_path / "s.yaml", [node("n1"), bad, pod("good", cpu="1")])
-    out = _simulate(str(path), "-o", "json")
-    assert out.exit_code == 0 and "Traceback" not in out.output, out.output
-    placed = {p["pod"]: p for p in json.loads(out.stdout)["placements"]}
-    assert placed["default/bad"]["message"] == \
-        f"invalid value {containers!r} for spec.containers: expected a list of containers"
-    assert placed["default/good"]["node"] == "n1"
+    message = f"invalid value {containers!r} for spec.containers: expected a list of containers"
+    assert _bad_alone(tmp_path, bad) == message
 
 
 def test_a_utf16_snapshot_is_read(tmp_path: Path) -> None:
@@ -254,3 +270,19 @@ def test_a_utf16_snapshot_is_read(tmp_path: Path) -> None:
     path.write_bytes(text.encode("utf-16"))
     data = load_snapshot_file(path)
     assert [n["metadata"]["name"] for n in data.nodes] == ["n1"] and len(data.pods) == 1
+
+
+def test_a_gang_member_the_api_server_refuses_is_no_member(tmp_path: Path) -> None:
+    """A minCount-2 gang whose second member could not have been created (a quoted priority): the
+    group waits for members, as the live scheduler's PreEnqueue holds it, instead of a group cycle."""
+    group = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "g", "namespace":
+             "default"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+    members = [pod(f"m{i}", cpu="1", spec={"schedulingGroup": {"podGroupName": "g"}}) for i in range(2)]
+    members[1]["spec"]["priority"] = "5"
+    path = write_list(tmp_path / "s.yaml", [node("n1"), group, *members])
+    out = CliRunner().invoke(app, ["simulate", str(path), "-o", "json", "--feature-gates", "GenericWorkload=true"])
+    assert out.exit_code == 0, out.output
+    by = {p["pod"]: p for p in json.loads(out.stdout)["placements"]}
+    assert by["default/m0"]["node"] is None
+    assert "waiting for minCount pods from a gang to appear in scheduling queue" in by["default/m0"]["message"]
+    assert by["default/m1"]["message"].startswith("not created: the API server refuses it: ")
