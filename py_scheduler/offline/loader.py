@@ -44,7 +44,7 @@ import datetime as dt
 import json
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -375,8 +375,10 @@ def _api_refusal(kind: str, obj: Obj) -> str | None:
     if prio is not None and (not isinstance(prio, int) or isinstance(prio, bool)):
         return f"invalid value {short_repr(prio)} for spec.priority: expected an integer"
     aff = spec.get("affinity")
-    for sec_name, list_name in _WEIGHTED if isinstance(aff, dict) else ():
-        sec = aff.get(sec_name) if isinstance(aff, dict) else None
+    if not isinstance(aff, dict):
+        return None
+    for sec_name, list_name in _WEIGHTED:
+        sec = aff.get(sec_name)
         terms = sec.get(list_name) if isinstance(sec, dict) else None
         for i, term in enumerate(terms if isinstance(terms, list) else ()):
             w = term.get("weight") if isinstance(term, dict) else None
@@ -384,6 +386,11 @@ def _api_refusal(kind: str, obj: Obj) -> str | None:
                 return (f"invalid value {w} for spec.affinity.{sec_name}.{list_name}[{i}].weight: "
                         "must be in the range 1-100")
     return None
+
+
+def _list_of_maps(value: object) -> bool:
+    """Whether ``value`` is a list whose items are all maps (what the API's ``[]Struct`` decode to)."""
+    return isinstance(value, list) and all(isinstance(v, dict) for v in value)
 
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -400,7 +407,7 @@ def _check_taints(node: Obj) -> None:
     taints = (node.get("spec") or {}).get("taints")
     if taints is None:
         return
-    if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
+    if not _list_of_maps(taints):
         raise PodParseError("spec.taints", taints, "expected a list of taints")
     for i, t in enumerate(taints):
         if t.get("effect") not in TAINT_EFFECTS:
@@ -415,7 +422,7 @@ def _check_node_images(node: Obj) -> None:
         PodParseError: naming ``status.images`` and the value.
     """
     images = (node.get("status") or {}).get("images")
-    if images is not None and not (isinstance(images, list) and all(isinstance(i, dict) for i in images)):
+    if images is not None and not _list_of_maps(images):
         raise PodParseError("status.images", images, "expected a list of images")
 
 
@@ -456,6 +463,18 @@ selector); ``count`` (a non-negative integer: 0 is what ``allocationMode: All`` 
 API server defaults it to 1 otherwise). ``[]`` walks each item of a list."""
 
 
+_SHAPE_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "map": (lambda v: isinstance(v, dict), "a map"),
+    "list": (_list_of_maps, "a list of maps"),
+    "maps": (lambda v: isinstance(v, dict) and all(isinstance(x, dict) for x in v.values()), "a map of maps"),
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "count": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a non-negative integer"),
+}
+_DRA_RULES: dict[str, list[tuple[list[str], str]]] = {
+    kind: [(rule.partition(":")[0].split("."), rule.partition(":")[2]) for rule in rules]
+    for kind, rules in DRA_SHAPES.items()}
+
+
 def _check_dra(kind: str, obj: Obj) -> None:
     """A DRA object's fields in :data:`DRA_SHAPES` have their API types. A hand-edited ``attributes: 5``
     on one ResourceSlice failed every claim that looked at that device with a bare Python exception.
@@ -463,20 +482,13 @@ def _check_dra(kind: str, obj: Obj) -> None:
     Raises:
         PodParseError: naming the first field that is not, with its index path (``spec.devices[0].attributes``).
     """
-    for rule in DRA_SHAPES.get(kind, ()):
-        path, _, shape = rule.partition(":")
-        for where, parent, key in _walk(obj, path.split("."), ""):
+    for parts, shape in _DRA_RULES.get(kind, ()):
+        check, what = _SHAPE_CHECKS[shape]
+        for where, parent, key in _walk(obj, parts, ""):
             value = parent.get(key)
             if (value is None and shape != "str") or key not in parent:
                 continue
-            ok = {"map": isinstance(value, dict),
-                  "list": isinstance(value, list) and all(isinstance(v, dict) for v in value),
-                  "maps": isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()),
-                  "str": isinstance(value, str),
-                  "count": isinstance(value, int) and not isinstance(value, bool) and value >= 0}[shape]
-            if not ok:
-                what = {"map": "a map", "list": "a list of maps", "maps": "a map of maps", "str": "a string",
-                        "count": "a non-negative integer"}[shape]
+            if not check(value):
                 raise PodParseError(where, value, f"expected {what}")
 
 
@@ -518,7 +530,7 @@ def _check_runtime_class(rc: Obj) -> None:
     if sel is not None and not (isinstance(sel, dict) and all(isinstance(v, str) for v in sel.values())):
         raise PodParseError("scheduling.nodeSelector", sel, "expected a map of strings")
     tol = sched.get("tolerations")
-    if tol is not None and not (isinstance(tol, list) and all(isinstance(t, dict) for t in tol)):
+    if tol is not None and not _list_of_maps(tol):
         raise PodParseError("scheduling.tolerations", tol, "expected a list of tolerations")
 
 
