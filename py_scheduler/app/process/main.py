@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from py_scheduler.app.client.informers import Informers
 from py_scheduler.app.client.kube import Kube, KubeAPIClient
 from py_scheduler.app.client.leader import AlwaysLeader, LeaderElector, new_identity
 from py_scheduler.app.client.lister import InformerLister
+from py_scheduler.app.process import event_loop
 from py_scheduler.app.process.lifecycle import run as run_operator
 from py_scheduler.app.scheduling.binder import Binder
 from py_scheduler.app.scheduling.decisions import DEFAULT_CAPACITY, DEFAULT_TOP_K, DecisionLog
@@ -171,7 +172,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
             log.error("invalid --metrics-bind-address: %s", exc)
             return 1
     try:
-        return _event_loop_run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions(), decisions_capacity,
+        return event_loop.run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions(), decisions_capacity,
                                     decisions_top_k, request_thread))
     except KeyboardInterrupt:
         return 0
@@ -333,17 +334,6 @@ def build_health_server(bind_address: str, ready: Callable[[], bool], kube: Kube
     for path, handler in (routes or {}).items():
         server.add_get(path, handler)
     return server
-
-
-def _event_loop_run(coro: Coroutine[Any, Any, int]) -> int:
-    """Run ``coro`` on uvloop when it is installed (a faster event loop and TLS: ~8% less CPU per
-    scheduled Pod on the bench, bench/RESULTS.md), else on asyncio's default loop."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    result: int = uvloop.run(coro)
-    return result
 
 
 def _exc(task: asyncio.Task[Any]) -> BaseException | None:
