@@ -44,6 +44,13 @@ kube-scheduler's ``cel.CostLimit``); an expression whose worst-case estimate exc
 server's validation wording), nor does one of more than ``PARSE_TOKEN_LIMIT`` (600) tokens.
 ``compile_selector(..., cost_limit=, disable_cost_estimation=)`` are upstream's
 ``Options.CostLimit`` / ``DisableCostEstimation``.
+
+``matches`` uses RE2 (``google-re2``; Go's ``regexp`` is RE2 syntax) and reports a bad pattern in Go's
+words (``error parsing regexp: missing closing ): `(```), without RE2's log line on stderr. A literal
+pattern is checked when compiling, as the ``OptOptimize`` that Kubernetes' CEL environment sets
+(``k8s.io/apiserver/pkg/cel/environment/base.go``) makes cel-go compile it at program instantiation
+(``interpreter/decorators.go``, ``MatchesRegexOptimization``): ``program instantiation failed: error
+parsing regexp: ...``. A pattern computed from the device fails at evaluation with the same words.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ from typing import Any, cast
 
 import celpy
 import celpy.celtypes as ct
+import lark
+import re2
 from celpy.evaluation import CELEvalError
 
 from py_scheduler.framework import quantity as qty
@@ -311,7 +320,74 @@ def _ne(a: Any, b: Any) -> Any:
     return r if isinstance(r, CELEvalError) else ct.BoolType(not r)
 
 
+#: RE2 options for ``matches``: no error log on stderr (RE2 logs every pattern it cannot parse)
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+#: RE2's error texts (re2/regexp.cc) that Go's regexp/syntax words differently (its ErrorCode strings)
+_GO_REGEXP_WORDS = {
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    "trailing \\": "trailing backslash at end of expression",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "invalid named capture group": "invalid named capture",
+}
+
+
+def regexp_error(pattern: str) -> str | None:
+    """None when RE2 parses ``pattern``, else Go's ``regexp.Compile`` error text for it:
+    ``error parsing regexp: <what>: `<where>``` (the ``*syntax.Error`` string)."""
+    try:
+        re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        raw = exc.args[0] if exc.args else ""
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        what, _, where = text.partition(": ")
+        return f"error parsing regexp: {_GO_REGEXP_WORDS.get(what, what)}: `{where}`"
+    return None
+
+
+class _RegexpError(ValueError):
+    """A ``matches`` pattern RE2 cannot parse; celpy wraps it in a CELEvalError whose args are
+    ("return error for overflow", _RegexpError, (message,)), and :func:`_runtime_message` unwraps it."""
+
+
+def _matches(text: Any, pattern: Any) -> ct.BoolType:
+    """``matches`` (cel-go ``types.String.Match``): whether RE2 finds ``pattern`` anywhere in ``text``."""
+    if not isinstance(text, str) or not isinstance(pattern, str):
+        raise _no_overload("matches", text, pattern)
+    try:
+        return ct.BoolType(re2.search(pattern, text, _RE2_OPTIONS) is not None)
+    except re2.error:
+        raise _RegexpError(regexp_error(pattern) or "error parsing regexp") from None
+
+
+def _literal_patterns(ast: cel_cost.Tree) -> list[str]:
+    """The string literals given as ``matches``' pattern (``s.matches("...")`` or ``matches(s, "...")``):
+    what cel-go compiles when it plans the program."""
+    calls: list[cel_cost.Tree] = []
+    for node in ast.find_data("member_dot_arg"):
+        if len(node.children) == 3 and node.children[1] == "matches" and isinstance(node.children[2], lark.Tree):
+            calls.append(node.children[2].children[0] if len(node.children[2].children) == 1 else node)
+    for node in ast.find_data("ident_arg"):
+        if len(node.children) == 2 and node.children[0] == "matches" and isinstance(node.children[1], lark.Tree) \
+                and len(node.children[1].children) == 2:
+            calls.append(node.children[1].children[1])
+    patterns = []
+    for arg in calls:
+        while isinstance(arg, lark.Tree) and arg.data != "literal" and len(arg.children) == 1:
+            arg = arg.children[0]
+        if isinstance(arg, lark.Tree) and arg.data == "literal":
+            value = _ENV.program(arg).evaluate({})
+            if isinstance(value, str) and not isinstance(value, bytes):
+                patterns.append(str(value))
+    return patterns
+
+
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "matches": _matches,
     "_==_": _eq,
     "_!=_": _ne,
     "quantity": _quantity,
@@ -394,10 +470,19 @@ def compile_selector(expression: str, *, cost_limit: int | None = None,
             pointer = f"\n | {expression}\n | {'.' * (int(column) - 1)}^" if isinstance(column, int) else ""
             res.error = CELCompileError(f"compilation failed: ERROR: {where}: Syntax error{pointer}")
         else:
-            res.error = _check_cost(res, ast, disable_cost_estimation)
+            res.error = _check_cost(res, ast, disable_cost_estimation) or _check_patterns(ast)
             if res.error is None and cost_limit is not None:
                 res.program.cost_limit = cost_limit
     return CEL_SELECTORS.store(expression, res) if default else res
+
+
+def _check_patterns(ast: cel_cost.Tree) -> CELCompileError | None:
+    """The first literal ``matches`` pattern RE2 cannot parse, as cel-go's program instantiation fails."""
+    for pattern in _literal_patterns(ast):
+        error = regexp_error(pattern)
+        if error is not None:
+            return CELCompileError(f"program instantiation failed: {error}")
+    return None
 
 
 def _check_cost(res: CompiledSelector, ast: Any, disabled: bool) -> CELCompileError | None:
@@ -503,6 +588,8 @@ _UNDECLARED = re.compile(r"undeclared reference to '([^']*)'")
 
 
 def _runtime_message(exc: BaseException) -> str:
+    if len(exc.args) == 3 and exc.args[1] is _RegexpError and exc.args[2]:
+        return str(exc.args[2][0])
     text = str(exc.args[0]) if exc.args else str(exc)
     m = _NO_MEMBER.search(text) or _NO_KEY.search(text)
     if m is not None:

@@ -286,3 +286,25 @@ def test_a_gang_member_the_api_server_refuses_is_no_member(tmp_path: Path) -> No
     assert by["default/m0"]["node"] is None
     assert "waiting for minCount pods from a gang to appear in scheduling queue" in by["default/m0"]["message"]
     assert by["default/m1"]["message"].startswith("not created: the API server refuses it: ")
+
+
+@pytest.mark.parametrize(("expression", "message"), [
+    ('device.driver.matches("gpu(")', "CEL compile error: program instantiation failed: error parsing regexp: "
+                                      "missing closing ): `gpu(`"),
+    ('"gpu".matches(device.driver + "[")', "CEL runtime error: error parsing regexp: missing closing ]: `[`"),
+], ids=["literal", "computed"])
+def test_a_bad_regular_expression_names_itself_in_gos_words_and_prints_nothing_else(
+        tmp_path: Path, expression: str, message: str) -> None:
+    """Before: the Pod's message was celpy's bare "match error", and RE2 printed its own C++ log
+    lines (``re2.cc:242] Error parsing '(': missing ): (``) on stderr. A child process, as those lines
+    are written on file descriptor 2."""
+    objs = _dra(claim_devices=_exactly(selectors=[{"cel": {"expression": expression}}]))
+    path = write_list(tmp_path / "s.yaml", objs)
+    out = subprocess.run([sys.executable, "-m", "py_scheduler.cli", "simulate", str(path), "-o", "json"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # the one line simulate logs for a cycle that errs (upstream's "Error selecting node for pod"), nothing else
+    assert [line.startswith("Error selecting node for pod pod=default/a") for line in out.stderr.splitlines()] == [
+        True], out.stderr[-2000:]
+    placed = json.loads(out.stdout)["placements"][0]
+    assert placed["node"] is None and message in placed["message"], placed

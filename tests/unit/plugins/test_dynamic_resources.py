@@ -641,6 +641,11 @@ DEVICE = {"name": "g0", "attributes": {"model": {"string": "a100"}, f"{G}/idx": 
     (f'device.attributes["{G}"].model in ["a100", "h100"]', True),
     (f'device.attributes["{G}"].model.lowerAscii().startsWith("a1")', True),
     ("device.allowMultipleAllocations", False),
+    (f'device.attributes["{G}"].model.matches("^a[0-9]+$")', True),
+    (f'matches(device.attributes["{G}"].model, "h1")', False),
+    (f'device.attributes["{G}"].model.matches(r"\\d")', True),
+    (f'"(a100)".matches("^\\\\(" + device.attributes["{G}"].model + "\\\\)$")', True),
+    (f'"a100".matches(device.attributes["{G}"].model + "(") || true', True),
 ])
 def test_cel_environment(expr: str, want: bool) -> None:
     assert cel.device_matches(cel.compile_selector(expr), cel.device_variable(G, DEVICE)) is want
@@ -652,10 +657,58 @@ def test_cel_environment(expr: str, want: bool) -> None:
     ("foo == 1", cel.CELCompileError, "undeclared reference to 'foo'"),
     ("1 +", cel.CELCompileError, "compilation failed: ERROR: <input>:1:3: Syntax error"),
     (f'device.attributes["{G}"].?model.orValue("") == ""', cel.CELCompileError, "not supported"),
+    # a literal pattern fails when cel-go plans the program (MatchesRegexOptimization), a computed one when it runs
+    (f'device.attributes["{G}"].model.matches("(")', cel.CELCompileError,
+     "program instantiation failed: error parsing regexp: missing closing ): `(`"),
+    (f'matches(device.attributes["{G}"].model, "[a")', cel.CELCompileError,
+     "program instantiation failed: error parsing regexp: missing closing ]: `[a`"),
+    (f'"x".matches(device.attributes["{G}"].model + "**")', cel.CELRuntimeError,
+     "error parsing regexp: invalid nested repetition operator: `**`"),
 ])
 def test_cel_errors(expr: str, err: type[Exception], msg: str) -> None:
     with pytest.raises(err, match=re.escape(msg)):
         cel.device_matches(cel.compile_selector(expr), cel.device_variable(G, DEVICE))
+
+
+# Go's regexp.Compile(pattern).Error() for each, printed by go1.25's regexp package (RE2 syntax)
+@pytest.mark.parametrize(("pattern", "go_error"), [
+    ("(", "error parsing regexp: missing closing ): `(`"),
+    ("[a", "error parsing regexp: missing closing ]: `[a`"),
+    ("a**", "error parsing regexp: invalid nested repetition operator: `**`"),
+    ("\\", "error parsing regexp: trailing backslash at end of expression: ``"),
+    ("x{2,1}", "error parsing regexp: invalid repeat count: `{2,1}`"),
+    ("a{1001}", "error parsing regexp: invalid repeat count: `{1001}`"),
+    ("(?P<n", "error parsing regexp: invalid named capture: `(?P<n`"),
+    ("a)", "error parsing regexp: unexpected ): `a)`"),
+    ("\\8", "error parsing regexp: invalid escape sequence: `\\8`"),
+    ("[z-a]", "error parsing regexp: invalid character class range: `z-a`"),
+    ("gpu.example.com[", "error parsing regexp: missing closing ]: `[`"),
+    ("a{2}{3}", "error parsing regexp: invalid nested repetition operator: `{2}{3}`"),
+    ("*a", "error parsing regexp: missing argument to repetition operator: `*`"),
+    ("(?z)", "error parsing regexp: invalid or unsupported Perl syntax: `(?z`"),
+    ("(?i)abc", None), ("\\pN", None), ("(?<n>a)", None),
+])
+def test_regexp_errors_in_gos_words(pattern: str, go_error: str | None) -> None:
+    assert cel.regexp_error(pattern) == go_error
+
+
+def test_a_bad_pattern_writes_nothing_on_stderr(capfd: pytest.CaptureFixture[str]) -> None:
+    """RE2 logs every pattern it cannot parse on file descriptor 2 unless told not to."""
+    with pytest.raises(cel.CELRuntimeError, match="missing closing"):
+        cel.device_matches(cel.compile_selector(f'"x".matches(device.attributes["{G}"].model + "(")'),
+                           cel.device_variable(G, DEVICE))
+    assert cel.compile_selector('"x".matches("(x")').error is not None
+    assert capfd.readouterr().err == ""
+
+
+def test_a_class_with_a_bad_pattern_fails_the_cycle_naming_class_and_selector() -> None:
+    objs = [*BASE[:3], dclass("gpu", ['device.driver.matches("gpu.*(")']),
+            rslice("s-a", G, "pa", node="a", devices=[dev("g0")]), claim("c", [{"name": "r", "exactly": ex()}]),
+            pod("p", uses("c"))]
+    with pytest.raises(SchedulingError) as ei:
+        schedule(objs)
+    assert ("class gpu: selector #0: CEL compile error: program instantiation failed: error parsing regexp: "
+            "missing closing ): `gpu.*(`") in str(ei.value)
 
 
 def test_cel_bad_attribute_value() -> None:
