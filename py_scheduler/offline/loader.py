@@ -55,6 +55,7 @@ import yaml
 from py_scheduler.cache.kinds import KINDS, NAMESPACED_KINDS
 from py_scheduler.cache.snapshot import ClusterObjects, Snapshot
 from py_scheduler.framework.errors import PodParseError, printable, short_repr
+from py_scheduler.framework.labels import parse_label_selector
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.pod_resources import parse_resource_list
 from py_scheduler.framework.types import NodeInfo, PodInfo
@@ -361,7 +362,10 @@ def _api_refusal(kind: str, obj: Obj) -> str | None:
     matches it); a Pod's ``spec.priority`` that is not an integer (a quoted ``"1000"``, which counted
     as priority 0); a preferred affinity term's weight outside 1-100 (``ValidatePreferredSchedulingTerms``,
     ``validateWeightedPodAffinityTerms`` in pkg/apis/core/validation/validation.go; a negative one
-    failed the cycle with "returns an invalid score"). None when there is none."""
+    failed the cycle with "returns an invalid score"); a pod (anti-)affinity term's ``labelSelector`` or
+    ``namespaceSelector`` that does not parse (``ValidatePodAffinityTermSelector``: an operator
+    ``Weird``; upstream's ``NewPodInfo`` drops a bound Pod's terms when one fails, so its anti-affinity
+    silently stopped counting). None when there is none."""
     meta = obj.get("metadata") or {}
     for sub in ("labels", "annotations"):
         for k, v in (meta.get(sub) or {}).items():
@@ -385,6 +389,21 @@ def _api_refusal(kind: str, obj: Obj) -> str | None:
             if isinstance(w, int) and not isinstance(w, bool) and not 1 <= w <= 100:
                 return (f"invalid value {w} for spec.affinity.{sec_name}.{list_name}[{i}].weight: "
                         "must be in the range 1-100")
+    for sec_name in ("podAffinity", "podAntiAffinity"):
+        sec = aff.get(sec_name)
+        if not isinstance(sec, dict):
+            continue
+        for list_name, inner in (("requiredDuringSchedulingIgnoredDuringExecution", ""),
+                                 ("preferredDuringSchedulingIgnoredDuringExecution", ".podAffinityTerm")):
+            terms = sec.get(list_name)
+            for i, term in enumerate(terms if isinstance(terms, list) else ()):
+                term = term.get(inner[1:]) if inner and isinstance(term, dict) else term
+                for sel in ("labelSelector", "namespaceSelector"):
+                    selector = term.get(sel) if isinstance(term, dict) else None
+                    try:
+                        parse_label_selector(selector)
+                    except ValueError as exc:
+                        return f"invalid spec.affinity.{sec_name}.{list_name}[{i}]{inner}.{sel}: {printable(str(exc))}"
     return None
 
 

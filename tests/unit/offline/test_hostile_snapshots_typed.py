@@ -308,3 +308,35 @@ def test_a_bad_regular_expression_names_itself_in_gos_words_and_prints_nothing_e
         True], out.stderr[-2000:]
     placed = json.loads(out.stdout)["placements"][0]
     assert placed["node"] is None and message in placed["message"], placed
+
+
+_WEIRD = {"matchExpressions": [{"key": "app", "operator": "Weird", "values": ["x"]}]}
+
+
+@pytest.mark.parametrize(("affinity", "field", "why"), [
+    ({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": _WEIRD}]}},
+     "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector",
+     '"Weird" is not a valid label selector operator'),
+    ({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 5, "podAffinityTerm": {"topologyKey": "z", "namespaceSelector": {"matchLabels": {"a": "b c"}}}}]}},
+     "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.namespaceSelector",
+     'Invalid value: "b c"'),
+], ids=["required-operator", "preferred-namespace-value"])
+def test_a_bound_pods_malformed_affinity_selector_is_a_snapshot_error(tmp_path: Path, affinity: Any, field: str,
+                                                                     why: str) -> None:
+    """Before, upstream's NewPodInfo dropped the bound Pod's terms on the parse error: its required
+    anti-affinity silently stopped keeping Pods off its node. The API server refuses such a Pod."""
+    bound = pod("bound", node_name="n1", spec={"affinity": affinity})
+    with pytest.raises(SnapshotError) as err:
+        load_snapshot_file(write_list(tmp_path / "s.yaml", [node("n1"), bound, pod("p")]))
+    assert f"Pod default/bound: invalid {field}: " in str(err.value) and why in str(err.value), str(err.value)
+
+
+def test_a_pending_pods_malformed_affinity_selector_refuses_it_alone(tmp_path: Path) -> None:
+    bad = pod("bad", spec={"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": _WEIRD}]}}})
+    msg = _bad_alone(tmp_path, bad)
+    assert msg == ("not created: the API server refuses it: invalid spec.affinity.podAntiAffinity."
+                   'requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector: "Weird" is not a valid label '
+                   "selector operator"), msg
