@@ -340,3 +340,22 @@ def test_a_pending_pods_malformed_affinity_selector_refuses_it_alone(tmp_path: P
     assert msg == ("not created: the API server refuses it: invalid spec.affinity.podAntiAffinity."
                    'requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector: "Weird" is not a valid label '
                    "selector operator"), msg
+
+
+def test_a_key_given_twice_in_yaml_is_refused_as_kubectl_refuses_it(tmp_path: Path) -> None:
+    """PyYAML kept the second ``labels:`` and dropped the first without a word."""
+    path = tmp_path / "dup.yaml"
+    path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels: {a: b}\n  labels: {c: d}\n")
+    with pytest.raises(SnapshotError) as err:
+        load_snapshot_file(path)
+    assert str(err.value) == f"{path}: invalid YAML at line 6, column 3: key 'labels' already set in map"
+    out = _simulate(str(path))
+    assert out.exit_code == 2 and "Traceback" not in out.output, out.output
+
+
+def test_keys_a_merge_brings_in_may_be_overridden(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text("apiVersion: v1\nkind: List\nitems:\n- &n\n  apiVersion: v1\n  kind: Node\n  metadata: {name: n1}\n"
+                    "  status: {allocatable: {cpu: '1', memory: 1Gi, pods: '10'}}\n- <<: *n\n  metadata: {name: n2}\n")
+    data = load_snapshot_file(path)
+    assert [n["metadata"]["name"] for n in data.nodes] == ["n1", "n2"]
