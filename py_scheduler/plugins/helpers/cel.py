@@ -369,8 +369,9 @@ def _literal_patterns(ast: cel_cost.Tree) -> list[str]:
     what cel-go compiles when it plans the program."""
     calls: list[cel_cost.Tree] = []
     for node in ast.find_data("member_dot_arg"):
-        if len(node.children) == 3 and node.children[1] == "matches" and isinstance(node.children[2], lark.Tree):
-            calls.append(node.children[2].children[0] if len(node.children[2].children) == 1 else node)
+        if len(node.children) == 3 and node.children[1] == "matches" and isinstance(node.children[2], lark.Tree) \
+                and len(node.children[2].children) == 1:
+            calls.append(node.children[2].children[0])
     for node in ast.find_data("ident_arg"):
         if len(node.children) == 2 and node.children[0] == "matches" and isinstance(node.children[1], lark.Tree) \
                 and len(node.children[1].children) == 2:
@@ -380,8 +381,11 @@ def _literal_patterns(ast: cel_cost.Tree) -> list[str]:
         while isinstance(arg, lark.Tree) and arg.data != "literal" and len(arg.children) == 1:
             arg = arg.children[0]
         if isinstance(arg, lark.Tree) and arg.data == "literal":
-            value = _ENV.program(arg).evaluate({})
-            if isinstance(value, str) and not isinstance(value, bytes):
+            try:
+                value = _ENV.program(arg).evaluate({})
+            except Exception:  # a literal celpy cannot read is left to evaluation to report
+                continue
+            if isinstance(value, str):
                 patterns.append(str(value))
     return patterns
 
