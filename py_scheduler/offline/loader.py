@@ -107,22 +107,24 @@ if hasattr(yaml, "CSafeLoader"):
 class _SnapshotLoader(_BaseLoader):  # type: ignore[misc]
     """Safe YAML loader (libyaml's parser when available) that keeps timestamps as strings, as the
     API's JSON has them (``creationTimestamp: 2025-01-15T10:00:00Z`` unquoted stays a string), and
-    refuses a key given twice in one mapping, as kubectl does (sigs.k8s.io/yaml: ``key "name"
-    already set in map``); PyYAML would keep the last value silently, so a hand-edited second
-    ``labels:`` dropped the first. Keys that a merge (``<<: *anchor``) brings in may be overridden."""
+    refuses a key given twice in one mapping, as the API server's strict decoding of a YAML body does
+    (sigs.k8s.io/yaml ``YAMLToJSONStrict``: ``line 6: key "labels" already set in map``). PyYAML, like
+    kubectl's own lenient decoder, keeps the last value, so a hand-edited second ``labels:`` dropped
+    the first without a word. Checked as each mapping is composed, before merges (``<<: *anchor``)
+    are flattened: keys a merge brings in may be overridden."""
 
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[str] = set()
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                    if key_node.value in seen:
-                        raise yaml.constructor.ConstructorError(
-                            "while constructing a mapping", node.start_mark,
-                            f"key {printable(repr(key_node.value))} already set in map", key_node.start_mark)
-                    seen.add(key_node.value)
-        result: dict[Any, Any] = super().construct_mapping(node, deep)
-        return result
+    def compose_mapping_node(self, anchor: str | None) -> yaml.MappingNode:
+        node: yaml.MappingNode = super().compose_mapping_node(anchor)
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                if key_node.value in seen:
+                    raise yaml.composer.ComposerError(
+                        "while composing a mapping", node.start_mark,
+                        f"key {printable(json.dumps(key_node.value, ensure_ascii=False))} already set in map",
+                        key_node.start_mark)
+                seen.add(key_node.value)
+        return node
 
 
 _SnapshotLoader.yaml_implicit_resolvers = {

@@ -342,13 +342,14 @@ def test_a_pending_pods_malformed_affinity_selector_refuses_it_alone(tmp_path: P
                    "selector operator"), msg
 
 
-def test_a_key_given_twice_in_yaml_is_refused_as_kubectl_refuses_it(tmp_path: Path) -> None:
-    """PyYAML kept the second ``labels:`` and dropped the first without a word."""
+def test_a_key_given_twice_in_yaml_is_refused_as_strict_decoding_refuses_it(tmp_path: Path) -> None:
+    """PyYAML kept the second ``labels:`` and dropped the first without a word. The message is
+    sigs.k8s.io/yaml's YAMLToJSONStrict's (the API server's strict decoding of a YAML body)."""
     path = tmp_path / "dup.yaml"
     path.write_text("apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels: {a: b}\n  labels: {c: d}\n")
     with pytest.raises(SnapshotError) as err:
         load_snapshot_file(path)
-    assert str(err.value) == f"{path}: invalid YAML at line 6, column 3: key 'labels' already set in map"
+    assert str(err.value) == f'{path}: invalid YAML at line 6, column 3: key "labels" already set in map'
     out = _simulate(str(path))
     assert out.exit_code == 2 and "Traceback" not in out.output, out.output
 
@@ -359,3 +360,48 @@ def test_keys_a_merge_brings_in_may_be_overridden(tmp_path: Path) -> None:
                     "  status: {allocatable: {cpu: '1', memory: 1Gi, pods: '10'}}\n- <<: *n\n  metadata: {name: n2}\n")
     data = load_snapshot_file(path)
     assert [n["metadata"]["name"] for n in data.nodes] == ["n1", "n2"]
+
+
+def test_a_merged_anchor_used_again_before_it_is_built_is_no_duplicate(tmp_path: Path) -> None:
+    """PyYAML flattens a merge in place, and builds nested mappings later: checked at construction,
+    the anchor's merged ``tier`` and its own override looked like one key given twice (a review's case)."""
+    text = """apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: a, namespace: default}
+  spec:
+    containers: [{name: c, image: x}]
+    affinity:
+      podAntiAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+        - topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels: &sel
+              <<: {app: web, tier: fe}
+              tier: be
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: b
+    namespace: default
+    labels: {<<: *sel}
+  spec:
+    containers: [{name: c, image: x}]
+"""
+    path = tmp_path / "m3.yaml"
+    path.write_text(text)
+    data = load_snapshot_file(path)
+    assert [p["metadata"].get("labels") for p in data.pods] == [None, {"app": "web", "tier": "be"}]
+
+
+def test_a_null_selector_value_is_an_empty_string_not_a_refusal(tmp_path: Path) -> None:
+    """``matchLabels: {app: }`` is ``app: ""`` to the API server (a review's case: it was refused)."""
+    bound = pod("bound", node_name="n1", spec={"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": None}}},
+            {"topologyKey": "kubernetes.io/hostname",
+             "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": [None]}]}}]}}})
+    data = load_snapshot_file(write_list(tmp_path / "s.yaml", [node("n1"), bound, pod("p")]))
+    assert [p["metadata"]["name"] for p in data.pods] == ["bound", "p"]
