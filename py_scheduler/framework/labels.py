@@ -30,10 +30,10 @@ _NODE_SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 _FIELD_SELECTOR_OPS = ("In", "NotIn")
 _LABEL_SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
 
-_LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_GO_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+_LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
+_DNS1123_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_GO_INT_RE = re.compile(r"^[+-]?[0-9]+\Z")
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
@@ -145,6 +145,8 @@ class Requirement:
             return None, [_invalid(f"{p}key", key, "must be a string")]
         if values is None:
             values = []
+        if isinstance(values, list) and None in values:  # a null item decodes as "" (Go's zero string)
+            values = ["" if v is None else v for v in values]
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             return None, [_invalid(f"{p}values", values, "must be a list of strings")]
         vals: list[str] = values
@@ -277,6 +279,7 @@ def parse_label_selector(selector: Mapping[str, Any] | None) -> LabelSelector:
         return LabelSelector.everything()
     reqs: list[Requirement] = []
     for k, v in match_labels.items():
+        v = "" if v is None else v  # a null value decodes as "" (``key:`` with nothing after it in YAML)
         if not isinstance(v, str):
             raise ValueError(_invalid(f"matchLabels[{k}]", v, "must be a string"))
         r, errs = Requirement.new(k, "=", [v])

@@ -16,10 +16,10 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
-_NUMBER = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)$")
+_NUMBER = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)\Z")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
+_EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)\Z")
 
 __all__ = ["QuantityError", "format_quantity", "milli_value", "parse", "value"]
 

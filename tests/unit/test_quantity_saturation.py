@@ -64,3 +64,14 @@ def test_large_exponents_the_api_server_stores_are_quantities() -> None:
     pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u"},
            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "10e399"}}}]}}
     assert PodInfo(pod).requests.milli_cpu == quantity.MAX_INT64
+
+
+def test_a_final_newline_is_not_part_of_a_quantity() -> None:
+    """Python's ``$`` also matches before a final newline, so "5\\n" and "1Gi\\n" were read as 5 and 1Gi;
+    Go's resource.ParseQuantity refuses both."""
+    import pytest
+
+    for raw in ("5\n", "1Gi\n", "1e3\n"):
+        with pytest.raises(ValueError):
+            quantity.parse(raw)
+    assert quantity.parse("1Gi") == 2**30

@@ -109,8 +109,8 @@ UNIT_GPU = "gpu"
 UNIT_REPLICA = "replica"
 UNIT_MIG = "mig"
 
-_PROFILE_RE = re.compile(r"^([0-9]+)g\.([0-9]+)gb$")
-_MIG_SUFFIX_RE = re.compile(r"^(.*?)-mig-([0-9]+g\.[0-9]+gb)$", re.IGNORECASE)
+_PROFILE_RE = re.compile(r"^([0-9]+)g\.([0-9]+)gb\Z")
+_MIG_SUFFIX_RE = re.compile(r"^(.*?)-mig-([0-9]+g\.[0-9]+gb)\Z", re.IGNORECASE)
 _SHARED_SUFFIX = "-shared"
 
 

@@ -91,11 +91,11 @@ MIB = 2**20
 MAX_GPUS_PER_NODE = 4096
 """A node advertising more GPUs than this is treated as malformed (protects the index accounting)."""
 
-_PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/$")
+_PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/\Z")
 _TOKEN_SPLIT = re.compile(r"[-_\s]+")
-_MEMORY_TOKEN = re.compile(r"^[0-9]+gb$")
-_MODEL_TOKEN = re.compile(r"^[a-z0-9.]+$")
-_MIG_PROFILE = re.compile(r"^[0-9]+g\.[0-9]+gb$")
+_MEMORY_TOKEN = re.compile(r"^[0-9]+gb\Z")
+_MODEL_TOKEN = re.compile(r"^[a-z0-9.]+\Z")
+_MIG_PROFILE = re.compile(r"^[0-9]+g\.[0-9]+gb\Z")
 _REQUEST_MEMO: PodMemo[tuple[Any, GPURequest | GPUParseError]] = PodMemo(
     "GPU/request", PodInput.ANNOTATIONS | PodInput.SPEC)
 """(fingerprint of the GPU keys and annotation values, the parse or its error)."""

@@ -112,7 +112,7 @@ def csi_name_from_in_tree(plugin_name: str) -> str:
     raise TranslationError(f"could not find CSI Driver name for plugin {plugin_name}")
 
 
-_AWS_VOLUME = re.compile(r"^vol-[^/]*$")
+_AWS_VOLUME = re.compile(r"^vol-[^/]*\Z")
 
 
 def _ebs_volume_id(kubernetes_id: str) -> str:

@@ -28,8 +28,8 @@ log = logging.getLogger("py_scheduler.plugins.resource_scoring")
 DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
 """``resourceapi.ResourceDeviceClassPrefix``: the implicit extended resource name of a DeviceClass."""
 
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)\Z")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 @functools.lru_cache(maxsize=4096)

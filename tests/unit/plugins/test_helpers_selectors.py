@@ -169,6 +169,10 @@ def test_label_selector_matching(selector: dict[str, Any], labels: dict[str, str
     ({"matchExpressions": [expr("bad key", "Exists")]}, "bad key"),
     ({"matchLabels": {"app": "bad value!"}}, "bad value!"),
     ({"matchLabels": "app=web"}, "matchLabels"),
+    # Python's ``$`` also matches before a final newline; Go's validation refuses it
+    ({"matchLabels": {"app": "web\n"}}, "web\\n"),
+    ({"matchExpressions": [expr("app\n", "Exists")]}, "app\\n"),
+    ({"matchExpressions": [expr("example.com\n/app", "Exists")]}, "example.com"),
 ])
 def test_label_selector_invalid_raises_value_error(selector: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=None) as exc:
@@ -374,3 +378,11 @@ def test_no_args_plugins_share_create(module: str, cls: str) -> None:
     with pytest.raises(ConfigError, match=f"{plugin.name} takes no args"):
         plugin.create({"foo": 1}, None)
     assert type(plugin.create({"kind": "X"}, None)) is plugin
+
+
+def test_label_selector_null_values_are_empty_strings_as_the_api_decodes_them() -> None:
+    """A YAML ``app:`` with nothing after it (null) decodes as "" in Go, in matchLabels and in values."""
+    assert match_label_selector({"matchLabels": {"app": None}}, {"app": ""}) is True
+    assert match_label_selector({"matchLabels": {"app": None}}, {"app": "web"}) is False
+    assert match_label_selector({"matchExpressions": [{"key": "app", "operator": "In", "values": [None, "web"]}]},
+                                {"app": ""}) is True
