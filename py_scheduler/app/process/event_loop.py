@@ -7,7 +7,8 @@ and fails loudly when it changes.
 
 The fault (MagicStack/uvloop#506, #685): when the application closes a TLS connection from inside
 its ``data_received`` (aiohttp does on a request timeout, a cancelled watch or a reset), uvloop's
-``_do_read`` still flushes the TLS layer's outgoing bytes to the TCP transport it has just closed;
+``_do_read`` still flushes the TLS layer's outgoing bytes to the TCP transport it has just closed
+(and ``_write_appdata`` may, for a write racing the close, with the same message);
 the write raises ``RuntimeError: unable to perform operation on <TCPTransport closed=True ...>; the
 handler is closed`` and uvloop reports it as "Fatal error on SSL protocol" with a traceback, through
 the loop's exception handler. Nothing is lost: the connection was already closed by its owner, whose
@@ -43,8 +44,8 @@ def exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) 
     """The loop's exception handler: one line for :func:`is_write_after_close`, the default handler
     (message and traceback at ERROR) for anything else."""
     if is_write_after_close(context):
-        log.info("TLS bytes written after the connection was closed by its owner, dropped (uvloop#506): %s",
-                 context.get("transport"))
+        log.info("TLS bytes written after the connection was closed by its owner, dropped (uvloop#506): %s: %s",
+                 context.get("transport"), context.get("exception"))
         return
     loop.default_exception_handler(context)
 

@@ -45,12 +45,13 @@ server's validation wording), nor does one of more than ``PARSE_TOKEN_LIMIT`` (6
 ``compile_selector(..., cost_limit=, disable_cost_estimation=)`` are upstream's
 ``Options.CostLimit`` / ``DisableCostEstimation``.
 
-``matches`` uses RE2 (``google-re2``; Go's ``regexp`` is RE2 syntax) and reports a bad pattern in Go's
-words (``error parsing regexp: missing closing ): `(```), without RE2's log line on stderr. A literal
-pattern is checked when compiling, as the ``OptOptimize`` that Kubernetes' CEL environment sets
-(``k8s.io/apiserver/pkg/cel/environment/base.go``) makes cel-go compile it at program instantiation
-(``interpreter/decorators.go``, ``MatchesRegexOptimization``): ``program instantiation failed: error
-parsing regexp: ...``. A pattern computed from the device fails at evaluation with the same words.
+``matches`` uses RE2 (``google-re2``; Go's ``regexp`` is RE2's syntax; what Go refuses beyond it, ``\\C``
+and capture groups nested 1000 deep, is checked first) and reports a bad pattern in Go's words
+(``error parsing regexp: missing closing ): `(```), without RE2's log line on stderr. Literals fail
+where cel-go fails them (:func:`_check_patterns`): ``s.matches("(")`` when compiling (``invalid
+matches argument``, Kubernetes' ``ValidateRegexLiterals``), ``matches(s, "(")`` at program
+instantiation; a pattern computed from the device fails at evaluation. A pattern whose RE2 program
+outgrows RE2's default 8 MiB is refused (``expression too large``), which Go may accept.
 """
 
 from __future__ import annotations
@@ -336,17 +337,81 @@ _GO_REGEXP_WORDS = {
 }
 
 
+#: Go's regexp/syntax refuses capture groups nested this deep (its maxHeight, ``expression nests too deeply``)
+_GO_MAX_CAPTURE_DEPTH = 1000
+
+
+def _go_only_refusal(pattern: str) -> str | None:
+    """What Go's regexp refuses and RE2 accepts: the ``\\C`` escape (any byte) and capture groups
+    nested 1000 deep (Go's parse-tree height limit, counted here on capture groups, which is where it
+    bites). Character classes and escapes are skipped so that their parentheses do not count."""
+    if "\\C" not in pattern and pattern.count("(") < _GO_MAX_CAPTURE_DEPTH:
+        return None  # the common case, without a walk in Python (``matches`` calls this per evaluation)
+    depth, deepest, i, n = 0, 0, 0, len(pattern)
+    stack: list[bool] = []
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if pattern.startswith("C", i + 1):
+                return "invalid escape sequence: `\\C`"
+            i += 2
+            continue
+        if c == "[":
+            i += 2 if pattern.startswith("^", i + 1) else 1
+            i += 1 if pattern.startswith("]", i) else 0  # a leading ] is a member
+            while i < n and pattern[i] != "]":
+                if pattern[i] == "\\":
+                    if pattern.startswith("C", i + 1):
+                        return "invalid escape sequence: `\\C`"
+                    i += 1
+                elif pattern.startswith("[:", i):
+                    end = pattern.find(":]", i + 2)
+                    i = end + 1 if end >= 0 else i
+                i += 1
+        elif c == "(":
+            capturing = not pattern.startswith("?", i + 1) or pattern.startswith(("?P<", "?<"), i + 1)
+            stack.append(capturing)
+            depth += capturing
+            deepest = max(deepest, depth)
+        elif c == ")" and stack:
+            depth -= stack.pop()
+        i += 1
+    if deepest >= _GO_MAX_CAPTURE_DEPTH:
+        return f"expression nests too deeply: `{pattern}`"
+    return None
+
+
 def regexp_error(pattern: str) -> str | None:
-    """None when RE2 parses ``pattern``, else Go's ``regexp.Compile`` error text for it:
-    ``error parsing regexp: <what>: `<where>``` (the ``*syntax.Error`` string)."""
+    """None when ``pattern`` compiles, else Go's ``regexp.Compile`` error text for it:
+    ``error parsing regexp: <what>: `<where>``` (the ``*syntax.Error`` string). RE2 checks the syntax
+    (Go's regexp is RE2's), :func:`_go_only_refusal` what Go refuses beyond it; a pattern whose RE2
+    program outgrows RE2's default 8 MiB (``\\pL{1000}``) is refused as ``expression too large``,
+    which Go may accept: py-scheduler's bound on what one selector may make it allocate."""
+    go_only = _go_only_refusal(pattern)
+    if go_only is not None:
+        return f"error parsing regexp: {go_only}"
     try:
-        re2.compile(pattern, _RE2_OPTIONS)
+        re2.compile(_valid_unicode(pattern), _RE2_OPTIONS)
     except re2.error as exc:
         raw = exc.args[0] if exc.args else ""
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+        if text.startswith("pattern too large"):
+            return f"error parsing regexp: expression too large: `{pattern}`"
         what, _, where = text.partition(": ")
         return f"error parsing regexp: {_GO_REGEXP_WORDS.get(what, what)}: `{where}`"
     return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_unicode(text: str) -> str:
+    """``text`` with lone surrogates (a JSON ``"\\ud800"``) as U+FFFD, as Go's JSON decoding reads them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 class _RegexpError(ValueError):
@@ -358,36 +423,70 @@ def _matches(text: Any, pattern: Any) -> ct.BoolType:
     """``matches`` (cel-go ``types.String.Match``): whether RE2 finds ``pattern`` anywhere in ``text``."""
     if not isinstance(text, str) or not isinstance(pattern, str):
         raise _no_overload("matches", text, pattern)
+    error = _go_only_refusal(pattern)
+    if error is not None:
+        raise _RegexpError(f"error parsing regexp: {error}")
     try:
-        return ct.BoolType(re2.search(pattern, text, _RE2_OPTIONS) is not None)
+        return ct.BoolType(re2.search(_valid_unicode(pattern), _valid_unicode(text), _RE2_OPTIONS) is not None)
     except re2.error:
         raise _RegexpError(regexp_error(pattern) or "error parsing regexp") from None
 
 
-def _literal_patterns(ast: cel_cost.Tree) -> list[str]:
-    """The string literals given as ``matches``' pattern (``s.matches("...")`` or ``matches(s, "...")``):
-    what cel-go compiles when it plans the program."""
-    calls: list[cel_cost.Tree] = []
-    for node in ast.find_data("member_dot_arg"):
-        if len(node.children) == 3 and node.children[1] == "matches" and isinstance(node.children[2], lark.Tree) \
-                and len(node.children[2].children) == 1:
-            calls.append(node.children[2].children[0])
-    for node in ast.find_data("ident_arg"):
-        if len(node.children) == 2 and node.children[0] == "matches" and isinstance(node.children[1], lark.Tree) \
-                and len(node.children[1].children) == 2:
-            calls.append(node.children[1].children[1])
-    patterns = []
-    for arg in calls:
+def _matches_literals(ast: cel_cost.Tree, *, receiver_counted: bool) -> list[tuple[str, int, int]]:
+    """(value, line, column) of the string literal that cel-go checks in each ``matches`` call, in
+    source order. ``receiver_counted=False``: the first of the call's arguments as its AST has them
+    (``Args()``, without the receiver): ``s.matches(p)``'s p, ``matches(s, p)``'s s.
+    ``receiver_counted=True``: the second, receiver first (the interpreter's ``Args()``): p in both."""
+    found: list[tuple[str, int, int]] = []
+    for node in [*ast.find_data("member_dot_arg"), *ast.find_data("ident_arg")]:
+        member = node.data == "member_dot_arg"
+        if member and len(node.children) == 3 and node.children[1] == "matches":
+            args = _arguments(node.children[2])
+            arg = args[0] if len(args) == 1 else None
+        elif not member and len(node.children) == 2 and node.children[0] == "matches":
+            args = _arguments(node.children[1])
+            arg = args[1 if receiver_counted else 0] if len(args) == 2 else None
+        else:
+            continue
         while isinstance(arg, lark.Tree) and arg.data != "literal" and len(arg.children) == 1:
             arg = arg.children[0]
-        if isinstance(arg, lark.Tree) and arg.data == "literal":
-            try:
-                value = _ENV.program(arg).evaluate({})
-            except Exception:  # a literal celpy cannot read is left to evaluation to report
-                continue
-            if isinstance(value, str):
-                patterns.append(str(value))
-    return patterns
+        if not (isinstance(arg, lark.Tree) and arg.data == "literal" and isinstance(arg.children[0], lark.Token)):
+            continue
+        try:
+            value = _ENV.program(arg).evaluate({})
+        except Exception:  # a literal celpy cannot read is left to evaluation to report
+            continue
+        if isinstance(value, str):
+            token = arg.children[0]
+            found.append((str(value), int(token.line or 1), int(token.column or 1)))
+    return sorted(found, key=lambda f: (f[1], f[2]))
+
+
+def _arguments(exprlist: object) -> list[object]:
+    return list(exprlist.children) if isinstance(exprlist, lark.Tree) else []
+
+
+def _check_patterns(ast: cel_cost.Tree, expression: str) -> CELCompileError | None:
+    """``matches`` literals cel-go refuses before evaluating, in its words and order:
+
+    * ``env.Compile``'s ``cel.ValidateRegexLiterals`` (Kubernetes' base environment sets it,
+      ``k8s.io/apiserver/pkg/cel/environment/base.go``; cel-go ``cel/validator.go``) compiles the
+      literal *first argument* of each ``matches`` call: the pattern of ``s.matches("...")``, but the
+      *text* of ``matches("...", s)``; each bad one is an ``invalid matches argument`` issue at it;
+    * then ``env.Program`` with ``OptOptimize`` (``MatchesRegexOptimization``,
+      ``interpreter/decorators.go``) compiles the literal pattern of each call, the receiver counted:
+      ``program instantiation failed: error parsing regexp: ...`` (reached by ``matches(s, "...")``)."""
+    lines = expression.split("\n")
+    issues = [f"ERROR: <input>:{line}:{col}: invalid matches argument\n | {lines[line - 1]}\n | {'.' * (col - 1)}^"
+              for value, line, col in _matches_literals(ast, receiver_counted=False)
+              if regexp_error(value) is not None]
+    if issues:
+        return CELCompileError("compilation failed: " + "\n".join(issues))
+    for value, _, _ in _matches_literals(ast, receiver_counted=True):
+        error = regexp_error(value)
+        if error is not None:
+            return CELCompileError(f"program instantiation failed: {error}")
+    return None
 
 
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -474,25 +573,16 @@ def compile_selector(expression: str, *, cost_limit: int | None = None,
             pointer = f"\n | {expression}\n | {'.' * (int(column) - 1)}^" if isinstance(column, int) else ""
             res.error = CELCompileError(f"compilation failed: ERROR: {where}: Syntax error{pointer}")
         else:
-            res.error = _check_cost(res, ast, disable_cost_estimation) or _check_patterns(ast)
+            res.error = (_check_tree(ast) or _check_patterns(ast, expression)
+                         or _check_cost(res, ast, disable_cost_estimation))
             if res.error is None and cost_limit is not None:
                 res.program.cost_limit = cost_limit
     return CEL_SELECTORS.store(expression, res) if default else res
 
 
-def _check_patterns(ast: cel_cost.Tree) -> CELCompileError | None:
-    """The first literal ``matches`` pattern RE2 cannot parse, as cel-go's program instantiation fails."""
-    for pattern in _literal_patterns(ast):
-        error = regexp_error(pattern)
-        if error is not None:
-            return CELCompileError(f"program instantiation failed: {error}")
-    return None
-
-
-def _check_cost(res: CompiledSelector, ast: Any, disabled: bool) -> CELCompileError | None:
-    """celpy-only macros, the tree depth against ``cel_cost.TREE_DEPTH_LIMIT`` (checked even with
-    cost estimation disabled: it bounds evaluation's recursion, not its cost), and the worst-case estimate
-    against ``cel_cost.ESTIMATED_COST_LIMIT``."""
+def _check_tree(ast: Any) -> CELCompileError | None:
+    """celpy-only macros and the tree depth against ``cel_cost.TREE_DEPTH_LIMIT`` (checked even with
+    cost estimation disabled: it bounds evaluation's recursion, not its cost)."""
     extension = cel_cost.celpy_extension(ast)
     if extension is not None:
         return CELCompileError(f"compilation failed: ERROR: <input>: undeclared reference to '{extension}'")
@@ -500,6 +590,12 @@ def _check_cost(res: CompiledSelector, ast: Any, disabled: bool) -> CELCompileEr
     if depth > cel_cost.TREE_DEPTH_LIMIT:
         return CELCompileError(f"compilation failed: expression nested too deeply (parse tree depth {depth}, "
                                f"py-scheduler's limit {cel_cost.TREE_DEPTH_LIMIT})")
+    return None
+
+
+def _check_cost(res: CompiledSelector, ast: Any, disabled: bool) -> CELCompileError | None:
+    """The worst-case estimate against ``cel_cost.ESTIMATED_COST_LIMIT`` (after the program is built,
+    as upstream estimates after ``env.Program``)."""
     if disabled:
         return None
     res.max_cost = cel_cost.estimate_cost(ast)

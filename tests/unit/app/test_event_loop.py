@@ -29,6 +29,8 @@ def test_uvloop_still_reports_a_write_after_close_as_the_adapter_expects() -> No
     assert f"self._fatal_error(ex, '{event_loop.SSL_FATAL_MESSAGE}')" in do_read.group(1)
     fatal = re.search(r"cdef _fatal_error\(self, exc, message=.*?(\n    c?def |\Z)", ssl, re.S)
     assert fatal and "'message': message" in fatal.group(0) and "'exception': exc" in fatal.group(0)
+    write = re.search(r"cdef _write_appdata\(self.*?\n    cdef ", ssl, re.S)
+    assert write and f"self._fatal_error(ex, '{event_loop.SSL_FATAL_MESSAGE}')" in write.group(0)
     assert event_loop.CLOSED_HANDLE_TEXT in _source("handles/handle.pyx")
 
 
@@ -57,7 +59,8 @@ def test_a_write_after_close_is_one_line_without_a_traceback(caplog: pytest.LogC
     records = [r for r in caplog.records if r.name in ("asyncio", "py_scheduler.event_loop")]
     assert [(r.name, r.levelno) for r in records] == [("py_scheduler.event_loop", logging.INFO)]
     assert records[0].exc_info is None
-    assert "uvloop#506" in records[0].getMessage() and "<TCPTransport closed=True>" in records[0].getMessage()
+    line = records[0].getMessage()
+    assert "uvloop#506" in line and "<TCPTransport closed=True>" in line and "the handler is closed" in line
     assert "Traceback" not in caplog.text
 
 

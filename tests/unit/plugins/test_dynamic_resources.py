@@ -659,7 +659,9 @@ def test_cel_environment(expr: str, want: bool) -> None:
     (f'device.attributes["{G}"].?model.orValue("") == ""', cel.CELCompileError, "not supported"),
     # a literal pattern fails when cel-go plans the program (MatchesRegexOptimization), a computed one when it runs
     (f'device.attributes["{G}"].model.matches("(")', cel.CELCompileError,
-     "program instantiation failed: error parsing regexp: missing closing ): `(`"),
+     'compilation failed: ERROR: <input>:1:52: invalid matches argument\n'
+     f' | device.attributes["{G}"].model.matches("(")\n'
+     ' | ...................................................^'),
     (f'matches(device.attributes["{G}"].model, "[a")', cel.CELCompileError,
      "program instantiation failed: error parsing regexp: missing closing ]: `[a`"),
     (f'"x".matches(device.attributes["{G}"].model + "**")', cel.CELRuntimeError,
@@ -692,6 +694,50 @@ def test_regexp_errors_in_gos_words(pattern: str, go_error: str | None) -> None:
     assert cel.regexp_error(pattern) == go_error
 
 
+# What k8s.io/dynamic-resource-allocation@v0.37.2's CompileCELExpression / DeviceMatches (cel-go v0.29.2)
+# answer for a device of driver gpu.example.com, recorded from a Go program built against them.
+_GO_MATCHES = [
+    ('device.driver.matches("(")', "compilation failed: ERROR: <input>:1:23: invalid matches argument\n"
+     ' | device.driver.matches("(")\n | ......................^'),
+    ('matches(device.driver, "(")', "program instantiation failed: error parsing regexp: missing closing ): `(`"),
+    ('matches("(", device.driver)', "compilation failed: ERROR: <input>:1:9: invalid matches argument\n"
+     ' | matches("(", device.driver)\n | ........^'),
+    ('matches("abc", "(")', "program instantiation failed: error parsing regexp: missing closing ): `(`"),
+    ('device.driver.matches("(") && device.driver.matches(\n  "[a")',
+     "compilation failed: ERROR: <input>:1:23: invalid matches argument\n"
+     ' | device.driver.matches("(") && device.driver.matches(\n | ......................^\n'
+     'ERROR: <input>:2:3: invalid matches argument\n |   "[a")\n | ..^'),
+    ("'hello'.matches('x++')", "compilation failed: ERROR: <input>:1:17: invalid matches argument\n"
+     " | 'hello'.matches('x++')\n | ................^"),
+    ('device.driver.matches("\\\\C")', "compilation failed: ERROR: <input>:1:23: invalid matches argument\n"
+     ' | device.driver.matches("\\\\C")\n | ......................^'),
+    ('device.driver.matches("' + "(" * 1000 + "a" + ")" * 1000 + '")', "compilation failed: ERROR: <input>:1:23: "
+     'invalid matches argument\n | device.driver.matches("' + "(" * 1000 + "a" + ")" * 1000 + '")\n | '
+     + "." * 22 + "^"),
+    ('device.driver.matches("' + "(" * 999 + "a" + ")" * 999 + '")', True),
+    ('device.driver.matches("gpu.*")', True),
+    ('device.driver.matches("[(]\\\\(")', False),
+    ('device.driver + "(" == "x" || device.driver.matches(device.driver + "(")',
+     RuntimeError("error parsing regexp: missing closing ): `gpu.example.com(`")),
+]
+
+
+@pytest.mark.parametrize(("expr", "want"), _GO_MATCHES, ids=range(len(_GO_MATCHES)))
+def test_matches_as_cel_go_answers(expr: str, want: object) -> None:
+    selector = cel.compile_selector(expr)
+    if isinstance(want, str):
+        assert selector.error is not None and str(selector.error) == want
+        return
+    assert selector.error is None, selector.error
+    device = cel.device_variable(G, {"name": "g0"})
+    if isinstance(want, RuntimeError):
+        with pytest.raises(cel.CELRuntimeError) as err:
+            cel.device_matches(selector, device)
+        assert str(err.value) == str(want)
+    else:
+        assert cel.device_matches(selector, device) is want
+
+
 def test_a_bad_pattern_writes_nothing_on_stderr(capfd: pytest.CaptureFixture[str]) -> None:
     """RE2 logs every pattern it cannot parse on file descriptor 2 unless told not to."""
     with pytest.raises(cel.CELRuntimeError, match="missing closing"):
@@ -707,8 +753,8 @@ def test_a_class_with_a_bad_pattern_fails_the_cycle_naming_class_and_selector() 
             pod("p", uses("c"))]
     with pytest.raises(SchedulingError) as ei:
         schedule(objs)
-    assert ("class gpu: selector #0: CEL compile error: program instantiation failed: error parsing regexp: "
-            "missing closing ): `gpu.*(`") in str(ei.value)
+    assert ("class gpu: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:23: invalid matches "
+            'argument\n | device.driver.matches("gpu.*(")\n | ......................^') in str(ei.value)
 
 
 def test_cel_bad_attribute_value() -> None:
