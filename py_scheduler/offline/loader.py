@@ -104,6 +104,12 @@ if hasattr(yaml, "CSafeLoader"):
     _BaseLoader = _CParsedLoader
 
 
+def _go_quote(text: str) -> str:
+    """``text`` in double quotes, as Go's ``%#v`` writes a string (backslash and quote escaped; control
+    characters written visibly by :func:`printable`)."""
+    return '"' + printable(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
+
+
 class _SnapshotLoader(_BaseLoader):  # type: ignore[misc]
     """Safe YAML loader (libyaml's parser when available) that keeps timestamps as strings, as the
     API's JSON has them (``creationTimestamp: 2025-01-15T10:00:00Z`` unquoted stays a string), and
@@ -121,7 +127,7 @@ class _SnapshotLoader(_BaseLoader):  # type: ignore[misc]
                 if key_node.value in seen:
                     raise yaml.composer.ComposerError(
                         "while composing a mapping", node.start_mark,
-                        f"key {printable(json.dumps(key_node.value, ensure_ascii=False))} already set in map",
+                        f"key {_go_quote(key_node.value)} already set in map",
                         key_node.start_mark)
                 seen.add(key_node.value)
         return node
