@@ -413,22 +413,27 @@ def _api_refusal(kind: str, obj: Obj) -> str | None:
             if isinstance(w, int) and not isinstance(w, bool) and not 1 <= w <= 100:
                 return (f"invalid value {w} for spec.affinity.{sec_name}.{list_name}[{i}].weight: "
                         "must be in the range 1-100")
+    for where, selector in _pod_affinity_selectors(aff):
+        try:
+            parse_label_selector(selector)
+        except ValueError as exc:
+            return f"invalid spec.affinity.{where}: {printable(str(exc))}"
+    return None
+
+
+def _pod_affinity_selectors(aff: Obj) -> Iterator[tuple[str, Any]]:
+    """(path under ``spec.affinity``, selector) of every pod (anti-)affinity term's ``labelSelector``
+    and ``namespaceSelector`` that is given, required terms and preferred ``podAffinityTerm`` s."""
     for sec_name in ("podAffinity", "podAntiAffinity"):
         sec = aff.get(sec_name)
-        if not isinstance(sec, dict):
-            continue
         for list_name, inner in (("requiredDuringSchedulingIgnoredDuringExecution", ""),
-                                 ("preferredDuringSchedulingIgnoredDuringExecution", ".podAffinityTerm")):
-            terms = sec.get(list_name)
+                                 ("preferredDuringSchedulingIgnoredDuringExecution", "podAffinityTerm")):
+            terms = sec.get(list_name) if isinstance(sec, dict) else None
             for i, term in enumerate(terms if isinstance(terms, list) else ()):
-                term = term.get(inner[1:]) if inner and isinstance(term, dict) else term
+                term = term.get(inner) if inner and isinstance(term, dict) else term
                 for sel in ("labelSelector", "namespaceSelector"):
-                    selector = term.get(sel) if isinstance(term, dict) else None
-                    try:
-                        parse_label_selector(selector)
-                    except ValueError as exc:
-                        return f"invalid spec.affinity.{sec_name}.{list_name}[{i}]{inner}.{sel}: {printable(str(exc))}"
-    return None
+                    if isinstance(term, dict) and term.get(sel) is not None:
+                        yield f"{sec_name}.{list_name}[{i}]{'.' + inner if inner else ''}.{sel}", term[sel]
 
 
 def _list_of_maps(value: object) -> bool:

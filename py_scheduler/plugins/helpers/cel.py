@@ -347,27 +347,24 @@ def _go_only_refusal(pattern: str) -> str | None:
     bites). Character classes and escapes are skipped so that their parentheses do not count."""
     if "\\C" not in pattern and pattern.count("(") < _GO_MAX_CAPTURE_DEPTH:
         return None  # the common case, without a walk in Python (``matches`` calls this per evaluation)
-    depth, deepest, i, n = 0, 0, 0, len(pattern)
+    depth, deepest, i, in_class = 0, 0, 0, False
     stack: list[bool] = []
-    while i < n:
+    while i < len(pattern):
         c = pattern[i]
         if c == "\\":
             if pattern.startswith("C", i + 1):
                 return "invalid escape sequence: `\\C`"
-            i += 2
-            continue
-        if c == "[":
-            i += 2 if pattern.startswith("^", i + 1) else 1
-            i += 1 if pattern.startswith("]", i) else 0  # a leading ] is a member
-            while i < n and pattern[i] != "]":
-                if pattern[i] == "\\":
-                    if pattern.startswith("C", i + 1):
-                        return "invalid escape sequence: `\\C`"
-                    i += 1
-                elif pattern.startswith("[:", i):
-                    end = pattern.find(":]", i + 2)
-                    i = end + 1 if end >= 0 else i
-                i += 1
+            i += 1
+        elif in_class:
+            if c == "]":
+                in_class = False
+            elif pattern.startswith("[:", i):  # a POSIX class's ] does not end the set
+                end = pattern.find(":]", i + 2)
+                i = end + 1 if end >= 0 else i
+        elif c == "[":
+            in_class = True
+            i += 1 if pattern.startswith("^", i + 1) else 0
+            i += 1 if pattern.startswith("]", i + 1) else 0  # a leading ] is a member
         elif c == "(":
             capturing = not pattern.startswith("?", i + 1) or pattern.startswith(("?P<", "?<"), i + 1)
             stack.append(capturing)
@@ -427,39 +424,54 @@ def _matches(text: Any, pattern: Any) -> ct.BoolType:
     if error is not None:
         raise _RegexpError(f"error parsing regexp: {error}")
     try:
-        return ct.BoolType(re2.search(_valid_unicode(pattern), _valid_unicode(text), _RE2_OPTIONS) is not None)
+        found = re2.search(pattern, text, _RE2_OPTIONS)
+    except UnicodeEncodeError:  # a lone surrogate: rare, so not checked for on every call
+        found = re2.search(_valid_unicode(pattern), _valid_unicode(text), _RE2_OPTIONS)
     except re2.error:
         raise _RegexpError(regexp_error(pattern) or "error parsing regexp") from None
+    return ct.BoolType(found is not None)
 
 
-def _matches_literals(ast: cel_cost.Tree, *, receiver_counted: bool) -> list[tuple[str, int, int]]:
-    """(value, line, column) of the string literal that cel-go checks in each ``matches`` call, in
-    source order. ``receiver_counted=False``: the first of the call's arguments as its AST has them
-    (``Args()``, without the receiver): ``s.matches(p)``'s p, ``matches(s, p)``'s s.
-    ``receiver_counted=True``: the second, receiver first (the interpreter's ``Args()``): p in both."""
-    found: list[tuple[str, int, int]] = []
+_Literal = tuple[str, int, int]
+"""A string literal of an expression: (value, line, column), 1-based as cel-go reports them."""
+
+
+def _matches_literals(ast: cel_cost.Tree) -> tuple[list[_Literal], list[_Literal]]:
+    """The string literals cel-go checks in ``matches`` calls, each list in source order:
+
+    * the first of each call's arguments as its AST has them (``Args()``, without the receiver):
+      ``s.matches(p)``'s p, but ``matches(s, p)``'s s (``ValidateRegexLiterals`` checks these);
+    * each call's pattern, p in both forms (the interpreter's ``Args()``, receiver first, index 1:
+      what ``MatchesRegexOptimization`` compiles)."""
+    first: list[_Literal] = []
+    patterns: list[_Literal] = []
     for node in [*ast.find_data("member_dot_arg"), *ast.find_data("ident_arg")]:
-        member = node.data == "member_dot_arg"
-        if member and len(node.children) == 3 and node.children[1] == "matches":
+        if node.data == "member_dot_arg" and len(node.children) == 3 and node.children[1] == "matches":
             args = _arguments(node.children[2])
-            arg = args[0] if len(args) == 1 else None
-        elif not member and len(node.children) == 2 and node.children[0] == "matches":
+            if len(args) == 1:
+                lit = _string_literal(args[0])
+                first.extend(lit)
+                patterns.extend(lit)
+        elif node.data == "ident_arg" and len(node.children) == 2 and node.children[0] == "matches":
             args = _arguments(node.children[1])
-            arg = args[1 if receiver_counted else 0] if len(args) == 2 else None
-        else:
-            continue
-        while isinstance(arg, lark.Tree) and arg.data != "literal" and len(arg.children) == 1:
-            arg = arg.children[0]
-        if not (isinstance(arg, lark.Tree) and arg.data == "literal" and isinstance(arg.children[0], lark.Token)):
-            continue
-        try:
-            value = _ENV.program(arg).evaluate({})
-        except Exception:  # a literal celpy cannot read is left to evaluation to report
-            continue
-        if isinstance(value, str):
-            token = arg.children[0]
-            found.append((str(value), int(token.line or 1), int(token.column or 1)))
-    return sorted(found, key=lambda f: (f[1], f[2]))
+            if len(args) == 2:
+                first.extend(_string_literal(args[0]))
+                patterns.extend(_string_literal(args[1]))
+    return sorted(first, key=lambda f: f[1:]), sorted(patterns, key=lambda f: f[1:])
+
+
+def _string_literal(arg: object) -> list[_Literal]:
+    """``[(value, line, column)]`` when ``arg`` is a string literal (under single-child wrappers), else []."""
+    while isinstance(arg, lark.Tree) and arg.data != "literal" and len(arg.children) == 1:
+        arg = arg.children[0]
+    if not (isinstance(arg, lark.Tree) and arg.data == "literal" and isinstance(arg.children[0], lark.Token)):
+        return []
+    try:
+        value = _ENV.program(arg).evaluate({})
+    except Exception:  # a literal celpy cannot read is left to evaluation to report
+        return []
+    token = arg.children[0]
+    return [(str(value), int(token.line or 1), int(token.column or 1))] if isinstance(value, str) else []
 
 
 def _arguments(exprlist: object) -> list[object]:
@@ -476,13 +488,13 @@ def _check_patterns(ast: cel_cost.Tree, expression: str) -> CELCompileError | No
     * then ``env.Program`` with ``OptOptimize`` (``MatchesRegexOptimization``,
       ``interpreter/decorators.go``) compiles the literal pattern of each call, the receiver counted:
       ``program instantiation failed: error parsing regexp: ...`` (reached by ``matches(s, "...")``)."""
+    first, patterns = _matches_literals(ast)
     lines = expression.split("\n")
     issues = [f"ERROR: <input>:{line}:{col}: invalid matches argument\n | {lines[line - 1]}\n | {'.' * (col - 1)}^"
-              for value, line, col in _matches_literals(ast, receiver_counted=False)
-              if regexp_error(value) is not None]
+              for value, line, col in first if regexp_error(value) is not None]
     if issues:
         return CELCompileError("compilation failed: " + "\n".join(issues))
-    for value, _, _ in _matches_literals(ast, receiver_counted=True):
+    for value, _, _ in patterns:
         error = regexp_error(value)
         if error is not None:
             return CELCompileError(f"program instantiation failed: {error}")
