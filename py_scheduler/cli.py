@@ -146,6 +146,10 @@ def run(
         help="send API requests (Bindings, Events, status patches, LISTs) from a thread of their own, off the "
              "thread that runs scheduling cycles (watches and LISTs stay on it); default off: under the GIL "
              "it moves CPU rather than saving it (bench/RESULTS.md)")] = False,
+    request_process: Annotated[bool, typer.Option(
+        "--request-process/--no-request-process",
+        help="send API writes (Bindings, Events, status patches) from a process of its own, which runs on another "
+             "core when the machine has one (watches and LISTs stay); default off (bench/RESULTS.md)")] = False,
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
     from py_scheduler.app.process.main import ServingOptions, run_scheduler
@@ -171,7 +175,7 @@ def run(
                                    metrics_bind_address=metrics_bind_address, verbosity=v,
                                    feature_gates=feature_gates, decisions_capacity=decisions_capacity,
                                    decisions_top_k=decisions_top_k, serving=serving,
-                                   request_thread=request_thread))
+                                   request_thread=request_thread, request_process=request_process))
 
 
 @app.command()

@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import aiohttp
@@ -65,7 +65,8 @@ from py_scheduler.app.telemetry.metrics import RestClientMetrics
 from py_scheduler.framework.objects import Obj
 
 log = logging.getLogger("py_scheduler.kube")
-_METRICS = RestClientMetrics()
+METRICS = RestClientMetrics()
+"""Where every request's ``rest_client_*`` metrics go (the request process records them for its parent)."""
 
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -142,7 +143,7 @@ class _RetryPolicy:
     def before_sleep(self, rs: tenacity.RetryCallState) -> None:
         exc = rs.outcome.exception() if rs.outcome is not None else None
         code = str(exc.status) if isinstance(exc, KubeError) and exc.status else "<error>"
-        _METRICS.retry(code, self.method, self.kube.host)
+        METRICS.retry(code, self.method, self.kube.host)
         if isinstance(exc, KubeError) and exc.retry_after is not None:
             log.debug("Got a Retry-After %ds response for %s %s (retries: %d%s)", exc.retry_after, self.method,
                       self.path, self.throttles, f", server-side throttling, FlowSchema UID {exc.flow_schema!r}"
@@ -277,6 +278,9 @@ class Kube:
         retries: extra attempts for retryable failures.
         thread: None, or the thread where :meth:`request` sends every request (an ApiClient of its
             own is built there, with ``api``'s Configuration); :meth:`watch` stays on the caller's loop.
+        process: None, or the request process (:class:`RequestSender`) that sends every request but
+            the LISTs once it is ready; :meth:`watch` stays on the caller's loop.
+        purpose: this client's name there (``scheduler`` or ``events``).
     """
 
     initial_backoff = 0.2
@@ -285,9 +289,14 @@ class Kube:
     """How a retry waits (tests record the waits)."""
 
     def __init__(self, api: k8s_client.ApiClient, qps: float = 50.0, burst: int = 100, retries: int = 5,
-                 throttle_retries: int = THROTTLE_RETRIES, thread: RequestThread | None = None) -> None:
+                 throttle_retries: int = THROTTLE_RETRIES, thread: RequestThread | None = None,
+                 process: RequestSender | None = None, purpose: str = "scheduler") -> None:
         self.api = api
         self.thread = thread
+        self.process = process
+        """Where :meth:`request` sends requests once it is ready (``--request-process``), else None."""
+        self.purpose = purpose
+        """Which of the request process's clients sends this client's requests (``scheduler``, ``events``)."""
         self._request_api = api if thread is None else thread.call(lambda: _api_client(api.configuration, api))
         self._owns_thread = False
         self.qps = qps
@@ -320,13 +329,15 @@ class Kube:
 
     @classmethod
     def from_connection_info(cls, info: ConnectionInfo, credentials: Credentials | None = None, qps: float = 50.0,
-                             burst: int = 100, retries: int = 5, request_thread: bool = False) -> Kube:
+                             burst: int = 100, retries: int = 5, request_thread: bool = False,
+                             request_process: RequestSender | None = None) -> Kube:
         """The adapter for the server and credentials of ``info`` (kopf's connection record, as the
         ``@on.login`` handler returns it); with ``credentials``, every request first takes the latest
         token from it (:func:`py_scheduler.app.client.credentials.api_configuration`). With
         ``request_thread``, this client's and its Event client's requests run on a
         :class:`~py_scheduler.app.client.offthread.RequestThread` the client owns (stopped by
-        :meth:`close`).
+        :meth:`close`). With ``request_process``, they go out from that process once it is ready
+        (closed by :meth:`close`).
 
         Raises:
             ValueError: ``info`` carries certificates as data rather than paths.
@@ -335,19 +346,20 @@ class Kube:
         api.user_agent = f"{USER_AGENT}/scheduler"
         prepare_session(api)
         thread = RequestThread() if request_thread else None
-        kube = cls(api, qps=qps, burst=burst, retries=retries, thread=thread)
+        kube = cls(api, qps=qps, burst=burst, retries=retries, thread=thread, process=request_process)
         kube._owns_thread = thread is not None
-        kube.event_client = kube.derive("events", thread=thread)
+        kube.event_client = kube.derive("events", thread=thread, process=request_process)
         return kube
 
     def derive(self, purpose: str, *, qps: float | None = None, burst: int | None = None,
-               retries: int | None = None, thread: RequestThread | None = None) -> Kube:
+               retries: int | None = None, thread: RequestThread | None = None,
+               process: RequestSender | None = None) -> Kube:
         """A client for one purpose (``leader-election``, ``events``, ``auth-delegation``): the same
         server and credentials (a copy of the Configuration, so a rotated in-cluster token is re-read
         by both), its own ``ApiClient`` (its own aiohttp connection pool: requests queued on this
         client's connections cannot delay it), its own token bucket (``qps`` / ``burst`` default to
-        this client's), user agent ``py-scheduler/<purpose>``; its requests run on ``thread`` when
-        given (see :class:`Kube`). Closed by :meth:`close` of this client.
+        this client's), user agent ``py-scheduler/<purpose>``; its requests run on ``thread`` or
+        ``process`` when given (see :class:`Kube`). Closed by :meth:`close` of this client.
 
         Upstream: ``restclient.AddUserAgent`` + ``clientset.NewForConfig`` on a copy of the config
         (``cmd/kube-scheduler/app/options/options.go`` ``createClients``,
@@ -358,7 +370,8 @@ class Kube:
         api = (_api_client(cfg, self.api, user_agent) if thread is None
                else thread.call(lambda: _api_client(cfg, self.api, user_agent)))
         out = Kube(api, qps=self.qps if qps is None else qps, burst=self.burst if burst is None else burst,
-                   retries=self.retries if retries is None else retries, throttle_retries=self.throttle_retries)
+                   retries=self.retries if retries is None else retries, throttle_retries=self.throttle_retries,
+                   process=process, purpose=purpose)
         if thread is not None:  # built on the thread: only requests, which run there
             out.thread = thread
         self._derived.append(out)
@@ -368,6 +381,8 @@ class Kube:
         for k in self._derived:
             await k.close()
         self._derived.clear()
+        if self.process is not None and self.purpose == "scheduler":
+            await self.process.close()
         if self.thread is not None:
             await self.thread.run(self._request_api.close())
         if self._request_api is not self.api or self.thread is None:
@@ -402,6 +417,19 @@ class Kube:
             return await self.thread.run(self.request(
                 method, path, body=body, query=query, content_type=content_type, retries=retries,
                 throttle_retries=throttle_retries, timeout=timeout, limiter=limiter, fence=fence, resend=resend))
+        if self.process is not None and not local:
+            if not self.process.ready:
+                self.process.start()
+            else:
+                try:
+                    return await self.process.send(
+                        self.purpose, method, path,
+                        {"body": body, "query": query, "content_type": content_type, "retries": retries,
+                         "throttle_retries": throttle_retries, "timeout": timeout, "resend": resend},
+                        fence, limiter is not None and limiter is self.event_limiter)
+                except RequestProcessGone as exc:
+                    if not (method == "GET" if resend is None else resend):  # as a lost connection
+                        raise KubeError(0, "RequestProcessGone", str(exc), method, path) from exc
         budget = self.retries if retries is None else retries
         throttle_budget = self.throttle_retries if throttle_retries is None else throttle_retries
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
@@ -410,7 +438,7 @@ class Kube:
         async def attempt() -> Any:
             waited = time.monotonic()
             await (limiter or self.limiter).acquire()
-            _METRICS.rate_limited(method, self.host, time.monotonic() - waited)
+            METRICS.rate_limited(method, self.host, time.monotonic() - waited)
             if fence is not None:
                 fence()
             code = "<error>"
@@ -431,9 +459,9 @@ class Kube:
                 finally:
                     resp.release()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                _METRICS.request(code, method, self.host)
+                METRICS.request(code, method, self.host)
                 raise KubeError(0, type(exc).__name__, str(exc) or type(exc).__name__, method, path) from exc
-            _METRICS.request(code, method, self.host)
+            METRICS.request(code, method, self.host)
             if 200 <= status < 300:
                 return loads(data) if data else None
             err = error_for(status, data, method, path)
@@ -667,6 +695,51 @@ class Fenced(KubeError):
     leader lease could have expired), or the Binding's target Node is gone. ``reason`` says which."""
 
 
+class RequestProcessGone(Exception):
+    """The request process ended (or was not ready) before it answered: the request may or may not
+    have been sent."""
+
+
+class RequestSender(Protocol):
+    """Where :meth:`Kube.request` hands its requests when ``--request-process`` is on: implemented
+    by :class:`py_scheduler.app.process.request_process.RequestProcess`."""
+
+    ready: bool
+    """Whether :meth:`send` may be used now."""
+
+    def start(self) -> None:
+        """Start it (once); :attr:`ready` is set when it can send."""
+
+    async def send(self, purpose: str, method: str, path: str, options: dict[str, Any],
+                   fence: Callable[[], None] | None, event_limiter: bool) -> Any:
+        """The decoded answer of ``method path`` sent by its client for ``purpose``; raises the
+        request's KubeError, what ``fence`` raises, or :class:`RequestProcessGone`."""
+
+    async def close(self) -> None:
+        """Stop it; later requests go out from the caller."""
+
+
+class WriteFence:
+    """:class:`KubeAPIClient`'s fence for one write: called right before each attempt, it raises
+    :class:`Fenced` when the leader fence says no or (for a Binding to ``node``) the Node is gone."""
+
+    def __init__(self, client: KubeAPIClient, node: str | None = None) -> None:
+        self.client = client
+        self.node = node
+
+    def __call__(self) -> None:
+        c, node = self.client, self.node
+        if c.fence is not None and not c.fence():
+            raise Fenced(0, "NotLeader", "leader election lease could have expired; "
+                                         f"{'not binding' if node is not None else 'not writing'}")
+        if node is not None and c.node_exists is not None and not c.node_exists(node):
+            raise Fenced(0, "NodeGone", f"node {node!r} was deleted before the Binding was sent")
+
+    def until(self) -> float:
+        """The ``CLOCK_MONOTONIC`` time after which the leader fence refuses (inf: no deadline known)."""
+        return float("inf") if self.client.valid_until is None else self.client.valid_until()
+
+
 class KubeAPIClient:
     """:class:`~py_scheduler.framework.handle.APIClient` over :class:`Kube`: what PreBind and Bind
     plugins write through the Handle.
@@ -682,22 +755,21 @@ class KubeAPIClient:
         kube: the API adapter.
         fence: None or a callable, False when this replica must not write.
         node_exists: None or ``node name -> bool`` (the informers' view).
+        valid_until: None or the ``CLOCK_MONOTONIC`` time (seconds) until which ``fence`` holds
+            (:meth:`~py_scheduler.app.client.leader.LeaderElector.valid_until`): what the request
+            process checks before each attempt, in place of ``fence``.
     """
 
     def __init__(self, kube: Kube, fence: Callable[[], bool] | None = None,
-                 node_exists: Callable[[str], bool] | None = None) -> None:
+                 node_exists: Callable[[str], bool] | None = None,
+                 valid_until: Callable[[], float] | None = None) -> None:
         self.kube = kube
         self.fence = fence
         self.node_exists = node_exists
+        self.valid_until = valid_until
 
-    def _guard(self, node: str | None = None) -> Callable[[], None]:
-        def check() -> None:
-            if self.fence is not None and not self.fence():
-                raise Fenced(0, "NotLeader", "leader election lease could have expired; "
-                                             f"{'not binding' if node is not None else 'not writing'}")
-            if node is not None and self.node_exists is not None and not self.node_exists(node):
-                raise Fenced(0, "NodeGone", f"node {node!r} was deleted before the Binding was sent")
-        return check
+    def _guard(self, node: str | None = None) -> WriteFence:
+        return WriteFence(self, node)
 
     async def get(self, path: str) -> Obj | None:
         try:

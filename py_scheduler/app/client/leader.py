@@ -64,6 +64,9 @@ class AlwaysLeader:
     def is_leader_valid(self) -> bool:
         return True
 
+    def valid_until(self) -> float:
+        return float("inf")
+
     async def run(self, stop: asyncio.Event) -> None:
         await stop.wait()
 
@@ -120,6 +123,11 @@ class LeaderElector:
     def is_leader_valid(self) -> bool:
         """True while leading and within ``renew_deadline`` of the last successful renewal's start."""
         return self.leading.is_set() and self._now() < self._last_renew + self.renew_deadline
+
+    def valid_until(self) -> float:
+        """The clock's time (``now``: ``CLOCK_MONOTONIC`` seconds) from which :meth:`is_leader_valid`
+        is false unless the Lease is renewed first (-inf while not leading)."""
+        return self._last_renew + self.renew_deadline if self.leading.is_set() else float("-inf")
 
     def holder(self) -> str:
         """The holder identity last observed ("" when none)."""

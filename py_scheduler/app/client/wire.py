@@ -72,6 +72,10 @@ class KubeError(APIError):
         self.args = (f"{method} {path}: {status} {reason}: {message}" if method else
                      f"{status} {reason}: {message}",)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its constructor's arguments and attributes (it crosses to the request process)."""
+        return type(self), (self.status, self.reason, self.message, self.method, self.path), self.__dict__
+
 
 class NotFound(KubeError, APINotFound):
     """404: the object (or API) does not exist."""

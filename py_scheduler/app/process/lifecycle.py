@@ -58,6 +58,7 @@ import kopf
 from py_scheduler.app.client.credentials import Credentials, expired, load_connection_info
 from py_scheduler.app.client.internals import KOPF_AUTHENTICATOR
 from py_scheduler.app.client.kube import Kube
+from py_scheduler.app.process.request_process import RequestProcess
 
 log = logging.getLogger("py_scheduler.operator")
 
@@ -93,6 +94,8 @@ class Runtime:
     credentials: Credentials = field(init=False)
     request_thread: bool = False
     """Whether the client sends its requests from a thread of its own (``--request-thread``)."""
+    request_process: bool = False
+    """Whether the client's writes go out from a process of their own (``--request-process``)."""
     kube: Kube | None = None
     task: asyncio.Task[int] | None = None
     """The scheduler body (started by :func:`startup`)."""
@@ -122,8 +125,9 @@ async def startup(memo: object, **_: Any) -> None:
     rt = _runtime(memo)
     try:
         info = await rt.credentials.login()
+        process = (RequestProcess(rt.kubeconfig, qps=rt.qps, burst=rt.burst) if rt.request_process else None)
         rt.kube = Kube.from_connection_info(info, rt.credentials, qps=rt.qps, burst=rt.burst,
-                                            request_thread=rt.request_thread)
+                                            request_thread=rt.request_thread, request_process=process)
     except Exception as exc:  # ConfigException, OSError, YAML errors: all mean "cannot connect"
         log.error("cannot load the client configuration (%s): %s", rt.kubeconfig or "in-cluster", exc)
         rt.exit_code = 1
@@ -216,12 +220,12 @@ def operator_settings() -> kopf.OperatorSettings:
 
 
 async def run(kubeconfig: Path | None, serve: Serve, *, qps: float = 50.0, burst: int = 100,
-              request_thread: bool = False) -> int:
+              request_thread: bool = False, request_process: bool = False) -> int:
     """Run ``serve`` under kopf until SIGTERM / SIGINT or until it ends; returns the exit code
     (0 after a clean shutdown, 1 when the credentials cannot be loaded, the scheduler body failed, or
     kopf itself stopped with an error)."""
     rt = Runtime(kubeconfig=kubeconfig, serve=serve, qps=qps, burst=burst, stop=asyncio.Event(),
-                 request_thread=request_thread)
+                 request_thread=request_thread, request_process=request_process)
     # When start-up fails, kopf cancels its credentials task before it ever ran; Python then warns
     # that its coroutine was never awaited (noise next to the real error, which is logged).
     warnings.filterwarnings("ignore", message=f"coroutine '{KOPF_AUTHENTICATOR}' was never awaited",

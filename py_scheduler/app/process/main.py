@@ -120,7 +120,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
                   lease_namespace: str | None, metrics_bind_address: str, verbosity: int,
                   feature_gates: str = "", decisions_capacity: int = DEFAULT_CAPACITY,
                   decisions_top_k: int = DEFAULT_TOP_K, serving: ServingOptions | None = None,
-                  request_thread: bool = False) -> int:
+                  request_thread: bool = False, request_process: bool = False) -> int:
     """Run the scheduler until SIGTERM/SIGINT; returns the process exit code.
 
     ``kubeconfig`` None: ``clientConnection.kubeconfig`` of the config file, else in-cluster.
@@ -131,7 +131,8 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
     records (0: none) of ``decisions_top_k`` nodes each are kept for ``/debug/decisions``
     (:mod:`py_scheduler.app.scheduling.decisions`). ``serving``: how that port is served
     (default: HTTPS with a self-signed certificate and delegated authn/authz). ``request_thread``: API
-    requests run on a thread of their own (:mod:`py_scheduler.app.client.offthread`).
+    requests run on a thread of their own (:mod:`py_scheduler.app.client.offthread`);
+    ``request_process``: in a process of their own (:mod:`py_scheduler.app.process.request_process`).
     """
     setup_logging(verbosity)
     from py_scheduler.app.serving.health import raise_nofile_limit  # lazy, as build_health_server's
@@ -173,14 +174,15 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
             return 1
     try:
         return event_loop.run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions(), decisions_capacity,
-                                    decisions_top_k, request_thread))
+                                    decisions_top_k, request_thread, request_process))
     except KeyboardInterrupt:
         return 0
 
 
 async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str,
                serving: ServingOptions, decisions_capacity: int = DEFAULT_CAPACITY,
-               decisions_top_k: int = DEFAULT_TOP_K, request_thread: bool = False) -> int:
+               decisions_top_k: int = DEFAULT_TOP_K, request_thread: bool = False,
+               request_process: bool = False) -> int:
     set_thresholds()
     # The Handle is complete here: the client, the informers' objects and the queue (which exist only
     # once logged in / built from the profiles) are ports _serve connects once.
@@ -197,7 +199,8 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
         return await _serve(cfg, frameworks, kube, metrics_bind_address, serving, decisions, stop, ports=ports)
 
     # kopf runs the process: login, start-up (serve), signals, clean-up (py_scheduler.app.process.lifecycle).
-    return await run_operator(kubeconfig, serve, qps=cfg.qps, burst=cfg.burst, request_thread=request_thread)
+    return await run_operator(kubeconfig, serve, qps=cfg.qps, burst=cfg.burst, request_thread=request_thread,
+                              request_process=request_process)
 
 
 async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str,
@@ -241,7 +244,8 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     DRA_DEVICES.track(informers.store.list_kind)
     # PreBind / Bind plugins write through this client (fenced by leadership, Bindings by the Node)
     # and read the informers' latest objects, through the ports every profile's Handle holds.
-    client.connect(KubeAPIClient(kube, fence=leader.is_leader_valid, node_exists=cache.has_node))
+    client.connect(KubeAPIClient(kube, fence=leader.is_leader_valid, node_exists=cache.has_node,
+                                 valid_until=leader.valid_until))
     objects.connect(InformerLister(informers.store))
     loop = SchedulingLoop(frameworks=frameworks, algorithm=Algorithm(cfg.percentage_of_nodes_to_score), cache=cache,
                           queue=queue, binder=Binder(kube, identity), leader=leader, pod_lister=informers.pod,

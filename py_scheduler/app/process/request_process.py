@@ -1,0 +1,307 @@
+"""The API writes' own process (``py-scheduler run --request-process``, issue 32 item 2).
+
+A child process with a client of its own sends the requests of the scheduler's client and its Event
+client (Bindings, Events, status patches, deletions); the cycle's process hands each request over on
+a socket and awaits the answer. Unlike ``--request-thread`` (:mod:`py_scheduler.app.client.offthread`)
+the child does not share the GIL: the Python half of each request (aiohttp's client, the rate
+limiter, retries, building the request and decoding the answer) runs on another core when the
+machine has one. What stays on the cycle's process: the watches and LISTs (they feed the cache), the
+Lease client (its renewals must not queue behind writes), metrics serving, and each request's
+hand-over (a pickled tuple of about 0.3 KiB each way).
+
+How docs/architecture.md's eight orderings ("Writes and the cycle thread") hold:
+
+- 1-5, 7: the caller's coroutine awaits each answer, as it awaited the socket; nothing is queued that
+  its caller does not await, and answers are delivered as soon as they are read.
+- 6: :meth:`RequestProcess.send` runs the write's fence before the hand-over, and the child checks
+  the leader fence's deadline (:meth:`~py_scheduler.app.client.kube.WriteFence.until`, a
+  ``CLOCK_MONOTONIC`` time, which the processes of one machine share) right before each attempt,
+  after its rate limiter and any backoff. The Node's existence is checked at the hand-over only: the
+  informers live in the cycle's process (a Binding delayed past its Node's deletion there is left to
+  PodGC, as upstream leaves every Binding).
+- 8: the child has the token buckets (the client's and the Event client's). Until it is ready
+  (:attr:`RequestProcess.ready`: imported, logged in, about a second after the first request), and
+  after it died, requests go out from the cycle's process with its own buckets.
+
+A child that dies fails its requests in flight with :class:`~py_scheduler.app.client.kube.RequestProcessGone`:
+:meth:`~py_scheduler.app.client.kube.Kube.request` sends a resendable one (a GET, a Binding) again
+itself and fails the others as a lost connection fails them; every later request goes out from the
+cycle's process. The child's request metrics (``rest_client_*``) travel back with each answer and are
+recorded in the cycle's process, which serves them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+import math
+import multiprocessing
+import os
+import pickle
+import signal
+import socket
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from py_scheduler.app.client import kube as kube_module
+from py_scheduler.app.client.credentials import Credentials, load_connection_info
+from py_scheduler.app.client.kube import Fenced, Kube, RequestProcessGone, WriteFence
+from py_scheduler.app.client.wire import KubeError
+from py_scheduler.app.process import event_loop
+from py_scheduler.app.telemetry.klog import setup_logging
+from py_scheduler.app.telemetry.metrics import RestClientMetrics
+
+log = logging.getLogger("py_scheduler.request_process")
+
+_HELLO, _ANSWER, _REQUEST, _CANCEL = "hello", "answer", "request", "cancel"
+_HEADER = 4
+"""Bytes of each frame's length prefix (big-endian); a frame is one pickled tuple."""
+CLOSE_TIMEOUT = 5.0
+"""Seconds :meth:`RequestProcess.close` waits for the child's requests in flight and its exit."""
+
+Metric = tuple[Any, ...]
+"""``("request", code, method, host)``, ``("retry", code, verb, host)`` or ``("rate_limited", verb,
+host, seconds)``: one call the child made to :class:`~py_scheduler.app.telemetry.metrics.RestClientMetrics`."""
+
+
+def _frame(msg: tuple[Any, ...]) -> bytes:
+    data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(data).to_bytes(_HEADER, "big") + data
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[Any, ...]:
+    """The next frame's tuple. Raises ``asyncio.IncompleteReadError`` at the other side's close."""
+    n = int.from_bytes(await reader.readexactly(_HEADER), "big")
+    msg: tuple[Any, ...] = pickle.loads(await reader.readexactly(n))
+    return msg
+
+
+async def _stream(conn: Connection) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Non-blocking streams over the socket of ``conn`` (a ``multiprocessing`` duplex Pipe end, which
+    on Unix is one end of a socketpair): writes are buffered by the loop, so neither side ever blocks
+    on a full socket while the other does the same."""
+    sock = socket.socket(fileno=os.dup(conn.fileno()))
+    conn.close()
+    return await asyncio.open_connection(sock=sock)
+
+
+class RequestProcess:
+    """The parent's side: spawns the child on :meth:`start` and forwards :meth:`send`.
+
+    Implements :class:`~py_scheduler.app.client.kube.RequestSender`.
+
+    Args:
+        kubeconfig: the credentials the child logs in with (None: in-cluster), through the same
+            login path as the cycle's process (rotated tokens are re-read there too).
+        qps, burst, retries: the child's client, as the cycle's process's.
+    """
+
+    def __init__(self, kubeconfig: Path | str | None, *, qps: float = 50.0, burst: int = 100,
+                 retries: int = 5) -> None:
+        self._args = (str(kubeconfig) if kubeconfig is not None else None, qps, burst, retries)
+        self._proc: Any = None  # multiprocessing's SpawnProcess (its type is private)
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self.ready = False
+        """True from the child's hello until it is gone or closed: :meth:`send` may be used."""
+        self.gone = False
+        """The child died or was closed: every request goes out from the caller's process."""
+        self.replay: Callable[[list[Metric]], None] = replay_metrics
+        """How the child's metric calls are recorded here (tests record them)."""
+
+    def start(self) -> None:
+        """Spawn the child (once; on the running loop). It says hello when logged in."""
+        if self._proc is not None or self.gone:
+            return
+        ctx = multiprocessing.get_context("spawn")  # never fork a process holding an event loop's threads
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=child_main, args=(child, *self._args), daemon=True,
+                                 name="py-scheduler-requests")
+        self._proc.start()
+        child.close()
+        self._reader = asyncio.get_running_loop().create_task(self._read(parent), name="request-process-reader")
+
+    @property
+    def pid(self) -> int | None:
+        """The child's pid (None before :meth:`start`)."""
+        return None if self._proc is None else int(self._proc.pid)
+
+    async def _read(self, conn: Connection) -> None:
+        try:
+            reader, self._writer = await _stream(conn)
+            while True:
+                msg = await _read_frame(reader)
+                if msg[0] == _HELLO:
+                    self.ready = not self.gone
+                    log.info("API writes go out from process %s", self.pid)
+                    continue
+                _, rid, ok, value, metrics = msg
+                self.replay(metrics)
+                fut = self._pending.pop(rid, None)
+                if fut is not None and not fut.done():
+                    (fut.set_result if ok else fut.set_exception)(value)
+        except (asyncio.IncompleteReadError, OSError, pickle.UnpicklingError, ValueError) as exc:
+            if not self.gone:
+                log.error("the API requests' process ended (%s): requests go out from this process",
+                          type(exc).__name__)
+        finally:
+            self.ready, self.gone = False, True
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(RequestProcessGone("the API requests' process ended"))
+            self._pending.clear()
+
+    async def send(self, purpose: str, method: str, path: str, options: dict[str, Any],
+                   fence: Callable[[], None] | None, event_limiter: bool) -> Any:
+        """Send ``method path`` from the child's client for ``purpose`` (``scheduler`` or ``events``,
+        with its Event bucket when ``event_limiter``) and return the decoded answer. ``options``:
+        :meth:`Kube.request`'s keyword arguments body, query, content_type, retries, throttle_retries,
+        timeout, resend. ``fence`` runs here first; a :class:`WriteFence`'s deadline is checked again by
+        the child right before each attempt. Cancelling the caller cancels the request in the child.
+
+        Raises:
+            whatever ``fence`` raises; the request's KubeError; RequestProcessGone: the child ended
+            before it answered.
+        """
+        if fence is not None:
+            fence()
+        until = fence.until() if isinstance(fence, WriteFence) else math.inf
+        if not self.ready or self._writer is None:
+            raise RequestProcessGone("the API requests' process is not ready")
+        rid = next(self._ids)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        self._writer.write(_frame((_REQUEST, rid, purpose, method, path, options, until, event_limiter)))
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if self._pending.pop(rid, None) is not None and self.ready and self._writer is not None:
+                self._writer.write(_frame((_CANCEL, rid)))
+            raise
+
+    async def close(self) -> None:
+        """End the child: it finishes its requests in flight (up to :data:`CLOSE_TIMEOUT` seconds),
+        closes its client and exits; killed when it does not."""
+        self.ready = False
+        self.gone = True
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._reader), CLOSE_TIMEOUT)
+        if self._proc is not None:
+            await asyncio.to_thread(self._proc.join, CLOSE_TIMEOUT)
+            if self._proc.is_alive():
+                self._proc.kill()
+                await asyncio.to_thread(self._proc.join, CLOSE_TIMEOUT)
+
+
+def replay_metrics(metrics: list[Metric]) -> None:
+    """Record the child's metric calls in this process's registry."""
+    m = kube_module.METRICS
+    for call in metrics:
+        match call:
+            case ("request", code, method, host):
+                m.request(code, method, host)
+            case ("retry", code, verb, host):
+                m.retry(code, verb, host)
+            case ("rate_limited", verb, host, seconds):
+                m.rate_limited(verb, host, seconds)
+
+
+class _RecordedMetrics(RestClientMetrics):
+    """The child's stand-in for the metrics: calls kept until sent with the next answer."""
+
+    def __init__(self) -> None:
+        self.calls: list[Metric] = []
+
+    def request(self, code: str, method: str, host: str) -> None:
+        self.calls.append(("request", code, method, host))
+
+    def retry(self, code: str, verb: str, host: str) -> None:
+        self.calls.append(("retry", code, verb, host))
+
+    def rate_limited(self, verb: str, host: str, seconds: float) -> None:
+        self.calls.append(("rate_limited", verb, host, seconds))
+
+    def take(self) -> list[Metric]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+class _Deadline:
+    """The child's fence: refuses once the leader fence's deadline (``CLOCK_MONOTONIC``) has passed."""
+
+    def __init__(self, until: float) -> None:
+        self.until = until
+
+    def __call__(self) -> None:
+        if time.monotonic() >= self.until:
+            raise Fenced(0, "NotLeader", "leader election lease could have expired; not writing")
+
+
+def _forget(tasks: dict[int, asyncio.Task[None]], rid: int, _task: asyncio.Task[None]) -> None:
+    tasks.pop(rid, None)
+
+
+def child_main(conn: Connection, kubeconfig: str | None, qps: float, burst: int, retries: int) -> None:
+    """The child's entry point (spawned): serve requests until the parent closes its end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (a Ctrl-C reaches the whole group)
+    setup_logging(0)
+    event_loop.run(_serve(conn, kubeconfig, qps, burst, retries))
+
+
+async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: int, retries: int) -> int:
+    reader, writer = await _stream(conn)
+    recorded = _RecordedMetrics()
+    kube_module.METRICS = recorded
+    creds = Credentials(lambda: load_connection_info(kubeconfig))
+    kube = Kube.from_connection_info(await creds.login(), creds, qps=qps, burst=burst, retries=retries)
+    clients = {"scheduler": kube, "events": kube.event_client or kube}
+    tasks: dict[int, asyncio.Task[None]] = {}
+
+    async def answer(rid: int, purpose: str, method: str, path: str, options: dict[str, Any], until: float,
+                     event_limiter: bool) -> None:
+        client = clients[purpose]
+        try:
+            value = await client.request(method, path, fence=None if math.isinf(until) else _Deadline(until),
+                                         limiter=client.event_limiter if event_limiter else None, **options)
+            out: tuple[Any, ...] = (_ANSWER, rid, True, value, recorded.take())
+        except Exception as exc:  # handed to the caller
+            out = (_ANSWER, rid, False, exc, recorded.take())
+        try:
+            writer.write(_frame(out))
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:  # an exception that does not pickle
+            writer.write(_frame((_ANSWER, rid, False, KubeError(0, type(out[3]).__name__, str(exc)),
+                                 out[4])))
+
+    writer.write(_frame((_HELLO,)))
+    try:
+        while True:
+            try:
+                msg = await _read_frame(reader)
+            except (asyncio.IncompleteReadError, OSError):
+                break
+            if msg[0] == _CANCEL:
+                task = tasks.get(msg[1])
+                if task is not None:
+                    task.cancel()
+                continue
+            rid = msg[1]
+            task = asyncio.create_task(answer(*msg[1:]))
+            tasks[rid] = task
+            task.add_done_callback(functools.partial(_forget, tasks, rid))
+    finally:
+        if tasks:
+            await asyncio.wait(list(tasks.values()), timeout=CLOSE_TIMEOUT)
+        await kube.close()
+        writer.close()
+    return 0

@@ -1,0 +1,252 @@
+"""API writes from a process of their own (``--request-process``, issue 32 item 2): once the child is
+ready, the scheduler's client and its Event client send from it; LISTs and watches stay; the caller
+still awaits each answer; the leader fence's deadline is checked in the child; a child that dies
+leaves nothing stuck. A real aiohttp server answers; the parent's ``call_api`` is recorded, so a
+request the server saw and the parent did not was sent by the child."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pickle
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from py_scheduler.app.client import internals
+from py_scheduler.app.client.credentials import load_connection_info
+from py_scheduler.app.client.kube import Fenced, Kube, KubeAPIClient
+from py_scheduler.app.client.wire import Conflict, KubeError, NotFound
+from py_scheduler.app.process.request_process import Metric, RequestProcess
+from tests.unit.app.fakes import kubeconfig_file
+
+
+class _Api:
+    """A few API paths; ``gate`` holds the Binding until set; a Binding whose client went away while
+    held is counted in ``abandoned``."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.bindings = 0
+        self.abandoned = 0
+        self.held = 0
+        self.events = 0
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/api/v1/namespaces/default/pods/p", self.pod)
+        app.router.add_post("/api/v1/namespaces/default/pods/p/binding", self.bind)
+        app.router.add_post("/apis/events.k8s.io/v1/namespaces/default/events", self.event)
+        app.router.add_get("/api/v1/pods", self.watch)
+        app.router.add_get("/api/v1/nodes", self.nodes)
+        return app
+
+    async def nodes(self, request: web.Request) -> web.Response:
+        return web.json_response({"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "7"},
+                                  "items": [{"metadata": {"name": "n1"}}]})
+
+    async def pod(self, request: web.Request) -> web.Response:
+        return web.json_response({"kind": "Pod", "metadata": {"name": "p"}})
+
+    async def bind(self, request: web.Request) -> web.Response:
+        self.held += 1
+        try:
+            while not self.gate.is_set():
+                if request.transport is None or request.transport.is_closing():
+                    self.abandoned += 1
+                    return web.json_response({}, status=499)
+                await asyncio.sleep(0.01)
+        except asyncio.CancelledError:  # the server cancels the handler when the client went away
+            self.abandoned += 1
+            raise
+        self.bindings += 1
+        return web.json_response({"kind": "Status", "status": "Success"}, status=201)
+
+    async def event(self, request: web.Request) -> web.Response:
+        self.events += 1
+        while not self.gate.is_set():
+            await asyncio.sleep(0.01)
+        return web.json_response(await request.json(), status=201)
+
+    async def watch(self, request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        await resp.write(json.dumps({"type": "ADDED", "object": {"metadata": {"name": "p"}}}).encode() + b"\n")
+        await resp.write_eof()
+        return resp
+
+
+async def _until(cond: Any, timeout: float = 60.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not cond():
+            await asyncio.sleep(0.01)
+
+
+Served = tuple[_Api, Kube, RequestProcess, list[str], list[Metric]]
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    api = _Api()
+    async with TestServer(api.app()) as server:
+        cfg = kubeconfig_file(tmp_path, server=str(server.make_url("")).rstrip("/"))
+        process = RequestProcess(cfg, qps=100, burst=100)
+        replayed: list[Metric] = []
+        process.replay = replayed.extend
+        kube = Kube.from_connection_info(await load_connection_info(cfg), request_process=process)
+        seen: list[str] = []
+        call_api = internals.call_api
+
+        async def recording(a: Any, path: str, method: str, **kw: Any) -> Any:
+            seen.append(f"{method} {path}")
+            return await call_api(a, path, method, **kw)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(internals, "call_api", recording)
+            try:
+                # the first request starts the child and goes out from here meanwhile
+                assert (await kube.get_pod("default", "p") or {})["metadata"]["name"] == "p"
+                assert seen == ["GET /api/v1/namespaces/default/pods/p"]
+                await _until(lambda: process.ready)
+                seen.clear()
+                yield api, kube, process, seen, replayed
+            finally:
+                await kube.close()
+
+
+async def test_writes_go_out_from_the_child_and_watches_and_lists_from_here(served: Served) -> None:
+    api, kube, process, seen, replayed = served
+    await kube.bind("default", "p", "u1", "n1")
+    ev = await kube.create_event("default", {"kind": "Event", "metadata": {"name": "e"}})
+    assert ev == {"kind": "Event", "metadata": {"name": "e"}}  # the decoded answer came back
+    with pytest.raises(NotFound):  # a refusal comes back as the same exception type
+        await kube.request("GET", "/api/v1/namespaces/default/pods/nope")
+    events = [e async for e in kube.watch("/api/v1/pods", {})]
+    assert [e["type"] for e in events] == ["ADDED"]
+    pages = [p async for p in kube.list_pages("/api/v1/nodes")]
+    assert pages == [([{"metadata": {"name": "n1"}, "kind": "Node", "apiVersion": "v1"}], "7")]
+    assert seen == ["GET /api/v1/pods", "GET /api/v1/nodes"]  # only the watch and the LIST went out here
+    assert api.bindings == 1 and api.events == 1
+    # the child's rest_client metrics were handed back: one answered attempt per request
+    answered = [(m[1], m[2]) for m in replayed if m[0] == "request"]
+    assert sorted(answered) == [("201", "POST"), ("201", "POST"), ("404", "GET")]
+    assert process.pid is not None and process.pid != os.getpid()
+
+
+async def test_the_child_refuses_a_write_once_the_leaders_deadline_passed(served: Served) -> None:
+    api, kube, _, seen, _ = served
+    asked: list[int] = []
+
+    def fence() -> bool:
+        asked.append(os.getpid())
+        return True
+
+    with pytest.raises(Fenced) as refused:  # valid here at the hand-over, past due in the child
+        await KubeAPIClient(kube, fence=fence, valid_until=lambda: time.monotonic() - 1).bind("default", "p", "u", "n1")
+    assert refused.value.reason == "NotLeader" and refused.value.status == 0
+    assert asked == [os.getpid(), os.getpid()]  # the client's check, then the hand-over's
+    assert api.held == 0 and seen == []
+    # a deadline still ahead: sent
+    await KubeAPIClient(kube, fence=fence, valid_until=lambda: time.monotonic() + 60).bind("default", "p", "u", "n1")
+    assert api.bindings == 1
+
+
+async def test_cancelling_the_caller_cancels_the_request_in_the_child(served: Served) -> None:
+    api, kube, _, seen, _ = served
+    api.gate.clear()
+    bind = asyncio.create_task(kube.bind("default", "p", "u1", "n1"))
+    await _until(lambda: api.held == 1)
+    assert not bind.done()  # the answer has not come: the binding cycle is still waiting
+    bind.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await bind
+    await _until(lambda: api.abandoned == 1)  # the child dropped the connection
+    assert api.bindings == 0 and seen == []
+    api.gate.set()
+    await kube.bind("default", "p", "u1", "n1")
+    assert api.bindings == 1
+
+
+async def test_a_child_that_dies_leaves_nothing_stuck(served: Served) -> None:
+    """A Binding in flight is resent from here (a resend ends in 409 if the first took); an Event is
+    not (it would be a duplicate): it fails as a lost connection fails; later requests go out here."""
+    api, kube, process, seen, _ = served
+    api.gate.clear()
+    bind = asyncio.create_task(kube.bind("default", "p", "u1", "n1"))
+    event = asyncio.create_task(kube.create_event("default", {"kind": "Event", "metadata": {"name": "e"}}))
+    await _until(lambda: api.held == 1 and api.events == 1)
+    assert process.pid is not None
+    os.kill(process.pid, signal.SIGKILL)
+    with pytest.raises(KubeError) as lost:
+        await event
+    assert lost.value.status == 0 and lost.value.reason == "RequestProcessGone"
+    await _until(lambda: "POST /api/v1/namespaces/default/pods/p/binding" in seen)  # resent from here
+    api.gate.set()
+    await asyncio.wait_for(bind, 30)
+    assert not process.ready and process.gone
+    await kube.create_event("default", {"kind": "Event", "metadata": {"name": "e2"}})
+    assert seen[-1] == "POST /apis/events.k8s.io/v1/namespaces/default/events"
+
+
+@pytest.mark.parametrize("exc", [KubeError(0, "ClientConnectorError", "refused", "POST", "/x"),
+                                 NotFound(404, "NotFound", "pods \"p\" not found", "GET", "/p"),
+                                 Conflict(409, "Conflict", "already assigned", "POST", "/b"),
+                                 Fenced(0, "NotLeader", "not writing")])
+def test_api_errors_cross_a_process_boundary_whole(exc: KubeError) -> None:
+    exc.retry_after = 3.0
+    back = pickle.loads(pickle.dumps(exc))
+    assert type(back) is type(exc) and str(back) == str(exc)
+    assert (back.status, back.reason, back.message, back.method, back.path, back.retry_after) == (
+        exc.status, exc.reason, exc.message, exc.method, exc.path, 3.0)
+
+
+async def test_close_ends_the_child(tmp_path: Path) -> None:
+    from py_scheduler.app.process import lifecycle
+
+    api = _Api()
+    async with TestServer(api.app()) as server:
+        cfg = kubeconfig_file(tmp_path, server=str(server.make_url("")).rstrip("/"))
+
+        async def serve(kube: Kube, stop: asyncio.Event) -> int:
+            await stop.wait()
+            return 0
+
+        rt = lifecycle.Runtime(kubeconfig=cfg, serve=serve, qps=5, burst=10, stop=asyncio.Event(),
+                               request_process=True)
+        await lifecycle.startup(memo=rt)
+        assert rt.kube is not None and isinstance(rt.kube.process, RequestProcess)
+        assert rt.kube.event_client is not None and rt.kube.event_client.process is rt.kube.process
+        process = rt.kube.process
+        await rt.kube.get_pod("default", "p")
+        await _until(lambda: process.ready)
+        pid = process.pid
+        await lifecycle.cleanup(memo=rt)
+    assert pid is not None and process.gone
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_the_run_flag_reaches_the_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from py_scheduler.app.process import main as process_main
+    from py_scheduler.cli import app
+
+    got: list[bool] = []
+
+    def fake_run(**kw: Any) -> int:
+        got.append(kw["request_process"])
+        return 0
+
+    monkeypatch.setattr(process_main, "run_scheduler", fake_run)
+    for argv in (["run"], ["run", "--no-request-process"], ["run", "--request-process"]):
+        assert CliRunner().invoke(app, argv).exit_code == 0
+    assert got == [False, False, True]
