@@ -94,8 +94,8 @@ class Runtime:
     credentials: Credentials = field(init=False)
     request_thread: bool = False
     """Whether the client sends its requests from a thread of its own (``--request-thread``)."""
-    request_process: bool = False
-    """Whether the client's writes go out from a process of their own (``--request-process``)."""
+    request_process: RequestProcess | None = None
+    """Where the client's writes go out once it is ready (``--request-process``), else None."""
     kube: Kube | None = None
     task: asyncio.Task[int] | None = None
     """The scheduler body (started by :func:`startup`)."""
@@ -125,9 +125,8 @@ async def startup(memo: object, **_: Any) -> None:
     rt = _runtime(memo)
     try:
         info = await rt.credentials.login()
-        process = (RequestProcess(rt.kubeconfig, qps=rt.qps, burst=rt.burst) if rt.request_process else None)
         rt.kube = Kube.from_connection_info(info, rt.credentials, qps=rt.qps, burst=rt.burst,
-                                            request_thread=rt.request_thread, request_process=process)
+                                            request_thread=rt.request_thread, request_process=rt.request_process)
     except Exception as exc:  # ConfigException, OSError, YAML errors: all mean "cannot connect"
         log.error("cannot load the client configuration (%s): %s", rt.kubeconfig or "in-cluster", exc)
         rt.exit_code = 1
@@ -220,7 +219,7 @@ def operator_settings() -> kopf.OperatorSettings:
 
 
 async def run(kubeconfig: Path | None, serve: Serve, *, qps: float = 50.0, burst: int = 100,
-              request_thread: bool = False, request_process: bool = False) -> int:
+              request_thread: bool = False, request_process: RequestProcess | None = None) -> int:
     """Run ``serve`` under kopf until SIGTERM / SIGINT or until it ends; returns the exit code
     (0 after a clean shutdown, 1 when the credentials cannot be loaded, the scheduler body failed, or
     kopf itself stopped with an error)."""

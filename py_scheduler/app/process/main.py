@@ -29,6 +29,7 @@ from py_scheduler.app.client.leader import AlwaysLeader, LeaderElector, new_iden
 from py_scheduler.app.client.lister import InformerLister
 from py_scheduler.app.process import event_loop
 from py_scheduler.app.process.lifecycle import run as run_operator
+from py_scheduler.app.process.request_process import RequestProcess
 from py_scheduler.app.scheduling.binder import Binder
 from py_scheduler.app.scheduling.decisions import DEFAULT_CAPACITY, DEFAULT_TOP_K, DecisionLog
 from py_scheduler.app.scheduling.decisions import register_metrics as register_decision_metrics
@@ -172,9 +173,11 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         except ValueError as exc:  # before logging in: a typo must not cost a login and a noisy shutdown
             log.error("invalid --metrics-bind-address: %s", exc)
             return 1
+    # forked here, before any event loop or thread exists, from the imported and frozen modules
+    writer = RequestProcess(kc, qps=cfg.qps, burst=cfg.burst, fork=True) if request_process else None
     try:
         return event_loop.run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions(), decisions_capacity,
-                                    decisions_top_k, request_thread, request_process))
+                                    decisions_top_k, request_thread, writer))
     except KeyboardInterrupt:
         return 0
 
@@ -182,7 +185,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
 async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str,
                serving: ServingOptions, decisions_capacity: int = DEFAULT_CAPACITY,
                decisions_top_k: int = DEFAULT_TOP_K, request_thread: bool = False,
-               request_process: bool = False) -> int:
+               request_process: RequestProcess | None = None) -> int:
     set_thresholds()
     # The Handle is complete here: the client, the informers' objects and the queue (which exist only
     # once logged in / built from the profiles) are ports _serve connects once.

@@ -100,12 +100,17 @@ class RequestProcess:
         kubeconfig: the credentials the child logs in with (None: in-cluster), through the same
             login path as the cycle's process (rotated tokens are re-read there too).
         qps, burst, retries: the child's client, as the cycle's process's.
+        fork: fork the child now, from a process with no event loop and no other thread yet (``py-scheduler
+            run`` does, once its modules are imported and frozen: the child imports nothing, where a
+            spawned child spends about 1.2 s of CPU importing the client, kopf and aiohttp, on the
+            core the scheduler may share with it). Otherwise it is spawned by :meth:`start`.
     """
 
     def __init__(self, kubeconfig: Path | str | None, *, qps: float = 50.0, burst: int = 100,
-                 retries: int = 5) -> None:
+                 retries: int = 5, fork: bool = False) -> None:
         self._args = (str(kubeconfig) if kubeconfig is not None else None, qps, burst, retries)
-        self._proc: Any = None  # multiprocessing's SpawnProcess (its type is private)
+        self._proc: Any = None  # multiprocessing's Process (its context's subclass is private)
+        self._conn: Connection | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[Any]] = {}
@@ -116,18 +121,28 @@ class RequestProcess:
         """The child died or was closed: every request goes out from the caller's process."""
         self.replay: Callable[[list[Metric]], None] = replay_metrics
         """How the child's metric calls are recorded here (tests record them)."""
+        if fork:
+            self._launch(fork=True)
 
-    def start(self) -> None:
-        """Spawn the child (once; on the running loop). It says hello when logged in."""
-        if self._proc is not None or self.gone:
-            return
-        ctx = multiprocessing.get_context("spawn")  # never fork a process holding an event loop's threads
-        parent, child = ctx.Pipe()
+    def _launch(self, fork: bool) -> None:
+        ctx = multiprocessing.get_context("fork") if fork else multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(target=child_main, args=(child, *self._args), daemon=True,
                                  name="py-scheduler-requests")
         self._proc.start()
         child.close()
-        self._reader = asyncio.get_running_loop().create_task(self._read(parent), name="request-process-reader")
+
+    def start(self) -> None:
+        """Spawn the child unless it was forked, and read its answers (once; on the running loop).
+        It says hello when logged in."""
+        if self._reader is not None or self.gone:
+            return
+        if self._proc is None:
+            self._launch(fork=False)  # never fork a process holding an event loop's threads
+        assert self._conn is not None
+        self._reader = asyncio.get_running_loop().create_task(self._read(self._conn),
+                                                              name="request-process-reader")
+        self._conn = None
 
     @property
     def pid(self) -> int | None:
@@ -194,6 +209,8 @@ class RequestProcess:
         self.gone = True
         if self._writer is not None:
             self._writer.close()
+        if self._conn is not None:  # forked, never started: the child reads the end of its input
+            self._conn.close()
         if self._reader is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(self._reader), CLOSE_TIMEOUT)

@@ -220,7 +220,7 @@ async def test_close_ends_the_child(tmp_path: Path) -> None:
             return 0
 
         rt = lifecycle.Runtime(kubeconfig=cfg, serve=serve, qps=5, burst=10, stop=asyncio.Event(),
-                               request_process=True)
+                               request_process=RequestProcess(cfg, qps=5, burst=10))
         await lifecycle.startup(memo=rt)
         assert rt.kube is not None and isinstance(rt.kube.process, RequestProcess)
         assert rt.kube.event_client is not None and rt.kube.event_client.process is rt.kube.process
