@@ -146,10 +146,11 @@ def run(
         help="send API requests (Bindings, Events, status patches, LISTs) from a thread of their own, off the "
              "thread that runs scheduling cycles (watches and LISTs stay on it); default off: under the GIL "
              "it moves CPU rather than saving it (bench/RESULTS.md)")] = False,
-    request_process: Annotated[bool, typer.Option(
+    request_process: Annotated[bool | None, typer.Option(
         "--request-process/--no-request-process",
-        help="send API writes (Bindings, Events, status patches) from a process of its own, which runs on another "
-             "core when the machine has one (watches and LISTs stay); default off (bench/RESULTS.md)")] = False,
+        help="send API writes (Bindings, Events, status patches) from a process of their own, off the process "
+             "that runs scheduling cycles (watches and LISTs stay there); default: on when this process may use "
+             "more than one CPU and --request-thread is off (bench/RESULTS.md)", show_default=False)] = None,
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
     from py_scheduler.app.process.main import ServingOptions, run_scheduler

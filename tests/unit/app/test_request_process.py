@@ -240,7 +240,7 @@ def test_the_run_flag_reaches_the_scheduler(monkeypatch: pytest.MonkeyPatch) -> 
     from py_scheduler.app.process import main as process_main
     from py_scheduler.cli import app
 
-    got: list[bool] = []
+    got: list[bool | None] = []
 
     def fake_run(**kw: Any) -> int:
         got.append(kw["request_process"])
@@ -249,4 +249,4 @@ def test_the_run_flag_reaches_the_scheduler(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(process_main, "run_scheduler", fake_run)
     for argv in (["run"], ["run", "--no-request-process"], ["run", "--request-process"]):
         assert CliRunner().invoke(app, argv).exit_code == 0
-    assert got == [False, False, True]
+    assert got == [None, False, True]  # None: on where this process may use more than one CPU
