@@ -127,8 +127,10 @@ class RequestProcess:
     def _launch(self, fork: bool) -> None:
         ctx = multiprocessing.get_context("fork") if fork else multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=child_main, args=(child, *self._args), daemon=True,
-                                 name="py-scheduler-requests")
+        # a forked child holds a copy of the parent's end too: it closes it, or it never reads the
+        # end of its input when the parent dies
+        self._proc = ctx.Process(target=child_main, args=(child, self._conn if fork else None, *self._args),
+                                 daemon=True, name="py-scheduler-requests")
         self._proc.start()
         child.close()
 
@@ -269,8 +271,12 @@ def _forget(tasks: dict[int, asyncio.Task[None]], rid: int, _task: asyncio.Task[
     tasks.pop(rid, None)
 
 
-def child_main(conn: Connection, kubeconfig: str | None, qps: float, burst: int, retries: int) -> None:
-    """The child's entry point (spawned): serve requests until the parent closes its end."""
+def child_main(conn: Connection, parents: Connection | None, kubeconfig: str | None, qps: float, burst: int,
+               retries: int) -> None:
+    """The child's entry point: serve requests until the parent closes its end or dies. ``parents``:
+    the parent's end, inherited by a forked child (closed here)."""
+    if parents is not None:
+        parents.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (a Ctrl-C reaches the whole group)
     setup_logging(0)
     event_loop.run(_serve(conn, kubeconfig, qps, burst, retries))

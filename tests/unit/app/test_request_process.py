@@ -250,3 +250,66 @@ def test_the_run_flag_reaches_the_scheduler(monkeypatch: pytest.MonkeyPatch) -> 
     for argv in (["run"], ["run", "--no-request-process"], ["run", "--request-process"]):
         assert CliRunner().invoke(app, argv).exit_code == 0
     assert got == [None, False, True]  # None: on where this process may use more than one CPU
+
+
+_FORKED = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from aiohttp.test_utils import TestServer
+from py_scheduler.app.client import internals
+from py_scheduler.app.client.credentials import load_connection_info
+from py_scheduler.app.client.kube import Kube
+from py_scheduler.app.process.request_process import RequestProcess
+sys.path.insert(0, os.getcwd())
+from tests.unit.app.fakes import kubeconfig_file
+from tests.unit.app.test_request_process import _Api, _until
+
+port, tmp = int(sys.argv[1]), Path(sys.argv[2])
+cfg = kubeconfig_file(tmp, server=f"http://127.0.0.1:{port}")
+process = RequestProcess(cfg, fork=True)  # as run forks it: no loop, no other thread yet
+
+async def main() -> None:
+    api = _Api()
+    seen = []
+    call_api = internals.call_api
+    async def recording(a, path, method, **kw):
+        seen.append(path)
+        return await call_api(a, path, method, **kw)
+    internals.call_api = recording
+    async with TestServer(api.app(), port=port):
+        kube = Kube.from_connection_info(await load_connection_info(cfg), request_process=process)
+        await kube.get_pod("default", "p")
+        await _until(lambda: process.ready)
+        await kube.bind("default", "p", "u1", "n1")
+        print("child", process.pid, "bindings", api.bindings, "seen", len(seen), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # the parent dies without closing anything
+
+asyncio.run(main())
+"""
+
+
+def test_a_forked_child_sends_and_exits_when_its_parent_dies(tmp_path: Path) -> None:
+    """As ``py-scheduler run`` starts it: forked before the loop; it sends the Binding (the parent's
+    client saw only the first GET), and it ends by itself when the parent is killed (a forked child
+    inherits the parent's end of the socket: unless it closes it, it never reads EOF)."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = subprocess.run([sys.executable, "-c", _FORKED, str(port), str(tmp_path)], capture_output=True,
+                         text=True, timeout=120, cwd=Path(__file__).parents[3])
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    words = out.stdout.split()
+    assert words[0] == "child" and words[2:] == ["bindings", "1", "seen", "1"], out.stdout + out.stderr
+    child = int(words[1])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, f"request process {child} outlived its parent"
+        time.sleep(0.05)
