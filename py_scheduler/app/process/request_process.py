@@ -287,7 +287,13 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
     recorded = _RecordedMetrics()
     kube_module.METRICS = recorded
     creds = Credentials(lambda: load_connection_info(kubeconfig))
-    kube = Kube.from_connection_info(await creds.login(), creds, qps=qps, burst=burst, retries=retries)
+    try:
+        kube = Kube.from_connection_info(await creds.login(), creds, qps=qps, burst=burst, retries=retries)
+    except Exception as exc:  # as the parent's start-up: "cannot connect", one line; the parent sends itself
+        log.error("the API requests' process cannot load the client configuration (%s): %s",
+                  kubeconfig or "in-cluster", exc)
+        writer.close()
+        return 1
     clients = {"scheduler": kube, "events": kube.event_client or kube}
     tasks: dict[int, asyncio.Task[None]] = {}
 

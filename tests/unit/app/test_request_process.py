@@ -313,3 +313,21 @@ def test_a_forked_child_sends_and_exits_when_its_parent_dies(tmp_path: Path) -> 
             break
         assert time.monotonic() < deadline, f"request process {child} outlived its parent"
         time.sleep(0.05)
+
+
+async def test_a_child_that_cannot_log_in_says_so_in_one_line_and_the_parent_sends_itself(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    api = _Api()
+    async with TestServer(api.app()) as server:
+        cfg = kubeconfig_file(tmp_path, server=str(server.make_url("")).rstrip("/"))
+        process = RequestProcess(tmp_path / "missing-kubeconfig")
+        kube = Kube.from_connection_info(await load_connection_info(cfg), request_process=process)
+        try:
+            await kube.get_pod("default", "p")
+            await _until(lambda: process.gone)
+            await kube.bind("default", "p", "u1", "n1")
+            assert api.bindings == 1 and not process.ready
+        finally:
+            await kube.close()
+    err = capfd.readouterr().err
+    assert "the API requests' process cannot load the client configuration" in err and "Traceback" not in err
