@@ -141,16 +141,11 @@ def run(
     profiling: Annotated[bool, typer.Option(
         "--profiling", help="allow /debug/memory's actions (allocation tracing, a full collection) by POST, "
                             "as kube-scheduler's --profiling allows pprof (default: off)")] = False,
-    request_thread: Annotated[bool, typer.Option(
-        "--request-thread/--no-request-thread",
-        help="send API requests (Bindings, Events, status patches, LISTs) from a thread of their own, off the "
-             "thread that runs scheduling cycles (watches and LISTs stay on it); default off: under the GIL "
-             "it moves CPU rather than saving it (bench/RESULTS.md)")] = False,
     request_process: Annotated[bool | None, typer.Option(
         "--request-process/--no-request-process",
         help="send API writes (Bindings, Events, status patches) from a process of their own, off the process "
              "that runs scheduling cycles (watches and LISTs stay there); default: on when this process may use "
-             "more than one CPU and --request-thread is off (bench/RESULTS.md)", show_default=False)] = None,
+             "more than one CPU (bench/RESULTS.md)", show_default=False)] = None,
 ) -> None:
     """Schedule every Pod whose spec.schedulerName names one of our profiles."""
     from py_scheduler.app.process.main import ServingOptions, run_scheduler
@@ -176,7 +171,7 @@ def run(
                                    metrics_bind_address=metrics_bind_address, verbosity=v,
                                    feature_gates=feature_gates, decisions_capacity=decisions_capacity,
                                    decisions_top_k=decisions_top_k, serving=serving,
-                                   request_thread=request_thread, request_process=request_process))
+                                   request_process=request_process))
 
 
 @app.command()

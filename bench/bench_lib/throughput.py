@@ -300,7 +300,7 @@ class PyScheduler(_Child):
         # BENCH_PY_WRAP: interpreter arguments put before "-m py_scheduler.cli", e.g. a profiler:
         # "-m cProfile -o /tmp/py.prof" or "-m pyinstrument -o /tmp/py.txt".
         wrap = shlex.split(os.environ.get("BENCH_PY_WRAP", ""))
-        # BENCH_PY_ARGS: options added to ``py-scheduler run``, e.g. "--request-thread"
+        # BENCH_PY_ARGS: options added to ``py-scheduler run``, e.g. "--no-request-process"
         extra = shlex.split(os.environ.get("BENCH_PY_ARGS", ""))
         super().__init__([sys.executable, *wrap, "-m", "py_scheduler.cli", "run", *extra,
                           "--kubeconfig", str(tb.kubeconfig),

@@ -75,7 +75,7 @@ class SchedulerProcess:
                      "--v", str(verbosity), "--metrics-bind-address", "127.0.0.1:0",
                      "--lease-name", lease_name, "--lease-namespace", lease_namespace,
                      "--leader-elect" if leader_elect else "--no-leader-elect", *extra_args,
-                     # e.g. "--request-thread": the whole e2e suite run with another option
+                     # e.g. "--no-request-process": the whole e2e suite run with another option
                      *shlex.split(os.environ.get("PY_SCHEDULER_E2E_RUN_ARGS", ""))]
         self.proc: subprocess.Popen[bytes] | None = None
         self._offset = 0

@@ -243,16 +243,17 @@ async def test_side_by_side_with_kube_scheduler_no_index_twice(bed: Bed) -> None
     assert "Traceback" not in sched.log()
 
 
-@pytest.mark.parametrize("request_thread", [False, True], ids=["cycle-loop", "request-thread"])
-async def test_lease_handed_over_mid_burst_no_index_twice(bed: Bed, request_thread: bool) -> None:
+@pytest.mark.parametrize("writes", ["--no-request-process", "--request-process"],
+                         ids=["one-process", "request-process"])
+async def test_lease_handed_over_mid_burst_no_index_twice(bed: Bed, writes: str) -> None:
     """The Lease is handed to the standby mid-burst: the old leader keeps binding until its renew
     deadline while the new one binds too, both racing on the same arriving Pods. Every Pod ends
     bound once with its own index, none held twice on a node: a replica whose Binding lost wrote
-    nothing (before, its annotation PATCH overwrote the winner's). Run with the requests on the
-    cycle's loop and on their own thread (``--request-thread``, issue 32 item 2): the fence is then
-    asked on that thread, and every bound Pod still gets its ``Scheduled`` Event."""
-    if request_thread:
-        bed.extra_args = ["--request-thread"]
+    nothing (before, its annotation PATCH overwrote the winner's). Run with the writes sent by the
+    process that runs cycles and by a process of their own (``--request-process``, issue 32 item 2):
+    the leader fence's deadline is then checked in that process, and every bound Pod still gets its
+    ``Scheduled`` Event."""
+    bed.extra_args = [writes]
     for _ in range(3):
         await bed.node(16)
     name = unique_name("bc-le")

@@ -357,7 +357,8 @@ def test_send_certificate_file_only_stops_openssl_adding_the_trust_stores_chain(
 
 def test_every_client_of_the_scheduler_process_sends_its_certificate_file_only(tmp_path: Path) -> None:
     """kube.prepare_session runs for each ApiClient the scheduler makes: the scheduler's, its Event
-    client's (derive) and, with ``request_thread``, the request thread's own clients."""
+    client's (derive); the request process builds its own two through the same
+    ``Kube.from_connection_info``."""
     from py_scheduler.app.client.credentials import load_connection_info
     from py_scheduler.app.client.kube import Kube
 
@@ -375,15 +376,12 @@ def test_every_client_of_the_scheduler_process_sends_its_certificate_file_only(t
         return internals.ssl_mode(api.rest_client.pool_manager.connector._ssl) or 0
 
     async def check() -> None:
-        for request_thread in (False, True):
-            kube = Kube.from_connection_info(await load_connection_info(kubeconfig), request_thread=request_thread)
-            try:
-                assert kube.event_client is not None
-                apis = {"scheduler": kube.api, "events": kube.event_client.api,
-                        "scheduler (sending)": kube._request_api, "events (sending)": kube.event_client._request_api}
-                for name, api in apis.items():
-                    assert mode(api) & internals._SSL_MODE_NO_AUTO_CHAIN, (name, request_thread)
-            finally:
-                await kube.close()
+        kube = Kube.from_connection_info(await load_connection_info(kubeconfig))
+        try:
+            assert kube.event_client is not None
+            for name, api in {"scheduler": kube.api, "events": kube.event_client.api}.items():
+                assert mode(api) & internals._SSL_MODE_NO_AUTO_CHAIN, name
+        finally:
+            await kube.close()
 
     asyncio.run(check())

@@ -127,8 +127,8 @@ class Credentials:
         self._login = login
         self._info: kopf.ConnectionInfo | None = None
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
-        """One lock per event loop (the requests may run on a loop of their own,
-        :mod:`py_scheduler.app.client.offthread`); two loops may each log in once, which is harmless."""
+        """One lock per event loop (an asyncio lock belongs to one loop; tests run several); two
+        loops may each log in once, which is harmless."""
 
     @property
     def info(self) -> kopf.ConnectionInfo | None:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
@@ -59,7 +58,6 @@ from yarl import URL
 
 from py_scheduler.app.client import internals
 from py_scheduler.app.client.credentials import Credentials, api_configuration, load_connection_info
-from py_scheduler.app.client.offthread import RequestThread
 from py_scheduler.app.client.wire import KubeError, NotFound, error_for, loads, split_lines
 from py_scheduler.app.telemetry.metrics import RestClientMetrics
 from py_scheduler.framework.objects import Obj
@@ -167,9 +165,7 @@ class RateLimiter:
     Each :meth:`acquire` takes its token at once, borrowing against the refill when the bucket is
     empty, and then sleeps until that token would have been there (golang.org/x/time/rate's
     ``Reserve``, which client-go's ``tokenBucketRateLimiter.Wait`` uses): callers are served in the
-    order they asked, at ``qps``. The bookkeeping is under a thread lock, not an asyncio one, so one
-    limiter serves a client whose watches run on the cycle's loop and whose requests run on
-    :class:`~py_scheduler.app.client.offthread.RequestThread`'s.
+    order they asked, at ``qps``.
     """
 
     def __init__(self, qps: float, burst: int, now: Any = time.monotonic) -> None:
@@ -178,7 +174,6 @@ class RateLimiter:
         self._tokens = float(self.burst)
         self._now = now
         self._last = now()
-        self._lock = threading.Lock()
 
     def _refill(self) -> None:
         t = self._now()
@@ -187,10 +182,9 @@ class RateLimiter:
 
     def reserve(self) -> float:
         """Take a token; the seconds until it is due (0 when the bucket had one)."""
-        with self._lock:
-            self._refill()
-            self._tokens -= 1
-            return -self._tokens / self.qps if self._tokens < 0 else 0.0
+        self._refill()
+        self._tokens -= 1
+        return -self._tokens / self.qps if self._tokens < 0 else 0.0
 
     async def acquire(self) -> None:
         """Wait for a token. A caller cancelled while waiting gives its token back (``Reservation.Cancel``
@@ -203,15 +197,14 @@ class RateLimiter:
             try:
                 await asyncio.sleep(wait)
             except asyncio.CancelledError:
-                with self._lock:
-                    self._refill()
-                    self._tokens = min(float(self.burst), self._tokens + 1)
+                self._refill()
+                self._tokens = min(float(self.burst), self._tokens + 1)
                 raise
 
 
 def prepare_session(api: k8s_client.ApiClient) -> None:
     """What every ApiClient the scheduler process makes (:meth:`Kube.from_connection_info`,
-    :meth:`Kube.derive`, the request thread's) gets once, before its first request:
+    :meth:`Kube.derive`, the request process's) gets once, before its first request:
     :func:`resolve_env_once`, and a client certificate sent as client-go sends it
     (:func:`~py_scheduler.app.client.internals.send_certificate_file_only`). When that cannot be done
     for a client certificate, a warning says so (once per client): requests still work, at the API
@@ -254,8 +247,8 @@ def resolve_env_once(api: k8s_client.ApiClient) -> None:
 
 def _api_client(cfg: k8s_client.Configuration, like: k8s_client.ApiClient,
                 user_agent: str | None = None) -> k8s_client.ApiClient:
-    """A new ApiClient (its own aiohttp session, bound to the running loop or the one this thread
-    would use) for ``cfg``, with ``like``'s user agent unless ``user_agent`` is given and its proxy."""
+    """A new ApiClient (its own aiohttp session, bound to the running loop) for ``cfg``, with
+    ``like``'s user agent unless ``user_agent`` is given and its proxy."""
     api = k8s_client.ApiClient(configuration=cfg)
     api.user_agent = user_agent or str(like.user_agent)
     prepare_session(api)
@@ -276,8 +269,6 @@ class Kube:
         api: a kubernetes_asyncio ApiClient (its Configuration holds the credentials).
         qps, burst: client-side rate limit.
         retries: extra attempts for retryable failures.
-        thread: None, or the thread where :meth:`request` sends every request (an ApiClient of its
-            own is built there, with ``api``'s Configuration); :meth:`watch` stays on the caller's loop.
         process: None, or the request process (:class:`RequestSender`) that sends every request but
             the LISTs once it is ready; :meth:`watch` stays on the caller's loop.
         purpose: this client's name there (``scheduler`` or ``events``).
@@ -289,16 +280,13 @@ class Kube:
     """How a retry waits (tests record the waits)."""
 
     def __init__(self, api: k8s_client.ApiClient, qps: float = 50.0, burst: int = 100, retries: int = 5,
-                 throttle_retries: int = THROTTLE_RETRIES, thread: RequestThread | None = None,
-                 process: RequestSender | None = None, purpose: str = "scheduler") -> None:
+                 throttle_retries: int = THROTTLE_RETRIES, process: RequestSender | None = None,
+                 purpose: str = "scheduler") -> None:
         self.api = api
-        self.thread = thread
         self.process = process
         """Where :meth:`request` sends requests once it is ready (``--request-process``), else None."""
         self.purpose = purpose
         """Which of the request process's clients sends this client's requests (``scheduler``, ``events``)."""
-        self._request_api = api if thread is None else thread.call(lambda: _api_client(api.configuration, api))
-        self._owns_thread = False
         self.qps = qps
         self.burst = burst
         self.limiter = RateLimiter(qps, burst)
@@ -329,15 +317,13 @@ class Kube:
 
     @classmethod
     def from_connection_info(cls, info: ConnectionInfo, credentials: Credentials | None = None, qps: float = 50.0,
-                             burst: int = 100, retries: int = 5, request_thread: bool = False,
+                             burst: int = 100, retries: int = 5,
                              request_process: RequestSender | None = None) -> Kube:
         """The adapter for the server and credentials of ``info`` (kopf's connection record, as the
         ``@on.login`` handler returns it); with ``credentials``, every request first takes the latest
         token from it (:func:`py_scheduler.app.client.credentials.api_configuration`). With
-        ``request_thread``, this client's and its Event client's requests run on a
-        :class:`~py_scheduler.app.client.offthread.RequestThread` the client owns (stopped by
-        :meth:`close`). With ``request_process``, they go out from that process once it is ready
-        (closed by :meth:`close`).
+        ``request_process``, this client's and its Event client's requests go out from that process
+        once it is ready (closed by :meth:`close`).
 
         Raises:
             ValueError: ``info`` carries certificates as data rather than paths.
@@ -345,21 +331,18 @@ class Kube:
         api = k8s_client.ApiClient(configuration=api_configuration(info, credentials))
         api.user_agent = f"{USER_AGENT}/scheduler"
         prepare_session(api)
-        thread = RequestThread() if request_thread else None
-        kube = cls(api, qps=qps, burst=burst, retries=retries, thread=thread, process=request_process)
-        kube._owns_thread = thread is not None
-        kube.event_client = kube.derive("events", thread=thread, process=request_process)
+        kube = cls(api, qps=qps, burst=burst, retries=retries, process=request_process)
+        kube.event_client = kube.derive("events", process=request_process)
         return kube
 
     def derive(self, purpose: str, *, qps: float | None = None, burst: int | None = None,
-               retries: int | None = None, thread: RequestThread | None = None,
-               process: RequestSender | None = None) -> Kube:
+               retries: int | None = None, process: RequestSender | None = None) -> Kube:
         """A client for one purpose (``leader-election``, ``events``, ``auth-delegation``): the same
         server and credentials (a copy of the Configuration, so a rotated in-cluster token is re-read
         by both), its own ``ApiClient`` (its own aiohttp connection pool: requests queued on this
         client's connections cannot delay it), its own token bucket (``qps`` / ``burst`` default to
-        this client's), user agent ``py-scheduler/<purpose>``; its requests run on ``thread`` or
-        ``process`` when given (see :class:`Kube`). Closed by :meth:`close` of this client.
+        this client's), user agent ``py-scheduler/<purpose>``; its requests go out from ``process``
+        when given (see :class:`Kube`). Closed by :meth:`close` of this client.
 
         Upstream: ``restclient.AddUserAgent`` + ``clientset.NewForConfig`` on a copy of the config
         (``cmd/kube-scheduler/app/options/options.go`` ``createClients``,
@@ -367,13 +350,10 @@ class Kube:
         """
         cfg = copy.deepcopy(self.api.configuration)
         user_agent = f"{USER_AGENT}/{purpose}"
-        api = (_api_client(cfg, self.api, user_agent) if thread is None
-               else thread.call(lambda: _api_client(cfg, self.api, user_agent)))
+        api = _api_client(cfg, self.api, user_agent)
         out = Kube(api, qps=self.qps if qps is None else qps, burst=self.burst if burst is None else burst,
                    retries=self.retries if retries is None else retries, throttle_retries=self.throttle_retries,
                    process=process, purpose=purpose)
-        if thread is not None:  # built on the thread: only requests, which run there
-            out.thread = thread
         self._derived.append(out)
         return out
 
@@ -383,12 +363,7 @@ class Kube:
         self._derived.clear()
         if self.process is not None and self.purpose == "scheduler":
             await self.process.close()
-        if self.thread is not None:
-            await self.thread.run(self._request_api.close())
-        if self._request_api is not self.api or self.thread is None:
-            await self.api.close()
-        if self._owns_thread and self.thread is not None:
-            self.thread.stop()
+        await self.api.close()
 
     # -- the one request path ------------------------------------------------------------------------
     async def request(self, method: str, path: str, *, body: Any = None, query: Mapping[str, Any] | None = None,
@@ -406,17 +381,13 @@ class Kube:
         the client's budgets for this request (the Lease calls use 0 for both: the elector retries
         on its own clock). ``resend``: whether a connection error or a 429 / 5xx without
         ``Retry-After`` may be retried (default: only for GET, as client-go; see the module docstring).
-        ``local``: sent from the caller's loop even when this client has a :attr:`thread` (the LISTs
-        the informers page through: decoded there, their megabytes would be allocated in another
-        thread's malloc arena, about 45 MiB more RSS at 5000 nodes).
+        ``local``: sent from this process even when this client has a :attr:`process` (the LISTs
+        the informers page through: their pages are decoded for the cache here, and would cross
+        the socket twice).
 
         Raises:
             NotFound, Conflict, KubeError: the final failure after retries; whatever ``fence`` raises.
         """
-        if self.thread is not None and not local and not self.thread.here():
-            return await self.thread.run(self.request(
-                method, path, body=body, query=query, content_type=content_type, retries=retries,
-                throttle_retries=throttle_retries, timeout=timeout, limiter=limiter, fence=fence, resend=resend))
         if self.process is not None and not local:
             if not self.process.ready:
                 self.process.start()
@@ -446,7 +417,7 @@ class Kube:
             flow_schema = ""
             try:
                 resp = await internals.call_api(
-                    self.api if local else self._request_api, path, method, query=q,
+                    self.api, path, method, query=q,
                     headers={"Content-Type": content_type, "Accept": JSON},
                     body=body, timeout=aiohttp.ClientTimeout(total=timeout))
                 try:

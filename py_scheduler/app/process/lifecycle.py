@@ -92,8 +92,6 @@ class Runtime:
     stop: asyncio.Event
     """The scheduler body's stop event and kopf's ``stop_flag``."""
     credentials: Credentials = field(init=False)
-    request_thread: bool = False
-    """Whether the client sends its requests from a thread of its own (``--request-thread``)."""
     request_process: RequestProcess | None = None
     """Where the client's writes go out once it is ready (``--request-process``), else None."""
     kube: Kube | None = None
@@ -126,7 +124,7 @@ async def startup(memo: object, **_: Any) -> None:
     try:
         info = await rt.credentials.login()
         rt.kube = Kube.from_connection_info(info, rt.credentials, qps=rt.qps, burst=rt.burst,
-                                            request_thread=rt.request_thread, request_process=rt.request_process)
+                                            request_process=rt.request_process)
     except Exception as exc:  # ConfigException, OSError, YAML errors: all mean "cannot connect"
         log.error("cannot load the client configuration (%s): %s", rt.kubeconfig or "in-cluster", exc)
         rt.exit_code = 1
@@ -219,12 +217,12 @@ def operator_settings() -> kopf.OperatorSettings:
 
 
 async def run(kubeconfig: Path | None, serve: Serve, *, qps: float = 50.0, burst: int = 100,
-              request_thread: bool = False, request_process: RequestProcess | None = None) -> int:
+              request_process: RequestProcess | None = None) -> int:
     """Run ``serve`` under kopf until SIGTERM / SIGINT or until it ends; returns the exit code
     (0 after a clean shutdown, 1 when the credentials cannot be loaded, the scheduler body failed, or
     kopf itself stopped with an error)."""
     rt = Runtime(kubeconfig=kubeconfig, serve=serve, qps=qps, burst=burst, stop=asyncio.Event(),
-                 request_thread=request_thread, request_process=request_process)
+                 request_process=request_process)
     # When start-up fails, kopf cancels its credentials task before it ever ran; Python then warns
     # that its coroutine was never awaited (noise next to the real error, which is logged).
     warnings.filterwarnings("ignore", message=f"coroutine '{KOPF_AUTHENTICATOR}' was never awaited",

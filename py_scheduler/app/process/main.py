@@ -122,7 +122,7 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
                   lease_namespace: str | None, metrics_bind_address: str, verbosity: int,
                   feature_gates: str = "", decisions_capacity: int = DEFAULT_CAPACITY,
                   decisions_top_k: int = DEFAULT_TOP_K, serving: ServingOptions | None = None,
-                  request_thread: bool = False, request_process: bool | None = None) -> int:
+                  request_process: bool | None = None) -> int:
     """Run the scheduler until SIGTERM/SIGINT; returns the process exit code.
 
     ``kubeconfig`` None: ``clientConnection.kubeconfig`` of the config file, else in-cluster.
@@ -132,11 +132,9 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
     (:mod:`py_scheduler.framework.features`, shared with ``explain`` and ``simulate``). ``decisions_capacity``
     records (0: none) of ``decisions_top_k`` nodes each are kept for ``/debug/decisions``
     (:mod:`py_scheduler.app.scheduling.decisions`). ``serving``: how that port is served
-    (default: HTTPS with a self-signed certificate and delegated authn/authz). ``request_thread``: API
-    requests run on a thread of their own (:mod:`py_scheduler.app.client.offthread`);
-    ``request_process``: the writes go out from a process of their own
-    (:mod:`py_scheduler.app.process.request_process`); None: when this process may use more than one
-    CPU (:func:`~py_scheduler.core.shards.machine_parallelism`) and ``request_thread`` is off.
+    (default: HTTPS with a self-signed certificate and delegated authn/authz). ``request_process``:
+    the API writes go out from a process of their own (:mod:`py_scheduler.app.process.request_process`);
+    None: when this process may use more than one CPU (:func:`~py_scheduler.core.shards.machine_parallelism`).
     """
     setup_logging(verbosity)
     from py_scheduler.app.serving.health import raise_nofile_limit  # lazy, as build_health_server's
@@ -176,25 +174,21 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
         except ValueError as exc:  # before logging in: a typo must not cost a login and a noisy shutdown
             log.error("invalid --metrics-bind-address: %s", exc)
             return 1
-    if request_process and request_thread:
-        log.error("--request-process and --request-thread exclude each other")
-        return 1
     if request_process is None:  # by default where the writes can have a core of their own
-        request_process = not request_thread and machine_parallelism(cfg.parallelism) > 1
+        request_process = machine_parallelism(cfg.parallelism) > 1
     # forked here, before any event loop or thread exists, from the imported and frozen modules
     writer = (RequestProcess(kc, qps=cfg.qps, burst=cfg.burst, fork=threading.active_count() == 1)
               if request_process else None)
     try:
         return event_loop.run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions(), decisions_capacity,
-                                    decisions_top_k, request_thread, writer))
+                                    decisions_top_k, writer))
     except KeyboardInterrupt:
         return 0
 
 
 async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_address: str,
                serving: ServingOptions, decisions_capacity: int = DEFAULT_CAPACITY,
-               decisions_top_k: int = DEFAULT_TOP_K, request_thread: bool = False,
-               request_process: RequestProcess | None = None) -> int:
+               decisions_top_k: int = DEFAULT_TOP_K, request_process: RequestProcess | None = None) -> int:
     set_thresholds()
     # The Handle is complete here: the client, the informers' objects and the queue (which exist only
     # once logged in / built from the profiles) are ports _serve connects once.
@@ -211,8 +205,7 @@ async def _run(cfg: SchedulerConfig, kubeconfig: Path | None, metrics_bind_addre
         return await _serve(cfg, frameworks, kube, metrics_bind_address, serving, decisions, stop, ports=ports)
 
     # kopf runs the process: login, start-up (serve), signals, clean-up (py_scheduler.app.process.lifecycle).
-    return await run_operator(kubeconfig, serve, qps=cfg.qps, burst=cfg.burst, request_thread=request_thread,
-                              request_process=request_process)
+    return await run_operator(kubeconfig, serve, qps=cfg.qps, burst=cfg.burst, request_process=request_process)
 
 
 async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: Kube, metrics_bind_address: str,

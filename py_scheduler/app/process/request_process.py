@@ -2,12 +2,12 @@
 
 A child process with a client of its own sends the requests of the scheduler's client and its Event
 client (Bindings, Events, status patches, deletions); the cycle's process hands each request over on
-a socket and awaits the answer. Unlike ``--request-thread`` (:mod:`py_scheduler.app.client.offthread`)
-the child does not share the GIL: the Python half of each request (aiohttp's client, the rate
-limiter, retries, building the request and decoding the answer) runs on another core when the
-machine has one. What stays on the cycle's process: the watches and LISTs (they feed the cache), the
-Lease client (its renewals must not queue behind writes), metrics serving, and each request's
-hand-over (a pickled tuple of about 0.3 KiB each way).
+a socket and awaits the answer. Unlike a thread (``--request-thread`` before it: it moved CPU rather
+than saving it, bench/RESULTS.md), the child does not share the GIL: the Python half of each request
+(aiohttp's client, the rate limiter, retries, building the request and decoding the answer) runs on
+another core when the machine has one. What stays on the cycle's process: the watches and LISTs
+(they feed the cache), the Lease client (its renewals must not queue behind writes), metrics serving,
+and each request's hand-over (a pickled tuple of about 0.3 KiB each way).
 
 How docs/architecture.md's eight orderings ("Writes and the cycle thread") hold:
 

@@ -13,6 +13,7 @@ Upstream: ``k8s.io/client-go/rest/request.go`` (``isErrRetryableFunc``: GET only
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable
@@ -22,7 +23,7 @@ import pytest
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
-from py_scheduler.app.client.kube import Kube
+from py_scheduler.app.client.kube import Kube, RateLimiter
 from py_scheduler.app.client.wire import KubeError
 
 
@@ -150,3 +151,17 @@ async def test_a_bindings_lost_response_is_resent(server: Server, kube: Kube) ->
     server.plan = [reset]
     await kube.bind("default", "p", "u1", "n1")
     assert [m for m, _ in server.seen] == ["POST", "POST"]
+
+
+async def test_a_caller_cancelled_while_waiting_gives_its_token_back() -> None:
+    """Before the bucket served two loops, waiting was an asyncio lock and a cancelled waiter took no
+    token; with reservations the token is given back on cancel, so the next caller's wait is what it
+    was before."""
+    limiter = RateLimiter(qps=10, burst=1, now=lambda: 0.0)  # the clock stands still: waits are exact
+    assert limiter.reserve() == 0.0
+    waiter = asyncio.create_task(limiter.acquire())  # reserves the next token, due in 0.1 s
+    await asyncio.sleep(0)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert limiter.reserve() == pytest.approx(0.1)  # not 0.2: the cancelled one's token came back
