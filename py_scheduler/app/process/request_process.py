@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import itertools
 import logging
@@ -62,6 +63,8 @@ log = logging.getLogger("py_scheduler.request_process")
 _HELLO, _ANSWER, _REQUEST, _CANCEL = "hello", "answer", "request", "cancel"
 _HEADER = 4
 """Bytes of each frame's length prefix (big-endian); a frame is one pickled tuple."""
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option: the signal this process gets when its parent dies (linux/prctl.h)."""
 CLOSE_TIMEOUT = 5.0
 """Seconds :meth:`RequestProcess.close` waits for the child's requests in flight and its exit."""
 
@@ -129,8 +132,8 @@ class RequestProcess:
         self._conn, child = ctx.Pipe()
         # a forked child holds a copy of the parent's end too: it closes it, or it never reads the
         # end of its input when the parent dies
-        self._proc = ctx.Process(target=child_main, args=(child, self._conn if fork else None, *self._args),
-                                 daemon=True, name="py-scheduler-requests")
+        args = (child, self._conn if fork else None, os.getpid(), *self._args)
+        self._proc = ctx.Process(target=child_main, args=args, daemon=True, name="py-scheduler-requests")
         self._proc.start()
         child.close()
 
@@ -271,12 +274,27 @@ def _forget(tasks: dict[int, asyncio.Task[None]], rid: int, _task: asyncio.Task[
     tasks.pop(rid, None)
 
 
-def child_main(conn: Connection, parents: Connection | None, kubeconfig: str | None, qps: float, burst: int,
-               retries: int) -> None:
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``), as a crash of the
+    scheduler ends every goroutine of kube-scheduler's: none of its writes is sent after that. A
+    parent that closes its end normally lets the requests in flight finish first (:meth:`RequestProcess.close`).
+    Without prctl (not Linux), the child ends when it reads the end of its input."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(0)
+
+
+def child_main(conn: Connection, parents: Connection | None, parent_pid: int, kubeconfig: str | None, qps: float,
+               burst: int, retries: int) -> None:
     """The child's entry point: serve requests until the parent closes its end or dies. ``parents``:
     the parent's end, inherited by a forked child (closed here)."""
     if parents is not None:
         parents.close()
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (a Ctrl-C reaches the whole group)
     setup_logging(0)
     event_loop.run(_serve(conn, kubeconfig, qps, burst, retries))
