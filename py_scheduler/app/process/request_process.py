@@ -57,6 +57,7 @@ from py_scheduler.app.client.wire import KubeError
 from py_scheduler.app.process import event_loop
 from py_scheduler.app.telemetry.klog import setup_logging
 from py_scheduler.app.telemetry.metrics import RestClientMetrics
+from py_scheduler.app.tuning import set_thresholds
 
 log = logging.getLogger("py_scheduler.request_process")
 
@@ -297,6 +298,7 @@ def child_main(conn: Connection, parents: Connection | None, parent_pid: int, ku
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (a Ctrl-C reaches the whole group)
     setup_logging(0)
+    set_thresholds()  # the live process's collector settings: each answer decoded is short-lived garbage
     event_loop.run(_serve(conn, kubeconfig, qps, burst, retries))
 
 
