@@ -701,10 +701,14 @@ class WriteFence:
     def __call__(self) -> None:
         c, node = self.client, self.node
         if c.fence is not None and not c.fence():
-            raise Fenced(0, "NotLeader", "leader election lease could have expired; "
-                                         f"{'not binding' if node is not None else 'not writing'}")
+            raise self.not_leader()
         if node is not None and c.node_exists is not None and not c.node_exists(node):
             raise Fenced(0, "NodeGone", f"node {node!r} was deleted before the Binding was sent")
+
+    def not_leader(self) -> Fenced:
+        """The refusal when the leader fence says no."""
+        return Fenced(0, "NotLeader", "leader election lease could have expired; "
+                                      f"{'not binding' if self.node is not None else 'not writing'}")
 
     def until(self) -> float:
         """The ``CLOCK_MONOTONIC`` time after which the leader fence refuses (inf: no deadline known)."""

@@ -194,13 +194,14 @@ class RequestProcess:
         """
         if fence is not None:
             fence()
-        until = fence.until() if isinstance(fence, WriteFence) else math.inf
+        until, refusal = ((fence.until(), fence.not_leader()) if isinstance(fence, WriteFence)
+                          else (math.inf, None))
         if not self.ready or self._writer is None:
             raise RequestProcessGone("the API requests' process is not ready")
         rid = next(self._ids)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
-        self._writer.write(_frame((_REQUEST, rid, purpose, method, path, options, until, event_limiter)))
+        self._writer.write(_frame((_REQUEST, rid, purpose, method, path, options, until, refusal, event_limiter)))
         try:
             return await fut
         except asyncio.CancelledError:
@@ -261,14 +262,16 @@ class _RecordedMetrics(RestClientMetrics):
 
 
 class _Deadline:
-    """The child's fence: refuses once the leader fence's deadline (``CLOCK_MONOTONIC``) has passed."""
+    """The child's fence: raises ``refusal`` (the write's own, :meth:`WriteFence.not_leader`) once the
+    leader fence's deadline (``CLOCK_MONOTONIC``) has passed."""
 
-    def __init__(self, until: float) -> None:
+    def __init__(self, until: float, refusal: Fenced) -> None:
         self.until = until
+        self.refusal = refusal
 
     def __call__(self) -> None:
         if time.monotonic() >= self.until:
-            raise Fenced(0, "NotLeader", "leader election lease could have expired; not writing")
+            raise self.refusal
 
 
 def _forget(tasks: dict[int, asyncio.Task[None]], rid: int, _task: asyncio.Task[None]) -> None:
@@ -318,10 +321,11 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
     tasks: dict[int, asyncio.Task[None]] = {}
 
     async def answer(rid: int, purpose: str, method: str, path: str, options: dict[str, Any], until: float,
-                     event_limiter: bool) -> None:
+                     refusal: Fenced | None, event_limiter: bool) -> None:
         client = clients[purpose]
+        fence = None if refusal is None or math.isinf(until) else _Deadline(until, refusal)
         try:
-            value = await client.request(method, path, fence=None if math.isinf(until) else _Deadline(until),
+            value = await client.request(method, path, fence=fence,
                                          limiter=client.event_limiter if event_limiter else None, **options)
             out: tuple[Any, ...] = (_ANSWER, rid, True, value, recorded.take())
         except Exception as exc:  # handed to the caller

@@ -152,6 +152,7 @@ async def test_the_child_refuses_a_write_once_the_leaders_deadline_passed(served
     with pytest.raises(Fenced) as refused:  # valid here at the hand-over, past due in the child
         await KubeAPIClient(kube, fence=fence, valid_until=lambda: time.monotonic() - 1).bind("default", "p", "u", "n1")
     assert refused.value.reason == "NotLeader" and refused.value.status == 0
+    assert "leader election lease could have expired; not binding" in str(refused.value)  # the parent's words
     assert asked == [os.getpid(), os.getpid()]  # the client's check, then the hand-over's
     assert api.held == 0 and seen == []
     # a deadline still ahead: sent
