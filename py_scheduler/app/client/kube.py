@@ -323,7 +323,7 @@ class Kube:
         ``@on.login`` handler returns it); with ``credentials``, every request first takes the latest
         token from it (:func:`py_scheduler.app.client.credentials.api_configuration`). With
         ``request_process``, this client's and its Event client's requests go out from that process
-        once it is ready (closed by :meth:`close`).
+        once it is ready (started here, on the running loop; closed by :meth:`close`).
 
         Raises:
             ValueError: ``info`` carries certificates as data rather than paths.
@@ -333,6 +333,8 @@ class Kube:
         prepare_session(api)
         kube = cls(api, qps=qps, burst=burst, retries=retries, process=request_process)
         kube.event_client = kube.derive("events", process=request_process)
+        if request_process is not None:
+            request_process.start()  # the writes go out from it as soon as it says hello
         return kube
 
     def derive(self, purpose: str, *, qps: float | None = None, burst: int | None = None,

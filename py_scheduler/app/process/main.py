@@ -177,8 +177,8 @@ def run_scheduler(kubeconfig: Path | None, config: Path | None, leader_elect: bo
     if request_process is None:  # by default where the writes can have a core of their own
         request_process = machine_parallelism(cfg.parallelism) > 1
     # forked here, before any event loop or thread exists, from the imported and frozen modules
-    writer = (RequestProcess(kc, qps=cfg.qps, burst=cfg.burst, fork=threading.active_count() == 1)
-              if request_process else None)
+    writer = (RequestProcess(kc, qps=cfg.qps, burst=cfg.burst, verbosity=verbosity,
+                             fork=threading.active_count() == 1) if request_process else None)
     try:
         return event_loop.run(_run(cfg, kc, metrics_bind_address, serving or ServingOptions(), decisions_capacity,
                                     decisions_top_k, writer))

@@ -104,6 +104,8 @@ class RequestProcess:
         kubeconfig: the credentials the child logs in with (None: in-cluster), through the same
             login path as the cycle's process (rotated tokens are re-read there too).
         qps, burst, retries: the child's client, as the cycle's process's.
+        verbosity: its log verbosity (``--v``), as the cycle's process's: its lines (a retried
+            request's, a refused write's) go to the same stderr.
         fork: fork the child now, from a process with no event loop and no other thread yet (``py-scheduler
             run`` does, once its modules are imported and frozen: the child imports nothing, where a
             spawned child spends about 1.2 s of CPU importing the client, kopf and aiohttp, on the
@@ -111,8 +113,8 @@ class RequestProcess:
     """
 
     def __init__(self, kubeconfig: Path | str | None, *, qps: float = 50.0, burst: int = 100,
-                 retries: int = 5, fork: bool = False) -> None:
-        self._args = (str(kubeconfig) if kubeconfig is not None else None, qps, burst, retries)
+                 retries: int = 5, verbosity: int = 0, fork: bool = False) -> None:
+        self._args = (str(kubeconfig) if kubeconfig is not None else None, qps, burst, retries, verbosity)
         self._proc: Any = None  # multiprocessing's Process (its context's subclass is private)
         self._conn: Connection | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -293,14 +295,14 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def child_main(conn: Connection, parents: Connection | None, parent_pid: int, kubeconfig: str | None, qps: float,
-               burst: int, retries: int) -> None:
+               burst: int, retries: int, verbosity: int) -> None:
     """The child's entry point: serve requests until the parent closes its end or dies. ``parents``:
     the parent's end, inherited by a forked child (closed here)."""
     if parents is not None:
         parents.close()
     die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (a Ctrl-C reaches the whole group)
-    setup_logging(0)
+    setup_logging(verbosity)
     set_thresholds()  # the live process's collector settings: each answer decoded is short-lived garbage
     event_loop.run(_serve(conn, kubeconfig, qps, burst, retries))
 

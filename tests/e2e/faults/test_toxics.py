@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -52,16 +52,16 @@ async def toxi(testbed: Testbed) -> AsyncIterator[Toxiproxy]:
         await t.stop()
 
 
-async def proxied(env: FaultEnv, toxi: Toxiproxy, name: str, *,
-                  leader_elect: bool = True) -> tuple[SchedulerProcess, Proxy]:
-    """A ``py-scheduler run`` replica (``--v 4``) whose only way to the API server is a new proxy;
-    returned once its informers synced (and, with ``leader_elect``, once it leads)."""
+async def proxied(env: FaultEnv, toxi: Toxiproxy, name: str, *, leader_elect: bool = True,
+                  extra_args: Sequence[str] = ()) -> tuple[SchedulerProcess, Proxy]:
+    """A ``py-scheduler run`` replica (``--v 4``, ``extra_args``) whose only way to the API server is a
+    new proxy; returned once its informers synced (and, with ``leader_elect``, once it leads)."""
     up = urlsplit(env.testbed.server)
     proxy = await toxi.proxy(f"{up.hostname or '127.0.0.1'}:{up.port or 443}")
     logs = Path(env.testbed.dir) / "logs"
     kc = proxy.kubeconfig(Path(env.testbed.kubeconfig), logs / f"{unique_name('toxic')}.kubeconfig")
     sched = SchedulerProcess(kc, logs / f"{unique_name(name)}.log", lease_name=env.lease, verbosity=4,
-                             leader_elect=leader_elect, extra_args=["--config", str(env.config_file())])
+                             leader_elect=leader_elect, extra_args=["--config", str(env.config_file()), *extra_args])
     sched.start()
     env.replicas.append(sched)
     if leader_elect:
@@ -256,7 +256,9 @@ async def test_blackhole_then_cut_mid_stream_while_bindings_flow(env: FaultEnv, 
           f"{len(re.findall(r'retrying (?:POST|PATCH|PUT|GET|DELETE) ', text))} requests retried")
 
 
-async def test_lost_binding_response_binds_once(env: FaultEnv, toxi: Toxiproxy) -> None:
+@pytest.mark.parametrize("writes", ["--no-request-process", "--request-process"],
+                         ids=["one-process", "request-process"])
+async def test_lost_binding_response_binds_once(env: FaultEnv, toxi: Toxiproxy, writes: str) -> None:
     """The Binding reaches the API server and succeeds; its response never arrives (the connection
     is reset as the answer comes back). The replica sees a failed request, retries it (409: already
     assigned) or forgets the Pod: either way the Pod is bound exactly once, to the node of the first
@@ -265,10 +267,13 @@ async def test_lost_binding_response_binds_once(env: FaultEnv, toxi: Toxiproxy) 
     How the response is lost at the right moment: the client-to-server direction is delayed 3 s, so
     once the replica started scheduling the Pod its Binding sits 3 s in the proxy; a ``reset_peer``
     toxic on the server-to-client direction is added meanwhile, and the Binding's answer (and the
-    watch event of the Pod's new nodeName) resets their connections."""
+    watch event of the Pod's new nodeName) resets their connections. With ``--request-process`` the
+    Binding goes out from the writes' own process, once it said hello, on its own connection."""
     await gpu_cluster(env)
-    sched, proxy = await proxied(env, toxi, "toxic-lostbind", leader_elect=False)
-    # one Pod bound normally first: the path works
+    sched, proxy = await proxied(env, toxi, "toxic-lostbind", leader_elect=False, extra_args=[writes])
+    if writes == "--request-process":
+        await sched.wait_log("API writes go out from process")
+    # one Pod bound normally first: the path works (and the connection the Binding will take is open)
     warm = await env.create(env.pod_body(unique_name("flt-warm")))
     await env.wait_bound([warm], timeout=60)
     async with proxy.toxic("latency", "upstream", latency=3000):

@@ -112,7 +112,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(internals, "call_api", recording)
             try:
-                # the first request starts the child and goes out from here meanwhile
+                # the client starts the child; a request before its hello goes out from here
                 assert (await kube.get_pod("default", "p") or {})["metadata"]["name"] == "p"
                 assert seen == ["GET /api/v1/namespaces/default/pods/p"]
                 await _until(lambda: process.ready)
