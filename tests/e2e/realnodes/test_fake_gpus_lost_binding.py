@@ -112,7 +112,8 @@ async def test_lost_binding_responses_kubelet_admits_all(realnodes: Testbed, fak
     round). Right after the last ``Failed to bind``, a burst of 1- and 2-GPU Pods asks for 2 GPUs
     more than each node has left. The kubelets admit every Pod bound, devices and
     ``gpu-indices`` are distinct per node, every GPU is in use and the Pods left over are Pending
-    with a FailedScheduling reason naming the GPUs."""
+    with a FailedScheduling reason naming the GPUs. The writes go out from their own process
+    (``--request-process``, the default where the scheduler has more than one CPU)."""
     core = realnodes_core
     names = fake_gpus.names
     size = {n: len(fake_gpus.profiles[n].devices) for n in names}
@@ -123,11 +124,14 @@ async def test_lost_binding_responses_kubelet_admits_all(realnodes: Testbed, fak
     logs = Path(realnodes.dir) / "logs"
     kc = proxy.kubeconfig(Path(realnodes.kubeconfig), logs / f"{unique_name('toxic')}.kubeconfig")
     sched = SchedulerProcess(kc, logs / f"{name}.log", lease_name=unique_name("py-sched-fg-lost"), verbosity=4,
-                             leader_elect=False, extra_args=["--config", str(_config(tmp_path, name))])
+                             leader_elect=False,
+                             extra_args=["--config", str(_config(tmp_path, name)), "--request-process"])
     sched.start()
     lost: dict[str, str] = {}  # Pod -> the node its (only) Binding named
     try:
         await sched.wait_synced()
+        # the Bindings go out from the writes' own process (its own connection, warmed by the 1-GPU Pods)
+        await sched.wait_log("API writes go out from process", timeout=60)
         warm = [_gpu_pod(unique_name("fg-warm"), 1, scheduler=name, run=run, node=n) for n in names]
         await asyncio.gather(*(core.create_namespaced_pod("default", w) for w in warm))
         for w in warm:
