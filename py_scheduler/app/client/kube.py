@@ -691,6 +691,9 @@ class RequestSender(Protocol):
     async def close(self) -> None:
         """Stop it; later requests go out from the caller."""
 
+    def lease(self, until: float) -> None:
+        """The leader fence's deadline changed (``CLOCK_MONOTONIC`` seconds; -inf: not leading)."""
+
 
 class WriteFence:
     """:class:`KubeAPIClient`'s fence for one write: called right before each attempt, it raises

@@ -115,6 +115,9 @@ class LeaderElector:
         self._observed_spec: Obj | None = None
         self._observed_time = 0.0
         self._last_renew = float("-inf")
+        self.on_valid_until: Callable[[float], None] | None = None
+        """Told :meth:`valid_until` each time it changes (a renewal, leadership gained or lost): the
+        request process's child checks its writes against the latest."""
 
     # -- state -------------------------------------------------------------------------------------
     def is_leader(self) -> bool:
@@ -153,6 +156,7 @@ class LeaderElector:
                 created = await self.kube.create_lease(self.namespace, body, timeout=to)
                 self._observe(created.get("spec") or spec, start)
                 self._last_renew = start
+                self._changed()
                 return True
             old = lease.get("spec") or {}
             if old != self._observed_spec:
@@ -171,6 +175,7 @@ class LeaderElector:
             updated = await self.kube.update_lease(self.namespace, self.name, body, timeout=to)
             self._observe(updated.get("spec") or spec, start)
             self._last_renew = start
+            self._changed()
             return True
         except Conflict as exc:
             log.debug("lease update conflict: %s", exc.message)
@@ -178,6 +183,10 @@ class LeaderElector:
         except KubeError as exc:
             log.warning("error retrieving/updating resource lock %s/%s: %s", self.namespace, self.name, exc)
             return False
+
+    def _changed(self) -> None:
+        if self.on_valid_until is not None:
+            self.on_valid_until(self.valid_until())
 
     def _observe(self, spec: Obj, at: float) -> None:
         self._observed_spec = dict(spec)
@@ -222,6 +231,7 @@ class LeaderElector:
                 return
             self.lost.clear()
             self.leading.set()
+            self._changed()
             if self.on_started_leading is not None:
                 self.on_started_leading()
             try:
@@ -229,6 +239,7 @@ class LeaderElector:
             finally:
                 if not stop.is_set():
                     self.leading.clear()
+                    self._changed()
                     self.lost.set()
                     log.error("leaderelection lost")
                     if self.on_stopped_leading is not None:
@@ -239,6 +250,7 @@ class LeaderElector:
         if not self.leading.is_set():
             return
         self.leading.clear()
+        self._changed()
         try:
             lease = await self.kube.get_lease(self.namespace, self.name, timeout=2.0)
             if lease is None or str((lease.get("spec") or {}).get("holderIdentity") or "") != self.identity:

@@ -251,6 +251,8 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     # and read the informers' latest objects, through the ports every profile's Handle holds.
     client.connect(KubeAPIClient(kube, fence=leader.is_leader_valid, node_exists=cache.has_node,
                                  valid_until=leader.valid_until))
+    if kube.process is not None and isinstance(leader, LeaderElector):
+        leader.on_valid_until = kube.process.lease  # the writes' process follows every renewal
     objects.connect(InformerLister(informers.store))
     loop = SchedulingLoop(frameworks=frameworks, algorithm=Algorithm(cfg.percentage_of_nodes_to_score), cache=cache,
                           queue=queue, binder=Binder(kube, identity), leader=leader, pod_lister=informers.pod,

@@ -16,7 +16,10 @@ How docs/architecture.md's eight orderings ("Writes and the cycle thread") hold:
 - 6: :meth:`RequestProcess.send` runs the write's fence before the hand-over, and the child checks
   the leader fence's deadline (:meth:`~py_scheduler.app.client.kube.WriteFence.until`, a
   ``CLOCK_MONOTONIC`` time, which the processes of one machine share) right before each attempt,
-  after its rate limiter and any backoff. The Node's existence is checked at the hand-over only: the
+  after its rate limiter and any backoff. Each renewal of the Lease, and its loss, moves that deadline
+  in the child too (:meth:`RequestProcess.lease`), so a write held back by the server's throttling is
+  sent as long as the Lease is renewed, as in the cycle's process, and never after the deadline of
+  the last renewal the child was told of. The Node's existence is checked at the hand-over only: the
   informers live in the cycle's process (a Binding delayed past its Node's deletion there is left to
   PodGC, as upstream leaves every Binding).
 - 8: the child has the token buckets (the client's and the Event client's). Until it is ready
@@ -61,7 +64,7 @@ from py_scheduler.app.tuning import set_thresholds
 
 log = logging.getLogger("py_scheduler.request_process")
 
-_HELLO, _ANSWER, _REQUEST, _CANCEL = "hello", "answer", "request", "cancel"
+_HELLO, _ANSWER, _REQUEST, _CANCEL, _LEASE = "hello", "answer", "request", "cancel", "lease"
 _HEADER = 4
 """Bytes of each frame's length prefix (big-endian); a frame is one pickled tuple."""
 PR_SET_PDEATHSIG = 1
@@ -211,6 +214,12 @@ class RequestProcess:
                 self._writer.write(_frame((_CANCEL, rid)))
             raise
 
+    def lease(self, until: float) -> None:
+        """The leader fence's deadline is now ``until`` (``CLOCK_MONOTONIC`` seconds; -inf: no longer
+        leading): the child's fenced writes are checked against it from now on."""
+        if self.ready and self._writer is not None:
+            self._writer.write(_frame((_LEASE, until)))
+
     async def close(self) -> None:
         """End the child: it finishes its requests in flight (up to :data:`CLOSE_TIMEOUT` seconds),
         closes its client and exits; killed when it does not."""
@@ -263,16 +272,23 @@ class _RecordedMetrics(RestClientMetrics):
         return calls
 
 
+class _Lease:
+    """The child's view of the leader fence's deadline (``CLOCK_MONOTONIC`` seconds): the latest the
+    parent sent, with a fenced write or on its own (frames arrive in the order they were sent)."""
+
+    until = -math.inf
+
+
 class _Deadline:
     """The child's fence: raises ``refusal`` (the write's own, :meth:`WriteFence.not_leader`) once the
-    leader fence's deadline (``CLOCK_MONOTONIC``) has passed."""
+    leader fence's deadline has passed."""
 
-    def __init__(self, until: float, refusal: Fenced) -> None:
-        self.until = until
+    def __init__(self, lease: _Lease, refusal: Fenced) -> None:
+        self.lease = lease
         self.refusal = refusal
 
     def __call__(self) -> None:
-        if time.monotonic() >= self.until:
+        if time.monotonic() >= self.lease.until:
             raise self.refusal
 
 
@@ -321,11 +337,12 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
         return 1
     clients = {"scheduler": kube, "events": kube.event_client or kube}
     tasks: dict[int, asyncio.Task[None]] = {}
+    lease = _Lease()
 
     async def answer(rid: int, purpose: str, method: str, path: str, options: dict[str, Any], until: float,
                      refusal: Fenced | None, event_limiter: bool) -> None:
         client = clients[purpose]
-        fence = None if refusal is None or math.isinf(until) else _Deadline(until, refusal)
+        fence = None if refusal is None or math.isinf(until) else _Deadline(lease, refusal)
         try:
             value = await client.request(method, path, fence=fence,
                                          limiter=client.event_limiter if event_limiter else None, **options)
@@ -345,12 +362,17 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
                 msg = await _read_frame(reader)
             except (asyncio.IncompleteReadError, OSError):
                 break
+            if msg[0] == _LEASE:
+                lease.until = msg[1]
+                continue
             if msg[0] == _CANCEL:
                 task = tasks.get(msg[1])
                 if task is not None:
                     task.cancel()
                 continue
-            rid = msg[1]
+            rid, until, refusal = msg[1], msg[6], msg[7]
+            if refusal is not None and not math.isinf(until):  # as read: a later lease frame overrides it
+                lease.until = until
             task = asyncio.create_task(answer(*msg[1:]))
             tasks[rid] = task
             task.add_done_callback(functools.partial(_forget, tasks, rid))

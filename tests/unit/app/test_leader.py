@@ -93,6 +93,30 @@ async def test_fence_closes_renew_deadline_after_last_successful_renewal_start()
     assert not await b.try_acquire_or_renew()
 
 
+async def test_the_fences_deadline_is_told_at_each_renewal_and_at_the_loss() -> None:
+    """What the request process's child checks its writes against (LeaderElector.on_valid_until)."""
+    kube = FakeKube()
+    told: list[float] = []
+    a = LeaderElector(kube, "kube-system", "l", "a", lease_duration=1.5, renew_deadline=1.0,  # type: ignore[arg-type]
+                      retry_period=0.1)
+    a.on_valid_until = told.append
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(a.run(stop))
+    try:
+        await asyncio.wait_for(a.leading.wait(), timeout=5)
+        async with asyncio.timeout(5):
+            while len(told) < 3:  # acquired (not yet leading: -inf), leading, a renewal
+                await asyncio.sleep(0.01)
+        assert told[0] == float("-inf")  # acquired, not leading yet
+        assert told[-1] == a.valid_until() and told[-1] > told[1] > float("-inf")  # leading, then renewed
+        kube.lease_error = KubeError(503, "ServiceUnavailable", "down")
+        await asyncio.wait_for(a.lost.wait(), timeout=5)
+        assert told[-1] == float("-inf")  # not leading: every write refused
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=5)
+
+
 async def test_release_empties_holder() -> None:
     kube, clock = FakeKube(), Clock()
     a = elector(kube, "a", clock)

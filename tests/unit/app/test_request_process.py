@@ -39,6 +39,8 @@ class _Api:
         self.abandoned = 0
         self.held = 0
         self.events = 0
+        self.throttle = 0
+        """Bindings still to be answered 429 with ``Retry-After: 1``."""
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -57,6 +59,9 @@ class _Api:
         return web.json_response({"kind": "Pod", "metadata": {"name": "p"}})
 
     async def bind(self, request: web.Request) -> web.Response:
+        if self.throttle > 0:
+            self.throttle -= 1
+            return web.json_response({"kind": "Status", "code": 429}, status=429, headers={"Retry-After": "1"})
         self.held += 1
         try:
             while not self.gate.is_set():
@@ -158,6 +163,28 @@ async def test_the_child_refuses_a_write_once_the_leaders_deadline_passed(served
     # a deadline still ahead: sent
     await KubeAPIClient(kube, fence=fence, valid_until=lambda: time.monotonic() + 60).bind("default", "p", "u", "n1")
     assert api.bindings == 1
+
+
+@pytest.mark.parametrize("renewed", [False, True])
+async def test_a_write_held_back_by_throttling_follows_the_lease_renewals(served: Served, renewed: bool) -> None:
+    """A Binding answered 429 (Retry-After 1 s) waits in the child past the deadline it was handed
+    over with: sent once the parent told the child of a renewal, refused as the parent refuses it
+    when no renewal came."""
+    api, kube, process, _, _ = served
+    api.throttle = 1
+    until = [time.monotonic() + 0.5]
+    bind = asyncio.create_task(KubeAPIClient(kube, fence=lambda: True, valid_until=lambda: until[0]).bind(
+        "default", "p", "u", "n1"))
+    await _until(lambda: api.throttle == 0)  # the first attempt was answered 429
+    if renewed:
+        until[0] = time.monotonic() + 60
+        process.lease(until[0])  # what LeaderElector.on_valid_until does at each renewal
+        await bind
+        assert api.bindings == 1
+    else:
+        with pytest.raises(Fenced, match="not binding"):
+            await bind
+        assert api.bindings == 0 and api.held == 0
 
 
 async def test_cancelling_the_caller_cancels_the_request_in_the_child(served: Served) -> None:
