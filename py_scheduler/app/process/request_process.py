@@ -99,7 +99,8 @@ async def _stream(conn: Connection) -> tuple[asyncio.StreamReader, asyncio.Strea
 
 
 class RequestProcess:
-    """The parent's side: spawns the child on :meth:`start` and forwards :meth:`send`.
+    """The parent's side: forks the child at construction (``fork``) or spawns it on :meth:`start`,
+    reads its answers and forwards :meth:`send`.
 
     Implements :class:`~py_scheduler.app.client.kube.RequestSender`.
 
@@ -174,7 +175,7 @@ class RequestProcess:
                 fut = self._pending.pop(rid, None)
                 if fut is not None and not fut.done():
                     (fut.set_result if ok else fut.set_exception)(value)
-        except (asyncio.IncompleteReadError, OSError, pickle.UnpicklingError, ValueError) as exc:
+        except Exception as exc:  # its end closed, or a frame that does not unpickle: gone either way
             if not self.gone:
                 log.error("the API requests' process ended (%s): requests go out from this process",
                           type(exc).__name__)

@@ -359,3 +359,33 @@ async def test_a_child_that_cannot_log_in_says_so_in_one_line_and_the_parent_sen
             await kube.close()
     err = capfd.readouterr().err
     assert "the API requests' process cannot load the client configuration" in err and "Traceback" not in err
+
+
+async def test_a_frame_that_does_not_unpickle_ends_the_child_not_the_reader() -> None:
+    """Whatever the child sends that cannot be read here (an exception class that does not unpickle,
+    a broken frame) marks it gone: the requests waiting on it fail with RequestProcessGone (and are
+    sent again from here by Kube.request when they may be), nothing waits forever."""
+    import multiprocessing
+    import socket
+
+    from py_scheduler.app.client.kube import RequestProcessGone
+
+    process = RequestProcess(None)
+    ours, end = multiprocessing.Pipe()
+    theirs = socket.socket(fileno=os.dup(end.fileno()))  # the child's side, written as it writes
+    end.close()
+    process._conn = ours
+    process._reader = asyncio.get_running_loop().create_task(process._read(ours))
+    process._conn = None
+    data = pickle.dumps(("hello",))
+    theirs.sendall(len(data).to_bytes(4, "big") + data)
+    await _until(lambda: process.ready)
+    waiting = asyncio.create_task(process.send("scheduler", "GET", "/api/v1/nodes", {}, None, False))
+    await asyncio.sleep(0)
+    broken = b"cno_such_module\nThing\n."  # unpickling it imports a module that is not there
+    theirs.sendall(len(broken).to_bytes(4, "big") + broken)
+    with pytest.raises(RequestProcessGone):
+        await asyncio.wait_for(waiting, 10)
+    assert process.gone and not process.ready
+    theirs.close()
+    await process.close()
