@@ -401,7 +401,7 @@ class Kube:
                          "throttle_retries": throttle_retries, "timeout": timeout, "resend": resend},
                         fence, limiter is not None and limiter is self.event_limiter)
                 except RequestProcessGone as exc:
-                    if not (method == "GET" if resend is None else resend):  # as a lost connection
+                    if not exc.unsent and not (method == "GET" if resend is None else resend):  # as a lost connection
                         raise KubeError(0, "RequestProcessGone", str(exc), method, path) from exc
         budget = self.retries if retries is None else retries
         throttle_budget = self.throttle_retries if throttle_retries is None else throttle_retries
@@ -670,7 +670,11 @@ class Fenced(KubeError):
 
 class RequestProcessGone(Exception):
     """The request process ended (or was not ready) before it answered: the request may or may not
-    have been sent."""
+    have been sent, unless ``unsent``."""
+
+    def __init__(self, message: str, *, unsent: bool = False) -> None:
+        super().__init__(message)
+        self.unsent = unsent
 
 
 class RequestSender(Protocol):

@@ -180,7 +180,11 @@ class RequestProcess:
                 log.error("the API requests' process ended (%s): requests go out from this process",
                           type(exc).__name__)
         finally:
+            closing = self.gone
             self.ready, self.gone = False, True
+            if self._proc is not None and self._proc.is_alive() and not closing:
+                # what it may still send would race the parent's resends: it must not outlive this
+                self._proc.kill()
             for fut in self._pending.values():
                 if not fut.done():
                     fut.set_exception(RequestProcessGone("the API requests' process ended"))
@@ -202,32 +206,50 @@ class RequestProcess:
             fence()
         until, refusal = ((fence.until(), fence.not_leader()) if isinstance(fence, WriteFence)
                           else (math.inf, None))
-        if not self.ready or self._writer is None:
-            raise RequestProcessGone("the API requests' process is not ready")
         rid = next(self._ids)
+        frame = _frame((_REQUEST, rid, purpose, method, path, options, until, refusal, event_limiter))
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if not self._write(frame):
+            raise RequestProcessGone("the API requests' process cannot take it", unsent=True)
         self._pending[rid] = fut
-        self._writer.write(_frame((_REQUEST, rid, purpose, method, path, options, until, refusal, event_limiter)))
         try:
             return await fut
         except asyncio.CancelledError:
-            if self._pending.pop(rid, None) is not None and self.ready and self._writer is not None:
-                self._writer.write(_frame((_CANCEL, rid)))
+            if self._pending.pop(rid, None) is not None:
+                self._write(_frame((_CANCEL, rid)))
             raise
+
+    def _write(self, frame: bytes) -> bool:
+        """Queue ``frame`` for the child; False when it cannot take it (not ready, or its socket
+        closed: uvloop raises on a write to a closed transport where asyncio drops it)."""
+        if not self.ready or self._writer is None or self._writer.is_closing():
+            return False
+        try:
+            self._writer.write(frame)
+        except (RuntimeError, OSError):
+            self.ready = False
+            return False
+        return True
 
     def lease(self, until: float) -> None:
         """The leader fence's deadline is now ``until`` (``CLOCK_MONOTONIC`` seconds; -inf: no longer
-        leading): the child's fenced writes are checked against it from now on."""
-        if self.ready and self._writer is not None:
-            self._writer.write(_frame((_LEASE, until)))
+        leading): the child's fenced writes are checked against it from now on. Never raises (the
+        Lease's renewal calls it)."""
+        self._write(_frame((_LEASE, until)))
 
     async def close(self) -> None:
         """End the child: it finishes its requests in flight (up to :data:`CLOSE_TIMEOUT` seconds),
         closes its client and exits; killed when it does not."""
         self.ready = False
         self.gone = True
-        if self._writer is not None:
-            self._writer.close()
+        if self._writer is not None and not self._writer.is_closing():
+            try:  # the end of its input; its answers to what is in flight are still read
+                if self._writer.can_write_eof():
+                    self._writer.write_eof()
+                else:
+                    self._writer.close()
+            except (RuntimeError, OSError):
+                self._writer.close()
         if self._conn is not None:  # forked, never started: the child reads the end of its input
             self._conn.close()
         if self._reader is not None:
@@ -238,6 +260,8 @@ class RequestProcess:
             if self._proc.is_alive():
                 self._proc.kill()
                 await asyncio.to_thread(self._proc.join, CLOSE_TIMEOUT)
+        if self._writer is not None:
+            self._writer.close()
 
 
 def replay_metrics(metrics: list[Metric]) -> None:
@@ -321,7 +345,7 @@ def child_main(conn: Connection, parents: Connection | None, parent_pid: int, ku
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends it (a Ctrl-C reaches the whole group)
     setup_logging(verbosity)
     set_thresholds()  # the live process's collector settings: each answer decoded is short-lived garbage
-    event_loop.run(_serve(conn, kubeconfig, qps, burst, retries))
+    raise SystemExit(event_loop.run(_serve(conn, kubeconfig, qps, burst, retries)))
 
 
 async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: int, retries: int) -> int:
@@ -352,7 +376,7 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
             out = (_ANSWER, rid, False, exc, recorded.take())
         try:
             writer.write(_frame(out))
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:  # an exception that does not pickle
+        except Exception as exc:  # an answer that does not pickle (an exception's class, a too deep value)
             writer.write(_frame((_ANSWER, rid, False, KubeError(0, type(out[3]).__name__, str(exc)),
                                  out[4])))
 
