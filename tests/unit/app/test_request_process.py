@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import os
 import pickle
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,7 +24,7 @@ from aiohttp.test_utils import TestServer
 
 from py_scheduler.app.client import internals
 from py_scheduler.app.client.credentials import load_connection_info
-from py_scheduler.app.client.kube import Fenced, Kube, KubeAPIClient
+from py_scheduler.app.client.kube import Fenced, Kube, KubeAPIClient, RequestProcessGone
 from py_scheduler.app.client.wire import Conflict, KubeError, NotFound
 from py_scheduler.app.process.request_process import Metric, RequestProcess
 from tests.unit.app.fakes import kubeconfig_file
@@ -320,7 +322,6 @@ def test_a_forked_child_sends_and_exits_when_its_parent_dies(tmp_path: Path) -> 
     """As ``py-scheduler run`` starts it: forked before the loop; it sends the Binding (the parent's
     client saw only the first GET), and it ends by itself when the parent is killed (a forked child
     inherits the parent's end of the socket: unless it closes it, it never reads EOF)."""
-    import socket
     import subprocess
     import sys
 
@@ -362,29 +363,33 @@ async def test_a_child_that_cannot_log_in_says_so_in_one_line_and_the_parent_sen
     assert "the API requests' process cannot load the client configuration" in err and "Traceback" not in err
 
 
-async def test_a_frame_that_does_not_unpickle_ends_the_child_not_the_reader() -> None:
-    """Whatever the child sends that cannot be read here (an exception class that does not unpickle,
-    a broken frame) marks it gone: the requests waiting on it fail with RequestProcessGone (and are
-    sent again from here by Kube.request when they may be), nothing waits forever."""
-    import multiprocessing
-    import socket
-
-    from py_scheduler.app.client.kube import RequestProcessGone
-
+async def _talking_to_a_fake_child() -> tuple[RequestProcess, socket.socket]:
+    """A RequestProcess reading a socket whose other end (returned) the test writes as a child
+    would, after the child's hello."""
     process = RequestProcess(None)
     ours, end = multiprocessing.Pipe()
-    theirs = socket.socket(fileno=os.dup(end.fileno()))  # the child's side, written as it writes
+    theirs = socket.socket(fileno=os.dup(end.fileno()))
     end.close()
     process._conn = ours
     process._reader = asyncio.get_running_loop().create_task(process._read(ours))
     process._conn = None
-    data = pickle.dumps(("hello",))
-    theirs.sendall(len(data).to_bytes(4, "big") + data)
+    _send_frame(theirs, pickle.dumps(("hello",)))
     await _until(lambda: process.ready)
+    return process, theirs
+
+
+def _send_frame(sock: socket.socket, data: bytes) -> None:
+    sock.sendall(len(data).to_bytes(4, "big") + data)
+
+
+async def test_a_frame_that_does_not_unpickle_ends_the_child_not_the_reader() -> None:
+    """Whatever the child sends that cannot be read here (an exception class that does not unpickle,
+    a broken frame) marks it gone: the requests waiting on it fail with RequestProcessGone (and are
+    sent again from here by Kube.request when they may be), nothing waits forever."""
+    process, theirs = await _talking_to_a_fake_child()
     waiting = asyncio.create_task(process.send("scheduler", "GET", "/api/v1/nodes", {}, None, False))
     await asyncio.sleep(0)
-    broken = b"cno_such_module\nThing\n."  # unpickling it imports a module that is not there
-    theirs.sendall(len(broken).to_bytes(4, "big") + broken)
+    _send_frame(theirs, b"cno_such_module\nThing\n.")  # unpickling it imports a module that is not there
     with pytest.raises(RequestProcessGone):
         await asyncio.wait_for(waiting, 10)
     assert process.gone and not process.ready
@@ -411,24 +416,10 @@ def test_a_closed_socket_refuses_writes_without_raising_under_uvloop() -> None:
     """uvloop raises on a write to a closed transport where asyncio drops it: a request then is
     refused unsent (Kube.request sends it itself) and a Lease renewal's notice never raises (it is
     called from the leader election's loop)."""
-    import multiprocessing
-    import socket
-
     import uvloop
 
-    from py_scheduler.app.client.kube import RequestProcessGone
-
     async def check() -> None:
-        process = RequestProcess(None)
-        ours, end = multiprocessing.Pipe()
-        theirs = socket.socket(fileno=os.dup(end.fileno()))
-        end.close()
-        process._conn = ours
-        process._reader = asyncio.get_running_loop().create_task(process._read(ours))
-        process._conn = None
-        data = pickle.dumps(("hello",))
-        theirs.sendall(len(data).to_bytes(4, "big") + data)
-        await _until(lambda: process.ready)
+        process, theirs = await _talking_to_a_fake_child()
         assert process._writer is not None
         process._writer.transport.abort()  # the socket is gone; the reader has not noticed yet
         process.lease(1.0)
