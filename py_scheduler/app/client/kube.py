@@ -390,19 +390,16 @@ class Kube:
         Raises:
             NotFound, Conflict, KubeError: the final failure after retries; whatever ``fence`` raises.
         """
-        if self.process is not None and not local:
-            if not self.process.ready:
-                self.process.start()
-            else:
-                try:
-                    return await self.process.send(
-                        self.purpose, method, path,
-                        {"body": body, "query": query, "content_type": content_type, "retries": retries,
-                         "throttle_retries": throttle_retries, "timeout": timeout, "resend": resend},
-                        fence, limiter is not None and limiter is self.event_limiter)
-                except RequestProcessGone as exc:
-                    if not exc.unsent and not (method == "GET" if resend is None else resend):  # as a lost connection
-                        raise KubeError(0, "RequestProcessGone", str(exc), method, path) from exc
+        if self.process is not None and self.process.ready and not local:  # started by from_connection_info
+            try:
+                return await self.process.send(
+                    self.purpose, method, path,
+                    {"body": body, "query": query, "content_type": content_type, "retries": retries,
+                     "throttle_retries": throttle_retries, "timeout": timeout, "resend": resend},
+                    fence, limiter is self.event_limiter)
+            except RequestProcessGone as exc:
+                if not exc.unsent and not (method == "GET" if resend is None else resend):  # as a lost connection
+                    raise KubeError(0, "RequestProcessGone", str(exc), method, path) from exc
         budget = self.retries if retries is None else retries
         throttle_budget = self.throttle_retries if throttle_retries is None else throttle_retries
         q = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
