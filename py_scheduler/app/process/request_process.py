@@ -29,7 +29,9 @@ How docs/architecture.md's eight orderings ("Writes and the cycle thread") hold:
 A child that dies fails its requests in flight with :class:`~py_scheduler.app.client.kube.RequestProcessGone`:
 :meth:`~py_scheduler.app.client.kube.Kube.request` sends a resendable one (a GET, a Binding) again
 itself and fails the others as a lost connection fails them; every later request goes out from the
-cycle's process. The child's request metrics (``rest_client_*``) travel back with each answer and are
+cycle's process. A child that stops reading its input (stopped, frozen, its loop blocked) while
+requests wait on it is killed after :data:`STALL_TICKS` checks and fails them over the same way.
+The child's request metrics (``rest_client_*``) travel back with each answer and are
 recorded in the cycle's process, which serves them.
 """
 
@@ -65,12 +67,20 @@ from py_scheduler.app.tuning import set_thresholds
 log = logging.getLogger("py_scheduler.request_process")
 
 _HELLO, _ANSWER, _REQUEST, _CANCEL, _LEASE = "hello", "answer", "request", "cancel", "lease"
+_PING, _PONG = "ping", "pong"
 _HEADER = 4
 """Bytes of each frame's length prefix (big-endian); a frame is one pickled tuple."""
 PR_SET_PDEATHSIG = 1
 """``prctl`` option: the signal this process gets when its parent dies (linux/prctl.h)."""
 CLOSE_TIMEOUT = 5.0
 """Seconds :meth:`RequestProcess.close` waits for the child's requests in flight and its exit."""
+STALL_TICK = 1.0
+"""Seconds between two of the parent's checks that a child with requests waiting still reads its input."""
+STALL_TICKS = 10
+"""Checks in a row with requests waiting and nothing heard from the child (not even the answer to a
+ping) after which it is taken for stalled (stopped, frozen, its loop blocked) and killed: its requests
+then fail over as after a crash. Counted in checks, not in wall time, so a scheduler stopped and
+resumed whole (both processes) counts one check, not the time it was stopped."""
 
 Metric = tuple[Any, ...]
 """``("request", code, method, host)``, ``("retry", code, verb, host)`` or ``("rate_limited", verb,
@@ -114,10 +124,14 @@ class RequestProcess:
             run`` does, once its modules are imported and frozen: the child imports nothing, where a
             spawned child spends about 1.2 s of CPU importing the client, kopf and aiohttp, on the
             core the scheduler may share with it). Otherwise it is spawned by :meth:`start`.
+        stall_tick, stall_ticks: a child that answers nothing, not even a ping, for ``stall_ticks``
+            checks ``stall_tick`` seconds apart while requests wait on it is killed
+            (:data:`STALL_TICKS`): no request waits on a stalled child longer than about their product.
     """
 
     def __init__(self, kubeconfig: Path | str | None, *, qps: float = 50.0, burst: int = 100,
-                 retries: int = 5, verbosity: int = 0, fork: bool = False) -> None:
+                 retries: int = 5, verbosity: int = 0, fork: bool = False,
+                 stall_tick: float = STALL_TICK, stall_ticks: int = STALL_TICKS) -> None:
         self._args = (str(kubeconfig) if kubeconfig is not None else None, qps, burst, retries, verbosity)
         self._proc: Any = None  # multiprocessing's Process (its context's subclass is private)
         self._conn: Connection | None = None
@@ -125,6 +139,10 @@ class RequestProcess:
         self._reader: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
+        self.stall = (stall_tick, stall_ticks)
+        """``(stall_tick, stall_ticks)``, read at each check."""
+        self._heard = False
+        self._watchdog: asyncio.Task[None] | None = None
         self.ready = False
         """True from the child's hello until it is gone or closed: :meth:`send` may be used."""
         self.gone = False
@@ -152,8 +170,9 @@ class RequestProcess:
         if self._proc is None:
             self._launch(fork=False)  # never fork a process holding an event loop's threads
         assert self._conn is not None
-        self._reader = asyncio.get_running_loop().create_task(self._read(self._conn),
-                                                              name="request-process-reader")
+        loop = asyncio.get_running_loop()
+        self._reader = loop.create_task(self._read(self._conn), name="request-process-reader")
+        self._watchdog = loop.create_task(self._watch(), name="request-process-watchdog")
         self._conn = None
 
     @property
@@ -166,6 +185,9 @@ class RequestProcess:
             reader, self._writer = await _stream(conn)
             while True:
                 msg = await _read_frame(reader)
+                self._heard = True
+                if msg[0] == _PONG:
+                    continue
                 if msg[0] == _HELLO:
                     self.ready = not self.gone
                     log.info("API writes go out from process %s", self.pid)
@@ -189,6 +211,30 @@ class RequestProcess:
                 if not fut.done():
                     fut.set_exception(RequestProcessGone("the API requests' process ended"))
             self._pending.clear()
+
+    async def _watch(self) -> None:
+        """Kill a child that stalls with requests waiting on it (:data:`STALL_TICKS`); the reader then
+        fails them over. Each check with requests waiting pings the child, whose read loop answers
+        even while its requests wait on the server (throttled, retried, slow), so only a child that
+        stopped reading counts checks."""
+        missed = 0
+        while not self.gone:
+            tick, ticks = self.stall
+            await asyncio.sleep(tick)
+            if not self._pending or self._heard:
+                missed = 0
+            else:
+                missed += 1
+            self._heard = False
+            if missed >= ticks and not self.gone and self._proc is not None:
+                log.error("the API requests' process answered nothing for %d checks %.1f s apart with %d "
+                          "requests waiting: killed; requests go out from this process",
+                          missed, tick, len(self._pending))
+                self.ready = False
+                self._proc.kill()  # its end closes: the reader fails the waiting requests over
+                return
+            if self._pending:
+                self._write(_frame((_PING,)))
 
     async def send(self, purpose: str, method: str, path: str, options: dict[str, Any],
                    fence: Callable[[], None] | None, event_limiter: bool) -> Any:
@@ -242,6 +288,8 @@ class RequestProcess:
         closes its client and exits; killed when it does not."""
         self.ready = False
         self.gone = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         if self._writer is not None and not self._writer.is_closing():
             try:  # the end of its input; its answers to what is in flight are still read
                 if self._writer.can_write_eof():
@@ -389,6 +437,9 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
                 break
             if msg[0] == _LEASE:
                 lease.until = msg[1]
+                continue
+            if msg[0] == _PING:  # the parent's watchdog: this loop still reads
+                writer.write(_frame((_PONG,)))
                 continue
             if msg[0] == _CANCEL:
                 task = tasks.get(msg[1])

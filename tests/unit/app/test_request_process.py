@@ -226,6 +226,48 @@ async def test_a_child_that_dies_leaves_nothing_stuck(served: Served) -> None:
     assert seen[-1] == "POST /apis/events.k8s.io/v1/namespaces/default/events"
 
 
+async def test_a_stopped_child_is_killed_and_its_requests_fail_over(served: Served) -> None:
+    """A child stopped with a Binding waiting on it (SIGSTOP, a cgroup freeze of that process) answers
+    no ping: after ``stall_ticks`` checks it is killed and the Binding is sent again from here."""
+    api, kube, process, seen, _ = served
+    process.stall = (0.05, 5)
+    api.gate.clear()
+    bind = asyncio.create_task(kube.bind("default", "p", "u1", "n1"))
+    await _until(lambda: api.held == 1)
+    assert process.pid is not None
+    os.kill(process.pid, signal.SIGSTOP)
+    await _until(lambda: "POST /api/v1/namespaces/default/pods/p/binding" in seen, timeout=30)
+    assert process.gone and not process.ready
+    api.gate.set()
+    await asyncio.wait_for(bind, 30)
+    assert api.bindings == 1 and api.abandoned == 1  # the stopped child's attempt went with it
+    with pytest.raises(ChildProcessError):  # killed and reaped
+        os.waitpid(process.pid, os.WNOHANG)
+
+
+async def test_a_slow_answer_is_not_a_stall(served: Served) -> None:
+    """A Binding the server holds for many checks: the child still answers each ping, so it is not
+    killed and the Binding is sent once, from the child."""
+    api, kube, process, seen, _ = served
+    process.stall = (0.02, 3)
+    pings: list[int] = []
+    write = process._write
+
+    def counting(frame: bytes) -> bool:
+        if pickle.loads(frame[4:])[0] == "ping":
+            pings.append(1)
+        return write(frame)
+
+    process._write = counting  # type: ignore[method-assign]
+    api.gate.clear()
+    bind = asyncio.create_task(kube.bind("default", "p", "u1", "n1"))
+    await _until(lambda: len(pings) >= 15)  # five times the checks that would kill a silent child
+    assert process.ready and not bind.done()
+    api.gate.set()
+    await asyncio.wait_for(bind, 30)
+    assert api.bindings == 1 and seen == [] and process.ready
+
+
 @pytest.mark.parametrize("exc", [KubeError(0, "ClientConnectorError", "refused", "POST", "/x"),
                                  NotFound(404, "NotFound", "pods \"p\" not found", "GET", "/p"),
                                  Conflict(409, "Conflict", "already assigned", "POST", "/b"),
