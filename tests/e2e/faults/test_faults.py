@@ -273,6 +273,16 @@ async def test_frozen_leader_does_not_bind_after_losing_the_lease(env: FaultEnv,
         bound_while_stopped = set(re.findall(r"Successfully bound pod to node pod=default/(\S+)", after))
         print(f"request process: {len(bound_while_stopped)} Binding(s) sent while the scheduler was stopped, "
               f"{after.count('not binding')} refused at the deadline")
+        # and none took after the standby acquired the Lease (the apiserver stamps PodScheduled to the
+        # second, rounded down, so this catches a Binding a second or more late, won or lost)
+        lease = await client.CoordinationV1Api(env.api).read_namespaced_lease(env.lease, "kube-system")
+        acquired = lease.spec.acquire_time
+        assert acquired is not None and lease.spec.holder_identity == b.identity()
+        core = client.CoreV1Api(env.api)
+        for name in bound_while_stopped:
+            pod = await core.read_namespaced_pod(name, "default")
+            took = [c.last_transition_time for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+            assert took and took[0] <= acquired, (name, took, acquired)
         bound_before |= bound_while_stopped
     else:
         assert "Successfully bound" not in after, after[-3000:]
