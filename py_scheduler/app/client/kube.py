@@ -673,6 +673,10 @@ class RequestProcessGone(Exception):
         super().__init__(message)
         self.unsent = unsent
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with ``unsent`` (the child refuses requests with it while it stops)."""
+        return (self.__class__, (str(self),), {"unsent": self.unsent})
+
 
 class RequestSender(Protocol):
     """Where :meth:`Kube.request` hands its requests when ``--request-process`` is on: implemented

@@ -30,7 +30,9 @@ A child that dies fails its requests in flight with :class:`~py_scheduler.app.cl
 :meth:`~py_scheduler.app.client.kube.Kube.request` sends a resendable one (a GET, a Binding) again
 itself and fails the others as a lost connection fails them; every later request goes out from the
 cycle's process. A child that stops reading its input (stopped, frozen, its loop blocked) while
-requests wait on it is killed after :data:`STALL_TICKS` checks and fails them over the same way.
+requests wait on it is killed after :data:`STALL_TICKS` checks and fails them over the same way. A
+SIGTERM to the child (a supervisor that signals the whole group) lets it finish what is in flight;
+what it reads after that it refuses unsent, so the cycle's process sends it.
 The child's request metrics (``rest_client_*``) travel back with each answer and are
 recorded in the cycle's process, which serves them.
 """
@@ -194,6 +196,8 @@ class RequestProcess:
                     continue
                 _, rid, ok, value, metrics = msg
                 self.replay(metrics)
+                if isinstance(value, RequestProcessGone):  # it stops (SIGTERM): send from here from now on
+                    self.ready = False
                 fut = self._pending.pop(rid, None)
                 if fut is not None and not fut.done():
                     (fut.set_result if ok else fut.set_exception)(value)
@@ -428,13 +432,14 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
             writer.write(_frame((_ANSWER, rid, False, KubeError(0, type(out[3]).__name__, str(exc)),
                                  out[4])))
 
-    writer.write(_frame((_HELLO,)))
-    try:
+    stopping = asyncio.Event()
+
+    async def read() -> None:
         while True:
             try:
                 msg = await _read_frame(reader)
             except (asyncio.IncompleteReadError, OSError):
-                break
+                return
             if msg[0] == _LEASE:
                 lease.until = msg[1]
                 continue
@@ -447,12 +452,35 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
                     task.cancel()
                 continue
             rid, until, refusal = msg[1], msg[6], msg[7]
+            if stopping.is_set():
+                writer.write(_frame((_ANSWER, rid, False, RequestProcessGone(
+                    "the API requests' process is stopping", unsent=True), [])))
+                continue
             if refusal is not None and not math.isinf(until):  # as read: a later lease frame overrides it
                 lease.until = until
             task = asyncio.create_task(answer(*msg[1:]))
             tasks[rid] = task
             task.add_done_callback(functools.partial(_forget, tasks, rid))
+
+    async def drain(reading: asyncio.Task[None]) -> None:
+        """On SIGTERM (a supervisor that signals every process of the group): finish what is in flight
+        (up to :data:`CLOSE_TIMEOUT`), then stop reading. Requests read meanwhile are refused unsent,
+        so the parent sends them itself."""
+        await stopping.wait()
+        log.info("the API requests' process stops (SIGTERM) with %d requests in flight", len(tasks))
+        if tasks:
+            await asyncio.wait(list(tasks.values()), timeout=CLOSE_TIMEOUT)
+        reading.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
+    reading = asyncio.create_task(read())
+    drainer = asyncio.create_task(drain(reading))
+    writer.write(_frame((_HELLO,)))
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
     finally:
+        drainer.cancel()
         if tasks:
             await asyncio.wait(list(tasks.values()), timeout=CLOSE_TIMEOUT)
         await kube.close()

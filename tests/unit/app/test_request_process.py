@@ -241,8 +241,35 @@ async def test_a_stopped_child_is_killed_and_its_requests_fail_over(served: Serv
     api.gate.set()
     await asyncio.wait_for(bind, 30)
     assert api.bindings == 1 and api.abandoned == 1  # the stopped child's attempt went with it
-    with pytest.raises(ChildProcessError):  # killed and reaped
-        os.waitpid(process.pid, os.WNOHANG)
+    assert process._proc is not None
+    await asyncio.to_thread(process._proc.join, 10)
+    assert process._proc.exitcode == -signal.SIGKILL
+
+
+async def test_a_sigterm_lets_the_child_finish_what_is_in_flight_and_the_rest_go_out_from_here(
+        served: Served) -> None:
+    """A supervisor that sends SIGTERM to every process of the group (systemd's control-group kill):
+    the child answers the Binding it holds, refuses what comes after unsent (sent from here, once),
+    and ends once nothing is left in flight."""
+    api, kube, process, seen, _ = served
+    api.gate.clear()
+    bind = asyncio.create_task(kube.bind("default", "p", "u1", "n1"))
+    await _until(lambda: api.held == 1)
+    assert process.pid is not None and process._proc is not None
+    os.kill(process.pid, signal.SIGTERM)
+    get = "GET /api/v1/namespaces/default/pods/p"
+    async with asyncio.timeout(30):
+        while get not in seen:  # answered by the child until it took the signal, then refused to it
+            await kube.get_pod("default", "p")
+    assert seen == [get] and not process.ready and not bind.done()
+    await kube.get_pod("default", "p")  # no longer handed over
+    assert seen == [get, get]
+    api.gate.set()
+    await asyncio.wait_for(bind, 30)
+    assert api.bindings == 1 and not any("binding" in s for s in seen)  # answered by the child, sent once
+    await _until(lambda: process.gone)  # it ended its side once nothing was left in flight
+    await asyncio.to_thread(process._proc.join, 10)
+    assert not process._proc.is_alive()
 
 
 async def test_a_slow_answer_is_not_a_stall(served: Served) -> None:
