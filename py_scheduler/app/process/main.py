@@ -290,6 +290,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
         asyncio.create_task(Housekeeping(cache, queue, snapshot=loop.snapshot, frameworks=frameworks)
                             .run(stop, informers.synced), name="housekeeping"),
         asyncio.create_task(GcPacer().run(stop), name="gc pacer"),  # cycles freed on a clock too
+        asyncio.create_task(loop.binder.run_series(stop), name="event series"),
         asyncio.create_task(after_sync(lambda: leader.run(stop)), name="leader election"),
         asyncio.create_task(after_sync(lambda: freeze_heap_then(loop.run(stop))), name="scheduling loop"),
     ]

@@ -9,11 +9,13 @@ Upstream: ``pkg/scheduler/schedule_one.go`` (``finishBinding``: Normal ``Schedul
 ``staging/src/k8s.io/component-helpers/.../podutil`` ``UpdatePodCondition`` (no write when the
 condition is unchanged; ``lastTransitionTime`` moves only when the status flips) and
 ``staging/src/k8s.io/client-go/tools/events`` (events.k8s.io/v1 Events named
-``<pod>.<hex nanoseconds>``; an identical event within 6 minutes becomes a ``series`` update).
+``<pod>.<hex nanoseconds>``; event_broadcaster.go's series: see :meth:`Binder.event`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 
 from py_scheduler.app.client.kube import Kube
 from py_scheduler.app.client.leader import micro_time
-from py_scheduler.app.client.wire import KubeError, NotFound
+from py_scheduler.app.client.wire import Conflict, KubeError, NotFound
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.types import PodInfo
 
@@ -31,11 +33,15 @@ log = logging.getLogger("py_scheduler.binder")
 
 
 NOTE_LENGTH_LIMIT = 1024
-EVENT_SERIES_MAX = 4096
-"""Event series (events.k8s.io ``series``) kept for aggregation at most, least recently used dropped."""
 """``validation.NoteLengthLimit``."""
-EVENT_SERIES_WINDOW = 6 * 60.0
-"""client-go events: identical events within 6 minutes are counted in one Event's series."""
+EVENT_SERIES_MAX = 4096
+"""Events kept for aggregation at most, least recently used dropped (client-go's cache is emptied
+only by its timers)."""
+EVENT_SERIES_FINISH = 6 * 60.0
+"""client-go events' ``finishTime`` (seconds): a series not seen for this long gets its final count
+written and is forgotten; so is a single Event this old."""
+EVENT_SERIES_REFRESH = 30 * 60.0
+"""client-go events' ``refreshTime`` (seconds): every series still open is written again."""
 POD_REASON_UNSCHEDULABLE = "Unschedulable"
 POD_REASON_SCHEDULER_ERROR = "SchedulerError"
 
@@ -88,10 +94,16 @@ def pod_condition_patch(pod: Obj, condition: Obj, nominated_node: str | None) ->
 
 @dataclass(slots=True)
 class _Series:
-    namespace: str
-    name: str
+    """One Event as client-go's broadcaster caches it: ``count`` occurrences so far (1: not a series
+    yet), ``written`` the count the server has, ``first`` / ``last`` monotonic seconds of the first
+    and latest occurrence (``last_time`` the latter as a MicroTime)."""
+
+    body: Obj
     count: int
+    written: int
     first: float
+    last: float
+    last_time: str
 
 
 class Binder:
@@ -107,44 +119,108 @@ class Binder:
         self.kube = kube
         self.identity = identity
         self._now = now
-        self._series: OrderedDict[tuple[str, str, str, str, str], _Series] = OrderedDict()
+        self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
 
     async def event(self, pod: Obj, type_: str, reason: str, action: str, note: str, controller: str) -> None:
-        """Record an events.k8s.io/v1 Event about ``pod``; failures are logged, never raised."""
+        """Record an events.k8s.io/v1 Event about ``pod``; failures are logged, never raised.
+
+        As client-go's events broadcaster (``recordToSink``): Events are the same when their type,
+        action, reason, reporting controller and instance and ``regarding`` (the Pod's UID and
+        resourceVersion included; not the note) are. The first is created; the second becomes a
+        series of count 2 (one PATCH); later ones are only counted here, and the count is written by
+        :meth:`run_series` (``finishSeries`` after 6 minutes unseen, ``refreshExistingEventSeries``
+        every 30). So a Pod retried many times unchanged costs two writes, not one per attempt.
+        """
         meta = pod.get("metadata") or {}
         ns = str(meta.get("namespace") or "default")
         name = str(meta.get("name") or "")
         uid = str(meta.get("uid") or "")
-        note = truncate_message(note)
-        key = (uid, type_, reason, action, note)
+        rv = str(meta.get("resourceVersion") or "")
+        key = (type_, action, reason, controller, ns, name, uid, rv)
         now = self._now()
         t = micro_time()
+        cached = self._series.get(key)
+        if cached is not None:
+            cached.count += 1
+            cached.last, cached.last_time = now, t
+            self._series.move_to_end(key)
+            if cached.count == 2:
+                await self._write(cached)
+            return
+        body: Obj = {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": ns},
+            "eventTime": t, "reportingController": controller, "reportingInstance": self.identity,
+            "action": action, "reason": reason, "type": type_, "note": truncate_message(note),
+            "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid,
+                          "resourceVersion": rv},
+        }
+        self._series[key] = _Series(body, 1, 0, now, now, t)  # before the write: a repeat meanwhile is counted
+        while len(self._series) > EVENT_SERIES_MAX:
+            self._series.popitem(last=False)
+        await self._write(self._series[key])
+
+    async def _write(self, ev: _Series) -> bool:
+        """Write ``ev`` (``recordEvent``): create it, or PATCH its series, creating it again if it
+        expired (a create that meets the Event, made by a racing first write, is patched again).
+        False when it failed (logged)."""
+        body = ev.body
+        meta = body["metadata"]
+        count = ev.count
         try:
-            series = self._series.get(key)
-            if series is not None and now - series.first <= EVENT_SERIES_WINDOW:
-                series.count += 1
-                self._series.move_to_end(key)
-                try:
-                    await self.kube.patch_event(series.namespace, series.name,
-                                                {"series": {"count": series.count, "lastObservedTime": t}})
-                    return
-                except NotFound:
-                    self._series.pop(key, None)
-            ev_name = f"{name}.{time.time_ns():x}"
-            body: Obj = {
-                "apiVersion": "events.k8s.io/v1", "kind": "Event",
-                "metadata": {"name": ev_name, "namespace": ns},
-                "eventTime": t, "reportingController": controller, "reportingInstance": self.identity,
-                "action": action, "reason": reason, "type": type_, "note": note,
-                "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid,
-                              "resourceVersion": str(meta.get("resourceVersion") or "")},
-            }
-            await self.kube.create_event(ns, body)
-            self._series[key] = _Series(ns, ev_name, 1, now)
-            while len(self._series) > EVENT_SERIES_MAX:
-                self._series.popitem(last=False)
+            if count >= 2:
+                patch = {"series": {"count": count, "lastObservedTime": ev.last_time}}
+                for attempt in range(2):
+                    try:
+                        await self.kube.patch_event(meta["namespace"], meta["name"], patch)
+                        break
+                    except NotFound:
+                        try:
+                            await self.kube.create_event(meta["namespace"], {**body, **patch})
+                            break
+                        except Conflict:  # created meanwhile by the first write: patch it
+                            if attempt:
+                                raise
+            else:
+                await self.kube.create_event(meta["namespace"], body)
         except KubeError as exc:
-            log.warning("could not record event %s for pod %s/%s: %s", reason, ns, name, exc)
+            log.warning("could not record event %s for pod %s/%s: %s", body["reason"], meta["namespace"],
+                        body["regarding"]["name"], exc)
+            return False
+        ev.written = max(ev.written, count)
+        return True
+
+    async def flush_series(self, *, refresh: bool = False) -> None:
+        """``finishSeries``: write the final count of each series not seen for
+        :data:`EVENT_SERIES_FINISH` seconds and forget it (once written), and forget single Events
+        that old; with ``refresh`` (``refreshExistingEventSeries``), write every other series too."""
+        now = self._now()
+        for key, ev in list(self._series.items()):
+            if ev.count >= 2:
+                if now - ev.last >= EVENT_SERIES_FINISH:
+                    if ev.count == ev.written or await self._write(ev):
+                        self._series.pop(key, None)
+                elif refresh:
+                    await self._write(ev)
+            elif now - ev.first >= EVENT_SERIES_FINISH:
+                self._series.pop(key, None)
+
+    async def run_series(self, stop: asyncio.Event) -> None:
+        """:meth:`flush_series` every :data:`EVENT_SERIES_FINISH` seconds, with ``refresh`` every
+        :data:`EVENT_SERIES_REFRESH`, until ``stop`` is set (client-go's two timers)."""
+        refreshed = self._now()
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=EVENT_SERIES_FINISH)
+            if stop.is_set():
+                return
+            refresh = self._now() - refreshed >= EVENT_SERIES_REFRESH
+            if refresh:
+                refreshed = self._now()
+            try:
+                await self.flush_series(refresh=refresh)
+            except Exception:  # a bug here must not end the scheduler's tasks
+                log.exception("event series flush failed")
 
     async def scheduled(self, pod: Obj, node: str, controller: str) -> None:
         """``Scheduled``: ``Successfully assigned NS/NAME to NODE``."""

@@ -527,8 +527,10 @@ class SchedulingLoop:
 
     async def _report_failure(self, fw: Framework, pod: Obj, reason: str, message: str,
                               nominated: str | None) -> None:
-        await self.binder.failed_scheduling(pod, message, fw.profile_name)
-        await self.binder.update_pod_condition(pod, reason, message, nominated)
+        # side by side: the condition never waits behind the Event client's rate limiter (upstream's
+        # recorder only queues the Event, and updatePod goes on)
+        await asyncio.gather(self.binder.failed_scheduling(pod, message, fw.profile_name),
+                             self.binder.update_pod_condition(pod, reason, message, nominated))
 
     @staticmethod
     def _mark_preempting(fw: Framework, uid: str, running: bool) -> None:

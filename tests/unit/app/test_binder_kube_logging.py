@@ -12,6 +12,7 @@ import pytest
 
 from py_scheduler.app.client.kube import Kube, RateLimiter
 from py_scheduler.app.client.wire import Conflict, KubeError, NotFound
+from py_scheduler.app.scheduling import binder as binder_mod
 from py_scheduler.app.scheduling.binder import Binder, pod_condition_patch, truncate_message
 from py_scheduler.app.telemetry.klog import setup_logging
 from tests.unit.app.fakes import FakeKube
@@ -52,16 +53,85 @@ def test_truncate_message() -> None:
     assert len(cut) == 1024 and cut.endswith(" ...")
 
 
-async def test_repeated_event_becomes_series() -> None:
+def _pod(rv: str = "7") -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "default", "uid": "u1", "resourceVersion": rv}}
+
+
+async def test_repeated_event_becomes_a_series_written_twice_then_counted_here() -> None:
+    """client-go's events broadcaster: the same Event (its note aside) is created, then PATCHed once
+    to a series of 2; later repeats are only counted, so a Pod retried unchanged costs two writes."""
+    kube = FakeKube()
+    clock = [0.0]
+    b = Binder(kube, "me", now=lambda: clock[0])  # type: ignore[arg-type]
+    for i in range(50):
+        await b.failed_scheduling(_pod(), f"0/{1 + i // 25} nodes are available", "py-scheduler")
+    assert kube.calls == [("event", "FailedScheduling"), ("event-series", kube.events[0]["metadata"]["name"])]
+    assert len(kube.events) == 1 and kube.events[0]["series"]["count"] == 2
+    assert kube.events[0]["note"] == "0/1 nodes are available"  # as upstream: the first note stays
+    assert kube.events[0]["metadata"]["name"].startswith("p.")
+    # the Pod changed (a new resourceVersion): another Event
+    await b.failed_scheduling(_pod("8"), "0/2 nodes are available", "py-scheduler")
+    assert len(kube.events) == 2 and "series" not in kube.events[1]
+
+
+async def test_series_counts_are_written_when_they_finish_and_on_refresh() -> None:
+    kube = FakeKube()
+    clock = [0.0]
+    b = Binder(kube, "me", now=lambda: clock[0])  # type: ignore[arg-type]
+    for _ in range(5):
+        await b.failed_scheduling(_pod(), "no", "py-scheduler")
+    await b.scheduled(_pod("9"), "n1", "py-scheduler")  # a single Event
+    clock[0] = 100.0
+    await b.failed_scheduling(_pod(), "no", "py-scheduler")  # seen again: still open
+    await b.flush_series(refresh=True)  # refreshExistingEventSeries: every open series written
+    assert kube.events[0]["series"]["count"] == 6 and len(b._series) == 2
+    clock[0] = 100.0 + binder_mod.EVENT_SERIES_FINISH
+    await b.failed_scheduling(_pod(), "no", "py-scheduler")
+    await b.flush_series()  # not unseen for 6 minutes yet; the single Event is old enough to forget
+    assert kube.events[0]["series"]["count"] == 6 and len(b._series) == 1
+    clock[0] += binder_mod.EVENT_SERIES_FINISH
+    await b.flush_series()  # finishSeries: the final count, then forgotten
+    assert kube.events[0]["series"]["count"] == 7 and not b._series
+    await b.failed_scheduling(_pod(), "no", "py-scheduler")  # a new Event
+    assert len(kube.events) == 3
+
+
+async def test_a_series_whose_event_expired_is_created_again_with_its_count() -> None:
     kube = FakeKube()
     b = Binder(kube, "me")  # type: ignore[arg-type]
-    pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u1"}}
-    await b.failed_scheduling(pod, "0/1 nodes are available", "py-scheduler")
-    await b.failed_scheduling(pod, "0/1 nodes are available", "py-scheduler")
-    await b.failed_scheduling(pod, "0/2 nodes are available", "py-scheduler")
-    assert len(kube.events) == 2
-    assert kube.events[0]["series"]["count"] == 2
-    assert kube.events[0]["metadata"]["name"].startswith("p.")
+    await b.failed_scheduling(_pod(), "no", "py-scheduler")
+    name = kube.events[0]["metadata"]["name"]
+    kube.events.clear()  # the Event's TTL ran out
+    await b.failed_scheduling(_pod(), "no", "py-scheduler")
+    assert [(e["metadata"]["name"], e["series"]["count"]) for e in kube.events] == [(name, 2)]
+
+
+async def test_a_stalled_event_write_does_not_hold_back_the_pod_condition() -> None:
+    """kube-scheduler's recorder only queues an Event: the PodScheduled condition is written
+    whatever the Event client waits on (its rate limiter, a slow server)."""
+    import asyncio
+
+    from py_scheduler.app.scheduling import loop as loop_mod
+
+    class Slow(FakeKube):
+        gate = asyncio.Event()
+
+        async def create_event(self, namespace: str, event: dict[str, Any]) -> dict[str, Any]:
+            await self.gate.wait()
+            return await super().create_event(namespace, event)
+
+    kube = Slow()
+    host = type("Host", (), {"binder": Binder(kube, "me")})()  # type: ignore[arg-type]
+    fw = type("Fw", (), {"profile_name": "py-scheduler"})()
+    report = asyncio.create_task(loop_mod.SchedulingLoop._report_failure(
+        host, fw, _pod(), "Unschedulable", "0/1 nodes are available", None))  # type: ignore[arg-type]
+    async with asyncio.timeout(10):
+        while not kube.status_patches:
+            await asyncio.sleep(0.01)
+    assert not report.done() and not kube.events
+    Slow.gate.set()
+    await asyncio.wait_for(report, 10)
+    assert len(kube.events) == 1
 
 
 async def test_event_failure_is_not_raised() -> None:
