@@ -24,10 +24,14 @@ Supported environment (what a selector may use):
 * semver: ``semver(s)``, ``isSemver(s)``, ``major()``, ``minor()``, ``patch()``, ``compareTo``,
   ``isGreaterThan``, ``isLessThan``, ``==``;
 * standard CEL (operators, ``has``, ``in``, ``size``, ``all`` / ``exists`` / ``exists_one`` /
-  ``map`` / ``filter`` macros, ``startsWith``, ``endsWith``, ``contains``, ``matches``) plus the
-  strings extensions ``lowerAscii``, ``upperAscii``, ``trim``, ``split``, ``join``, ``indexOf``;
-  ``==`` between different types is false (cel-go's heterogeneous equality), ints and doubles
-  compare by value.
+  ``map`` / ``filter`` macros, ``startsWith``, ``endsWith``, ``contains``, ``matches``) plus cel-go's
+  strings extension at the version Kubernetes' base environment has (2: ``charAt``, ``indexOf``,
+  ``lastIndexOf``, ``lowerAscii``, ``upperAscii`` (ASCII letters only), ``replace``, ``split``,
+  ``substring``, ``trim``, ``join``); ``==`` between different types is false (cel-go's heterogeneous
+  equality; lists and maps element by element), and ints, uints and doubles compare by value, with
+  ``==`` and with ``<`` / ``<=`` / ``>`` / ``>=`` (``cel.CrossTypeNumericComparisons``,
+  apiserver ``pkg/cel/environment/base.go``). A function's error is reported in its own words
+  (``index out of range: 4``, blang/semver's ``Invalid character(s) found in major number "v1"``).
 
 Not supported (an expression using them fails with a compile error naming the construct, so the
 Pod gets an Error and is retried, never a wrong placement): optional syntax (``.?``,
@@ -56,7 +60,9 @@ outgrows RE2's default 8 MiB is refused (``expression too large``), which Go may
 
 from __future__ import annotations
 
+import math
 import re
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -64,6 +70,7 @@ from typing import Any, cast
 
 import celpy
 import celpy.celtypes as ct
+import celpy.evaluation
 import lark
 import re2
 from celpy.evaluation import CELEvalError
@@ -176,13 +183,17 @@ def _no_overload(name: str, *args: Any) -> TypeError:
     return TypeError(f"no such overload: {name}({types})")
 
 
+_QUANTITY_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+"""``resource.ErrFormatWrong``, what ``quantity(s)`` fails with (apiserver cel/library/quantity.go)."""
+
+
 def _quantity(s: Any) -> Quantity:
     if not isinstance(s, str):
         raise _no_overload("quantity", s)
     try:
         return Quantity(qty.parse(str(s)))
     except qty.QuantityError as exc:
-        raise ValueError(f"quantities must match the regular expression: {s!r}") from exc
+        raise _Failed(_QUANTITY_FORMAT) from exc
 
 
 def _is_quantity(s: Any) -> ct.BoolType:
@@ -195,10 +206,37 @@ def _is_quantity(s: Any) -> ct.BoolType:
     return ct.BoolType(True)
 
 
+def _semver_error(text: str) -> str:
+    """Why blang/semver v4's ``Parse`` refuses ``text`` (its words; semver.go), for the parts it
+    checks in order: the three numbers, then the pre-release and build identifiers."""
+    if not text:
+        return "Version string empty"
+    parts = text.split(".", 2)
+    if len(parts) != 3:
+        return "No Major.Minor.Patch elements found"
+    patch = parts[2].split("+", 1)[0].split("-", 1)[0]
+    for word, part in (("major", parts[0]), ("minor", parts[1]), ("patch", patch)):
+        if not part or part.strip("0123456789"):
+            return f"Invalid character(s) found in {word} number {_go_quote(part)}"
+        if len(part) > 1 and part[0] == "0":
+            return f"{word.capitalize()} number must not contain leading zeroes {_go_quote(part)}"
+        if int(part) >= 1 << 64:
+            return f'strconv.ParseUint: parsing {_go_quote(part)}: value out of range'
+    return f"Invalid character(s) found in prerelease or build meta data {_go_quote(text)}"
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` for the printable ASCII texts these messages quote."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _semver(s: Any, *_normalize: Any) -> Semver:
     if not isinstance(s, str):
         raise _no_overload("semver", s)
-    return Semver(str(s))
+    try:
+        return Semver(str(s))
+    except ValueError:
+        raise _Failed(_semver_error(str(s))) from None
 
 
 def _is_semver(s: Any, *_normalize: Any) -> ct.BoolType:
@@ -305,15 +343,132 @@ def _eq(a: Any, b: Any) -> Any:
         return ct.BoolType(False)
     if isinstance(a, Quantity | Semver) or isinstance(b, Quantity | Semver):
         return ct.BoolType(type(a) is type(b) and a == b)
-    if isinstance(a, ct.MapType | ct.ListType) or isinstance(b, ct.MapType | ct.ListType):
-        if type(a) is not type(b) and not (isinstance(a, ct.MapType) and isinstance(b, ct.MapType)):
+    if isinstance(a, list) or isinstance(b, list):  # celpy's ``+`` of two lists is a plain list
+        if not (isinstance(a, list) and isinstance(b, list)) or len(a) != len(b):
             return ct.BoolType(False)
-    elif type(a) is not type(b) and not (isinstance(a, str) and isinstance(b, str)):
+        for x, y in zip(a, b, strict=True):
+            r = _eq(x, y)
+            if isinstance(r, CELEvalError) or not r:
+                return r
+        return ct.BoolType(True)
+    if isinstance(a, dict) or isinstance(b, dict):
+        if not (isinstance(a, dict) and isinstance(b, dict)) or len(a) != len(b):
+            return ct.BoolType(False)
+        for k, x in a.items():
+            if k not in b:
+                return ct.BoolType(False)
+            r = _eq(x, b[k])
+            if isinstance(r, CELEvalError) or not r:
+                return r
+        return ct.BoolType(True)
+    if type(a) is not type(b) and not (isinstance(a, str) and isinstance(b, str)):
         return ct.BoolType(a is None and b is None)
     try:
         return ct.BoolType(bool(a == b))
     except TypeError:
         return ct.BoolType(False)
+
+
+def _ordering(name: str, same: Callable[[Any, Any], Any], by_value: Callable[[Any, Any], bool]
+              ) -> Callable[[Any, Any], Any]:
+    """``<``, ``<=``, ``>``, ``>=``: across int, uint and double by value, as Kubernetes' CEL
+    environment has them (``cel.CrossTypeNumericComparisons``, apiserver cel/environment/base.go);
+    otherwise celpy's own."""
+    def f(a: Any, b: Any) -> Any:
+        if _numeric(a) and _numeric(b) and type(a) is not type(b):
+            if math.isnan(float(a)) or math.isnan(float(b)):
+                return ct.BoolType(False)
+            return ct.BoolType(by_value(a if isinstance(a, ct.DoubleType) else int(a),
+                                        b if isinstance(b, ct.DoubleType) else int(b)))
+        return same(a, b)
+    f.__name__ = name
+    return f
+
+
+def _int_arg(name: str, *args: Any) -> None:
+    for a in args:
+        if not isinstance(a, ct.IntType) or isinstance(a, ct.BoolType):
+            raise _no_overload(name, *args)
+
+
+def _char_at(s: str, i: Any) -> ct.StringType:
+    _int_arg("charAt", i)
+    if i < 0 or i > len(s):
+        raise _Failed(f"index out of range: {i}")
+    return ct.StringType(s[i:i + 1])
+
+
+_ZERO = ct.IntType(0)
+
+
+def _index_of(s: str, sub: Any, offset: Any = _ZERO) -> ct.IntType:
+    _int_arg("indexOf", offset)
+    if not isinstance(sub, str):
+        raise _no_overload("indexOf", s, sub, offset)
+    if offset < 0:
+        raise _Failed(f"index out of range: {offset}")
+    if not sub:
+        return ct.IntType(min(int(offset), len(s)))
+    return ct.IntType(s.find(str(sub), int(offset)) if offset < len(s) else -1)
+
+
+def _last_index_of(s: str, sub: Any, *offset: Any) -> ct.IntType:
+    _int_arg("lastIndexOf", *offset)
+    if not isinstance(sub, str):
+        raise _no_overload("lastIndexOf", s, sub, *offset)
+    if not offset:
+        if not sub:
+            return ct.IntType(len(s))
+        if len(s.encode()) < len(sub.encode()):
+            return ct.IntType(-1)
+        off = len(s) - 1
+    else:
+        off = int(offset[0])
+        if off < 0:
+            raise _Failed(f"index out of range: {off}")
+        if not sub:
+            return ct.IntType(min(off, len(s)))
+        if off >= len(s):
+            return ct.IntType(-1)
+    return ct.IntType(s.rfind(str(sub), 0, min(off, len(s) - len(sub)) + len(sub)))
+
+
+def _substring(s: str, start: Any, *end: Any) -> ct.StringType:
+    _int_arg("substring", start, *end)
+    stop = int(end[0]) if end else len(s)
+    if end and start > stop:
+        raise _Failed(f"invalid substring range. start: {start}, end: {stop}")
+    for i in (start, *end):
+        if i < 0 or i > len(s):
+            raise _Failed(f"index out of range: {i}")
+    return ct.StringType(s[int(start):stop])
+
+
+def _replace(s: str, old: Any, new: Any, *n: Any) -> ct.StringType:
+    _int_arg("replace", *n)
+    if not isinstance(old, str) or not isinstance(new, str):
+        raise _no_overload("replace", s, old, new, *n)
+    return ct.StringType(s.replace(str(old), str(new), int(n[0]) if n and n[0] >= 0 else -1))
+
+
+def _split(s: str, sep: Any, *n: Any) -> ct.ListType:
+    """Go's ``strings.Split`` / ``SplitN``: an empty separator splits into characters; ``n`` 0 gives
+    an empty list, a negative ``n`` every part."""
+    _int_arg("split", *n)
+    if not isinstance(sep, str):
+        raise _no_overload("split", s, sep, *n)
+    limit = int(n[0]) if n else -1
+    if limit == 0:
+        return ct.ListType([])
+    if sep:
+        parts = s.split(str(sep), limit - 1 if limit > 0 else -1)
+    else:
+        parts = list(s) if limit < 0 or limit >= len(s) else [*s[:limit - 1], s[limit - 1:]]
+    return ct.ListType([ct.StringType(x) for x in parts])
+
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+_ASCII_UPPER = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
 
 
 def _ne(a: Any, b: Any) -> Any:
@@ -411,9 +566,14 @@ def _valid_unicode(text: str) -> str:
     return text
 
 
-class _RegexpError(ValueError):
-    """A ``matches`` pattern RE2 cannot parse; celpy wraps it in a CELEvalError whose args are
-    ("return error for overflow", _RegexpError, (message,)), and :func:`_runtime_message` unwraps it."""
+class _Failed(ValueError):
+    """A function's error in cel-go's words (``types.WrapErr``); celpy wraps it in a CELEvalError
+    whose args are ("return error for overflow", the class, (message,)), and :func:`_runtime_message`
+    unwraps it."""
+
+
+class _RegexpError(_Failed):
+    """A ``matches`` pattern RE2 cannot parse."""
 
 
 def _matches(text: Any, pattern: Any) -> ct.BoolType:
@@ -521,11 +681,20 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "major": _semver_part("major", 0),
     "minor": _semver_part("minor", 1),
     "patch": _semver_part("patch", 2),
-    "lowerAscii": _str_fn("lowerAscii", lambda s: ct.StringType(s.lower())),
-    "upperAscii": _str_fn("upperAscii", lambda s: ct.StringType(s.upper())),
+    "_<_": _ordering("_<_", celpy.evaluation.base_functions["_<_"], lambda a, b: a < b),
+    "_<=_": _ordering("_<=_", celpy.evaluation.base_functions["_<=_"], lambda a, b: a <= b),
+    "_>_": _ordering("_>_", celpy.evaluation.base_functions["_>_"], lambda a, b: a > b),
+    "_>=_": _ordering("_>=_", celpy.evaluation.base_functions["_>=_"], lambda a, b: a >= b),
+    # the strings extension, version 2 (cel-go ext/strings.go), as Kubernetes' base environment has it
+    "lowerAscii": _str_fn("lowerAscii", lambda s: ct.StringType(s.translate(_ASCII_LOWER))),
+    "upperAscii": _str_fn("upperAscii", lambda s: ct.StringType(s.translate(_ASCII_UPPER))),
     "trim": _str_fn("trim", lambda s: ct.StringType(s.strip())),
-    "indexOf": _str_fn("indexOf", lambda s, sub: ct.IntType(s.find(str(sub)))),
-    "split": _str_fn("split", lambda s, sep: ct.ListType([ct.StringType(x) for x in s.split(str(sep))])),
+    "charAt": _str_fn("charAt", _char_at),
+    "indexOf": _str_fn("indexOf", _index_of),
+    "lastIndexOf": _str_fn("lastIndexOf", _last_index_of),
+    "substring": _str_fn("substring", _substring),
+    "replace": _str_fn("replace", _replace),
+    "split": _str_fn("split", _split),
     "join": lambda lst, sep="": ct.StringType(str(sep).join(str(x) for x in lst)),
 }
 
@@ -700,7 +869,7 @@ _UNDECLARED = re.compile(r"undeclared reference to '([^']*)'")
 
 
 def _runtime_message(exc: BaseException) -> str:
-    if len(exc.args) == 3 and exc.args[1] is _RegexpError and exc.args[2]:
+    if len(exc.args) == 3 and isinstance(exc.args[1], type) and issubclass(exc.args[1], _Failed) and exc.args[2]:
         return str(exc.args[2][0])
     text = str(exc.args[0]) if exc.args else str(exc)
     m = _NO_MEMBER.search(text) or _NO_KEY.search(text)

@@ -646,6 +646,25 @@ DEVICE = {"name": "g0", "attributes": {"model": {"string": "a100"}, f"{G}/idx": 
     (f'device.attributes["{G}"].model.matches(r"\\d")', True),
     (f'"(a100)".matches("^\\\\(" + device.attributes["{G}"].model + "\\\\)$")', True),
     (f'"a100".matches(device.attributes["{G}"].model + "(") || true', True),
+    # lists built by + compare element by element (kube-scheduler bound these; py-scheduler said false)
+    ('[1] + [2] == [1, 2]', True), ('["a"] + ["b"] == ["a", "b"]', True), ('[1] + [2] == [1, 3]', False),
+    ('[true] == [1]', False), ('{"k": [1] + [2]} == {"k": [1, 2]}', True), ('[1] + [2] != [1, 2]', False),
+    # lowerAscii / upperAscii change ASCII letters only
+    ('"é".upperAscii() == "é"', True), ('"\u212a".lowerAscii() == "\u212a"', True),
+    ('"ÀBc".lowerAscii() == "Àbc"', True), ('"ßx".upperAscii() == "ßX"', True),
+    # ordering across int, uint and double (cel.CrossTypeNumericComparisons in the base environment)
+    ('7 > 6.5', True), (f'device.attributes["{G}"].idx > 2.5', True), ('1u < 2.5', True), ('2 >= 2u', True),
+    ('3 <= 2.9', False), ('"a" < "b"', True),
+    # the strings extension, version 2 (cel-go ext/strings.go)
+    ('"abc".indexOf("c", 1) == 2', True), ('"abc".indexOf("a", 1) == -1', True), ('"abc".indexOf("", 9) == 3', True),
+    ('"abcabc".lastIndexOf("bc") == 4', True), ('"abcabc".lastIndexOf("bc", 3) == 1', True),
+    ('"abc".lastIndexOf("") == 3', True), ('"a".lastIndexOf("abc") == -1', True),
+    ('"abc".substring(1) == "bc"', True), ('"abc".substring(1, 2) == "b"', True), ('"añb".charAt(1) == "ñ"', True),
+    ('"abc".charAt(3) == ""', True), ('"aaa".replace("a", "b") == "bbb"', True),
+    ('"aaa".replace("a", "b", 2) == "bba"', True),
+    ('"abc".split("").size() == 3', True), ('"a,b,c".split(",", 2) == ["a", "b,c"]', True),
+    ('"abc".split("", 2) == ["a", "bc"]', True), ('"a,b".split(",", 0).size() == 0', True),
+    ('"a,b".split(",", -1) == ["a", "b"]', True),
 ])
 def test_cel_environment(expr: str, want: bool) -> None:
     assert cel.device_matches(cel.compile_selector(expr), cel.device_variable(G, DEVICE)) is want
@@ -666,6 +685,15 @@ def test_cel_environment(expr: str, want: bool) -> None:
      "program instantiation failed: error parsing regexp: missing closing ]: `[a`"),
     (f'"x".matches(device.attributes["{G}"].model + "**")', cel.CELRuntimeError,
      "error parsing regexp: invalid nested repetition operator: `**`"),
+    # functions' own errors in cel-go's / blang's / resource's words, not celpy's "return error for overflow"
+    ('"abc".substring(2, 1) == ""', cel.CELRuntimeError, "invalid substring range. start: 2, end: 1"),
+    ('"abc".charAt(4) == ""', cel.CELRuntimeError, "index out of range: 4"),
+    ('"abc".indexOf("a", -1) == 0', cel.CELRuntimeError, "index out of range: -1"),
+    ('semver("v1.2.3").major() == 1', cel.CELRuntimeError, 'Invalid character(s) found in major number "v1"'),
+    ('semver("1.02.3").major() == 1', cel.CELRuntimeError, 'Minor number must not contain leading zeroes "02"'),
+    ('semver("1.2").major() == 1', cel.CELRuntimeError, "No Major.Minor.Patch elements found"),
+    ('quantity("1.5.5").sign() == 1', cel.CELRuntimeError,
+     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
 ])
 def test_cel_errors(expr: str, err: type[Exception], msg: str) -> None:
     with pytest.raises(err, match=re.escape(msg)):
