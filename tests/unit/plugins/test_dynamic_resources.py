@@ -624,6 +624,31 @@ DEVICE = {"name": "g0", "attributes": {"model": {"string": "a100"}, f"{G}/idx": 
           "capacity": {"memory": {"value": "40Gi"}}}
 
 
+# What Kubernetes' CEL environment adds to plain CEL (checked against upstream by
+# test_cel_selectors_match_upstream below)
+KUBERNETES_ENVIRONMENT = [
+    # lists built by + compare element by element (kube-scheduler bound these; py-scheduler said false)
+    ('[1] + [2] == [1, 2]', True), ('["a"] + ["b"] == ["a", "b"]', True), ('[1] + [2] == [1, 3]', False),
+    ('{"k": [1] + [2]} == {"k": [1, 2]}', True), ('[1] + [2] != [1, 2]', False),
+    # lowerAscii / upperAscii change ASCII letters only
+    ('"é".upperAscii() == "é"', True), ('"\u212a".lowerAscii() == "\u212a"', True),
+    ('"ÀBc".lowerAscii() == "Àbc"', True), ('"ßx".upperAscii() == "ßX"', True),
+    # ordering across int, uint and double (cel.CrossTypeNumericComparisons in the base environment)
+    ('7 > 6.5', True), (f'device.attributes["{G}"].idx > 2.5', True), ('1u < 2.5', True), ('2 >= 2u', True),
+    ('3 <= 2.9', False), ('"a" < "b"', True),
+    # the strings extension, version 2 (cel-go ext/strings.go)
+    ('"abc".indexOf("c", 1) == 2', True), ('"abc".indexOf("a", 1) == -1', True), ('"abc".indexOf("", 9) == 3', True),
+    ('"abcabc".lastIndexOf("bc") == 4', True), ('"abcabc".lastIndexOf("bc", 3) == 1', True),
+    ('"abc".lastIndexOf("") == 3', True), ('"a".lastIndexOf("abc") == -1', True),
+    ('"abc".substring(1) == "bc"', True), ('"abc".substring(1, 2) == "b"', True), ('"añb".charAt(1) == "ñ"', True),
+    ('"abc".charAt(3) == ""', True), ('"aaa".replace("a", "b") == "bbb"', True),
+    ('"aaa".replace("a", "b", 2) == "bba"', True),
+    ('"abc".split("").size() == 3', True), ('"a,b,c".split(",", 2) == ["a", "b,c"]', True),
+    ('"abc".split("", 2) == ["a", "bc"]', True), ('"a,b".split(",", 0).size() == 0', True),
+    ('"a,b".split(",", -1) == ["a", "b"]', True),
+]
+
+
 @pytest.mark.parametrize(("expr", "want"), [
     (f'device.attributes["{G}"].model == "a100"', True),
     (f'device.attributes["{G}"].idx > 2 && device.attributes["{G}"].ok', True),
@@ -646,28 +671,23 @@ DEVICE = {"name": "g0", "attributes": {"model": {"string": "a100"}, f"{G}/idx": 
     (f'device.attributes["{G}"].model.matches(r"\\d")', True),
     (f'"(a100)".matches("^\\\\(" + device.attributes["{G}"].model + "\\\\)$")', True),
     (f'"a100".matches(device.attributes["{G}"].model + "(") || true', True),
-    # lists built by + compare element by element (kube-scheduler bound these; py-scheduler said false)
-    ('[1] + [2] == [1, 2]', True), ('["a"] + ["b"] == ["a", "b"]', True), ('[1] + [2] == [1, 3]', False),
-    ('[true] == [1]', False), ('{"k": [1] + [2]} == {"k": [1, 2]}', True), ('[1] + [2] != [1, 2]', False),
-    # lowerAscii / upperAscii change ASCII letters only
-    ('"é".upperAscii() == "é"', True), ('"\u212a".lowerAscii() == "\u212a"', True),
-    ('"ÀBc".lowerAscii() == "Àbc"', True), ('"ßx".upperAscii() == "ßX"', True),
-    # ordering across int, uint and double (cel.CrossTypeNumericComparisons in the base environment)
-    ('7 > 6.5', True), (f'device.attributes["{G}"].idx > 2.5', True), ('1u < 2.5', True), ('2 >= 2u', True),
-    ('3 <= 2.9', False), ('"a" < "b"', True),
-    # the strings extension, version 2 (cel-go ext/strings.go)
-    ('"abc".indexOf("c", 1) == 2', True), ('"abc".indexOf("a", 1) == -1', True), ('"abc".indexOf("", 9) == 3', True),
-    ('"abcabc".lastIndexOf("bc") == 4', True), ('"abcabc".lastIndexOf("bc", 3) == 1', True),
-    ('"abc".lastIndexOf("") == 3', True), ('"a".lastIndexOf("abc") == -1', True),
-    ('"abc".substring(1) == "bc"', True), ('"abc".substring(1, 2) == "b"', True), ('"añb".charAt(1) == "ñ"', True),
-    ('"abc".charAt(3) == ""', True), ('"aaa".replace("a", "b") == "bbb"', True),
-    ('"aaa".replace("a", "b", 2) == "bba"', True),
-    ('"abc".split("").size() == 3', True), ('"a,b,c".split(",", 2) == ["a", "b,c"]', True),
-    ('"abc".split("", 2) == ["a", "bc"]', True), ('"a,b".split(",", 0).size() == 0', True),
-    ('"a,b".split(",", -1) == ["a", "b"]', True),
+    *KUBERNETES_ENVIRONMENT,
 ])
 def test_cel_environment(expr: str, want: bool) -> None:
     assert cel.device_matches(cel.compile_selector(expr), cel.device_variable(G, DEVICE)) is want
+
+
+FUNCTION_ERRORS = [
+    # functions' own errors in cel-go's / blang's / resource's words, not celpy's "return error for overflow"
+    ('"abc".substring(2, 1) == ""', cel.CELRuntimeError, "invalid substring range. start: 2, end: 1"),
+    ('"abc".charAt(4) == ""', cel.CELRuntimeError, "index out of range: 4"),
+    ('"abc".indexOf("a", -1) == 0', cel.CELRuntimeError, "index out of range: -1"),
+    ('semver("v1.2.3").major() == 1', cel.CELRuntimeError, 'Invalid character(s) found in major number "v1"'),
+    ('semver("1.02.3").major() == 1', cel.CELRuntimeError, 'Minor number must not contain leading zeroes "02"'),
+    ('semver("1.2").major() == 1', cel.CELRuntimeError, "No Major.Minor.Patch elements found"),
+    ('quantity("1.5.5") == quantity("1")', cel.CELRuntimeError,
+     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+]
 
 
 @pytest.mark.parametrize(("expr", "err", "msg"), [
@@ -685,15 +705,7 @@ def test_cel_environment(expr: str, want: bool) -> None:
      "program instantiation failed: error parsing regexp: missing closing ]: `[a`"),
     (f'"x".matches(device.attributes["{G}"].model + "**")', cel.CELRuntimeError,
      "error parsing regexp: invalid nested repetition operator: `**`"),
-    # functions' own errors in cel-go's / blang's / resource's words, not celpy's "return error for overflow"
-    ('"abc".substring(2, 1) == ""', cel.CELRuntimeError, "invalid substring range. start: 2, end: 1"),
-    ('"abc".charAt(4) == ""', cel.CELRuntimeError, "index out of range: 4"),
-    ('"abc".indexOf("a", -1) == 0', cel.CELRuntimeError, "index out of range: -1"),
-    ('semver("v1.2.3").major() == 1', cel.CELRuntimeError, 'Invalid character(s) found in major number "v1"'),
-    ('semver("1.02.3").major() == 1', cel.CELRuntimeError, 'Minor number must not contain leading zeroes "02"'),
-    ('semver("1.2").major() == 1', cel.CELRuntimeError, "No Major.Minor.Patch elements found"),
-    ('quantity("1.5.5").sign() == 1', cel.CELRuntimeError,
-     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+    *FUNCTION_ERRORS,
 ])
 def test_cel_errors(expr: str, err: type[Exception], msg: str) -> None:
     with pytest.raises(err, match=re.escape(msg)):
@@ -893,6 +905,17 @@ def match_oracle(objs: list[Obj], oracle: Path) -> tuple[Any, Obj] | None:
     assert got.scores == want["scores"]
     assert got.message == want["message"]
     return got, want
+
+
+@pytest.mark.parametrize("expr", [e for e, _ in KUBERNETES_ENVIRONMENT] + [e for e, _, _ in FUNCTION_ERRORS])
+def test_cel_selectors_match_upstream(expr: str, oracle: Path) -> None:
+    """Each selector of KUBERNETES_ENVIRONMENT / FUNCTION_ERRORS in a claim, here and in upstream's
+    framework: the same nodes, or the same Error."""
+    objs = [node("n0"), dclass("gpu", [f'device.driver == "{G}"']),
+            rslice("s-n0", G, "p0", node="n0", devices=[dev("g0", {"model": {"string": "a100"}, "idx": {"int": 3}},
+                                                            {"memory": "40Gi"})]),
+            claim("c", [{"name": "r", "exactly": ex(sel=[expr])}]), pod("p", uses("c"))]
+    match_oracle(objs, oracle)
 
 
 @pytest.mark.parametrize("seed", range(40))
