@@ -306,6 +306,10 @@ async def test_immediate_claim_still_unbound(api_client: client.ApiClient, py_vb
         await r.add_claim("c", "1Gi", sc)
         await r.add_pod("p", ["c"])
         msg = await r.failed_scheduling("p", "unbound immediate")
+        # kube-controller-manager's PV controller annotates the claim for its external provisioner
+        # on its own schedule: both runs read the claim after it did (a race, not a difference)
+        await wait_for(lambda: _claim_annotated(r, "c", "volume.kubernetes.io/storage-provisioner"), timeout=60,
+                       what="the PV controller's provisioner annotation")
         return {"message": r.norm(msg), **await r.outcome()}
 
     py, kube = await side_by_side(api_client, case)
@@ -372,6 +376,11 @@ async def test_provisioner_never_answers_then_does(api_client: client.ApiClient,
 async def _claim_phase(r: Run, short: str, phase: str) -> bool:
     pvc = await r.core.read_namespaced_persistent_volume_claim(r.n(short), "default")
     return bool(pvc.status.phase == phase)
+
+
+async def _claim_annotated(r: Run, short: str, key: str) -> bool:
+    pvc = await r.core.read_namespaced_persistent_volume_claim(r.n(short), "default")
+    return key in (pvc.metadata.annotations or {})
 
 
 async def _claim_bound(r: Run, short: str) -> bool:
