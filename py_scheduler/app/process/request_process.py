@@ -70,6 +70,7 @@ log = logging.getLogger("py_scheduler.request_process")
 
 _HELLO, _ANSWER, _REQUEST, _CANCEL, _LEASE = "hello", "answer", "request", "cancel", "lease"
 _PING, _PONG = "ping", "pong"
+_STOPPING, _BYE = "stopping", "bye"
 _HEADER = 4
 """Bytes of each frame's length prefix (big-endian); a frame is one pickled tuple."""
 PR_SET_PDEATHSIG = 1
@@ -149,6 +150,9 @@ class RequestProcess:
         """True from the child's hello until it is gone or closed: :meth:`send` may be used."""
         self.gone = False
         """The child died or was closed: every request goes out from the caller's process."""
+        self.stopping = False
+        """The child said it stops (it got a SIGTERM): it takes no new request, and ends once its
+        writes in flight are answered."""
         self.replay: Callable[[list[Metric]], None] = replay_metrics
         """How the child's metric calls are recorded here (tests record them)."""
         if fork:
@@ -194,15 +198,19 @@ class RequestProcess:
                     self.ready = not self.gone
                     log.info("API writes go out from process %s", self.pid)
                     continue
+                if msg[0] == _STOPPING:  # SIGTERM there: no more requests; its writes in flight go on
+                    self.ready, self.stopping = False, True
+                    log.info("the API requests' process %s stops (SIGTERM): requests go out from this process",
+                             self.pid)
+                    self._write(_frame((_BYE,)), control=True)  # after every request it will be sent
+                    continue
                 _, rid, ok, value, metrics = msg
                 self.replay(metrics)
-                if isinstance(value, RequestProcessGone):  # it stops (SIGTERM): send from here from now on
-                    self.ready = False
                 fut = self._pending.pop(rid, None)
                 if fut is not None and not fut.done():
                     (fut.set_result if ok else fut.set_exception)(value)
         except Exception as exc:  # its end closed, or a frame that does not unpickle: gone either way
-            if not self.gone:
+            if not self.gone and not (self.stopping and isinstance(exc, asyncio.IncompleteReadError)):
                 log.error("the API requests' process ended (%s): requests go out from this process",
                           type(exc).__name__)
         finally:
@@ -238,7 +246,7 @@ class RequestProcess:
                 self._proc.kill()  # its end closes: the reader fails the waiting requests over
                 return
             if self._pending:
-                self._write(_frame((_PING,)))
+                self._write(_frame((_PING,)), control=True)
 
     async def send(self, purpose: str, method: str, path: str, options: dict[str, Any],
                    fence: Callable[[], None] | None, event_limiter: bool) -> Any:
@@ -266,13 +274,15 @@ class RequestProcess:
             return await fut
         except asyncio.CancelledError:
             if self._pending.pop(rid, None) is not None:
-                self._write(_frame((_CANCEL, rid)))
+                self._write(_frame((_CANCEL, rid)), control=True)
             raise
 
-    def _write(self, frame: bytes) -> bool:
-        """Queue ``frame`` for the child; False when it cannot take it (not ready, or its socket
-        closed: uvloop raises on a write to a closed transport where asyncio drops it)."""
-        if not self.ready or self._writer is None or self._writer.is_closing():
+    def _write(self, frame: bytes, *, control: bool = False) -> bool:
+        """Queue ``frame`` for the child; False when it cannot take it: a request when the child is not
+        ready (starting, stopping, gone), any frame when its socket closed (uvloop raises on a write
+        to a closed transport where asyncio drops it). ``control`` frames (a lease, a cancel, a ping)
+        still reach a child that stops: its writes in flight must follow the lease to the end."""
+        if (not control and not self.ready) or self._writer is None or self._writer.is_closing():
             return False
         try:
             self._writer.write(frame)
@@ -285,7 +295,7 @@ class RequestProcess:
         """The leader fence's deadline is now ``until`` (``CLOCK_MONOTONIC`` seconds; -inf: no longer
         leading): the child's fenced writes are checked against it from now on. Never raises (the
         Lease's renewal calls it)."""
-        self._write(_frame((_LEASE, until)))
+        self._write(_frame((_LEASE, until)), control=True)
 
     async def close(self) -> None:
         """End the child: it finishes its requests in flight (up to :data:`CLOSE_TIMEOUT` seconds),
@@ -446,13 +456,16 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
             if msg[0] == _PING:  # the parent's watchdog: this loop still reads
                 writer.write(_frame((_PONG,)))
                 continue
+            if msg[0] == _BYE:  # the parent read our stopping frame: no request follows
+                bye.set()
+                continue
             if msg[0] == _CANCEL:
                 task = tasks.get(msg[1])
                 if task is not None:
                     task.cancel()
                 continue
             rid, until, refusal = msg[1], msg[6], msg[7]
-            if stopping.is_set():
+            if stopping.is_set():  # sent before the parent read our stopping frame
                 writer.write(_frame((_ANSWER, rid, False, RequestProcessGone(
                     "the API requests' process is stopping", unsent=True), [])))
                 continue
@@ -463,15 +476,25 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
             task.add_done_callback(functools.partial(_forget, tasks, rid))
 
     async def drain(reading: asyncio.Task[None]) -> None:
-        """On SIGTERM (a supervisor that signals every process of the group): finish what is in flight
-        (up to :data:`CLOSE_TIMEOUT`), then stop reading. Requests read meanwhile are refused unsent,
-        so the parent sends them itself."""
+        """On SIGTERM (a supervisor that signals every process of the group): tell the parent, which
+        sends no more requests and answers ``bye``; finish what is in flight (up to
+        :data:`CLOSE_TIMEOUT`, then cancelled: the parent fails those over as after a crash) while
+        still reading the lease and cancel frames, then stop. A request read before the ``bye`` is
+        refused unsent, so the parent sends it itself."""
         await stopping.wait()
+        writer.write(_frame((_STOPPING,)))
         log.info("the API requests' process stops (SIGTERM) with %d requests in flight", len(tasks))
-        if tasks:
-            await asyncio.wait(list(tasks.values()), timeout=CLOSE_TIMEOUT)
+        deadline = asyncio.get_running_loop().time() + CLOSE_TIMEOUT
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(bye.wait(), CLOSE_TIMEOUT)
+        left = [t for t in tasks.values() if not t.done()]
+        if left:
+            await asyncio.wait(left, timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
+        for t in tasks.values():
+            t.cancel()
         reading.cancel()
 
+    bye = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopping.set)
     reading = asyncio.create_task(read())
     drainer = asyncio.create_task(drain(reading))

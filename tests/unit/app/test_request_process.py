@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import multiprocessing
 import os
 import pickle
@@ -249,20 +250,19 @@ async def test_a_stopped_child_is_killed_and_its_requests_fail_over(served: Serv
 async def test_a_sigterm_lets_the_child_finish_what_is_in_flight_and_the_rest_go_out_from_here(
         served: Served) -> None:
     """A supervisor that sends SIGTERM to every process of the group (systemd's control-group kill):
-    the child answers the Binding it holds, refuses what comes after unsent (sent from here, once),
-    and ends once nothing is left in flight."""
+    the child tells the parent, which sends every later request itself; the child answers the
+    Binding it holds, and then ends."""
     api, kube, process, seen, _ = served
     api.gate.clear()
     bind = asyncio.create_task(kube.bind("default", "p", "u1", "n1"))
     await _until(lambda: api.held == 1)
     assert process.pid is not None and process._proc is not None
     os.kill(process.pid, signal.SIGTERM)
+    await _until(lambda: process.stopping)
+    assert not process.ready and not bind.done()
     get = "GET /api/v1/namespaces/default/pods/p"
-    async with asyncio.timeout(30):
-        while get not in seen:  # answered by the child until it took the signal, then refused to it
-            await kube.get_pod("default", "p")
-    assert seen == [get] and not process.ready and not bind.done()
-    await kube.get_pod("default", "p")  # no longer handed over
+    await kube.get_pod("default", "p")
+    await kube.get_pod("default", "p")
     assert seen == [get, get]
     api.gate.set()
     await asyncio.wait_for(bind, 30)
@@ -270,6 +270,24 @@ async def test_a_sigterm_lets_the_child_finish_what_is_in_flight_and_the_rest_go
     await _until(lambda: process.gone)  # it ended its side once nothing was left in flight
     await asyncio.to_thread(process._proc.join, 10)
     assert not process._proc.is_alive()
+
+
+async def test_a_stopping_child_still_follows_the_lease(served: Served) -> None:
+    """A Binding held back by throttling in a child that got SIGTERM: the leader then lets the Lease
+    go (``leader.release`` at shutdown tells the child ``-inf``); the child must refuse the Binding at
+    its next attempt, not send it on the deadline it had."""
+    api, kube, process, _, _ = served
+    api.throttle = 1
+    bind = asyncio.create_task(KubeAPIClient(kube, fence=lambda: True, valid_until=lambda: time.monotonic() + 60)
+                               .bind("default", "p", "u", "n1"))
+    await _until(lambda: api.throttle == 0)  # answered 429, Retry-After 3 s: waiting in the child
+    assert process.pid is not None
+    os.kill(process.pid, signal.SIGTERM)
+    await _until(lambda: process.stopping)
+    process.lease(-math.inf)
+    with pytest.raises(Fenced, match="not binding"):
+        await asyncio.wait_for(bind, 30)
+    assert api.bindings == 0 and api.held == 0
 
 
 async def test_a_slow_answer_is_not_a_stall(served: Served) -> None:
@@ -280,10 +298,10 @@ async def test_a_slow_answer_is_not_a_stall(served: Served) -> None:
     pings: list[int] = []
     write = process._write
 
-    def counting(frame: bytes) -> bool:
+    def counting(frame: bytes, **kw: Any) -> bool:
         if pickle.loads(frame[4:])[0] == "ping":
             pings.append(1)
-        return write(frame)
+        return write(frame, **kw)
 
     process._write = counting  # type: ignore[method-assign]
     api.gate.clear()
