@@ -155,15 +155,29 @@ class Binder:
             "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid,
                           "resourceVersion": rv},
         }
-        self._series[key] = _Series(body, 1, 0, now, now, t)  # before the write: a repeat meanwhile is counted
-        while len(self._series) > EVENT_SERIES_MAX:
-            self._series.popitem(last=False)
-        await self._write(self._series[key])
+        entry = self._series[key] = _Series(body, 1, 0, now, now, t)  # before the write: a repeat meanwhile counts
+        if len(self._series) > EVENT_SERIES_MAX:
+            await self._evict()
+        await self._write(entry)
+
+    async def _evict(self) -> None:
+        """Drop the least recently seen single Event but the newest, or, when every other Event kept
+        is a series, the least recently seen series after writing its count (client-go keeps them all until its
+        timers; this bound keeps the memory flat)."""
+        newest = next(reversed(self._series))
+        for key, ev in self._series.items():
+            if ev.count == 1 and key != newest:
+                del self._series[key]
+                return
+        _, ev = self._series.popitem(last=False)
+        if ev.count > ev.written:
+            await self._write(ev)
 
     async def _write(self, ev: _Series) -> bool:
         """Write ``ev`` (``recordEvent``): create it, or PATCH its series, creating it again if it
         expired (a create that meets the Event, made by a racing first write, is patched again).
-        False when it failed (logged)."""
+        False when no answer came (logged; the next flush writes it again); an Event the server
+        refused is given up, as ``recordEvent`` gives up on a status error."""
         body = ev.body
         meta = body["metadata"]
         count = ev.count
@@ -186,7 +200,9 @@ class Binder:
         except KubeError as exc:
             log.warning("could not record event %s for pod %s/%s: %s", body["reason"], meta["namespace"],
                         body["regarding"]["name"], exc)
-            return False
+            if exc.status == 0:  # no answer: written again by the next flush
+                return False
+            # the server refused it: abandoned, as recordEvent abandons an event on a StatusError
         ev.written = max(ev.written, count)
         return True
 
@@ -198,8 +214,10 @@ class Binder:
         for key, ev in list(self._series.items()):
             if ev.count >= 2:
                 if now - ev.last >= EVENT_SERIES_FINISH:
-                    if ev.count == ev.written or await self._write(ev):
-                        self._series.pop(key, None)
+                    # kept if seen again while its count was written (upstream holds a lock there)
+                    if (ev.count == ev.written or await self._write(ev)) and self._series.get(key) is ev \
+                            and ev.count == ev.written:
+                        del self._series[key]
                 elif refresh:
                     await self._write(ev)
             elif now - ev.first >= EVENT_SERIES_FINISH:

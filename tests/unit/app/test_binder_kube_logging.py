@@ -106,6 +106,68 @@ async def test_a_series_whose_event_expired_is_created_again_with_its_count() ->
     assert [(e["metadata"]["name"], e["series"]["count"]) for e in kube.events] == [(name, 2)]
 
 
+async def test_a_repeat_while_a_series_is_finished_is_not_lost() -> None:
+    import asyncio
+
+    class Held(FakeKube):
+        gate: asyncio.Event | None = None
+
+        async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+            if self.gate is not None:
+                await self.gate.wait()
+            return await super().patch_event(namespace, name, patch)
+
+    kube = Held()
+    clock = [0.0]
+    b = Binder(kube, "me", now=lambda: clock[0])  # type: ignore[arg-type]
+    for _ in range(3):
+        await b.failed_scheduling(_pod(), "no", "py-scheduler")
+    clock[0] = binder_mod.EVENT_SERIES_FINISH
+    kube.gate = asyncio.Event()
+    flushing = asyncio.create_task(b.flush_series())
+    await asyncio.sleep(0)
+    await b.failed_scheduling(_pod(), "no", "py-scheduler")  # the 4th, while the 3rd is being written
+    kube.gate.set()
+    await flushing
+    assert kube.events[0]["series"]["count"] == 3 and len(b._series) == 1  # kept: its 4th is not written yet
+    clock[0] *= 2
+    await b.flush_series()
+    assert kube.events[0]["series"]["count"] == 4 and not b._series
+
+
+async def test_the_bound_drops_single_events_first_and_writes_a_dropped_series_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binder_mod, "EVENT_SERIES_MAX", 4)
+    kube = FakeKube()
+    b = Binder(kube, "me")  # type: ignore[arg-type]
+    for _ in range(10):
+        await b.failed_scheduling(_pod(), "no", "py-scheduler")
+    for i in range(10):  # Scheduled events of other Pods: single ones, dropped first
+        await b.scheduled(_pod(str(100 + i)), "n1", "py-scheduler")
+    assert len(b._series) == 4 and b._series[next(iter(b._series))].count == 10
+    for rv in ("a", "b", "c", "d"):  # four more series: the first, oldest, goes with its count written
+        for _ in range(2):
+            await b.failed_scheduling(_pod(rv), "no", "py-scheduler")
+    assert kube.events[0]["series"]["count"] == 10
+    assert len(b._series) == 4 and all(ev.count == 2 for ev in b._series.values())
+
+
+async def test_a_refused_series_write_is_given_up() -> None:
+    class Refusing(FakeKube):
+        async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+            self.calls.append(("event-series", name))
+            raise KubeError(422, "Invalid", "no")
+
+    kube = Refusing()
+    clock = [0.0]
+    b = Binder(kube, "me", now=lambda: clock[0])  # type: ignore[arg-type]
+    for _ in range(3):
+        await b.failed_scheduling(_pod(), "no", "py-scheduler")
+    clock[0] = binder_mod.EVENT_SERIES_FINISH
+    await b.flush_series()
+    assert not b._series and len(kube.calls) == 3  # create, the refused PATCH, the refused final one
+
+
 async def test_a_stalled_event_write_does_not_hold_back_the_pod_condition() -> None:
     """kube-scheduler's recorder only queues an Event: the PodScheduled condition is written
     whatever the Event client waits on (its rate limiter, a slow server)."""
