@@ -369,17 +369,47 @@ def _eq(a: Any, b: Any) -> Any:
         return ct.BoolType(False)
 
 
-def _ordering(name: str, same: Callable[[Any, Any], Any], by_value: Callable[[Any, Any], bool]
-              ) -> Callable[[Any, Any], Any]:
-    """``<``, ``<=``, ``>``, ``>=``: across int, uint and double by value, as Kubernetes' CEL
-    environment has them (``cel.CrossTypeNumericComparisons``, apiserver cel/environment/base.go);
-    otherwise celpy's own."""
+def _compare_with_double(d: float, n: Any) -> int:
+    """cel-go's ``compareDoubleInt`` / ``compareDoubleUint`` (common/types/compare.go): beyond the
+    int's range by the bound, within it as doubles (the int rounded to one)."""
+    if isinstance(n, ct.UintType):
+        if d < 0:
+            return -1
+        if d > float(2**64 - 1):
+            return 1
+    else:
+        if d < float(-2**63):
+            return -1
+        if d > float(2**63 - 1):
+            return 1
+    x = float(int(n))
+    return (d > x) - (d < x)
+
+
+def _compare_numbers(a: Any, b: Any) -> int:
+    """-1 / 0 / 1 as cel-go's ``Compare`` of two numbers (int, uint, double, any mix).
+
+    Raises:
+        _Failed: ``NaN values cannot be ordered``.
+    """
+    ad, bd = isinstance(a, ct.DoubleType), isinstance(b, ct.DoubleType)
+    if (ad and math.isnan(a)) or (bd and math.isnan(b)):
+        raise _Failed("NaN values cannot be ordered")
+    if ad and not bd:
+        return _compare_with_double(float(a), b)
+    if bd and not ad:
+        return -_compare_with_double(float(b), a)
+    x, y = (float(a), float(b)) if ad else (int(a), int(b))
+    return (x > y) - (x < y)
+
+
+def _ordering(name: str, same: Callable[[Any, Any], Any], holds: Callable[[int], bool]) -> Callable[[Any, Any], Any]:
+    """``<``, ``<=``, ``>``, ``>=``: numbers of any two of int, uint and double as cel-go compares
+    them, as Kubernetes' CEL environment has it (``cel.CrossTypeNumericComparisons``, apiserver
+    cel/environment/base.go); other operands with celpy's own."""
     def f(a: Any, b: Any) -> Any:
-        if _numeric(a) and _numeric(b) and type(a) is not type(b):
-            if math.isnan(float(a)) or math.isnan(float(b)):
-                return ct.BoolType(False)
-            return ct.BoolType(by_value(a if isinstance(a, ct.DoubleType) else int(a),
-                                        b if isinstance(b, ct.DoubleType) else int(b)))
+        if _numeric(a) and _numeric(b):
+            return ct.BoolType(holds(_compare_numbers(a, b)))
         return same(a, b)
     f.__name__ = name
     return f
@@ -444,11 +474,22 @@ def _substring(s: str, start: Any, *end: Any) -> ct.StringType:
     return ct.StringType(s[int(start):stop])
 
 
+_REPLACE_MAX = cel_cost.UPSTREAM_RUNTIME_COST_LIMIT
+"""Longest ``replace`` result (characters): cel-go charges one unit per character of it
+(``trackStringReplaceCost``), so a longer one alone exceeds upstream's runtime cost limit."""
+
+
 def _replace(s: str, old: Any, new: Any, *n: Any) -> ct.StringType:
     _int_arg("replace", *n)
     if not isinstance(old, str) or not isinstance(new, str):
         raise _no_overload("replace", s, old, new, *n)
-    return ct.StringType(s.replace(str(old), str(new), int(n[0]) if n and n[0] >= 0 else -1))
+    limit = int(n[0]) if n and n[0] >= 0 else -1
+    found = s.count(old) if old else len(s) + 1
+    if 0 <= limit < found:
+        found = limit
+    if len(s) + found * (len(new) - len(old)) > _REPLACE_MAX:  # checked before the text is built
+        raise cel_cost.CostLimitExceeded
+    return ct.StringType(s.replace(str(old), str(new), limit))
 
 
 def _split(s: str, sep: Any, *n: Any) -> ct.ListType:
@@ -681,10 +722,10 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "major": _semver_part("major", 0),
     "minor": _semver_part("minor", 1),
     "patch": _semver_part("patch", 2),
-    "_<_": _ordering("_<_", celpy.evaluation.base_functions["_<_"], lambda a, b: a < b),
-    "_<=_": _ordering("_<=_", celpy.evaluation.base_functions["_<=_"], lambda a, b: a <= b),
-    "_>_": _ordering("_>_", celpy.evaluation.base_functions["_>_"], lambda a, b: a > b),
-    "_>=_": _ordering("_>=_", celpy.evaluation.base_functions["_>=_"], lambda a, b: a >= b),
+    "_<_": _ordering("_<_", celpy.evaluation.base_functions["_<_"], lambda c: c < 0),
+    "_<=_": _ordering("_<=_", celpy.evaluation.base_functions["_<=_"], lambda c: c <= 0),
+    "_>_": _ordering("_>_", celpy.evaluation.base_functions["_>_"], lambda c: c > 0),
+    "_>=_": _ordering("_>=_", celpy.evaluation.base_functions["_>=_"], lambda c: c >= 0),
     # the strings extension, version 2 (cel-go ext/strings.go), as Kubernetes' base environment has it
     "lowerAscii": _str_fn("lowerAscii", lambda s: ct.StringType(s.translate(_ASCII_LOWER))),
     "upperAscii": _str_fn("upperAscii", lambda s: ct.StringType(s.translate(_ASCII_UPPER))),

@@ -37,6 +37,7 @@ __all__ = [
     "ESTIMATED_COST_LIMIT",
     "PARSE_TOKEN_LIMIT",
     "RUNTIME_COST_LIMIT",
+    "UPSTREAM_RUNTIME_COST_LIMIT",
     "BudgetRunner",
     "CostLimitExceeded",
     "celpy_extension",
@@ -49,6 +50,10 @@ RUNTIME_COST_LIMIT = 2_000
 """Cost units one evaluation may spend (cel-go's ``CostLimit``): ~40 ms of CPU in celpy. A normal
 selector spends 20-100 (``device.attributes["d"].model == "a100"``: 37); a comprehension over a
 48-value list attribute with a one-comparison body ~1300."""
+
+UPSTREAM_RUNTIME_COST_LIMIT = 1_000_000
+"""``resourceapi.CELSelectorExpressionMaxCost`` (k8s.io/api resource/v1 types.go) in cel-go's units,
+for the functions whose cost is the size of what they build (a ``replace`` result)."""
 
 ESTIMATED_COST_LIMIT = 20_000
 """Largest worst-case estimate (:func:`estimate_cost`) accepted when an expression is compiled

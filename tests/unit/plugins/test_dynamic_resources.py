@@ -635,7 +635,10 @@ KUBERNETES_ENVIRONMENT = [
     ('"ÀBc".lowerAscii() == "Àbc"', True), ('"ßx".upperAscii() == "ßX"', True),
     # ordering across int, uint and double (cel.CrossTypeNumericComparisons in the base environment)
     ('7 > 6.5', True), (f'device.attributes["{G}"].idx > 2.5', True), ('1u < 2.5', True), ('2 >= 2u', True),
-    ('3 <= 2.9', False), ('"a" < "b"', True),
+    ('3 <= 2.9', False), ('"a" < "b"', True), ('-1 < 1u', True), ('2.5 > 2u', True),
+    # beyond 2^53 an int meets a double as a double (cel-go's compareDoubleInt)
+    ('9007199254740993 > 9007199254740992.0', False), ('9007199254740993 >= 9007199254740992.0', True),
+    ('"a"' + '.replace("a", "aaaa")' * 9 + '.size() == 262144', True),
     # the strings extension, version 2 (cel-go ext/strings.go)
     ('"abc".indexOf("c", 1) == 2', True), ('"abc".indexOf("a", 1) == -1', True), ('"abc".indexOf("", 9) == 3', True),
     ('"abcabc".lastIndexOf("bc") == 4', True), ('"abcabc".lastIndexOf("bc", 3) == 1', True),
@@ -682,6 +685,12 @@ FUNCTION_ERRORS = [
     ('"abc".substring(2, 1) == ""', cel.CELRuntimeError, "invalid substring range. start: 2, end: 1"),
     ('"abc".charAt(4) == ""', cel.CELRuntimeError, "index out of range: 4"),
     ('"abc".indexOf("a", -1) == 0', cel.CELRuntimeError, "index out of range: -1"),
+    ('1 < double("NaN")', cel.CELRuntimeError, "NaN values cannot be ordered"),
+    ('double("NaN") >= 1u', cel.CELRuntimeError, "NaN values cannot be ordered"),
+    ('1.0 < double("NaN")', cel.CELRuntimeError, "NaN values cannot be ordered"),
+    # a replace whose result alone costs more than upstream's runtime limit (one unit a character)
+    ('"a"' + '.replace("a", "aaaa")' * 12 + ' == ""', cel.CELRuntimeError,
+     "operation cancelled: actual cost limit exceeded"),
     ('semver("v1.2.3").major() == 1', cel.CELRuntimeError, 'Invalid character(s) found in major number "v1"'),
     ('semver("1.02.3").major() == 1', cel.CELRuntimeError, 'Minor number must not contain leading zeroes "02"'),
     ('semver("1.2").major() == 1', cel.CELRuntimeError, "No Major.Minor.Patch elements found"),
