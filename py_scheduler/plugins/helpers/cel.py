@@ -122,23 +122,13 @@ class Quantity:
         return f"Quantity({self.value})"
 
 
-_SEMVER_RE = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?\Z")
-
-
 class Semver:
     """``apiservercel.Semver`` (blang/semver v4, strict parsing: no leading zeros, no ``v``)."""
 
     __slots__ = ("major", "minor", "patch", "pre")
 
     def __init__(self, text: str) -> None:
-        m = _SEMVER_RE.match(text)
-        if m is None:
-            raise ValueError(f"invalid semantic version {text!r}")
-        self.major, self.minor, self.patch = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        self.pre: tuple[str, ...] = tuple(m.group(4).split(".")) if m.group(4) else ()
+        self.major, self.minor, self.patch, self.pre = parse_semver(text)
 
     def compare(self, other: Semver) -> int:
         """-1 / 0 / 1 as ``Version.Compare`` (pre-release lower than release, build ignored)."""
@@ -206,23 +196,80 @@ def _is_quantity(s: Any) -> ct.BoolType:
     return ct.BoolType(True)
 
 
-def _semver_error(text: str) -> str:
-    """Why blang/semver v4's ``Parse`` refuses ``text`` (its words; semver.go), for the parts it
-    checks in order: the three numbers, then the pre-release and build identifiers."""
+_DIGITS = frozenset("0123456789")
+_ALPHANUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-0123456789")
+
+
+def _uint64(text: str) -> int:
+    """Go's ``strconv.ParseUint(text, 10, 64)`` for a text of digits (or none)."""
     if not text:
-        return "Version string empty"
+        raise _Failed(f"strconv.ParseUint: parsing {_go_quote(text)}: invalid syntax")
+    if int(text) >= 1 << 64:
+        raise _Failed(f"strconv.ParseUint: parsing {_go_quote(text)}: value out of range")
+    return int(text)
+
+
+def parse_semver(text: str) -> tuple[int, int, int, tuple[str, ...]]:
+    """blang/semver v4's ``Parse`` (semver.go): (major, minor, patch, pre-release identifiers).
+
+    Raises:
+        _Failed: its error, in its words (``Invalid character(s) found in major number "v1"``).
+    """
+    if not text:
+        raise _Failed("Version string empty")
     parts = text.split(".", 2)
     if len(parts) != 3:
-        return "No Major.Minor.Patch elements found"
-    patch = parts[2].split("+", 1)[0].split("-", 1)[0]
+        raise _Failed("No Major.Minor.Patch elements found")
+    nums: list[int] = []
+    patch, build, pre = parts[2], "", ""
+    if "+" in patch:
+        patch, build = patch.split("+", 1)
+    if "-" in patch:
+        patch, pre = patch.split("-", 1)
     for word, part in (("major", parts[0]), ("minor", parts[1]), ("patch", patch)):
-        if not part or part.strip("0123456789"):
-            return f"Invalid character(s) found in {word} number {_go_quote(part)}"
+        if not _DIGITS.issuperset(part):
+            raise _Failed(f"Invalid character(s) found in {word} number {_go_quote(part)}")
         if len(part) > 1 and part[0] == "0":
-            return f"{word.capitalize()} number must not contain leading zeroes {_go_quote(part)}"
-        if int(part) >= 1 << 64:
-            return f'strconv.ParseUint: parsing {_go_quote(part)}: value out of range'
-    return f"Invalid character(s) found in prerelease or build meta data {_go_quote(text)}"
+            raise _Failed(f"{word.capitalize()} number must not contain leading zeroes {_go_quote(part)}")
+        nums.append(_uint64(part))
+    pres: tuple[str, ...] = tuple(pre.split(".")) if "-" in parts[2].split("+", 1)[0] else ()
+    for p in pres:
+        if not p:
+            raise _Failed("Prerelease is empty")
+        if _DIGITS.issuperset(p):
+            if len(p) > 1 and p[0] == "0":
+                raise _Failed(f"Numeric PreRelease version must not contain leading zeroes {_go_quote(p)}")
+            _uint64(p)
+        elif not _ALPHANUM.issuperset(p):
+            raise _Failed(f"Invalid character(s) found in prerelease {_go_quote(p)}")
+    for b in build.split(".") if "+" in parts[2] else ():
+        if not b:
+            raise _Failed("Build meta data is empty")
+        if not _ALPHANUM.issuperset(b):
+            raise _Failed(f"Invalid character(s) found in build meta data {_go_quote(b)}")
+    return nums[0], nums[1], nums[2], pres
+
+
+def normalize_semver(text: str) -> str:
+    """apiserver semverlib's ``normalizeAndParse`` before its ``Parse``: no ``v`` prefix, no leading
+    zeros, missing minor / patch as 0.
+
+    Raises:
+        _Failed: a short version with pre-release or build data.
+    """
+    text = text.removeprefix("v")
+    parts = text.split(".", 2)
+    for i, p in enumerate(parts):
+        if len(p) > 1:
+            p = p.lstrip("0")
+            if not p or p[0] not in _DIGITS:
+                p = "0" + p
+            parts[i] = p
+    if len(parts) < 3:
+        if "+" in parts[-1] or "-" in parts[-1]:
+            raise _Failed("short version cannot contain PreRelease/Build meta data")
+        parts += ["0"] * (3 - len(parts))
+    return ".".join(parts)
 
 
 def _go_quote(text: str) -> str:
@@ -230,19 +277,23 @@ def _go_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _semver(s: Any, *_normalize: Any) -> Semver:
-    if not isinstance(s, str):
-        raise _no_overload("semver", s)
+def _semver_text(name: str, s: Any, normalize: tuple[Any, ...]) -> str:
+    if not isinstance(s, str) or len(normalize) > 1 or (normalize and not isinstance(normalize[0], ct.BoolType)):
+        raise _no_overload(name, s, *normalize)
+    return normalize_semver(str(s)) if normalize and normalize[0] else str(s)
+
+
+def _semver(s: Any, *normalize: Any) -> Semver:
+    """``semver(s)`` / ``semver(s, normalize)`` (apiserver cel/library/semverlib.go)."""
+    return Semver(_semver_text("semver", s, normalize))
+
+
+def _is_semver(s: Any, *normalize: Any) -> ct.BoolType:
     try:
-        return Semver(str(s))
-    except ValueError:
-        raise _Failed(_semver_error(str(s))) from None
-
-
-def _is_semver(s: Any, *_normalize: Any) -> ct.BoolType:
-    if not isinstance(s, str):
-        raise _no_overload("isSemver", s)
-    return ct.BoolType(_SEMVER_RE.match(str(s)) is not None)
+        Semver(_semver_text("isSemver", s, normalize))
+    except _Failed:
+        return ct.BoolType(False)
+    return ct.BoolType(True)
 
 
 def _cmp(name: str, a: Any, b: Any) -> int:
@@ -313,7 +364,8 @@ def _semver_part(name: str, idx: int) -> Callable[[Any], ct.IntType]:
     def f(a: Any) -> ct.IntType:
         if not isinstance(a, Semver):
             raise _no_overload(name, a)
-        return ct.IntType((a.major, a.minor, a.patch)[idx])
+        n = (a.major, a.minor, a.patch)[idx]
+        return ct.IntType(n - (1 << 64) if n >= 1 << 63 else n)  # types.Int(v.Major): a uint64 as an int64
     return f
 
 
@@ -835,6 +887,13 @@ def _parse_qualified_name(name: str, default_domain: str) -> tuple[str, str]:
     return domain, ident
 
 
+def _attribute_semver(text: str) -> Semver:
+    try:
+        return Semver(text)
+    except _Failed as exc:
+        raise ValueError(f"parse semantic version: {exc}") from None
+
+
 def attribute_value(name: str, attr: Mapping[str, Any]) -> Any:
     """``getAttributeValue``: the CEL value of one DeviceAttribute (``{"int": 3}`` ...).
 
@@ -849,7 +908,7 @@ def attribute_value(name: str, attr: Mapping[str, Any]) -> Any:
         if attr.get("strings") is not None:
             return ct.ListType([ct.StringType(str(v)) for v in attr["strings"]])
         if attr.get("versions") is not None:
-            versions: list[Any] = [Semver(str(v)) for v in attr["versions"]]
+            versions: list[Any] = [_attribute_semver(str(v)) for v in attr["versions"]]
             return ct.ListType(versions)
         if attr.get("int") is not None:
             v = attr["int"]
@@ -863,10 +922,9 @@ def attribute_value(name: str, attr: Mapping[str, Any]) -> Any:
         if attr.get("string") is not None:
             return ct.StringType(str(attr["string"]))
         if attr.get("version") is not None:
-            return Semver(str(attr["version"]))
+            return _attribute_semver(str(attr["version"]))
     except (ValueError, TypeError) as exc:
-        raise CELRuntimeError(f"attribute {name}: parse semantic version: {exc}"
-                              if "semantic" in str(exc) else f"attribute {name}: {exc}") from exc
+        raise CELRuntimeError(f"attribute {name}: {exc}") from exc
     raise CELRuntimeError(f"attribute {name}: unsupported attribute value")
 
 

@@ -639,6 +639,10 @@ KUBERNETES_ENVIRONMENT = [
     # beyond 2^53 an int meets a double as a double (cel-go's compareDoubleInt)
     ('9007199254740993 > 9007199254740992.0', False), ('9007199254740993 >= 9007199254740992.0', True),
     ('"a"' + '.replace("a", "aaaa")' * 9 + '.size() == 262144', True),
+    # semver with normalize (apiserver semverlib), blang's limits
+    ('semver("v1.2.3", true).major() == 1', True), ('isSemver("v1", true)', True), ('isSemver("v1")', False),
+    ('isSemver("18446744073709551616.0.0")', False), ('semver("18446744073709551615.0.0").major() == -1', True),
+    ('semver("1.2.3-rc.1+b.2").isLessThan(semver("1.2.3"))', True),
     # the strings extension, version 2 (cel-go ext/strings.go)
     ('"abc".indexOf("c", 1) == 2', True), ('"abc".indexOf("a", 1) == -1', True), ('"abc".indexOf("", 9) == 3', True),
     ('"abcabc".lastIndexOf("bc") == 4', True), ('"abcabc".lastIndexOf("bc", 3) == 1', True),
@@ -694,6 +698,15 @@ FUNCTION_ERRORS = [
     ('semver("v1.2.3").major() == 1', cel.CELRuntimeError, 'Invalid character(s) found in major number "v1"'),
     ('semver("1.02.3").major() == 1', cel.CELRuntimeError, 'Minor number must not contain leading zeroes "02"'),
     ('semver("1.2").major() == 1', cel.CELRuntimeError, "No Major.Minor.Patch elements found"),
+    ('semver("1..3").major() == 1', cel.CELRuntimeError, 'strconv.ParseUint: parsing "": invalid syntax'),
+    ('semver("1.2.3-01").major() == 1', cel.CELRuntimeError,
+     'Numeric PreRelease version must not contain leading zeroes "01"'),
+    ('semver("1.2.3-").major() == 1', cel.CELRuntimeError, "Prerelease is empty"),
+    ('semver("1.2.3+").major() == 1', cel.CELRuntimeError, "Build meta data is empty"),
+    ('semver("1.2.3-a$").major() == 1', cel.CELRuntimeError, 'Invalid character(s) found in prerelease "a$"'),
+    ('semver("1.2.3+a_b").major() == 1', cel.CELRuntimeError, 'Invalid character(s) found in build meta data "a_b"'),
+    ('semver("1.2-a", true).major() == 1', cel.CELRuntimeError,
+     "short version cannot contain PreRelease/Build meta data"),
     ('quantity("1.5.5") == quantity("1")', cel.CELRuntimeError,
      "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
 ]
