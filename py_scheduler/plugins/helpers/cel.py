@@ -177,13 +177,40 @@ _QUANTITY_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+
 """``resource.ErrFormatWrong``, what ``quantity(s)`` fails with (apiserver cel/library/quantity.go)."""
 
 
+_QUANTITY_SUFFIX = "unable to parse quantity's suffix"
+"""``resource.ErrSuffix``: the text has a quantity's shape but no suffix upstream knows (``1KK``)."""
+
+
+def _quantity_format_wrong(text: str) -> bool:
+    """Whether ``parseQuantityString`` (apimachinery resource/quantity.go) refuses the shape of
+    ``text``: sign, digits, a fraction, suffix letters, a signed exponent, nothing after."""
+    i, end = 0, len(text)
+    if not text:
+        return True
+    if text[0] in "+-":
+        i = 1
+    while i < end and text[i].isascii() and text[i].isdigit():
+        i += 1
+    if i < end and text[i] == ".":
+        i += 1
+        while i < end and text[i].isascii() and text[i].isdigit():
+            i += 1
+    while i < end and text[i] in "eEinumkKMGTP":
+        i += 1
+    if i < end and text[i] in "+-":
+        i += 1
+    while i < end and text[i].isascii() and text[i].isdigit():
+        i += 1
+    return i < end
+
+
 def _quantity(s: Any) -> Quantity:
     if not isinstance(s, str):
         raise _no_overload("quantity", s)
     try:
         return Quantity(qty.parse(str(s)))
     except qty.QuantityError as exc:
-        raise _Failed(_QUANTITY_FORMAT) from exc
+        raise _Failed(_QUANTITY_FORMAT if _quantity_format_wrong(str(s)) else _QUANTITY_SUFFIX) from exc
 
 
 def _is_quantity(s: Any) -> ct.BoolType:
