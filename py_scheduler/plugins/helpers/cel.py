@@ -587,6 +587,10 @@ def _split(s: str, sep: Any, *n: Any) -> ct.ListType:
     return ct.ListType([ct.StringType(x) for x in parts])
 
 
+_GO_SPACE = ("\t\n\v\f\r \x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B))
+             + "\u2028\u2029\u202f\u205f\u3000")
+"""What Go's ``strings.TrimSpace`` trims (``unicode.IsSpace``: the ASCII white space, U+0085, U+00A0
+and Unicode's Z categories); Python's ``str.strip()`` also trims the ASCII separators U+001C-U+001F."""
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 _ASCII_UPPER = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
 
@@ -808,7 +812,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     # the strings extension, version 2 (cel-go ext/strings.go), as Kubernetes' base environment has it
     "lowerAscii": _str_fn("lowerAscii", lambda s: ct.StringType(s.translate(_ASCII_LOWER))),
     "upperAscii": _str_fn("upperAscii", lambda s: ct.StringType(s.translate(_ASCII_UPPER))),
-    "trim": _str_fn("trim", lambda s: ct.StringType(s.strip())),
+    "trim": _str_fn("trim", lambda s: ct.StringType(s.strip(_GO_SPACE))),
     "charAt": _str_fn("charAt", _char_at),
     "indexOf": _str_fn("indexOf", _index_of),
     "lastIndexOf": _str_fn("lastIndexOf", _last_index_of),

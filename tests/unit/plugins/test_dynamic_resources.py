@@ -653,6 +653,7 @@ KUBERNETES_ENVIRONMENT = [
     ('"abc".split("").size() == 3', True), ('"a,b,c".split(",", 2) == ["a", "b,c"]', True),
     ('"abc".split("", 2) == ["a", "bc"]', True), ('"a,b".split(",", 0).size() == 0', True),
     ('"a,b".split(",", -1) == ["a", "b"]', True),
+    ('"\\u001ca ".trim() == "\\u001ca"', True), ('"\\u00a0a\\u2003".trim() == "a"', True),
 ]
 
 
