@@ -35,8 +35,8 @@ log = logging.getLogger("py_scheduler.binder")
 NOTE_LENGTH_LIMIT = 1024
 """``validation.NoteLengthLimit``."""
 EVENT_SERIES_MAX = 4096
-"""Events kept for aggregation at most, least recently used dropped (client-go's cache is emptied
-only by its timers)."""
+"""Events kept for aggregation at most (:meth:`Binder._evict`: single Events first; client-go's
+cache is emptied only by its timers)."""
 EVENT_SERIES_FINISH = 6 * 60.0
 """client-go events' ``finishTime`` (seconds): a series not seen for this long gets its final count
 written and is forgotten; so is a single Event this old."""
