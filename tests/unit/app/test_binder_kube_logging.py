@@ -106,6 +106,16 @@ async def test_a_series_whose_event_expired_is_created_again_with_its_count() ->
     assert [(e["metadata"]["name"], e["series"]["count"]) for e in kube.events] == [(name, 2)]
 
 
+async def _a_finished_series_of_three(kube: FakeKube) -> tuple[Binder, list[float]]:
+    """A Binder on ``kube`` whose one series was seen 3 times and is now 6 minutes unseen (its clock)."""
+    clock = [0.0]
+    b = Binder(kube, "me", now=lambda: clock[0])  # type: ignore[arg-type]
+    for _ in range(3):
+        await b.failed_scheduling(_pod(), "no", "py-scheduler")
+    clock[0] = binder_mod.EVENT_SERIES_FINISH
+    return b, clock
+
+
 async def test_a_repeat_while_a_series_is_finished_is_not_lost() -> None:
     import asyncio
 
@@ -118,11 +128,7 @@ async def test_a_repeat_while_a_series_is_finished_is_not_lost() -> None:
             return await super().patch_event(namespace, name, patch)
 
     kube = Held()
-    clock = [0.0]
-    b = Binder(kube, "me", now=lambda: clock[0])  # type: ignore[arg-type]
-    for _ in range(3):
-        await b.failed_scheduling(_pod(), "no", "py-scheduler")
-    clock[0] = binder_mod.EVENT_SERIES_FINISH
+    b, clock = await _a_finished_series_of_three(kube)
     kube.gate = asyncio.Event()
     flushing = asyncio.create_task(b.flush_series())
     await asyncio.sleep(0)
@@ -158,12 +164,9 @@ async def test_a_refused_series_write_is_given_up() -> None:
             self.calls.append(("event-series", name))
             raise KubeError(422, "Invalid", "no")
 
-    kube = Refusing()
-    clock = [0.0]
-    b = Binder(kube, "me", now=lambda: clock[0])  # type: ignore[arg-type]
-    for _ in range(3):
-        await b.failed_scheduling(_pod(), "no", "py-scheduler")
-    clock[0] = binder_mod.EVENT_SERIES_FINISH
+    b, _ = await _a_finished_series_of_three(Refusing())
+    kube = b.kube
+    assert isinstance(kube, Refusing)
     await b.flush_series()
     assert not b._series and len(kube.calls) == 3  # create, the refused PATCH, the refused final one
 
