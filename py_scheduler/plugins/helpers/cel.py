@@ -56,16 +56,18 @@ where cel-go fails them (:func:`_check_patterns`): ``s.matches("(")`` when compi
 matches argument``, Kubernetes' ``ValidateRegexLiterals``), ``matches(s, "(")`` at program
 instantiation; a pattern computed from the device fails at evaluation. A pattern whose RE2 program
 outgrows RE2's default 8 MiB is refused (``expression too large``), which Go may accept.
+
+Modules: this one compiles and evaluates; :mod:`~py_scheduler.plugins.helpers.cel_library` holds the
+quantity and semver libraries, :mod:`~py_scheduler.plugins.helpers.cel_ext` equality, ordering and
+the strings extension, :mod:`~py_scheduler.plugins.helpers.cel_cost` the cost budget and estimate.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import InvalidOperation
 from typing import Any, cast
 
 import celpy
@@ -77,7 +79,8 @@ from celpy.evaluation import CELEvalError
 
 from py_scheduler.framework import quantity as qty
 from py_scheduler.framework.memo import CEL_SELECTORS
-from py_scheduler.plugins.helpers import cel_cost
+from py_scheduler.plugins.helpers import cel_cost, cel_ext, cel_library
+from py_scheduler.plugins.helpers.cel_library import FunctionError, Quantity, Semver, no_overload
 
 __all__ = [
     "CELCompileError",
@@ -103,59 +106,6 @@ class CELRuntimeError(ValueError):
     ``EnhanceRuntimeError`` (``no such key: x. consider using CEL optional chaining ...``)."""
 
 
-# -- Kubernetes value types ------------------------------------------------------------------------
-class Quantity:
-    """``apiservercel.Quantity``: a resource quantity as an exact Decimal (``value`` in base units)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Decimal) -> None:
-        self.value = value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Quantity) and self.value == other.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-    def __repr__(self) -> str:
-        return f"Quantity({self.value})"
-
-
-class Semver:
-    """``apiservercel.Semver`` (blang/semver v4, strict parsing: no leading zeros, no ``v``)."""
-
-    __slots__ = ("major", "minor", "patch", "pre")
-
-    def __init__(self, text: str) -> None:
-        self.major, self.minor, self.patch, self.pre = parse_semver(text)
-
-    def compare(self, other: Semver) -> int:
-        """-1 / 0 / 1 as ``Version.Compare`` (pre-release lower than release, build ignored)."""
-        a = (self.major, self.minor, self.patch)
-        b = (other.major, other.minor, other.patch)
-        if a != b:
-            return -1 if a < b else 1
-        if not self.pre or not other.pre:
-            return (len(other.pre) > 0) - (len(self.pre) > 0)
-        for x, y in zip(self.pre, other.pre, strict=False):
-            if x == y:
-                continue
-            xn, yn = x.isdigit(), y.isdigit()
-            if xn and yn:
-                return -1 if int(x) < int(y) else 1
-            if xn != yn:
-                return -1 if xn else 1
-            return -1 if x < y else 1
-        return (len(self.pre) > len(other.pre)) - (len(self.pre) < len(other.pre))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Semver) and self.compare(other) == 0
-
-    def __hash__(self) -> int:
-        return hash((self.major, self.minor, self.patch, self.pre))
-
-
 class _DefaultMap(ct.MapType):
     """``mapper`` of compile.go: a map whose lookups of unknown keys yield an empty map (so
     ``device.attributes["other.domain"].x`` is "no such key: x", ``has()`` is false)."""
@@ -165,439 +115,6 @@ class _DefaultMap(ct.MapType):
             return super().__getitem__(key)
         except KeyError:
             return ct.MapType({})
-
-
-# -- functions -------------------------------------------------------------------------------------
-def _no_overload(name: str, *args: Any) -> TypeError:
-    types = ", ".join(type(a).__name__ for a in args)
-    return TypeError(f"no such overload: {name}({types})")
-
-
-_QUANTITY_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-"""``resource.ErrFormatWrong``, what ``quantity(s)`` fails with (apiserver cel/library/quantity.go)."""
-
-
-_QUANTITY_SUFFIX = "unable to parse quantity's suffix"
-"""``resource.ErrSuffix``: the text has a quantity's shape but no suffix upstream knows (``1KK``)."""
-
-
-def _quantity_format_wrong(text: str) -> bool:
-    """Whether ``parseQuantityString`` (apimachinery resource/quantity.go) refuses the shape of
-    ``text``: sign, digits, a fraction, suffix letters, a signed exponent, nothing after."""
-    i, end = 0, len(text)
-    if not text:
-        return True
-    if text[0] in "+-":
-        i = 1
-    while i < end and text[i].isascii() and text[i].isdigit():
-        i += 1
-    if i < end and text[i] == ".":
-        i += 1
-        while i < end and text[i].isascii() and text[i].isdigit():
-            i += 1
-    while i < end and text[i] in "eEinumkKMGTP":
-        i += 1
-    if i < end and text[i] in "+-":
-        i += 1
-    while i < end and text[i].isascii() and text[i].isdigit():
-        i += 1
-    return i < end
-
-
-def _quantity(s: Any) -> Quantity:
-    if not isinstance(s, str):
-        raise _no_overload("quantity", s)
-    try:
-        return Quantity(qty.parse(str(s)))
-    except qty.QuantityError as exc:
-        raise _Failed(_QUANTITY_FORMAT if _quantity_format_wrong(str(s)) else _QUANTITY_SUFFIX) from exc
-
-
-def _is_quantity(s: Any) -> ct.BoolType:
-    if not isinstance(s, str):
-        raise _no_overload("isQuantity", s)
-    try:
-        qty.parse(str(s))
-    except qty.QuantityError:
-        return ct.BoolType(False)
-    return ct.BoolType(True)
-
-
-_DIGITS = frozenset("0123456789")
-_ALPHANUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-0123456789")
-
-
-def _uint64(text: str) -> int:
-    """Go's ``strconv.ParseUint(text, 10, 64)`` for a text of digits (or none)."""
-    if not text:
-        raise _Failed(f"strconv.ParseUint: parsing {_go_quote(text)}: invalid syntax")
-    if int(text) >= 1 << 64:
-        raise _Failed(f"strconv.ParseUint: parsing {_go_quote(text)}: value out of range")
-    return int(text)
-
-
-def parse_semver(text: str) -> tuple[int, int, int, tuple[str, ...]]:
-    """blang/semver v4's ``Parse`` (semver.go): (major, minor, patch, pre-release identifiers).
-
-    Raises:
-        _Failed: its error, in its words (``Invalid character(s) found in major number "v1"``).
-    """
-    if not text:
-        raise _Failed("Version string empty")
-    parts = text.split(".", 2)
-    if len(parts) != 3:
-        raise _Failed("No Major.Minor.Patch elements found")
-    nums: list[int] = []
-    patch, build, pre = parts[2], "", ""
-    if "+" in patch:
-        patch, build = patch.split("+", 1)
-    if "-" in patch:
-        patch, pre = patch.split("-", 1)
-    for word, part in (("major", parts[0]), ("minor", parts[1]), ("patch", patch)):
-        if not _DIGITS.issuperset(part):
-            raise _Failed(f"Invalid character(s) found in {word} number {_go_quote(part)}")
-        if len(part) > 1 and part[0] == "0":
-            raise _Failed(f"{word.capitalize()} number must not contain leading zeroes {_go_quote(part)}")
-        nums.append(_uint64(part))
-    pres: tuple[str, ...] = tuple(pre.split(".")) if "-" in parts[2].split("+", 1)[0] else ()
-    for p in pres:
-        if not p:
-            raise _Failed("Prerelease is empty")
-        if _DIGITS.issuperset(p):
-            if len(p) > 1 and p[0] == "0":
-                raise _Failed(f"Numeric PreRelease version must not contain leading zeroes {_go_quote(p)}")
-            _uint64(p)
-        elif not _ALPHANUM.issuperset(p):
-            raise _Failed(f"Invalid character(s) found in prerelease {_go_quote(p)}")
-    for b in build.split(".") if "+" in parts[2] else ():
-        if not b:
-            raise _Failed("Build meta data is empty")
-        if not _ALPHANUM.issuperset(b):
-            raise _Failed(f"Invalid character(s) found in build meta data {_go_quote(b)}")
-    return nums[0], nums[1], nums[2], pres
-
-
-def normalize_semver(text: str) -> str:
-    """apiserver semverlib's ``normalizeAndParse`` before its ``Parse``: no ``v`` prefix, no leading
-    zeros, missing minor / patch as 0.
-
-    Raises:
-        _Failed: a short version with pre-release or build data.
-    """
-    text = text.removeprefix("v")
-    parts = text.split(".", 2)
-    for i, p in enumerate(parts):
-        if len(p) > 1:
-            p = p.lstrip("0")
-            if not p or p[0] not in _DIGITS:
-                p = "0" + p
-            parts[i] = p
-    if len(parts) < 3:
-        if "+" in parts[-1] or "-" in parts[-1]:
-            raise _Failed("short version cannot contain PreRelease/Build meta data")
-        parts += ["0"] * (3 - len(parts))
-    return ".".join(parts)
-
-
-def _go_quote(text: str) -> str:
-    """Go's ``%q`` for the printable ASCII texts these messages quote."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _semver_text(name: str, s: Any, normalize: tuple[Any, ...]) -> str:
-    if not isinstance(s, str) or len(normalize) > 1 or (normalize and not isinstance(normalize[0], ct.BoolType)):
-        raise _no_overload(name, s, *normalize)
-    return normalize_semver(str(s)) if normalize and normalize[0] else str(s)
-
-
-def _semver(s: Any, *normalize: Any) -> Semver:
-    """``semver(s)`` / ``semver(s, normalize)`` (apiserver cel/library/semverlib.go)."""
-    return Semver(_semver_text("semver", s, normalize))
-
-
-def _is_semver(s: Any, *normalize: Any) -> ct.BoolType:
-    try:
-        Semver(_semver_text("isSemver", s, normalize))
-    except _Failed:
-        return ct.BoolType(False)
-    return ct.BoolType(True)
-
-
-def _cmp(name: str, a: Any, b: Any) -> int:
-    if isinstance(a, Quantity) and isinstance(b, Quantity):
-        return (a.value > b.value) - (a.value < b.value)
-    if isinstance(a, Semver) and isinstance(b, Semver):
-        return a.compare(b)
-    raise _no_overload(name, a, b)
-
-
-def _compare_to(a: Any, b: Any) -> ct.IntType:
-    return ct.IntType(_cmp("compareTo", a, b))
-
-
-def _is_greater_than(a: Any, b: Any) -> ct.BoolType:
-    return ct.BoolType(_cmp("isGreaterThan", a, b) > 0)
-
-
-def _is_less_than(a: Any, b: Any) -> ct.BoolType:
-    return ct.BoolType(_cmp("isLessThan", a, b) < 0)
-
-
-def _arith(name: str, a: Any, b: Any, sign: int) -> Quantity:
-    if not isinstance(a, Quantity):
-        raise _no_overload(name, a, b)
-    if isinstance(b, Quantity):
-        return Quantity(a.value + sign * b.value)
-    if isinstance(b, int) and not isinstance(b, bool):
-        return Quantity(a.value + sign * Decimal(int(b)))
-    raise _no_overload(name, a, b)
-
-
-def _add(a: Any, b: Any) -> Quantity:
-    return _arith("add", a, b, 1)
-
-
-def _sub(a: Any, b: Any) -> Quantity:
-    return _arith("sub", a, b, -1)
-
-
-def _sign(a: Any) -> ct.IntType:
-    if not isinstance(a, Quantity):
-        raise _no_overload("sign", a)
-    return ct.IntType((a.value > 0) - (a.value < 0))
-
-
-def _is_integer(a: Any) -> ct.BoolType:
-    if not isinstance(a, Quantity):
-        raise _no_overload("isInteger", a)
-    return ct.BoolType(a.value == a.value.to_integral_value() and abs(a.value) < 2**63)
-
-
-def _as_integer(a: Any) -> ct.IntType:
-    if not isinstance(a, Quantity):
-        raise _no_overload("asInteger", a)
-    if a.value != a.value.to_integral_value() or abs(a.value) >= 2**63:
-        raise ValueError("cannot convert value to integer")
-    return ct.IntType(int(a.value))
-
-
-def _as_float(a: Any) -> ct.DoubleType:
-    if not isinstance(a, Quantity):
-        raise _no_overload("asApproximateFloat", a)
-    return ct.DoubleType(float(a.value))
-
-
-def _semver_part(name: str, idx: int) -> Callable[[Any], ct.IntType]:
-    def f(a: Any) -> ct.IntType:
-        if not isinstance(a, Semver):
-            raise _no_overload(name, a)
-        n = (a.major, a.minor, a.patch)[idx]
-        return ct.IntType(n - (1 << 64) if n >= 1 << 63 else n)  # types.Int(v.Major): a uint64 as an int64
-    return f
-
-
-def _str_fn(name: str, op: Callable[..., Any]) -> Callable[..., Any]:
-    def f(s: Any, *args: Any) -> Any:
-        if not isinstance(s, str):
-            raise _no_overload(name, s, *args)
-        return op(str(s), *args)
-    return f
-
-
-def _numeric(v: Any) -> bool:
-    return isinstance(v, ct.IntType | ct.UintType | ct.DoubleType) and not isinstance(v, ct.BoolType)
-
-
-def _eq(a: Any, b: Any) -> Any:
-    """Heterogeneous equality as cel-go: different types are unequal, numbers compare by value;
-    an error operand stays an error."""
-    if isinstance(a, CELEvalError):
-        return a
-    if isinstance(b, CELEvalError):
-        return b
-    if _numeric(a) and _numeric(b):
-        return ct.BoolType(float(a) == float(b) if isinstance(a, ct.DoubleType) or isinstance(
-            b, ct.DoubleType) else int(a) == int(b))
-    if isinstance(a, ct.BoolType) != isinstance(b, ct.BoolType):
-        return ct.BoolType(False)
-    if isinstance(a, Quantity | Semver) or isinstance(b, Quantity | Semver):
-        return ct.BoolType(type(a) is type(b) and a == b)
-    if isinstance(a, list) or isinstance(b, list):  # celpy's ``+`` of two lists is a plain list
-        if not (isinstance(a, list) and isinstance(b, list)) or len(a) != len(b):
-            return ct.BoolType(False)
-        for x, y in zip(a, b, strict=True):
-            r = _eq(x, y)
-            if isinstance(r, CELEvalError) or not r:
-                return r
-        return ct.BoolType(True)
-    if isinstance(a, dict) or isinstance(b, dict):
-        if not (isinstance(a, dict) and isinstance(b, dict)) or len(a) != len(b):
-            return ct.BoolType(False)
-        for k, x in a.items():
-            if k not in b:
-                return ct.BoolType(False)
-            r = _eq(x, b[k])
-            if isinstance(r, CELEvalError) or not r:
-                return r
-        return ct.BoolType(True)
-    if type(a) is not type(b) and not (isinstance(a, str) and isinstance(b, str)):
-        return ct.BoolType(a is None and b is None)
-    try:
-        return ct.BoolType(bool(a == b))
-    except TypeError:
-        return ct.BoolType(False)
-
-
-def _compare_with_double(d: float, n: Any) -> int:
-    """cel-go's ``compareDoubleInt`` / ``compareDoubleUint`` (common/types/compare.go): beyond the
-    int's range by the bound, within it as doubles (the int rounded to one)."""
-    if isinstance(n, ct.UintType):
-        if d < 0:
-            return -1
-        if d > float(2**64 - 1):
-            return 1
-    else:
-        if d < float(-2**63):
-            return -1
-        if d > float(2**63 - 1):
-            return 1
-    x = float(int(n))
-    return (d > x) - (d < x)
-
-
-def _compare_numbers(a: Any, b: Any) -> int:
-    """-1 / 0 / 1 as cel-go's ``Compare`` of two numbers (int, uint, double, any mix).
-
-    Raises:
-        _Failed: ``NaN values cannot be ordered``.
-    """
-    ad, bd = isinstance(a, ct.DoubleType), isinstance(b, ct.DoubleType)
-    if (ad and math.isnan(a)) or (bd and math.isnan(b)):
-        raise _Failed("NaN values cannot be ordered")
-    if ad and not bd:
-        return _compare_with_double(float(a), b)
-    if bd and not ad:
-        return -_compare_with_double(float(b), a)
-    x, y = (float(a), float(b)) if ad else (int(a), int(b))
-    return (x > y) - (x < y)
-
-
-def _ordering(name: str, same: Callable[[Any, Any], Any], holds: Callable[[int], bool]) -> Callable[[Any, Any], Any]:
-    """``<``, ``<=``, ``>``, ``>=``: numbers of any two of int, uint and double as cel-go compares
-    them, as Kubernetes' CEL environment has it (``cel.CrossTypeNumericComparisons``, apiserver
-    cel/environment/base.go); other operands with celpy's own."""
-    def f(a: Any, b: Any) -> Any:
-        if _numeric(a) and _numeric(b):
-            return ct.BoolType(holds(_compare_numbers(a, b)))
-        return same(a, b)
-    f.__name__ = name
-    return f
-
-
-def _int_arg(name: str, *args: Any) -> None:
-    for a in args:
-        if not isinstance(a, ct.IntType) or isinstance(a, ct.BoolType):
-            raise _no_overload(name, *args)
-
-
-def _char_at(s: str, i: Any) -> ct.StringType:
-    _int_arg("charAt", i)
-    if i < 0 or i > len(s):
-        raise _Failed(f"index out of range: {i}")
-    return ct.StringType(s[i:i + 1])
-
-
-_ZERO = ct.IntType(0)
-
-
-def _index_of(s: str, sub: Any, offset: Any = _ZERO) -> ct.IntType:
-    _int_arg("indexOf", offset)
-    if not isinstance(sub, str):
-        raise _no_overload("indexOf", s, sub, offset)
-    if offset < 0:
-        raise _Failed(f"index out of range: {offset}")
-    if not sub:
-        return ct.IntType(min(int(offset), len(s)))
-    return ct.IntType(s.find(str(sub), int(offset)) if offset < len(s) else -1)
-
-
-def _last_index_of(s: str, sub: Any, *offset: Any) -> ct.IntType:
-    _int_arg("lastIndexOf", *offset)
-    if not isinstance(sub, str):
-        raise _no_overload("lastIndexOf", s, sub, *offset)
-    if not offset:
-        if not sub:
-            return ct.IntType(len(s))
-        if len(s.encode()) < len(sub.encode()):
-            return ct.IntType(-1)
-        off = len(s) - 1
-    else:
-        off = int(offset[0])
-        if off < 0:
-            raise _Failed(f"index out of range: {off}")
-        if not sub:
-            return ct.IntType(min(off, len(s)))
-        if off >= len(s):
-            return ct.IntType(-1)
-    return ct.IntType(s.rfind(str(sub), 0, min(off, len(s) - len(sub)) + len(sub)))
-
-
-def _substring(s: str, start: Any, *end: Any) -> ct.StringType:
-    _int_arg("substring", start, *end)
-    stop = int(end[0]) if end else len(s)
-    if end and start > stop:
-        raise _Failed(f"invalid substring range. start: {start}, end: {stop}")
-    for i in (start, *end):
-        if i < 0 or i > len(s):
-            raise _Failed(f"index out of range: {i}")
-    return ct.StringType(s[int(start):stop])
-
-
-_REPLACE_MAX = cel_cost.UPSTREAM_RUNTIME_COST_LIMIT
-"""Longest ``replace`` result (characters): cel-go charges one unit per character of it
-(``trackStringReplaceCost``), so a longer one alone exceeds upstream's runtime cost limit."""
-
-
-def _replace(s: str, old: Any, new: Any, *n: Any) -> ct.StringType:
-    _int_arg("replace", *n)
-    if not isinstance(old, str) or not isinstance(new, str):
-        raise _no_overload("replace", s, old, new, *n)
-    limit = int(n[0]) if n and n[0] >= 0 else -1
-    found = s.count(old) if old else len(s) + 1
-    if 0 <= limit < found:
-        found = limit
-    if len(s) + found * (len(new) - len(old)) > _REPLACE_MAX:  # checked before the text is built
-        raise cel_cost.CostLimitExceeded
-    return ct.StringType(s.replace(str(old), str(new), limit))
-
-
-def _split(s: str, sep: Any, *n: Any) -> ct.ListType:
-    """Go's ``strings.Split`` / ``SplitN``: an empty separator splits into characters; ``n`` 0 gives
-    an empty list, a negative ``n`` every part."""
-    _int_arg("split", *n)
-    if not isinstance(sep, str):
-        raise _no_overload("split", s, sep, *n)
-    limit = int(n[0]) if n else -1
-    if limit == 0:
-        return ct.ListType([])
-    if sep:
-        parts = s.split(str(sep), limit - 1 if limit > 0 else -1)
-    else:
-        parts = list(s) if limit < 0 or limit >= len(s) else [*s[:limit - 1], s[limit - 1:]]
-    return ct.ListType([ct.StringType(x) for x in parts])
-
-
-_GO_SPACE = ("\t\n\v\f\r \x85\xa0\u1680" + "".join(chr(c) for c in range(0x2000, 0x200B))
-             + "\u2028\u2029\u202f\u205f\u3000")
-"""What Go's ``strings.TrimSpace`` trims (``unicode.IsSpace``: the ASCII white space, U+0085, U+00A0
-and Unicode's Z categories); Python's ``str.strip()`` also trims the ASCII separators U+001C-U+001F."""
-_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
-_ASCII_UPPER = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
-
-
-def _ne(a: Any, b: Any) -> Any:
-    r = _eq(a, b)
-    return r if isinstance(r, CELEvalError) else ct.BoolType(not r)
 
 
 #: RE2 options for ``matches``: no error log on stderr (RE2 logs every pattern it cannot parse)
@@ -690,20 +207,14 @@ def _valid_unicode(text: str) -> str:
     return text
 
 
-class _Failed(ValueError):
-    """A function's error in cel-go's words (``types.WrapErr``); celpy wraps it in a CELEvalError
-    whose args are ("return error for overflow", the class, (message,)), and :func:`_runtime_message`
-    unwraps it."""
-
-
-class _RegexpError(_Failed):
+class _RegexpError(FunctionError):
     """A ``matches`` pattern RE2 cannot parse."""
 
 
 def _matches(text: Any, pattern: Any) -> ct.BoolType:
     """``matches`` (cel-go ``types.String.Match``): whether RE2 finds ``pattern`` anywhere in ``text``."""
     if not isinstance(text, str) or not isinstance(pattern, str):
-        raise _no_overload("matches", text, pattern)
+        raise no_overload("matches", text, pattern)
     error = _go_only_refusal(pattern)
     if error is not None:
         raise _RegexpError(f"error parsing regexp: {error}")
@@ -787,39 +298,8 @@ def _check_patterns(ast: cel_cost.Tree, expression: str) -> CELCompileError | No
 
 _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "matches": _matches,
-    "_==_": _eq,
-    "_!=_": _ne,
-    "quantity": _quantity,
-    "isQuantity": _is_quantity,
-    "semver": _semver,
-    "isSemver": _is_semver,
-    "compareTo": _compare_to,
-    "isGreaterThan": _is_greater_than,
-    "isLessThan": _is_less_than,
-    "add": _add,
-    "sub": _sub,
-    "sign": _sign,
-    "isInteger": _is_integer,
-    "asInteger": _as_integer,
-    "asApproximateFloat": _as_float,
-    "major": _semver_part("major", 0),
-    "minor": _semver_part("minor", 1),
-    "patch": _semver_part("patch", 2),
-    "_<_": _ordering("_<_", celpy.evaluation.base_functions["_<_"], lambda c: c < 0),
-    "_<=_": _ordering("_<=_", celpy.evaluation.base_functions["_<=_"], lambda c: c <= 0),
-    "_>_": _ordering("_>_", celpy.evaluation.base_functions["_>_"], lambda c: c > 0),
-    "_>=_": _ordering("_>=_", celpy.evaluation.base_functions["_>=_"], lambda c: c >= 0),
-    # the strings extension, version 2 (cel-go ext/strings.go), as Kubernetes' base environment has it
-    "lowerAscii": _str_fn("lowerAscii", lambda s: ct.StringType(s.translate(_ASCII_LOWER))),
-    "upperAscii": _str_fn("upperAscii", lambda s: ct.StringType(s.translate(_ASCII_UPPER))),
-    "trim": _str_fn("trim", lambda s: ct.StringType(s.strip(_GO_SPACE))),
-    "charAt": _str_fn("charAt", _char_at),
-    "indexOf": _str_fn("indexOf", _index_of),
-    "lastIndexOf": _str_fn("lastIndexOf", _last_index_of),
-    "substring": _str_fn("substring", _substring),
-    "replace": _str_fn("replace", _replace),
-    "split": _str_fn("split", _split),
-    "join": lambda lst, sep="": ct.StringType(str(sep).join(str(x) for x in lst)),
+    **cel_library.FUNCTIONS,
+    **cel_ext.FUNCTIONS,
 }
 
 _UNSUPPORTED = (
@@ -921,7 +401,7 @@ def _parse_qualified_name(name: str, default_domain: str) -> tuple[str, str]:
 def _attribute_semver(text: str) -> Semver:
     try:
         return Semver(text)
-    except _Failed as exc:
+    except FunctionError as exc:
         raise ValueError(f"parse semantic version: {exc}") from None
 
 
@@ -999,7 +479,7 @@ _UNDECLARED = re.compile(r"undeclared reference to '([^']*)'")
 
 
 def _runtime_message(exc: BaseException) -> str:
-    if len(exc.args) == 3 and isinstance(exc.args[1], type) and issubclass(exc.args[1], _Failed) and exc.args[2]:
+    if len(exc.args) == 3 and isinstance(exc.args[1], type) and issubclass(exc.args[1], FunctionError) and exc.args[2]:
         return str(exc.args[2][0])
     text = str(exc.args[0]) if exc.args else str(exc)
     m = _NO_MEMBER.search(text) or _NO_KEY.search(text)

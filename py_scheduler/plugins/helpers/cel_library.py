@@ -1,0 +1,327 @@
+"""Kubernetes' CEL libraries for DRA selectors: the ``quantity`` and ``semver`` values and
+functions, in cel-python terms (:mod:`py_scheduler.plugins.helpers.cel` registers them).
+
+Upstream: ``k8s.io/apiserver/pkg/cel/library/quantity.go`` and ``semverlib.go`` (with their value
+types in ``pkg/cel/quantity.go`` / ``semver.go``), blang/semver v4's ``Parse`` (semver.go) and
+apimachinery's ``resource.ParseQuantity`` errors (``pkg/api/resource/quantity.go``). A function's
+failure is a :class:`FunctionError` carrying upstream's words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import celpy.celtypes as ct
+
+from py_scheduler.framework import quantity as qty
+
+__all__ = ["FUNCTIONS", "FunctionError", "Quantity", "Semver", "no_overload", "normalize_semver", "parse_semver"]
+
+
+class FunctionError(ValueError):
+    """A function's error in cel-go's words (``types.WrapErr``); celpy wraps it in a CELEvalError
+    whose args are ("return error for overflow", the class, (message,)), and
+    :func:`py_scheduler.plugins.helpers.cel._runtime_message` unwraps it."""
+
+
+class Quantity:
+    """``apiservercel.Quantity``: a resource quantity as an exact Decimal (``value`` in base units)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Decimal) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Quantity) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return f"Quantity({self.value})"
+
+
+class Semver:
+    """``apiservercel.Semver`` (blang/semver v4, strict parsing: no leading zeros, no ``v``)."""
+
+    __slots__ = ("major", "minor", "patch", "pre")
+
+    def __init__(self, text: str) -> None:
+        self.major, self.minor, self.patch, self.pre = parse_semver(text)
+
+    def compare(self, other: Semver) -> int:
+        """-1 / 0 / 1 as ``Version.Compare`` (pre-release lower than release, build ignored)."""
+        a = (self.major, self.minor, self.patch)
+        b = (other.major, other.minor, other.patch)
+        if a != b:
+            return -1 if a < b else 1
+        if not self.pre or not other.pre:
+            return (len(other.pre) > 0) - (len(self.pre) > 0)
+        for x, y in zip(self.pre, other.pre, strict=False):
+            if x == y:
+                continue
+            xn, yn = x.isdigit(), y.isdigit()
+            if xn and yn:
+                return -1 if int(x) < int(y) else 1
+            if xn != yn:
+                return -1 if xn else 1
+            return -1 if x < y else 1
+        return (len(self.pre) > len(other.pre)) - (len(self.pre) < len(other.pre))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Semver) and self.compare(other) == 0
+
+    def __hash__(self) -> int:
+        return hash((self.major, self.minor, self.patch, self.pre))
+
+
+def no_overload(name: str, *args: Any) -> TypeError:
+    types = ", ".join(type(a).__name__ for a in args)
+    return TypeError(f"no such overload: {name}({types})")
+
+
+_QUANTITY_FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+"""``resource.ErrFormatWrong``, what ``quantity(s)`` fails with (apiserver cel/library/quantity.go)."""
+
+
+_QUANTITY_SUFFIX = "unable to parse quantity's suffix"
+"""``resource.ErrSuffix``: the text has a quantity's shape but no suffix upstream knows (``1KK``)."""
+
+
+def _quantity_format_wrong(text: str) -> bool:
+    """Whether ``parseQuantityString`` (apimachinery resource/quantity.go) refuses the shape of
+    ``text``: sign, digits, a fraction, suffix letters, a signed exponent, nothing after."""
+    i, end = 0, len(text)
+    if not text:
+        return True
+    if text[0] in "+-":
+        i = 1
+    while i < end and text[i].isascii() and text[i].isdigit():
+        i += 1
+    if i < end and text[i] == ".":
+        i += 1
+        while i < end and text[i].isascii() and text[i].isdigit():
+            i += 1
+    while i < end and text[i] in "eEinumkKMGTP":
+        i += 1
+    if i < end and text[i] in "+-":
+        i += 1
+    while i < end and text[i].isascii() and text[i].isdigit():
+        i += 1
+    return i < end
+
+
+def _quantity(s: Any) -> Quantity:
+    if not isinstance(s, str):
+        raise no_overload("quantity", s)
+    try:
+        return Quantity(qty.parse(str(s)))
+    except qty.QuantityError as exc:
+        raise FunctionError(_QUANTITY_FORMAT if _quantity_format_wrong(str(s)) else _QUANTITY_SUFFIX) from exc
+
+
+def _is_quantity(s: Any) -> ct.BoolType:
+    if not isinstance(s, str):
+        raise no_overload("isQuantity", s)
+    try:
+        qty.parse(str(s))
+    except qty.QuantityError:
+        return ct.BoolType(False)
+    return ct.BoolType(True)
+
+
+_DIGITS = frozenset("0123456789")
+_ALPHANUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-0123456789")
+
+
+def _uint64(text: str) -> int:
+    """Go's ``strconv.ParseUint(text, 10, 64)`` for a text of digits (or none)."""
+    if not text:
+        raise FunctionError(f"strconv.ParseUint: parsing {_go_quote(text)}: invalid syntax")
+    if int(text) >= 1 << 64:
+        raise FunctionError(f"strconv.ParseUint: parsing {_go_quote(text)}: value out of range")
+    return int(text)
+
+
+def parse_semver(text: str) -> tuple[int, int, int, tuple[str, ...]]:
+    """blang/semver v4's ``Parse`` (semver.go): (major, minor, patch, pre-release identifiers).
+
+    Raises:
+        FunctionError: its error, in its words (``Invalid character(s) found in major number "v1"``).
+    """
+    if not text:
+        raise FunctionError("Version string empty")
+    parts = text.split(".", 2)
+    if len(parts) != 3:
+        raise FunctionError("No Major.Minor.Patch elements found")
+    nums: list[int] = []
+    patch, build, pre = parts[2], "", ""
+    if "+" in patch:
+        patch, build = patch.split("+", 1)
+    if "-" in patch:
+        patch, pre = patch.split("-", 1)
+    for word, part in (("major", parts[0]), ("minor", parts[1]), ("patch", patch)):
+        if not _DIGITS.issuperset(part):
+            raise FunctionError(f"Invalid character(s) found in {word} number {_go_quote(part)}")
+        if len(part) > 1 and part[0] == "0":
+            raise FunctionError(f"{word.capitalize()} number must not contain leading zeroes {_go_quote(part)}")
+        nums.append(_uint64(part))
+    pres: tuple[str, ...] = tuple(pre.split(".")) if "-" in parts[2].split("+", 1)[0] else ()
+    for p in pres:
+        if not p:
+            raise FunctionError("Prerelease is empty")
+        if _DIGITS.issuperset(p):
+            if len(p) > 1 and p[0] == "0":
+                raise FunctionError(f"Numeric PreRelease version must not contain leading zeroes {_go_quote(p)}")
+            _uint64(p)
+        elif not _ALPHANUM.issuperset(p):
+            raise FunctionError(f"Invalid character(s) found in prerelease {_go_quote(p)}")
+    for b in build.split(".") if "+" in parts[2] else ():
+        if not b:
+            raise FunctionError("Build meta data is empty")
+        if not _ALPHANUM.issuperset(b):
+            raise FunctionError(f"Invalid character(s) found in build meta data {_go_quote(b)}")
+    return nums[0], nums[1], nums[2], pres
+
+
+def normalize_semver(text: str) -> str:
+    """apiserver semverlib's ``normalizeAndParse`` before its ``Parse``: no ``v`` prefix, no leading
+    zeros, missing minor / patch as 0.
+
+    Raises:
+        FunctionError: a short version with pre-release or build data.
+    """
+    text = text.removeprefix("v")
+    parts = text.split(".", 2)
+    for i, p in enumerate(parts):
+        if len(p) > 1:
+            p = p.lstrip("0")
+            if not p or p[0] not in _DIGITS:
+                p = "0" + p
+            parts[i] = p
+    if len(parts) < 3:
+        if "+" in parts[-1] or "-" in parts[-1]:
+            raise FunctionError("short version cannot contain PreRelease/Build meta data")
+        parts += ["0"] * (3 - len(parts))
+    return ".".join(parts)
+
+
+def _go_quote(text: str) -> str:
+    """Go's ``%q`` for the printable ASCII texts these messages quote."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _semver_text(name: str, s: Any, normalize: tuple[Any, ...]) -> str:
+    if not isinstance(s, str) or len(normalize) > 1 or (normalize and not isinstance(normalize[0], ct.BoolType)):
+        raise no_overload(name, s, *normalize)
+    return normalize_semver(str(s)) if normalize and normalize[0] else str(s)
+
+
+def _semver(s: Any, *normalize: Any) -> Semver:
+    """``semver(s)`` / ``semver(s, normalize)`` (apiserver cel/library/semverlib.go)."""
+    return Semver(_semver_text("semver", s, normalize))
+
+
+def _is_semver(s: Any, *normalize: Any) -> ct.BoolType:
+    try:
+        Semver(_semver_text("isSemver", s, normalize))
+    except FunctionError:
+        return ct.BoolType(False)
+    return ct.BoolType(True)
+
+
+def _cmp(name: str, a: Any, b: Any) -> int:
+    if isinstance(a, Quantity) and isinstance(b, Quantity):
+        return (a.value > b.value) - (a.value < b.value)
+    if isinstance(a, Semver) and isinstance(b, Semver):
+        return a.compare(b)
+    raise no_overload(name, a, b)
+
+
+def _compare_to(a: Any, b: Any) -> ct.IntType:
+    return ct.IntType(_cmp("compareTo", a, b))
+
+
+def _is_greater_than(a: Any, b: Any) -> ct.BoolType:
+    return ct.BoolType(_cmp("isGreaterThan", a, b) > 0)
+
+
+def _is_less_than(a: Any, b: Any) -> ct.BoolType:
+    return ct.BoolType(_cmp("isLessThan", a, b) < 0)
+
+
+def _arith(name: str, a: Any, b: Any, sign: int) -> Quantity:
+    if not isinstance(a, Quantity):
+        raise no_overload(name, a, b)
+    if isinstance(b, Quantity):
+        return Quantity(a.value + sign * b.value)
+    if isinstance(b, int) and not isinstance(b, bool):
+        return Quantity(a.value + sign * Decimal(int(b)))
+    raise no_overload(name, a, b)
+
+
+def _add(a: Any, b: Any) -> Quantity:
+    return _arith("add", a, b, 1)
+
+
+def _sub(a: Any, b: Any) -> Quantity:
+    return _arith("sub", a, b, -1)
+
+
+def _sign(a: Any) -> ct.IntType:
+    if not isinstance(a, Quantity):
+        raise no_overload("sign", a)
+    return ct.IntType((a.value > 0) - (a.value < 0))
+
+
+def _is_integer(a: Any) -> ct.BoolType:
+    if not isinstance(a, Quantity):
+        raise no_overload("isInteger", a)
+    return ct.BoolType(a.value == a.value.to_integral_value() and abs(a.value) < 2**63)
+
+
+def _as_integer(a: Any) -> ct.IntType:
+    if not isinstance(a, Quantity):
+        raise no_overload("asInteger", a)
+    if a.value != a.value.to_integral_value() or abs(a.value) >= 2**63:
+        raise ValueError("cannot convert value to integer")
+    return ct.IntType(int(a.value))
+
+
+def _as_float(a: Any) -> ct.DoubleType:
+    if not isinstance(a, Quantity):
+        raise no_overload("asApproximateFloat", a)
+    return ct.DoubleType(float(a.value))
+
+
+def _semver_part(name: str, idx: int) -> Callable[[Any], ct.IntType]:
+    def f(a: Any) -> ct.IntType:
+        if not isinstance(a, Semver):
+            raise no_overload(name, a)
+        n = (a.major, a.minor, a.patch)[idx]
+        return ct.IntType(n - (1 << 64) if n >= 1 << 63 else n)  # types.Int(v.Major): a uint64 as an int64
+    return f
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "quantity": _quantity,
+    "isQuantity": _is_quantity,
+    "semver": _semver,
+    "isSemver": _is_semver,
+    "compareTo": _compare_to,
+    "isGreaterThan": _is_greater_than,
+    "isLessThan": _is_less_than,
+    "add": _add,
+    "sub": _sub,
+    "sign": _sign,
+    "isInteger": _is_integer,
+    "asInteger": _as_integer,
+    "asApproximateFloat": _as_float,
+    "major": _semver_part("major", 0),
+    "minor": _semver_part("minor", 1),
+    "patch": _semver_part("patch", 2),
+}
+"""The quantity and semver functions by CEL name."""
