@@ -31,8 +31,9 @@ A child that dies fails its requests in flight with :class:`~py_scheduler.app.cl
 itself and fails the others as a lost connection fails them; every later request goes out from the
 cycle's process. A child that stops reading its input (stopped, frozen, its loop blocked) while
 requests wait on it is killed after :data:`STALL_TICKS` checks and fails them over the same way. A
-SIGTERM to the child (a supervisor that signals the whole group) lets it finish what is in flight;
-what it reads after that it refuses unsent, so the cycle's process sends it.
+SIGTERM to the child (a supervisor that signals the whole group) makes it say so at once: the cycle's
+process sends every later request itself, and the child finishes what is in flight while it still
+reads the lease, cancel and ping frames.
 The child's request metrics (``rest_client_*``) travel back with each answer and are
 recorded in the cycle's process, which serves them.
 """
@@ -487,9 +488,8 @@ async def _serve(conn: Connection, kubeconfig: str | None, qps: float, burst: in
         deadline = asyncio.get_running_loop().time() + CLOSE_TIMEOUT
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(bye.wait(), CLOSE_TIMEOUT)
-        left = [t for t in tasks.values() if not t.done()]
-        if left:
-            await asyncio.wait(left, timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
+        if tasks:  # a finished task has left it (_forget)
+            await asyncio.wait(list(tasks.values()), timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
         for t in tasks.values():
             t.cancel()
         reading.cancel()
