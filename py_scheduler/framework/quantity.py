@@ -16,7 +16,9 @@ import math
 import re
 from decimal import Decimal, InvalidOperation
 
-_NUMBER = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(.*)\Z")
+_NUMBER = re.compile(r"^([+-]?)([0-9]*(?:\.[0-9]*)?)(.*)\Z")
+"""Sign, digits with an optional fraction, suffix. Either part of the number may be empty, as in
+``parseQuantityString``: ``"."``, ``"-"``, ``"m"`` and ``"Ki"`` are quantities of 0 upstream."""
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)\Z")
@@ -46,9 +48,9 @@ def parse(raw: object) -> Decimal:
     m = _NUMBER.match(raw)
     if m is None:
         raise QuantityError(f"invalid quantity {raw!r}")
-    number, suffix = m.group(1), m.group(2)
+    sign, number, suffix = m.groups()
     try:
-        base = Decimal(number)
+        base = Decimal(sign + (number if number.strip(".") else "0"))
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
         raise QuantityError(f"invalid quantity {raw!r}") from exc
     if suffix in _BINARY:

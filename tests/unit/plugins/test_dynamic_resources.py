@@ -654,6 +654,11 @@ KUBERNETES_ENVIRONMENT = [
     ('"abc".split("", 2) == ["a", "bc"]', True), ('"a,b".split(",", 0).size() == 0', True),
     ('"a,b".split(",", -1) == ["a", "b"]', True),
     ('"\\u001ca ".trim() == "\\u001ca"', True), ('"\\u00a0a\\u2003".trim() == "a"', True),
+    # parseQuantityString lets either part of the number be empty: each of these is a quantity of 0
+    ('quantity(".") == quantity("0") && quantity("-") == quantity("0") && quantity("+.") == quantity("0")', True),
+    ('quantity("m").compareTo(quantity("0")) == 0 && quantity("Ki") == quantity(".e3")', True),
+    ('isQuantity("-m") && isQuantity("E") && !isQuantity("..") && !isQuantity("")', True),
+    ('quantity("-.5").compareTo(quantity("0")) < 0 && quantity("1.G") == quantity("1G")', True),
 ]
 
 
