@@ -226,7 +226,26 @@ def _ne(a: Any, b: Any) -> Any:
     return r if isinstance(r, CELEvalError) else ct.BoolType(not r)
 
 
+def _logical(stop: bool) -> Callable[[Any, Any], Any]:
+    """``&&`` (``stop`` False) or ``||`` (True) as cel-go's ``evalAnd`` / ``evalOr`` (interpreter/
+    interpretable.go): a side equal to ``stop`` decides; otherwise the first error wins, so
+    ``err1 && err2`` is err1 (celpy raised a TypeError and reported "no such overload")."""
+    def f(a: Any, b: Any) -> Any:
+        for v in (a, b):
+            if isinstance(v, ct.BoolType) and bool(v) is stop:
+                return v
+        for v in (a, b):
+            if isinstance(v, CELEvalError):
+                return v
+            if not isinstance(v, ct.BoolType):
+                raise no_overload("_||_" if stop else "_&&_", a, b)
+        return ct.BoolType(not stop)
+    return f
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "_&&_": _logical(False),
+    "_||_": _logical(True),
     "_==_": _eq,
     "_!=_": _ne,
     "_<_": _ordering("_<_", celpy.evaluation.base_functions["_<_"], lambda c: c < 0),

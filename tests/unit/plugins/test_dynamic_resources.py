@@ -719,6 +719,11 @@ FUNCTION_ERRORS = [
      "short version cannot contain PreRelease/Build meta data"),
     ('quantity("1.5.5") == quantity("1")', cel.CELRuntimeError,
      "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+    # && and || with an error on each side report the first (cel-go's evalAnd / evalOr)
+    (f'device.attributes["{G}"].a == 1 && device.attributes["{G}"].b == 1', cel.CELRuntimeError, "no such key: a."),
+    (f'device.attributes["{G}"].a == 1 || device.attributes["{G}"].b == 1', cel.CELRuntimeError, "no such key: a."),
+    (f'device.attributes["{G}"].a == 1 && (false || device.attributes["{G}"].b == 1)', cel.CELRuntimeError,
+     "no such key: a."),
 ]
 
 
