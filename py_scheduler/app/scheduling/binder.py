@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -42,6 +43,10 @@ EVENT_SERIES_FINISH = 6 * 60.0
 written and is forgotten; so is a single Event this old."""
 EVENT_SERIES_REFRESH = 30 * 60.0
 """client-go events' ``refreshTime`` (seconds): every series still open is written again."""
+EVENT_MAX_TRIES = 12
+"""client-go events' ``maxTriesPerEvent``: an Event write that got no answer is tried this many times."""
+EVENT_RETRY_SLEEP = 10.0
+"""client-go events' ``defaultSleepDuration`` (seconds) between those tries, jittered by up to 25 %."""
 POD_REASON_UNSCHEDULABLE = "Unschedulable"
 POD_REASON_SCHEDULER_ERROR = "SchedulerError"
 
@@ -120,6 +125,8 @@ class Binder:
         self.identity = identity
         self._now = now
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
+        self._retrying: dict[int, asyncio.Task[None]] = {}
+        self.retry_sleep = EVENT_RETRY_SLEEP
 
     async def event(self, pod: Obj, type_: str, reason: str, action: str, note: str, controller: str) -> None:
         """Record an events.k8s.io/v1 Event about ``pod``; failures are logged, never raised.
@@ -173,11 +180,12 @@ class Binder:
         if ev.count > ev.written:
             await self._write(ev)
 
-    async def _write(self, ev: _Series) -> bool:
+    async def _write(self, ev: _Series, retry: bool = True) -> bool:
         """Write ``ev`` (``recordEvent``): create it, or PATCH its series, creating it again if it
         expired (a create that meets the Event, made by a racing first write, is patched again).
-        False when no answer came (logged; the next flush writes it again); an Event the server
-        refused is given up, as ``recordEvent`` gives up on a status error."""
+        False when no answer came (logged; with ``retry``, :meth:`_attempt` tries again in the
+        background, as ``attemptRecording`` does); an Event the server refused is given up, as
+        ``recordEvent`` gives up on a status error."""
         body = ev.body
         meta = body["metadata"]
         count = ev.count
@@ -200,11 +208,26 @@ class Binder:
         except KubeError as exc:
             log.warning("could not record event %s for pod %s/%s: %s", body["reason"], meta["namespace"],
                         body["regarding"]["name"], exc)
-            if exc.status == 0:  # no answer: written again by the next flush
+            if exc.status == 0:  # no answer: tried again
+                key = id(ev)  # the task holds ev: the id stays its own while the task runs
+                if retry and key not in self._retrying:
+                    task = self._retrying[key] = asyncio.create_task(self._attempt(ev), name="event retry")
+                    task.add_done_callback(lambda _t: self._retrying.pop(key, None))
                 return False
             # the server refused it: abandoned, as recordEvent abandons an event on a StatusError
         ev.written = max(ev.written, count)
         return True
+
+    async def _attempt(self, ev: _Series) -> None:
+        """``attemptRecording``'s later tries of a write that got no answer: up to
+        :data:`EVENT_MAX_TRIES` in all, :attr:`retry_sleep` seconds apart (jittered by up to 25 %),
+        until one is answered or a later write of the same Event has caught up."""
+        for _ in range(EVENT_MAX_TRIES - 1):
+            await asyncio.sleep(self.retry_sleep * (1 + 0.25 * random.random()))
+            if ev.written >= ev.count or await self._write(ev, retry=False):
+                return
+        log.error("unable to write event %s for pod %s (retry limit exceeded)", ev.body["reason"],
+                  ev.body["regarding"]["name"])
 
     async def flush_series(self, *, refresh: bool = False) -> None:
         """``finishSeries``: write the final count of each series not seen for
@@ -225,20 +248,25 @@ class Binder:
 
     async def run_series(self, stop: asyncio.Event) -> None:
         """:meth:`flush_series` every :data:`EVENT_SERIES_FINISH` seconds, with ``refresh`` every
-        :data:`EVENT_SERIES_REFRESH`, until ``stop`` is set (client-go's two timers)."""
+        :data:`EVENT_SERIES_REFRESH`, until ``stop`` is set (client-go's two timers); then the
+        writes still being tried again are given up (the broadcaster's ``Shutdown``)."""
         refreshed = self._now()
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=EVENT_SERIES_FINISH)
-            if stop.is_set():
-                return
-            refresh = self._now() - refreshed >= EVENT_SERIES_REFRESH
-            if refresh:
-                refreshed = self._now()
-            try:
-                await self.flush_series(refresh=refresh)
-            except Exception:  # a bug here must not end the scheduler's tasks
-                log.exception("event series flush failed")
+        try:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=EVENT_SERIES_FINISH)
+                if stop.is_set():
+                    return
+                refresh = self._now() - refreshed >= EVENT_SERIES_REFRESH
+                if refresh:
+                    refreshed = self._now()
+                try:
+                    await self.flush_series(refresh=refresh)
+                except Exception:  # a bug here must not end the scheduler's tasks
+                    log.exception("event series flush failed")
+        finally:
+            for task in list(self._retrying.values()):
+                task.cancel()
 
     async def scheduled(self, pod: Obj, node: str, controller: str) -> None:
         """``Scheduled``: ``Successfully assigned NS/NAME to NODE``."""

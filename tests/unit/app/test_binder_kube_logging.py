@@ -171,6 +171,64 @@ async def test_a_refused_series_write_is_given_up() -> None:
     assert not b._series and len(kube.calls) == 3  # create, the refused PATCH, the refused final one
 
 
+class _Unanswered(FakeKube):
+    """Event creates get no answer (a connection error) ``failures`` times, then go through."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("event-create", event["metadata"]["name"]))
+        if self.failures > 0:
+            self.failures -= 1
+            raise KubeError(0, "ConnectionError", "connection refused")
+        return await super().create_event(namespace, event)
+
+
+async def _calls_settle(kube: FakeKube, b: Binder) -> None:
+    import asyncio
+    async with asyncio.timeout(10):
+        while b._retrying:
+            await asyncio.sleep(0.01)
+
+
+async def test_an_unanswered_event_write_is_tried_again_until_answered() -> None:
+    """attemptRecording: a write that got no answer is tried again (10 s apart upstream; here 10 ms)
+    in the background, not dropped until the next occurrence."""
+    kube = _Unanswered(failures=3)
+    b = Binder(kube, "me")  # type: ignore[arg-type]
+    b.retry_sleep = 0.01
+    await b.scheduled(_pod(), "n1", "py-scheduler")
+    assert not kube.events and b._retrying  # the caller is not held up by the retries
+    await _calls_settle(kube, b)
+    assert len(kube.events) == 1 and [c[0] for c in kube.calls].count("event-create") == 4
+
+
+async def test_an_event_write_is_given_up_after_twelve_tries() -> None:
+    kube = _Unanswered(failures=100)
+    b = Binder(kube, "me")  # type: ignore[arg-type]
+    b.retry_sleep = 0.001
+    await b.failed_scheduling(_pod(), "no", "py-scheduler")
+    await _calls_settle(kube, b)
+    assert not kube.events and len(kube.calls) == binder_mod.EVENT_MAX_TRIES == 12  # then given up
+
+
+async def test_the_series_task_stops_the_retries_when_it_stops() -> None:
+    import asyncio
+    kube = _Unanswered(failures=100)
+    b = Binder(kube, "me")  # type: ignore[arg-type]
+    b.retry_sleep = 3600.0
+    await b.scheduled(_pod(), "n1", "py-scheduler")
+    (task,) = b._retrying.values()
+    stop = asyncio.Event()
+    series = asyncio.create_task(b.run_series(stop))
+    stop.set()
+    await asyncio.wait_for(series, 10)
+    await asyncio.wait([task], timeout=10)
+    assert task.cancelled() and not b._retrying
+
+
 async def test_a_stalled_event_write_does_not_hold_back_the_pod_condition() -> None:
     """kube-scheduler's recorder only queues an Event: the PodScheduled condition is written
     whatever the Event client waits on (its rate limiter, a slow server)."""
