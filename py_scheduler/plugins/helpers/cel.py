@@ -79,7 +79,7 @@ from celpy.evaluation import CELEvalError
 
 from py_scheduler.framework import quantity as qty
 from py_scheduler.framework.memo import CEL_SELECTORS
-from py_scheduler.plugins.helpers import cel_cost, cel_ext, cel_library
+from py_scheduler.plugins.helpers import cel_cost, cel_ext, cel_library, cel_types
 from py_scheduler.plugins.helpers.cel_library import FunctionError, Quantity, Semver, no_overload
 
 __all__ = [
@@ -300,6 +300,7 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
     "matches": _matches,
     **cel_library.FUNCTIONS,
     **cel_ext.FUNCTIONS,
+    **cel_types.FUNCTIONS,
 }
 
 _UNSUPPORTED = (

@@ -18,7 +18,9 @@ upstream's ``resourceapi.CELSelectorExpressionMaxCost`` (1 000 000, "roughly 0.1
 Hooks used (the test names each): ``celpy.Environment(runner_class=...)`` (public),
 ``celpy.InterpretedRunner.new_activation`` and ``.ast`` (public), and of ``celpy.evaluation.Evaluator``
 (a ``lark.visitors.Interpreter``): ``visit`` / ``visit_children`` (every node evaluation goes through one
-of them) and ``sub_evaluator`` (the evaluator each comprehension macro builds for its body).
+of them) and ``sub_evaluator`` (the evaluator each comprehension macro builds for its body); and the names
+``celpy.celtypes.logical_and`` / ``logical_or`` that the ``all`` / ``exists`` macros fold with
+(:func:`fold_macros_with`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ __all__ = [
     "celpy_extension",
     "count_tokens",
     "estimate_cost",
+    "fold_macros_with",
     "tree_depth",
 ]
 
@@ -146,6 +149,16 @@ class _MeteredEvaluator(Evaluator):
     def visit_children(self, tree: Tree) -> list[Any]:
         self._charge(sum(1 for c in tree.children if isinstance(c, lark.Tree)))
         return super().visit_children(tree)
+
+
+def fold_macros_with(and_: Any, or_: Any) -> None:
+    """Make celpy's ``all`` and ``exists`` macros fold their elements' results with ``and_`` /
+    ``or_`` (cel-go's semantics: the first error is kept) instead of celpy's ``logical_and`` /
+    ``logical_or``, which fail on two errors and turn them into "no such overload". The macros look
+    ``celpy.celtypes.logical_and`` / ``logical_or`` up by name each time they run
+    (``Evaluator.member_dot_arg``); ``&&`` and ``||`` themselves are registered functions."""
+    celpy.celtypes.logical_and = and_
+    celpy.celtypes.logical_or = or_
 
 
 class BudgetRunner(celpy.InterpretedRunner):

@@ -18,6 +18,7 @@ from celpy.evaluation import CELEvalError
 
 from py_scheduler.plugins.helpers import cel_cost
 from py_scheduler.plugins.helpers.cel_library import FunctionError, Quantity, Semver, no_overload
+from py_scheduler.plugins.helpers.cel_types import CONVERSION_TYPES, error
 
 __all__ = ["FUNCTIONS"]
 
@@ -41,13 +42,19 @@ def _eq(a: Any, b: Any) -> Any:
         return a
     if isinstance(b, CELEvalError):
         return b
+    if callable(a) or callable(b):  # a type name: celpy gives the conversion function
+        a, b = CONVERSION_TYPES.get(a, a), CONVERSION_TYPES.get(b, b)
     if _numeric(a) and _numeric(b):
         return ct.BoolType(float(a) == float(b) if isinstance(a, ct.DoubleType) or isinstance(
             b, ct.DoubleType) else int(a) == int(b))
     if isinstance(a, ct.BoolType) != isinstance(b, ct.BoolType):
         return ct.BoolType(False)
-    if isinstance(a, Quantity | Semver) or isinstance(b, Quantity | Semver):
-        return ct.BoolType(type(a) is type(b) and a == b)
+    if isinstance(a, Quantity | Semver):  # Quantity.Equal / Semver.Equal assert the other's type
+        if type(a) is not type(b) or (isinstance(b, Quantity) and b.pointer):
+            return error("no such overload")
+        return ct.BoolType(a == b)
+    if isinstance(b, Quantity | Semver):
+        return ct.BoolType(False)
     if isinstance(a, list) or isinstance(b, list):  # celpy's ``+`` of two lists is a plain list
         if not (isinstance(a, list) and isinstance(b, list)) or len(a) != len(b):
             return ct.BoolType(False)
@@ -222,8 +229,32 @@ _ASCII_UPPER = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
 
 
 def _ne(a: Any, b: Any) -> Any:
+    """cel-go's ``evalNe``: an error operand is the result; an Equal that fails is "not equal"."""
+    for v in (a, b):
+        if isinstance(v, CELEvalError):
+            return v
     r = _eq(a, b)
-    return r if isinstance(r, CELEvalError) else ct.BoolType(not r)
+    return ct.BoolType(isinstance(r, CELEvalError) or not r)
+
+
+def _in(item: Any, container: Any) -> Any:
+    """``in`` as cel-go's list ``Contains``: ``item.Equal(element)`` true for some element, a
+    failed comparison counting as unequal; maps keep celpy's key test."""
+    for v in (item, container):
+        if isinstance(v, CELEvalError):
+            return v
+    if isinstance(container, list):
+        return ct.BoolType(any(r is not None and not isinstance(r, CELEvalError) and bool(r)
+                               for r in (_eq(item, el) for el in container)))
+    return celpy.evaluation.operator_in(item, container)
+
+
+def _join(lst: Any, *sep: Any) -> Any:
+    """ext/strings.go ``join``: a list of strings only."""
+    if not isinstance(lst, list) or not all(isinstance(x, str) for x in lst) or \
+            not all(isinstance(x, str) for x in sep):
+        return error("no such overload: join(list" + ", string" * len(sep) + ")")
+    return ct.StringType((str(sep[0]) if sep else "").join(str(x) for x in lst))
 
 
 def _logical(stop: bool) -> Callable[[Any, Any], Any]:
@@ -243,11 +274,22 @@ def _logical(stop: bool) -> Callable[[Any, Any], Any]:
     return f
 
 
+def _conditional(e: Any, x: Any, y: Any) -> Any:
+    """``e ? x : y`` (cel-go's ``evalConditional``): an error condition is the result."""
+    if isinstance(e, CELEvalError):
+        return e
+    if not isinstance(e, ct.BoolType):
+        raise no_overload("_?_:_", e, x, y)
+    return x if e else y
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "_?_:_": _conditional,
     "_&&_": _logical(False),
     "_||_": _logical(True),
     "_==_": _eq,
     "_!=_": _ne,
+    "_in_": _in,
     "_<_": _ordering("_<_", celpy.evaluation.base_functions["_<_"], lambda c: c < 0),
     "_<=_": _ordering("_<=_", celpy.evaluation.base_functions["_<=_"], lambda c: c <= 0),
     "_>_": _ordering("_>_", celpy.evaluation.base_functions["_>_"], lambda c: c > 0),
@@ -261,6 +303,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "substring": _str_fn("substring", _substring),
     "replace": _str_fn("replace", _replace),
     "split": _str_fn("split", _split),
-    "join": lambda lst, sep="": ct.StringType(str(sep).join(str(x) for x in lst)),
+    "join": _join,
 }
 """Equality, ordering and the strings extension by CEL name."""
+
+cel_cost.fold_macros_with(FUNCTIONS["_&&_"], FUNCTIONS["_||_"])

@@ -27,12 +27,15 @@ class FunctionError(ValueError):
 
 
 class Quantity:
-    """``apiservercel.Quantity``: a resource quantity as an exact Decimal (``value`` in base units)."""
+    """``apiservercel.Quantity``: a resource quantity as an exact Decimal (``value`` in base units).
+    ``pointer``: made by ``add`` / ``sub``, which return a ``*Quantity`` upstream; equality with one
+    on the right fails as ``Quantity.Equal``'s type assertion fails (``no such overload``)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("pointer", "value")
 
-    def __init__(self, value: Decimal) -> None:
+    def __init__(self, value: Decimal, pointer: bool = False) -> None:
         self.value = value
+        self.pointer = pointer
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Quantity) and self.value == other.value
@@ -257,9 +260,9 @@ def _arith(name: str, a: Any, b: Any, sign: int) -> Quantity:
     if not isinstance(a, Quantity):
         raise no_overload(name, a, b)
     if isinstance(b, Quantity):
-        return Quantity(a.value + sign * b.value)
+        return Quantity(a.value + sign * b.value, pointer=True)
     if isinstance(b, int) and not isinstance(b, bool):
-        return Quantity(a.value + sign * Decimal(int(b)))
+        return Quantity(a.value + sign * Decimal(int(b)), pointer=True)
     raise no_overload(name, a, b)
 
 
@@ -287,7 +290,7 @@ def _as_integer(a: Any) -> ct.IntType:
     if not isinstance(a, Quantity):
         raise no_overload("asInteger", a)
     if a.value != a.value.to_integral_value() or abs(a.value) >= 2**63:
-        raise ValueError("cannot convert value to integer")
+        raise FunctionError("cannot convert value to integer")
     return ct.IntType(int(a.value))
 
 
