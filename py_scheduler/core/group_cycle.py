@@ -16,6 +16,7 @@ py-scheduler keeps per-Pod queue entries.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -51,6 +52,45 @@ def pod_group_of(fw: Framework, pod: Obj) -> tuple[PodGroupSource, Obj] | None:
     return (gang, pg) if pg is not None else None
 
 
+def validate_pod_group(gang: PodGroupSource, pod_group: Obj, members: list[PodInfo]) -> str | None:
+    """``validatePodGroup`` (``PodGroupPreemptionPolicy`` off, its default in v1.37): the error text
+    when the queued members, then the group's scheduled ones, do not all share the first member's
+    scheduler name and preemption policy and the PodGroup's priority (``spec.priority``, 0 when
+    unset: ``util.PodGroupPriority``); None when they do. The whole group then fails with it
+    (``handlePodGroupFailureBeforeScheduling``: SchedulerError for each member and the group)."""
+    raw = (pod_group.get("spec") or {}).get("priority")
+    group_priority = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+    scheduler_name = members[0].scheduler_name if members else ""
+    policy = ""
+
+    def check(pod: Obj) -> str | None:
+        nonlocal policy
+        spec = pod.get("spec") or {}
+        name = str(spec.get("schedulerName") or "")
+        if name != scheduler_name:
+            return (f"all pods in a single pod group should have the same .spec.schedulerName set, got: "
+                    f"{json.dumps(name)} and {json.dumps(scheduler_name)}")
+        prio = spec.get("priority")
+        prio = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+        if prio != group_priority:
+            return (f"all pods in a single pod group should have the same priority as the pod group's priority, "
+                    f"got {prio} and {group_priority}")
+        own = str(spec.get("preemptionPolicy") or "PreemptLowerPriority")
+        if not policy:
+            policy = own
+        elif own != policy:
+            return f"all pods in a single pod group should have the same preemption policy, got {own} and {policy}"
+        return None
+
+    meta = pod_group.get("metadata") or {}
+    scheduled = gang.scheduled_pods(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+    for pod in [m.pod for m in members] + scheduled:
+        err = check(pod)
+        if err is not None:
+            return err
+    return None
+
+
 @dataclass(slots=True)
 class GroupCycle:
     """A pod group cycle's verdict: the group's outcome and message (``PodGroupInitiallyScheduled``)
@@ -72,6 +112,10 @@ def schedule_group(fw: Framework, algorithm: Algorithm, cluster: ClusterState, p
         cluster.refresh()
     except CacheError as exc:
         return GroupCycle(ERROR, str(exc), [PodCycle(ERROR, message=str(exc)) for _ in members])
+    gang = next((p for p in fw.plugins.values() if isinstance(p, PodGroupSource)), None)
+    invalid = None if gang is None else validate_pod_group(gang, pod_group, members)
+    if invalid is not None:
+        return GroupCycle(ERROR, invalid, [PodCycle(ERROR, message=invalid, nominated="") for _ in members])
     assumed: dict[str, PodInfo] = {}
     undo: dict[str, Callable[[], None]] = {}  # uid -> revert, for the members assumed at this moment
 

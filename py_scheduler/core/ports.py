@@ -56,6 +56,9 @@ class PodGroupSource(Protocol):
 
     def pod_group(self, namespace: str, name: str) -> Obj | None: ...
 
+    def scheduled_pods(self, namespace: str, name: str) -> list[Obj]:
+        """The group's members assumed or bound now (``PodGroupState.ScheduledPods``)."""
+
     def write_condition(self, namespace: str, name: str, status: str, reason: str, message: str) -> None:
         """Write the group's ``PodGroupInitiallyScheduled`` condition (``updatePodGroupCondition``)."""
 

@@ -280,6 +280,11 @@ class GangScheduling:
                 self._assumed.pop(key, None)
         return st
 
+    def scheduled_pods(self, namespace: str, name: str) -> list[Obj]:
+        """The group's assumed and bound members (``ScheduledPods``), for ``validatePodGroup``."""
+        st = self.pod_group_state(namespace, name)
+        return [pod for uid, pod in st.pods.items() if uid in st.assigned or uid in st.assumed]
+
     def _gang_of(self, pod: PodInfo) -> tuple[str, int] | None:
         """(group name, minCount) when the Pod belongs to an existing gang PodGroup."""
         name = pod_group_name(pod.pod)

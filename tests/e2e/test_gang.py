@@ -8,6 +8,7 @@
   cluster changes, and no member was left holding a GPU: all 4 fit in exactly 4 GPUs).
 - two 4-Pod gangs competing for 4 GPUs: one binds whole, the other holds nothing (no member bound
   nor nominated) and binds whole once the winner's Pods are deleted;
+- members whose priority is not their PodGroup's: the group is refused whole (validatePodGroup);
 - a rack-constrained gang lands in the one rack that holds it (TopologyAwareWorkloadScheduling), also
   when the other rack looks bigger by its Nodes' free GPUs but holds only 3 of 4 members (the placement
   algorithm tries the gang whole in each rack).
@@ -31,7 +32,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.e2e.helpers import PAUSE_IMAGE, Testbed, create_node, unique_name, wait_for
+from tests.e2e.helpers import PAUSE_IMAGE, Testbed, create_node, unique_name, wait_for, wait_for_failed_scheduling
 from tests.e2e.scheduler_proc import SchedulerProcess, stop_and_clean_up
 
 GROUP_LABEL = "py-scheduler-e2e/gang-group"
@@ -97,7 +98,7 @@ class GangBed:
              "metadata": {"name": name, "namespace": "default"}, "spec": spec})
 
     async def member(self, scheduler_name: str, group: str, node_group: str, *, gated: bool = False,
-                     gpus: int = 1) -> str:
+                     gpus: int = 1, priority_class: str = "") -> str:
         name = unique_name(f"{group}-m")
         self.pods.append(name)
         body: dict[str, Any] = {
@@ -110,6 +111,8 @@ class GangBed:
         }
         if gated:
             body["spec"]["schedulingGates"] = [{"name": "example.com/held"}]
+        if priority_class:
+            body["spec"]["priorityClassName"] = priority_class
         await self.core.create_namespaced_pod("default", body)
         return name
 
@@ -263,6 +266,36 @@ async def test_two_gangs_competing_for_the_same_gpus_one_wins_whole(gbed: GangBe
             return len(await gbed.bound(loser)) == 4
 
         await wait_for(loser_whole, timeout=120, what=f"{impl}: the other gang bound whole once GPUs freed")
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def test_members_whose_priority_is_not_their_groups_fail_whole_side_by_side(gbed: GangBed) -> None:
+    """validatePodGroup: members of priority 1000 in a PodGroup of priority 0 (none set) are refused as
+    a group before any Filter, though their Nodes have room: each member's FailedScheduling says so,
+    the PodGroup is False/SchedulerError, nothing binds (both schedulers)."""
+    names = await _start_both(gbed)
+    sched_api = client.SchedulingV1Api(gbed.api)
+    high = unique_name("gang-high")
+    await sched_api.create_priority_class({"metadata": {"name": high}, "value": 1000})
+    want = "all pods in a single pod group should have the same priority as the pod group's priority, got 1000 and 0"
+    try:
+        runs: dict[str, tuple[str, list[str]]] = {}
+        for impl, sched in names.items():
+            group = unique_name(f"prio-{impl}")
+            await gbed.node(group, 2)
+            await gbed.pod_group(group, 2)
+            runs[impl] = (group, [await gbed.member(sched, group, group, priority_class=high) for _ in range(2)])
+        for impl, (group, pods) in runs.items():
+            for pod in pods:
+                await wait_for_failed_scheduling(gbed.api, pod, want, timeout=60)
+
+            async def refused(group: str = group) -> bool:
+                return await gbed.condition(group) == ("False", "SchedulerError")
+
+            await wait_for(refused, timeout=30, what=f"{impl}: PodGroupInitiallyScheduled False/SchedulerError")
+            assert not await gbed.bound(pods), impl
+    finally:
+        await sched_api.delete_priority_class(high)
     assert "Traceback" not in gbed.replicas[0].log()
 
 

@@ -279,3 +279,37 @@ async def test_a_bug_reporting_one_rejected_member_still_requeues_every_member()
     h.loop._failure = _raising_at(2, h.loop._failure, RuntimeError("report bug"))  # type: ignore[method-assign]
     await h.cycle()
     assert _nothing_held_all_requeued(h, names, before)
+
+
+@pytest.mark.parametrize(("change", "want"), [
+    (lambda pods: pods[1]["spec"].update(priority=1000),
+     "all pods in a single pod group should have the same priority as the pod group's priority, got 1000 and 0"),
+    (lambda pods: pods[2]["spec"].update(preemptionPolicy="Never"),
+     "all pods in a single pod group should have the same preemption policy, got Never and PreemptLowerPriority"),
+])
+async def test_a_group_whose_members_disagree_with_it_fails_whole(change: Callable[[list[Any]], None],
+                                                                   want: str) -> None:
+    """validatePodGroup (schedule_one_podgroup.go): a member whose priority is not its PodGroup's, or
+    whose preemption policy is not the first member's, fails the whole group before any Filter --
+    SchedulerError for every member and the group's condition -- though the Nodes have room."""
+    h, objs = _harness()
+    _gpu_node(h, "n1", 4)
+    gb.pod_group(objs, "g", 3)
+    names = [f"g-{i}" for i in range(3)]
+    for name in names:
+        h.pods[f"default/{name}"] = {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": "g"},
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
+    change([h.pods[f"default/{n}"] for n in names])
+    conditions: list[tuple[Any, ...]] = []
+    h.fw.plugins["GangScheduling"].write_condition = lambda *a: conditions.append(a)  # type: ignore[method-assign]
+    for name in names:
+        h.queue.add(h.pods[f"default/{name}"])
+    await h.cycle()
+    assert not gb.bound(h) and h.cache.assumed_count() == 0
+    notes = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling"]
+    assert notes == [want] * 3
+    reasons = {p["status"]["conditions"][0]["reason"] for k, p in h.kube.status_patches if k.startswith("default/g-")}
+    assert reasons == {"SchedulerError"}
+    assert conditions == [("default", "g", "False", "SchedulerError", want)]
