@@ -415,6 +415,13 @@ class PriorityQueue(Nominator):
         out.sort(key=functools.cmp_to_key(lambda a, b: -1 if self._less(a, b) else (1 if self._less(b, a) else 0)))
         return out
 
+    def gating_plugins(self, member: Callable[[QueuedPodInfo], bool]) -> frozenset[str]:
+        """The PreEnqueue plugins holding back a queued Pod for which ``member`` is true (empty when
+        none is gated): upstream gates a pod group entity whole while any of its Pods is gated
+        (``runPreEnqueuePlugins``: "If any pod is gated, the whole entity is gated")."""
+        gated = (self._unschedulable.get(k) for k in self._unschedulable.gated_keys)
+        return frozenset(q.gating_plugin for q in gated if q is not None and member(q))
+
     async def pop(self) -> QueuedPodInfo | None:
         """``Pop``: await the next Pod; None once the queue is closed."""
         while True:

@@ -13,8 +13,10 @@
   when the other rack looks bigger by its Nodes' free GPUs but holds only 3 of 4 members (the placement
   algorithm tries the gang whole in each rack).
 
-py-scheduler alone: an incomplete gang (one member gated) is refused by the pod group cycle before
-any Filter, holds no GPU and the PodGroup says so; the leader killed while such a gang waits.
+- a gang one of whose members is gated: held whole, silently (no event, no condition, nothing bound or
+  nominated), also once that member is deleted; two 2-GPU Pods then bind (no GPU held).
+
+py-scheduler alone: the leader killed while such a gang waits.
 
 Each scheduler gets its own Nodes (a label and nodeSelector per run) and schedulerName, so the two
 never race; what is compared is the outcome.
@@ -32,7 +34,15 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from tests.e2e.helpers import PAUSE_IMAGE, Testbed, create_node, unique_name, wait_for, wait_for_failed_scheduling
+from tests.e2e.helpers import (
+    PAUSE_IMAGE,
+    Testbed,
+    create_node,
+    pod_events,
+    unique_name,
+    wait_for,
+    wait_for_failed_scheduling,
+)
 from tests.e2e.scheduler_proc import SchedulerProcess, stop_and_clean_up
 
 GROUP_LABEL = "py-scheduler-e2e/gang-group"
@@ -299,10 +309,10 @@ async def test_members_whose_priority_is_not_their_groups_fail_whole_side_by_sid
     assert "Traceback" not in gbed.replicas[0].log()
 
 
-async def _incomplete_gang(gbed: GangBed, sched_name: str, prefix: str, what: str) -> tuple[str, str, list[str]]:
+async def _incomplete_gang(gbed: GangBed, sched_name: str, prefix: str) -> tuple[str, str, str, list[str]]:
     """Two 2-GPU Nodes (node group ``<prefix>-...``), a minCount-4 PodGroup, one member held back by a
-    scheduling gate (created first) and three queued one-GPU members (for ``sched_name``); returned once
-    the PodGroup is False/Unschedulable (``what`` names that wait). ``(node group, held, members)``."""
+    scheduling gate (created first) and three queued one-GPU members (for ``sched_name``).
+    ``(node group, PodGroup, held, members)``."""
     nodes = unique_name(prefix)
     for _ in range(2):
         await gbed.node(nodes, 2)
@@ -310,49 +320,56 @@ async def _incomplete_gang(gbed: GangBed, sched_name: str, prefix: str, what: st
     await gbed.pod_group(group, 4)
     held = await gbed.member(sched_name, group, nodes, gated=True)
     members = [await gbed.member(sched_name, group, nodes) for _ in range(3)]
-
-    async def refused() -> bool:
-        return await gbed.condition(group) == ("False", "Unschedulable")
-
-    await wait_for(refused, timeout=60, what=what)
-    return nodes, held, members
+    return nodes, group, held, members
 
 
-async def test_incomplete_gang_holds_no_gpus_and_a_deleted_member_changes_nothing(gbed: GangBed) -> None:
-    """Three members of a minCount-4 gang are queued (the fourth exists but is held back by a scheduling
-    gate): the pod group cycle refuses the group before any Filter (PlacementFeasible: minCount cannot be
-    satisfied), so no member is reserved (none nominated) and the PodGroup is False/Unschedulable. The
-    fourth is deleted; two 2-GPU Pods, one per Node, bind (nothing was held) and no member binds."""
-    sched_name = unique_name("gang-py")
-    sched = gbed.py_scheduler(sched_name)
-    await sched.wait_leading()
-    nodes, stray, members = await _incomplete_gang(gbed, sched_name, "del",
-                                                   what="the incomplete gang's PodGroup False/Unschedulable")
-    pods = await gbed.core.list_namespaced_pod("default")
-    assert not [p.metadata.name for p in pods.items
-                if p.metadata.name in members and (p.spec.node_name or p.status.nominated_node_name)]
-    await gbed.core.delete_namespaced_pod(stray, "default", grace_period_seconds=0)
-    # Two 2-GPU Pods without a gang: they fit only once the gang's three reservations are gone.
-    fillers = []
-    for _ in range(2):
-        name = unique_name("del-fill")
-        gbed.pods.append(name)
-        fillers.append(name)
-        await gbed.core.create_namespaced_pod("default", {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"schedulerName": sched_name, "terminationGracePeriodSeconds": 0,
-                     "nodeSelector": {GROUP_LABEL: nodes},
-                     "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
-                         "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"nvidia.com/gpu": "2"}}}]}})
+async def test_incomplete_gang_is_held_whole_and_silent_side_by_side(gbed: GangBed) -> None:
+    """Three members of a minCount-4 gang are queued; the fourth exists but is held back by a scheduling
+    gate. A gated member gates its whole group (upstream's queue: "If any pod is gated, the whole entity
+    is gated"): no member is bound nor nominated, none gets a FailedScheduling event and the PodGroup
+    gets no condition, in both schedulers. The gated member is deleted (the group can no longer reach
+    its minimum): still nothing, and two 2-GPU Pods, one per Node, bind (no GPU was held)."""
+    names = await _start_both(gbed)
+    runs: dict[str, tuple[str, str, str, list[str]]] = {}
+    for impl, sched_name in names.items():
+        runs[impl] = await _incomplete_gang(gbed, sched_name, f"held-{impl}")
+    await gbed.replicas[0].wait_log(f"Pod group gated podGroup=default/{runs['py'][1]}")
 
-    await gbed.wait_all_bound(fillers, timeout=60, what="the 2-GPU Pods bound once the gang released its GPUs")
-    assert not await gbed.bound(members), "a member of an incomplete gang was bound"
-    assert "Traceback" not in sched.log()
+    async def silent() -> None:
+        for impl, (_nodes, group, _held, members) in runs.items():
+            pods = await gbed.core.list_namespaced_pod("default")
+            assert not [p.metadata.name for p in pods.items
+                        if p.metadata.name in members and (p.spec.node_name or p.status.nominated_node_name)], impl
+            assert await gbed.condition(group) is None, impl
+            for m in members:
+                assert not [r for r, _ in await pod_events(gbed.api, m) if r == "FailedScheduling"], (impl, m)
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + NOT_BOUND_FOR
+    while loop.time() < deadline:
+        await silent()
+        await asyncio.sleep(1.0)  # sampling period of a negative check, not synchronisation
+    fillers: list[str] = []
+    for impl, (nodes, _group, held, _members) in runs.items():
+        await gbed.core.delete_namespaced_pod(held, "default", grace_period_seconds=0)
+        for _ in range(2):  # two 2-GPU Pods without a gang: they fit only if the gang holds nothing
+            name = unique_name(f"held-fill-{impl}")
+            gbed.pods.append(name)
+            fillers.append(name)
+            await gbed.core.create_namespaced_pod("default", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+                "spec": {"schedulerName": names[impl], "terminationGracePeriodSeconds": 0,
+                         "nodeSelector": {GROUP_LABEL: nodes},
+                         "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
+                             "requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"nvidia.com/gpu": "2"}}}]}})
+    await gbed.wait_all_bound(fillers, timeout=60, what="the 2-GPU Pods bound beside the incomplete gangs")
+    await silent()
+    assert "Traceback" not in gbed.replicas[0].log()
 
 
 async def test_leader_killed_while_the_gang_waits(gbed: GangBed) -> None:
-    """Three members of a minCount-4 gang are refused by the leader's pod group cycle (the fourth held
-    back by a scheduling gate: nothing reserved); the leader is killed (SIGKILL). The standby takes the
+    """Three members of a minCount-4 gang are held by the leader (the fourth, held back by a scheduling
+    gate, gates the group: nothing reserved); the leader is killed (SIGKILL). The standby takes the
     Lease; the gate is lifted and the whole gang binds in one group cycle, each GPU index once per Node."""
     sched_name = unique_name("gang-py")
     lease = unique_name("py-sched-gang-le")
@@ -360,8 +377,8 @@ async def test_leader_killed_while_the_gang_waits(gbed: GangBed) -> None:
     await a.wait_leading()
     b = gbed.py_scheduler(sched_name, lease=lease, replica="-b", permit_timeout=120)
     await b.wait_log("attempting to acquire leader lease")
-    _nodes, held, members = await _incomplete_gang(gbed, sched_name, "le",
-                                                   what="the incomplete gang refused by the leader")
+    _nodes, group, held, members = await _incomplete_gang(gbed, sched_name, "le")
+    await a.wait_log(f"Pod group gated podGroup=default/{group}")
     a.kill()
     await b.wait_log("became the leader", timeout=60)
     assert not await gbed.bound(members), "a member bound before its gang was complete"

@@ -293,6 +293,17 @@ class SchedulingLoop:
         for q in queued:
             q.unschedulable_plugins = frozenset()
             q.pending_plugins = frozenset()
+        gating = self.queue.gating_plugins(member)
+        if gating:
+            # A member held by a PreEnqueue plugin gates the whole group upstream (the entity is not
+            # popped: no attempt, no event, no condition). Here the others wait as unschedulable with
+            # the gating plugins (and GangScheduling) as rejectors; the gated member, once let in, is
+            # popped and gathers them (pop_members).
+            log.debug("Pod group gated podGroup=%s/%s by=%s pods=%d", ns, name, sorted(gating), len(queued))
+            for q in queued:
+                q.unschedulable_plugins = gating | {gang.name}
+                self.queue.add_unschedulable_if_not_present(q)
+            return
         log.debug("Attempting to schedule pod group podGroup=%s/%s pods=%d", ns, name, len(queued))
         g = schedule_group(fw, self.algorithm, self.state, pod_group, [q.pod_info for q in queued],
                            nominations=self.queue, cycle=self.queue.scheduling_cycle)

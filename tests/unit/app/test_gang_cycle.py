@@ -313,3 +313,35 @@ async def test_a_group_whose_members_disagree_with_it_fails_whole(change: Callab
     reasons = {p["status"]["conditions"][0]["reason"] for k, p in h.kube.status_patches if k.startswith("default/g-")}
     assert reasons == {"SchedulerError"}
     assert conditions == [("default", "g", "False", "SchedulerError", want)]
+
+
+async def test_a_gated_member_holds_its_group_silently_until_let_in() -> None:
+    """A member held by a scheduling gate gates its whole group (upstream's queue gates the group entity):
+    the others are not tried -- nothing bound, no event, no condition -- until the gate is lifted; then
+    one pop places all of them."""
+    h, objs = _harness()
+    _gpu_node(h, "n1", 4)
+    gb.pod_group(objs, "g", 3)
+    conditions: list[tuple[Any, ...]] = []
+    h.fw.plugins["GangScheduling"].write_condition = lambda *a: conditions.append(a)  # type: ignore[method-assign]
+    names = [f"g-{i}" for i in range(3)]
+    for i, name in enumerate(names):
+        h.pods[f"default/{name}"] = {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": "g"},
+                     **({"schedulingGates": [{"name": "example.com/held"}]} if i == 0 else {}),
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}}
+    for name in names:
+        h.queue.add(h.pods[f"default/{name}"])
+    assert h.queue.where("default", "g-0") == "gated"
+    await h.cycle()
+    assert not gb.bound(h) and not h.kube.events and not conditions and h.cache.assumed_count() == 0
+    assert [h.queue.where("default", n) for n in names[1:]] == [UNSCHEDULABLE_Q] * 2
+    old = h.pods["default/g-0"]
+    new = {**old, "metadata": {**old["metadata"], "resourceVersion": "2"},
+           "spec": {k: v for k, v in old["spec"].items() if k != "schedulingGates"}}
+    h.pods["default/g-0"] = new
+    h.queue.update(old, new)
+    await h.cycle()
+    assert sorted(gb.bound(h)) == [f"default/{n}" for n in names]
+    assert {c[2:4] for c in conditions} == {("True", "Scheduled")}
