@@ -145,11 +145,14 @@ def run_py(objects: list[Obj], oracle: list[Obj] | None = None, gates: FeatureGa
     from py_scheduler.framework.handle import Handle
     from py_scheduler.framework.runtime import SchedulingError
     from py_scheduler.framework.types import PodInfo
+    from py_scheduler.offline.memapi import MemoryAPI
     from py_scheduler.plugins import registry
 
     pods = [o for o in objects if o["kind"] == "Pod"]
     snap = Snapshot.from_object_list(objects)
-    fw = build_framework(profile_for(objects), handle=Handle.detached(gates), registry=registry)
+    # The plugins read the scenario's other objects (PodGroups, DeviceClasses...) through the Handle, as
+    # explain's do (MemoryAPI over the snapshot).
+    fw = build_framework(profile_for(objects), handle=Handle.detached(gates, MemoryAPI(snap)), registry=registry)
     algo = Algorithm(rng=MinChoice())
     pending = [p for p in pods if not p["spec"].get("nodeName")]
     pending.sort(key=lambda p: (-_priority(p), p["metadata"].get("creationTimestamp", "")))

@@ -53,6 +53,7 @@ __all__ = [
     "Evaluator",
     "PreemptionInterface",
     "ScoreFunc",
+    "VictimKey",
     "Victims",
     "VictimsMemo",
     "VictimsMemoContext",
@@ -214,11 +215,29 @@ def pod_has_start_time(pod: PodInfo) -> bool:
     return _START_TIME.get(pod, _start_time_ns) is not None
 
 
-def more_important_pod(a: PodInfo, b: PodInfo, now_ns: int) -> bool:
-    """``MoreImportantVictim`` for two single-Pod victims: higher priority first, then the one that
-    started earlier (strictly)."""
-    if a.priority != b.priority:
-        return a.priority > b.priority
+VictimKey = Callable[[PodInfo], int]
+"""A victim's priority or rank (``Victim.Priority``, ``victimRank``) from its Pod."""
+
+
+def _own_priority(p: PodInfo) -> int:
+    return p.priority
+
+
+def _pod_rank(_p: PodInfo) -> int:
+    return 1
+
+
+def more_important_pod(a: PodInfo, b: PodInfo, now_ns: int, priority: VictimKey = _own_priority,
+                       rank: VictimKey = _pod_rank) -> bool:
+    """``MoreImportantVictim`` for two single-Pod victims: higher ``priority`` first, then higher
+    ``rank`` (``victimRank``: a Pod of a pod group 2, a plain Pod 1), then the one that started
+    earlier (strictly). The defaults are the Pod's own priority and rank 1 (GenericWorkload off)."""
+    pa, pb = priority(a), priority(b)
+    if pa != pb:
+        return pa > pb
+    ra, rb = rank(a), rank(b)
+    if ra != rb:
+        return ra > rb
     return pod_start_time_ns(a, now_ns) < pod_start_time_ns(b, now_ns)
 
 
@@ -227,20 +246,21 @@ GO_INSERTION_SORT_MAX = 12
 stable (``src/sort/zsortfunc.go``: ``maxInsertion``)."""
 
 
-def sort_by_importance(pods: list[PodInfo], now_ns: int) -> None:
+def sort_by_importance(pods: list[PodInfo], now_ns: int, priority: VictimKey = _own_priority,
+                       rank: VictimKey = _pod_rank) -> None:
     """Sort in place, most important first, exactly as upstream's ``sort.Slice`` with
     ``MoreImportantVictim`` (:func:`~py_scheduler.framework.gosort.sort_slice`): equally important Pods
-    (same priority and start time) end up in Go's order, which decides the victims reprieved.
+    (same priority, rank and start time) end up in Go's order, which decides the victims reprieved.
 
     Up to :data:`GO_INSERTION_SORT_MAX` Pods (a node's usual count of victims) Go's sort is an
-    insertion sort, stable, so Python's stable sort on the key ``(-priority, start time)`` (the
+    insertion sort, stable, so Python's stable sort on the key ``(-priority, -rank, start time)`` (the
     same strict weak order as :func:`more_important_pod`) gives the same list, with each start time
     read once instead of once per comparison. ``tests/unit/framework/test_preemption_fast.py``
     checks both forms against each other."""
     if len(pods) <= GO_INSERTION_SORT_MAX:
-        pods.sort(key=lambda p: (-p.priority, pod_start_time_ns(p, now_ns)))
+        pods.sort(key=lambda p: (-priority(p), -rank(p), pod_start_time_ns(p, now_ns)))
         return
-    sort_slice(pods, lambda a, b: more_important_pod(a, b, now_ns))
+    sort_slice(pods, lambda a, b: more_important_pod(a, b, now_ns, priority, rank))
 
 
 def earliest_pod_start_time(victims: Victims, now_ns: int) -> int | None:

@@ -49,6 +49,7 @@ from py_scheduler.framework.events import (
 )
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import FilterPlugin, PostFilterResult
+from py_scheduler.framework.podgroup import pod_group_name
 from py_scheduler.framework.preemption import (
     PDB,
     Evaluator,
@@ -250,8 +251,27 @@ class DefaultPreemption:
         return True, ""
 
     def _preemption_allowed(self, node_info: NodeInfo, victim: PodInfo, preemptor: PodInfo) -> bool:
-        """``isPreemptionAllowed``: lower priority and :attr:`is_eligible_pod`."""
-        return victim.priority < preemptor.priority and self.is_eligible_pod(node_info, victim, preemptor)
+        """``isPreemptionAllowed``: lower priority (:meth:`victim_priority`) and :attr:`is_eligible_pod`."""
+        return self.victim_priority(victim) < preemptor.priority and self.is_eligible_pod(node_info, victim,
+                                                                                           preemptor)
+
+    def victim_priority(self, victim: PodInfo) -> int:
+        """``Victim.Priority`` of a single-Pod victim (``NewPodVictim`` -> ``GetPodPriority``): with
+        GenericWorkload on, a member of an existing PodGroup has the group's priority
+        (``spec.priority``, 0 when unset), whatever its own; otherwise its own."""
+        if not self.handle.feature_gates.generic_workload:
+            return victim.priority
+        name = pod_group_name(victim.pod)
+        pg = None if name is None else self.handle.objects.get("PodGroup", victim.namespace, name)
+        if pg is None:
+            return victim.priority
+        raw = (pg.get("spec") or {}).get("priority")
+        return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+
+    def victim_rank(self, victim: PodInfo) -> int:
+        """``victimRank`` of a single-Pod victim: 2 for a Pod naming a pod group (``NewPodVictim`` gives
+        it the PodGroup key type) with GenericWorkload on, else 1."""
+        return 2 if self.handle.feature_gates.generic_workload and pod_group_name(victim.pod) is not None else 1
 
     def ordered_score_funcs(self, nodes_to_victims: Mapping[str, Victims]) -> list[ScoreFunc] | None:
         """``OrderedScoreFuncs``: None (the default criteria)."""
@@ -276,8 +296,8 @@ class DefaultPreemption:
         dry runs without it over sequences of preemptions, bindings and node changes.
         """
         fh = self.handle.profile
-        if fh is None or self.is_eligible_pod is not _any_victim:
-            return None
+        if fh is None or self.is_eligible_pod is not _any_victim or self.handle.feature_gates.generic_workload:
+            return None  # with workloads a victim's priority is its PodGroup's, which the memo does not key
         skip = state.skip_filter
         if any(pl.name not in skip for pl in fh.pre_filter_extensions):
             return None
@@ -350,7 +370,7 @@ class DefaultPreemption:
         if not s.is_success():
             return [], 0, s
 
-        sort_by_importance(potential, now)
+        sort_by_importance(potential, now, self.victim_priority, self.victim_rank)
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
         victims: list[PodInfo] = []
         plugins = self._reprieve_filters(fh.filter_plugins)
@@ -385,7 +405,7 @@ class DefaultPreemption:
             if st.code == Code.ERROR:
                 return [], 0, st
         if violating and non_violating:
-            sort_by_importance(victims, now)
+            sort_by_importance(victims, now, self.victim_priority, self.victim_rank)
         return victims, num_violating, Status.success()
 
     def _reprieve_filters(self, filter_plugins: Sequence[FilterPlugin]) -> list[FilterPlugin]:

@@ -223,7 +223,17 @@ func run() error {
 	if _, err := factory.Resource().V1().DeviceClasses().Informer().AddEventHandler(erCache); err != nil {
 		return err
 	}
-	snapshot := internalcache.NewSnapshot(bound, nodes)
+	// With GenericWorkload the live scheduler's snapshot holds the PodGroups too (the cache's
+	// podGroupStates): DefaultPreemption reads a victim's PodGroup priority from it (GetPodPriority).
+	var podGroups []*schedulingv1beta1.PodGroup
+	if utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		for _, o := range others {
+			if pg, ok := o.(*schedulingv1beta1.PodGroup); ok {
+				podGroups = append(podGroups, pg)
+			}
+		}
+	}
+	snapshot := internalcache.NewTestSnapshotWithPodGroups(bound, nodes, podGroups)
 	nom := newNominator()
 	for _, p := range pending {
 		if p.Status.NominatedNodeName != "" {
