@@ -23,7 +23,7 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)\Z")
 
-__all__ = ["QuantityError", "format_quantity", "milli_value", "parse", "value"]
+__all__ = ["QuantityError", "decimal_exponent", "format_quantity", "milli_value", "parse", "value"]
 
 
 class QuantityError(ValueError):
@@ -71,6 +71,14 @@ def parse(raw: object) -> Decimal:
             return Decimal(1 if base > 0 else -1).scaleb(EXPONENT_CLAMP if magnitude > 0 else -EXPONENT_CLAMP)
         return base.scaleb(exp)
     raise QuantityError(f"invalid quantity {raw!r}")
+
+
+def decimal_exponent(suffix: str) -> int | None:
+    """The power of ten of a decimal SI suffix (``"m"`` -3, ``""`` 0) or an exponent (``"e3"``), None
+    for a binary suffix or none upstream knows."""
+    if suffix in _DECIMAL:
+        return _DECIMAL[suffix]
+    return _exponent(suffix)
 
 
 def _exponent(suffix: str) -> int | None:

@@ -456,7 +456,7 @@ def device_variable(driver: str, device: Mapping[str, Any]) -> ct.MapType:
     for name, cap in (device.get("capacity") or {}).items():
         raw = cap.get("value") if isinstance(cap, Mapping) else None
         try:
-            q = Quantity(qty.parse(raw))
+            q = Quantity.of(raw) if isinstance(raw, str) else Quantity(qty.parse(raw))
         except (qty.QuantityError, InvalidOperation, TypeError) as exc:
             raise CELRuntimeError(f"capacity {name}: invalid quantity {raw!r}") from exc
         domain, ident = _parse_qualified_name(str(name), driver)

@@ -29,13 +29,22 @@ class FunctionError(ValueError):
 class Quantity:
     """``apiservercel.Quantity``: a resource quantity as an exact Decimal (``value`` in base units).
     ``pointer``: made by ``add`` / ``sub``, which return a ``*Quantity`` upstream; equality with one
-    on the right fails as ``Quantity.Equal``'s type assertion fails (``no such overload``)."""
+    on the right fails as ``Quantity.Equal``'s type assertion fails (``no such overload``).
+    ``amount``: apimachinery's ``int64Amount`` (value, decimal scale) when the quantity is held as
+    one, None when it is held as an ``inf.Dec`` -- what ``isInteger`` / ``asInteger`` (``AsInt64``)
+    and ``add`` / ``sub`` (``int64Amount.Add``) depend on."""
 
-    __slots__ = ("pointer", "value")
+    __slots__ = ("amount", "pointer", "value")
 
-    def __init__(self, value: Decimal, pointer: bool = False) -> None:
+    def __init__(self, value: Decimal, pointer: bool = False, amount: tuple[int, int] | None = None) -> None:
         self.value = value
         self.pointer = pointer
+        self.amount = amount
+
+    @classmethod
+    def of(cls, text: str) -> Quantity:
+        """``resource.ParseQuantity(text)``. Raises :class:`~py_scheduler.framework.quantity.QuantityError`."""
+        return cls(qty.parse(text), amount=int64_amount(text))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Quantity) and self.value == other.value
@@ -121,7 +130,7 @@ def _quantity(s: Any) -> Quantity:
     if not isinstance(s, str):
         raise no_overload("quantity", s)
     try:
-        return Quantity(qty.parse(str(s)))
+        return Quantity.of(str(s))
     except qty.QuantityError as exc:
         raise FunctionError(_QUANTITY_FORMAT if _quantity_format_wrong(str(s)) else _QUANTITY_SUFFIX) from exc
 
@@ -256,14 +265,100 @@ def _is_less_than(a: Any, b: Any) -> ct.BoolType:
     return ct.BoolType(_cmp("isLessThan", a, b) < 0)
 
 
+_MAX_INT64 = 2**63 - 1
+_MIN_INT64 = -(2**63)
+
+
+def _fits(v: int) -> bool:
+    return _MIN_INT64 <= v <= _MAX_INT64
+
+
+def int64_amount(text: str) -> tuple[int, int] | None:
+    """The ``int64Amount`` (value, scale) ``ParseQuantity``'s fast path holds ``text`` as, or None when
+    it takes the ``inf.Dec`` path (more digits than its precision allows, a binary suffix past it or
+    with a fraction, a scale below nano, a product past int64). ``text`` must parse."""
+    if text == "0":
+        return 0, 0
+    sign = -1 if text[:1] == "-" else 1
+    body = text[1:] if text[:1] in "+-" else text
+    i = 0
+    while i < len(body) and body[i].isdigit():
+        i += 1
+    num = body[:i].lstrip("0") or "0"
+    denom = ""
+    if body[i:i + 1] == ".":
+        j = i + 1
+        while j < len(body) and body[j].isdigit():
+            j += 1
+        denom, i = body[i + 1:j], j
+    suffix = body[i:]
+    if suffix in _BINARY_EXP:
+        exponent = _BINARY_EXP[suffix]
+        if denom:
+            return None
+        mantissa, scale = 1 << exponent, 0
+        precision = 15 - len(num) - (exponent * 3 // 10) - 1
+    else:
+        power = qty.decimal_exponent(suffix)
+        if power is None:
+            return None
+        mantissa, scale = 1, power
+        precision = 18 - (len(num) + len(denom))
+    scale -= len(denom)
+    if precision < 0 or scale < -9:
+        return None
+    result = int(num + denom) * mantissa
+    return (sign * result, scale) if _fits(result) else None
+
+
+_BINARY_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+
+
+def _scaled(value: int, scale: int) -> int | None:
+    """``positiveScaleInt64``: value * 10**scale, None past int64."""
+    if value == 0:
+        return 0
+    if scale > 19:
+        return None
+    out = value * 10**scale
+    return out if _fits(out) else None
+
+
+def _add_amounts(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    """``int64Amount.Add``: None where it reports an overflow (the sum then goes to ``inf.Dec``)."""
+    (av, asc), (bv, bsc) = a, b
+    if bv == 0:
+        return a
+    if av == 0:
+        return b
+    if asc > bsc:
+        scaled, scale = _scaled(av, asc - bsc), bsc
+        total = None if scaled is None else scaled + bv
+    else:
+        scaled, scale = _scaled(bv, bsc - asc), asc
+        total = None if scaled is None else av + scaled
+    return (total, scale) if total is not None and _fits(total) else None
+
+
 def _arith(name: str, a: Any, b: Any, sign: int) -> Quantity:
+    """``add`` / ``sub``: ``Quantity.Add`` / ``Sub`` (an int as ``NewQuantity(n, DecimalSI)``). While
+    both are ``int64Amount`` the result is what Go computes, a negated MinInt64 wrapping included."""
     if not isinstance(a, Quantity):
         raise no_overload(name, a, b)
     if isinstance(b, Quantity):
-        return Quantity(a.value + sign * b.value, pointer=True)
-    if isinstance(b, int) and not isinstance(b, bool):
-        return Quantity(a.value + sign * Decimal(int(b)), pointer=True)
-    raise no_overload(name, a, b)
+        bq = b
+    elif isinstance(b, int) and not isinstance(b, bool):
+        bq = Quantity(Decimal(int(b)), amount=(int(b), 0))
+    else:
+        raise no_overload(name, a, b)
+    if a.amount is not None and bq.amount is not None:
+        bv, bsc = bq.amount
+        if sign < 0:
+            bv = _MIN_INT64 if bv == _MIN_INT64 else -bv  # Go's -b.value wraps at MinInt64
+        amount = _add_amounts(a.amount, (bv, bsc))
+        if amount is not None:
+            return Quantity(Decimal(amount[0]).scaleb(amount[1]), pointer=True, amount=amount)
+    return Quantity(a.value + sign * bq.value, pointer=True)
 
 
 def _add(a: Any, b: Any) -> Quantity:
@@ -280,18 +375,29 @@ def _sign(a: Any) -> ct.IntType:
     return ct.IntType((a.value > 0) - (a.value < 0))
 
 
+def _as_int64(a: Quantity) -> int | None:
+    """``Quantity.AsInt64``: only an ``int64Amount`` of scale 0, or a positive scale within int64."""
+    if a.amount is None:
+        return None
+    value, scale = a.amount
+    if scale == 0:
+        return value
+    return None if scale < 0 else _scaled(value, scale)
+
+
 def _is_integer(a: Any) -> ct.BoolType:
     if not isinstance(a, Quantity):
         raise no_overload("isInteger", a)
-    return ct.BoolType(a.value == a.value.to_integral_value() and abs(a.value) < 2**63)
+    return ct.BoolType(_as_int64(a) is not None)
 
 
 def _as_integer(a: Any) -> ct.IntType:
     if not isinstance(a, Quantity):
         raise no_overload("asInteger", a)
-    if a.value != a.value.to_integral_value() or abs(a.value) >= 2**63:
+    n = _as_int64(a)
+    if n is None:
         raise FunctionError("cannot convert value to integer")
-    return ct.IntType(int(a.value))
+    return ct.IntType(n)
 
 
 def _as_float(a: Any) -> ct.DoubleType:

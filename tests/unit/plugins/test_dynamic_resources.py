@@ -670,6 +670,11 @@ KUBERNETES_ENVIRONMENT = [
     (f'bool(device.attributes["{G}"].model.replace("a100", "T"))', True),
     ('quantity("1") != quantity("2").sub(1) && !(quantity("1") in [quantity("1").add(0)])', True),
     ('(false ? [1][5] : 2) == 2 && [1, 2].exists(x, x == 2 || [1][5] == 1)', True),
+    # isInteger / asInteger read how apimachinery holds the quantity (int64Amount or inf.Dec)
+    ('!quantity("2000m").isInteger() && !quantity("3Pi").isInteger() && !quantity("1.5Gi").isInteger()', True),
+    ('quantity("2k").isInteger() && quantity("40Gi").isInteger() && quantity("1k").add(1).asInteger() == 1001', True),
+    ('quantity("8E").sub(-9223372036854775807 - 1).isInteger() && !quantity("5").add(quantity("1500m")).isInteger()',
+     True),
 ]
 
 
@@ -746,6 +751,7 @@ FUNCTION_ERRORS = [
      "type conversion error from 'string' to 'double'"),
     (f'uint(double(device.attributes["{G}"].idx) * -0.01) == 0u', cel.CELRuntimeError, "unsigned integer overflow"),
     ('quantity("1500m").asInteger() == 1', cel.CELRuntimeError, "cannot convert value to integer"),
+    ('quantity("1Pi").asInteger() == 1', cel.CELRuntimeError, "cannot convert value to integer"),
     ('dyn(quantity("1")) == dyn(1)', cel.CELRuntimeError, "no such overload"),
     ('dyn([true]).join(",") == ""', cel.CELRuntimeError, "no such overload: join(list, string)"),
     ('dyn([1]).join() == ""', cel.CELRuntimeError, "no such overload: join(list)"),
