@@ -351,7 +351,7 @@ def compile_selector(expression: str, *, cost_limit: int | None = None,
                                     f"tokens (py-scheduler's parser limit)")
     if res.error is None:
         try:
-            ast = _ENV.compile(expression)
+            ast = cel_cost.expand_filtered_map(_ENV.compile(expression))
             res.program = _ENV.program(ast, functions=_FUNCTIONS)
         except Exception as exc:  # celpy raises CELParseError / lark errors for syntax problems
             line, column = getattr(exc, "line", None), getattr(exc, "column", None)

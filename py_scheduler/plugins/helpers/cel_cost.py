@@ -45,6 +45,7 @@ __all__ = [
     "celpy_extension",
     "count_tokens",
     "estimate_cost",
+    "expand_filtered_map",
     "fold_macros_with",
     "tree_depth",
 ]
@@ -200,6 +201,23 @@ def tree_depth(ast: Tree) -> int:
         deepest = max(deepest, depth)
         stack.extend((child, depth + 1) for child in _trees(node))
     return deepest
+
+
+def expand_filtered_map(ast: Tree) -> Tree:
+    """Rewrite every three-argument ``l.map(x, p, e)`` (CEL's map with a filter, which celpy lacks)
+    into ``l.filter(x, p).map(x, e)``, its definition in the CEL spec; in place, ``ast`` returned."""
+    for node in list(ast.find_data("member_dot_arg")):
+        if len(node.children) != 3:
+            continue
+        target, method, args = node.children
+        if not (isinstance(method, lark.Token) and method.value == "map" and isinstance(args, lark.Tree)
+                and len(args.children) == 3):
+            continue
+        var, pred, expr = args.children
+        filtered = lark.Tree("member_dot_arg", [target, lark.Token(method.type, "filter"),
+                                                lark.Tree("exprlist", [var, pred])])
+        node.children = [lark.Tree("member", [filtered]), method, lark.Tree("exprlist", [var, expr])]
+    return ast
 
 
 def celpy_extension(ast: Tree) -> str | None:

@@ -670,6 +670,7 @@ KUBERNETES_ENVIRONMENT = [
     (f'bool(device.attributes["{G}"].model.replace("a100", "T"))', True),
     ('quantity("1") != quantity("2").sub(1) && !(quantity("1") in [quantity("1").add(0)])', True),
     ('(false ? [1][5] : 2) == 2 && [1, 2].exists(x, x == 2 || [1][5] == 1)', True),
+    ('[1, 2, 3].map(x, x > 1, x * 2) == [4, 6] && [[1, 2]].map(l, l.map(x, x > 1, x)) == [[2]]', True),
     # isInteger / asInteger read how apimachinery holds the quantity (int64Amount or inf.Dec)
     ('!quantity("2000m").isInteger() && !quantity("3Pi").isInteger() && !quantity("1.5Gi").isInteger()', True),
     ('quantity("2k").isInteger() && quantity("40Gi").isInteger() && quantity("1k").add(1).asInteger() == 1001', True),
