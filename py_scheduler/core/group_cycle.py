@@ -66,7 +66,7 @@ def validate_pod_group(gang: PodGroupSource, pod_group: Obj, members: list[PodIn
     def check(pod: Obj) -> str | None:
         nonlocal policy
         spec = pod.get("spec") or {}
-        name = str(spec.get("schedulerName") or "")
+        name = str(spec.get("schedulerName") or "default-scheduler")  # the API server's default
         if name != scheduler_name:
             return (f"all pods in a single pod group should have the same .spec.schedulerName set, got: "
                     f"{json.dumps(name)} and {json.dumps(scheduler_name)}")

@@ -345,3 +345,23 @@ async def test_a_gated_member_holds_its_group_silently_until_let_in() -> None:
     await h.cycle()
     assert sorted(gb.bound(h)) == [f"default/{n}" for n in names]
     assert {c[2:4] for c in conditions} == {("True", "Scheduled")}
+
+
+def test_validation_takes_an_unset_scheduler_name_as_the_api_servers_default() -> None:
+    """A snapshot's members without ``schedulerName`` are default-scheduler's, as the API server
+    defaults them: no mismatch with the first member's (PodInfo) name."""
+    from py_scheduler.core.group_cycle import validate_pod_group
+    from py_scheduler.framework.types import PodInfo
+
+    class Gang:
+        def scheduled_pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
+            return [{"metadata": {"name": "done"}, "spec": {"nodeName": "n1"}}]
+
+    pods = [PodInfo({"metadata": {"name": f"m{i}", "namespace": "default", "uid": f"u{i}"},
+                     "spec": {"schedulingGroup": {"podGroupName": "g"}}}) for i in range(2)]
+    group = {"metadata": {"name": "g", "namespace": "default"}, "spec": {}}
+    assert validate_pod_group(Gang(), group, pods) is None  # type: ignore[arg-type]
+    pods[1].pod["spec"]["schedulerName"] = "other"
+    assert validate_pod_group(Gang(), group, [PodInfo(p.pod) for p in pods]) == (  # type: ignore[arg-type]
+        'all pods in a single pod group should have the same .spec.schedulerName set, got: "other" and '
+        '"default-scheduler"')
