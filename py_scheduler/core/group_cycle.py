@@ -16,7 +16,6 @@ py-scheduler keeps per-Pod queue entries.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -68,8 +67,9 @@ def validate_pod_group(gang: PodGroupSource, pod_group: Obj, members: list[PodIn
         spec = pod.get("spec") or {}
         name = str(spec.get("schedulerName") or "default-scheduler")  # the API server's default
         if name != scheduler_name:
+            # %q of DNS-1123 subdomains (the API server's validation of the field): plain double quotes
             return (f"all pods in a single pod group should have the same .spec.schedulerName set, got: "
-                    f"{json.dumps(name)} and {json.dumps(scheduler_name)}")
+                    f'"{name}" and "{scheduler_name}"')
         prio = spec.get("priority")
         prio = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
         if prio != group_priority:

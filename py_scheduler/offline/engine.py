@@ -324,6 +324,15 @@ class OfflineScheduler:
             ns, name = ob.namespace(pod, "default"), pod_group_name(pod)
             idx = [j for j in range(i, len(pods)) if out[j] is None and ob.namespace(pods[j], "default") == ns
                    and pod_group_name(pods[j]) == name and self.framework_for(pods[j]) is fw]
+            gated = self._gated_member(fw, ns, str(name))
+            if gated is not None:  # the live queue gates the whole group (scheduling_queue.go)
+                for j in idx:
+                    o = Outcome(pods[j], ScheduleResult(pod=pod_key(pods[j]), profile=fw.profile_name,
+                                                        message=gated, weights=dict(fw.score_weights)), {})
+                    out[j] = o
+                    if progress is not None:
+                        progress(o)
+                continue
             for j, o in zip(idx, self.schedule_group(fw, pod_group, [pods[j] for j in idx], explain=explain),
                             strict=True):
                 out[j] = o
@@ -340,6 +349,20 @@ class OfflineScheduler:
         return Outcome(pod, ScheduleResult(pod=pod_key(pod), profile=fw.profile_name,
                                            message=f"not created: the API server refuses it: {msg}",
                                            weights=dict(fw.score_weights)), {})
+
+    def _gated_member(self, fw: Framework, namespace: str, group: str) -> str | None:
+        """Why the group's members are not tried when one of its unbound members waits for
+        ``spec.schedulingGates`` (upstream's queue gates a pod group entity while any of its Pods is
+        gated: ``runPreEnqueuePlugins``), else None."""
+        for p in self.api.unscheduled if self.api is not None else ():
+            spec = p.get("spec") or {}
+            gates = spec.get("schedulingGates")
+            if (gates and ob.namespace(p, "default") == namespace and pod_group_name(p) == group
+                    and self.framework_for(p) is fw and not ob.meta(p).get("deletionTimestamp")):
+                names = [str(g.get("name")) for g in gates if isinstance(g, dict)]
+                return held_message("SchedulingGates", f"pod {pod_key(p)} of its pod group is waiting for "
+                                                        f"scheduling gates: [{' '.join(names)}]")
+        return None
 
     def _held_by_gang(self, pod: Obj) -> Outcome | None:
         """An unplaced Outcome when GangScheduling's PreEnqueue holds ``pod`` out of the queue: it names

@@ -205,3 +205,18 @@ def test_pod_groups_with_generic_workload_off_are_named_as_ignored(
     assert note in capsys.readouterr().err
     assert simulate_main(path, None, False, "json", feature_gates=GATES) == 0
     assert note not in capsys.readouterr().err
+
+
+def test_a_gated_member_holds_its_whole_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As the live queue (a gated Pod gates its pod group entity): the three members that could be
+    placed are not tried while the fourth waits for its scheduling gate; a Pod outside the group is."""
+    gated = _pod("m3", "g")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/held"}]
+    objs = [_node("n1", 4), _group("g", 3), *[_pod(f"m{i}", "g") for i in range(3)], gated, _pod("solo", None)]
+    doc = _simulate(tmp_path, objs, capsys)
+    by = {p["pod"]: p for p in doc["placements"]}
+    assert [by[f"default/m{i}"]["node"] for i in range(3)] == [None] * 3, doc["placements"]
+    assert {by[f"default/m{i}"]["message"] for i in range(3)} == {
+        'held by PreEnqueue plugin "SchedulingGates": pod default/m3 of its pod group is waiting for scheduling '
+        'gates: [example.com/held]'}
+    assert by["default/solo"]["node"] == "n1" and doc["scheduled"] == 1
