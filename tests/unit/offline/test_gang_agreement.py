@@ -19,7 +19,8 @@ from tests.gang_cases import (
     simulate_placements,
 )
 
-PLACED = {"two_gangs_three_whole_nodes": 2, "gang_below_min_count": 1, "gang_too_big_then_one_that_fits": 2}
+PLACED = {"two_gangs_three_whole_nodes": 2, "gang_below_min_count": 1, "gang_too_big_then_one_that_fits": 2,
+          "gang_with_a_gated_member": 1}
 """Pods placed per case (the issue's reproduction: one gang of 2 whole, the other none; explain placed 3)."""
 
 
