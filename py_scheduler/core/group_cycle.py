@@ -175,6 +175,12 @@ def schedule_group(fw: Framework, algorithm: Algorithm, cluster: ClusterState, p
             # tried: the group's status as is (completePodGroupAlgorithmResult). Nomination cleared.
             msg = f"{MSG_POD_GROUP_UNSCHEDULABLE}, {message}" if mr.evaluated else message
             out.append(PodCycle(UNSCHEDULABLE, mr.result, msg, mr.state, rejectors=frozenset(rejectors)))
+        if result.status.code == Code.UNSCHEDULABLE:
+            # RunPodGroupPostFilterPlugins; applyPodGroupPostFilterResult appends its outcome to the
+            # group's status (the condition's message), not to the members' messages.
+            post = fw.run_pod_group_post_filter(CycleState(cluster.snapshot), PodGroupInfo(pod_group, members))
+            if post is not None and post.message():
+                message = f"{message}, {post.message()}"
         return GroupCycle(UNSCHEDULABLE, message, out, seconds)
     log.error("Error scheduling pod group podGroup=%s/%s errorPods=%d err=%s",
               (pod_group.get("metadata") or {}).get("namespace"), (pod_group.get("metadata") or {}).get("name"),

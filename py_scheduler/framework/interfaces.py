@@ -211,8 +211,8 @@ class PostBindPlugin(Protocol):
 
 # --- workload-aware scheduling (GenericWorkload, TopologyAwareWorkloadScheduling) ----------------------
 # Upstream: staging/src/k8s.io/kube-scheduler/framework/interface.go (PlacementGeneratePlugin,
-# PlacementScorePlugin + PlacementScoreExtensions; PodGroupPostFilterPlugin, group preemption, is not
-# reproduced), types.go (Placement,
+# PlacementScorePlugin + PlacementScoreExtensions; PodGroupPostFilterPlugin where its outcome can be
+# decided without group preemption, which is not reproduced), types.go (Placement,
 # PodGroupAssignments) and pkg/scheduler/framework/interface.go (PlacementFeasiblePlugin). They run in
 # upstream's pod group scheduling cycle (pkg/scheduler/schedule_one_podgroup.go), reproduced in
 # framework/podgroup.py (PlacementGenerate / PlacementScore with TopologyAwareWorkloadScheduling on).
@@ -307,6 +307,18 @@ class PlacementFeasiblePlugin(Protocol):
 
     def placement_feasible(self, state: CycleState, pod_group: PodGroupInfo,
                            progress: PlacementProgress) -> Status: ...
+
+
+@runtime_checkable
+class PodGroupPostFilterPlugin(Protocol):
+    """``PodGroupPostFilterPlugin``: runs when a pod group cycle is Unschedulable. Returns the
+    plugin's Status, or None where py-scheduler cannot decide it (DefaultPreemption's group
+    preemption when lower-priority Pods exist, DynamicResources' claim deallocation for members with
+    claims): the cycle then reports no PodGroupPostFilter outcome at all."""
+
+    name: str
+
+    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo) -> Status | None: ...
 
 
 @runtime_checkable

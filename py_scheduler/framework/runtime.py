@@ -57,6 +57,8 @@ from py_scheduler.framework.interfaces import (
     NodeShards,
     NormalizeScorePlugin,
     PermitPlugin,
+    PodGroupInfo,
+    PodGroupPostFilterPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
@@ -124,6 +126,8 @@ class Framework:
         self.pre_filter_plugins: list[PreFilterPlugin] = point(PreFilterPlugin, "preFilter")
         self.filter_plugins: list[FilterPlugin] = point(FilterPlugin, "filter")
         self.post_filter_plugins: list[PostFilterPlugin] = point(PostFilterPlugin, "postFilter")
+        self.pod_group_post_filter_plugins: list[PodGroupPostFilterPlugin] = point(PodGroupPostFilterPlugin,
+                                                                                   "postFilter")
         self.pre_score_plugins: list[PreScorePlugin] = point(PreScorePlugin, "preScore")
         self.score_plugins: list[ScorePlugin] = point(ScorePlugin, "score")
         self.reserve_plugins: list[ReservePlugin] = point(ReservePlugin, "reserve")
@@ -677,6 +681,26 @@ class Framework:
                 result = r
             reasons.extend(s.reasons)
         return result, Status(Code.UNSCHEDULABLE, reasons)
+
+    def run_pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo) -> Status | None:
+        """``RunPodGroupPostFilterPlugins``: the first Success or UnschedulableAndUnresolvable wins (with
+        its plugin), Unschedulable reasons are joined in plugin order. None as soon as a plugin cannot
+        decide its outcome here (:class:`~py_scheduler.framework.interfaces.PodGroupPostFilterPlugin`)."""
+        reasons: list[str] = []
+        plugin = ""
+        for pl in self.pod_group_post_filter_plugins:
+            s = pl.pod_group_post_filter(state, pod_group)
+            if s is None:
+                return None
+            if s.is_success():
+                return s
+            if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return Status(s.code, s.reasons, pl.name)
+            if not s.is_rejected():
+                return Status(Code.ERROR, [f'error in "{pl.name}" PodGroupPostFilter plugins: {s.message()}'], pl.name)
+            reasons.extend(s.reasons)
+            plugin = plugin or pl.name
+        return Status(Code.UNSCHEDULABLE, reasons, plugin)
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """``RunReservePluginsReserve``; on failure the caller runs :meth:`run_unreserve`. A rejection

@@ -48,7 +48,7 @@ from py_scheduler.framework.events import (
     QueueingHint,
 )
 from py_scheduler.framework.handle import Handle
-from py_scheduler.framework.interfaces import FilterPlugin, PostFilterResult
+from py_scheduler.framework.interfaces import FilterPlugin, PodGroupInfo, PostFilterResult
 from py_scheduler.framework.podgroup import pod_group_name
 from py_scheduler.framework.preemption import (
     PDB,
@@ -81,6 +81,10 @@ ERR_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
 ERR_TERMINATING_VICTIM = "not eligible due to a terminating pod on the nominated node."
 ERR_WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
 MESSAGE_PREFIX = "preemption: "
+ERR_NO_GROUP_VICTIMS = "No preemption victims found for incoming preemptor"
+"""``selectVictimsOnDomain``'s words (podgrouppreemption.go) when no Pod has a lower priority."""
+POD_GROUP_MESSAGE_PREFIX = "pod group preemption: "
+"""What ``PodGroupPostFilter`` puts before the evaluator's message."""
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -267,6 +271,27 @@ class DefaultPreemption:
             return victim.priority
         raw = (pg.get("spec") or {}).get("priority")
         return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+
+    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo) -> Status | None:
+        """``PodGroupPostFilter`` (``PodGroupEvaluator.Preempt``) where it ends before choosing victims:
+        ``not eligible due to preemptionPolicy=Never.`` when a member says Never
+        (``resolvePreemptionPolicy``, PodGroupPreemptionPolicy off), UnschedulableAndUnresolvable
+        ``No preemption victims found for incoming preemptor`` when no Pod in the cluster has a lower
+        priority than the group's (``spec.priority``; victims' as :meth:`victim_priority`). None
+        otherwise: a member nominated already, or victims to choose -- group preemption is not
+        reproduced."""
+        if any(pi.spec.get("preemptionPolicy") == "Never" for pi in pod_group.pods):
+            return Status(Code.UNSCHEDULABLE, [POD_GROUP_MESSAGE_PREFIX + ERR_POLICY_NEVER])
+        if any((pi.pod.get("status") or {}).get("nominatedNodeName") for pi in pod_group.pods):
+            return None
+        raw = (pod_group.pod_group.get("spec") or {}).get("priority")
+        priority = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+        snapshot = state.snapshot
+        if snapshot is None:
+            return None
+        if any(self.victim_priority(p) < priority for ni in snapshot.node_info_list for p in ni.pods):
+            return None
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [POD_GROUP_MESSAGE_PREFIX + ERR_NO_GROUP_VICTIMS])
 
     def victim_rank(self, victim: PodInfo) -> int:
         """``victimRank`` of a single-Pod victim: 2 for a Pod naming a pod group (``NewPodVictim`` gives

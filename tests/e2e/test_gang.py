@@ -142,6 +142,14 @@ class GangBed:
 
         return await wait_for(all_bound, timeout=timeout, what=what)
 
+    async def condition_message(self, name: str) -> str | None:
+        """The PodGroup's PodGroupInitiallyScheduled message, or None."""
+        pg = await self.custom.get_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "default",
+                                                            "podgroups", name)
+        conds = (pg.get("status") or {}).get("conditions") or []
+        c = next((c for c in conds if c.get("type") == "PodGroupInitiallyScheduled"), None)
+        return str(c.get("message")) if c else None
+
     async def condition(self, name: str) -> tuple[str, str] | None:
         """The PodGroup's PodGroupInitiallyScheduled (status, reason), or None."""
         pg = await self.custom.get_namespaced_custom_object("scheduling.k8s.io", "v1beta1", "default",
@@ -306,6 +314,52 @@ async def test_members_whose_priority_is_not_their_groups_fail_whole_side_by_sid
             assert not await gbed.bound(pods), impl
     finally:
         await sched_api.delete_priority_class(high)
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def _unfit_gangs(gbed: GangBed, names: dict[str, str], priority_class: str) -> dict[str, str]:
+    """Per scheduler, a minCount-2 PodGroup of two one-GPU members on one one-GPU Node: its name."""
+    groups: dict[str, str] = {}
+    for impl, sched in names.items():
+        group = groups[impl] = unique_name(f"pgpf-{impl}")
+        await gbed.node(group, 1)
+        await gbed.pod_group(group, 2)
+        for _ in range(2):
+            await gbed.member(sched, group, group, priority_class=priority_class)
+    return groups
+
+
+@pytest.mark.parametrize("never", [False, True], ids=["no-victims", "preemption-never"])
+async def test_a_gang_that_cannot_fit_reports_its_pod_group_post_filter_side_by_side(gbed: GangBed,
+                                                                                    never: bool) -> None:
+    """A gang that does not fit, in a cluster with no lower-priority Pod (or whose members say
+    preemptionPolicy Never): the PodGroup's condition message ends with what PodGroupPostFilter decided
+    (``pod group preemption: No preemption victims found for incoming preemptor``; with Never, after
+    DynamicResources' ``deallocation and deletion of ResourceClaims completed``) word for word as
+    kube-scheduler writes it."""
+    names = await _start_both(gbed)
+    sched_api = client.SchedulingV1Api(gbed.api)
+    pc = unique_name("gang-never") if never else ""
+    if pc:  # a Pod's preemptionPolicy comes from its PriorityClass (the Priority admission plugin)
+        await sched_api.create_priority_class({"metadata": {"name": pc}, "value": 0, "preemptionPolicy": "Never"})
+    try:
+        groups = await _unfit_gangs(gbed, names, pc)
+    finally:
+        if pc:
+            await sched_api.delete_priority_class(pc)
+    messages: dict[str, str] = {}
+    for impl, group in groups.items():
+        async def unschedulable(group: str = group) -> str | None:
+            if await gbed.condition(group) != ("False", "Unschedulable"):
+                return None
+            return await gbed.condition_message(group)
+
+        messages[impl] = await wait_for(unschedulable, timeout=60, what=f"{impl}: the PodGroup's Unschedulable message")
+    tail = ("deallocation and deletion of ResourceClaims completed, pod group preemption: not eligible due to "
+            "preemptionPolicy=Never." if never else "pod group preemption: No preemption victims found for incoming "
+            "preemptor")
+    assert messages["kube"].endswith(tail), messages  # the case is what it says upstream
+    assert messages["py"] == messages["kube"]
     assert "Traceback" not in gbed.replicas[0].log()
 
 

@@ -57,7 +57,7 @@ from py_scheduler.framework.config import parse_go_duration
 from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import APIClient, Handle
-from py_scheduler.framework.interfaces import PostFilterResult, PreFilterResult
+from py_scheduler.framework.interfaces import PodGroupInfo, PostFilterResult, PreFilterResult
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
 from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.objects import Obj
@@ -504,6 +504,19 @@ class DynamicResources:
         if result is None or len(result) != len(to_alloc):
             return [], unresolvable("cannot allocate all claims")
         return result, None
+
+    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo) -> Status | None:
+        """``PodGroupPostFilter`` (dynamicresources.go) for a group none of whose members uses a claim:
+        nothing to deallocate, Unschedulable ``deallocation and deletion of ResourceClaims completed``
+        (no reason for a topology-constrained group). None with claims: the group-level deallocation
+        is not reproduced."""
+        if any(pi.spec.get("resourceClaims") for pi in pod_group.pods):
+            return None
+        gates = self.handle.feature_gates if self.handle is not None else None
+        if gates is not None and gates.topology_aware_workload_scheduling and \
+                (pod_group.pod_group.get("spec") or {}).get("schedulingConstraints"):
+            return Status(Code.UNSCHEDULABLE)
+        return Status(Code.UNSCHEDULABLE, ["deallocation and deletion of ResourceClaims completed"])
 
     # -- PostFilter ------------------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: PodInfo,

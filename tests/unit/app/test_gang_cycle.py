@@ -365,3 +365,30 @@ def test_validation_takes_an_unset_scheduler_name_as_the_api_servers_default() -
     assert validate_pod_group(Gang(), group, [PodInfo(p.pod) for p in pods]) == (  # type: ignore[arg-type]
         'all pods in a single pod group should have the same .spec.schedulerName set, got: "other" and '
         '"default-scheduler"')
+
+
+@pytest.mark.parametrize(("lower", "tail"), [
+    (False, ", pod group preemption: No preemption victims found for incoming preemptor"),
+    (True, ""),  # victims to choose: group preemption is not reproduced, so no PodGroupPostFilter outcome
+])
+async def test_the_group_condition_carries_the_pod_group_post_filter_outcome(lower: bool, tail: str) -> None:
+    h, objs = _harness()
+    _gpu_node(h, "n1", 1)
+    gb.pod_group(objs, "g", 2)
+    objs.groups["default/g"]["spec"]["priority"] = 1000
+    if lower:
+        h.pod("low", cpu="100m")  # priority 0 < the group's 1000
+        await h.cycle()
+    conditions: list[tuple[Any, ...]] = []
+    h.fw.plugins["GangScheduling"].write_condition = lambda *a: conditions.append(a)  # type: ignore[method-assign]
+    for name in ("g-0", "g-1"):
+        h.pods[f"default/{name}"] = {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+            "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": "g"}, "priority": 1000,
+                     "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    for name in ("g-0", "g-1"):
+        h.queue.add(h.pods[f"default/{name}"])
+    await h.cycle()
+    (cond,) = conditions
+    assert cond[2:4] == ("False", "Unschedulable")
+    assert cond[4] == "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining" + tail, cond
