@@ -174,6 +174,7 @@ class RateLimiter:
         self._tokens = float(self.burst)
         self._now = now
         self._last = now()
+        self._low = asyncio.Lock()
 
     def _refill(self) -> None:
         t = self._now()
@@ -186,12 +187,26 @@ class RateLimiter:
         self._tokens -= 1
         return -self._tokens / self.qps if self._tokens < 0 else 0.0
 
-    async def acquire(self) -> None:
+    async def acquire(self, low: bool = False) -> None:
         """Wait for a token. A caller cancelled while waiting gives its token back (``Reservation.Cancel``
         in client-go's ``Wait``), so callers that give up (a review past its timeout) do not push
-        the others further back."""
+        the others further back.
+
+        ``low``: a write that may wait behind every other (the PodScheduled condition of a failed
+        attempt): it never borrows against the refill but waits, one at a time in the order they
+        asked, until the bucket holds a token no other caller has reserved -- so a Binding asking
+        meanwhile goes first (upstream's asynchronous API dispatcher ranks a Binding above a status
+        patch; its synchronous default lets at most one failure's write stand before a Binding)."""
         if self.qps <= 0:
             return
+        if low:
+            async with self._low:
+                while True:
+                    self._refill()
+                    if self._tokens >= 1:
+                        self._tokens -= 1
+                        return
+                    await asyncio.sleep((1 - self._tokens) / self.qps)
         wait = self.reserve()
         if wait > 0:
             try:
@@ -373,7 +388,7 @@ class Kube:
                       throttle_retries: int | None = None, timeout: float = DEFAULT_TIMEOUT,
                       limiter: RateLimiter | None = None,
                       fence: Callable[[], None] | None = None, resend: bool | None = None,
-                      local: bool = False) -> Any:
+                      local: bool = False, low_priority: bool = False) -> Any:
         """Send one API request and return the decoded JSON body (None for an empty body).
 
         ``fence`` (when given) is called right before each attempt is sent, after the rate limiter
@@ -385,7 +400,8 @@ class Kube:
         ``Retry-After`` may be retried (default: only for GET, as client-go; see the module docstring).
         ``local``: sent from this process even when this client has a :attr:`process` (the LISTs
         the informers page through: their pages are decoded for the cache here, and would cross
-        the socket twice).
+        the socket twice). ``low_priority``: the limiter serves it after every other request
+        (:meth:`RateLimiter.acquire`).
 
         Raises:
             NotFound, Conflict, KubeError: the final failure after retries; whatever ``fence`` raises.
@@ -395,7 +411,8 @@ class Kube:
                 return await self.process.send(
                     self.purpose, method, path,
                     {"body": body, "query": query, "content_type": content_type, "retries": retries,
-                     "throttle_retries": throttle_retries, "timeout": timeout, "resend": resend},
+                     "throttle_retries": throttle_retries, "timeout": timeout, "resend": resend,
+                     "low_priority": low_priority},
                     fence, limiter is self.event_limiter)
             except RequestProcessGone as exc:
                 if not exc.unsent and not (method == "GET" if resend is None else resend):  # as a lost connection
@@ -407,7 +424,8 @@ class Kube:
 
         async def attempt() -> Any:
             waited = time.monotonic()
-            await (limiter or self.limiter).acquire()
+            bucket = limiter or self.limiter
+            await (bucket.acquire(low=True) if low_priority else bucket.acquire())
             METRICS.rate_limited(method, self.host, time.monotonic() - waited)
             if fence is not None:
                 fence()
@@ -495,14 +513,15 @@ class Kube:
         await self.request("POST", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/binding", body=body,
                            fence=fence, resend=True)
 
-    async def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:
-        """Strategic-merge-patch ``pods/status`` (``util.PatchPodStatus``: conditions merge by type).
+    async def patch_pod_status(self, namespace: str, name: str, patch: Obj, low_priority: bool = False) -> Obj:
+        """Strategic-merge-patch ``pods/status`` (``util.PatchPodStatus``: conditions merge by type);
+        ``low_priority``: see :meth:`request`.
 
         Raises:
             NotFound, KubeError.
         """
         pod: Obj = await self.request("PATCH", f"/api/v1/namespaces/{_q(namespace)}/pods/{_q(name)}/status",
-                                      body=patch, content_type=STRATEGIC_MERGE_PATCH)
+                                      body=patch, content_type=STRATEGIC_MERGE_PATCH, low_priority=low_priority)
         return pod
 
     async def delete_pod(self, namespace: str, name: str, uid: str | None = None,

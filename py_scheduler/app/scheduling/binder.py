@@ -126,6 +126,8 @@ class Binder:
         self._now = now
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
         self._retrying: dict[int, asyncio.Task[None]] = {}
+        self._conditions_wanted: dict[str, tuple[Obj, str, str, str | None]] = {}
+        self._condition_writers: set[str] = set()
         self.retry_sleep = EVENT_RETRY_SLEEP
 
     async def event(self, pod: Obj, type_: str, reason: str, action: str, note: str, controller: str) -> None:
@@ -281,14 +283,35 @@ class Binder:
     async def update_pod_condition(self, pod: Obj, reason: str, message: str,
                                    nominated_node: str | None = None) -> None:
         """Set ``PodScheduled=False`` with ``reason``/``message`` (and ``nominatedNodeName`` when not
-        None) unless already so; failures are logged, never raised."""
+        None) unless already so; failures are logged, never raised.
+
+        One write per Pod at a time, the latest wanted: while a Pod's write waits or is in flight, a
+        newer one replaces any still unsent and this call returns (the writer sends it next). The
+        writes go at low priority (:meth:`RateLimiter.acquire <py_scheduler.app.client.kube.RateLimiter.acquire>`):
+        upstream writes the condition inside the scheduling cycle, so at most one stands before a
+        Binding; here a storm of failing retries (hundreds of Pods requeued by each Node event) would
+        otherwise queue thousands of stale writes in front of every Binding (minutes)."""
+        meta = pod.get("metadata") or {}
+        key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        self._conditions_wanted[key] = (pod, reason, message, nominated_node)
+        if key in self._condition_writers:
+            return
+        self._condition_writers.add(key)
+        try:
+            while (want := self._conditions_wanted.pop(key, None)) is not None:
+                await self._write_condition(*want)
+        finally:
+            self._condition_writers.discard(key)
+
+    async def _write_condition(self, pod: Obj, reason: str, message: str, nominated_node: str | None) -> None:
         patch = pod_condition_patch(pod, {"type": "PodScheduled", "status": "False", "reason": reason,
                                           "message": message}, nominated_node)
         if patch is None:
             return
         meta = pod.get("metadata") or {}
         try:
-            await self.kube.patch_pod_status(str(meta.get("namespace") or "default"), str(meta.get("name")), patch)
+            await self.kube.patch_pod_status(str(meta.get("namespace") or "default"), str(meta.get("name")), patch,
+                                             low_priority=True)
         except KubeError as exc:
             log.warning("Error updating pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
 

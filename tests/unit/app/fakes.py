@@ -102,7 +102,7 @@ class FakeKube:
         if self.bind_error is not None:
             raise self.bind_error
 
-    async def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> Obj:
+    async def patch_pod_status(self, namespace: str, name: str, patch: Obj, low_priority: bool = False) -> Obj:
         self.calls.append(("status", f"{namespace}/{name}"))
         self.status_patches.append((f"{namespace}/{name}", patch))
         return {}

@@ -478,3 +478,51 @@ def test_retry_after_seconds(value: str | None, want: int | None) -> None:
     from py_scheduler.app.client.kube import retry_after_seconds
 
     assert retry_after_seconds(value) == want
+
+
+async def test_a_low_priority_request_waits_behind_every_other() -> None:
+    """The PodScheduled writes of failed attempts wait (in their order) until no other caller has the
+    next token reserved: a Binding that asks after five of them queued is served first, and the
+    bucket's rate holds for all."""
+    import asyncio
+
+    rl = RateLimiter(qps=40, burst=1)
+    await rl.acquire()  # the bucket is empty
+    order: list[str] = []
+
+    async def take(name: str, low: bool) -> None:
+        await (rl.acquire(low=True) if low else rl.acquire())
+        order.append(name)
+
+    lows = [asyncio.create_task(take(f"status-{i}", True)) for i in range(5)]
+    await asyncio.sleep(0.005)
+    start = asyncio.get_running_loop().time()
+    await asyncio.wait_for(asyncio.gather(take("binding", False), *lows), 10)
+    assert order == ["binding", *[f"status-{i}" for i in range(5)]]
+    assert asyncio.get_running_loop().time() - start >= 5 / 40  # six tokens at 40/s after the first
+
+
+async def test_condition_writes_of_one_pod_are_coalesced_to_the_latest() -> None:
+    """While a Pod's PodScheduled write is waiting, newer ones replace each other: ten failures in a
+    row cost two writes (the first, then the latest), and each call returns without waiting."""
+    import asyncio
+
+    class Slow(FakeKube):
+        gate = asyncio.Event()
+
+        async def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any],
+                                   low_priority: bool = False) -> dict[str, Any]:
+            assert low_priority
+            await self.gate.wait()
+            return await super().patch_pod_status(namespace, name, patch)
+
+    kube = Slow()
+    b = Binder(kube, "me")  # type: ignore[arg-type]
+    first = asyncio.create_task(b.update_pod_condition(_pod(), "Unschedulable", "0/1 nodes: 0"))
+    await asyncio.sleep(0)
+    for i in range(1, 10):
+        await asyncio.wait_for(b.update_pod_condition(_pod(), "Unschedulable", f"0/1 nodes: {i}"), 1)
+    Slow.gate.set()
+    await asyncio.wait_for(first, 10)
+    messages = [p["status"]["conditions"][0]["message"] for _, p in kube.status_patches]
+    assert messages == ["0/1 nodes: 0", "0/1 nodes: 9"]
