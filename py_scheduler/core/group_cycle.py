@@ -179,7 +179,7 @@ def schedule_group(fw: Framework, algorithm: Algorithm, cluster: ClusterState, p
             # RunPodGroupPostFilterPlugins; applyPodGroupPostFilterResult appends its outcome to the
             # group's status (the condition's message), not to the members' messages.
             post = fw.run_pod_group_post_filter(CycleState(cluster.snapshot), PodGroupInfo(pod_group, members))
-            if post is not None and post.message():
+            if post is not None:  # AppendReason(status.String()), an empty one included
                 message = f"{message}, {post.message()}"
         return GroupCycle(UNSCHEDULABLE, message, out, seconds)
     log.error("Error scheduling pod group podGroup=%s/%s errorPods=%d err=%s",

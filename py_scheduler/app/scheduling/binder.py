@@ -59,6 +59,11 @@ def truncate_message(message: str) -> str:
     return message[:NOTE_LENGTH_LIMIT - len(suffix)] + suffix
 
 
+def _condition_key(pod: Obj) -> str:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+
+
 def _now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -127,7 +132,7 @@ class Binder:
         self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
         self._retrying: dict[int, asyncio.Task[None]] = {}
         self._conditions_wanted: dict[str, tuple[Obj, str, str, str | None]] = {}
-        self._condition_writers: set[str] = set()
+        self._condition_writers: dict[str, asyncio.Task[None]] = {}
         self.retry_sleep = EVENT_RETRY_SLEEP
 
     async def event(self, pod: Obj, type_: str, reason: str, action: str, note: str, controller: str) -> None:
@@ -283,25 +288,40 @@ class Binder:
     async def update_pod_condition(self, pod: Obj, reason: str, message: str,
                                    nominated_node: str | None = None) -> None:
         """Set ``PodScheduled=False`` with ``reason``/``message`` (and ``nominatedNodeName`` when not
-        None) unless already so; failures are logged, never raised.
+        None) unless already so; failures are logged, never raised. Returns once the write is done
+        or dropped (:meth:`drop_condition`), or at once when another call's write is pending.
 
         One write per Pod at a time, the latest wanted: while a Pod's write waits or is in flight, a
-        newer one replaces any still unsent and this call returns (the writer sends it next). The
-        writes go at low priority (:meth:`RateLimiter.acquire <py_scheduler.app.client.kube.RateLimiter.acquire>`):
+        newer one replaces any still unsent (the writer sends it next). The writes go at low priority
+        (:meth:`RateLimiter.acquire <py_scheduler.app.client.ratelimit.RateLimiter.acquire>`):
         upstream writes the condition inside the scheduling cycle, so at most one stands before a
         Binding; here a storm of failing retries (hundreds of Pods requeued by each Node event) would
-        otherwise queue thousands of stale writes in front of every Binding (minutes)."""
-        meta = pod.get("metadata") or {}
-        key = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+        otherwise queue thousands of stale writes in front of every Binding (minutes). Because such a
+        write may wait, the loop drops it when the Pod is tried again (upstream's write is done by
+        then): sent after that attempt's Binding it would mark a bound Pod unschedulable."""
+        key = _condition_key(pod)
         self._conditions_wanted[key] = (pod, reason, message, nominated_node)
-        if key in self._condition_writers:
-            return
-        self._condition_writers.add(key)
-        try:
-            while (want := self._conditions_wanted.pop(key, None)) is not None:
-                await self._write_condition(*want)
-        finally:
-            self._condition_writers.discard(key)
+        task = self._condition_writers.get(key)
+        if task is not None and not task.done():  # (a dropped writer may not have left the map yet)
+            return  # the writer sends this one next
+        task = self._condition_writers[key] = asyncio.create_task(self._send_conditions(key), name="pod condition")
+        task.add_done_callback(lambda _t: self._condition_writers.pop(key, None)
+                               if self._condition_writers.get(key) is _t else None)
+        await asyncio.wait({task})
+
+    def drop_condition(self, pod: Obj) -> None:
+        """Drop the Pod's PodScheduled write not yet done (a new attempt begins: its outcome writes
+        anew). One still waiting for a token is never sent; one already sent went out before this
+        attempt began, so before any Binding it makes."""
+        key = _condition_key(pod)
+        self._conditions_wanted.pop(key, None)
+        task = self._condition_writers.get(key)
+        if task is not None:
+            task.cancel()
+
+    async def _send_conditions(self, key: str) -> None:
+        while (want := self._conditions_wanted.pop(key, None)) is not None:
+            await self._write_condition(*want)
 
     async def _write_condition(self, pod: Obj, reason: str, message: str, nominated_node: str | None) -> None:
         patch = pod_condition_patch(pod, {"type": "PodScheduled", "status": "False", "reason": reason,

@@ -167,9 +167,12 @@ class SchedulingLoop:
             await asyncio.sleep(0)  # let watch events and bindings run between cycles
 
     async def drain(self, timeout: float = 5.0) -> None:
-        """Wait (at most ``timeout`` seconds) for background bindings and API writes."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=timeout)
+        """Wait (at most ``timeout`` seconds) for background bindings and API writes, those they start
+        meanwhile included (a failed binding's report)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._tasks and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(set(self._tasks), timeout=left)
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
@@ -214,6 +217,7 @@ class SchedulingLoop:
             self.queue.done(pi.uid)
             return
         log.debug("Attempting to schedule pod pod=%s", pi.key)
+        self.binder.drop_condition(pi.pod)  # the last attempt's write, if still waiting: this one decides
         start = time.perf_counter()
         # ClearRejectorPlugins: this attempt's failure decides them (none for an internal error).
         qpi.unschedulable_plugins = frozenset()
@@ -293,6 +297,7 @@ class SchedulingLoop:
         for q in queued:
             q.unschedulable_plugins = frozenset()
             q.pending_plugins = frozenset()
+            self.binder.drop_condition(q.pod_info.pod)
         gating = self.queue.gating_plugins(member)
         if gating:
             # A member held by a PreEnqueue plugin gates the whole group upstream (the entity is not

@@ -514,7 +514,7 @@ class DynamicResources:
             return None
         gates = self.handle.feature_gates if self.handle is not None else None
         if gates is not None and gates.topology_aware_workload_scheduling and \
-                (pod_group.pod_group.get("spec") or {}).get("schedulingConstraints"):
+                (pod_group.pod_group.get("spec") or {}).get("schedulingConstraints") is not None:
             return Status(Code.UNSCHEDULABLE)
         return Status(Code.UNSCHEDULABLE, ["deallocation and deletion of ResourceClaims completed"])
 

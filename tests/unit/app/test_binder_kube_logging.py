@@ -526,3 +526,35 @@ async def test_condition_writes_of_one_pod_are_coalesced_to_the_latest() -> None
     await asyncio.wait_for(first, 10)
     messages = [p["status"]["conditions"][0]["message"] for _, p in kube.status_patches]
     assert messages == ["0/1 nodes: 0", "0/1 nodes: 9"]
+
+
+async def test_a_waiting_condition_write_is_dropped_when_the_pod_is_tried_again() -> None:
+    """The review's sequence: a failed attempt's PodScheduled=False waits for a token; the Pod is tried
+    again (the loop drops the write) and bound. The stale write is never sent, so it cannot mark the
+    bound Pod unschedulable; the next failure's write goes out as usual."""
+    import asyncio
+
+    from py_scheduler.app.client.ratelimit import RateLimiter
+
+    class Limited(FakeKube):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bucket = RateLimiter(qps=20, burst=1)
+
+        async def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any],
+                                   low_priority: bool = False) -> dict[str, Any]:
+            await self.bucket.acquire(low=low_priority)
+            return await super().patch_pod_status(namespace, name, patch)
+
+    kube = Limited()
+    await kube.bucket.acquire()  # empty: the write must wait
+    b = Binder(kube, "me")  # type: ignore[arg-type]
+    stale = asyncio.create_task(b.update_pod_condition(_pod(), "Unschedulable", "0/1 nodes: stale"))
+    async with asyncio.timeout(5):
+        while not kube.bucket._low.locked():  # the write waits in the limiter's low lane
+            await asyncio.sleep(0.001)
+    b.drop_condition(_pod())  # the next attempt begins (and binds)
+    await asyncio.wait_for(stale, 5)  # the caller is released, nothing raised
+    # a failure of a later attempt, right away (before the dropped writer has left the map)
+    await asyncio.wait_for(b.update_pod_condition(_pod(), "Unschedulable", "0/1 nodes: later"), 5)
+    assert [p["status"]["conditions"][0]["message"] for _, p in kube.status_patches] == ["0/1 nodes: later"]
