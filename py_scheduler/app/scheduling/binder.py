@@ -133,6 +133,7 @@ class Binder:
         self._retrying: dict[int, asyncio.Task[None]] = {}
         self._conditions_wanted: dict[str, tuple[Obj, str, str, str | None]] = {}
         self._condition_writers: dict[str, asyncio.Task[None]] = {}
+        self._low_writes: set[str] = set()
         self.retry_sleep = EVENT_RETRY_SLEEP
 
     async def event(self, pod: Obj, type_: str, reason: str, action: str, note: str, controller: str) -> None:
@@ -312,28 +313,37 @@ class Binder:
     def drop_condition(self, pod: Obj) -> None:
         """Drop the Pod's PodScheduled write not yet done (a new attempt begins: its outcome writes
         anew). One still waiting for a token is never sent; one already sent went out before this
-        attempt began, so before any Binding it makes."""
+        attempt began, so before any Binding it makes. A write that nominates a node (preemption) is
+        kept: it is sent in turn, not at low priority, so before a later Binding of the Pod."""
         key = _condition_key(pod)
-        self._conditions_wanted.pop(key, None)
+        want = self._conditions_wanted.get(key)
+        if want is not None and want[3] is None:
+            del self._conditions_wanted[key]
         task = self._condition_writers.get(key)
-        if task is not None:
+        if task is not None and key in self._low_writes:
             task.cancel()
 
     async def _send_conditions(self, key: str) -> None:
         while (want := self._conditions_wanted.pop(key, None)) is not None:
-            await self._write_condition(*want)
+            await self._write_condition(key, *want)
 
-    async def _write_condition(self, pod: Obj, reason: str, message: str, nominated_node: str | None) -> None:
+    async def _write_condition(self, key: str, pod: Obj, reason: str, message: str,
+                               nominated_node: str | None) -> None:
         patch = pod_condition_patch(pod, {"type": "PodScheduled", "status": "False", "reason": reason,
                                           "message": message}, nominated_node)
         if patch is None:
             return
         meta = pod.get("metadata") or {}
+        low = nominated_node is None
+        if low:
+            self._low_writes.add(key)
         try:
             await self.kube.patch_pod_status(str(meta.get("namespace") or "default"), str(meta.get("name")), patch,
-                                             low_priority=True)
+                                             low_priority=low)
         except KubeError as exc:
             log.warning("Error updating pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+        finally:
+            self._low_writes.discard(key)
 
     async def set_nominated_node(self, pod: Obj, node: str) -> None:
         """``updatePod`` with only a NominatingInfo (the binding cycle, ``NominatedNodeNameForExpectation``):

@@ -558,3 +558,28 @@ async def test_a_waiting_condition_write_is_dropped_when_the_pod_is_tried_again(
     # a failure of a later attempt, right away (before the dropped writer has left the map)
     await asyncio.wait_for(b.update_pod_condition(_pod(), "Unschedulable", "0/1 nodes: later"), 5)
     assert [p["status"]["conditions"][0]["message"] for _, p in kube.status_patches] == ["0/1 nodes: later"]
+
+
+async def test_a_write_that_nominates_a_node_is_kept_and_not_low_priority() -> None:
+    """Preemption's PodScheduled=False with nominatedNodeName goes out in turn (not at low priority)
+    and a new attempt does not drop it: the nomination must reach the API."""
+    import asyncio
+
+    class Record(FakeKube):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lows: list[bool] = []
+
+        async def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any],
+                                   low_priority: bool = False) -> dict[str, Any]:
+            self.lows.append(low_priority)
+            await asyncio.sleep(0.01)
+            return await super().patch_pod_status(namespace, name, patch)
+
+    kube = Record()
+    b = Binder(kube, "me")  # type: ignore[arg-type]
+    write = asyncio.create_task(b.update_pod_condition(_pod(), "Unschedulable", "preempting", "n1"))
+    await asyncio.sleep(0.001)
+    b.drop_condition(_pod())
+    await asyncio.wait_for(write, 5)
+    assert kube.lows == [False] and kube.status_patches[0][1]["status"]["nominatedNodeName"] == "n1"
