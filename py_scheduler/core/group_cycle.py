@@ -31,6 +31,7 @@ from py_scheduler.framework.podgroup import (
     MSG_POD_GROUP_UNSCHEDULABLE,
     POD_GROUP_CYCLE_KEY,
     MemberResult,
+    pod_group_priority,
     schedule_pod_group,
 )
 from py_scheduler.framework.podgroup import pod_group_name as pod_group_name
@@ -57,8 +58,7 @@ def validate_pod_group(gang: PodGroupSource, pod_group: Obj, members: list[PodIn
     scheduler name and preemption policy and the PodGroup's priority (``spec.priority``, 0 when
     unset: ``util.PodGroupPriority``); None when they do. The whole group then fails with it
     (``handlePodGroupFailureBeforeScheduling``: SchedulerError for each member and the group)."""
-    raw = (pod_group.get("spec") or {}).get("priority")
-    group_priority = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+    group_priority = pod_group_priority(pod_group)
     scheduler_name = members[0].scheduler_name if members else ""
     policy = ""
 

@@ -127,6 +127,12 @@ def pod_group_name(pod: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def pod_group_priority(pod_group: dict[str, Any]) -> int:
+    """``util.PodGroupPriority``: ``spec.priority`` (set by the API server's admission), 0 when unset."""
+    raw = (pod_group.get("spec") or {}).get("priority")
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+
+
 def scheduled_members(nodes: Iterable[NodeInfo], namespace: str, name: str) -> list[tuple[PodInfo, NodeInfo]]:
     """Members of group ``namespace/name`` on these nodes (assumed or bound: the snapshot has both)."""
     out = []

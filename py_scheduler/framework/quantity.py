@@ -23,7 +23,7 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)\Z")
 
-__all__ = ["QuantityError", "decimal_exponent", "format_quantity", "milli_value", "parse", "value"]
+__all__ = ["QuantityError", "binary_exponent", "decimal_exponent", "format_quantity", "milli_value", "parse", "value"]
 
 
 class QuantityError(ValueError):
@@ -71,6 +71,12 @@ def parse(raw: object) -> Decimal:
             return Decimal(1 if base > 0 else -1).scaleb(EXPONENT_CLAMP if magnitude > 0 else -EXPONENT_CLAMP)
         return base.scaleb(exp)
     raise QuantityError(f"invalid quantity {raw!r}")
+
+
+def binary_exponent(suffix: str) -> int | None:
+    """The power of two of a binary SI suffix (``"Ki"`` 10 .. ``"Ei"`` 60), None for any other."""
+    factor = _BINARY.get(suffix)
+    return None if factor is None else factor.bit_length() - 1
 
 
 def decimal_exponent(suffix: str) -> int | None:

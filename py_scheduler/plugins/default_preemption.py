@@ -49,7 +49,7 @@ from py_scheduler.framework.events import (
 )
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import FilterPlugin, PodGroupInfo, PostFilterResult
-from py_scheduler.framework.podgroup import pod_group_name
+from py_scheduler.framework.podgroup import pod_group_name, pod_group_priority
 from py_scheduler.framework.preemption import (
     PDB,
     Evaluator,
@@ -267,10 +267,7 @@ class DefaultPreemption:
             return victim.priority
         name = pod_group_name(victim.pod)
         pg = None if name is None else self.handle.objects.get("PodGroup", victim.namespace, name)
-        if pg is None:
-            return victim.priority
-        raw = (pg.get("spec") or {}).get("priority")
-        return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+        return victim.priority if pg is None else pod_group_priority(pg)
 
     def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo) -> Status | None:
         """``PodGroupPostFilter`` (``PodGroupEvaluator.Preempt``) where it ends before choosing victims:
@@ -284,8 +281,7 @@ class DefaultPreemption:
             return Status(Code.UNSCHEDULABLE, [POD_GROUP_MESSAGE_PREFIX + ERR_POLICY_NEVER])
         if any((pi.pod.get("status") or {}).get("nominatedNodeName") for pi in pod_group.pods):
             return None
-        raw = (pod_group.pod_group.get("spec") or {}).get("priority")
-        priority = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
+        priority = pod_group_priority(pod_group.pod_group)
         snapshot = state.snapshot
         if snapshot is None:
             return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -115,7 +116,7 @@ async def test_a_storm_of_failed_attempts_does_not_hold_back_bindings(
         api_client: client.ApiClient, testbed: Testbed) -> None:
     """200 Pods that never fit, and a new Node every half second (the oldest deleted): each Node event
     sends all of them back to be tried, each attempt fails with a new "0/N nodes" message, hundreds of
-    PodScheduled writes a second. A Pod that fits, created every 2.5 s meanwhile, is bound within
+    PodScheduled writes a second. A Pod that fits, created after every four Nodes meanwhile, is bound within
     seconds. Found by an adversarial run side by side with kube-scheduler: every failure's status
     write took a rate-limiter token ahead of later Bindings, and a fitting Pod waited up to 290 s
     (kube-scheduler: under 1.5 s, its write sits in the cycle). Now a Pod's writes coalesce to the
@@ -138,7 +139,10 @@ async def test_a_storm_of_failed_attempts_does_not_hold_back_bindings(
                 await core.create_namespaced_pod("default", _pod(name, profile, group, "8"))
                 made.append(name)
 
+            added = 0
+
             async def churn() -> None:
+                nonlocal added
                 loop = asyncio.get_running_loop()
                 end = loop.time() + STORM_SECONDS
                 while loop.time() < end:
@@ -146,9 +150,13 @@ async def test_a_storm_of_failed_attempts_does_not_hold_back_bindings(
                     await create_node(api_client, n, {"cpu": "4", "memory": "8Gi", "pods": "110"},
                                       labels={"e2e-group": group})
                     nodes.append(n)
+                    added += 1
                     if len(nodes) > 6:
                         await delete_node(api_client, nodes.pop(0))
                     await asyncio.sleep(0.5)  # the churn's own pace, not synchronisation
+
+            def _more_nodes(target: int) -> Callable[[], bool | None]:
+                return lambda: storm.done() or added >= target or None
 
             storm = asyncio.create_task(churn())
             try:
@@ -161,7 +169,8 @@ async def test_a_storm_of_failed_attempts_does_not_hold_back_bindings(
                     made.append(probe)
                     await wait_for_pod_scheduled(api_client, probe, timeout=300)
                     latencies.append(time.monotonic() - t0)
-                    await asyncio.sleep(2.5)  # the next probe's creation time, not synchronisation
+                    # the next probe once the churn has requeued the waiting Pods four more times
+                    await wait_for(_more_nodes(added + 4), timeout=60, what="four more Nodes of the churn")
             finally:
                 await storm
             assert len(latencies) >= 8, latencies

@@ -292,8 +292,8 @@ def int64_amount(text: str) -> tuple[int, int] | None:
             j += 1
         denom, i = body[i + 1:j], j
     suffix = body[i:]
-    if suffix in _BINARY_EXP:
-        exponent = _BINARY_EXP[suffix]
+    exponent = qty.binary_exponent(suffix)
+    if exponent is not None:
         if denom:
             return None
         mantissa, scale = 1 << exponent, 0
@@ -311,7 +311,6 @@ def int64_amount(text: str) -> tuple[int, int] | None:
     return (sign * result, scale) if _fits(result) else None
 
 
-_BINARY_EXP = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 
 
 def _scaled(value: int, scale: int) -> int | None:
