@@ -19,8 +19,9 @@ Upstream (kube-scheduler v1.37.2):
 Differences, on purpose: the dry run is sequential (upstream runs it on 16 goroutines; with at most
 ``numCandidates`` nodes to check -- every cluster below 100 potential nodes by default -- the result
 is the same); ties that upstream breaks by Go map order are broken by candidate order (nodes in
-node-tree order from the offset); victims are individual Pods (the GenericWorkload PodGroup
-victims are alpha/beta and off by default in v1.37); extenders are not supported.
+node-tree order from the offset); extenders are not supported. With GenericWorkload on, the plugin
+groups a node's Pods into victims (DefaultPreemption: a PodGroup with ``disruptionMode: All`` is one
+victim spanning nodes) and hands the evaluator their Pods.
 
 Speed-ups that keep every result (issue 21): a node's dry-run result may come from a
 :class:`VictimsMemo` when the plugin's :meth:`PreemptionInterface.victims_memo_context` says what it
@@ -34,7 +35,7 @@ import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from py_scheduler.framework.algorithm import Diagnosis, fit_error_message
 from py_scheduler.framework.gosort import sort_slice
@@ -62,6 +63,7 @@ __all__ = [
     "disruption_target_condition",
     "earliest_pod_start_time",
     "filter_pods_with_pdb_violation",
+    "filter_victims_with_pdb_violation",
     "more_important_pod",
     "pick_one_node_for_preemption",
     "pod_has_start_time",
@@ -158,6 +160,24 @@ def filter_pods_with_pdb_violation(
     not in ``disruptedPods``) decrements its remaining allowance; the Pod violates when some
     allowance drops below zero. A Pod without labels never violates.
     """
+    return filter_victims_with_pdb_violation(pods, pdbs, _single)
+
+
+def _single(pi: PodInfo) -> tuple[PodInfo]:
+    return (pi,)
+
+
+_V = TypeVar("_V")
+
+
+def filter_victims_with_pdb_violation(
+        victims: Sequence[_V], pdbs: Sequence[PDB],
+        pods_of: Callable[[_V], Sequence[PodInfo]]) -> tuple[list[tuple[_V, int]], list[_V]]:
+    """``FilterVictimsWithPDBViolation`` (``framework/preemption/util.go``) for victims of one or more
+    Pods (``pods_of``: a victim's Pods, e.g. every scheduled member of a PodGroup with
+    ``disruptionMode: All``): (violating victims with how many of their Pods violate, the others),
+    each in the input order. A victim is atomic: one violating Pod makes it violating. Budgets are
+    consumed Pod by Pod in input order, as :func:`filter_pods_with_pdb_violation` describes."""
     allowed = [p.disruptions_allowed for p in pdbs]
 
     def violating(pi: PodInfo) -> bool:
@@ -173,13 +193,14 @@ def filter_pods_with_pdb_violation(
                 return True
         return False
 
-    bad: list[tuple[PodInfo, int]] = []
-    good: list[PodInfo] = []
-    for pi in pods:
-        if violating(pi):
-            bad.append((pi, 1))
+    bad: list[tuple[_V, int]] = []
+    good: list[_V] = []
+    for v in victims:
+        n = sum(1 for pi in pods_of(v) if violating(pi))  # every Pod consumes its budgets
+        if n:
+            bad.append((v, n))
         else:
-            good.append(pi)
+            good.append(v)
     return bad, good
 
 

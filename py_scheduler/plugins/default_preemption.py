@@ -47,8 +47,10 @@ from py_scheduler.framework.events import (
     ClusterEventWithHint,
     QueueingHint,
 )
-from py_scheduler.framework.handle import Handle
+from py_scheduler.framework.gosort import sort_slice
+from py_scheduler.framework.handle import Handle, ProfileHandle
 from py_scheduler.framework.interfaces import FilterPlugin, PodGroupInfo, PostFilterResult
+from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.podgroup import pod_group_name, pod_group_priority
 from py_scheduler.framework.preemption import (
     PDB,
@@ -58,7 +60,9 @@ from py_scheduler.framework.preemption import (
     VictimsMemo,
     VictimsMemoContext,
     filter_pods_with_pdb_violation,
+    filter_victims_with_pdb_violation,
     pod_has_start_time,
+    pod_start_time_ns,
     pod_terminating_by_preemption,
     sort_by_importance,
 )
@@ -91,6 +95,67 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 def _any_victim(_ni: NodeInfo, _victim: PodInfo, _pod: PodInfo) -> bool:
     """The default :attr:`DefaultPreemption.is_eligible_pod`: every lower-priority Pod may be a victim."""
     return True
+
+
+_GROUP_PODS_KEY = "DefaultPreemption/groupPods"
+"""CycleState key of the :class:`_GroupPods` of one PostFilter call (GenericWorkload on); every
+dry run's clone of the state shares it."""
+
+
+def _disrupts_all(pod_group: Obj) -> bool:
+    """``spec.disruptionMode.all`` is set: the group is evicted whole (``getHighestAllAncestor``)."""
+    spec = pod_group.get("spec")
+    mode = spec.get("disruptionMode") if isinstance(spec, dict) else None
+    return isinstance(mode, dict) and mode.get("all") is not None
+
+
+class _GroupPods:
+    """The scheduled (assumed or bound) Pods of each PodGroup in one Snapshot (``PodGroupState.
+    ScheduledPods``), indexed on first use: namespace / group name -> PodInfos in node order.
+    Depends on the snapshot's Pods not changing while one PostFilter call runs (they do not: the
+    dry runs change clones)."""
+
+    def __init__(self, nodes: Sequence[NodeInfo]) -> None:
+        self._nodes = nodes
+        self._index: dict[tuple[str, str], list[PodInfo]] | None = None
+
+    def members(self, namespace: str, name: str) -> list[PodInfo]:
+        if self._index is None:
+            index: dict[tuple[str, str], list[PodInfo]] = {}
+            for ni in self._nodes:
+                for p in ni.pods:
+                    g = pod_group_name(p.pod)
+                    if g is not None:
+                        index.setdefault((p.namespace, g), []).append(p)
+            self._index = index
+        return self._index.get((namespace, name), [])
+
+
+@dataclass(slots=True)
+class _Victim:
+    """``DomainVictim``: the Pods evicted together, their priority, rank (``victimRank``: 2 for a
+    PodGroup member or group, 1 for a plain Pod) and earliest start time (Unix ns)."""
+
+    pods: list[PodInfo]
+    priority: int
+    rank: int
+    earliest_ns: int
+
+
+def _pods_of(v: _Victim) -> list[PodInfo]:
+    return v.pods
+
+
+def _more_important_victim(a: _Victim, b: _Victim) -> bool:
+    """``MoreImportantVictim``: higher priority, then higher rank, then more Pods, then the earlier
+    start (strictly)."""
+    if a.priority != b.priority:
+        return a.priority > b.priority
+    if a.rank != b.rank:
+        return a.rank > b.rank
+    if len(a.pods) != len(b.pods):
+        return len(a.pods) > len(b.pods)
+    return a.earliest_ns < b.earliest_ns
 
 
 NODE_PODS_INDEPENDENT_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"})
@@ -220,6 +285,8 @@ class DefaultPreemption:
         UnschedulableAndUnresolvable). Never raises for bad Pod input: an internal failure in every
         dry run is an Error status.
         """
+        if self.handle.feature_gates.generic_workload and state.snapshot is not None:
+            state.data[_GROUP_PODS_KEY] = _GroupPods(state.snapshot.node_info_list)  # shared by the clones
         result, status = self.evaluator.preempt(state, pod, node_statuses)
         msg = status.message()
         if msg:
@@ -366,6 +433,9 @@ class DefaultPreemption:
         fh = self.handle.profile
         if fh is None:
             return [], 0, Status(Code.ERROR, ["DefaultPreemption's Handle has no profile framework"])
+        groups = state.data.get(_GROUP_PODS_KEY)
+        if isinstance(groups, _GroupPods):
+            return self._select_victim_units_on_node(fh, state, pod, node_info, pdbs, groups)
         now = self.now_ns()
         potential = [p for p in node_info.pods if self._preemption_allowed(node_info, p, pod)]
         if not potential:
@@ -428,6 +498,130 @@ class DefaultPreemption:
         if violating and non_violating:
             sort_by_importance(victims, now, self.victim_priority, self.victim_rank)
         return victims, num_violating, Status.success()
+
+    def _victims_on_node(self, node_info: NodeInfo, groups: _GroupPods, now_ns: int) -> list[_Victim]:
+        """``GetVictimsOnNode`` with GenericWorkload on (``getCrossNodesVictims`` for one node): each
+        Pod of the node is a victim of its own (:meth:`victim_priority`, :meth:`victim_rank`),
+        except the members of a PodGroup with ``disruptionMode: {all: {}}``, which make one victim
+        of every scheduled member of the group, on this node or any other (``searchCrossNodesVictimPods``;
+        the group's priority, rank 2), in the order of the node's Pods."""
+        out: list[_Victim] = []
+        seen: set[tuple[str, str]] = set()
+        for p in node_info.pods:
+            name = pod_group_name(p.pod)
+            pg = None if name is None else self.handle.objects.get("PodGroup", p.namespace, name)
+            if pg is None or name is None or not _disrupts_all(pg):
+                out.append(_Victim([p], self.victim_priority(p), self.victim_rank(p),
+                                   pod_start_time_ns(p, now_ns)))
+                continue
+            if (p.namespace, name) in seen:
+                continue
+            seen.add((p.namespace, name))
+            members = groups.members(p.namespace, name) or [p]
+            out.append(_Victim(members, pod_group_priority(pg), 2,
+                               min(pod_start_time_ns(m, now_ns) for m in members)))
+        return out
+
+    def _select_victim_units_on_node(self, fh: ProfileHandle, state: CycleState, pod: PodInfo,
+                                     node_info: NodeInfo, pdbs: Sequence[PDB],
+                                     groups: _GroupPods) -> tuple[list[PodInfo], int, Status]:
+        """:meth:`select_victims_on_node` with GenericWorkload on, victim by victim as upstream's
+        ``SelectVictimsOnNode`` (``DomainVictim``): a victim is allowed when its priority is below
+        the Pod's and :attr:`is_eligible_pod` accepts each of its Pods; its Pods on this node leave
+        ``node_info``, those on other nodes (a ``disruptionMode: All`` group) only go through
+        PreFilterExtensions RemovePod / AddPod with their own node's NodeInfo, which is not changed;
+        victims are sorted by ``MoreImportantVictim`` (priority, rank, size, earliest start) and
+        reprieved whole. Returns every Pod of the victims not reprieved, victim by victim."""
+        now = self.now_ns()
+        snapshot = state.snapshot
+        others = snapshot.node_info_map if snapshot is not None else {}
+        main = node_info.name
+
+        def node_of(p: PodInfo) -> NodeInfo | None:
+            name = (p.pod.get("spec") or {}).get("nodeName")
+            return node_info if name == main else others.get(str(name))
+
+        potential: list[_Victim] = []
+        for v in self._victims_on_node(node_info, groups, now):
+            nodes = [node_of(p) for p in v.pods]
+            for p, n in zip(v.pods, nodes, strict=True):
+                if n is None:  # newDomainVictim's error: the whole preemption attempt fails
+                    name = (p.pod.get("spec") or {}).get("nodeName")
+                    return [], 0, Status(Code.ERROR, [f'failed to get node info for node "{name}" from snapshot'])
+            if v.priority < pod.priority and all(self.is_eligible_pod(n, p, pod)
+                                                 for p, n in zip(v.pods, nodes, strict=True) if n is not None):
+                potential.append(v)
+        if not potential:
+            return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_NO_VICTIMS])
+        run_filter = fh.run_filter_with_nominated_pods
+        remove_ext, add_ext = fh.run_pre_filter_extension_remove_pod, fh.run_pre_filter_extension_add_pod
+
+        def remove(v: _Victim) -> Status:
+            for p in v.pods:
+                ni = node_of(p)
+                assert ni is not None
+                if ni is node_info and node_info.remove_pod(p.uid) is None:
+                    return Status(Code.ERROR, [f"no corresponding pod {p.name} in pods of node {main}"])
+                s = remove_ext(state, pod, p, ni)
+                if not s.is_success():
+                    return Status(Code.ERROR, s.reasons)
+            return Status.success()
+
+        def add(v: _Victim) -> Status:
+            for p in v.pods:
+                ni = node_of(p)
+                assert ni is not None
+                if ni is node_info:
+                    node_info.add_pod(p)
+                s = add_ext(state, pod, p, ni)
+                if not s.is_success():
+                    return Status(Code.ERROR, s.reasons)
+            return Status.success()
+
+        for v in potential:
+            s = remove(v)
+            if not s.is_success():
+                return [], 0, s
+        try:
+            s = run_filter(state, pod, node_info)
+        except SchedulingError as exc:
+            s = Status(Code.ERROR, [str(exc)])
+        if not s.is_success():
+            return [], 0, s
+        sort_slice(potential, _more_important_victim)
+        violating, non_violating = filter_victims_with_pdb_violation(potential, pdbs, _pods_of)
+        plugins = self._reprieve_filters(fh.filter_plugins)
+        evicted: list[_Victim] = []
+
+        def reprieve(v: _Victim) -> tuple[bool, Status]:
+            s = add(v)
+            if not s.is_success():
+                return False, s
+            try:
+                fits = run_filter(state, pod, node_info, plugins).is_success()
+            except SchedulingError:
+                fits = False  # an Error counts as "does not fit", as upstream
+            if fits:
+                return True, s
+            s = remove(v)
+            if s.is_success():
+                evicted.append(v)
+            return False, s
+
+        num_violating = 0
+        for v, count in violating:
+            ok, st = reprieve(v)
+            if st.code == Code.ERROR:
+                return [], 0, st
+            if not ok:
+                num_violating += count
+        for v in non_violating:
+            _, st = reprieve(v)
+            if st.code == Code.ERROR:
+                return [], 0, st
+        if violating and non_violating:
+            sort_slice(evicted, _more_important_victim)
+        return [p for v in evicted for p in v.pods], num_violating, Status.success()
 
     def _reprieve_filters(self, filter_plugins: Sequence[FilterPlugin]) -> list[FilterPlugin]:
         """The Filter plugins a reprieve check runs: ``filter_plugins`` without those of

@@ -13,6 +13,8 @@
   when the other rack looks bigger by its Nodes' free GPUs but holds only 3 of 4 members (the placement
   algorithm tries the gang whole in each rack).
 
+- a gang with ``disruptionMode: All`` in the way of one higher-priority Pod: evicted whole, its member
+  on the other Node too;
 - a gang one of whose members is gated: held whole, silently (no event, no condition, nothing bound or
   nominated), also once that member is deleted; two 2-GPU Pods then bind (no GPU held).
 
@@ -97,9 +99,11 @@ class GangBed:
                           labels={GROUP_LABEL: group, **L4, **(labels or {})}, unschedulable=unschedulable)
         return name
 
-    async def pod_group(self, name: str, min_count: int, topology_key: str = "") -> None:
+    async def pod_group(self, name: str, min_count: int, topology_key: str = "", disrupt_all: bool = False) -> None:
         self.groups.append(name)
         spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+        if disrupt_all:
+            spec["disruptionMode"] = {"all": {}}
         if topology_key:
             spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
         await self.custom.create_namespaced_custom_object(
@@ -360,6 +364,49 @@ async def test_a_gang_that_cannot_fit_reports_its_pod_group_post_filter_side_by_
             "preemptor")
     assert messages["kube"].endswith(tail), messages  # the case is what it says upstream
     assert messages["py"] == messages["kube"]
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def test_a_gang_evicted_for_one_pod_goes_whole_side_by_side(gbed: GangBed) -> None:
+    """Single-Pod preemption meeting a PodGroup with ``disruptionMode: {all: {}}``: a gang of two
+    one-GPU members, bound one per one-GPU Node, and then a Pod of priority 1000 that needs one GPU.
+    Making room on either Node evicts the whole gang, its member on the other Node too
+    (``getCrossNodesVictims``); the Pod then binds. Both schedulers evict both members (py-scheduler
+    evicted only the one on the chosen Node before)."""
+    names = await _start_both(gbed)
+    sched_api = client.SchedulingV1Api(gbed.api)
+    high = unique_name("gang-evict")
+    await sched_api.create_priority_class({"metadata": {"name": high}, "value": 1000})
+    try:
+        runs: dict[str, tuple[list[str], str]] = {}
+        for impl, sched in names.items():
+            group = unique_name(f"evict-{impl}")
+            for _ in range(2):
+                await gbed.node(group, 1)
+            await gbed.pod_group(group, 2, disrupt_all=True)
+            members = [await gbed.member(sched, group, group) for _ in range(2)]
+            placed = await gbed.wait_all_bound(members, 60, f"{impl}: the gang bound")
+            assert len(set(placed.values())) == 2, placed
+            preemptor = unique_name(f"evict-{impl}-high")
+            gbed.pods.append(preemptor)
+            await gbed.core.create_namespaced_pod("default", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": preemptor, "namespace": "default"},
+                "spec": {"schedulerName": sched, "priorityClassName": high, "terminationGracePeriodSeconds": 0,
+                         "nodeSelector": {GROUP_LABEL: group},
+                         "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
+                             "requests": {"cpu": "100m"}, "limits": {"nvidia.com/gpu": "1"}}}]}})
+            runs[impl] = (members, preemptor)
+        for impl, (members, preemptor) in runs.items():
+            await gbed.wait_all_bound([preemptor], 90, f"{impl}: the preemptor bound")
+
+            async def gang_gone(members: list[str] = members) -> bool:
+                pods = await gbed.core.list_namespaced_pod("default")
+                left = {p.metadata.name for p in pods.items if not p.metadata.deletion_timestamp}
+                return not left & set(members)
+
+            await wait_for(gang_gone, timeout=60, what=f"{impl}: both members of the gang evicted")
+    finally:
+        await sched_api.delete_priority_class(high)
     assert "Traceback" not in gbed.replicas[0].log()
 
 
