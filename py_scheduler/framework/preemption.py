@@ -14,7 +14,8 @@ Upstream (kube-scheduler v1.37.2):
 * ``pkg/scheduler/util/utils.go`` (``GetPodStartTime``: a Pod without ``status.startTime`` counts
   as started *now*; ``GetEarliestPodStartTime``);
 * ``framework/preemption/executor.go`` (what actuation does; here only described, see
-  :func:`disruption_target_condition`: the live loop deletes the victims through the API).
+  :func:`disruption_target_condition`: the live loop patches it on the victims and deletes them
+  through the API).
 
 Differences, on purpose: the dry run is sequential (upstream runs it on 16 goroutines; with at most
 ``numCandidates`` nodes to check -- every cluster below 100 potential nodes by default -- the result
@@ -316,16 +317,18 @@ def pod_terminating_by_preemption(pod: Obj) -> bool:
     return False
 
 
-def disruption_target_condition(scheduler_name: str) -> Obj:
-    """The Pod condition the executor patches on each victim before deleting it
-    (``executor.go``: type DisruptionTarget, status True, reason PreemptionByScheduler)."""
+def disruption_target_condition(scheduler_name: str, preemptor_kind: str = "pod") -> Obj:
+    """The Pod condition the executor patches on each victim before deleting it (``executor.go``
+    ``PreemptPod``: type DisruptionTarget, status True, reason PreemptionByScheduler;
+    ``preemptor_kind`` is the preemptor's ``Type()``: ``pod`` or ``podgroup``)."""
     return {"type": DISRUPTION_TARGET, "status": "True", "reason": REASON_PREEMPTION_BY_SCHEDULER,
-            "message": f"{scheduler_name}: preempting to accommodate a higher priority pod"}
+            "message": f"{scheduler_name}: preempting to accommodate a higher priority {preemptor_kind}"}
 
 
-def preempted_event_message(preemptor_uid: str, node_name: str) -> str:
-    """The ``Preempted`` event note recorded on each victim (``executor.go``)."""
-    return f"Preempted by pod {preemptor_uid} on node {node_name}"
+def preempted_event_message(preemptor_uid: str, node_name: str, preemptor_kind: str = "pod") -> str:
+    """The ``Preempted`` event note recorded on each victim (``executor.go``): ``node_name`` is the
+    candidate's name (the nominated node; ``cluster`` for a pod group's preemption)."""
+    return f"Preempted by {preemptor_kind} {preemptor_uid} on node {node_name}"
 
 
 def aggregate_errors(errs: Sequence[str]) -> str:

@@ -28,6 +28,7 @@ from py_scheduler.app.client.kube import Kube
 from py_scheduler.app.client.leader import micro_time
 from py_scheduler.app.client.wire import Conflict, KubeError, NotFound
 from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.preemption import disruption_target_condition, preempted_event_message
 from py_scheduler.framework.types import PodInfo
 
 log = logging.getLogger("py_scheduler.binder")
@@ -361,17 +362,35 @@ class Binder:
             log.error("Failed to update the nominated node name in the binding cycle pod=%s/%s "
                       "nominatedNodeName=%s: %s", meta.get("namespace"), meta.get("name"), node, exc)
 
-    async def delete_victims(self, victims: list[PodInfo], preemptor: Obj, controller: str) -> int:
-        """Delete preemption victims (UID-preconditioned); returns how many deletions succeeded.
-        Each victim gets a ``Preempted`` event, as upstream's ``PrepareCandidate``."""
+    async def delete_victims(self, victims: list[PodInfo], preemptor: Obj, controller: str, node: str = "",
+                             preemptor_kind: str = "pod") -> int:
+        """``PreemptPod`` for each victim (``framework/preemption/executor.go``): the ``DisruptionTarget``
+        condition (True, ``PreemptionByScheduler``, ``<schedulerName>: preempting to accommodate a
+        higher priority pod``) is patched on its status, then it is deleted (UID-preconditioned) and gets a
+        ``Preempted`` event ``Preempted by pod <uid> on node <node>`` (``node``: the candidate the
+        preemptor was nominated to; ``preemptor_kind`` ``podgroup`` for a pod group's). The condition is
+        what tells the preemptor's next attempt, while the victim terminates, that its preemption is under
+        way (``PodTerminatingByPreemption``), and what a Job's ``podFailurePolicy`` matches. A victim
+        already gone is skipped; any other failure is logged and that victim is left. Returns how many
+        deletions succeeded."""
         meta = preemptor.get("metadata") or {}
+        scheduler_name = str((preemptor.get("spec") or {}).get("schedulerName") or controller)
+        condition = disruption_target_condition(scheduler_name, preemptor_kind)
         done = 0
         for v in victims:
             try:
+                patch = pod_condition_patch(v.pod, condition, None)
+                if patch is not None:
+                    try:
+                        await self.kube.patch_pod_status(v.namespace, v.name, patch)
+                    except NotFound:
+                        log.info("Victim Pod is already deleted preemptor=%s victim=%s", meta.get("name"), v.key)
+                        continue
                 await self.kube.delete_pod(v.namespace, v.name, uid=v.uid or None)
                 done += 1
                 await self.event(v.pod, "Normal", "Preempted", "Preempting",
-                                 f"Preempted by pod {meta.get('uid')} on node {v.node_name}", controller)
+                                 preempted_event_message(str(meta.get("uid")), node or v.node_name or "",
+                                                         preemptor_kind), controller)
             except KubeError as exc:
                 log.warning("Error preempting pod %s: %s", v.key, exc)
         return done

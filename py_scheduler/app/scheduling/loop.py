@@ -59,6 +59,7 @@ from py_scheduler.framework.algorithm import Algorithm, Diagnosis, ScheduleResul
 from py_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
 from py_scheduler.framework.interfaces import AsyncPreemptionPlugin, GPUInventoryReporter
 from py_scheduler.framework.objects import Obj
+from py_scheduler.framework.preemption import preempted_event_message
 from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import Code, CycleState, PodInfo, Status
 from py_scheduler.queue.queued_pod_info import QueuedPodInfo
@@ -515,7 +516,7 @@ class SchedulingLoop:
         pod = pi.pod
         if victims:
             # Preemption started in PostFilter (prepareCandidateAsync), whatever happens to the Pod.
-            self._spawn(self._preempt(fw, pod, victims))
+            self._spawn(self._preempt(fw, pod, victims, nominated or ""))
         cached = self.pod_lister(pi.namespace, pi.name)
         if cached is None:
             log.info("Pod doesn't exist in informer cache pod=%s", pi.key)
@@ -559,7 +560,7 @@ class SchedulingLoop:
                 else:
                     pl.preemption_finished(uid)
 
-    async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo]) -> None:
+    async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo], node: str) -> None:
         """``prepareCandidateAsync``: evict the victims (UID-preconditioned deletes with a
         ``Preempted`` event each; a victim waiting on Permit is only rejected), then let the
         preemptor back in and activate it, so it does not depend on the victims' deletion events
@@ -579,11 +580,12 @@ class SchedulingLoop:
                     log.info("Preemptor preempted a waiting pod preemptor=%s waitingPod=%s node=%s", uid, v.key,
                              v.node_name)
                     await self.binder.event(v.pod, "Normal", "Preempted", "Preempting",
-                                            f"Preempted by pod {uid} on node {v.node_name} (in kube-scheduler memory).",
+                                            preempted_event_message(uid, node or v.node_name or "")
+                                            + " (in kube-scheduler memory).",
                                             fw.profile_name)
                 else:
                     to_delete.append(v)
-            await self.binder.delete_victims(to_delete, preemptor, fw.profile_name)
+            await self.binder.delete_victims(to_delete, preemptor, fw.profile_name, node)
         finally:
             self._mark_preempting(fw, uid, False)
             self.queue.activate([preemptor])

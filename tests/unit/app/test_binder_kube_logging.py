@@ -583,3 +583,39 @@ async def test_a_write_that_nominates_a_node_is_kept_and_not_low_priority() -> N
     b.drop_condition(_pod())
     await asyncio.wait_for(write, 5)
     assert kube.lows == [False] and kube.status_patches[0][1]["status"]["nominatedNodeName"] == "n1"
+
+
+async def test_a_victim_gets_the_disruption_target_condition_before_it_is_deleted() -> None:
+    """``PreemptPod``: each victim's status is patched with DisruptionTarget (True, PreemptionByScheduler,
+    the preemptor's scheduler name) before the UID-preconditioned delete, and its Preempted event names
+    the candidate node (not the victim's own: a gang's member elsewhere is evicted for this node). A
+    victim already gone (the patch answers 404) is neither deleted nor reported."""
+    from py_scheduler.framework.types import PodInfo
+
+    class _Gone(FakeKube):
+        async def patch_pod_status(self, namespace: str, name: str, patch: Any, low_priority: bool = False) -> Any:
+            if name == "gone":
+                raise NotFound(404, "NotFound", name)
+            return await super().patch_pod_status(namespace, name, patch, low_priority)
+
+    def victim(name: str, node: str) -> PodInfo:
+        return PodInfo({"metadata": {"name": name, "namespace": "default", "uid": f"u-{name}", "generation": 1},
+                        "spec": {"nodeName": node, "containers": []}, "status": {"phase": "Running"}})
+
+    kube = _Gone()
+    b = Binder(kube, "me")  # type: ignore[arg-type]
+    preemptor = {"metadata": {"name": "high", "namespace": "default", "uid": "u-high"},
+                 "spec": {"schedulerName": "gpu-scheduler"}}
+    done = await b.delete_victims([victim("v1", "n1"), victim("gone", "n1"), victim("v2", "n2")], preemptor,
+                                  "py-scheduler", "n1")
+    assert done == 2
+    assert [c for c in kube.calls if c[0] != "event"] == [
+        ("status", "default/v1"), ("delete", "default/v1"), ("status", "default/v2"), ("delete", "default/v2")]
+    assert kube.deleted == [("default/v1", "u-v1"), ("default/v2", "u-v2")]
+    cond = kube.status_patches[0][1]["status"]["conditions"][0]
+    assert {k: cond[k] for k in ("type", "status", "reason", "message", "observedGeneration")} == {
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": "gpu-scheduler: preempting to accommodate a higher priority pod", "observedGeneration": 1}
+    assert cond["lastTransitionTime"]
+    notes = [e["note"] for e in kube.events if e["reason"] == "Preempted"]
+    assert notes == ["Preempted by pod u-high on node n1", "Preempted by pod u-high on node n1"]
