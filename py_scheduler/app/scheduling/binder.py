@@ -362,6 +362,20 @@ class Binder:
             log.error("Failed to update the nominated node name in the binding cycle pod=%s/%s "
                       "nominatedNodeName=%s: %s", meta.get("namespace"), meta.get("name"), node, exc)
 
+    async def clear_nominated_node(self, pod: Obj) -> None:
+        """``clearNominatedNodeName`` without the API cacher (``SchedulerAsyncAPICalls`` off, upstream's
+        default): ``status.nominatedNodeName`` removed where the Pod has one; its update event then
+        moves it to activeQ. Failures are logged, never raised (upstream goes on evicting)."""
+        if not (pod.get("status") or {}).get("nominatedNodeName"):
+            return
+        meta = pod.get("metadata") or {}
+        try:
+            await self.kube.patch_pod_status(str(meta.get("namespace") or "default"), str(meta.get("name")),
+                                             {"status": {"nominatedNodeName": None}})
+        except KubeError as exc:
+            log.error("Cannot clear 'NominatedNodeName' field from lower priority pods on the same target node "
+                      "pod=%s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+
     async def delete_victims(self, victims: list[PodInfo], preemptor: Obj, controller: str, node: str = "",
                              preemptor_kind: str = "pod") -> int:
         """``PreemptPod`` for each victim (``framework/preemption/executor.go``): the ``DisruptionTarget``

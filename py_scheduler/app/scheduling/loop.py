@@ -561,7 +561,8 @@ class SchedulingLoop:
                     pl.preemption_finished(uid)
 
     async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo], node: str) -> None:
-        """``prepareCandidateAsync``: evict the victims (UID-preconditioned deletes with a
+        """``prepareCandidateAsync``: clear the nomination of lower-priority Pods nominated to ``node``,
+        evict the victims (UID-preconditioned deletes with a
         ``Preempted`` event each; a victim waiting on Permit is only rejected), then let the
         preemptor back in and activate it, so it does not depend on the victims' deletion events
         reaching the queue after the PreEnqueue gate lifted."""
@@ -570,6 +571,13 @@ class SchedulingLoop:
             log.info("Start the preemption asynchronously preemptor=%s/%s numVictims=%d",
                      (preemptor.get("metadata") or {}).get("namespace"), (preemptor.get("metadata") or {}).get("name"),
                      len(victims))
+            # Lower-priority Pods nominated to this node may no longer fit on it: their nomination is
+            # cleared (getLowerPriorityNominatedPods, clearNominatedNodeName), so they look elsewhere.
+            prio = (preemptor.get("spec") or {}).get("priority")
+            prio = prio if isinstance(prio, int) and not isinstance(prio, bool) else 0
+            for p in self.queue.nominated_pods_for_node(node) if node else ():
+                if p.priority < prio:
+                    await self.binder.clear_nominated_node(p.pod)
             # A victim waiting on Permit is preempted in memory (its binding cycle fails and it goes
             # back to the queue), not deleted (``PreemptPod``: ``WaitingPod.Preempt``).
             to_delete: list[PodInfo] = []

@@ -398,6 +398,34 @@ async def test_preemption_evicts_victims_and_nominates() -> None:
     assert h.queue.where("default", "high") in ("active", "backoff")
 
 
+async def test_preemption_clears_lower_priority_nominations_on_the_node() -> None:
+    """``getLowerPriorityNominatedPods`` / ``clearNominatedNodeName``: before evicting, a Pod of lower
+    priority nominated to the preemptor's node loses its ``status.nominatedNodeName``; one of equal or
+    higher priority, or nominated elsewhere, keeps it."""
+    victim = PodInfo({"metadata": {"name": "low", "namespace": "default", "uid": "uid-low"},
+                      "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}})
+    plugin = Preempting(victim)
+    h = Harness(Framework("py-scheduler", [(PrioritySort(), 0), (plugin, 0), (DefaultBinder(), 0)]))
+    h.node("n1")
+    h.node("n2")
+    for name, prio, node in (("waiting", 10, "n1"), ("peer", 100, "n1"), ("elsewhere", 10, "n2")):
+        p = h.pod(name, priority=prio)
+        p["status"] = {"nominatedNodeName": node}
+        qpi = h.queue.get("default", name)
+        assert qpi is not None
+        h.queue.add_nominated_pod(PodInfo(p), node)
+    high = h.pod("high", priority=100)
+    h.queue.activate([high])
+    while (qpi := h.queue.pop_nowait()) is not None and qpi.pod_info.name != "high":
+        pass
+    assert qpi is not None
+    h.loop.schedule_one(qpi)
+    await h.loop.drain()
+    cleared = [k for k, p in h.kube.status_patches if p == {"status": {"nominatedNodeName": None}}]
+    assert cleared == ["default/waiting"]
+    assert h.kube.deleted == [("default/low", "uid-low")]
+
+
 class Flaky:
     """Rejects first, then fails with an internal error."""
 
