@@ -239,6 +239,19 @@ class Snapshot:
         for ni in self.node_info_list:
             yield from ni.pods
 
+    def mutable_copy(self) -> Snapshot:
+        """``StartMutations``: a Snapshot of clones of this one's NodeInfos (same node order, same
+        objects and images) whose Pods may be removed and added (:meth:`forget`, :meth:`assume`)
+        without touching this one; its derived structures are built afresh on use. Dropping the
+        copy is ``EndMutations``. O(nodes)."""
+        c = Snapshot(self.objects)
+        c.node_info_map = {name: ni.clone() for name, ni in self.node_info_map.items()}
+        c.node_info_list = [c.node_info_map[ni.name] for ni in self.node_info_list]
+        c.generation = self.generation
+        c.images = self.images
+        c.rebuild_lists()
+        return c
+
     # -- in-memory assume (explain / simulate / preemption dry runs) ---------------------------
     def assume(self, pod: PodInfo, node_name: str) -> None:
         """Add ``pod`` to ``node_name`` in this snapshot only (each later Pod sees it).
@@ -258,6 +271,28 @@ class Snapshot:
         else:
             for k in pod_pvc_keys(pi.pod):
                 self.used_pvc_ref_counts[k] = self.used_pvc_ref_counts.get(k, 0) + 1
+
+    def forget(self, pod: PodInfo) -> bool:
+        """Take ``pod`` off its node (``spec.nodeName``) in this snapshot only: the undo of
+        :meth:`assume`, and ``RemovePod`` for a preemption dry run. False when the node or the Pod is
+        not there."""
+        ni = self.node_info_map.get(pod.node_name or "")
+        if ni is None:
+            return False
+        had_aff, had_anti = bool(ni.pods_with_affinity), bool(ni.pods_with_required_anti_affinity)
+        if ni.remove_pod(pod.uid) is None:
+            return False
+        self.node_changed(ni)
+        if had_aff != bool(ni.pods_with_affinity) or had_anti != bool(ni.pods_with_required_anti_affinity):
+            self.rebuild_lists()
+        else:
+            for k in pod_pvc_keys(pod.pod):
+                left = self.used_pvc_ref_counts.get(k, 0) - 1
+                if left > 0:
+                    self.used_pvc_ref_counts[k] = left
+                else:
+                    self.used_pvc_ref_counts.pop(k, None)
+        return True
 
 
 def add_image_states(ni: NodeInfo, images: dict[str, ImageStateSummary]) -> None:

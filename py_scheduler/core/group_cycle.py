@@ -22,15 +22,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from py_scheduler.cache.cache import CacheError
+from py_scheduler.cache.snapshot import Snapshot
 from py_scheduler.core.cycle import ERROR, SCHEDULED, UNSCHEDULABLE, PodCycle, bug, rejection, reserve_and_assume
-from py_scheduler.core.ports import ClusterState, Nominations, PodGroupSource
+from py_scheduler.core.ports import ClusterState, Nominations, PodGroupSource, SnapshotState
 from py_scheduler.framework.algorithm import Algorithm
-from py_scheduler.framework.interfaces import PodGroupInfo
+from py_scheduler.framework.interfaces import PodGroupInfo, ProposedAssignment
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.podgroup import (
     MSG_POD_GROUP_UNSCHEDULABLE,
     POD_GROUP_CYCLE_KEY,
     MemberResult,
+    PodGroupResult,
     pod_group_priority,
     schedule_pod_group,
 )
@@ -93,13 +95,15 @@ def validate_pod_group(gang: PodGroupSource, pod_group: Obj, members: list[PodIn
 
 @dataclass(slots=True)
 class GroupCycle:
-    """A pod group cycle's verdict: the group's outcome and message (``PodGroupInitiallyScheduled``)
-    and one :class:`PodCycle` per member, in member order."""
+    """A pod group cycle's verdict: the group's outcome and message (``PodGroupInitiallyScheduled``),
+    one :class:`PodCycle` per member, in member order, and the victims its preemption evicts."""
 
     outcome: str
     message: str
     members: list[PodCycle] = field(default_factory=list)
     algorithm_seconds: float = 0.0
+    victims: list[PodInfo] = field(default_factory=list)
+    """Pods to evict for the group (PodGroupPostFilter's preemption); the members wait on it."""
 
 
 def schedule_group(fw: Framework, algorithm: Algorithm, cluster: ClusterState, pod_group: Obj,
@@ -161,32 +165,138 @@ def schedule_group(fw: Framework, algorithm: Algorithm, cluster: ClusterState, p
             out.append(PodCycle(SCHEDULED, mr.result, state=state, node=mr.node, assumed=assumed[mr.pod.uid]))
         return GroupCycle(SCHEDULED, message, out, seconds)
     if result.status.is_rejected():
-        rejectors = {p.name for p in fw.plugins.values() if isinstance(p, PodGroupSource)}  # GangScheduling
-        if result.status.plugin:  # e.g. the PlacementGenerate plugin that found no placement
-            rejectors.add(result.status.plugin)
-        for mr in result.members:
-            rejectors |= _own_rejectors(mr)
-        out = []
-        for mr in result.members:
-            if mr.evaluated and not mr.status.is_success():
-                out.append(_member_failed(mr, frozenset(rejectors)))
-                continue
-            # The member fit (and was reverted): the group's message after errPodGroupUnschedulable; not
-            # tried: the group's status as is (completePodGroupAlgorithmResult). Nomination cleared.
-            msg = f"{MSG_POD_GROUP_UNSCHEDULABLE}, {message}" if mr.evaluated else message
-            out.append(PodCycle(UNSCHEDULABLE, mr.result, msg, mr.state, rejectors=frozenset(rejectors)))
-        if result.status.code == Code.UNSCHEDULABLE:
-            # RunPodGroupPostFilterPlugins; applyPodGroupPostFilterResult appends its outcome to the
-            # group's status (the condition's message), not to the members' messages.
-            post = fw.run_pod_group_post_filter(CycleState(cluster.snapshot), PodGroupInfo(pod_group, members))
-            if post is not None:  # AppendReason(status.String()), an empty one included
-                message = f"{message}, {post.message()}"
-        return GroupCycle(UNSCHEDULABLE, message, out, seconds)
+        return _rejected(fw, algorithm, cluster, pod_group, members, result, nominations, cycle, seconds)
     log.error("Error scheduling pod group podGroup=%s/%s errorPods=%d err=%s",
               (pod_group.get("metadata") or {}).get("namespace"), (pod_group.get("metadata") or {}).get("name"),
               len(members), message)
     return GroupCycle(ERROR, message, [PodCycle(ERROR, mr.result, mr.status.message() if mr.status.code == Code.ERROR
                                                 else message, mr.state) for mr in result.members], seconds)
+
+
+def _rejected(fw: Framework, algorithm: Algorithm, cluster: ClusterState, pod_group: Obj, members: list[PodInfo],
+              result: PodGroupResult, nominations: Nominations | None, cycle: int | None,
+              seconds: float) -> GroupCycle:
+    """``podGroupCycle`` after a rejection: PodGroupPostFilter (Unschedulable only) on a
+    :class:`GroupDryRun`, ``applyPodGroupPostFilterResult`` (its outcome appended to the group's
+    status; a Success nominates the members and leaves them waiting on preemption) and
+    ``submitPodGroupAlgorithmResult``'s verdict for each member. Every member of the group gets the
+    same rejector plugins (the union of the members' own, plus GangScheduling)."""
+    message = result.status.message()
+    rejectors = {p.name for p in fw.plugins.values() if isinstance(p, PodGroupSource)}  # GangScheduling
+    if result.status.plugin:  # e.g. the PlacementGenerate plugin that found no placement
+        rejectors.add(result.status.plugin)
+    for mr in result.members:
+        rejectors |= _own_rejectors(mr)
+    group = PodGroupInfo(pod_group, members)
+    post = None
+    if result.status.code == Code.UNSCHEDULABLE:
+        try:
+            post = fw.run_pod_group_post_filter(CycleState(cluster.snapshot), group,
+                                                GroupDryRun(fw, algorithm, cluster.snapshot, group, nominations, cycle))
+        except Exception as exc:  # a bug: the group's Error, as a plugin's failure would be
+            log.exception("PodGroupPostFilter failed podGroup=%s/%s", group.namespace, group.name)
+            post = None, Status(Code.ERROR, [f"running PodGroupPostFilter: {bug(exc)}"])
+    res, st = post if post is not None else (None, None)
+    if st is not None and st.code == Code.ERROR:
+        return GroupCycle(ERROR, st.message(), [PodCycle(ERROR, mr.result, st.message(), mr.state, nominated="")
+                                                for mr in result.members], seconds)
+    waiting = st is not None and st.is_success()
+    whole = message if st is None else f"{message}, {st.message()}"  # AppendReason(status.String())
+    noms = res.nominations if waiting and res is not None else {}
+    out = []
+    for mr in result.members:
+        nominated = noms.get(mr.pod.key)
+        c: PodCycle
+        if mr.evaluated and not mr.status.is_success():
+            c = _member_failed(mr, frozenset(rejectors))
+            if nominated is not None:
+                c.nominated = nominated
+        elif mr.evaluated:
+            # The member fit (and was reverted). Waiting on preemption: the group's status as is and the
+            # nomination; otherwise the group's status after errPodGroupUnschedulable, nomination cleared.
+            msg = whole if waiting else f"{MSG_POD_GROUP_UNSCHEDULABLE}, {whole}"
+            c = PodCycle(UNSCHEDULABLE, mr.result, msg, mr.state, rejectors=frozenset(rejectors),
+                         nominated=nominated if waiting else "")
+        else:
+            # Not tried: the group's status as cloned before PodGroupPostFilter
+            # (completePodGroupAlgorithmResult), the nomination kept unless the preemption gives one.
+            c = PodCycle(UNSCHEDULABLE, mr.result, message, mr.state, rejectors=frozenset(rejectors),
+                         nominated=nominated)
+        out.append(c)
+    victims = res.victims if waiting and res is not None else []
+    return GroupCycle(UNSCHEDULABLE, whole, out, seconds, victims)
+
+
+class GroupDryRun:
+    """:class:`~py_scheduler.framework.interfaces.PodGroupDryRun` on a copy of the cycle's Snapshot
+    (made on first use): Pods leave and come back on the copy; :meth:`schedule` reruns the pod group
+    algorithm there, each member Reserved and assumed in the copy, all reverted before it returns
+    (``runRootSchedulingAlgorithm``'s deferred revert). The live cache is never touched."""
+
+    def __init__(self, fw: Framework, algorithm: Algorithm, base: Snapshot, group: PodGroupInfo,
+                 nominations: Nominations | None, cycle: int | None) -> None:
+        self._fw, self._algorithm, self._base, self._group = fw, algorithm, base, group
+        self._nominations, self._cycle = nominations, cycle
+        self._copy: Snapshot | None = None
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The copy (``MutableSnapshotSharedLister`` after ``StartMutations``)."""
+        if self._copy is None:
+            self._copy = self._base.mutable_copy()
+        return self._copy
+
+    def remove_pod(self, pod: PodInfo) -> None:
+        """``RemovePod`` from the copy."""
+        self.snapshot.forget(pod)
+
+    def add_pod(self, pod: PodInfo) -> None:
+        """``AddPod`` on the copy (the Pod's own node)."""
+        self.snapshot.assume(pod, pod.node_name or "")
+
+    def schedule(self) -> tuple[list[ProposedAssignment], Status]:
+        """``PodGroupSchedulingFunc``: the group algorithm on the copy; every member it assumed is
+        reverted before returning (Unreserve, forgotten, its nomination given back)."""
+        state = SnapshotState(self.snapshot)
+        fw = self._fw
+        undo: dict[str, Callable[[], None]] = {}
+
+        def assume(p: PodInfo, node: str, st: CycleState) -> tuple[Status, Callable[[], None] | None]:
+            a = reserve_and_assume(fw, st, p, node, state, self._nominations, refresh=True)
+            if a.revert is None:
+                return a.status, None
+            inner = a.revert
+
+            def revert() -> None:
+                if undo.pop(p.uid, None) is not None:
+                    inner()
+
+            undo[p.uid] = inner
+            return a.status, revert
+
+        try:
+            result, _ = schedule_pod_group(fw, self._algorithm, state.snapshot, self._group, assume, cycle=self._cycle)
+        finally:
+            for fn in reversed(list(undo.values())):
+                fn()
+            undo.clear()
+        placed = [ProposedAssignment(mr.pod, mr.node, mr.state) for mr in result.members
+                  if mr.status.is_success() and mr.node and mr.state is not None]
+        return placed, result.status
+
+    def assume(self, assignment: ProposedAssignment) -> Callable[[], None]:
+        """``AddPod`` + Reserve (its status not read) of a placed member; the undo is Unreserve +
+        ``RemovePod``."""
+        snap = self.snapshot
+        snap.assume(assignment.pod, assignment.node_name)
+        self._fw.run_reserve(assignment.state, assignment.pod, assignment.node_name)
+        bound = next(p for p in snap.node_info_map[assignment.node_name].pods if p.uid == assignment.pod.uid)
+
+        def undo() -> None:
+            self._fw.run_unreserve(assignment.state, assignment.pod, assignment.node_name)
+            snap.forget(bound)
+
+        return undo
 
 
 def _own_rejectors(mr: MemberResult) -> set[str]:

@@ -106,10 +106,4 @@ class SnapshotState:
         self._snapshot.assume(pod, pod.node_name or "")
 
     def forget(self, pod: PodInfo) -> bool:
-        ni = self._snapshot.node_info_map.get(pod.node_name or "")
-        if ni is None:
-            return False
-        ni.remove_pod(pod.uid)
-        self._snapshot.node_changed(ni)
-        self._snapshot.rebuild_lists()
-        return True
+        return self._snapshot.forget(pod)

@@ -36,7 +36,7 @@ Protocol here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -211,9 +211,9 @@ class PostBindPlugin(Protocol):
 
 # --- workload-aware scheduling (GenericWorkload, TopologyAwareWorkloadScheduling) ----------------------
 # Upstream: staging/src/k8s.io/kube-scheduler/framework/interface.go (PlacementGeneratePlugin,
-# PlacementScorePlugin + PlacementScoreExtensions; PodGroupPostFilterPlugin where its outcome can be
-# decided without group preemption, which is not reproduced), types.go (Placement,
-# PodGroupAssignments) and pkg/scheduler/framework/interface.go (PlacementFeasiblePlugin). They run in
+# PlacementScorePlugin + PlacementScoreExtensions, PodGroupPostFilterPlugin with PodGroupSchedulingFunc),
+# types.go (Placement, PodGroupAssignments, ProposedAssignment, PodGroupPostFilterResult) and
+# pkg/scheduler/framework/interface.go (PlacementFeasiblePlugin). They run in
 # upstream's pod group scheduling cycle (pkg/scheduler/schedule_one_podgroup.go), reproduced in
 # framework/podgroup.py (PlacementGenerate / PlacementScore with TopologyAwareWorkloadScheduling on).
 
@@ -309,16 +309,68 @@ class PlacementFeasiblePlugin(Protocol):
                            progress: PlacementProgress) -> Status: ...
 
 
+@dataclass(slots=True)
+class ProposedAssignment:
+    """``fwk.ProposedAssignment``: a member the pod group algorithm placed in a dry run, with the
+    CycleState it was filtered with (built with the members before it assumed)."""
+
+    pod: PodInfo
+    node_name: str
+    state: CycleState
+
+
+@dataclass(slots=True)
+class PodGroupPostFilterResult:
+    """``fwk.PodGroupPostFilterResult`` plus what the executor evicts: ``nominations`` maps a member's
+    ``namespace/name`` to its nominated node (``NominatingInfos``, ``ModeOverride``; "" clears);
+    ``victims`` are the Pods to evict, most important first (``Victims.Pods``)."""
+
+    nominations: dict[str, str]
+    victims: list[PodInfo]
+
+
+class PodGroupDryRun(Protocol):
+    """What a PodGroupPostFilter plugin works on: upstream's mutable snapshot (``StartMutations`` ..
+    ``EndMutations``: a copy of the cycle's Snapshot, dropped afterwards) and its
+    ``PodGroupSchedulingFunc`` (the pod group algorithm rerun on that copy)."""
+
+    @property
+    def snapshot(self) -> SnapshotLister:
+        """The copy (``MutableSnapshotSharedLister``); its NodeInfos change in place."""
+        ...
+
+    def remove_pod(self, pod: PodInfo) -> None:
+        """``RemovePod``: take ``pod`` off its node (``spec.nodeName``) in the copy."""
+        ...
+
+    def add_pod(self, pod: PodInfo) -> None:
+        """``AddPod``: put ``pod`` back on its node in the copy."""
+        ...
+
+    def schedule(self) -> tuple[list[ProposedAssignment], Status]:
+        """``PodGroupSchedulingFunc``: the group's members scheduled on the copy as the group cycle
+        does (each member Reserved and assumed, all reverted at the end): the members placed and the
+        group's Status."""
+        ...
+
+    def assume(self, assignment: ProposedAssignment) -> Callable[[], None]:
+        """``AddPod`` + ``RunReservePluginsReserve`` of a placed member on its node (the Reserve status
+        is not read, as upstream); returns its undo (Unreserve, then ``RemovePod``)."""
+        ...
+
+
 @runtime_checkable
 class PodGroupPostFilterPlugin(Protocol):
-    """``PodGroupPostFilterPlugin``: runs when a pod group cycle is Unschedulable. Returns the
-    plugin's Status, or None where py-scheduler cannot decide it (DefaultPreemption's group
-    preemption when lower-priority Pods exist, DynamicResources' claim deallocation for members with
-    claims): the cycle then reports no PodGroupPostFilter outcome at all."""
+    """``PodGroupPostFilterPlugin``: runs when a pod group cycle is Unschedulable, with the group's
+    :class:`PodGroupDryRun`. Returns (result, Status) -- a Success with a result nominates the members
+    and evicts its victims (DefaultPreemption's group preemption) -- or None where py-scheduler
+    cannot decide it (DynamicResources' claim deallocation for members with claims): the cycle then
+    reports no PodGroupPostFilter outcome at all."""
 
     name: str
 
-    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo) -> Status | None: ...
+    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo, dry_run: PodGroupDryRun
+                              ) -> tuple[PodGroupPostFilterResult | None, Status] | None: ...
 
 
 @runtime_checkable

@@ -26,8 +26,8 @@ score, normalize, check [0, 100], weight, sum) unless only one is feasible, the 
 placed members are assumed again (``assumeSubtreeWithRevert``). No feasible placement: Unschedulable
 ``0/N placements are available, first placement status: ...`` with the first placement's members.
 
-What py-scheduler does not reproduce: composite pod groups (``CompositePodGroup``), PodGroupPostFilter
-(group preemption), and upstream's "revert all, then assume again in ``submitPodGroupAlgorithmResult``"
+What py-scheduler does not reproduce: composite pod groups (``CompositePodGroup``) and upstream's "revert
+all, then assume again in ``submitPodGroupAlgorithmResult``"
 (the assumptions of a feasible group are kept; the outcome is the same as nothing happens in between).
 
 Caller: the core's pod group cycle (:mod:`py_scheduler.core.group_cycle`), driven by the live loop and by

@@ -57,8 +57,10 @@ from py_scheduler.framework.interfaces import (
     NodeShards,
     NormalizeScorePlugin,
     PermitPlugin,
+    PodGroupDryRun,
     PodGroupInfo,
     PodGroupPostFilterPlugin,
+    PodGroupPostFilterResult,
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
@@ -682,25 +684,29 @@ class Framework:
             reasons.extend(s.reasons)
         return result, Status(Code.UNSCHEDULABLE, reasons)
 
-    def run_pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo) -> Status | None:
+    def run_pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo, dry_run: PodGroupDryRun
+                                  ) -> tuple[PodGroupPostFilterResult | None, Status] | None:
         """``RunPodGroupPostFilterPlugins``: the first Success or UnschedulableAndUnresolvable wins (with
-        its plugin), Unschedulable reasons are joined in plugin order. None as soon as a plugin cannot
-        decide its outcome here (:class:`~py_scheduler.framework.interfaces.PodGroupPostFilterPlugin`)."""
+        its result and plugin), Unschedulable reasons are joined in plugin order, anything else is an
+        Error ``error in "<plugin>" PodGroupPostFilter plugins: <message>``. None as soon as a plugin
+        cannot decide its outcome here (:class:`~py_scheduler.framework.interfaces.PodGroupPostFilterPlugin`)."""
         reasons: list[str] = []
         plugin = ""
         for pl in self.pod_group_post_filter_plugins:
-            s = pl.pod_group_post_filter(state, pod_group)
-            if s is None:
+            out = pl.pod_group_post_filter(state, pod_group, dry_run)
+            if out is None:
                 return None
+            res, s = out
             if s.is_success():
-                return s
+                return res, s
             if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                return Status(s.code, s.reasons, pl.name)
+                return res, Status(s.code, s.reasons, pl.name)
             if not s.is_rejected():
-                return Status(Code.ERROR, [f'error in "{pl.name}" PodGroupPostFilter plugins: {s.message()}'], pl.name)
+                return None, Status(Code.ERROR, [f'error in "{pl.name}" PodGroupPostFilter plugins: {s.message()}'],
+                                    pl.name)
             reasons.extend(s.reasons)
             plugin = plugin or pl.name
-        return Status(Code.UNSCHEDULABLE, reasons, plugin)
+        return None, Status(Code.UNSCHEDULABLE, reasons, plugin)
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status:
         """``RunReservePluginsReserve``; on failure the caller runs :meth:`run_unreserve`. A rejection

@@ -48,8 +48,23 @@ from py_scheduler.framework.events import (
     QueueingHint,
 )
 from py_scheduler.framework.gosort import sort_slice
+from py_scheduler.framework.group_preemption import (
+    ERR_POLICY_NEVER,
+    DomainVictim,
+    GroupPods,
+    PodGroupEvaluator,
+    cross_nodes_victims,
+    more_important_victim,
+    pods_of,
+)
 from py_scheduler.framework.handle import Handle, ProfileHandle
-from py_scheduler.framework.interfaces import FilterPlugin, PodGroupInfo, PostFilterResult
+from py_scheduler.framework.interfaces import (
+    FilterPlugin,
+    PodGroupDryRun,
+    PodGroupInfo,
+    PodGroupPostFilterResult,
+    PostFilterResult,
+)
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.podgroup import pod_group_name, pod_group_priority
 from py_scheduler.framework.preemption import (
@@ -59,10 +74,10 @@ from py_scheduler.framework.preemption import (
     Victims,
     VictimsMemo,
     VictimsMemoContext,
+    compile_pdbs,
     filter_pods_with_pdb_violation,
     filter_victims_with_pdb_violation,
     pod_has_start_time,
-    pod_start_time_ns,
     pod_terminating_by_preemption,
     sort_by_importance,
 )
@@ -81,12 +96,9 @@ __all__ = [
 
 NAME = "DefaultPreemption"
 ERR_NO_VICTIMS = "No preemption victims found for incoming pod"
-ERR_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
 ERR_TERMINATING_VICTIM = "not eligible due to a terminating pod on the nominated node."
 ERR_WAITING_FOR_PREEMPTION = "waiting for the preemption for this pod to be finished"
 MESSAGE_PREFIX = "preemption: "
-ERR_NO_GROUP_VICTIMS = "No preemption victims found for incoming preemptor"
-"""``selectVictimsOnDomain``'s words (podgrouppreemption.go) when no Pod has a lower priority."""
 POD_GROUP_MESSAGE_PREFIX = "pod group preemption: "
 """What ``PodGroupPostFilter`` puts before the evaluator's message."""
 
@@ -97,66 +109,10 @@ def _any_victim(_ni: NodeInfo, _victim: PodInfo, _pod: PodInfo) -> bool:
     return True
 
 
+
 _GROUP_PODS_KEY = "DefaultPreemption/groupPods"
-"""CycleState key of the :class:`_GroupPods` of one PostFilter call (GenericWorkload on); every
-dry run's clone of the state shares it."""
-
-
-def _disrupts_all(pod_group: Obj) -> bool:
-    """``spec.disruptionMode.all`` is set: the group is evicted whole (``getHighestAllAncestor``)."""
-    spec = pod_group.get("spec")
-    mode = spec.get("disruptionMode") if isinstance(spec, dict) else None
-    return isinstance(mode, dict) and mode.get("all") is not None
-
-
-class _GroupPods:
-    """The scheduled (assumed or bound) Pods of each PodGroup in one Snapshot (``PodGroupState.
-    ScheduledPods``), indexed on first use: namespace / group name -> PodInfos in node order.
-    Depends on the snapshot's Pods not changing while one PostFilter call runs (they do not: the
-    dry runs change clones)."""
-
-    def __init__(self, nodes: Sequence[NodeInfo]) -> None:
-        self._nodes = nodes
-        self._index: dict[tuple[str, str], list[PodInfo]] | None = None
-
-    def members(self, namespace: str, name: str) -> list[PodInfo]:
-        if self._index is None:
-            index: dict[tuple[str, str], list[PodInfo]] = {}
-            for ni in self._nodes:
-                for p in ni.pods:
-                    g = pod_group_name(p.pod)
-                    if g is not None:
-                        index.setdefault((p.namespace, g), []).append(p)
-            self._index = index
-        return self._index.get((namespace, name), [])
-
-
-@dataclass(slots=True)
-class _Victim:
-    """``DomainVictim``: the Pods evicted together, their priority, rank (``victimRank``: 2 for a
-    PodGroup member or group, 1 for a plain Pod) and earliest start time (Unix ns)."""
-
-    pods: list[PodInfo]
-    priority: int
-    rank: int
-    earliest_ns: int
-
-
-def _pods_of(v: _Victim) -> list[PodInfo]:
-    return v.pods
-
-
-def _more_important_victim(a: _Victim, b: _Victim) -> bool:
-    """``MoreImportantVictim``: higher priority, then higher rank, then more Pods, then the earlier
-    start (strictly)."""
-    if a.priority != b.priority:
-        return a.priority > b.priority
-    if a.rank != b.rank:
-        return a.rank > b.rank
-    if len(a.pods) != len(b.pods):
-        return len(a.pods) > len(b.pods)
-    return a.earliest_ns < b.earliest_ns
-
+"""CycleState key of the :class:`~py_scheduler.framework.group_preemption.GroupPods` of one PostFilter
+call (GenericWorkload on); every dry run's clone of the state shares it."""
 
 NODE_PODS_INDEPENDENT_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity"})
 """Filter plugins whose verdict for a Pod on a node reads only the Pod, the Node object and their
@@ -286,7 +242,7 @@ class DefaultPreemption:
         dry run is an Error status.
         """
         if self.handle.feature_gates.generic_workload and state.snapshot is not None:
-            state.data[_GROUP_PODS_KEY] = _GroupPods(state.snapshot.node_info_list)  # shared by the clones
+            state.data[_GROUP_PODS_KEY] = GroupPods(state.snapshot.node_info_list)  # shared by the clones
         result, status = self.evaluator.preempt(state, pod, node_statuses)
         msg = status.message()
         if msg:
@@ -333,28 +289,30 @@ class DefaultPreemption:
         if not self.handle.feature_gates.generic_workload:
             return victim.priority
         name = pod_group_name(victim.pod)
-        pg = None if name is None else self.handle.objects.get("PodGroup", victim.namespace, name)
+        pg = None if name is None else self._pod_group(victim.namespace, name)
         return victim.priority if pg is None else pod_group_priority(pg)
 
-    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo) -> Status | None:
-        """``PodGroupPostFilter`` (``PodGroupEvaluator.Preempt``) where it ends before choosing victims:
-        ``not eligible due to preemptionPolicy=Never.`` when a member says Never
-        (``resolvePreemptionPolicy``, PodGroupPreemptionPolicy off), UnschedulableAndUnresolvable
-        ``No preemption victims found for incoming preemptor`` when no Pod in the cluster has a lower
-        priority than the group's (``spec.priority``; victims' as :meth:`victim_priority`). None
-        otherwise: a member nominated already, or victims to choose -- group preemption is not
-        reproduced."""
-        if any(pi.spec.get("preemptionPolicy") == "Never" for pi in pod_group.pods):
-            return Status(Code.UNSCHEDULABLE, [POD_GROUP_MESSAGE_PREFIX + ERR_POLICY_NEVER])
-        if any((pi.pod.get("status") or {}).get("nominatedNodeName") for pi in pod_group.pods):
-            return None
-        priority = pod_group_priority(pod_group.pod_group)
-        snapshot = state.snapshot
-        if snapshot is None:
-            return None
-        if any(self.victim_priority(p) < priority for ni in snapshot.node_info_list for p in ni.pods):
-            return None
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [POD_GROUP_MESSAGE_PREFIX + ERR_NO_GROUP_VICTIMS])
+    def _pod_group(self, namespace: str, name: str) -> Obj | None:
+        """The PodGroup object (the Handle's lister), or None."""
+        return self.handle.objects.get("PodGroup", namespace, name)
+
+    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo, dry_run: PodGroupDryRun
+                              ) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """``PodGroupPostFilter``: :class:`~py_scheduler.framework.group_preemption.PodGroupEvaluator`'s
+        ``Preempt`` on the dry run, its message prefixed with ``pod group preemption: ``. Never raises
+        for bad input: a failure inside is an Error status."""
+        fh = self.handle.profile
+        if fh is None:
+            return None, Status(Code.ERROR, ["DefaultPreemption's Handle has no profile framework"])
+        snap = state.snapshot
+        if snap is None:
+            return None, Status(Code.ERROR, ["PodGroupPostFilter has no snapshot"])
+        pdbs = compile_pdbs(snap.objects.list("PodDisruptionBudget"))
+        res, st = PodGroupEvaluator(self._pod_group, self.now_ns).preempt(fh, pod_group, dry_run, pdbs, snap)
+        msg = st.message()
+        if msg:
+            return res, Status(st.code, [POD_GROUP_MESSAGE_PREFIX + msg], st.plugin)
+        return res, st
 
     def victim_rank(self, victim: PodInfo) -> int:
         """``victimRank`` of a single-Pod victim: 2 for a Pod naming a pod group (``NewPodVictim`` gives
@@ -434,7 +392,7 @@ class DefaultPreemption:
         if fh is None:
             return [], 0, Status(Code.ERROR, ["DefaultPreemption's Handle has no profile framework"])
         groups = state.data.get(_GROUP_PODS_KEY)
-        if isinstance(groups, _GroupPods):
+        if isinstance(groups, GroupPods):
             return self._select_victim_units_on_node(fh, state, pod, node_info, pdbs, groups)
         now = self.now_ns()
         potential = [p for p in node_info.pods if self._preemption_allowed(node_info, p, pod)]
@@ -499,32 +457,9 @@ class DefaultPreemption:
             sort_by_importance(victims, now, self.victim_priority, self.victim_rank)
         return victims, num_violating, Status.success()
 
-    def _victims_on_node(self, node_info: NodeInfo, groups: _GroupPods, now_ns: int) -> list[_Victim]:
-        """``GetVictimsOnNode`` with GenericWorkload on (``getCrossNodesVictims`` for one node): each
-        Pod of the node is a victim of its own (:meth:`victim_priority`, :meth:`victim_rank`),
-        except the members of a PodGroup with ``disruptionMode: {all: {}}``, which make one victim
-        of every scheduled member of the group, on this node or any other (``searchCrossNodesVictimPods``;
-        the group's priority, rank 2), in the order of the node's Pods."""
-        out: list[_Victim] = []
-        seen: set[tuple[str, str]] = set()
-        for p in node_info.pods:
-            name = pod_group_name(p.pod)
-            pg = None if name is None else self.handle.objects.get("PodGroup", p.namespace, name)
-            if pg is None or name is None or not _disrupts_all(pg):
-                out.append(_Victim([p], self.victim_priority(p), self.victim_rank(p),
-                                   pod_start_time_ns(p, now_ns)))
-                continue
-            if (p.namespace, name) in seen:
-                continue
-            seen.add((p.namespace, name))
-            members = groups.members(p.namespace, name) or [p]
-            out.append(_Victim(members, pod_group_priority(pg), 2,
-                               min(pod_start_time_ns(m, now_ns) for m in members)))
-        return out
-
     def _select_victim_units_on_node(self, fh: ProfileHandle, state: CycleState, pod: PodInfo,
                                      node_info: NodeInfo, pdbs: Sequence[PDB],
-                                     groups: _GroupPods) -> tuple[list[PodInfo], int, Status]:
+                                     groups: GroupPods) -> tuple[list[PodInfo], int, Status]:
         """:meth:`select_victims_on_node` with GenericWorkload on, victim by victim as upstream's
         ``SelectVictimsOnNode`` (``DomainVictim``): a victim is allowed when its priority is below
         the Pod's and :attr:`is_eligible_pod` accepts each of its Pods; its Pods on this node leave
@@ -541,8 +476,8 @@ class DefaultPreemption:
             name = (p.pod.get("spec") or {}).get("nodeName")
             return node_info if name == main else others.get(str(name))
 
-        potential: list[_Victim] = []
-        for v in self._victims_on_node(node_info, groups, now):
+        potential: list[DomainVictim] = []
+        for v in cross_nodes_victims([node_info], groups, self._pod_group, now):
             nodes = [node_of(p) for p in v.pods]
             for p, n in zip(v.pods, nodes, strict=True):
                 if n is None:  # newDomainVictim's error: the whole preemption attempt fails
@@ -556,7 +491,7 @@ class DefaultPreemption:
         run_filter = fh.run_filter_with_nominated_pods
         remove_ext, add_ext = fh.run_pre_filter_extension_remove_pod, fh.run_pre_filter_extension_add_pod
 
-        def remove(v: _Victim) -> Status:
+        def remove(v: DomainVictim) -> Status:
             for p in v.pods:
                 ni = node_of(p)
                 assert ni is not None
@@ -567,7 +502,7 @@ class DefaultPreemption:
                     return Status(Code.ERROR, s.reasons)
             return Status.success()
 
-        def add(v: _Victim) -> Status:
+        def add(v: DomainVictim) -> Status:
             for p in v.pods:
                 ni = node_of(p)
                 assert ni is not None
@@ -588,12 +523,12 @@ class DefaultPreemption:
             s = Status(Code.ERROR, [str(exc)])
         if not s.is_success():
             return [], 0, s
-        sort_slice(potential, _more_important_victim)
-        violating, non_violating = filter_victims_with_pdb_violation(potential, pdbs, _pods_of)
+        sort_slice(potential, more_important_victim)
+        violating, non_violating = filter_victims_with_pdb_violation(potential, pdbs, pods_of)
         plugins = self._reprieve_filters(fh.filter_plugins)
-        evicted: list[_Victim] = []
+        evicted: list[DomainVictim] = []
 
-        def reprieve(v: _Victim) -> tuple[bool, Status]:
+        def reprieve(v: DomainVictim) -> tuple[bool, Status]:
             s = add(v)
             if not s.is_success():
                 return False, s
@@ -620,7 +555,7 @@ class DefaultPreemption:
             if st.code == Code.ERROR:
                 return [], 0, st
         if violating and non_violating:
-            sort_slice(evicted, _more_important_victim)
+            sort_slice(evicted, more_important_victim)
         return [p for v in evicted for p in v.pods], num_violating, Status.success()
 
     def _reprieve_filters(self, filter_plugins: Sequence[FilterPlugin]) -> list[FilterPlugin]:
@@ -650,9 +585,15 @@ class DefaultPreemption:
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """``PreEnqueue`` (SchedulerAsyncPreemption, on by default): UnschedulableAndUnresolvable
-        ``waiting for the preemption for this pod to be finished`` while its evictions run."""
+        ``waiting for the preemption for this pod to be finished`` while its evictions run, or those
+        of its PodGroup (marked by the PodGroup's UID, ``IsPodGroupRunningPreemption``)."""
         if pod.uid in self._preempting:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_WAITING_FOR_PREEMPTION], NAME)
+        if self._preempting and self.handle.feature_gates.generic_workload:
+            name = pod_group_name(pod.pod)
+            pg = None if name is None else self._pod_group(pod.namespace, name)
+            if pg is not None and str((pg.get("metadata") or {}).get("uid") or "") in self._preempting:
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_WAITING_FOR_PREEMPTION], NAME)
         return Status.success()
 
     def events_to_register(self) -> list[ClusterEventWithHint]:

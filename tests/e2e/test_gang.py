@@ -13,6 +13,8 @@
   when the other rack looks bigger by its Nodes' free GPUs but holds only 3 of 4 members (the placement
   algorithm tries the gang whole in each rack).
 
+- a gang of high priority that fits only by evicting lower-priority Pods on two Nodes: both evicted
+  (group preemption), then the gang binds;
 - a gang with ``disruptionMode: All`` in the way of one higher-priority Pod: evicted whole, its member
   on the other Node too;
 - a gang one of whose members is gated: held whole, silently (no event, no condition, nothing bound or
@@ -99,11 +101,14 @@ class GangBed:
                           labels={GROUP_LABEL: group, **L4, **(labels or {})}, unschedulable=unschedulable)
         return name
 
-    async def pod_group(self, name: str, min_count: int, topology_key: str = "", disrupt_all: bool = False) -> None:
+    async def pod_group(self, name: str, min_count: int, topology_key: str = "", disrupt_all: bool = False,
+                        priority_class: str = "") -> None:
         self.groups.append(name)
         spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
         if disrupt_all:
             spec["disruptionMode"] = {"all": {}}
+        if priority_class:  # the Priority admission plugin resolves spec.priority from it
+            spec["priorityClassName"] = priority_class
         if topology_key:
             spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
         await self.custom.create_namespaced_custom_object(
@@ -321,36 +326,69 @@ async def test_members_whose_priority_is_not_their_groups_fail_whole_side_by_sid
     assert "Traceback" not in gbed.replicas[0].log()
 
 
-async def _unfit_gangs(gbed: GangBed, names: dict[str, str], priority_class: str) -> dict[str, str]:
-    """Per scheduler, a minCount-2 PodGroup of two one-GPU members on one one-GPU Node: its name."""
+async def _unfit_gangs(gbed: GangBed, names: dict[str, str], priority_class: str,
+                       members: dict[str, list[str]] | None = None, low_priority_class: str = "") -> dict[str, str]:
+    """Per scheduler, a minCount-2 PodGroup of two one-GPU members on one one-GPU Node: its name (the
+    members' names in ``members`` when given). With ``low_priority_class`` the Node also runs a Pod of
+    that class that asks no GPU (a victim whose eviction does not help), and the PodGroup takes
+    ``priority_class`` too."""
     groups: dict[str, str] = {}
     for impl, sched in names.items():
         group = groups[impl] = unique_name(f"pgpf-{impl}")
-        await gbed.node(group, 1)
-        await gbed.pod_group(group, 2)
-        for _ in range(2):
-            await gbed.member(sched, group, group, priority_class=priority_class)
+        node = await gbed.node(group, 1)
+        if low_priority_class:
+            victim = unique_name(f"pgpf-{impl}-low")
+            gbed.pods.append(victim)
+            await gbed.core.create_namespaced_pod("default", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": victim, "namespace": "default"},
+                "spec": {"nodeName": node, "priorityClassName": low_priority_class,
+                         "terminationGracePeriodSeconds": 0,
+                         "containers": [{"name": "main", "image": PAUSE_IMAGE,
+                                         "resources": {"requests": {"cpu": "100m"}}}]}})
+        await gbed.pod_group(group, 2, priority_class=priority_class if low_priority_class else "")
+        pods = [await gbed.member(sched, group, group, priority_class=priority_class) for _ in range(2)]
+        if members is not None:
+            members[impl] = pods
     return groups
 
 
-@pytest.mark.parametrize("never", [False, True], ids=["no-victims", "preemption-never"])
+async def _failed_scheduling_notes(gbed: GangBed, pods: list[str]) -> list[str] | None:
+    """The latest FailedScheduling message of each of ``pods``, sorted; None until each has one."""
+    out = []
+    for pod in pods:
+        notes = [m for r, m in await pod_events(gbed.api, pod) if r == "FailedScheduling"]
+        if not notes:
+            return None
+        out.append(notes[-1])
+    return sorted(out)
+
+
+@pytest.mark.parametrize("case", ["no-victims", "preemption-never", "victims-do-not-help"])
 async def test_a_gang_that_cannot_fit_reports_its_pod_group_post_filter_side_by_side(gbed: GangBed,
-                                                                                    never: bool) -> None:
-    """A gang that does not fit, in a cluster with no lower-priority Pod (or whose members say
-    preemptionPolicy Never): the PodGroup's condition message ends with what PodGroupPostFilter decided
-    (``pod group preemption: No preemption victims found for incoming preemptor``; with Never, after
-    DynamicResources' ``deallocation and deletion of ResourceClaims completed``) word for word as
-    kube-scheduler writes it."""
+                                                                                    case: str) -> None:
+    """A gang that does not fit, in a cluster with no lower-priority Pod, or whose members say
+    preemptionPolicy Never, or where evicting the lower-priority Pod would not help: the PodGroup's
+    condition message ends with what PodGroupPostFilter decided (``pod group preemption: No preemption
+    victims found for incoming preemptor``; with Never, after DynamicResources' ``deallocation and
+    deletion of ResourceClaims completed``; when victims do not help, that and the group algorithm's
+    failure on the cluster without them) word for word as kube-scheduler writes it, and so does the
+    FailedScheduling of the member that fit."""
     names = await _start_both(gbed)
     sched_api = client.SchedulingV1Api(gbed.api)
-    pc = unique_name("gang-never") if never else ""
-    if pc:  # a Pod's preemptionPolicy comes from its PriorityClass (the Priority admission plugin)
+    pc = unique_name("gang-pc") if case != "no-victims" else ""
+    low = unique_name("gang-low") if case == "victims-do-not-help" else ""
+    if case == "preemption-never":  # a Pod's preemptionPolicy comes from its PriorityClass (admission)
         await sched_api.create_priority_class({"metadata": {"name": pc}, "value": 0, "preemptionPolicy": "Never"})
+    elif pc:
+        await sched_api.create_priority_class({"metadata": {"name": pc}, "value": 1000})
+        await sched_api.create_priority_class({"metadata": {"name": low}, "value": 100})
+    members: dict[str, list[str]] = {}
     try:
-        groups = await _unfit_gangs(gbed, names, pc)
+        groups = await _unfit_gangs(gbed, names, pc, members, low)
     finally:
-        if pc:
-            await sched_api.delete_priority_class(pc)
+        for name in (pc, low):
+            if name:
+                await sched_api.delete_priority_class(name)
     messages: dict[str, str] = {}
     for impl, group in groups.items():
         async def unschedulable(group: str = group) -> str | None:
@@ -359,11 +397,20 @@ async def test_a_gang_that_cannot_fit_reports_its_pod_group_post_filter_side_by_
             return await gbed.condition_message(group)
 
         messages[impl] = await wait_for(unschedulable, timeout=60, what=f"{impl}: the PodGroup's Unschedulable message")
-    tail = ("deallocation and deletion of ResourceClaims completed, pod group preemption: not eligible due to "
-            "preemptionPolicy=Never." if never else "pod group preemption: No preemption victims found for incoming "
-            "preemptor")
+    tail = {"no-victims": "pod group preemption: No preemption victims found for incoming preemptor",
+            "preemption-never": "deallocation and deletion of ResourceClaims completed, pod group preemption: not "
+                                "eligible due to preemptionPolicy=Never.",
+            "victims-do-not-help": "deallocation and deletion of ResourceClaims completed, pod group preemption: "
+                                   "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining"}[case]
     assert messages["kube"].endswith(tail), messages  # the case is what it says upstream
     assert messages["py"] == messages["kube"]
+    # the members' own messages: the one that fit carries the group's message with the outcome appended
+    notes = {impl: await wait_for(lambda pods=pods: _failed_scheduling_notes(gbed, pods), timeout=30,
+                                  what=f"{impl}: the members' FailedScheduling")
+             for impl, pods in members.items()}
+    grouped = {impl: [n for n in got if n.startswith("pod group is unschedulable")] for impl, got in notes.items()}
+    assert grouped["kube"] and grouped["kube"][0].endswith(tail), notes  # as upstream writes it
+    assert grouped["py"] == grouped["kube"], notes  # the other member's FitError counts each bed's Nodes
     assert "Traceback" not in gbed.replicas[0].log()
 
 
@@ -407,6 +454,58 @@ async def test_a_gang_evicted_for_one_pod_goes_whole_side_by_side(gbed: GangBed)
             await wait_for(gang_gone, timeout=60, what=f"{impl}: both members of the gang evicted")
     finally:
         await sched_api.delete_priority_class(high)
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def test_a_gang_preempts_lower_priority_pods_across_nodes_side_by_side(gbed: GangBed) -> None:
+    """Group preemption (``PodGroupEvaluator``): a minCount-2 gang of priority 1000 whose two one-GPU
+    members fit only once the priority-100 Pods holding the GPUs of both one-GPU Nodes are gone. Both
+    schedulers evict both (each gets DisruptionTarget ``... higher priority podgroup`` and a Preempted
+    event ``Preempted by podgroup <uid> on node cluster``), write the same FailedScheduling on the
+    member not tried (the group's message), and then bind the gang, one member per Node. py-scheduler
+    left the gang pending before."""
+    names = await _start_both(gbed)
+    sched_api = client.SchedulingV1Api(gbed.api)
+    low, high = unique_name("gang-low"), unique_name("gang-high")
+    await sched_api.create_priority_class({"metadata": {"name": low}, "value": 100})
+    await sched_api.create_priority_class({"metadata": {"name": high}, "value": 1000})
+    try:
+        runs: dict[str, tuple[list[str], list[str]]] = {}
+        for impl, sched in names.items():
+            group = unique_name(f"gpre-{impl}")
+            victims = []
+            for _ in range(2):
+                node = await gbed.node(group, 1)
+                victim = unique_name(f"gpre-{impl}-low")
+                gbed.pods.append(victim)
+                victims.append(victim)
+                await gbed.core.create_namespaced_pod("default", {
+                    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": victim, "namespace": "default"},
+                    "spec": {"nodeName": node, "priorityClassName": low, "terminationGracePeriodSeconds": 0,
+                             "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
+                                 "requests": {"cpu": "100m"}, "limits": {"nvidia.com/gpu": "1"}}}]}})
+            await gbed.pod_group(group, 2, priority_class=high)
+            runs[impl] = ([await gbed.member(sched, group, group, priority_class=high) for _ in range(2)], victims)
+        notes: dict[str, list[str]] = {}
+        for impl, (members, victims) in runs.items():
+            placed = await gbed.wait_all_bound(members, 90, f"{impl}: the gang bound after preempting")
+            assert len(set(placed.values())) == 2, (impl, placed)
+            pods = {p.metadata.name for p in (await gbed.core.list_namespaced_pod("default")).items}
+            assert not pods & set(victims), impl
+            preempted = []
+            for v in victims:
+                preempted += [m for r, m in await pod_events(gbed.api, v) if r == "Preempted"]
+            assert len(preempted) == 2 and all(m.startswith("Preempted by podgroup ") and m.endswith(" on node cluster")
+                                               for m in preempted), (impl, preempted)
+            notes[impl] = []
+            for pod in members:  # the FitError of the member tried counts each bed's Nodes: left out
+                notes[impl] += [m for r, m in await pod_events(gbed.api, pod)
+                                if r == "FailedScheduling" and not m.startswith("0/")]
+        assert notes["kube"] == ["minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"], notes
+        assert notes["py"] == notes["kube"], notes
+    finally:
+        for pc in (low, high):
+            await sched_api.delete_priority_class(pc)
     assert "Traceback" not in gbed.replicas[0].log()
 
 

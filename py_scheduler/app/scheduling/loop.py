@@ -314,12 +314,19 @@ class SchedulingLoop:
         g = schedule_group(fw, self.algorithm, self.state, pod_group, [q.pod_info for q in queued],
                            nominations=self.queue, cycle=self.queue.scheduling_cycle)
         m.PODGROUP_SCHEDULING_ALGORITHM_DURATION.observe(g.algorithm_seconds)
+        # Group preemption (actuatePodGroupPreemption): the members are held out of activeQ (PreEnqueue,
+        # by the PodGroup's UID) before they are requeued, until the evictions are done.
+        victims = [v for v in g.victims if not (v.pod.get("metadata") or {}).get("deletionTimestamp")]
+        if victims:
+            self._mark_preempting(fw, str((pod_group.get("metadata") or {}).get("uid") or ""), True)
         for q, c in zip(queued, g.members, strict=True):
             try:  # a bug submitting one member must not lose it nor the members after it
                 self._submit(fw, q, c, start)
             except Exception as exc:
                 log.exception("submitting the result of pod group member %s failed", q.key)
                 self._settle_after_bug(fw, q, c, start, exc)
+        if victims:
+            self._spawn(self._preempt(fw, pod_group, victims, "cluster", "podgroup", [q.pod_info.pod for q in queued]))
         if klog_v(2) and g.outcome != RESULT_ERROR:
             log.info("Pod group scheduling attempt podGroup=%s/%s result=%s pods=%d err=%s", ns, name, g.outcome,
                      len(queued), g.message)
@@ -560,12 +567,14 @@ class SchedulingLoop:
                 else:
                     pl.preemption_finished(uid)
 
-    async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo], node: str) -> None:
+    async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo], node: str,
+                       kind: str = "pod", members: list[Obj] | None = None) -> None:
         """``prepareCandidateAsync``: clear the nomination of lower-priority Pods nominated to ``node``,
         evict the victims (UID-preconditioned deletes with a
         ``Preempted`` event each; a victim waiting on Permit is only rejected), then let the
         preemptor back in and activate it, so it does not depend on the victims' deletion events
-        reaching the queue after the PreEnqueue gate lifted."""
+        reaching the queue after the PreEnqueue gate lifted. A pod group's preemption (``kind``
+        ``podgroup``, ``preemptor`` the PodGroup, ``node`` ``cluster``) activates its ``members``."""
         uid = str((preemptor.get("metadata") or {}).get("uid") or "")
         try:
             log.info("Start the preemption asynchronously preemptor=%s/%s numVictims=%d",
@@ -588,15 +597,15 @@ class SchedulingLoop:
                     log.info("Preemptor preempted a waiting pod preemptor=%s waitingPod=%s node=%s", uid, v.key,
                              v.node_name)
                     await self.binder.event(v.pod, "Normal", "Preempted", "Preempting",
-                                            preempted_event_message(uid, node or v.node_name or "")
+                                            preempted_event_message(uid, node or v.node_name or "", kind)
                                             + " (in kube-scheduler memory).",
                                             fw.profile_name)
                 else:
                     to_delete.append(v)
-            await self.binder.delete_victims(to_delete, preemptor, fw.profile_name, node)
+            await self.binder.delete_victims(to_delete, preemptor, fw.profile_name, node, kind)
         finally:
             self._mark_preempting(fw, uid, False)
-            self.queue.activate([preemptor])
+            self.queue.activate(members if members is not None else [preemptor])
 
 
 class Housekeeping:

@@ -57,7 +57,13 @@ from py_scheduler.framework.config import parse_go_duration
 from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.events import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from py_scheduler.framework.handle import APIClient, Handle
-from py_scheduler.framework.interfaces import PodGroupInfo, PostFilterResult, PreFilterResult
+from py_scheduler.framework.interfaces import (
+    PodGroupDryRun,
+    PodGroupInfo,
+    PodGroupPostFilterResult,
+    PostFilterResult,
+    PreFilterResult,
+)
 from py_scheduler.framework.lister import ClusterObjectsLister, SnapshotLister
 from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.objects import Obj
@@ -505,18 +511,19 @@ class DynamicResources:
             return [], unresolvable("cannot allocate all claims")
         return result, None
 
-    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo) -> Status | None:
+    def pod_group_post_filter(self, state: CycleState, pod_group: PodGroupInfo, dry_run: PodGroupDryRun
+                              ) -> tuple[PodGroupPostFilterResult | None, Status] | None:
         """``PodGroupPostFilter`` (dynamicresources.go) for a group none of whose members uses a claim:
         nothing to deallocate, Unschedulable ``deallocation and deletion of ResourceClaims completed``
         (no reason for a topology-constrained group). None with claims: the group-level deallocation
-        is not reproduced."""
+        is not reproduced. The dry run is not used."""
         if any(pi.spec.get("resourceClaims") for pi in pod_group.pods):
             return None
         gates = self.handle.feature_gates if self.handle is not None else None
         if gates is not None and gates.topology_aware_workload_scheduling and \
                 (pod_group.pod_group.get("spec") or {}).get("schedulingConstraints") is not None:
-            return Status(Code.UNSCHEDULABLE)
-        return Status(Code.UNSCHEDULABLE, ["deallocation and deletion of ResourceClaims completed"])
+            return None, Status(Code.UNSCHEDULABLE)
+        return None, Status(Code.UNSCHEDULABLE, ["deallocation and deletion of ResourceClaims completed"])
 
     # -- PostFilter ------------------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: PodInfo,

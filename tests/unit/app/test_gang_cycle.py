@@ -91,7 +91,9 @@ async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together()
     assert len(rejectors) == 1 and next(iter(rejectors)) == {"GangScheduling", "GPUFilter"}
     notes = sorted(e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling")
     assert len(notes) == 4
-    assert notes.count("pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining") == 3
+    # the members that fit carry the group's status with PodGroupPostFilter's outcome appended (as upstream)
+    assert notes.count("pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining, "
+                       "pod group preemption: No preemption victims found for incoming preemptor") == 3
     assert sum(n.startswith("0/2 nodes are available:") for n in notes) == 1, notes
     assert h.queue.in_flight_uids() == []
     # One more GPU: the Node event moves every member; one pop places the whole gang.
@@ -369,7 +371,9 @@ def test_validation_takes_an_unset_scheduler_name_as_the_api_servers_default() -
 
 @pytest.mark.parametrize(("lower", "tail"), [
     (False, ", pod group preemption: No preemption victims found for incoming preemptor"),
-    (True, ""),  # victims to choose: group preemption is not reproduced, so no PodGroupPostFilter outcome
+    # a lower-priority Pod whose eviction does not help: the group algorithm's failure without it
+    (True, ", deallocation and deletion of ResourceClaims completed, pod group preemption: minCount (2) cannot be "
+           "satisfied: 1 scheduled, 0 remaining"),
 ])
 async def test_the_group_condition_carries_the_pod_group_post_filter_outcome(lower: bool, tail: str) -> None:
     h, objs = _harness()
@@ -392,3 +396,71 @@ async def test_the_group_condition_carries_the_pod_group_post_filter_outcome(low
     (cond,) = conditions
     assert cond[2:4] == ("False", "Unschedulable")
     assert cond[4] == "minCount (2) cannot be satisfied: 1 scheduled, 0 remaining" + tail, cond
+
+
+async def test_a_gang_preempts_lower_priority_pods_on_two_nodes() -> None:
+    """Group preemption (``PodGroupEvaluator``): a gang of priority 1000 whose two one-GPU members fit
+    only without the priority-0 Pods holding the GPU of each Node. Both are evicted (DisruptionTarget
+    ``... higher priority podgroup``, Preempted ``by podgroup pg-g on node cluster``), each member is
+    nominated to its own Node, the condition ends with the outcome, nothing stays assumed, and a
+    lower-priority Pod that was not in the way (a CPU-only one) is reprieved."""
+    h, objs = _harness()
+    for n in ("n1", "n2"):
+        _gpu_node(h, n, 1)
+        for name, gpus in ((f"low-{n}", "1"), (f"cpu-{n}", "0")):
+            h.cache.add_pod({"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                             "spec": {"nodeName": n, "priority": 0, "containers": [{"name": "c", "resources": {
+                                 "requests": {"cpu": "100m"}, "limits": {"nvidia.com/gpu": gpus}}}]},
+                             "status": {"phase": "Running"}})
+    before = _accounting(h)
+    gb.pod_group(objs, "g", 2)
+    objs.groups["default/g"]["spec"]["priority"] = 1000
+    conditions: list[tuple[Any, ...]] = []
+    h.fw.plugins["GangScheduling"].write_condition = lambda *a: conditions.append(a)  # type: ignore[method-assign]
+    names = gb._queue_members(h, "g", 2, lambda _n: {"priority": 1000, "containers": [{"name": "c", "resources": {
+        "requests": {"cpu": "100m"}, "limits": {"nvidia.com/gpu": "1"}}}]})
+    await h.cycle()
+    assert sorted(k for k, _ in h.kube.deleted) == ["default/low-n1", "default/low-n2"]
+    disrupted = [p["status"]["conditions"][0] for k, p in h.kube.status_patches if k.startswith("default/low-")]
+    assert [c["message"] for c in disrupted] == ["py-scheduler: preempting to accommodate a higher priority podgroup"] * 2
+    notes = [e["note"] for e in h.kube.events if e["reason"] == "Preempted"]
+    assert notes == ["Preempted by podgroup pg-g on node cluster"] * 2
+    nominated = {k: p["status"].get("nominatedNodeName") for k, p in h.kube.status_patches
+                 if k in {f"default/{n}" for n in names}}
+    assert sorted(nominated.values()) == ["n1", "n2"], nominated
+    (cond,) = conditions
+    assert cond[2:4] == ("False", "Unschedulable")
+    assert cond[4].endswith(", pod group preemption: found a placement for podgroup, preempting 2 victims"), cond
+    assert _accounting(h) == before and h.cache.assumed_count() == 0  # the dry run touched no NodeInfo
+    assert not gb.bound(h)
+
+
+async def test_a_bug_in_group_preemption_fails_the_group_and_holds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PodGroupPostFilter that raises midway (here after the dry run removed the victims and
+    scheduled the group on its copy): the group's Error for every member, requeued, no eviction, no
+    member assumed, every NodeInfo as before."""
+    from py_scheduler.framework import group_preemption
+
+    h, objs = _harness()
+    _gpu_node(h, "n1", 1)
+    h.cache.add_pod({"metadata": {"name": "low", "namespace": "default", "uid": "uid-low"},
+                     "spec": {"nodeName": "n1", "priority": 0, "containers": [{"name": "c", "resources": {
+                         "limits": {"nvidia.com/gpu": "1"}}}]}, "status": {"phase": "Running"}})
+    before = _accounting(h)
+    gb.pod_group(objs, "g", 1)
+    objs.groups["default/g"]["spec"]["priority"] = 1000
+    real = group_preemption.sort_slice
+
+    def boom(*_a: Any) -> None:
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(group_preemption, "sort_slice", boom)
+    (name,) = gb._queue_members(h, "g", 1, lambda _n: {"priority": 1000, "containers": [{"name": "c", "resources": {
+        "limits": {"nvidia.com/gpu": "1"}}}]})
+    await h.cycle()
+    monkeypatch.setattr(group_preemption, "sort_slice", real)
+    assert h.kube.deleted == [] and not gb.bound(h)
+    assert _accounting(h) == before and h.cache.assumed_count() == 0
+    assert h.queue.get("default", name) is not None
+    cond = [p["status"]["conditions"][0] for k, p in h.kube.status_patches if k == f"default/{name}"][-1]
+    assert cond["reason"] == "SchedulerError" and "injected" in cond["message"], cond

@@ -132,9 +132,11 @@ async def test_no_rack_holds_the_minimum_nothing_is_held() -> None:
     notes = sorted(e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling")
     # The first placement's (A's) results: the member that did not fit there its own FitError (on the
     # placement's 2 nodes), the 3 that fit the group's status after errPodGroupUnschedulable (upstream
-    # submitPodGroupAlgorithmResult: NewStatus(Unschedulable, group.Message()).WithError(err)).
+    # submitPodGroupAlgorithmResult: NewStatus(Unschedulable, group.Message()).WithError(err)), where the
+    # group's status has PodGroupPostFilter's outcome appended (applyPodGroupPostFilterResult).
     group = ("pod group is unschedulable, 0/2 placements are available, first placement status: "
-             "minCount (4) cannot be satisfied: 3 scheduled, 0 remaining")
+             "minCount (4) cannot be satisfied: 3 scheduled, 0 remaining, "
+             "pod group preemption: No preemption victims found for incoming preemptor")
     assert notes == ["0/2 nodes are available: 2 node(s) had insufficient free GPUs."] + [
         f"pod group is unschedulable, {group}"] * 3
 

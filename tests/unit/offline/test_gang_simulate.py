@@ -53,7 +53,9 @@ def test_a_gang_that_does_not_fit_places_no_member(tmp_path: Path,
     by = {p["pod"]: p for p in doc["placements"]}
     assert [by[f"default/m{i}"]["node"] for i in range(4)] == [None] * 4, doc["placements"]
     msgs = sorted(by[f"default/m{i}"]["message"] for i in range(4))
-    want = "pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining"
+    # the members that fit carry the group's status with PodGroupPostFilter's outcome appended (as upstream)
+    want = ("pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining, "
+            "pod group preemption: No preemption victims found for incoming preemptor")
     assert msgs.count(want) == 3, msgs
     assert by["default/solo"]["node"] in ("n1", "n2")  # the GPUs the gang did not keep
     assert doc["scheduled"] == 1
