@@ -42,7 +42,7 @@ from py_scheduler.framework.algorithm import Algorithm, ScheduleResult
 from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.features import FeatureGates
 from py_scheduler.framework.handle import APIClient, Handle, ObjectLister
-from py_scheduler.framework.interfaces import PreEnqueuePlugin
+from py_scheduler.framework.interfaces import PostFilterResult, PreEnqueuePlugin
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.runtime import Framework
 from py_scheduler.framework.types import CycleState, PodInfo, Status
@@ -413,5 +413,9 @@ class OfflineScheduler:
                 out.append(outcomes[k])
                 continue
             pi, c = next(members)
-            out.append(self._outcome(fw, pod, pi, c))
+            o = self._outcome(fw, pod, pi, c)
+            if g is not None and g.victims and c.nominated and o.result.post_filter is None:
+                # the group's preemption, reported as a single Pod's is: nominated, victims not evicted
+                o.result.post_filter = PostFilterResult(c.nominated, list(g.victims))
+            out.append(o)
         return out

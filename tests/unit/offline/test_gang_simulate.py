@@ -222,3 +222,23 @@ def test_a_gated_member_holds_its_whole_group(tmp_path: Path, capsys: pytest.Cap
         'held by PreEnqueue plugin "SchedulingGates": pod default/m3 of its pod group is waiting for scheduling '
         'gates: [example.com/held]'}
     assert by["default/solo"]["node"] == "n1" and doc["scheduled"] == 1
+
+
+def test_a_gang_that_needs_victims_is_reported_nominated_nothing_evicted(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Group preemption in ``simulate``: a gang of priority 1000 that fits only without the priority-0
+    Pods holding both GPUs. As for a single Pod, nothing is evicted: each member stays unplaced, with
+    its nomination (one per Node, as the live scheduler would write) in the JSON."""
+    low = [_pod("low1", None), _pod("low2", None)]
+    for p, node in zip(low, ("n1", "n2"), strict=True):
+        p["spec"].update(nodeName=node, priority=0)
+    group = _group("g", 2)
+    group["spec"]["priority"] = 1000
+    members = [_pod(f"m{i}", "g") for i in range(2)]
+    for m in members:
+        m["spec"]["priority"] = 1000
+    doc = _simulate(tmp_path, [_node("n1", 1), _node("n2", 1), *low, group, *members], capsys)
+    by = {p["pod"]: p for p in doc["placements"]}
+    assert [by[f"default/m{i}"]["node"] for i in range(2)] == [None, None]
+    assert sorted(by[f"default/m{i}"]["nominated_node"] for i in range(2)) == ["n1", "n2"], doc["placements"]
+    assert doc["scheduled"] == 0
