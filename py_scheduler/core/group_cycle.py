@@ -289,12 +289,17 @@ class GroupDryRun:
         ``RemovePod``."""
         snap = self.snapshot
         snap.assume(assignment.pod, assignment.node_name)
-        self._fw.run_reserve(assignment.state, assignment.pod, assignment.node_name)
         bound = next(p for p in snap.node_info_map[assignment.node_name].pods if p.uid == assignment.pod.uid)
+        try:
+            self._fw.run_reserve(assignment.state, assignment.pod, assignment.node_name)
+        except Exception:  # its status is not read either: the undo's Unreserve cleans up after it
+            log.exception("Reserve raised in a preemption dry run pod=%s", assignment.pod.key)
 
         def undo() -> None:
-            self._fw.run_unreserve(assignment.state, assignment.pod, assignment.node_name)
-            snap.forget(bound)
+            try:
+                self._fw.run_unreserve(assignment.state, assignment.pod, assignment.node_name)
+            finally:
+                snap.forget(bound)
 
         return undo
 
