@@ -422,7 +422,8 @@ async def test_a_gang_preempts_lower_priority_pods_on_two_nodes() -> None:
     await h.cycle()
     assert sorted(k for k, _ in h.kube.deleted) == ["default/low-n1", "default/low-n2"]
     disrupted = [p["status"]["conditions"][0] for k, p in h.kube.status_patches if k.startswith("default/low-")]
-    assert [c["message"] for c in disrupted] == ["py-scheduler: preempting to accommodate a higher priority podgroup"] * 2
+    want = "py-scheduler: preempting to accommodate a higher priority podgroup"
+    assert [c["message"] for c in disrupted] == [want] * 2
     notes = [e["note"] for e in h.kube.events if e["reason"] == "Preempted"]
     assert notes == ["Preempted by podgroup pg-g on node cluster"] * 2
     nominated = {k: p["status"].get("nominatedNodeName") for k, p in h.kube.status_patches
