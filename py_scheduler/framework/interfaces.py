@@ -462,6 +462,9 @@ class AsyncPreemptionPlugin(Protocol):
 
     def mark_preempting(self, pod_uid: str) -> None: ...
 
+    def last_victim(self, pod_uid: str, gone: Callable[[], bool]) -> None:
+        """The last victim is about to be evicted; ``gone()`` says whether it is deleted or being deleted."""
+
     def preemption_finished(self, pod_uid: str) -> None: ...
 
 

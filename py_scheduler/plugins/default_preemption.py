@@ -221,6 +221,7 @@ class DefaultPreemption:
         self._victims_memo = VictimsMemo()
         self.evaluator = Evaluator(NAME, self, lambda: self.now_ns())
         self._preempting: set[str] = set()
+        self._last_victims: dict[str, Callable[[], bool]] = {}
         self._reprieve_memo: tuple[Sequence[FilterPlugin], list[FilterPlugin]] | None = None
 
     @classmethod
@@ -572,27 +573,43 @@ class DefaultPreemption:
     # -- asynchronous preemption bookkeeping (PreEnqueue) -----------------------------------------
     def mark_preempting(self, pod_uid: str) -> None:
         """The live loop calls this before it starts evicting the victims of ``pod_uid``'s
-        preemption; until :meth:`preemption_finished` the Pod is held out of activeQ."""
+        preemption (a Pod's UID, or a PodGroup's); until :meth:`preemption_finished` the Pod (or the
+        group's members) is held out of activeQ, unless the last victim is already going."""
         self._preempting.add(pod_uid)
+
+    def last_victim(self, pod_uid: str, gone: Callable[[], bool]) -> None:
+        """``lastVictimsPendingPreemption``: the live loop is about to evict the last victim of
+        ``pod_uid``'s preemption; ``gone()`` says whether the informer shows it deleted or being
+        deleted. From then on PreEnqueue lets the Pod in as soon as it is, so the victim's deletion
+        event, which may arrive before :meth:`preemption_finished`, is not lost."""
+        if pod_uid in self._preempting:
+            self._last_victims[pod_uid] = gone
 
     def preemption_finished(self, pod_uid: str) -> None:
         """The evictions for ``pod_uid`` are done (or failed): let the Pod back in."""
         self._preempting.discard(pod_uid)
+        self._last_victims.pop(pod_uid, None)
 
     def is_pod_running_preemption(self, pod_uid: str) -> bool:
-        """``Executor.IsPodRunningPreemption``."""
-        return pod_uid in self._preempting
+        """``Executor.IsPodRunningPreemption`` / ``IsPodGroupRunningPreemption``: marked, and its last
+        victim (once registered) not yet deleted nor being deleted."""
+        if pod_uid not in self._preempting:
+            return False
+        gone = self._last_victims.get(pod_uid)
+        return gone is None or not gone()
 
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """``PreEnqueue`` (SchedulerAsyncPreemption, on by default): UnschedulableAndUnresolvable
         ``waiting for the preemption for this pod to be finished`` while its evictions run, or those
         of its PodGroup (marked by the PodGroup's UID, ``IsPodGroupRunningPreemption``)."""
-        if pod.uid in self._preempting:
+        if not self._preempting:
+            return Status.success()
+        if self.is_pod_running_preemption(pod.uid):
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_WAITING_FOR_PREEMPTION], NAME)
-        if self._preempting and self.handle.feature_gates.generic_workload:
+        if self.handle.feature_gates.generic_workload:
             name = pod_group_name(pod.pod)
             pg = None if name is None else self._pod_group(pod.namespace, name)
-            if pg is not None and str((pg.get("metadata") or {}).get("uid") or "") in self._preempting:
+            if pg is not None and self.is_pod_running_preemption(str((pg.get("metadata") or {}).get("uid") or "")):
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_WAITING_FOR_PREEMPTION], NAME)
         return Status.success()
 

@@ -81,7 +81,7 @@ async def test_a_terminating_victim_holds_off_a_second_preemption_side_by_side(
                                      wait_leading=False, restart=False)
         await py.wait_leading()
         runs: dict[str, dict[str, str]] = {}
-        for impl, sched in scheds.items():
+        for impl in scheds:
             group = unique_name(f"pre-{impl}")
             n1, n2 = unique_name(f"pre-{impl}-n1"), unique_name(f"pre-{impl}-n2")
             for n in (n1, n2):
@@ -93,9 +93,13 @@ async def test_a_terminating_victim_holds_off_a_second_preemption_side_by_side(
             pods.extend([run["v1"], run["v2"], run["high"]])
             await core.create_namespaced_pod("default", _pod(run["v1"], "3", names["low"], node=n1, hold=True))
             await core.create_namespaced_pod("default", _pod(run["v2"], "3", names["mid"], node=n2))
-            await core.create_namespaced_pod("default", _pod(run["high"], "2", names["high"], scheduler=sched,
-                                                             group=group))
             runs[impl] = run
+        # The preemptors come once every Node exists: a Node added while a preemption runs would move its
+        # preemptor into PreEnqueue's gate, where only a Pod deletion lets it out (upstream's queue too).
+        for impl, sched in scheds.items():
+            run = runs[impl]
+            await core.create_namespaced_pod("default", _pod(run["high"], "2", names["high"], scheduler=sched,
+                                                             group=run["group"]))
         for impl, run in runs.items():
             async def disrupted(run: dict[str, str] = run) -> dict[str, Any] | None:
                 pod = await core.read_namespaced_pod(run["v1"], "default")
@@ -108,7 +112,8 @@ async def test_a_terminating_victim_holds_off_a_second_preemption_side_by_side(
             got = await wait_for(disrupted, timeout=60, what=f"{impl}: v1 terminating")
             assert got == {"status": "True", "reason": "PreemptionByScheduler",
                            "message": f"{scheds[impl]}: preempting to accommodate a higher priority pod"}, (impl, got)
-            # the preemption is under way: a cluster event (a Node too small for anything) retries the Pod
+        for impl, run in runs.items():
+            # both preemptions under way: a cluster event (a Node too small for anything) retries the Pod
             small = unique_name(f"pre-{impl}-small")
             nodes.append(small)
             await create_node(api_client, small, {"cpu": "1", "memory": "1Gi", "pods": "110"},

@@ -386,11 +386,11 @@ class Binder:
         what tells the preemptor's next attempt, while the victim terminates, that its preemption is under
         way (``PodTerminatingByPreemption``), and what a Job's ``podFailurePolicy`` matches. A victim
         already gone is skipped; any other failure is logged and that victim is left. Returns how many
-        deletions succeeded."""
+        victims failed so (upstream's errors; 0 when every victim is deleted or was gone)."""
         meta = preemptor.get("metadata") or {}
         scheduler_name = str((preemptor.get("spec") or {}).get("schedulerName") or controller)
         condition = disruption_target_condition(scheduler_name, preemptor_kind)
-        done = 0
+        failed = 0
         for v in victims:
             try:
                 patch = pod_condition_patch(v.pod, condition, None)
@@ -401,10 +401,10 @@ class Binder:
                         log.info("Victim Pod is already deleted preemptor=%s victim=%s", meta.get("name"), v.key)
                         continue
                 await self.kube.delete_pod(v.namespace, v.name, uid=v.uid or None)
-                done += 1
                 await self.event(v.pod, "Normal", "Preempted", "Preempting",
                                  preempted_event_message(str(meta.get("uid")), node or v.node_name or "",
                                                          preemptor_kind), controller)
             except KubeError as exc:
                 log.warning("Error preempting pod %s: %s", v.key, exc)
-        return done
+                failed += 1
+        return failed

@@ -570,16 +570,37 @@ class SchedulingLoop:
     async def _preempt(self, fw: Framework, preemptor: Obj, victims: list[PodInfo], node: str,
                        kind: str = "pod", members: list[Obj] | None = None) -> None:
         """``prepareCandidateAsync``: clear the nomination of lower-priority Pods nominated to ``node``,
-        evict the victims (UID-preconditioned deletes with a
-        ``Preempted`` event each; a victim waiting on Permit is only rejected), then let the
-        preemptor back in and activate it, so it does not depend on the victims' deletion events
-        reaching the queue after the PreEnqueue gate lifted. A pod group's preemption (``kind``
-        ``podgroup``, ``preemptor`` the PodGroup, ``node`` ``cluster``) activates its ``members``."""
-        uid = str((preemptor.get("metadata") or {}).get("uid") or "")
+        evict every victim but the last (UID-preconditioned deletes with a ``Preempted`` event each; a
+        victim waiting on Permit is only rejected, in memory), then, unless one failed, register the
+        last one with the PreEnqueue gate (``lastVictimsPendingPreemption``) and evict it. The
+        preemptor comes back through the victims' deletion events, as upstream's; it is activated here
+        only when an eviction failed or the last victim was preempted in memory (no deletion event
+        follows). A pod group's preemption (``kind`` ``podgroup``, ``preemptor`` the PodGroup, ``node``
+        ``cluster``) treats its ``members`` as the preemptor's Pods."""
+        meta = preemptor.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        plugin = fw.post_filter_plugins[0].name if fw.post_filter_plugins else ""
+        failed = False
+        in_memory = False
+
+        async def evict(v: PodInfo) -> bool:
+            """One victim; True when it was preempted in memory."""
+            nonlocal failed
+            wp = fw.waiting_pods.get(v.uid)
+            if wp is not None and wp.preempt(plugin, "preempted"):
+                log.info("Preemptor preempted a waiting pod preemptor=%s waitingPod=%s node=%s", uid, v.key,
+                         v.node_name)
+                await self.binder.event(v.pod, "Normal", "Preempted", "Preempting",
+                                        preempted_event_message(uid, node or v.node_name or "", kind)
+                                        + " (in kube-scheduler memory).", fw.profile_name)
+                return True
+            if await self.binder.delete_victims([v], preemptor, fw.profile_name, node, kind):
+                failed = True
+            return False
+
         try:
             log.info("Start the preemption asynchronously preemptor=%s/%s numVictims=%d",
-                     (preemptor.get("metadata") or {}).get("namespace"), (preemptor.get("metadata") or {}).get("name"),
-                     len(victims))
+                     meta.get("namespace"), meta.get("name"), len(victims))
             # Lower-priority Pods nominated to this node may no longer fit on it: their nomination is
             # cleared (getLowerPriorityNominatedPods, clearNominatedNodeName), so they look elsewhere.
             prio = (preemptor.get("spec") or {}).get("priority")
@@ -587,25 +608,32 @@ class SchedulingLoop:
             for p in self.queue.nominated_pods_for_node(node) if node else ():
                 if p.priority < prio:
                     await self.binder.clear_nominated_node(p.pod)
-            # A victim waiting on Permit is preempted in memory (its binding cycle fails and it goes
-            # back to the queue), not deleted (``PreemptPod``: ``WaitingPod.Preempt``).
-            to_delete: list[PodInfo] = []
-            for v in victims:
-                wp = fw.waiting_pods.get(v.uid)
-                plugin = fw.post_filter_plugins[0].name if fw.post_filter_plugins else ""
-                if wp is not None and wp.preempt(plugin, "preempted"):
-                    log.info("Preemptor preempted a waiting pod preemptor=%s waitingPod=%s node=%s", uid, v.key,
-                             v.node_name)
-                    await self.binder.event(v.pod, "Normal", "Preempted", "Preempting",
-                                            preempted_event_message(uid, node or v.node_name or "", kind)
-                                            + " (in kube-scheduler memory).",
-                                            fw.profile_name)
-                else:
-                    to_delete.append(v)
-            await self.binder.delete_victims(to_delete, preemptor, fw.profile_name, node, kind)
+            for v in victims[:-1]:
+                await evict(v)
+            if victims and not failed:
+                last = victims[-1]
+                self._last_victim(fw, uid, last)
+                in_memory = await evict(last)
+        except Exception:
+            failed = True
+            raise
         finally:
             self._mark_preempting(fw, uid, False)
-            self.queue.activate(members if members is not None else [preemptor])
+            if failed or in_memory:
+                self.queue.activate(members if members is not None else [preemptor])
+
+    def _last_victim(self, fw: Framework, uid: str, victim: PodInfo) -> None:
+        """Register ``victim`` as the last of ``uid``'s preemption with the PreEnqueue gate: gone once
+        the informer no longer has it (with its UID) or shows it being deleted."""
+
+        def gone() -> bool:
+            cur = self.pod_lister(victim.namespace, victim.name)
+            meta = (cur or {}).get("metadata") or {}
+            return cur is None or str(meta.get("uid") or "") != victim.uid or bool(meta.get("deletionTimestamp"))
+
+        for pl in fw.post_filter_plugins:
+            if isinstance(pl, AsyncPreemptionPlugin):
+                pl.last_victim(uid, gone)
 
 
 class Housekeeping:

@@ -375,6 +375,9 @@ class Preempting:
     def mark_preempting(self, uid: str) -> None:
         self.marks.append(f"start {uid}")
 
+    def last_victim(self, uid: str, gone: Any) -> None:
+        self.marks.append(f"last {uid}")
+
     def preemption_finished(self, uid: str) -> None:
         self.marks.append(f"end {uid}")
 
@@ -388,13 +391,48 @@ async def test_preemption_evicts_victims_and_nominates() -> None:
     h.pod("high")
     await h.cycle()
     assert h.kube.deleted == [("default/low", "uid-low")]
-    assert plugin.marks == ["start uid-high", "end uid-high"]
+    assert plugin.marks == ["start uid-high", "last uid-high", "end uid-high"]
     preempted = [e for e in h.kube.events if e["reason"] == "Preempted"]
     assert preempted and preempted[0]["regarding"]["name"] == "low"
     assert preempted[0]["note"] == "Preempted by pod uid-high on node n1"
     status = next(p for k, p in h.kube.status_patches if k == "default/high")["status"]
     assert status["nominatedNodeName"] == "n1"
-    # the preemptor is activated once the evictions are done
+    # as upstream's, the preemptor waits for the victims' deletion events: not activated by the preemption
+    assert h.queue.where("default", "high") == "unschedulable"
+
+
+async def test_preemption_registers_its_last_victim_with_the_pre_enqueue_gate() -> None:
+    """``lastVictimsPendingPreemption``: while the last victim is still there, PreEnqueue holds the
+    preemptor; once the informer shows it deleted (or being deleted) the gate opens even before the
+    preemption's task ends, so the victim's deletion event is not lost. A failed eviction activates
+    the preemptor (no deletion event will come)."""
+    from py_scheduler.plugins.default_preemption import DefaultPreemption
+
+    dp = DefaultPreemption()
+    pod = PodInfo({"metadata": {"name": "high", "namespace": "default", "uid": "uid-high"}, "spec": {}})
+    dp.mark_preempting("uid-high")
+    assert not dp.pre_enqueue(pod).is_success()
+    present = [True]
+    dp.last_victim("uid-high", lambda: not present[0])
+    assert not dp.pre_enqueue(pod).is_success()
+    present[0] = False
+    assert dp.pre_enqueue(pod).is_success() and not dp.is_pod_running_preemption("uid-high")
+    dp.preemption_finished("uid-high")
+    assert dp.pre_enqueue(pod).is_success()
+
+    victim = PodInfo({"metadata": {"name": "low", "namespace": "default", "uid": "uid-low"},
+                      "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}})
+    plugin = Preempting(victim)
+    h = Harness(Framework("py-scheduler", [(PrioritySort(), 0), (plugin, 0), (DefaultBinder(), 0)]))
+    from py_scheduler.app.client.wire import KubeError
+
+    async def refuse(*_a: Any, **_k: Any) -> None:
+        raise KubeError(500, "InternalError", "etcd timeout")
+
+    h.kube.delete_pod = refuse  # type: ignore[method-assign]
+    h.node("n1")
+    h.pod("high")
+    await h.cycle()
     assert h.queue.where("default", "high") in ("active", "backoff")
 
 

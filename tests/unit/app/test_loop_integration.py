@@ -11,7 +11,8 @@ from typing import Any
 from py_scheduler.app.scheduling.loop import Housekeeping
 from py_scheduler.app.telemetry import metrics as m
 from py_scheduler.framework.types import PodInfo
-from py_scheduler.queue.scheduling_queue import BACKOFF_Q
+from py_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
+from py_scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
 from tests.unit.plugins import test_volume_helpers as vol
@@ -61,7 +62,14 @@ async def test_lower_priority_pod_cannot_take_the_room_preemption_freed() -> Non
     h.queue.delete(low_bound)
     h.pods["default/low"] = low_bound
 
-    # high was activated when its evictions finished; it goes to its nominated node and leaves the nominator.
+    # The victim's deletion event moves high (its evictions are over: PreEnqueue lets it in); it goes to
+    # its nominated node and leaves the nominator.
+    assert h.queue.where("default", "high") == UNSCHEDULABLE_Q  # not activated by the preemption itself
+    h.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, victim, None)
+    h.queue.flush_backoff_q_completed()
+    for q in list(h.queue._backoff_q.list()):  # backoff expiry without waiting (test clock)
+        q.backoff_expiration = 0.0
+    h.queue.flush_backoff_q_completed()
     await h.cycle()
     assert _binds(h)[-1] == ("default/high", "n1")
     assert h.queue.nominator.get("n1") is None and len(h.queue.nominator) == 0
