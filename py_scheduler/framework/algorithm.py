@@ -239,6 +239,9 @@ class Algorithm:
         t0 = time.perf_counter()
         pre_res, s, narrowing = fw.run_pre_filter(state, pod, all_nodes)
         fw._observe("PreFilter", "", s, t0)
+        # diagnosis.UnschedulablePlugins = the plugins whose PreFilterResult narrowed the nodes: they are
+        # the Pod's rejectors for the queue's hints when the nodes they left do not fit (or none is left).
+        d.unschedulable_plugins.update(narrowing)
         feasible: list[NodeInfo] = []
         if not s.is_success():
             d.absent_nodes_status = s

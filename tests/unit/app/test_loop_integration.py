@@ -220,3 +220,19 @@ def test_bare_nominated_pod_when_not_queued() -> None:
     h.queue.add_nominated_pod(qpi.pod_info, "n1")
     (pi,) = h.queue.nominator["n1"]
     assert isinstance(pi, PodInfo) and (pi.key, pi.uid, pi.priority) == ("default/a", "uid-a", 0)
+
+
+async def test_a_pre_filter_that_narrows_the_nodes_is_the_pods_rejector() -> None:
+    """``findNodesThatFitPod``: ``diagnosis.UnschedulablePlugins`` are the PreFilter plugins whose result
+    narrowed the nodes. A Pod whose required node affinity names only a Node that does not exist
+    (``matchFields metadata.name``) waits with NodeAffinity as its rejector, as upstream's, instead of
+    none (which made every event requeue it after its backoff)."""
+    h = Harness()
+    h.node("n1")
+    h.pod("p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["nowhere"]}]}]}}})
+    await h.cycle()
+    qpi = h.queue.get("default", "p")
+    assert qpi is not None and qpi.unschedulable_plugins == frozenset({"NodeAffinity"})
+    assert _failed(h, "p") == ["0/1 nodes are available: 1 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
+                               "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."]
