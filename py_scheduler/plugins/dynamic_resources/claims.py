@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from py_scheduler.framework.errors import PodParseError
+from py_scheduler.framework.events import QueueingHint
 from py_scheduler.framework.objects import Obj
 from py_scheduler.plugins.dynamic_resources.common import claim_ref
 
@@ -135,6 +136,71 @@ def resolve_claims(pod: Obj, pod_claims: list[PodClaim], get: ClaimGetter) -> li
                                  f"{namespace}/{pod_name} (Pod is not owner)")
         out.append(claim)
     return out
+
+
+def claim_change_hint(pod: Obj, old: Any, new: Any, get: ClaimGetter | None) -> QueueingHint:
+    """``isSchedulableAfterClaimChange``: whether a ResourceClaim add / update / delete may let
+    ``pod`` (rejected by this plugin) through. ``old`` / ``new`` are the claim's JSON (None for
+    an add / a delete).
+
+    - deleted: Queue only if it was allocated (its devices are free now);
+    - any of the Pod's claims missing, being deleted or not the Pod's: QueueSkip (the Pod
+      still cannot pass; a later claim or Pod event will queue it);
+    - deallocated (allocation removed): Queue, whoever's claim it is (devices freed);
+    - not one of the Pod's claims (compared by UID): QueueSkip;
+    - one of the Pod's claims created: Queue; updated: Queue only when its ``status`` changed
+      (allocation, reservedFor, devices; a new finalizer or label alone is skipped).
+
+    Without a claim getter (``get`` None: no Handle) every event queues the Pod.
+
+    Raises:
+        TypeError: ``old`` or ``new`` is not a JSON object (the queue counts it as Queue, as
+            upstream counts a hint's error).
+    """
+    for side, obj in (("old", old), ("new", new)):
+        if obj is not None and not isinstance(obj, dict):
+            raise TypeError(f"unexpected {side} object in isSchedulableAfterClaimChange: {type(obj).__name__}")
+    if new is None:
+        if old is None:
+            raise TypeError("isSchedulableAfterClaimChange: neither an old nor a new claim")
+        return QueueingHint.QUEUE if allocation_of(old) is not None else QueueingHint.QUEUE_SKIP
+    if get is None:
+        return QueueingHint.QUEUE
+    try:
+        claims = resolve_claims(pod, parse_claims_spec(pod.get("spec") or {}), get)
+    except (ClaimUnschedulable, PodParseError):
+        return QueueingHint.QUEUE_SKIP
+    if old is not None and allocation_of(old) is not None and allocation_of(new) is None:
+        return QueueingHint.QUEUE
+    uid = claim_uid(new)
+    if not any(claim_uid(c) == uid for c in claims):
+        return QueueingHint.QUEUE_SKIP
+    if old is None:
+        return QueueingHint.QUEUE
+    if (old.get("status") or {}) == (new.get("status") or {}):
+        return QueueingHint.QUEUE_SKIP
+    return QueueingHint.QUEUE
+
+
+def target_pod_update_hint(new: Any, get: ClaimGetter | None) -> QueueingHint:
+    """``isSchedulableAfterTargetPodUpdate``: the queued Pod's own update that recorded generated
+    claims (``status.resourceClaimStatuses``) queues it only once every claim it needs exists
+    and is its own (``new`` is the updated Pod's JSON; ``old`` is not read).
+
+    Without an object lister (no Handle) the update queues the Pod.
+
+    Raises:
+        TypeError: ``new`` is not a JSON object (counted as Queue by the queue).
+    """
+    if not isinstance(new, dict):
+        raise TypeError(f"unexpected object in isSchedulableAfterTargetPodUpdate: {type(new).__name__}")
+    if get is None:
+        return QueueingHint.QUEUE
+    try:
+        resolve_claims(new, parse_claims_spec(new.get("spec") or {}), get)
+    except (ClaimUnschedulable, PodParseError):
+        return QueueingHint.QUEUE_SKIP
+    return QueueingHint.QUEUE
 
 
 def controlled_by(claim: Obj, pod_uid: str) -> bool:

@@ -75,6 +75,7 @@ from py_scheduler.plugins.dynamic_resources.claims import (
     ClaimUnschedulable,
     PodClaim,
     allocation_of,
+    claim_change_hint,
     claim_meta,
     claim_uid,
     parse_claims_spec,
@@ -82,6 +83,7 @@ from py_scheduler.plugins.dynamic_resources.claims import (
     reserved_for,
     resolve_claims,
     results_of,
+    target_pod_update_hint,
 )
 from py_scheduler.plugins.dynamic_resources.common import (
     AllocationError,
@@ -233,79 +235,35 @@ class DynamicResources:
 
         return get
 
-    def _pod_claims_now(self, pod: Obj, get: ClaimGetter) -> list[Obj]:
-        """``foreachPodResourceClaim`` on a queued Pod's JSON against the latest claims.
-
-        Raises:
-            ClaimUnschedulable: a claim is missing, being deleted, not the Pod's or not generated yet.
-            PodParseError: malformed ``spec.resourceClaims``.
-        """
+    @staticmethod
+    def _pod_claims_now(pod: Obj, get: ClaimGetter) -> list[Obj]:
+        """``foreachPodResourceClaim`` on a Pod's JSON against the latest claims. Raises
+        ClaimUnschedulable (a claim missing, being deleted, not the Pod's, not generated yet) or
+        PodParseError (malformed ``spec.resourceClaims``)."""
         return resolve_claims(pod, parse_claims_spec(pod.get("spec") or {}), get)
 
-    def is_schedulable_after_claim_change(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
-        """``isSchedulableAfterClaimChange``: whether a ResourceClaim add / update / delete may let
-        ``pod`` (rejected by this plugin) through. ``old`` / ``new`` are the claim's JSON (None for
-        an add / a delete).
-
-        - deleted: Queue only if it was allocated (its devices are free now);
-        - any of the Pod's claims missing, being deleted or not the Pod's: QueueSkip (the Pod
-          still cannot pass; a later claim or Pod event will queue it);
-        - deallocated (allocation removed): Queue, whoever's claim it is (devices freed);
-        - not one of the Pod's claims (compared by UID): QueueSkip;
-        - one of the Pod's claims created: Queue; updated: Queue only when its ``status`` changed
-          (allocation, reservedFor, devices; a new finalizer or label alone is skipped).
-
-        Without an object lister (no Handle) every event queues the Pod.
-
-        Raises:
-            TypeError: ``old`` or ``new`` is not a JSON object (the queue counts it as Queue, as
-                upstream counts a hint's error).
-        """
-        for side, obj in (("old", old), ("new", new)):
-            if obj is not None and not isinstance(obj, dict):
-                raise TypeError(f"unexpected {side} object in isSchedulableAfterClaimChange: {type(obj).__name__}")
-        if new is None:
-            if old is None:
-                raise TypeError("isSchedulableAfterClaimChange: neither an old nor a new claim")
-            return QueueingHint.QUEUE if allocation_of(old) is not None else QueueingHint.QUEUE_SKIP
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        """``PreEnqueue``: Unschedulable with ``foreachPodResourceClaim``'s error while one of the Pod's
+        claims is missing, being deleted, not the Pod's or not generated yet: the Pod waits, silently,
+        for a claim event. A malformed ``spec.resourceClaims`` goes through, for PreFilter to name it."""
         get = self._claim_getter()
-        if get is None:
-            return QueueingHint.QUEUE
-        try:
-            claims = self._pod_claims_now(pod, get)
-        except (ClaimUnschedulable, PodParseError):
-            return QueueingHint.QUEUE_SKIP
-        if old is not None and allocation_of(old) is not None and allocation_of(new) is None:
-            return QueueingHint.QUEUE
-        uid = claim_uid(new)
-        if not any(claim_uid(c) == uid for c in claims):
-            return QueueingHint.QUEUE_SKIP
-        if old is None:
-            return QueueingHint.QUEUE
-        if (old.get("status") or {}) == (new.get("status") or {}):
-            return QueueingHint.QUEUE_SKIP
-        return QueueingHint.QUEUE
+        if get is not None and pod.spec.get("resourceClaims"):
+            try:
+                self._pod_claims_now(pod.pod, get)
+            except ClaimUnschedulable as exc:
+                return Status(Code.UNSCHEDULABLE, [str(exc)], NAME)
+            except PodParseError:
+                pass
+        return Status.success()
+
+    def is_schedulable_after_claim_change(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterClaimChange`` (:func:`~.claims.claim_change_hint`) against the claims the
+        informers hold now (every event queues the Pod without a Handle)."""
+        return claim_change_hint(pod, old, new, self._claim_getter())
 
     def is_schedulable_after_target_pod_update(self, pod: Obj, old: Any, new: Any) -> QueueingHint:
-        """``isSchedulableAfterTargetPodUpdate``: the queued Pod's own update that recorded generated
-        claims (``status.resourceClaimStatuses``) queues it only once every claim it needs exists
-        and is its own (``new`` is the updated Pod's JSON; ``old`` is not read).
-
-        Without an object lister (no Handle) the update queues the Pod.
-
-        Raises:
-            TypeError: ``new`` is not a JSON object (counted as Queue by the queue).
-        """
-        if not isinstance(new, dict):
-            raise TypeError(f"unexpected object in isSchedulableAfterTargetPodUpdate: {type(new).__name__}")
-        get = self._claim_getter()
-        if get is None:
-            return QueueingHint.QUEUE
-        try:
-            self._pod_claims_now(new, get)
-        except (ClaimUnschedulable, PodParseError):
-            return QueueingHint.QUEUE_SKIP
-        return QueueingHint.QUEUE
+        """``isSchedulableAfterTargetPodUpdate`` (:func:`~.claims.target_pod_update_hint`)."""
+        return target_pod_update_hint(new, self._claim_getter())
 
     # -- claims of a Pod --------------------------------------------------------------------------
     @staticmethod

@@ -23,12 +23,17 @@ class Objects:
     def __init__(self) -> None:
         self.pods: dict[str, Obj] = {}
         self.groups: dict[str, Obj] = {}
+        self.others: Any = None
+        """The cache's objects (ResourceClaims...), set by :func:`gang_harness`."""
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         if kind == "PodGroup":
             return self.groups.get(f"{namespace}/{name}")
         if kind == "Pod":
             return self.pods.get(f"{namespace}/{name}")
+        if self.others is not None:
+            got: Obj | None = self.others.get(kind, f"{namespace}/{name}" if namespace else name)
+            return got
         return None
 
     def list(self, kind: str) -> Iterable[Obj]:
@@ -40,6 +45,7 @@ def gang_harness(gates: dict[str, bool]) -> tuple[Harness, Objects]:
     behind the plugins' Handle, the queue and the loop."""
     objs = Objects()
     h = Harness(objects=objs, gates=FeatureGates.of(gates))
+    objs.others = h.cache.objects
     h.pods = objs.pods
     h.queue.pod_lister = h.loop.pod_lister = lambda ns, n: objs.pods.get(f"{ns}/{n}")
     return h, objs

@@ -38,6 +38,19 @@ class Leader(AlwaysLeader):
         return self.valid
 
 
+class CacheObjects:
+    """An ObjectLister over the cache's cluster objects (what the informers hold in the live process)."""
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self.cache.objects.get(kind, f"{namespace}/{name}" if namespace else name)
+
+    def list(self, kind: str) -> list[Obj]:
+        return self.cache.objects.list(kind)
+
+
 class Harness:
     """The loop over a fake API. Its DefaultBinder (built here, or found in ``fw``) binds through
     the live :class:`KubeAPIClient` over the fake, fenced by ``leader`` and the cache's nodes."""
@@ -49,7 +62,8 @@ class Harness:
         self.leader = Leader()
         client = KubeAPIClient(self.kube, fence=lambda: self.leader.is_leader_valid(),  # type: ignore[arg-type]
                                node_exists=self.cache.has_node)
-        self.handle = Handle.detached(gates, objects, client)
+        # The plugins' object lister is the informers' in the live process: here the cache's objects.
+        self.handle = Handle.detached(gates, objects if objects is not None else CacheObjects(self.cache), client)
         self.fw = fw or build_framework(ProfileConfig(), handle=self.handle, registry=registry)
         for pl in self.fw.bind_plugins:
             if isinstance(pl, DefaultBinder):

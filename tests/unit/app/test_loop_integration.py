@@ -236,3 +236,39 @@ async def test_a_pre_filter_that_narrows_the_nodes_is_the_pods_rejector() -> Non
     assert qpi is not None and qpi.unschedulable_plugins == frozenset({"NodeAffinity"})
     assert _failed(h, "p") == ["0/1 nodes are available: 1 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
                                "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."]
+
+
+async def test_a_pod_whose_claim_does_not_exist_waits_silently_at_pre_enqueue() -> None:
+    """DynamicResources' ``PreEnqueue`` (``foreachPodResourceClaim``): a Pod naming a ResourceClaim
+    that does not exist, or a template claim not generated yet, is never tried (no event, no
+    condition) until the claim appears; then the claim's add event lets it in."""
+    from py_scheduler.framework.events import ActionType, ClusterEvent, Resource
+    from py_scheduler.queue.scheduling_queue import GATED
+
+    class Claims:
+        def __init__(self) -> None:
+            self.claims: dict[str, Obj] = {}
+
+        def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+            return self.claims.get(f"{namespace}/{name}") if kind == "ResourceClaim" else None
+
+        def list(self, kind: str) -> list[Obj]:
+            return list(self.claims.values()) if kind == "ResourceClaim" else []
+
+    objs = Claims()
+    h = Harness(objects=objs)
+    h.node("n1")
+    h.pod("named", resourceClaims=[{"name": "r", "resourceClaimName": "c-named"}])
+    h.pod("templated", resourceClaims=[{"name": "r", "resourceClaimTemplateName": "t"}])
+    assert h.queue.pop_nowait() is None
+    assert [h.queue.where("default", n) for n in ("named", "templated")] == [GATED, GATED]
+    for n in ("named", "templated"):
+        q = h.queue.get("default", n)
+        assert q is not None and q.gating_plugin == "DynamicResources"
+    assert h.kube.events == [] and h.kube.status_patches == []
+    c = dra.claim("c-named", [{"name": "r", "exactly": dra.ex()}])
+    objs.claims["default/c-named"] = c
+    h.queue.move_all_to_active_or_backoff(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.ADD), None, c)
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None and qpi.key == "default/named"
+    assert h.queue.where("default", "templated") == GATED
