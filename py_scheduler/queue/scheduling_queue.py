@@ -415,6 +415,24 @@ class PriorityQueue(Nominator):
         out.sort(key=functools.cmp_to_key(lambda a, b: -1 if self._less(a, b) else (1 if self._less(b, a) else 0)))
         return out
 
+    def recheck_gated(self, member: Callable[[QueuedPodInfo], bool]) -> None:
+        """PreEnqueue again for the gated Pods for which ``member`` is true (the other members of a pod
+        group one of whose Pods was popped); those it now lets through are no longer gated and join
+        the group (:meth:`pop_members`). Upstream's queue holds the group as one entity and runs
+        PreEnqueue for every Pod of it whenever the entity moves (``runPreEnqueuePlugins``), so a member
+        gated while the group's preemption ran is let in with the others once it is over."""
+        changed = False
+        for key in list(self._unschedulable.gated_keys):
+            q = self._unschedulable.get(key)
+            if q is None or not member(q):
+                continue
+            self._run_pre_enqueue(q)
+            if not q.gated:
+                self._unschedulable.put(q)
+                changed = True
+        if changed:
+            self._update_pending()
+
     def gating_plugins(self, member: Callable[[QueuedPodInfo], bool]) -> frozenset[str]:
         """The PreEnqueue plugins holding back a queued Pod for which ``member`` is true (empty when
         none is gated): upstream gates a pod group entity whole while any of its Pods is gated

@@ -509,6 +509,46 @@ async def test_a_gang_preempts_lower_priority_pods_across_nodes_side_by_side(gbe
     assert "Traceback" not in gbed.replicas[0].log()
 
 
+async def test_a_gang_whose_members_keep_coming_while_it_preempts_binds_side_by_side(gbed: GangBed) -> None:
+    """A minCount-2 gang of priority 1000 whose three one-GPU members are created back to back, on two
+    one-GPU Nodes held by priority-100 Pods: its first cycle preempts both, and the third member
+    arrives while the evictions run (held at PreEnqueue). Both schedulers then bind two members, one
+    per Node, and leave the third pending. py-scheduler bound none before: the late member stayed
+    gated and held the whole group."""
+    names = await _start_both(gbed)
+    sched_api = client.SchedulingV1Api(gbed.api)
+    low, high = unique_name("gang-low"), unique_name("gang-high")
+    await sched_api.create_priority_class({"metadata": {"name": low}, "value": 100})
+    await sched_api.create_priority_class({"metadata": {"name": high}, "value": 1000})
+    try:
+        groups: dict[str, str] = {}
+        for impl in names:
+            group = groups[impl] = unique_name(f"gcome-{impl}")
+            for _ in range(2):
+                node = await gbed.node(group, 1)
+                victim = unique_name(f"gcome-{impl}-low")
+                gbed.pods.append(victim)
+                await gbed.core.create_namespaced_pod("default", {
+                    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": victim, "namespace": "default"},
+                    "spec": {"nodeName": node, "priorityClassName": low, "terminationGracePeriodSeconds": 0,
+                             "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
+                                 "requests": {"cpu": "100m"}, "limits": {"nvidia.com/gpu": "1"}}}]}})
+            await gbed.pod_group(group, 2, priority_class=high)
+        members = {impl: [await gbed.member(sched, groups[impl], groups[impl], priority_class=high)
+                          for _ in range(3)] for impl, sched in names.items()}
+        for impl, pods in members.items():
+            async def two_bound(pods: list[str] = pods) -> dict[str, str] | None:
+                got = await gbed.bound(pods)
+                return got if len(got) == 2 else None
+
+            placed = await wait_for(two_bound, timeout=90, what=f"{impl}: two members bound after preempting")
+            assert len(set(placed.values())) == 2, (impl, placed)
+    finally:
+        for pc in (low, high):
+            await sched_api.delete_priority_class(pc)
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
 async def _incomplete_gang(gbed: GangBed, sched_name: str, prefix: str) -> tuple[str, str, str, list[str]]:
     """Two 2-GPU Nodes (node group ``<prefix>-...``), a minCount-4 PodGroup, one member held back by a
     scheduling gate (created first) and three queued one-GPU members (for ``sched_name``).

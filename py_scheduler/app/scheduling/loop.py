@@ -294,6 +294,7 @@ class SchedulingLoop:
                     and q.parse_error is None and not (p.pod.get("metadata") or {}).get("deletionTimestamp")
                     and not self.cache.is_assumed_pod(p))
 
+        self.queue.recheck_gated(member)
         queued = [qpi, *self.queue.pop_members(member)]
         for q in queued:
             q.unschedulable_plugins = frozenset()

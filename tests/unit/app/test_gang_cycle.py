@@ -465,3 +465,53 @@ async def test_a_bug_in_group_preemption_fails_the_group_and_holds_nothing(monke
     assert h.queue.get("default", name) is not None
     cond = [p["status"]["conditions"][0] for k, p in h.kube.status_patches if k == f"default/{name}"][-1]
     assert cond["reason"] == "SchedulerError" and "injected" in cond["message"], cond
+
+
+async def test_a_member_created_while_its_group_preempts_joins_it_afterwards() -> None:
+    """A member that arrives while its group's preemption runs is gated (PreEnqueue, by the PodGroup's
+    UID). Once the victims are gone, the other members come back through the deletion events and,
+    as upstream's group entity is let in whole, the late member joins them (it was left gated for
+    ever before, and the group with it: one gated member holds the group)."""
+    from py_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
+    from py_scheduler.queue.scheduling_queue import GATED
+
+    h, objs = _harness()
+    victims = []
+    for n in ("n1", "n2"):
+        _gpu_node(h, n, 1)
+        v = {"metadata": {"name": f"low-{n}", "namespace": "default", "uid": f"uid-low-{n}"},
+             "spec": {"nodeName": n, "priority": 0, "containers": [{"name": "c", "resources": {
+                 "limits": {"nvidia.com/gpu": "1"}}}]}, "status": {"phase": "Running"}}
+        h.cache.add_pod(v)
+        victims.append(v)
+    gb.pod_group(objs, "g", 2)
+    objs.groups["default/g"]["spec"]["priority"] = 1000
+
+    def spec(_n: str) -> dict[str, Any]:
+        return {"priority": 1000, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+
+    names = gb._queue_members(h, "g", 2, spec)
+    qpi = h.queue.pop_nowait()
+    assert qpi is not None
+    h.loop.schedule_one(qpi)  # the group preempts; the evictions run in a task
+    late = "g-late"
+    h.pods[f"default/{late}"] = {"metadata": {"name": late, "namespace": "default", "uid": f"uid-{late}",
+                                              "resourceVersion": "1"},
+                                 "spec": {"schedulerName": "py-scheduler", "schedulingGroup": {"podGroupName": "g"},
+                                          **spec(late)}}
+    h.queue.add(h.pods[f"default/{late}"])
+    assert h.queue.where("default", late) == GATED
+    await h.loop.drain()
+    assert sorted(k for k, _ in h.kube.deleted) == ["default/low-n1", "default/low-n2"]
+    for v in victims:  # the watch shows the victims gone
+        h.cache.remove_pod(v)
+        h.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, v, None)
+    h.queue.flush_backoff_q_completed()
+    for q in list(h.queue._backoff_q.list()):  # backoff expiry without waiting (test clock)
+        q.backoff_expiration = 0.0
+    h.queue.flush_backoff_q_completed()
+    assert h.queue.where("default", late) == GATED  # only its group's pop lets it in
+    await h.cycle()
+    assert sorted(gb.bound(h)) == [f"default/{n}" for n in names]
+    notes = [e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == late]
+    assert notes, "the late member was tried with its group"
