@@ -9,9 +9,10 @@ own FitError, or the group's message (led by ``pod group is unschedulable`` for 
 was reverted) and its nomination cleared; Error -- SchedulerError for all.
 
 Requeueing together: every member of a group that could not be placed gets the same rejector plugins
-(the union of the members' own rejectors, plus GangScheduling), so the cluster event that can make the
-misfit fit moves all of them. Upstream requeues the group entity itself (``AddAttemptedPodGroupIfNeeded``);
-py-scheduler keeps per-Pod queue entries.
+(the union of the members' own rejectors, plus GangScheduling). Upstream requeues the group entity itself
+(``AddAttemptedPodGroupIfNeeded``: after its backoff, or at once when the group was placed, whatever the
+events); py-scheduler keeps per-Pod queue entries and requeues each member so
+(``PriorityQueue.add_attempted_group_member``).
 """
 
 from __future__ import annotations

@@ -511,6 +511,45 @@ class PriorityQueue(Nominator):
             self.done(qpi.uid)
             self._update_pending()
 
+    def add_attempted_group_member(self, qpi: QueuedPodInfo, pod: Obj | None, group_outcome: str) -> str | None:
+        """``AddAttemptedPodGroupIfNeeded`` for one member of a pod group just attempted that was not
+        bound (py-scheduler keeps a queue entry per member). Upstream requeues the group entity
+        without consulting the queueing hints: ``group_outcome`` ``scheduled`` (the group was placed,
+        this member was not): its counts are reset and it goes to activeQ at once, its timestamp kept;
+        ``unschedulable``: one more unschedulable attempt; otherwise (an error): one more consecutive
+        error; in both it goes to backoffQ while backing off, else to activeQ, and PreEnqueue may hold
+        it. Returns the queue it went to (None if it was already queued); ends the in-flight state."""
+        try:
+            if self._get(qpi.key) is not None:
+                log.error("Pod %s is already present in the scheduling queue", qpi.key)
+                return None
+            if pod is not None:
+                self._replace_pod(qpi, pod)
+            if group_outcome == "scheduled":
+                qpi.unschedulable_count = 0
+                qpi.consecutive_errors_count = 0
+            else:
+                if group_outcome == "unschedulable":
+                    qpi.unschedulable_count += 1
+                    qpi.consecutive_errors_count = 0
+                else:
+                    qpi.consecutive_errors_count += 1
+                qpi.backoff_expiration = None
+                qpi.timestamp = self._now()
+            qpi.was_flushed_from_unschedulable = False
+            qpi.flush_timestamp = None
+            self._reason(qpi, 1)
+            strategy = QueueingStrategy.IMMEDIATELY if group_outcome == "scheduled" else QueueingStrategy.AFTER_BACKOFF
+            queue = self._requeue(qpi, strategy, SCHEDULE_ATTEMPT_FAILURE)
+            log.debug("Pod group member moved to an internal scheduling queue pod=%s event=%s queue=%s group=%s",
+                      qpi.key, SCHEDULE_ATTEMPT_FAILURE, queue, group_outcome)
+            if queue == ACTIVE_Q or (self.pop_from_backoff_q and queue == BACKOFF_Q):
+                self._wake()
+            return queue
+        finally:
+            self.done(qpi.uid)
+            self._update_pending()
+
     def _hint_for_in_flight(self, qpi: QueuedPodInfo) -> QueueingStrategy:
         """``determineSchedulingHintForInFlightPod``."""
         if not qpi.rejector_plugins():

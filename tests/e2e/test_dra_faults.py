@@ -207,7 +207,8 @@ async def test_leader_killed_between_reserve_and_pre_bind(testbed: Testbed, api_
 async def test_claim_deleted_mid_bind(api_client: client.ApiClient, py_faults: SchedulerProcess) -> None:
     """The Pod's claim is deleted while the Pod waits at Permit with the claim's allocation in flight.
     PreBind cannot write it (NotFound): the Pod is unreserved, not bound, and waits for its claim (held
-    at DynamicResources' PreEnqueue, as upstream's, without another attempt); the device goes to the mate. Once the claim exists again the Pod binds with it allocated."""
+    at DynamicResources' PreEnqueue, as upstream's, without another attempt); the device goes to the
+    mate. Once the claim exists again the Pod binds with it allocated."""
     r = FRun(api_client, PY)
     gang = {GANG_LABEL: unique_name("del")}
     try:

@@ -42,6 +42,7 @@ from tests.e2e.helpers import (
     PAUSE_IMAGE,
     Testbed,
     create_node,
+    events_v1,
     pod_events,
     unique_name,
     wait_for,
@@ -546,6 +547,30 @@ async def test_a_gang_whose_members_keep_coming_while_it_preempts_binds_side_by_
     finally:
         for pc in (low, high):
             await sched_api.delete_priority_class(pc)
+    assert "Traceback" not in gbed.replicas[0].log()
+
+
+async def test_a_gang_that_cannot_fit_is_retried_after_its_backoff_side_by_side(gbed: GangBed) -> None:
+    """``AddAttemptedPodGroupIfNeeded``: a gang that does not fit goes back to the queue after its
+    backoff (1, 2, 4 s...), not to wait for a cluster event: with nothing changing in the cluster,
+    both schedulers try it a third time within 30 s (py-scheduler tried it once, then waited)."""
+    names = await _start_both(gbed)
+    members: dict[str, list[str]] = {}
+    await _unfit_gangs(gbed, names, "", members)
+
+    async def attempts(pods: list[str]) -> int:
+        n = 0
+        for ev in await events_v1(gbed.api):
+            if ev.reason == "FailedScheduling" and ev.regarding and ev.regarding.name in pods:
+                n += ev.series.count if ev.series else 1
+        return n
+
+    for impl, pods in members.items():
+        async def thrice(pods: list[str] = pods) -> int | None:
+            got = await attempts(pods)
+            return got if got >= 6 else None  # two members, three attempts each
+
+        await wait_for(thrice, timeout=30, what=f"{impl}: three attempts of the gang")
     assert "Traceback" not in gbed.replicas[0].log()
 
 

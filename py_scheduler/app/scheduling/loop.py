@@ -253,11 +253,11 @@ class SchedulingLoop:
         self._submit(fw, qpi, c, start, victims)
 
     def _submit(self, fw: Framework, qpi: QueuedPodInfo, c: PodCycle, start: float,
-                victims: list[PodInfo] | None = None) -> None:
-        """The end of a Pod's scheduling cycle (its own, or its part of a pod group cycle): a failure is
-        recorded and goes through ``handleSchedulingFailure``; an assumed Pod runs Permit
-        (``prepareForBindingCycle``: Wait puts it in the waiting-Pods map, a rejection or an error ends
-        the attempt here) and its binding cycle starts in a task."""
+                victims: list[PodInfo] | None = None, group: str | None = None) -> None:
+        """The end of a Pod's scheduling cycle (its own, or its part of a pod group cycle, whose
+        outcome is ``group``): a failure is recorded and goes through ``handleSchedulingFailure``; an
+        assumed Pod runs Permit (``prepareForBindingCycle``: Wait puts it in the waiting-Pods map, a
+        rejection or an error ends the attempt here) and its binding cycle starts in a task."""
         assumed = c.assumed
         if assumed is not None:
             node, state, res = c.node, c.state or CycleState(self.snapshot), c.result
@@ -275,7 +275,8 @@ class SchedulingLoop:
         qpi.unschedulable_plugins, qpi.pending_plugins = c.rejectors, c.pending
         reason = POD_REASON_UNSCHEDULABLE if c.outcome == RESULT_UNSCHEDULABLE else POD_REASON_SCHEDULER_ERROR
         self._record(fw, qpi, c.outcome, start, c.result, c.message, state=c.state)
-        self._failure(fw, qpi, reason, c.message, start, c.outcome, nominated=c.nominated, victims=victims)
+        self._failure(fw, qpi, reason, c.message, start, c.outcome, nominated=c.nominated, victims=victims,
+                      group=group)
 
     def _schedule_one_pod_group(self, fw: Framework, qpi: QueuedPodInfo, gang: PodGroupSource,
                                 pod_group: Obj) -> None:
@@ -322,7 +323,7 @@ class SchedulingLoop:
             self._mark_preempting(fw, str((pod_group.get("metadata") or {}).get("uid") or ""), True)
         for q, c in zip(queued, g.members, strict=True):
             try:  # a bug submitting one member must not lose it nor the members after it
-                self._submit(fw, q, c, start)
+                self._submit(fw, q, c, start, group=g.outcome)
             except Exception as exc:
                 log.exception("submitting the result of pod group member %s failed", q.key)
                 self._settle_after_bug(fw, q, c, start, exc)
@@ -505,7 +506,7 @@ class SchedulingLoop:
         return None
 
     def _failure(self, fw: Framework, qpi: QueuedPodInfo, reason: str, message: str, start: float, result: str,
-                 nominated: str | None = None, victims: list[PodInfo] | None = None) -> None:
+                 nominated: str | None = None, victims: list[PodInfo] | None = None, group: str | None = None) -> None:
         """``handleSchedulingFailure``: requeue now; event, condition and preemption writes in the
         background.
 
@@ -516,7 +517,10 @@ class SchedulingLoop:
         FailedScheduling event and the condition write; a recreated Pod gets neither. The
         nomination goes to the queue's nominator at once; a requeued Pod also carries it in its
         ``status.nominatedNodeName`` so its next attempt tries that node first, before the status
-        write comes back through the watch.
+        write comes back through the watch. A member of a pod group just attempted (``group``: the
+        group's outcome) is requeued as upstream requeues the group entity
+        (``AddAttemptedPodGroupIfNeeded``: after its backoff, or at once when the group was placed),
+        whatever the events.
         """
         _SCHEDULE_ATTEMPTS(result, fw.profile_name).inc()
         _SCHEDULING_ATTEMPT_DURATION(result, fw.profile_name).observe(time.perf_counter() - start)
@@ -545,7 +549,10 @@ class SchedulingLoop:
             requeued = cached
             if nominated:
                 requeued = {**cached, "status": {**(cached.get("status") or {}), "nominatedNodeName": nominated}}
-            self.queue.add_unschedulable_if_not_present(qpi, requeued)
+            if group is not None:
+                self.queue.add_attempted_group_member(qpi, requeued, group)
+            else:
+                self.queue.add_unschedulable_if_not_present(qpi, requeued)
             self.queue.add_nominated_pod(qpi.pod_info, nominated)
             pod = cached
         self._spawn(self._report_failure(fw, pod, reason, message, nominated))

@@ -21,7 +21,7 @@ from py_scheduler.app.telemetry.metrics import REGISTRY
 from py_scheduler.cache.cache import CacheError
 from py_scheduler.framework.events import ActionType, ClusterEvent, Resource
 from py_scheduler.framework.podgroup import RevertFns
-from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
+from py_scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q
 from tests.unit.app import gang_bed as gb
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
@@ -86,7 +86,8 @@ async def test_a_gang_that_does_not_fit_holds_nothing_and_is_requeued_together()
     assert _accounting(h) == before  # no member assumed, no GPU index, no resource held
     assert h.cache.assumed_count() == 1
     assert not any(f"default/{n}" in gb.bound(h) for n in names)
-    assert [h.queue.where("default", n) for n in names] == [UNSCHEDULABLE_Q] * 4
+    # requeued as upstream requeues the group entity: after its backoff, whatever the events
+    assert [h.queue.where("default", n) for n in names] == [BACKOFF_Q] * 4
     rejectors = {h.queue.get("default", n).rejector_plugins() for n in names}  # type: ignore[union-attr]
     assert len(rejectors) == 1 and next(iter(rejectors)) == {"GangScheduling", "GPUFilter"}
     notes = sorted(e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling")
@@ -170,7 +171,7 @@ async def test_a_dra_gang_that_does_not_fit_leaves_no_device_in_flight() -> None
     await h.cycle()
     assert plugin.in_flight_claims() == []
     assert h.cache.assumed_count() == 0 and _accounting(h) == before
-    assert [h.queue.where("default", n) for n in names] == [UNSCHEDULABLE_Q] * 3
+    assert [h.queue.where("default", n) for n in names] == [BACKOFF_Q] * 3
     assert not [c for c in h.kube.calls if c[0] in ("put", "bind")]  # nothing written to the API
     # A third device: the whole gang is placed, each claim on its own device.
     h.cache.objects.upsert("ResourceSlice", dra.rslice("s1", dra.G, "p1", node="n1",

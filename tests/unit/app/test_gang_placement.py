@@ -22,7 +22,7 @@ from py_scheduler.framework.algorithm import PLACEMENT_STATE_KEY
 from py_scheduler.framework.interfaces import PodGroupInfo
 from py_scheduler.framework.podgroup import schedule_pod_group
 from py_scheduler.framework.types import PodInfo, Status
-from py_scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q
+from py_scheduler.queue.scheduling_queue import BACKOFF_Q
 from tests.unit.app import gang_bed as gb
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
@@ -128,7 +128,7 @@ async def test_no_rack_holds_the_minimum_nothing_is_held() -> None:
     await h.cycle()
     assert gb.accounting(h, nodes) == before
     assert h.cache.assumed_count() == 0 and gb.bound(h) == {}
-    assert [h.queue.where("default", n) for n in names] == [UNSCHEDULABLE_Q] * 4
+    assert [h.queue.where("default", n) for n in names] == [BACKOFF_Q] * 4  # the group entity's backoff
     notes = sorted(e["note"] for e in h.kube.events if e["reason"] == "FailedScheduling")
     # The first placement's (A's) results: the member that did not fit there its own FitError (on the
     # placement's 2 nodes), the 3 that fit the group's status after errPodGroupUnschedulable (upstream
@@ -206,5 +206,5 @@ async def test_no_placement_generated_the_generator_is_a_rejector() -> None:
     assert gb.bound(h) == {}
     for n in names:
         q = h.queue.get("default", n)
-        assert q is not None and h.queue.where("default", n) == UNSCHEDULABLE_Q
+        assert q is not None and h.queue.where("default", n) == BACKOFF_Q
         assert {"GangScheduling", "TopologyPlacementGenerator"} <= set(q.unschedulable_plugins)

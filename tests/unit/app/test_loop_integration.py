@@ -10,8 +10,8 @@ from typing import Any
 
 from py_scheduler.app.scheduling.loop import Housekeeping
 from py_scheduler.app.telemetry import metrics as m
-from py_scheduler.framework.types import PodInfo
 from py_scheduler.framework.events import EVENT_ASSIGNED_POD_DELETE
+from py_scheduler.framework.types import PodInfo
 from py_scheduler.queue.scheduling_queue import BACKOFF_Q, UNSCHEDULABLE_Q
 from tests.unit.app.test_loop import Harness
 from tests.unit.plugins import test_dynamic_resources as dra
