@@ -29,9 +29,10 @@ EventsToRegister (``fit.go`` ``EventsToRegister`` with v1.37's default gates: DR
 InPlacePodVerticalScaling on, InPlacePodVerticalScalingSchedulerPreemption off): an assigned Pod
 deleted (hint: Skip when it had neither a node nor a nomination, as upstream), a Node added or its
 allocatable changed (hint: Skip when the node alone, without Pods, lacks the Pod's pods slot, cpu,
-memory or ephemeral-storage, as upstream's ``isFit``; otherwise Queue: a shortfall only in scalar
-resources, which DRA may back, and a node update whose resources did not grow are requeued where
-upstream's hint would skip them), a DeviceClass added or updated, an assigned Pod scaled down and the
+memory or ephemeral-storage, as upstream's ``isFit``, and an update that grew none of the resources the
+Pod asks, as ``haveAnyRequestedResourcesIncreased``; otherwise Queue: a shortfall only in scalar
+resources, which DRA may back, is requeued where upstream's hint may skip it), a DeviceClass added or
+updated, an assigned Pod scaled down and the
 Pod itself scaled down (Queue: upstream's finer hints for these are not reproduced). A rejected Pod
 is not requeued by other events, e.g. a Pod bound elsewhere (issue 21's Unschedulable workload).
 """
@@ -371,6 +372,13 @@ class NodeResourcesFit:
             return QueueingHint.QUEUE
         if any(r.resource_name in _NON_SCALAR for r in lacking):
             return QueueingHint.QUEUE_SKIP
+        if isinstance(old, dict):
+            try:
+                grew = _requested_resources_increased(request, NodeInfo(old).allocatable, node_info.allocatable)
+            except Exception:  # a malformed old Node: requeue, as upstream's error path
+                return QueueingHint.QUEUE
+            if not grew:
+                return QueueingHint.QUEUE_SKIP
         return QueueingHint.QUEUE
 
     # -- PreFilter / Filter -------------------------------------------------------------------------
@@ -552,3 +560,24 @@ def _schedulable_after_assigned_pod_delete(pod: dict[str, Any], old: Any, new: A
 
 
 _NON_SCALAR = frozenset({"pods", "cpu", "memory", "ephemeral-storage"})
+
+
+def _requested_resources_increased(request: Resource, old: Resource, new: Resource) -> bool:
+    """``haveAnyRequestedResourcesIncreased`` (``noderesources/fit.go``) on the two allocatables: more
+    Pod slots, or more of a resource the Pod requests (cpu, memory, ephemeral-storage, a scalar). A
+    requested scalar the new node has none of counts as grown (DRA may back it:
+    ``shouldDelegateResourceToDRA``, whose DeviceClass mapping the hint does not read here)."""
+    if new.allowed_pod_number > old.allowed_pod_number:
+        return True
+    if request.milli_cpu == 0 and request.memory == 0 and request.ephemeral_storage == 0 and not request.scalar:
+        return False
+    if (request.milli_cpu > 0 and new.milli_cpu > old.milli_cpu) or (
+            request.memory > 0 and new.memory > old.memory) or (
+            request.ephemeral_storage > 0 and new.ephemeral_storage > old.ephemeral_storage):
+        return True
+    for name, q in request.scalar.items():
+        if q == 0:
+            continue
+        if new.scalar.get(name, 0) > old.scalar.get(name, 0) or new.scalar.get(name, 0) <= 0:
+            return True
+    return False

@@ -5,6 +5,7 @@ node that may fit it, not for any Pod bound elsewhere."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -115,3 +116,22 @@ def test_node_hint_memos_follow_the_objects() -> None:
     resized = _pod("p", "16")   # the Pod's next version: a new object
     assert fn(resized, None, small_node) == QueueingHint.QUEUE
     assert fn(big, None, small_node) == QueueingHint.QUEUE_SKIP
+
+
+def test_a_node_update_that_grew_nothing_the_pod_asks_is_skipped() -> None:
+    """``haveAnyRequestedResourcesIncreased``: a node update requeues the Pod only when it grew the Pod
+    slots or a resource the Pod requests. Memory growing does not help a Pod that asks only cpu (found
+    side by side: kube-scheduler skipped it, py-scheduler tried the Pod again)."""
+    fn = NodeResourcesFit()._schedulable_after_node_change
+    pod = _pod("p", "2")
+    old = _node("n", "4")
+    more_memory = copy.deepcopy(old)
+    more_memory["status"]["allocatable"]["memory"] = "128Gi"
+    more_cpu = copy.deepcopy(old)
+    more_cpu["status"]["allocatable"]["cpu"] = "8"
+    more_pods = copy.deepcopy(old)
+    more_pods["status"]["allocatable"]["pods"] = "220"
+    assert fn(pod, old, more_memory) == QueueingHint.QUEUE_SKIP
+    assert fn(pod, old, more_cpu) == QueueingHint.QUEUE
+    assert fn(pod, old, more_pods) == QueueingHint.QUEUE
+    assert fn(pod, None, more_memory) == QueueingHint.QUEUE  # an added node that fits
