@@ -416,11 +416,9 @@ class PriorityQueue(Nominator):
         return out
 
     def recheck_gated(self, member: Callable[[QueuedPodInfo], bool]) -> None:
-        """PreEnqueue again for the gated Pods for which ``member`` is true (the other members of a pod
-        group one of whose Pods was popped); those it now lets through are no longer gated and join
-        the group (:meth:`pop_members`). Upstream's queue holds the group as one entity and runs
-        PreEnqueue for every Pod of it whenever the entity moves (``runPreEnqueuePlugins``), so a member
-        gated while the group's preemption ran is let in with the others once it is over."""
+        """PreEnqueue again for the gated Pods for which ``member`` is true (a popped Pod's group mates):
+        those let through join the group (:meth:`pop_members`), as upstream's group entity runs
+        PreEnqueue for all its Pods whenever it moves (``runPreEnqueuePlugins``)."""
         changed = False
         for key in list(self._unschedulable.gated_keys):
             q = self._unschedulable.get(key)
@@ -512,34 +510,28 @@ class PriorityQueue(Nominator):
             self._update_pending()
 
     def add_attempted_group_member(self, qpi: QueuedPodInfo, pod: Obj | None, group_outcome: str) -> str | None:
-        """``AddAttemptedPodGroupIfNeeded`` for one member of a pod group just attempted that was not
-        bound (py-scheduler keeps a queue entry per member). Upstream requeues the group entity
-        without consulting the queueing hints: ``group_outcome`` ``scheduled`` (the group was placed,
-        this member was not): its counts are reset and it goes to activeQ at once, its timestamp kept;
-        ``unschedulable``: one more unschedulable attempt; otherwise (an error): one more consecutive
-        error; in both it goes to backoffQ while backing off, else to activeQ, and PreEnqueue may hold
-        it. Returns the queue it went to (None if it was already queued); ends the in-flight state."""
+        """``AddAttemptedPodGroupIfNeeded`` for one unbound member of a group just attempted, without
+        the queueing hints: ``group_outcome`` ``scheduled``: counts reset, activeQ at once, timestamp
+        kept; ``unschedulable`` / an error: one more such attempt, backoffQ while backing off, else
+        activeQ (PreEnqueue may hold it). Returns the queue (None if already queued); ends in-flight."""
         try:
             if self._get(qpi.key) is not None:
                 log.error("Pod %s is already present in the scheduling queue", qpi.key)
                 return None
             if pod is not None:
                 self._replace_pod(qpi, pod)
-            if group_outcome == "scheduled":
-                qpi.unschedulable_count = 0
-                qpi.consecutive_errors_count = 0
+            placed = group_outcome == "scheduled"
+            if placed:
+                qpi.unschedulable_count = qpi.consecutive_errors_count = 0
+            elif group_outcome == "unschedulable":
+                qpi.unschedulable_count, qpi.consecutive_errors_count = qpi.unschedulable_count + 1, 0
             else:
-                if group_outcome == "unschedulable":
-                    qpi.unschedulable_count += 1
-                    qpi.consecutive_errors_count = 0
-                else:
-                    qpi.consecutive_errors_count += 1
-                qpi.backoff_expiration = None
-                qpi.timestamp = self._now()
-            qpi.was_flushed_from_unschedulable = False
-            qpi.flush_timestamp = None
+                qpi.consecutive_errors_count += 1
+            if not placed:
+                qpi.backoff_expiration, qpi.timestamp = None, self._now()
+            qpi.was_flushed_from_unschedulable, qpi.flush_timestamp = False, None
             self._reason(qpi, 1)
-            strategy = QueueingStrategy.IMMEDIATELY if group_outcome == "scheduled" else QueueingStrategy.AFTER_BACKOFF
+            strategy = QueueingStrategy.IMMEDIATELY if placed else QueueingStrategy.AFTER_BACKOFF
             queue = self._requeue(qpi, strategy, SCHEDULE_ATTEMPT_FAILURE)
             log.debug("Pod group member moved to an internal scheduling queue pod=%s event=%s queue=%s group=%s",
                       qpi.key, SCHEDULE_ATTEMPT_FAILURE, queue, group_outcome)
