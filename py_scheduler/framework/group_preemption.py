@@ -52,6 +52,7 @@ __all__ = [
     "cross_nodes_victims",
     "disrupts_all",
     "more_important_victim",
+    "pod_priority",
 ]
 
 ERR_NO_GROUP_VICTIMS = "No preemption victims found for incoming preemptor"
@@ -63,6 +64,14 @@ ERR_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
 
 PodGroupLookup = Callable[[str, str], Obj | None]
 """(namespace, name) -> the PodGroup object, or None."""
+
+
+def pod_priority(p: PodInfo, lookup: PodGroupLookup) -> int:
+    """``GetPodPriority``: a member of an existing PodGroup has the group's priority (``spec.priority``,
+    0 when unset), any other Pod its own."""
+    name = pod_group_name(p.pod)
+    pg = None if name is None else lookup(p.namespace, name)
+    return p.priority if pg is None else pod_group_priority(pg)
 
 
 def disrupts_all(pod_group: Obj) -> bool:
@@ -172,7 +181,7 @@ class PodGroupEvaluator:
         nominated = {str((pi.pod.get("status") or {}).get("nominatedNodeName") or "") for pi in group.pods} - {""}
         for name in nominated:
             ni = nodes.get(name)
-            if ni is not None and any(self._priority(p) < priority and pod_terminating_by_preemption(p.pod)
+            if ni is not None and any(pod_priority(p, self.lookup) < priority and pod_terminating_by_preemption(p.pod)
                                       for p in ni.pods):
                 noms = {pi.key: str((pi.pod.get("status") or {}).get("nominatedNodeName") or "")
                         for pi in group.pods}
@@ -181,12 +190,6 @@ class PodGroupEvaluator:
         if res is None or not st.is_success():
             return None, st
         return res, Status(Code.SUCCESS, [f"found a placement for podgroup, preempting {len(res.victims)} victims"])
-
-    def _priority(self, p: PodInfo) -> int:
-        """``GetPodPriority``: a member of an existing PodGroup has the group's priority."""
-        name = pod_group_name(p.pod)
-        pg = None if name is None else self.lookup(p.namespace, name)
-        return p.priority if pg is None else pod_group_priority(pg)
 
     def select_victims(self, fh: ProfileHandle, priority: int, dry: PodGroupDryRun, pdbs: Sequence[PDB],
                        cluster: SnapshotLister) -> tuple[PodGroupPostFilterResult | None, Status]:

@@ -55,6 +55,7 @@ from py_scheduler.framework.group_preemption import (
     PodGroupEvaluator,
     cross_nodes_victims,
     more_important_victim,
+    pod_priority,
     pods_of,
 )
 from py_scheduler.framework.handle import Handle, ProfileHandle
@@ -66,7 +67,7 @@ from py_scheduler.framework.interfaces import (
     PostFilterResult,
 )
 from py_scheduler.framework.objects import Obj
-from py_scheduler.framework.podgroup import pod_group_name, pod_group_priority
+from py_scheduler.framework.podgroup import pod_group_name
 from py_scheduler.framework.preemption import (
     PDB,
     Evaluator,
@@ -289,9 +290,7 @@ class DefaultPreemption:
         (``spec.priority``, 0 when unset), whatever its own; otherwise its own."""
         if not self.handle.feature_gates.generic_workload:
             return victim.priority
-        name = pod_group_name(victim.pod)
-        pg = None if name is None else self._pod_group(victim.namespace, name)
-        return victim.priority if pg is None else pod_group_priority(pg)
+        return pod_priority(victim, self._pod_group)
 
     def _pod_group(self, namespace: str, name: str) -> Obj | None:
         """The PodGroup object (the Handle's lister), or None."""

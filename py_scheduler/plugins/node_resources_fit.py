@@ -314,6 +314,7 @@ class NodeResourcesFit:
         self.args = args or NodeResourcesFitArgs()
         self.handle = handle
         self._hint_node: tuple[dict[str, Any], NodeInfo] | None = None
+        self._hint_old: tuple[dict[str, Any], Resource] | None = None
         self._hint_requests: dict[int, tuple[dict[str, Any], Resource]] = {}
         self.scorer = ResourceAllocationScorer(self.args.strategy, self.args.scorer(), self.args.resources,
                                                use_requested=False, pod_level_and_status=False)
@@ -374,7 +375,10 @@ class NodeResourcesFit:
             return QueueingHint.QUEUE_SKIP
         if isinstance(old, dict):
             try:
-                grew = _requested_resources_increased(request, NodeInfo(old).allocatable, node_info.allocatable)
+                prev = self._hint_old
+                if prev is None or prev[0] is not old:  # one event is offered to every rejected Pod
+                    prev = self._hint_old = (old, NodeInfo(old).allocatable)
+                grew = _requested_resources_increased(request, prev[1], node_info.allocatable)
             except Exception:  # a malformed old Node: requeue, as upstream's error path
                 return QueueingHint.QUEUE
             if not grew:

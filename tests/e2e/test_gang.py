@@ -136,6 +136,20 @@ class GangBed:
         await self.core.create_namespaced_pod("default", body)
         return name
 
+    async def victim(self, prefix: str, node: str, priority_class: str, gpus: int = 1) -> str:
+        """A Pod of ``priority_class`` bound to ``node`` directly (``nodeName``), asking ``gpus`` GPUs (none
+        for 0) and 100m CPU, deleted at once when evicted (grace period 0): its name."""
+        name = unique_name(prefix)
+        self.pods.append(name)
+        resources: dict[str, Any] = {"requests": {"cpu": "100m"}}
+        if gpus:
+            resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+        await self.core.create_namespaced_pod("default", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": node, "priorityClassName": priority_class, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": resources}]}})
+        return name
+
     async def bound(self, names: list[str]) -> dict[str, str]:
         pods = await self.core.list_namespaced_pod("default")
         wanted = set(names)
@@ -338,14 +352,7 @@ async def _unfit_gangs(gbed: GangBed, names: dict[str, str], priority_class: str
         group = groups[impl] = unique_name(f"pgpf-{impl}")
         node = await gbed.node(group, 1)
         if low_priority_class:
-            victim = unique_name(f"pgpf-{impl}-low")
-            gbed.pods.append(victim)
-            await gbed.core.create_namespaced_pod("default", {
-                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": victim, "namespace": "default"},
-                "spec": {"nodeName": node, "priorityClassName": low_priority_class,
-                         "terminationGracePeriodSeconds": 0,
-                         "containers": [{"name": "main", "image": PAUSE_IMAGE,
-                                         "resources": {"requests": {"cpu": "100m"}}}]}})
+            await gbed.victim(f"pgpf-{impl}-low", node, low_priority_class, gpus=0)
         await gbed.pod_group(group, 2, priority_class=priority_class if low_priority_class else "")
         pods = [await gbed.member(sched, group, group, priority_class=priority_class) for _ in range(2)]
         if members is not None:
@@ -476,15 +483,7 @@ async def test_a_gang_preempts_lower_priority_pods_across_nodes_side_by_side(gbe
             group = unique_name(f"gpre-{impl}")
             victims = []
             for _ in range(2):
-                node = await gbed.node(group, 1)
-                victim = unique_name(f"gpre-{impl}-low")
-                gbed.pods.append(victim)
-                victims.append(victim)
-                await gbed.core.create_namespaced_pod("default", {
-                    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": victim, "namespace": "default"},
-                    "spec": {"nodeName": node, "priorityClassName": low, "terminationGracePeriodSeconds": 0,
-                             "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
-                                 "requests": {"cpu": "100m"}, "limits": {"nvidia.com/gpu": "1"}}}]}})
+                victims.append(await gbed.victim(f"gpre-{impl}-low", await gbed.node(group, 1), low))
             await gbed.pod_group(group, 2, priority_class=high)
             runs[impl] = ([await gbed.member(sched, group, group, priority_class=high) for _ in range(2)], victims)
         notes: dict[str, list[str]] = {}
@@ -526,14 +525,7 @@ async def test_a_gang_whose_members_keep_coming_while_it_preempts_binds_side_by_
         for impl in names:
             group = groups[impl] = unique_name(f"gcome-{impl}")
             for _ in range(2):
-                node = await gbed.node(group, 1)
-                victim = unique_name(f"gcome-{impl}-low")
-                gbed.pods.append(victim)
-                await gbed.core.create_namespaced_pod("default", {
-                    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": victim, "namespace": "default"},
-                    "spec": {"nodeName": node, "priorityClassName": low, "terminationGracePeriodSeconds": 0,
-                             "containers": [{"name": "main", "image": PAUSE_IMAGE, "resources": {
-                                 "requests": {"cpu": "100m"}, "limits": {"nvidia.com/gpu": "1"}}}]}})
+                await gbed.victim(f"gcome-{impl}-low", await gbed.node(group, 1), low)
             await gbed.pod_group(group, 2, priority_class=high)
         members = {impl: [await gbed.member(sched, groups[impl], groups[impl], priority_class=high)
                           for _ in range(3)] for impl, sched in names.items()}

@@ -138,6 +138,13 @@ def resolve_claims(pod: Obj, pod_claims: list[PodClaim], get: ClaimGetter) -> li
     return out
 
 
+def pod_claims_now(pod: Obj, get: ClaimGetter) -> list[Obj]:
+    """``foreachPodResourceClaim`` on a Pod's JSON against the latest claims (``get``). Raises
+    ClaimUnschedulable (a claim missing, being deleted, not the Pod's, not generated yet) or
+    PodParseError (malformed ``spec.resourceClaims``)."""
+    return resolve_claims(pod, parse_claims_spec(pod.get("spec") or {}), get)
+
+
 def claim_change_hint(pod: Obj, old: Any, new: Any, get: ClaimGetter | None) -> QueueingHint:
     """``isSchedulableAfterClaimChange``: whether a ResourceClaim add / update / delete may let
     ``pod`` (rejected by this plugin) through. ``old`` / ``new`` are the claim's JSON (None for
@@ -167,7 +174,7 @@ def claim_change_hint(pod: Obj, old: Any, new: Any, get: ClaimGetter | None) -> 
     if get is None:
         return QueueingHint.QUEUE
     try:
-        claims = resolve_claims(pod, parse_claims_spec(pod.get("spec") or {}), get)
+        claims = pod_claims_now(pod, get)
     except (ClaimUnschedulable, PodParseError):
         return QueueingHint.QUEUE_SKIP
     if old is not None and allocation_of(old) is not None and allocation_of(new) is None:
@@ -197,7 +204,7 @@ def target_pod_update_hint(new: Any, get: ClaimGetter | None) -> QueueingHint:
     if get is None:
         return QueueingHint.QUEUE
     try:
-        resolve_claims(new, parse_claims_spec(new.get("spec") or {}), get)
+        pod_claims_now(new, get)
     except (ClaimUnschedulable, PodParseError):
         return QueueingHint.QUEUE_SKIP
     return QueueingHint.QUEUE

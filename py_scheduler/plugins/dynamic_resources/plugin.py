@@ -79,6 +79,7 @@ from py_scheduler.plugins.dynamic_resources.claims import (
     claim_meta,
     claim_uid,
     parse_claims_spec,
+    pod_claims_now,
     requests_of,
     reserved_for,
     resolve_claims,
@@ -235,13 +236,6 @@ class DynamicResources:
 
         return get
 
-    @staticmethod
-    def _pod_claims_now(pod: Obj, get: ClaimGetter) -> list[Obj]:
-        """``foreachPodResourceClaim`` on a Pod's JSON against the latest claims. Raises
-        ClaimUnschedulable (a claim missing, being deleted, not the Pod's, not generated yet) or
-        PodParseError (malformed ``spec.resourceClaims``)."""
-        return resolve_claims(pod, parse_claims_spec(pod.get("spec") or {}), get)
-
     def pre_enqueue(self, pod: PodInfo) -> Status:
         """``PreEnqueue``: Unschedulable with ``foreachPodResourceClaim``'s error while one of the Pod's
         claims is missing, being deleted, not the Pod's or not generated yet: the Pod waits, silently,
@@ -249,7 +243,7 @@ class DynamicResources:
         get = self._claim_getter()
         if get is not None and pod.spec.get("resourceClaims"):
             try:
-                self._pod_claims_now(pod.pod, get)
+                pod_claims_now(pod.pod, get)
             except ClaimUnschedulable as exc:
                 return Status(Code.UNSCHEDULABLE, [str(exc)], NAME)
             except PodParseError:
