@@ -105,6 +105,9 @@ class GroupCycle:
     algorithm_seconds: float = 0.0
     victims: list[PodInfo] = field(default_factory=list)
     """Pods to evict for the group (PodGroupPostFilter's preemption); the members wait on it."""
+    num_pdb_violations: int = 0
+    num_pod_group_disruptions: int = 0
+    """For the preemption metrics: the budgets ``victims`` violate, the victims that are PodGroups."""
 
 
 def schedule_group(fw: Framework, algorithm: Algorithm, cluster: ClusterState, pod_group: Obj,
@@ -224,8 +227,10 @@ def _rejected(fw: Framework, algorithm: Algorithm, cluster: ClusterState, pod_gr
             c = PodCycle(UNSCHEDULABLE, mr.result, message, mr.state, rejectors=frozenset(rejectors),
                          nominated=nominated)
         out.append(c)
-    victims = res.victims if waiting and res is not None else []
-    return GroupCycle(UNSCHEDULABLE, whole, out, seconds, victims)
+    if not waiting or res is None:
+        return GroupCycle(UNSCHEDULABLE, whole, out, seconds)
+    return GroupCycle(UNSCHEDULABLE, whole, out, seconds, res.victims, res.num_pdb_violations,
+                      res.num_pod_group_disruptions)
 
 
 class GroupDryRun:

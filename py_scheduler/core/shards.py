@@ -367,7 +367,9 @@ class NodeShardPool:
             return self._local_filter(fw, active, state, pod, nodes)
         out: list[Status | None] = list(first) if first is not None else [None] * len(mine)
         for verdicts, (lo, hi) in zip(parts, bounds[1:], strict=True):
-            out.extend(decode_verdicts(verdicts, hi - lo))
+            part = decode_verdicts(verdicts, hi - lo)
+            fw.count_filtered(active, part)
+            out.extend(part)
         self.stats.sharded_chunks += 1
         self._judge(cost, sync, time.perf_counter() - started, predicted)
         return None if all(s is None for s in out) else out

@@ -249,10 +249,12 @@ class PodGroupEvaluator:
                     fn()
 
         evicted: list[DomainVictim] = []
+        violations = 0
         try:
-            for v, _count in violating:
+            for v, count in violating:
                 if not reprieve(v):
                     evicted.append(v)
+                    violations += count
             for v in non_violating:
                 if not reprieve(v):
                     evicted.append(v)
@@ -260,4 +262,5 @@ class PodGroupEvaluator:
             return None, Status(Code.ERROR, [str(exc)])
         sort_slice(evicted, more_important_victim)
         noms = {a.pod.key: a.node_name for a in placed}
-        return PodGroupPostFilterResult(noms, [p for v in evicted for p in v.pods]), Status.success()
+        return PodGroupPostFilterResult(noms, [p for v in evicted for p in v.pods], violations,
+                                        sum(1 for v in evicted if v.rank == 2)), Status.success()

@@ -78,10 +78,12 @@ class QueuedPodInfo:
 @dataclass(slots=True)
 class PostFilterResult:
     """``fwk.PostFilterResult``: the node nominated for the Pod by preemption, and the victims
-    (PodInfos) to delete through the API."""
+    (PodInfos) to delete through the API, and how many PodDisruptionBudget violations that costs
+    (``Victims.NumPDBViolations``, for ``scheduler_preemption_pdb_violations_total``)."""
 
     nominated_node_name: str
     victims: list[PodInfo]
+    num_pdb_violations: int = 0
 
 
 class Plugin(Protocol):
@@ -323,10 +325,14 @@ class ProposedAssignment:
 class PodGroupPostFilterResult:
     """``fwk.PodGroupPostFilterResult`` plus what the executor evicts: ``nominations`` maps a member's
     ``namespace/name`` to its nominated node (``NominatingInfos``, ``ModeOverride``; "" clears);
-    ``victims`` are the Pods to evict, most important first (``Victims.Pods``)."""
+    ``victims`` are the Pods to evict, most important first (``Victims.Pods``); for the metrics,
+    ``num_pdb_violations`` the budgets evicting them violates (``Victims.NumPDBViolations``) and
+    ``num_pod_group_disruptions`` the victims that are PodGroup members or whole groups."""
 
     nominations: dict[str, str]
     victims: list[PodInfo]
+    num_pdb_violations: int = 0
+    num_pod_group_disruptions: int = 0
 
 
 class PodGroupDryRun(Protocol):

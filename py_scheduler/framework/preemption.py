@@ -528,7 +528,8 @@ class Evaluator:
             return fit_result, status
         msg = (f"found a potential placement for pod on node {best.name}, "
                f"preempting {len(best.victims.pods)} victims")
-        return PostFilterResult(best.name, list(best.victims.pods)), Status(Code.SUCCESS, [msg])
+        return (PostFilterResult(best.name, list(best.victims.pods), best.victims.num_pdb_violations),
+                Status(Code.SUCCESS, [msg]))
 
     def _evaluate(self, state: CycleState, pod: PodInfo, node_statuses: Mapping[str, Status]
                   ) -> tuple[Candidate | None, PostFilterResult | None, Status]:

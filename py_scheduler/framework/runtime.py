@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import operator
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from typing import Any, cast
@@ -49,6 +50,7 @@ from py_scheduler.framework.errors import SchedulingError as SchedulingError
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import (
     AllocationReporter,
+    AsyncPreemptionPlugin,
     BatchFilterPlugin,
     BatchNormalizeScorePlugin,
     BatchScorePlugin,
@@ -141,6 +143,13 @@ class Framework:
         self.waiting_pods = WaitingPods()
         """Pods a Permit plugin holds (``waitingPodsMap``); plugins reach it through the Handle."""
         self.score_weights = {p.name: self.weights.get(p.name) or 1 for p in self.score_plugins}
+        self.evaluations: dict[str, Counter[str]] = {
+            point: Counter(dict.fromkeys((p.name for p in pls), 0)) for point, pls in (
+                ("PreFilter", self.pre_filter_plugins), ("Filter", self.filter_plugins),
+                ("PreScore", self.pre_score_plugins), ("Score", self.score_plugins))}
+        """extension point -> plugin -> calls (``scheduler_plugin_evaluation_total``, framework.go's
+        instrumented plugins): PreFilter and PreScore once per cycle, Filter and Score once per node
+        (node by node or a batch form's nodes; a node a worker filtered is counted from its verdict)."""
         self.record_plugin_metrics = True
         """Whether this cycle reports per-plugin durations to the observer; ``Algorithm.schedule``
         draws it per cycle with probability :data:`.algorithm.PLUGIN_METRICS_SAMPLE_PERCENT` as upstream."""
@@ -153,6 +162,13 @@ class Framework:
         self.allocation_reporters: list[AllocationReporter] = [
             p for p, _ in plugins if isinstance(p, AllocationReporter)]
         """Decided once, as every extension point: a Protocol ``isinstance`` costs tens of microseconds."""
+        self.preemption_observer: Callable[[str, str, float], None] | None = None
+        """Called ``(preemptor "pod" or "podgroup", status code name, seconds)`` after each dry run of
+        a preemption plugin (:class:`AsyncPreemptionPlugin`) at PostFilter or PodGroupPostFilter:
+        ``scheduler_preemption_evaluation_duration_seconds``, ``scheduler_workload_preemption_attempts_total``."""
+        self._preemption_plugins = frozenset(p.name for p in (*self.post_filter_plugins,
+                                                              *self.pod_group_post_filter_plugins)
+                                             if isinstance(p, AsyncPreemptionPlugin))
         self.nominator: Nominator | None = nominator
         """The pods nominated per node (upstream's ``WithPodNominator``): given here or connected once
         (:meth:`connect_nominator`), never swapped per cycle."""
@@ -344,7 +360,9 @@ class Framework:
         result: PreFilterResult = None
         plugins_with_nodes: set[str] = set()
         return_status = Status.success()
+        calls = self.evaluations["PreFilter"]
         for pl in self.pre_filter_plugins:
+            calls[pl.name] += 1
             t0 = time.perf_counter()
             r, s = pl.pre_filter(state, pod, nodes)
             self._observe("PreFilter", pl.name, s, t0)
@@ -375,9 +393,11 @@ class Framework:
 
         ``plugins``: a subsequence of ``filter_plugins`` to run instead of all of them (a caller
         that knows the others pass, e.g. preemption's reprieve checks); None for all."""
+        calls = self.evaluations["Filter"]
         for pl in self.filter_plugins if plugins is None else plugins:
             if pl.name in state.skip_filter:
                 continue
+            calls[pl.name] += 1
             s = pl.filter(state, pod, node_info)
             if not s.is_success():
                 if not s.is_rejected():
@@ -404,9 +424,11 @@ class Framework:
         out: list[Status | None] | None = None
         todo = nodes
         idx: list[int] | None = None  # positions in ``nodes`` of ``todo`` (None: all, in order)
+        calls = self.evaluations["Filter"]
         for pl in active:
             if not todo:
                 break
+            calls[pl.name] += len(todo)
             batch = self._batch_filter.get(pl.name)
             if batch is not None:
                 got: list[Status] | None = batch(state, pod, todo)
@@ -436,6 +458,22 @@ class Framework:
                 todo = [todo[j] for j in keep]
                 idx = keep if idx is None else [idx[j] for j in keep]
         return out
+
+    def count_filtered(self, active: Sequence[Any], verdicts: Sequence[Status | None]) -> None:
+        """Count in :attr:`evaluations` the Filter calls another process made on ``len(verdicts)``
+        nodes with the plugins ``active``, in order (a shard's part of :meth:`filter_chunk`): a plugin
+        ran on every node that no plugin before it rejected (``verdicts``: None or the rejecting
+        plugin's status, per node)."""
+        rejected: dict[str, int] = {}
+        for v in verdicts:
+            if v is not None:
+                rejected[v.plugin] = rejected.get(v.plugin, 0) + 1
+        calls, left = self.evaluations["Filter"], len(verdicts)
+        for pl in active:
+            if left <= 0:
+                break
+            calls[pl.name] += left
+            left -= rejected.get(pl.name, 0)
 
     def nominated_pods_for_node(self, node_name: str) -> Sequence[PodInfo]:
         """``NominatedPodsForNode``: PodInfos nominated to ``node_name`` (empty without a nominator)."""
@@ -520,7 +558,9 @@ class Framework:
         Raises:
             SchedulingError: a PreScore plugin returned Error.
         """
+        calls = self.evaluations["PreScore"]
         for pl in self.pre_score_plugins:
+            calls[pl.name] += 1
             t0 = time.perf_counter()
             s = pl.pre_score(state, pod, nodes)
             self._observe("PreScore", pl.name, s, t0)
@@ -573,7 +613,9 @@ class Framework:
         sharded = None
         if self.shards is not None and active:
             sharded = self.shards.score_raw(self, active, state, pod, nodes, names)
+        calls = self.evaluations["Score"]
         for k, pl in enumerate(active):
+            calls[pl.name] += n
             t0 = time.perf_counter() if record else 0.0  # sharded: the plugin's NormalizeScore only
             values = sharded[k] if sharded is not None else self._raw_scores(pl, state, pod, nodes)
             if raw_out is not None:
@@ -673,6 +715,8 @@ class Framework:
             t0 = time.perf_counter()
             r, s = pl.post_filter(state, pod, node_statuses)
             self._observe("PostFilter", pl.name, s, t0)
+            if self.preemption_observer is not None and pl.name in self._preemption_plugins:
+                self.preemption_observer("pod", bc.code_name(s.code), time.perf_counter() - t0)
             if s.is_success():
                 return r, s
             if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
@@ -693,10 +737,13 @@ class Framework:
         reasons: list[str] = []
         plugin = ""
         for pl in self.pod_group_post_filter_plugins:
+            t0 = time.perf_counter()
             out = pl.pod_group_post_filter(state, pod_group, dry_run)
             if out is None:
                 return None
             res, s = out
+            if self.preemption_observer is not None and pl.name in self._preemption_plugins:
+                self.preemption_observer("podgroup", bc.code_name(s.code), time.perf_counter() - t0)
             if s.is_success():
                 return res, s
             if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:

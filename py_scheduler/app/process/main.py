@@ -45,9 +45,13 @@ from py_scheduler.app.telemetry.klog import setup_logging
 from py_scheduler.app.telemetry.metrics import (
     DRA_DEVICES,
     LEADER_STATUS,
+    PLUGIN_EVALUATIONS,
     REGISTRY,
     BatchMetricsRecorder,
+    event_handling_observer,
     framework_observer,
+    preemption_observer,
+    register_workload_metrics,
 )
 from py_scheduler.app.tuning import GcPacer, freeze_collected, freeze_heap_then, set_thresholds
 from py_scheduler.cache.cache import Cache
@@ -228,7 +232,8 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     kinds = [k for k in KINDS if k.kind != "PodGroup" or cfg.feature_gates.generic_workload]
     # freeze_synced: the synced stores go to the permanent generation unscanned (freeze_heap_then
     # freezes the heap after the sync anyway; a full collection of it cost ~1 s at 30000 Pods)
-    informers = Informers(kube, EventHandlers(cache, queue, frameworks, gang=cfg.feature_gates.generic_workload),
+    informers = Informers(kube, EventHandlers(cache, queue, frameworks, gang=cfg.feature_gates.generic_workload,
+                                        observe=event_handling_observer()),
                           kinds, freeze_synced=True)
     client, objects, activator = ports
     activator.connect(queue)  # ``Handle.Activate``: GangScheduling's Permit wakes its group's members
@@ -247,6 +252,11 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     # leader_election_master_status (NoLeader / leader-change alerts) and the DRA device gauges, read at scrape time
     LEADER_STATUS.track(le.resource_name, leader.is_leader)
     DRA_DEVICES.track(informers.store.list_kind)
+    PLUGIN_EVALUATIONS.track(frameworks.values())
+    for fw in frameworks.values():
+        fw.preemption_observer = preemption_observer()
+    if cfg.feature_gates.generic_workload:
+        register_workload_metrics()
     # PreBind / Bind plugins write through this client (fenced by leadership, Bindings by the Node)
     # and read the informers' latest objects, through the ports every profile's Handle holds.
     client.connect(KubeAPIClient(kube, fence=leader.is_leader_valid, node_exists=cache.has_node,

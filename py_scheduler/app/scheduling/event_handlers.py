@@ -9,7 +9,8 @@ while binding are released).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 
 from py_scheduler.cache.cache import Cache
 from py_scheduler.cache.kinds import WatchedKind
@@ -55,11 +56,16 @@ def _priority(pod: Obj) -> int:
 class EventHandlers:
     """``eventhandlers.go``: route deltas to the cache, the queue and ClusterObjects.
 
-    ``profiles``: the schedulerNames we are responsible for; ``gang``: the GenericWorkload gate.
+    ``profiles``: the schedulerNames we are responsible for; ``gang``: the GenericWorkload gate;
+    ``observe``: called ``(event label, seconds)`` once per cluster event a delta was handled as
+    (``scheduler_event_handling_duration_seconds``: ``NodeAdd``, ``UpdateNodeTaint``, ``AssignedPodUpdate``...).
     """
 
-    def __init__(self, cache: Cache, queue: PriorityQueue, profiles: Iterable[str], gang: bool = False) -> None:
+    def __init__(self, cache: Cache, queue: PriorityQueue, profiles: Iterable[str], gang: bool = False,
+                 observe: Callable[[str, float], None] | None = None) -> None:
         self.gang = gang
+        self.observe = observe
+        self._labels: list[str] = []
         self.cache = cache
         self.queue = queue
         self.profiles = set(profiles)
@@ -81,6 +87,9 @@ class EventHandlers:
             self.on_delta(wk, old, None)
             self.on_delta(wk, None, new)
             return
+        labels = self._labels
+        labels.clear()
+        t0 = time.perf_counter()
         try:
             if wk.kind == "Pod":
                 self._pod(old, new)
@@ -88,6 +97,10 @@ class EventHandlers:
                 self._node(old, new)
             else:
                 self._other(wk, old, new)
+            if self.observe is not None and labels:
+                seconds = time.perf_counter() - t0
+                for label in labels:
+                    self.observe(label, seconds)
         except Exception:
             obj = new if new is not None else old
             meta = (obj or {}).get("metadata") or {}
@@ -97,14 +110,17 @@ class EventHandlers:
     def _node(self, old: Obj | None, new: Obj | None) -> None:
         if new is not None and old is None:
             log.debug("Add event for node node=%s", (new.get("metadata") or {}).get("name"))
+            self._labels.append("NodeAdd")
             self.cache.add_node(new)
             self.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, new)
         elif new is not None and old is not None:
             self.cache.update_node(old, new)
             for ev in node_scheduling_properties_change(new, old):
+                self._labels.append(ev.label())
                 self.queue.move_all_to_active_or_backoff(ev, old, new)
         elif old is not None:
             log.debug("Delete event for node node=%s", (old.get("metadata") or {}).get("name"))
+            self._labels.append("NodeDelete")
             self.queue.move_all_to_active_or_backoff(EVENT_NODE_DELETE, old, None)
             self.cache.remove_node(old)
 
@@ -127,27 +143,34 @@ class EventHandlers:
     def _pod_add(self, pod: Obj) -> None:
         if self.responsible(pod) and not _assigned(pod):
             log.debug("Add event for unscheduled pod pod=%s", _pod_ref(pod))
+            self._labels.append("UnscheduledPodAdd")
             self.queue.add(pod)
             if self.gang:
                 # upstream addPodToSchedulingQueue: a new member may complete a waiting gang.
                 self.queue.move_all_to_active_or_backoff(EVENT_UNSCHEDULED_POD_ADD, None, pod)
         if _assigned(pod):
             log.debug("Add event for scheduled pod pod=%s", _pod_ref(pod))
+            self._labels.append("AssignedPodAdd")
             self.cache.add_pod(pod)
             self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
 
     def _pod_update(self, old: Obj, new: Obj) -> None:
         if _assigned(old):
+            self._labels.append("AssignedPodUpdate")
             self.cache.update_pod(old, new)
             for ev in pod_scheduling_properties_change(new, old, False):
+                self._labels.append(ev.label())
                 self.queue.move_all_to_active_or_backoff(ev, old, new)
         elif _assigned(new):
             # The binding: add to the cache (confirms an assumed Pod) and leave the queue.
+            self._labels.append("AssignedPodAdd")
             self.cache.add_pod(new)
             self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, new)
             if self.responsible(old):
+                self._labels.append("UnscheduledPodDelete")
                 self.queue.delete(old)
         elif self.responsible(old):
+            self._labels.append("UnscheduledPodUpdate")
             self._update_in_queue(old, new)
 
     def _update_in_queue(self, old: Obj, new: Obj) -> None:
@@ -168,12 +191,14 @@ class EventHandlers:
     def _pod_delete(self, pod: Obj) -> None:
         if _assigned(pod):
             log.debug("Delete event for scheduled pod pod=%s", _pod_ref(pod))
+            self._labels.append("AssignedPodDelete")
             self.cache.remove_pod(pod)
             self.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)
             return
         if not self.responsible(pod):
             return
         log.debug("Delete event for unscheduled pod pod=%s", _pod_ref(pod))
+        self._labels.append("UnscheduledPodDelete")
         self.queue.delete(pod)
         if self.cache.is_assumed_pod(pod):
             self._assumed_pod_deleted(pod)
@@ -208,7 +233,9 @@ class EventHandlers:
         if wk.event_resource is None:
             return
         action = ActionType.ADD if old is None else ActionType.DELETE if new is None else ActionType.UPDATE
-        self.queue.move_all_to_active_or_backoff(ClusterEvent(wk.event_resource, action), old, new)
+        event = ClusterEvent(wk.event_resource, action)
+        self._labels.append(event.label())
+        self.queue.move_all_to_active_or_backoff(event, old, new)
 
 
 def _pod_ref(pod: Obj) -> str:

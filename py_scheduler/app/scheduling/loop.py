@@ -244,6 +244,8 @@ class SchedulingLoop:
             pf = res.post_filter
             if pf is not None and pf.nominated_node_name:
                 m.PREEMPTION_VICTIMS.observe(len(pf.victims))
+                if pf.num_pdb_violations:
+                    m.PREEMPTION_PDB_VIOLATIONS.labels("pod").inc(pf.num_pdb_violations)
                 # Victims already terminating need no second API call (prepareCandidateAsync).
                 victims = [v for v in pf.victims if not (v.pod.get("metadata") or {}).get("deletionTimestamp")]
                 if victims:
@@ -318,6 +320,12 @@ class SchedulingLoop:
         m.PODGROUP_SCHEDULING_ALGORITHM_DURATION.observe(g.algorithm_seconds)
         # Group preemption (actuatePodGroupPreemption): the members are held out of activeQ (PreEnqueue,
         # by the PodGroup's UID) before they are requeued, until the evictions are done.
+        if g.victims:  # observeVictims
+            m.WORKLOAD_PREEMPTION_VICTIMS.observe(len(g.victims))
+            if g.num_pod_group_disruptions:
+                m.PREEMPTION_WORKLOAD_DISRUPTIONS.labels("podgroup").observe(g.num_pod_group_disruptions)
+            if g.num_pdb_violations:
+                m.PREEMPTION_PDB_VIOLATIONS.labels("podgroup").inc(g.num_pdb_violations)
         victims = [v for v in g.victims if not (v.pod.get("metadata") or {}).get("deletionTimestamp")]
         if victims:
             self._mark_preempting(fw, str((pod_group.get("metadata") or {}).get("uid") or ""), True)
@@ -434,6 +442,8 @@ class SchedulingLoop:
         _SCHEDULE_ATTEMPTS(RESULT_SCHEDULED, fw.profile_name).inc()
         _SCHEDULING_ATTEMPT_DURATION(RESULT_SCHEDULED, fw.profile_name).observe(elapsed)
         m.POD_SCHEDULING_ATTEMPTS.observe(qpi.attempts)
+        if qpi.was_flushed_from_unschedulable:
+            m.POD_SCHEDULED_AFTER_FLUSH.inc()
         if qpi.initial_attempt_set:
             _POD_SCHEDULING_SLI_DURATION(_attempts_label(qpi.attempts)).observe(
                 max(self.queue.now() - qpi.initial_attempt_timestamp, 0.0))
@@ -590,6 +600,7 @@ class SchedulingLoop:
         plugin = fw.post_filter_plugins[0].name if fw.post_filter_plugins else ""
         failed = False
         in_memory = False
+        started = time.perf_counter()
 
         async def evict(v: PodInfo) -> bool:
             """One victim; True when it was preempted in memory."""
@@ -629,6 +640,9 @@ class SchedulingLoop:
             self._mark_preempting(fw, uid, False)
             if failed or in_memory:
                 self.queue.activate(members if members is not None else [preemptor])
+            result, seconds = ("error" if failed else "success"), time.perf_counter() - started
+            m.PREEMPTION_EXECUTION_DURATION.labels(kind, result).observe(seconds)
+            m.PREEMPTION_GOROUTINES_EXECUTION.labels(result).inc()
 
     def _last_victim(self, fw: Framework, uid: str, victim: PodInfo) -> None:
         """Register ``victim`` as the last of ``uid``'s preemption with the PreEnqueue gate: gone once
@@ -709,24 +723,25 @@ class QueueMetricsRecorder:
 
     def __init__(self) -> None:
         self._incoming = m.Children(m.QUEUE_INCOMING_PODS)
+        self._incoming_entities = m.Children(m.QUEUE_INCOMING_ENTITIES)
         self._unschedulable = m.Children(m.UNSCHEDULABLE_PODS)
-        self._active = m.PENDING_PODS.labels("active")
-        self._backoff = m.PENDING_PODS.labels("backoff")
-        self._unschedulable_q = m.PENDING_PODS.labels("unschedulable")
-        self._gated = m.PENDING_PODS.labels("gated")
+        queues = ("active", "backoff", "unschedulable", "gated")
+        self._pending = [(m.PENDING_PODS.labels(q), m.QUEUED_ENTITIES.labels(q, "pod")) for q in queues]
         self._last_pending: tuple[int, int, int, int] | None = None
 
     def incoming(self, queue: str, event: str) -> None:
         self._incoming(queue, event).inc()
+        self._incoming_entities(queue, event, "pod").inc()
 
     def pending(self, active: int, backoff: int, unschedulable: int, gated: int) -> None:
         # The queue reports after every change; a gauge whose count did not move is not set again.
         now = (active, backoff, unschedulable, gated)
         last = self._last_pending
         self._last_pending = now
-        for i, child in enumerate((self._active, self._backoff, self._unschedulable_q, self._gated)):
+        for i, (pods, entities) in enumerate(self._pending):
             if last is None or last[i] != now[i]:
-                child.set(now[i])
+                pods.set(now[i])
+                entities.set(now[i])  # every queued entity is one Pod here (QUEUED_ENTITIES)
 
     def unschedulable_reason(self, plugin: str, profile: str, delta: int) -> None:
         self._unschedulable(plugin, profile).inc(delta)

@@ -28,7 +28,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.gc_collector import GCCollector
 
 from py_scheduler.framework.interfaces import GPUInventoryReporter
@@ -161,6 +161,122 @@ PREEMPTION_VICTIMS = Histogram(
     buckets=exponential_buckets(1, 2, 7), registry=REGISTRY)
 """Victims chosen by one preemption."""
 
+PREEMPTION_GOROUTINES_EXECUTION = Counter(
+    "scheduler_preemption_goroutines_execution",
+    "Number of preemption goroutines executed.",
+    ["result"], registry=REGISTRY)
+"""``scheduler_preemption_goroutines_execution_total{result}``: asynchronous preemptions finished, by result
+``success`` / ``error`` (``SchedulerAsyncPreemption``, on by default; executor.go ``prepareCandidateAsync``).
+Its twin ``preemption_goroutines_duration_seconds`` is deprecated in 1.37.0 and hidden, so not served."""
+
+POD_SCHEDULED_AFTER_FLUSH = Counter(
+    "scheduler_pod_scheduled_after_flush",
+    "Number of pods that were successfully scheduled after being flushed from unschedulableEntities due to "
+    "timeout. This metric helps detect potential queueing hint misconfigurations or event handling issues.",
+    registry=REGISTRY)
+"""``scheduler_pod_scheduled_after_flush_total``: Pods bound after the 5-minute flush moved them
+(schedule_one.go, ``WasFlushedFromUnschedulable``)."""
+
+EVENT_HANDLING_DURATION = Histogram(
+    "scheduler_event_handling_duration_seconds",
+    "Event handling latency in seconds.",
+    ["event"], buckets=exponential_buckets(0.0001, 2, 12), registry=REGISTRY)
+"""Seconds one informer event took to reach the cache and the queue, by cluster event label
+(``NodeAdd``, ``AssignedPodUpdate``, ``UpdateNodeTaint``...; eventhandlers.go)."""
+
+QUEUED_ENTITIES = Gauge(
+    "scheduler_queued_entities",
+    "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods that are not "
+    "members of any podgroup) by the queue type. 'active' means number of entities in activeQ; 'backoff' means "
+    "number of entities in backoffQ; 'unschedulable' means number of entities in unschedulableEntities that the "
+    "scheduler attempted to schedule and failed; 'gated' is the number of unschedulable entities that the "
+    "scheduler never attempted to schedule because they are gated.",
+    ["queue", "type"], registry=REGISTRY)
+"""Entities per queue and type. py-scheduler queues every Pod on its own (a gang's members too, see
+docs/architecture.md), so it reports ``type="pod"``: exact while GenericWorkload is off."""
+
+QUEUE_INCOMING_ENTITIES = Counter(
+    "scheduler_queue_incoming_entities",
+    "Number of scheduling entities added to scheduling queues by event, queue type, and entity type. Entity "
+    "types are either 'pod' (for individual pods that are not members of any podgroup) or 'podgroup'.",
+    ["queue", "event", "type"], registry=REGISTRY)
+"""``scheduler_queue_incoming_entities_total{queue,event,type}``: as ``queue_incoming_pods`` with ``type="pod"``."""
+
+
+class PluginEvaluations:
+    """``scheduler_plugin_evaluation_total{plugin,extension_point,profile}`` (BETA upstream; framework.go
+    ``setInstrumentedPlugins``): how often each plugin ran at PreFilter, Filter (once per node),
+    PreScore and Score (once per node). Counted by each profile's Framework in plain ints
+    (:attr:`py_scheduler.framework.runtime.Framework.evaluations`) and read at scrape time, so the
+    cycle pays no prometheus-client call. No sample until :meth:`track` is called."""
+
+    def __init__(self) -> None:
+        self._frameworks: list[Any] = []
+
+    def track(self, frameworks: Iterable[Any]) -> None:
+        """Report these profiles' counts (Frameworks; replaces what was tracked before)."""
+        self._frameworks = list(frameworks)
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        c = CounterMetricFamily(
+            "scheduler_plugin_evaluation",
+            "Number of attempts to schedule pods by each plugin and the extension point (available only in "
+            "PreFilter, Filter, PreScore, and Score).",
+            labels=["plugin", "extension_point", "profile"])
+        for fw in self._frameworks:
+            for point, counts in fw.evaluations.items():
+                for plugin, n in counts.items():
+                    if n:
+                        c.add_metric([plugin, point, fw.profile_name], n)
+        yield c
+
+
+# -- workload preemption (registered only with GenericWorkload on, as upstream's Register does) -----------
+WORKLOAD_PREEMPTION_ATTEMPTS = Counter(
+    "scheduler_workload_preemption_attempts",
+    "Total preemption attempts initiated by workload (including pod groups) in the cluster till now.",
+    ["result"], registry=None)
+"""``scheduler_workload_preemption_attempts_total{result}``: one per PodGroupPostFilter run, by its
+status code (default_preemption.go ``PodGroupPostFilter``)."""
+WORKLOAD_PREEMPTION_VICTIMS = Histogram(
+    "scheduler_workload_preemption_victims",
+    "Number of pod preemption victims caused by workload preemption.",
+    buckets=exponential_buckets(1, 2, 11), registry=None)
+"""Victims of one pod group's preemption (executor.go ``observeVictims``)."""
+PREEMPTION_WORKLOAD_DISRUPTIONS = Histogram(
+    "scheduler_preemption_workload_disruptions",
+    "Number of workload preemption units being preempted. A single preemption unit can be all pods in a pod "
+    "group (in case of DisruptionMode=all), or a single pod (in case of DisruptionMode=single).",
+    ["preemptor"], buckets=exponential_buckets(1, 2, 11), registry=None)
+"""Pod groups (disruptionMode ``all``) among one preemption's victims, when any; preemptor ``pod``/``podgroup``."""
+PREEMPTION_EVALUATION_DURATION = Histogram(
+    "scheduler_preemption_evaluation_duration_seconds",
+    "Duration in seconds for identifying the target preemption victims.",
+    ["preemptor", "result"], buckets=exponential_buckets(0.001, 2, 16), registry=None)
+"""Seconds of one preemption dry run (PostFilter / PodGroupPostFilter), by preemptor and status code."""
+PREEMPTION_EXECUTION_DURATION = Histogram(
+    "scheduler_preemption_execution_duration_seconds",
+    "Duration in seconds for preempting the target preemption victims. With async preemption enabled, "
+    "preemption execution does not block the scheduling of other pods.",
+    ["preemptor", "result"], buckets=exponential_buckets(0.001, 2, 16), registry=None)
+"""Seconds the evictions of one preemption took, by preemptor and ``success`` / ``error``."""
+PREEMPTION_PDB_VIOLATIONS = Counter(
+    "scheduler_preemption_pdb_violations",
+    "Total number of pod disruption budget violations caused by preemption.",
+    ["preemptor"], registry=None)
+"""``scheduler_preemption_pdb_violations_total{preemptor}``: victims whose eviction violates a PDB."""
+WORKLOAD_METRICS = (WORKLOAD_PREEMPTION_ATTEMPTS, WORKLOAD_PREEMPTION_VICTIMS, PREEMPTION_WORKLOAD_DISRUPTIONS,
+                    PREEMPTION_EVALUATION_DURATION, PREEMPTION_EXECUTION_DURATION, PREEMPTION_PDB_VIOLATIONS)
+
+
+def register_workload_metrics() -> None:
+    """Register :data:`WORKLOAD_METRICS` on :data:`REGISTRY` (once; later calls do nothing): the
+    process calls it when GenericWorkload is on (metrics.go ``Register``). Unregistered, they count
+    but are not served."""
+    for metric in WORKLOAD_METRICS:
+        with contextlib.suppress(ValueError):  # already registered
+            REGISTRY.register(metric)
+
 GPU_ALLOCATED = Gauge(
     "py_scheduler_gpu_allocated",
     "Number of GPUs allocated to pods by py-scheduler, per node and GPU model.",
@@ -215,6 +331,33 @@ def framework_observer(profile: str) -> Observer:
                 point_duration(extension_point, status, profile).observe(seconds)
         except Exception:  # pragma: no cover - defensive; prometheus-client does not raise on valid labels
             log.exception("metrics observer failed for %s/%s", extension_point, plugin)
+
+    return observe
+
+
+def event_handling_observer() -> Callable[[str, float], None]:
+    """The event handlers' ``observe(event label, seconds)`` on :data:`EVENT_HANDLING_DURATION`
+    (children memoized: it runs on every informer event)."""
+    children = Children(EVENT_HANDLING_DURATION)
+
+    def observe(label: str, seconds: float) -> None:
+        children(label).observe(seconds)
+
+    return observe
+
+
+def preemption_observer() -> Callable[[str, str, float], None]:
+    """A profile's :attr:`~py_scheduler.framework.runtime.Framework.preemption_observer`: each preemption
+    dry run on :data:`PREEMPTION_EVALUATION_DURATION` (preemption.go ``evaluate``,
+    podgrouppreemption.go), a pod group's also on :data:`WORKLOAD_PREEMPTION_ATTEMPTS`
+    (default_preemption.go ``PodGroupPostFilter``). Both are served only with GenericWorkload on."""
+    evaluation = Children(PREEMPTION_EVALUATION_DURATION)
+    attempts = Children(WORKLOAD_PREEMPTION_ATTEMPTS)
+
+    def observe(preemptor: str, code: str, seconds: float) -> None:
+        evaluation(preemptor, code).observe(seconds)
+        if preemptor == "podgroup":
+            attempts(code).inc()
 
     return observe
 
@@ -473,5 +616,7 @@ class DRADevices:
 
 LEADER_STATUS = LeaderStatus()
 DRA_DEVICES = DRADevices()
+PLUGIN_EVALUATIONS = PluginEvaluations()
 REGISTRY.register(LEADER_STATUS)
 REGISTRY.register(DRA_DEVICES)
+REGISTRY.register(PLUGIN_EVALUATIONS)

@@ -295,3 +295,31 @@ def test_cluster_objects_key_kinds_as_the_table_says() -> None:
         obj = {"metadata": {"name": "x", "namespace": "ns"}}
         objs.upsert(wk.kind, obj)
         assert objs.get(wk.kind, wk.key(obj)) is obj, wk.kind
+
+
+def test_each_delta_is_timed_under_the_cluster_events_it_was_handled_as() -> None:
+    """``scheduler_event_handling_duration_seconds``'s labels, as eventhandlers.go observes them."""
+    fw = Framework("py-scheduler", [(PrioritySort(), 0)])
+    seen: list[str] = []
+    h = EventHandlers(Cache(), PriorityQueue({"py-scheduler": fw}), ["py-scheduler"],
+                      observe=lambda label, seconds: seen.append(label) if seconds >= 0 else None)
+
+    def labels(kind: Any, old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+        seen.clear()
+        h.on_delta(kind, old, new)
+        return list(seen)
+
+    assert labels(NODE, None, node("n1", 1)) == ["NodeAdd"]
+    tainted = {**node("n1", 2), "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
+    assert labels(NODE, node("n1", 1), tainted) == ["NodeUpdateNodeTaint"]
+    assert labels(NODE, tainted, {**tainted, "metadata": {**tainted["metadata"], "resourceVersion": "3"}}) == []
+    assert labels(POD, None, pod("a", 1)) == ["UnscheduledPodAdd"]
+    assert labels(POD, pod("a", 1), pod("a", 2, priority=5)) == ["UnscheduledPodUpdate"]
+    assert labels(POD, pod("a", 2), pod("a", 3, node="n1")) == ["AssignedPodAdd", "UnscheduledPodDelete"]
+    assert labels(POD, pod("a", 3, node="n1"), {**pod("a", 4, node="n1"),
+                                                 "metadata": {**pod("a", 4)["metadata"], "labels": {"x": "y"}}}
+                  ) == ["AssignedPodUpdate", "AssignedPodUpdatePodLabel"]
+    assert labels(POD, pod("a", 4, node="n1"), None) == ["AssignedPodDelete"]
+    assert labels(POD, None, pod("other", 1, scheduler="someone-else")) == []
+    assert labels(SVC, None, {"metadata": {"name": "s", "namespace": "default", "resourceVersion": "1"}}) == []
+    assert labels(NODE, tainted, None) == ["NodeDelete"]
