@@ -27,6 +27,7 @@ from prometheus_client import (
     Histogram,
     PlatformCollector,
     ProcessCollector,
+    disable_created_metrics,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.gc_collector import GCCollector
@@ -35,6 +36,10 @@ from py_scheduler.framework.interfaces import GPUInventoryReporter
 from py_scheduler.framework.runtime import Observer
 
 log = logging.getLogger("py_scheduler.metrics")
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # public API, unannotated in 0.26
+"""No ``<name>_created`` series beside each counter and histogram: kube-scheduler (client_golang's text
+format) serves none, and each would be one more series per child in every scrape."""
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 """The registry ``/metrics`` serves: every scheduler metric plus process, platform and GC metrics."""
