@@ -293,6 +293,11 @@ def current_generation() -> int:
     return _last_generation
 
 
+_NO_RESIZE_INPUTS: tuple[dict[str, Any], None, None, bool] = ({}, None, None, False)
+""":func:`resize_status_inputs` of a status without any (no container status with resources, no
+pod-level ones, no Infeasible resize)."""
+
+
 class PodInfo:
     """A Pod parsed once (``framework.PodInfo``).
 
@@ -370,6 +375,18 @@ class PodInfo:
                     val, dict):
                 raise PodParseError(f"spec.affinity.{key}", val, "expected an object")
         self.memos: dict[PodMemo[Any], Any] = {}
+
+    def scheduling_requests(self) -> Resource:
+        """The request NodeResourcesFit checks when scheduling this Pod: its spec alone
+        (``computePodResourceRequest`` in noderesources/fit.go leaves ``UseStatusResources`` off: the
+        Pod is on no node yet), where :attr:`requests` also counts a resize's status, as for a Pod on a
+        node. The same object as :attr:`requests` when the status holds no resize input (every Pod
+        that no one wrote a status for)."""
+        status = self.pod.get("status")
+        if (type(status) is not dict or not any(k in status for k in STATUS_KEYS)
+                or resize_status_inputs(status) == _NO_RESIZE_INPUTS):
+            return self.requests
+        return Resource.from_decimals(pod_requests({**self.pod, "status": {}}))
 
     def derive(self, pod: Obj) -> PodInfo:
         """This PodInfo for ``pod``, another version of the same Pod that differs only in

@@ -364,7 +364,7 @@ class NodeResourcesFit:
             if memo is not None and memo[0] is pod:
                 request = memo[1]
             else:
-                request = PodInfo(pod).requests
+                request = PodInfo(pod).scheduling_requests()  # isFit: the spec alone
                 if len(self._hint_requests) >= 4096:
                     self._hint_requests.clear()
                 self._hint_requests[id(pod)] = (pod, request)
@@ -388,8 +388,8 @@ class NodeResourcesFit:
     # -- PreFilter / Filter -------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> tuple[PreFilterResult, Status]:
         """Store the Pod's effective request (and, when it asks for scalar resources, the
-        DeviceClass resolver) for Filter."""
-        request = pod.requests
+        DeviceClass resolver) for Filter: the spec's, never a resize status's (``computePodResourceRequest``)."""
+        request = pod.scheduling_requests()
         resolver = DeviceClassResolver()
         if any(v != 0 for v in request.scalar.values()):
             resolver = DeviceClassResolver.from_snapshot(state.snapshot)

@@ -146,6 +146,23 @@ class TestFilter:
         incoming = pod(containers=[container(cpu="100m")], resources={"requests": {"cpu": "1500m"}})
         assert filter_status(incoming, [node("n")]).reasons == ["Insufficient cpu"]
 
+    def test_a_pending_pods_resize_status_is_not_counted(self) -> None:
+        """computePodResourceRequest reads the spec alone (the Pod is on no node yet), while a Pod on a
+        node counts its resize status. Found on real nodes: a written status made py-scheduler bind
+        a 2001m Pod to a 2000m node (the kubelet said OutOfcpu) and refuse a 100m one."""
+        infeasible = {**pod(containers=[container("app", cpu="2001m")]),
+                      "status": {"conditions": [{"type": "PodResizePending", "status": "True",
+                                                 "reason": "Infeasible"}]}}
+        assert filter_status(infeasible, [node("n", cpu="2")]).reasons == ["Insufficient cpu"]
+        allocated = {**pod(containers=[container("app", cpu="100m")]),
+                     "status": {"containerStatuses": [{"name": "app", "allocatedResources": {"cpu": "2001m"},
+                                                       "resources": {"requests": {"cpu": "2001m"}}}]}}
+        assert filter_status(allocated, [node("n", cpu="2")]).is_success()
+        assert PodInfo(allocated).requests.milli_cpu == 2001  # the same Pod on a node counts its status
+        on_node = {**allocated, "spec": {**allocated["spec"], "nodeName": "n"}}
+        assert filter_status(pod(containers=[container(cpu="100m")]), [node("n", cpu="2")], [on_node]).reasons == [
+            "Insufficient cpu"]
+
     def test_existing_sidecar_counts_on_node(self) -> None:
         sidecar = {**container("side", cpu="500m"), "restartPolicy": "Always"}
         existing = [pod("e", [container(cpu="300m")], node_name="n", initContainers=[sidecar])]

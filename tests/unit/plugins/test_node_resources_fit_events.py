@@ -78,6 +78,15 @@ def test_node_change_hint(pod_cpu: str, node: dict[str, Any], want: QueueingHint
     assert fn(_pod("p", pod_cpu), None, node) == want
 
 
+def test_a_node_is_judged_against_the_pending_pods_spec_not_its_resize_status() -> None:
+    """isFit reads the spec alone (computePodResourceRequest), as PreFilter does."""
+    fn = _hints()[ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)]
+    pod = _pod("p", "2001m")
+    pod["status"] = {"conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]}
+    assert fn(pod, None, _node("n", "2")) == QueueingHint.QUEUE_SKIP
+    assert fn(pod, None, _node("n", "3")) == QueueingHint.QUEUE
+
+
 def test_scalar_shortfall_is_requeued_conservatively() -> None:
     """A node lacking only an extended resource queues the Pod (DRA may back it; upstream's hint
     would consult the DeviceClasses)."""
