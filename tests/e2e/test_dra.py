@@ -411,3 +411,38 @@ async def test_device_tainted_noschedule_is_not_allocated(api_client: client.Api
     py, kube = await side_by_side(api_client, case)
     assert py == kube, (py, kube)
     assert py["pods"] == {"X-p": "X-n2"}
+
+
+@pytest.mark.parametrize("next_claim", ["same", "another"])
+async def test_a_device_freed_right_after_its_pod_bound_is_allocated_again(
+        api_client: client.ApiClient, py_dra: SchedulerProcess, kube_dra: str, next_claim: str) -> None:
+    """A Pod with a named claim binds and is deleted at once; kube-controller-manager deallocates the
+    claim. The only GPU is then free: the next Pod, with the same claim or another one, gets it.
+    py-scheduler kept the first allocation in flight for ever when the deallocation came before any
+    other DRA Pod's PreFilter ("is in the process of being allocated" / "cannot allocate all claims")."""
+
+    async def case(r: Run) -> Obj:
+        await r.add_nodes(1)
+        await r.add_class()
+        await r.add_slice("n1", [gpu("gpu-0")])
+        await r.add_claim("c", [r.request()])
+        await r.add_pod("p0", claims=["c"])
+        await r.bound("p0")
+        await client.CoreV1Api(r.api).delete_namespaced_pod(r.n("p0"), "default", grace_period_seconds=0)
+        r.pods.remove(r.n("p0"))
+
+        async def deallocated() -> bool:
+            c = await r.custom.get_namespaced_custom_object(G, V, "default", "resourceclaims", r.n("c"))
+            st = c.get("status") or {}
+            return not st.get("allocation") and not st.get("reservedFor")
+
+        await wait_for(deallocated, timeout=60, what=f"{r.scheduler}: the claim deallocated")
+        if next_claim == "another":
+            await r.add_claim("d", [r.request()])
+        await r.add_pod("p1", claims=["c" if next_claim == "same" else "d"])
+        await r.bound("p1")
+        return await r.outcome()
+
+    py, kube = await side_by_side(api_client, case)
+    assert py == kube, (py, kube)
+    assert py["pods"] == {"X-p1": "X-n1"}

@@ -20,9 +20,11 @@ recorded and the claims are polled (every 5 s as upstream, or ``poll_interval``)
 binding condition is true, a binding failure condition is true (``device binding failed``) or the
 allocation is older than ``bindingTimeout`` (``device binding timeout``).
 
-The plugin keeps its in-flight allocations until its informer shows them (see
+The plugin keeps its in-flight allocations until its informer reaches the write (PreBind records
+the written resourceVersion, :func:`.dra_manager.mark_written`; see
 :func:`.dra_manager.forget_stale_in_flight`), so a device is never offered twice between Reserve and
-the watch event of the write, also when PreBind finished long before the event arrives.
+the watch event of the write, also when PreBind finished long before the event arrives, and is free
+again as soon as the informer shows the claim deallocated.
 
 Errors are upstream's messages; the framework turns a failed PreBind into Unreserve (in reverse
 plugin order), which deletes the Pod's reservation again (a strategic-merge patch of

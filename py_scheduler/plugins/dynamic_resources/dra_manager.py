@@ -19,7 +19,9 @@ from py_scheduler.plugins.dynamic_resources.common import DeviceID, claim_ref
 from py_scheduler.plugins.dynamic_resources.state import SPECIAL_CLAIM_NAME
 
 InFlight = dict[str, list[Any]]
-"""Claim UID -> ``[claim with status.allocation, number of Pods sharing it]``."""
+"""Claim UID -> ``[claim with status.allocation, number of Pods sharing it, resourceVersion PreBind
+wrote it at or None]``: Reserve's allocation until the informer shows its write (the assumed claim of
+upstream's ``AssumeClaimAfterAPICall``)."""
 
 
 @dataclass(slots=True)
@@ -61,11 +63,34 @@ def gather_allocated_state(objects: ClusterObjectsLister | None, in_flight: InFl
     return st
 
 
+def mark_written(in_flight: InFlight, stored: Any) -> None:
+    """PreBind wrote the allocation: the in-flight entry of ``stored`` (the claim as the API returned
+    it) becomes that claim at its resourceVersion, kept until the informer reaches that version."""
+    entry = in_flight.get(claim_uid(stored))
+    if entry is not None:
+        entry[0] = stored
+        entry[2] = str(claim_meta(stored).get("resourceVersion") or "")
+
+
+def _caught_up(current: Any, written: str) -> bool:
+    """Whether the informer's claim is at or past the version PreBind wrote (resourceVersions compare
+    as integers, as upstream's assume cache compares them; another form counts as caught up)."""
+    try:
+        return int(str(claim_meta(current).get("resourceVersion") or "")) >= int(written)
+    except ValueError:
+        return True
+
+
 def forget_stale_in_flight(objects: ClusterObjectsLister | None, in_flight: InFlight) -> None:
-    """Drop in-flight entries whose claim now shows an allocation (written by someone) or is gone."""
-    for uid, (claim, _n) in list(in_flight.items()):
+    """Drop in-flight entries whose claim is gone (or recreated), now shows an allocation (written by
+    someone), or, once PreBind wrote it, is at or past that write in the informer: from then on the
+    informer's claim says whether the devices are taken (a claim deallocated after its Pod went frees
+    them; upstream's assume cache gives way to the informer's newer object the same way)."""
+    for uid, entry in list(in_flight.items()):
+        claim, written = entry[0], entry[2]
         if claim_meta(claim).get("name") == SPECIAL_CLAIM_NAME:
             continue
         cur = objects.get("ResourceClaim", claim_ref(claim)) if objects is not None else None
-        if cur is None or (claim_uid(cur) == uid and allocation_of(cur) is not None):
+        if (cur is None or claim_uid(cur) != uid or allocation_of(cur) is not None
+                or (written is not None and _caught_up(cur, written))):
             del in_flight[uid]

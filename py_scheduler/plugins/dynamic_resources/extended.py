@@ -196,7 +196,7 @@ async def create_extended_claim(client: APIClient, s: DRAState, special: Obj, po
     if entry is not None:
         allocated = copy.deepcopy(created)
         allocated["status"] = {"allocation": allocation_of(entry[0])}
-        in_flight[claim_uid(created)] = [allocated, entry[1]]
+        in_flight[claim_uid(created)] = [allocated, entry[1], None]
     return created
 
 async def patch_extended_status(client: APIClient, s: DRAState, claim: Obj, pod: PodInfo, node_name: str) -> None:

@@ -92,7 +92,12 @@ from py_scheduler.plugins.dynamic_resources.common import (
     FailedAllocationOnNode,
     claim_ref,
 )
-from py_scheduler.plugins.dynamic_resources.dra_manager import InFlight, forget_stale_in_flight, gather_allocated_state
+from py_scheduler.plugins.dynamic_resources.dra_manager import (
+    InFlight,
+    forget_stale_in_flight,
+    gather_allocated_state,
+    mark_written,
+)
 from py_scheduler.plugins.dynamic_resources.pools import SliceIndex
 from py_scheduler.plugins.dynamic_resources.state import (
     ALLOCATIONS_KEY,
@@ -632,7 +637,7 @@ class DynamicResources:
                 if entry is not None:
                     entry[1] += 1
                 else:
-                    self._in_flight[uid] = [allocated, 1]
+                    self._in_flight[uid] = [allocated, 1, None]
                 recorded[claim_ref(claim)] = alloc
             needs_write = True
         return self._flag(state, needs_write, recorded)
@@ -701,6 +706,8 @@ class DynamicResources:
                 if ext and claim_meta(claim).get("name") == SPECIAL_CLAIM_NAME:
                     claim = await extended.create_extended_claim(client, s, claim, pod, node_name, self._in_flight)
                 s.claims[i] = await binding.bind_claim(client, claim, s.allocations[i], pod_ref)
+                if s.allocations[i] is not None:
+                    mark_written(self._in_flight, s.claims[i])
                 if ext:
                     await extended.patch_extended_status(client, s, s.claims[i], pod, node_name)
             except binding.BindingError as exc:

@@ -21,6 +21,7 @@ from py_scheduler.framework.types import Code, PodInfo
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.dynamic_resources import STATE_KEY, DynamicResources
 from py_scheduler.plugins.dynamic_resources.binding import FINALIZER
+from py_scheduler.plugins.dynamic_resources.dra_manager import forget_stale_in_flight, gather_allocated_state
 from tests.unit.plugins.test_dynamic_resources import (
     G,
     Obj,
@@ -169,6 +170,43 @@ def test_pre_bind_writes_finalizer_allocation_and_reservation() -> None:
     assert alloc["allocationTimestamp"].endswith("Z")
     assert stored["status"]["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "uid-p"}]
     assert api.writes == [("update", FakeAPI._path(c)), ("update", FakeAPI._path(c) + "/status")]
+
+
+class Behind:
+    """An informer view set by hand (``claims``: what the watch has delivered so far)."""
+
+    def __init__(self, *claims: Obj) -> None:
+        self.claims = {f'{c["metadata"]["namespace"]}/{c["metadata"]["name"]}': c for c in claims}
+
+    def get(self, kind: str, key: str) -> Obj | None:
+        return self.claims.get(key)
+
+    def list(self, kind: str) -> Iterable[Obj]:
+        return list(self.claims.values())
+
+
+def test_a_written_allocation_stays_in_flight_until_the_informer_reaches_the_write() -> None:
+    """Upstream assumes the written claim (AssumeClaimAfterAPICall) and the informer's newer object
+    replaces it. Found side by side: a Pod deleted right after binding, its named claim then
+    deallocated, left the device in flight for ever (the next Pod: "is in the process of being
+    allocated", another claim: "cannot allocate all claims"), where kube-scheduler reused it."""
+    c = claim("c", [{"name": "r", "exactly": ex()}])
+    plugin, state, pi = reserved(cluster(c))
+    api = FakeAPI([c])
+    plugin.handle = Handle.detached(client=api)
+    before = copy.deepcopy(api.objs[FakeAPI._path(c)])
+    assert run(plugin.pre_bind(state, pi, "a")).is_success()
+    written = api.objs[FakeAPI._path(c)]
+    assert plugin.in_flight_claims() == ["default/c"]
+    forget_stale_in_flight(Behind(before), plugin._in_flight)  # the watch has not brought the write yet
+    assert plugin.in_flight_claims() == ["default/c"]
+    assert gather_allocated_state(Behind(before), plugin._in_flight).dedicated == {(G, "pa", "g0")}
+    deallocated = copy.deepcopy(written)
+    deallocated["status"] = {}
+    deallocated["metadata"]["resourceVersion"] = str(int(written["metadata"]["resourceVersion"]) + 5)
+    forget_stale_in_flight(Behind(deallocated), plugin._in_flight)  # the Pod went, the controller deallocated
+    assert plugin.in_flight_claims() == []
+    assert gather_allocated_state(Behind(deallocated), plugin._in_flight).dedicated == set()
 
 
 def test_conflict_rereads_and_retries_then_gives_up_after_five() -> None:
