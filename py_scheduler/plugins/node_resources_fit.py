@@ -26,15 +26,15 @@ cpu and memory on both the Pod and the node. As upstream, the Score side reads t
 requests and overhead only (its scorer does not enable pod-level resources). No NormalizeScore.
 
 EventsToRegister (``fit.go`` ``EventsToRegister`` with v1.37's default gates: DRAExtendedResource and
-InPlacePodVerticalScaling on, InPlacePodVerticalScalingSchedulerPreemption off): an assigned Pod
-deleted (hint: Skip when it had neither a node nor a nomination, as upstream), a Node added or its
-allocatable changed (hint: Skip when the node alone, without Pods, lacks the Pod's pods slot, cpu,
-memory or ephemeral-storage, as upstream's ``isFit``, and an update that grew none of the resources the
-Pod asks, as ``haveAnyRequestedResourcesIncreased``; otherwise Queue: a shortfall only in scalar
-resources, which DRA may back, is requeued where upstream's hint may skip it), a DeviceClass added or
-updated, an assigned Pod scaled down and the
-Pod itself scaled down (Queue: upstream's finer hints for these are not reproduced). A rejected Pod
-is not requeued by other events, e.g. a Pod bound elsewhere (issue 21's Unschedulable workload).
+InPlacePodVerticalScaling on, InPlacePodVerticalScalingSchedulerPreemption off), each with upstream's
+hint: an assigned Pod deleted (Skip when it had neither a node nor a nomination); a Node added or its
+allocatable changed (Skip when the node alone, without Pods, lacks something the Pod asks, as
+``isFit``, an extended resource only when no DeviceClass backs it there, or when an update grew none
+of the resources the Pod asks, as ``haveAnyRequestedResourcesIncreased``); a DeviceClass added or
+updated (Queue only when it backs a resource the Pod asks, ``isSchedulableAfterDeviceClassEvent``); an
+assigned Pod scaled down (Queue only when it now counts less of a resource the Pod asks,
+``haveEnoughRelevantResourcesDecreased``); the Pod itself scaled down (Queue). A rejected Pod is not
+requeued by other events, e.g. a Pod bound elsewhere (issue 21's Unschedulable workload).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from py_scheduler.framework.events import Resource as EventResource
 from py_scheduler.framework.handle import Handle
 from py_scheduler.framework.interfaces import PreFilterResult
 from py_scheduler.framework.lister import SnapshotLister
+from py_scheduler.framework.pod_resources import pod_requests
 from py_scheduler.framework.types import Code, CycleState, NodeInfo, PodInfo, Resource, Status
 from py_scheduler.plugins.helpers.columns import (
     ALLOC_CPU,
@@ -65,6 +66,7 @@ from py_scheduler.plugins.helpers.columns import (
     GatheredColumns,
 )
 from py_scheduler.plugins.helpers.extended_resources import (
+    DEVICE_CLASS_PREFIX,
     DeviceClassResolver,
     DRAPreScoreState,
     is_extended_resource_name,
@@ -336,16 +338,25 @@ class NodeResourcesFit:
                                  _schedulable_after_assigned_pod_delete),
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE),
                                  self._schedulable_after_node_change),
-            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)),
-            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
+            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE),
+                                 _schedulable_after_device_class_event),
+            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.UPDATE_POD_SCALE_DOWN),
+                                 _schedulable_after_assigned_pod_scale_down),
             ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
         ]
 
+    def _device_classes(self) -> DeviceClassResolver:
+        """The DeviceClasses the informers hold now (``draManager.DeviceClassResolver()``), for the hints;
+        none without a Handle."""
+        objects = self.handle.objects if self.handle is not None else None
+        return DeviceClassResolver(objects.list("DeviceClass")) if objects is not None else DeviceClassResolver()
+
     def _schedulable_after_node_change(self, pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
-        """``isSchedulableAfterNodeChange``, the part that needs no DRA: Skip when the added or
-        updated node, without any Pod, lacks the Pod's pods slot, cpu, memory or ephemeral-storage
-        (upstream's ``isFit`` fails on the same checks); Queue otherwise (see the module docstring).
-        A Pod or node that cannot be parsed: Queue.
+        """``isSchedulableAfterNodeChange``: Skip when the added or updated node, without any Pod, lacks
+        something the Pod asks (``isFit``: an extended resource only when no DeviceClass backs it and
+        the node advertises none, ``shouldDelegateResourceToDRA``), or when an update grew nothing the
+        Pod asks (``haveAnyRequestedResourcesIncreased``); Queue otherwise. A Pod or node that cannot be
+        parsed: Queue.
 
         One event is offered to every Pod rejected by this plugin, so the node's NodeInfo is kept
         for the last node object seen and each Pod's request per Pod object (by identity, the
@@ -368,17 +379,18 @@ class NodeResourcesFit:
                 if len(self._hint_requests) >= 4096:
                     self._hint_requests.clear()
                 self._hint_requests[id(pod)] = (pod, request)
-            lacking = fits_request(request, node_info)
+            resolver = self._device_classes() if any(request.scalar.values()) else None
+            lacking = fits_request(request, node_info, resolver=resolver)
         except Exception:  # malformed Pod or Node: upstream's error path requeues
             return QueueingHint.QUEUE
-        if any(r.resource_name in _NON_SCALAR for r in lacking):
+        if lacking:
             return QueueingHint.QUEUE_SKIP
         if isinstance(old, dict):
             try:
                 prev = self._hint_old
                 if prev is None or prev[0] is not old:  # one event is offered to every rejected Pod
                     prev = self._hint_old = (old, NodeInfo(old).allocatable)
-                grew = _requested_resources_increased(request, prev[1], node_info.allocatable)
+                grew = _requested_resources_increased(request, prev[1], node_info, resolver)
             except Exception:  # a malformed old Node: requeue, as upstream's error path
                 return QueueingHint.QUEUE
             if not grew:
@@ -563,14 +575,56 @@ def _schedulable_after_assigned_pod_delete(pod: dict[str, Any], old: Any, new: A
     return QueueingHint.QUEUE if node or nominated else QueueingHint.QUEUE_SKIP
 
 
-_NON_SCALAR = frozenset({"pods", "cpu", "memory", "ephemeral-storage"})
+def _schedulable_after_device_class_event(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterDeviceClassEvent``: Queue when the added class backs a resource the Pod asks
+    (``deviceclass.resource.kubernetes.io/<name>``), or when the class's ``extendedResourceName`` (on
+    an update: a changed one) is asked by the Pod; Skip otherwise. Anything unparsable: Queue."""
+    if not isinstance(new, dict):
+        return QueueingHint.QUEUE
+    try:
+        ern = (new.get("spec") or {}).get("extendedResourceName")
+        if isinstance(old, dict) and (old.get("spec") or {}).get("extendedResourceName") == ern:
+            return QueueingHint.QUEUE_SKIP
+        asked = pod_requests({**pod, "status": {}})
+        if not isinstance(old, dict) and DEVICE_CLASS_PREFIX + str((new.get("metadata") or {}).get("name")) in asked:
+            return QueueingHint.QUEUE
+        if isinstance(ern, str) and ern in asked:
+            return QueueingHint.QUEUE
+    except Exception:
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
 
 
-def _requested_resources_increased(request: Resource, old: Resource, new: Resource) -> bool:
-    """``haveAnyRequestedResourcesIncreased`` (``noderesources/fit.go``) on the two allocatables: more
-    Pod slots, or more of a resource the Pod requests (cpu, memory, ephemeral-storage, a scalar). A
-    requested scalar the new node has none of counts as grown (DRA may back it:
-    ``shouldDelegateResourceToDRA``, whose DeviceClass mapping the hint does not read here)."""
+def _schedulable_after_assigned_pod_scale_down(pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterAssignedPodScaleDown`` (``haveEnoughRelevantResourcesDecreased``): Queue only
+    when a Pod on a node now counts less of a resource the rejected Pod asks (cpu, memory,
+    ephemeral-storage or a scalar, status-aware requests as upstream's options); Skip otherwise.
+    Anything unparsable: Queue."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return QueueingHint.QUEUE
+    if not (new.get("spec") or {}).get("nodeName"):
+        return QueueingHint.QUEUE_SKIP
+    try:
+        before, after, asked = PodInfo(old).requests, PodInfo(new).requests, PodInfo(pod).requests
+    except Exception:
+        return QueueingHint.QUEUE
+    if ((asked.milli_cpu and before.milli_cpu > after.milli_cpu)
+            or (asked.memory and before.memory > after.memory)
+            or (asked.ephemeral_storage and before.ephemeral_storage > after.ephemeral_storage)):
+        return QueueingHint.QUEUE
+    for name, q in asked.scalar.items():
+        if q and before.scalar.get(name, 0) > after.scalar.get(name, 0):
+            return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def _requested_resources_increased(request: Resource, old: Resource, new_node: NodeInfo,
+                                   resolver: DeviceClassResolver | None) -> bool:
+    """``haveAnyRequestedResourcesIncreased`` (``noderesources/fit.go``) on the old node's allocatable
+    and the new node: more Pod slots, or more of a resource the Pod requests (cpu, memory,
+    ephemeral-storage, a scalar), or a requested scalar that DRA serves on the new node
+    (``shouldDelegateResourceToDRA``: the node advertises none and a DeviceClass of ``resolver`` backs it)."""
+    new = new_node.allocatable
     if new.allowed_pod_number > old.allowed_pod_number:
         return True
     if request.milli_cpu == 0 and request.memory == 0 and request.ephemeral_storage == 0 and not request.scalar:
@@ -582,6 +636,8 @@ def _requested_resources_increased(request: Resource, old: Resource, new: Resour
     for name, q in request.scalar.items():
         if q == 0:
             continue
-        if new.scalar.get(name, 0) > old.scalar.get(name, 0) or new.scalar.get(name, 0) <= 0:
+        if new.scalar.get(name, 0) > old.scalar.get(name, 0):
+            return True
+        if resolver is not None and should_delegate_resource_to_dra(name, new_node, resolver):
             return True
     return False

@@ -95,21 +95,22 @@ async def _failed(gbed: GangBed, name: str) -> bool:
     return any(c.type == "PodScheduled" and c.reason == "Unschedulable" for c in pod.status.conditions or ())
 
 
-async def _scrape(url: str) -> str:
+async def scrape(url: str) -> str:
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False)) as s, s.get(url) as r:
         assert r.status == 200, (url, r.status)
         return await r.text()
 
 
-async def test_py_scheduler_exports_every_scheduler_metric_kube_scheduler_does(bed: GangBed) -> None:
-    gbed = bed
-    names = {"py": unique_name("metrics-py"), "kube": unique_name("metrics-ks")}
+async def start_both(gbed: GangBed, prefix: str) -> tuple[dict[str, str], dict[str, str], SchedulerProcess]:
+    """py-scheduler and kube-scheduler, each with its own schedulerName and ``/metrics`` (GenericWorkload
+    on): (schedulerName per implementation, metrics URL per implementation, py-scheduler's process)."""
+    names = {"py": unique_name(f"{prefix}-py"), "kube": unique_name(f"{prefix}-ks")}
     cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
            "profiles": [{"schedulerName": names["py"]}]}
-    path = gbed.tmp / "py.yaml"
+    path = gbed.tmp / f"{names['py']}.yaml"
     path.write_text(json.dumps(cfg))
     py = SchedulerProcess(Path(gbed.testbed.kubeconfig), Path(gbed.testbed.dir) / "logs" / f"{names['py']}.log",
-                          lease_name=unique_name("py-sched-metrics"), verbosity=2,
+                          lease_name=unique_name(f"{prefix}-lease"), verbosity=2,
                           extra_args=["--config", str(path), "--feature-gates", "GenericWorkload=true",
                                       "--metrics-bind-address", "127.0.0.1:0", "--plain-http"])
     py.start()
@@ -121,6 +122,14 @@ async def test_py_scheduler_exports_every_scheduler_metric_kube_scheduler_does(b
         wait_leading=False, restart=False,
         extra_args=["--feature-gates=GenericWorkload=true", "--authorization-always-allow-paths=/healthz,/metrics"])
     await py.wait_leading()
+    m = await wait_for(lambda: _SERVING.search(py.log()), timeout=30, what="py-scheduler serving /metrics")
+    urls = {"py": f"http://127.0.0.1:{m.group('port')}/metrics", "kube": f"https://127.0.0.1:{kube_port}/metrics"}
+    return names, urls, py
+
+
+async def test_py_scheduler_exports_every_scheduler_metric_kube_scheduler_does(bed: GangBed) -> None:
+    gbed = bed
+    names, urls, py = await start_both(gbed, "metrics")
     sched_api = client.SchedulingV1Api(gbed.api)
     high, low = unique_name("metrics-high"), unique_name("metrics-low")
     await sched_api.create_priority_class({"metadata": {"name": high}, "value": 1000})
@@ -149,10 +158,8 @@ async def test_py_scheduler_exports_every_scheduler_metric_kube_scheduler_does(b
             await wait_for(unschedulable, timeout=60, what=f"{impl}: the later Pod unschedulable")
             await gbed.core.patch_node(node, {"metadata": {"labels": {"metrics-later": "yes"}}})
             await gbed.wait_all_bound([preemptor, later, *gang], timeout=60, what=f"{impl}: every Pod bound")
-        m = _SERVING.search(py.log())
-        assert m, py.log()[-2000:]
-        py_text = await _scrape(f"http://127.0.0.1:{m.group('port')}/metrics")
-        kube_text = await _scrape(f"https://127.0.0.1:{kube_port}/metrics")
+        py_text = await scrape(urls["py"])
+        kube_text = await scrape(urls["kube"])
     finally:
         for name in (high, low):
             await sched_api.delete_priority_class(name)

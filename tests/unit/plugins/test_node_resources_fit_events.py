@@ -87,13 +87,76 @@ def test_a_node_is_judged_against_the_pending_pods_spec_not_its_resize_status() 
     assert fn(pod, None, _node("n", "3")) == QueueingHint.QUEUE
 
 
-def test_scalar_shortfall_is_requeued_conservatively() -> None:
-    """A node lacking only an extended resource queues the Pod (DRA may back it; upstream's hint
-    would consult the DeviceClasses)."""
-    fn = _hints()[ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)]
+def _objects(*device_classes: dict[str, Any]) -> Any:
+    from py_scheduler.framework.handle import Handle
+
+    class Objects:
+        def get(self, kind: str, namespace: str, name: str) -> None:
+            return None
+
+        def list(self, kind: str) -> list[dict[str, Any]]:
+            return list(device_classes) if kind == "DeviceClass" else []
+
+    return Handle.detached(objects=Objects())
+
+
+def _node_hint(*device_classes: dict[str, Any]) -> Any:
+    return {e.event: e.hint_fn for e in NodeResourcesFit(handle=_objects(*device_classes)).events_to_register()}[
+        ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)]
+
+
+def test_a_node_without_the_extended_resource_is_skipped_unless_a_device_class_backs_it() -> None:
+    """isFit: an extended resource the node lacks fails the fit, unless DRA serves it there
+    (shouldDelegateResourceToDRA: the node advertises none and a DeviceClass maps it). Found side by
+    side: py-scheduler retried such a Pod on every Node added, kube-scheduler did not."""
     pod = _pod("p", "1")
     pod["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
-    assert fn(pod, None, _node("n", "32")) == QueueingHint.QUEUE
+    assert _node_hint()(pod, None, _node("n", "32")) == QueueingHint.QUEUE_SKIP
+    assert _node_hint()(pod, None, _node("n", "32", extra={"example.com/gpu": "1"})) == QueueingHint.QUEUE
+    mapped = {"metadata": {"name": "gpu"}, "spec": {"extendedResourceName": "example.com/gpu"}}
+    assert _node_hint(mapped)(pod, None, _node("n", "32")) == QueueingHint.QUEUE
+    old = _node("n", "32")
+    new = _node("n", "32", extra={"example.com/other": "1"})
+    assert _node_hint(mapped)(pod, old, new) == QueueingHint.QUEUE  # DRA serves it on the updated node
+    assert _node_hint()(pod, old, {**new, "status": {"allocatable": {**new["status"]["allocatable"],
+                                                                      "example.com/gpu": "2"}}}) == QueueingHint.QUEUE
+    huge = _pod("h", "1")
+    huge["spec"]["containers"][0]["resources"]["requests"]["hugepages-2Mi"] = "2Mi"
+    assert _node_hint(mapped)(huge, None, _node("n", "32")) == QueueingHint.QUEUE_SKIP
+
+
+def test_a_device_class_event_queues_only_for_a_resource_the_pod_asks() -> None:
+    fn = _hints()[ClusterEvent(Resource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE)]
+    pod = _pod("p", "1")
+    pod["spec"]["containers"][0]["resources"]["requests"]["example.com/foo"] = "1"
+    foo = {"metadata": {"name": "c"}, "spec": {"extendedResourceName": "example.com/foo"}}
+    bar = {"metadata": {"name": "c"}, "spec": {"extendedResourceName": "example.com/bar"}}
+    plain = {"metadata": {"name": "c"}, "spec": {}}
+    assert fn(pod, None, foo) == QueueingHint.QUEUE
+    assert fn(pod, None, bar) == QueueingHint.QUEUE_SKIP
+    assert fn(pod, None, plain) == QueueingHint.QUEUE_SKIP
+    assert fn(pod, foo, {**foo, "metadata": {"name": "c", "labels": {"x": "y"}}}) == QueueingHint.QUEUE_SKIP
+    assert fn(pod, bar, foo) == QueueingHint.QUEUE
+    implicit = _pod("i", "1")
+    implicit["spec"]["containers"][0]["resources"]["requests"]["deviceclass.resource.kubernetes.io/c"] = "1"
+    assert fn(implicit, None, plain) == QueueingHint.QUEUE
+
+
+def test_an_assigned_pod_scaled_down_queues_only_for_a_resource_the_pod_asks() -> None:
+    """haveEnoughRelevantResourcesDecreased. Found side by side: a memory scale-down retried a Pod
+    that asks only cpu."""
+    fn = _hints()[ClusterEvent(Resource.ASSIGNED_POD, ActionType.UPDATE_POD_SCALE_DOWN)]
+    target = _pod("t", "1")
+    filler = _pod("f", "1500m", node="n")
+    filler["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1Gi"
+    less_memory = copy.deepcopy(filler)
+    less_memory["spec"]["containers"][0]["resources"]["requests"]["memory"] = "512Mi"
+    less_cpu = copy.deepcopy(filler)
+    less_cpu["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+    assert fn(target, filler, less_memory) == QueueingHint.QUEUE_SKIP
+    assert fn(target, filler, less_cpu) == QueueingHint.QUEUE
+    unbound = {**less_cpu, "spec": {k: v for k, v in less_cpu["spec"].items() if k != "nodeName"}}
+    assert fn(target, filler, unbound) == QueueingHint.QUEUE_SKIP
 
 
 def test_queue_keeps_a_pod_rejected_for_resources_until_room_may_appear() -> None:
