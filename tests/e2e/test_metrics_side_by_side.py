@@ -101,12 +101,15 @@ async def scrape(url: str) -> str:
         return await r.text()
 
 
-async def start_both(gbed: GangBed, prefix: str) -> tuple[dict[str, str], dict[str, str], SchedulerProcess]:
+async def start_both(gbed: GangBed, prefix: str, plugin_config: list[dict[str, Any]] | None = None,
+                     ) -> tuple[dict[str, str], dict[str, str], SchedulerProcess]:
     """py-scheduler and kube-scheduler, each with its own schedulerName and ``/metrics`` (GenericWorkload
-    on): (schedulerName per implementation, metrics URL per implementation, py-scheduler's process)."""
+    on), both profiles with ``plugin_config``: (schedulerName per implementation, metrics URL per
+    implementation, py-scheduler's process)."""
     names = {"py": unique_name(f"{prefix}-py"), "kube": unique_name(f"{prefix}-ks")}
+    extra = {"pluginConfig": plugin_config} if plugin_config else {}
     cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-           "profiles": [{"schedulerName": names["py"]}]}
+           "profiles": [{"schedulerName": names["py"], **extra}]}
     path = gbed.tmp / f"{names['py']}.yaml"
     path.write_text(json.dumps(cfg))
     py = SchedulerProcess(Path(gbed.testbed.kubeconfig), Path(gbed.testbed.dir) / "logs" / f"{names['py']}.log",
@@ -118,7 +121,7 @@ async def start_both(gbed: GangBed, prefix: str) -> tuple[dict[str, str], dict[s
     gbed.kube_schedulers.append(names["kube"])
     kube_port = gbed.testbed.start_kube_scheduler(
         names["kube"], config={"leaderElection": {"leaderElect": False},
-                               "profiles": [{"schedulerName": names["kube"]}]},
+                               "profiles": [{"schedulerName": names["kube"], **extra}]},
         wait_leading=False, restart=False,
         extra_args=["--feature-gates=GenericWorkload=true", "--authorization-always-allow-paths=/healthz,/metrics"])
     await py.wait_leading()

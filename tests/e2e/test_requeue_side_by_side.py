@@ -12,7 +12,10 @@ and FailedScheduling event each time), where kube-scheduler's hints say QueueSki
 
 - a Node added without the extended resource the Pod asks (``isFit``; no DeviceClass backs it);
 - a Pod on the Node scaled down in memory when the Pod asks only cpu
-  (``haveEnoughRelevantResourcesDecreased``).
+  (``haveEnoughRelevantResourcesDecreased``);
+- PodTopologySpread under profile default constraints: a Pod of another app added where the Pod's
+  Service-selected mates crowd a zone (the hints build the default constraints' selector, as
+  ``getConstraints``).
 """
 
 from __future__ import annotations
@@ -31,9 +34,24 @@ from tests.e2e.test_metrics_side_by_side import scrape, start_both
 
 pytestmark = [pytest.mark.timeout(300)]
 
+ZONE = "topology.kubernetes.io/zone"
+
+class RequeueBed(GangBed):
+    """The gang tests' bed (Nodes, Pods, both schedulers, cleaned up) plus the Services a case makes."""
+
+    def __init__(self, testbed: Testbed, api: client.ApiClient, tmp: Path) -> None:
+        super().__init__(testbed, api, tmp)
+        self.services: list[str] = []
+
+    async def close(self) -> None:
+        for name in self.services:
+            await self.core.delete_namespaced_service(name, "default")
+        await super().close()
+
+
 @pytest.fixture
-async def bed(testbed: Testbed, api_client: client.ApiClient, tmp_path: Path) -> AsyncIterator[GangBed]:
-    b = GangBed(testbed, api_client, tmp_path)
+async def bed(testbed: Testbed, api_client: client.ApiClient, tmp_path: Path) -> AsyncIterator[RequeueBed]:
+    b = RequeueBed(testbed, api_client, tmp_path)
     try:
         yield b
     finally:
@@ -62,19 +80,20 @@ class Run:
     unit of an extended resource of their own (``resource``), so every other run's Node rejects them
     for NodeResourcesFit too, and that plugin is their only rejector in both schedulers."""
 
-    def __init__(self, bed: GangBed, scheduler: str, url: str) -> None:
+    def __init__(self, bed: RequeueBed, scheduler: str, url: str) -> None:
         self.bed, self.scheduler, self.url = bed, scheduler, url
         self.tag = unique_name("rq")
         self.resource = f"{self.tag}.example.com/slot"
 
-    async def node(self, allocatable: dict[str, str], slots: int = 0) -> str:
+    async def node(self, allocatable: dict[str, str], slots: int = 0, zone: str = "") -> str:
         name = unique_name(f"{self.tag}-n")
         self.bed.nodes[name] = 0
         extra = {self.resource: str(slots)} if slots else {}
-        await create_node(self.bed.api, name, {"pods": "110", **allocatable, **extra})
+        await create_node(self.bed.api, name, {"pods": "110", **allocatable, **extra},
+                          labels={ZONE: zone} if zone else None)
         return name
 
-    async def pod(self, requests: dict[str, str], node: str = "") -> str:
+    async def pod(self, requests: dict[str, str], node: str = "", labels: dict[str, str] | None = None) -> str:
         name = unique_name(f"{self.tag}-p")
         self.bed.pods.append(name)
         resources: dict[str, Any] = {"requests": dict(requests)}
@@ -87,7 +106,8 @@ class Run:
             resources["requests"][self.resource] = "1"
             resources["limits"] = {self.resource: "1"}
         await self.bed.core.create_namespaced_pod("default", {"apiVersion": "v1", "kind": "Pod",
-                                                              "metadata": {"name": name}, "spec": spec})
+                                                              "metadata": {"name": name, "labels": labels or {}},
+                                                              "spec": spec})
         return name
 
     async def unschedulable(self) -> float:
@@ -143,13 +163,38 @@ async def _scale_down(run: Run) -> list[float]:
             await run.after("AssignedPodUpdate", lambda: resize({"cpu": "500m"}))]
 
 
-CASES = {"extended-resource": _extended_resource, "scale-down": _scale_down}
+async def _default_spread(run: Run) -> list[float]:
+    """Profile default constraints (``defaultingType: List``, DoNotSchedule on the zone), whose selector
+    comes from the Service selecting the Pod: a Pod of another app added in the crowded zone cannot
+    help, one of the Pod's own relabelled away can (``buildDefaultConstraints`` in the hints)."""
+    app = {"app": run.tag}
+    await run.bed.core.create_namespaced_service("default", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": run.tag},
+        "spec": {"selector": app, "ports": [{"port": 80}]}})
+    run.bed.services.append(run.tag)
+    crowded = await run.node({"cpu": "8", "memory": "16Gi"}, slots=1, zone="a")
+    await run.node({"cpu": "500m", "memory": "16Gi"}, slots=1, zone="b")
+    mates = [await run.pod({"cpu": "100m"}, node=crowded, labels=app) for _ in range(2)]
+    await _rejected(run, await run.pod({"cpu": "1"}, labels=app))
+
+    async def relabel() -> None:
+        await run.bed.core.patch_namespaced_pod(mates[0], "default", {"metadata": {"labels": {"app": "gone"}}})
+
+    return [await run.after("AssignedPodAdd", lambda: run.pod({"cpu": "100m"}, node=crowded,
+                                                                labels={"app": "unrelated"})),
+            await run.after("AssignedPodUpdate", relabel)]
+
+
+SPREAD_DEFAULTS = [{"name": "PodTopologySpread", "args": {
+    "defaultingType": "List",
+    "defaultConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]}}]
+CASES = {"extended-resource": _extended_resource, "scale-down": _scale_down, "default-spread": _default_spread}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_a_useless_event_leaves_the_pod_waiting_and_a_useful_one_moves_it_side_by_side(
-        bed: GangBed, case: str) -> None:
-    names, urls, py = await start_both(bed, "requeue")
+        bed: RequeueBed, case: str) -> None:
+    names, urls, py = await start_both(bed, "requeue", SPREAD_DEFAULTS if case == "default-spread" else None)
     got = {impl: await CASES[case](Run(bed, names[impl], urls[impl])) for impl in ("kube", "py")}
     assert got["kube"] == [0, 1], got  # the oracle: the useless event moves nothing, the useful one the Pod
     assert got["py"] == got["kube"], got

@@ -9,12 +9,46 @@ The selector is a compiled :class:`~py_scheduler.plugins.helpers.node_selector.L
 
 from __future__ import annotations
 
-from py_scheduler.framework.lister import ClusterObjectsLister
+from collections.abc import Iterable
+from typing import Protocol
+
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.types import PodInfo
 from py_scheduler.plugins.helpers.node_selector import LabelSelector, parse_label_selector
 
-__all__ = ["default_selector", "get_pod_services"]
+__all__ = ["InformerObjects", "SelectingObjects", "default_selector", "get_pod_services"]
+
+
+class SelectingObjects(Protocol):
+    """What the default selector reads: objects by ``namespace/name`` and by namespace (a Snapshot's
+    :class:`~py_scheduler.framework.lister.ClusterObjectsLister` is one, :class:`InformerObjects` another)."""
+
+    def get(self, kind: str, key: str) -> Obj | None: ...
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]: ...
+
+
+class _Lister(Protocol):
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None: ...
+
+    def list(self, kind: str) -> Iterable[Obj]: ...
+
+
+class InformerObjects:
+    """:class:`SelectingObjects` over the Handle's informer objects (``Handle.objects``), for the
+    queueing hints, which run outside a cycle and its Snapshot (upstream's hints read the informers'
+    listers too)."""
+
+    def __init__(self, objects: _Lister) -> None:
+        self.objects = objects
+
+    def get(self, kind: str, key: str) -> Obj | None:
+        namespace, _, name = key.rpartition("/")
+        return self.objects.get(kind, namespace, name)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        return [o for o in self.objects.list(kind)
+                if namespace is None or (o.get("metadata") or {}).get("namespace") == namespace]
 
 
 _RC_KIND = ("", "v1", "ReplicationController")
@@ -29,7 +63,7 @@ def _string_map(raw: object) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in raw.items()}
 
 
-def get_pod_services(pod: PodInfo, objects: ClusterObjectsLister) -> list[Obj]:
+def get_pod_services(pod: PodInfo, objects: SelectingObjects) -> list[Obj]:
     """Services in the Pod's namespace whose ``spec.selector`` matches the Pod's labels
     (``helper.GetPodServices``).
 
@@ -70,7 +104,7 @@ def _parse_group_version(api_version: str) -> tuple[str, str] | None:
     return None
 
 
-def default_selector(pod: PodInfo, objects: ClusterObjectsLister) -> LabelSelector:
+def default_selector(pod: PodInfo, objects: SelectingObjects) -> LabelSelector:
     """The selector deduced from the Services, ReplicationControllers, ReplicaSets and StatefulSets
     selecting ``pod`` (``helper.DefaultSelector``), compiled.
 

@@ -19,7 +19,7 @@ from py_scheduler.plugins.helpers.node_selector import (
     parse_label_selector,
     required_node_affinity,
 )
-from py_scheduler.plugins.helpers.spread import default_selector
+from py_scheduler.plugins.helpers.spread import SelectingObjects, default_selector
 from py_scheduler.plugins.helpers.tolerations import (
     EFFECT_NO_EXECUTE,
     EFFECT_NO_SCHEDULE,
@@ -245,7 +245,7 @@ class SpreadBase:
     comparison_operators: bool
 
     def _build_default_constraints(self, pod: PodInfo, action: str,
-                                   objects: ClusterObjectsLister) -> list[TopologySpreadConstraint]:
+                                   objects: SelectingObjects) -> list[TopologySpreadConstraint]:
         """``buildDefaultConstraints``: the default constraints of ``action`` with the Pod's
         default selector; none when nothing selects the Pod."""
         base = self._default_hard if action == DO_NOT_SCHEDULE else self._default_soft

@@ -24,6 +24,7 @@ from py_scheduler.plugins.helpers.queueing_hints import (
     spread_after_node_change,
     spread_after_target_pod_change,
 )
+from py_scheduler.plugins.helpers.spread import InformerObjects
 from py_scheduler.plugins.pod_topology_spread.common import (
     DO_NOT_SCHEDULE,
     LIST_DEFAULTING,
@@ -139,10 +140,13 @@ class PodTopologySpread(Filtering, Scoring):
 
 
     def __init__(self, default_constraints: list[Obj] | None = None,
-                 defaulting_type: str = SYSTEM_DEFAULTING, comparison_operators: bool = False) -> None:
+                 defaulting_type: str = SYSTEM_DEFAULTING, comparison_operators: bool = False,
+                 handle: Handle | None = None) -> None:
         """Prefer :meth:`create`, which validates. ``default_constraints`` are
         TopologySpreadConstraint dicts without a labelSelector; ``comparison_operators`` is the
-        TaintTolerationComparisonOperators gate (``fts.EnableTaintTolerationComparisonOperators``)."""
+        TaintTolerationComparisonOperators gate (``fts.EnableTaintTolerationComparisonOperators``);
+        ``handle``'s informer objects give the queueing hints the default constraints' selector."""
+        self.handle = handle
         self.comparison_operators = comparison_operators
         self.system_defaulted = defaulting_type == SYSTEM_DEFAULTING
         raw = SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted else (default_constraints or [])
@@ -164,7 +168,7 @@ class PodTopologySpread(Filtering, Scoring):
         """
         constraints, dt = validate_args(args or {})
         try:
-            return cls(constraints, dt, handle.feature_gates.taint_toleration_comparison_operators)
+            return cls(constraints, dt, handle.feature_gates.taint_toleration_comparison_operators, handle)
         except PodParseError as exc:
             raise ConfigError(str(exc)) from exc
 
@@ -190,8 +194,9 @@ class PodTopologySpread(Filtering, Scoring):
     def _hint_constraints(self, pod: PodInfo) -> Sequence[TopologySpreadConstraint] | None:
         """The Pod's DoNotSchedule constraints for the queueing hints (upstream ``getConstraints``):
         its own when it has any; none when the profile has no DoNotSchedule default constraint;
-        None (the hints Queue, a superset) when default ones apply, whose selector needs the
-        Services / ReplicaSets selecting the Pod.
+        otherwise the default ones with the selector of the Services / ReplicaSets... selecting the
+        Pod now (the informers' objects, ``buildDefaultConstraints``). None (the hints Queue, a
+        superset) when those objects cannot be read (no Handle).
 
         Raises:
             PodParseError: the Pod's constraints are malformed.
@@ -199,4 +204,11 @@ class PodTopologySpread(Filtering, Scoring):
         pc = _pod_constraints(pod)
         if pc.explicit:
             return pc.hard
-        return None if self._default_hard else ()
+        if not self._default_hard:
+            return ()
+        if self.handle is None:
+            return None
+        try:
+            return self._build_default_constraints(pod, DO_NOT_SCHEDULE, InformerObjects(self.handle.objects))
+        except Exception:  # the informers not connected (a test), an object that does not parse: a superset
+            return None

@@ -119,12 +119,35 @@ def test_spread_node_hint(old: Any, new: Any, want: QueueingHint) -> None:
     assert _hints(PodTopologySpread())[PTS_NODE](SPREAD_POD, old, new) == want
 
 
-def test_spread_hints_queue_when_default_constraints_need_listers() -> None:
-    """A Pod without constraints under hard default constraints: their selector comes from the
-    Services / ReplicaSets selecting it, not known to the hint, so it Queues (a superset)."""
-    hard = PodTopologySpread([{"topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule", "maxSkew": 1}], "List")
-    assert _hints(hard)[PTS_NODE](_pod(labels=WEB), None, _node()) == Q
-    assert _hints(hard)[ASSIGNED](_pod(labels=WEB), None, _pod("a", {"app": "db"}, node="n")) == Q
+def test_spread_hints_read_default_constraints_from_the_informers() -> None:
+    """A Pod without constraints under hard default constraints: the selector comes from the Services
+    (ReplicaSets...) selecting it, read from the Handle's informer objects (buildDefaultConstraints).
+    Found side by side: py-scheduler queued on any Pod or Node label, kube-scheduler skipped unrelated ones."""
+    from py_scheduler.framework.handle import Handle
+
+    class Objects:
+        def __init__(self, *objs: dict[str, Any]) -> None:
+            self.objs = objs
+
+        def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+            return None
+
+        def list(self, kind: str) -> list[dict[str, Any]]:
+            return [o for o in self.objs if o["kind"] == kind]
+
+    svc = {"kind": "Service", "metadata": {"name": "s", "namespace": "default"}, "spec": {"selector": WEB}}
+    hard = [{"topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule", "maxSkew": 1}]
+    selected = _hints(PodTopologySpread(hard, "List", handle=Handle.detached(objects=Objects(svc))))
+    assert selected[ASSIGNED](_pod(labels=WEB), None, _pod("a", {"app": "db"}, node="n")) == SKIP
+    assert selected[ASSIGNED](_pod(labels=WEB), None, _pod("a", WEB, node="n")) == Q
+    assert selected[PTS_NODE](_pod(labels=WEB), _node(labels={ZONE: "a"}), _node(labels={ZONE: "a", "x": "y"})) == SKIP
+    assert selected[PTS_NODE](_pod(labels=WEB), None, _node(labels={ZONE: "a"})) == Q
+    # nothing selects the Pod: no default constraint applies, nothing helps it through them
+    unselected = _hints(PodTopologySpread(hard, "List", handle=Handle.detached(objects=Objects())))
+    assert unselected[ASSIGNED](_pod(labels=WEB), None, _pod("a", WEB, node="n")) == SKIP
+    # without a Handle the selector cannot be known: Queue (a superset)
+    no_handle = _hints(PodTopologySpread(hard, "List"))
+    assert no_handle[ASSIGNED](_pod(labels=WEB), None, _pod("a", {"app": "db"}, node="n")) == Q
     # System defaults are ScheduleAnyway only: no hard constraint, every node "matches".
     assert _hints(PodTopologySpread())[ASSIGNED](_pod(labels=WEB), None, _pod("a", WEB, node="n")) == SKIP
 
