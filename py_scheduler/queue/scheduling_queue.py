@@ -204,8 +204,10 @@ class PriorityQueue(Nominator):
 
     # -- moves -------------------------------------------------------------------------------------
     def _to_unschedulable(self, qpi: QueuedPodInfo, event: str) -> None:
+        known = self._unschedulable.get(qpi.key) is not None  # addOrUpdate counts arrivals, not updates
         self._unschedulable.put(qpi)
-        self._incoming(GATED if qpi.gated else UNSCHEDULABLE_Q, event)
+        if not known:
+            self._incoming(GATED if qpi.gated else UNSCHEDULABLE_Q, event)
 
     def _move_to_active(self, qpi: QueuedPodInfo, event: str, moves_from_backoff: bool) -> bool:
         """``moveToActiveQ``: PreEnqueue, then activeQ (or the unschedulable Pods when gated)."""
@@ -280,8 +282,7 @@ class PriorityQueue(Nominator):
         return self._get(f"{namespace}/{name}")
 
     def where(self, namespace: str, name: str) -> str | None:
-        """Which sub-queue holds the Pod: ``active``, ``backoff``, ``unschedulable``, ``gated``,
-        ``in-flight`` or None."""
+        """The sub-queue holding the Pod: ``active``, ``backoff``, ``unschedulable``, ``gated``, ``in-flight``, None."""
         key = f"{namespace}/{name}"
         if key in self._active:
             return ACTIVE_Q
@@ -308,9 +309,8 @@ class PriorityQueue(Nominator):
         qpi.parse_error = err
 
     def update(self, old_pod: Obj, new_pod: Obj) -> None:
-        """``Update``: replace the Pod of a queued entry; an unschedulable Pod is requeued when the
-        update may make it schedulable (its own QueueingHints; a Pod that could not be parsed is
-        retried at once). A Pod in no sub-queue (and not in flight) is added."""
+        """``Update``: replace a queued Pod; an unschedulable one is requeued when its own hints say so
+        (one that did not parse: at once). A Pod in no sub-queue (and not in flight) is added."""
         events = pod_scheduling_properties_change(new_pod, old_pod, True)
         meta = new_pod.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"

@@ -231,6 +231,23 @@ def test_unschedulable_waits_for_matching_event() -> None:
     assert ("backoff", "NodeAdd") in m.incoming_calls
 
 
+def test_a_pod_kept_unschedulable_is_counted_incoming_once() -> None:
+    """``scheduler_queue_incoming_pods_total`` counts a Pod arriving in the unschedulable Pods
+    (``addOrUpdate``), not each event or update that leaves it there; found side by side."""
+    clock = Clock()
+    m = RecordingMetrics()
+    q = make_queue(clock, metrics=m)
+    q.add(pod("a"))
+    qpi = q.pop_nowait()
+    assert qpi is not None and fail(q, qpi, "NodeOnly") == UNSCHEDULABLE_Q
+    arrived = list(m.incoming_calls)
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("n1", skip="true"))
+    q.update(pod("a"), {**pod("a"), "metadata": {**pod("a")["metadata"], "labels": {"x": "y"},
+                                                 "resourceVersion": "2"}})
+    assert q.where("default", "a") == UNSCHEDULABLE_Q
+    assert m.incoming_calls == arrived
+
+
 def test_event_after_backoff_goes_straight_to_active() -> None:
     clock = Clock()
     q = make_queue(clock)
