@@ -70,6 +70,16 @@ class ActiveQueue(Heap):
                 out.append(e)
         return out
 
+    def event_counts(self) -> dict[str, int]:
+        """The recorded events by label and the in-flight Pods as ``PodPopped`` (upstream's
+        ``InFlightEvents`` gauge, ``metrics.PodPoppedInFlightEvent``)."""
+        out = {"PodPopped": len(self.in_flight)} if self.in_flight else {}
+        for e in self.in_flight_events:
+            if isinstance(e[0], ClusterEvent):
+                label = e[0].label()
+                out[label] = out.get(label, 0) + 1
+        return out
+
     def add_event_if_any_in_flight(self, ev: ClusterEvent, old: Any, new: Any) -> None:
         """``addEventIfAnyInFlight``."""
         if self.in_flight:

@@ -97,8 +97,7 @@ class QueueMetrics(Protocol):
 
 
 _MEMO_MAX = 4096
-"""Entries each fan-out memo holds at most: full, it is cleared before the next entry goes in (groups x events;
-a few dozen in practice)."""
+"""Entries each fan-out memo holds at most (groups x events, a few dozen in practice); full, it is cleared."""
 
 
 class PriorityQueue(Nominator):
@@ -259,8 +258,7 @@ class PriorityQueue(Nominator):
         return qpi
 
     def add(self, pod: Obj) -> None:
-        """``Add``: a new unscheduled Pod goes to activeQ (or waits gated). A Pod already queued is
-        updated instead (re-lists may repeat an add)."""
+        """``Add``: a new unscheduled Pod goes to activeQ (or waits gated); one already queued is updated."""
         key = f"{(pod.get('metadata') or {}).get('namespace') or 'default'}/{(pod.get('metadata') or {}).get('name')}"
         existing = self._get(key)
         if existing is not None:
@@ -367,8 +365,7 @@ class PriorityQueue(Nominator):
 
     # -- pop / done ----------------------------------------------------------------------------------
     def pop_nowait(self) -> QueuedPodInfo | None:
-        """Pop the head of activeQ (or, with activeQ empty, of backoffQ) without waiting; the Pod
-        becomes in flight until :meth:`done`."""
+        """Pop the head of activeQ (else of backoffQ) without waiting; in flight until :meth:`done`."""
         while True:
             qpi = self._active.pop()
             if qpi is None and self.pop_from_backoff_q:
@@ -470,6 +467,10 @@ class PriorityQueue(Nominator):
 
     def in_flight_uids(self) -> list[str]:
         return list(self._active.in_flight)
+
+    def in_flight_event_counts(self) -> dict[str, int]:
+        """``scheduler_inflight_events``: the events recorded for in-flight Pods by label, and ``PodPopped``."""
+        return self._active.event_counts()
 
     # -- failures ----------------------------------------------------------------------------------
     def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo, pod: Obj | None = None) -> str | None:
@@ -744,8 +745,7 @@ class PriorityQueue(Nominator):
             self._move_entities(to_move, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
 
     async def run(self) -> None:
-        """Background flushes until cancelled: backoffQ every second (aligned to the window),
-        leftover unschedulable Pods every 30 s."""
+        """Background flushes until cancelled: backoffQ every second, leftover unschedulable Pods every 30 s."""
         last_leftover = self._now()
         try:
             while not self._closed:

@@ -44,6 +44,7 @@ from py_scheduler.app.serving.memdebug import add_routes as add_memory_routes
 from py_scheduler.app.telemetry.klog import setup_logging
 from py_scheduler.app.telemetry.metrics import (
     DRA_DEVICES,
+    IN_FLIGHT_EVENTS,
     LEADER_STATUS,
     PLUGIN_EVALUATIONS,
     REGISTRY,
@@ -253,6 +254,7 @@ async def _serve(cfg: SchedulerConfig, frameworks: dict[str, Framework], kube: K
     LEADER_STATUS.track(le.resource_name, leader.is_leader)
     DRA_DEVICES.track(informers.store.list_kind)
     PLUGIN_EVALUATIONS.track(frameworks.values())
+    IN_FLIGHT_EVENTS.track(queue.in_flight_event_counts)
     for fw in frameworks.values():
         fw.preemption_observer = preemption_observer()
     if cfg.feature_gates.generic_workload:

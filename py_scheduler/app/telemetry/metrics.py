@@ -236,6 +236,30 @@ class PluginEvaluations:
         yield c
 
 
+class InFlightEvents:
+    """``scheduler_inflight_events{event}``: the cluster events the queue holds for the Pods in flight
+    (whose attempt may need them), by label, and the in-flight Pods as ``PodPopped`` (upstream's
+    ``InFlightEvents``, recorded asynchronously there). Read at scrape time from :meth:`track`'s
+    ``counts``; a label seen once stays, at 0, as upstream's gauge child does."""
+
+    def __init__(self) -> None:
+        self._counts: Callable[[], dict[str, int]] | None = None
+        self._seen: set[str] = set()
+
+    def track(self, counts: Callable[[], dict[str, int]]) -> None:
+        """Report ``counts()`` (the queue's ``in_flight_event_counts``)."""
+        self._counts = counts
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        g = GaugeMetricFamily("scheduler_inflight_events",
+                              "Number of events currently tracked in the scheduling queue.", labels=["event"])
+        now = self._counts() if self._counts is not None else {}
+        self._seen.update(now)
+        for label in sorted(self._seen):
+            g.add_metric([label], now.get(label, 0))
+        yield g
+
+
 # -- workload preemption (registered only with GenericWorkload on, as upstream's Register does) -----------
 WORKLOAD_PREEMPTION_ATTEMPTS = Counter(
     "scheduler_workload_preemption_attempts",
@@ -622,6 +646,8 @@ class DRADevices:
 LEADER_STATUS = LeaderStatus()
 DRA_DEVICES = DRADevices()
 PLUGIN_EVALUATIONS = PluginEvaluations()
+IN_FLIGHT_EVENTS = InFlightEvents()
 REGISTRY.register(LEADER_STATUS)
 REGISTRY.register(DRA_DEVICES)
 REGISTRY.register(PLUGIN_EVALUATIONS)
+REGISTRY.register(IN_FLIGHT_EVENTS)

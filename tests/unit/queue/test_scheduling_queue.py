@@ -535,3 +535,18 @@ def test_gated_count_matches_a_scan_under_random_operations(seed: int) -> None:
         assert q.lengths()["gated"] == scan
         if m.last_pending != (0, 0, 0, 0):
             assert m.last_pending[3] == scan or step == 0
+
+
+def test_in_flight_event_counts_hold_the_events_an_in_flight_pod_may_need() -> None:
+    """``scheduler_inflight_events``: events recorded while a Pod is in flight, by label, plus
+    ``PodPopped``; all gone once no Pod is in flight."""
+    q = make_queue(Clock())
+    assert q.in_flight_event_counts() == {}
+    q.add(pod("a"))
+    qpi = q.pop_nowait()
+    assert qpi is not None
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("n1"))
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("n2"))
+    assert q.in_flight_event_counts() == {"PodPopped": 1, "NodeAdd": 2}
+    q.done(qpi.uid)
+    assert q.in_flight_event_counts() == {}
