@@ -311,8 +311,11 @@ def model_matches(spec: ModelSpec, product: str) -> bool:
 
 
 # -- indices ---------------------------------------------------------------------------------------
-def _parse_index_list(kind: str, field: str, raw: str, text: str) -> list[int]:
-    """``"0,1,4-7"`` -> [0, 1, 4, 5, 6, 7] (ranges inclusive)."""
+def _parse_index_list(kind: str, field: str, raw: str, text: str, seen: set[int], duplicate: str) -> list[int]:
+    """``"0,1,4-7"`` -> [0, 1, 4, 5, 6, 7] (ranges inclusive). Each index joins ``seen``; one already
+    there raises ``duplicate`` (``{i}``: the index) at once, so the work is bounded by the
+    :data:`MAX_GPUS_PER_NODE` distinct indices whatever the annotation's length (a 256 KiB value of
+    overlapping ranges once took gigabytes)."""
     out: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -328,7 +331,11 @@ def _parse_index_list(kind: str, field: str, raw: str, text: str) -> list[int]:
             raise GPUParseError(kind, field, raw, f"range {part!r} is reversed")
         if hi >= MAX_GPUS_PER_NODE:
             raise GPUParseError(kind, field, raw, f"GPU index {hi} is out of range")
-        out.extend(range(lo, hi + 1))
+        for i in range(lo, hi + 1):
+            if i in seen:
+                raise GPUParseError(kind, field, raw, duplicate.format(i=i))
+            seen.add(i)
+            out.append(i)
     return out
 
 
@@ -340,10 +347,7 @@ def parse_indices(raw: object, field: str) -> tuple[int, ...]:
     """
     if not isinstance(raw, str) or not raw.strip():
         raise GPUParseError("annotation", field, raw, "not a comma-separated list of GPU indices")
-    idx = _parse_index_list("annotation", field, raw, raw)
-    if len(set(idx)) != len(idx):
-        raise GPUParseError("annotation", field, raw, "duplicate GPU index")
-    return tuple(sorted(idx))
+    return tuple(sorted(_parse_index_list("annotation", field, raw, raw, set(), "duplicate GPU index")))
 
 
 def format_indices(indices: tuple[int, ...] | list[int]) -> str:
@@ -365,11 +369,7 @@ def parse_groups(raw: object, field: str) -> list[list[int]]:
     for text in raw.split(";"):
         if not text.strip():
             raise GPUParseError("annotation", field, raw, "empty NVLink group")
-        g = _parse_index_list("annotation", field, raw, text)
-        for i in g:
-            if i in seen:
-                raise GPUParseError("annotation", field, raw, f"GPU index {i} is in more than one group")
-            seen.add(i)
+        g = _parse_index_list("annotation", field, raw, text, seen, "GPU index {i} is in more than one group")
         groups.append(sorted(g))
     return groups
 

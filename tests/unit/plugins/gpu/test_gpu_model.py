@@ -137,6 +137,26 @@ def test_indices_and_groups_syntax() -> None:
             parse_groups(bad, "k")
 
 
+def test_a_huge_overlapping_index_list_is_refused_at_its_first_duplicate() -> None:
+    """A ``gpu-indices`` value of thousands of ``0-4095`` ranges (the API server takes 256 KiB) was
+    expanded range by range before duplicates were checked: 600 MiB for 4 000 ranges, a MemoryError
+    at full size, on every GPU Pod's cycle (found by an adversarial run). Now the parse stops at the
+    first index seen twice; its memory stays that of the string."""
+    import tracemalloc
+
+    hostile = ",".join(["0-4095"] * 4000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(GPUParseError, match="duplicate GPU index"):
+            parse_indices(hostile, "k")
+        with pytest.raises(GPUParseError, match="GPU index 0 is in more than one group"):
+            parse_groups(";".join(["0-4095"] * 4000), "k")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2**20, peak
+
+
 def test_usage_of_bound_pods_never_raises() -> None:
     p = PodInfo(gpu_pod("p", 2, node="n", annotations={"gpu-scheduler/gpu-indices": "0,x",
                                                         "gpu-scheduler/gpu-memory-gb": "abc"}))
