@@ -73,6 +73,7 @@ from py_scheduler.plugins.helpers.extended_resources import (
     is_qualified_name,
     should_delegate_resource_to_dra,
 )
+from py_scheduler.plugins.helpers.queueing_hints import hint_pod_info
 from py_scheduler.plugins.helpers.resource_scoring import (
     DEFAULT_RESOURCES,
     FieldErrors,
@@ -317,7 +318,7 @@ class NodeResourcesFit:
         self.handle = handle
         self._hint_node: tuple[dict[str, Any], NodeInfo] | None = None
         self._hint_old: tuple[dict[str, Any], Resource] | None = None
-        self._hint_requests: dict[int, tuple[dict[str, Any], Resource]] = {}
+        self._hint_classes: tuple[dict[str, Any], DeviceClassResolver] | None = None
         self.scorer = ResourceAllocationScorer(self.args.strategy, self.args.scorer(), self.args.resources,
                                                use_requested=False, pod_level_and_status=False)
 
@@ -345,11 +346,17 @@ class NodeResourcesFit:
             ClusterEventWithHint(ClusterEvent(EventResource.TARGET_POD, ActionType.UPDATE_POD_SCALE_DOWN)),
         ]
 
-    def _device_classes(self) -> DeviceClassResolver:
+    def _device_classes(self, event_obj: dict[str, Any]) -> DeviceClassResolver:
         """The DeviceClasses the informers hold now (``draManager.DeviceClassResolver()``), for the hints;
-        none without a Handle."""
+        none without a Handle. Kept for the event's object (``event_obj``): one event is offered to
+        every rejected Pod, and a DeviceClass change is an event of its own."""
+        last = self._hint_classes
+        if last is not None and last[0] is event_obj:
+            return last[1]
         objects = self.handle.objects if self.handle is not None else None
-        return DeviceClassResolver(objects.list("DeviceClass")) if objects is not None else DeviceClassResolver()
+        resolver = DeviceClassResolver(objects.list("DeviceClass")) if objects is not None else DeviceClassResolver()
+        self._hint_classes = (event_obj, resolver)
+        return resolver
 
     def _schedulable_after_node_change(self, pod: dict[str, Any], old: Any, new: Any) -> QueueingHint:
         """``isSchedulableAfterNodeChange``: Skip when the added or updated node, without any Pod, lacks
@@ -358,10 +365,9 @@ class NodeResourcesFit:
         Pod asks (``haveAnyRequestedResourcesIncreased``); Queue otherwise. A Pod or node that cannot be
         parsed: Queue.
 
-        One event is offered to every Pod rejected by this plugin, so the node's NodeInfo is kept
-        for the last node object seen and each Pod's request per Pod object (by identity, the
-        object held so its id is not reused; informer objects are never changed in place; cleared
-        past 4096 Pods)."""
+        One event is offered to every Pod rejected by this plugin, so the node's NodeInfo (and the
+        DeviceClasses) are kept for the last node object seen and each Pod's PodInfo per Pod object
+        (:func:`~py_scheduler.plugins.helpers.queueing_hints.hint_pod_info`)."""
         if not isinstance(new, dict):
             return QueueingHint.QUEUE
         try:
@@ -371,15 +377,8 @@ class NodeResourcesFit:
             else:
                 node_info = NodeInfo(new)
                 self._hint_node = (new, node_info)
-            memo = self._hint_requests.get(id(pod))
-            if memo is not None and memo[0] is pod:
-                request = memo[1]
-            else:
-                request = PodInfo(pod).scheduling_requests()  # isFit: the spec alone
-                if len(self._hint_requests) >= 4096:
-                    self._hint_requests.clear()
-                self._hint_requests[id(pod)] = (pod, request)
-            resolver = self._device_classes() if any(request.scalar.values()) else None
+            request = hint_pod_info(pod).scheduling_requests()  # isFit: the spec alone
+            resolver = self._device_classes(new) if any(request.scalar.values()) else None
             lacking = fits_request(request, node_info, resolver=resolver)
         except Exception:  # malformed Pod or Node: upstream's error path requeues
             return QueueingHint.QUEUE
@@ -605,7 +604,7 @@ def _schedulable_after_assigned_pod_scale_down(pod: dict[str, Any], old: Any, ne
     if not (new.get("spec") or {}).get("nodeName"):
         return QueueingHint.QUEUE_SKIP
     try:
-        before, after, asked = PodInfo(old).requests, PodInfo(new).requests, PodInfo(pod).requests
+        before, after, asked = hint_pod_info(old).requests, hint_pod_info(new).requests, hint_pod_info(pod).requests
     except Exception:
         return QueueingHint.QUEUE
     if ((asked.milli_cpu and before.milli_cpu > after.milli_cpu)
