@@ -191,6 +191,10 @@ class OfflineScheduler:
         """Pod key -> the API server's refusal to create it (:attr:`ClusterData.rejected`)."""
         self.api = api
         """The in-memory API the profiles' Handle writes to (None: PreBind plugins are not run)."""
+        for fw in frameworks.values():
+            for p in fw.plugins.values():
+                if hasattr(p, "cel_cycle_budget"):
+                    p.cel_cycle_budget = None  # no event loop to keep answering: every selector judged at once
         if api is not None:
             api.attach(snapshot)
             for fw in frameworks.values():

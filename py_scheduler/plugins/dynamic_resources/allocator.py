@@ -62,6 +62,7 @@ from py_scheduler.plugins.dynamic_resources.common import (
     MODE_EXACT_COUNT,
     AllocationError,
     AllocationTimeout,
+    CelCycleBudgetExceeded,
     DeviceID,
     FailedAllocationOnNode,
     claim_ref,
@@ -102,14 +103,22 @@ class Allocator:
         fractional_capacity: the DRAFractionalCapacityRange gate (on in v1.37).
         index: a long-lived :class:`SliceIndex` to take ``slices`` into (parsed again only when
             they changed); a private one without.
+        cel_budget: cost units this cycle's selector evaluations may spend on pairs the selector
+            memo lacks (:data:`CEL_CYCLE_COST_BUDGET` in the live scheduler); None: no limit.
     """
 
     def __init__(self, allocated: set[DeviceID], classes: Mapping[str, Obj], slices: Iterable[Mapping[str, Any]],
                  cel_cache: dict[tuple[str, DeviceID], bool | SelectorError] | None = None, *,
                  shared: set[DeviceID] | None = None,
                  capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
-                 fractional_capacity: bool = True, index: SliceIndex | None = None) -> None:
+                 fractional_capacity: bool = True, index: SliceIndex | None = None,
+                 cel_budget: int | None = None) -> None:
         self.allocated = allocated
+        self.cel_budget = cel_budget
+        self.cel_left = cel_budget
+        """Cost units left to this cycle's selector evaluations (None: no limit)."""
+        self.cel_spent: dict[str, int] = {}
+        """Selector (``class X: selector #i (field)``) -> cost units it spent this cycle (with a budget)."""
         self.shared: set[DeviceID] = shared or set()
         self.capacity: Mapping[DeviceID, Mapping[str, Decimal]] = capacity or {}
         self.fractional_capacity = fractional_capacity
@@ -574,20 +583,21 @@ class _Run:
         ok = True
         if rd.device_class is not None:
             ok = self._selectors_match(key, d, did, rd.device_class,
-                                       list((rd.device_class.get("spec") or {}).get("selectors") or []))
+                                       list((rd.device_class.get("spec") or {}).get("selectors") or []), rd)
         if ok:
-            ok = self._selectors_match(key, d, did, None, rd.request.selectors)
+            ok = self._selectors_match(key, d, did, None, rd.request.selectors, rd)
         if ok and sl.per_device:
             ok = node_matches(self.node, str(d.get("nodeName") or ""), bool(d.get("allNodes")), d.get("nodeSelector"))
         self.matches[mk] = ok
         return ok
 
     def _selectors_match(self, key: tuple[int, int, int], d: Obj, did: DeviceID, dc: Obj | None,
-                         selectors: list[Any]) -> bool:
+                         selectors: list[Any], rd: RequestData) -> bool:
         """``selectorsMatch``: every CEL selector must match.
 
         Raises:
             AllocationError: ``class X: selector #i: CEL compile error: ...`` / ``... CEL runtime error``.
+            CelCycleBudgetExceeded: a selector not in the memo was due when the cycle's budget was spent.
         """
         who = (f"class {(dc.get('metadata') or {}).get('name')}" if dc is not None
                else f"claim {claim_ref(self.claims[key[0]])}")
@@ -601,12 +611,20 @@ class _Run:
                 from py_scheduler.plugins.helpers import cel
 
                 compiled = cel.compile_selector(expr)
+                left = self.a.cel_left
+                if left is not None and left <= 0 and compiled.error is None:
+                    self._budget_spent(f"{who}: selector #{i} ({self._selector_field(key, rd, dc, i)})", did)
                 try:
                     if compiled.error is not None:
                         raise compiled.error
                     cached = cel.device_matches(compiled, self.a.device_var(did, d))
                 except (cel.CELCompileError, cel.CELRuntimeError) as exc:
                     cached = SelectorError(exc, isinstance(exc, cel.CELCompileError))
+                if left is not None:
+                    cost = compiled.last_cost()
+                    self.a.cel_left = left - cost
+                    spender = f"{who}: selector #{i} ({self._selector_field(key, rd, dc, i)})"
+                    self.a.cel_spent[spender] = self.a.cel_spent.get(spender, 0) + cost
                 SELECTOR_MEMO.put(expr, did[0], d, cached)
             self.a.cel_cache[ck] = cached
             if isinstance(cached, SelectorError):
@@ -617,6 +635,23 @@ class _Run:
             if not cached:
                 return False
         return True
+
+    def _budget_spent(self, due: str, did: DeviceID) -> None:
+        """Raise :class:`CelCycleBudgetExceeded` naming the selector that spent most of the budget
+        (``due``, the one to evaluate next, when none spent any)."""
+        units, top = max(((u, s) for s, u in self.a.cel_spent.items()), default=(0, due))
+        raise CelCycleBudgetExceeded(
+            f"{top}: the CEL selectors of this scheduling cycle spent its budget of {self.a.cel_budget} cost units "
+            f"({units} by this one) before device {'/'.join(did)}; the devices judged so far are remembered and "
+            f"the Pod is retried")
+
+    @staticmethod
+    def _selector_field(key: tuple[int, int, int], rd: RequestData, dc: Obj | None, i: int) -> str:
+        """The API field holding selector ``i`` of the class ``dc`` or of request ``key``'s claim."""
+        if dc is not None:
+            return f"spec.selectors[{i}].cel.expression"
+        where = f"firstAvailable[{key[2]}]" if rd.parent is not None else "exactly"
+        return f"spec.devices.requests[{key[1]}].{where}.selectors[{i}].cel.expression"
 
     def _allocate_device(self, ci: int, ri: int, si: int, cand: Candidate, must: bool) -> Callable[[], None] | None:
         """``allocateDevice``: use ``cand`` for the request if it is free (or shareable), its

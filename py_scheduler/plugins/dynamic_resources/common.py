@@ -29,6 +29,24 @@ class FailedAllocationOnNode(Exception):
     """``ErrFailedAllocationOnNode``: not fatal, the node is rejected with ``str()`` as reason."""
 
 
+CEL_CYCLE_COST_BUDGET = 200_000
+"""CEL cost units (:mod:`py_scheduler.plugins.helpers.cel_cost`) that the selector evaluations of one
+scheduling cycle may spend on (expression, device) pairs not already in the selector memo: about one
+second of CPU (cel-python evaluates ~190 000 units per second here, ``device`` variable included).
+py-scheduler's own, with no upstream counterpart: kube-scheduler filters nodes on 16 goroutines in
+cel-go, ~20 times faster, and answers its health checks on other threads, while py-scheduler's cycle
+runs on the thread that serves ``/livez``. Ordinary selectors spend 20-100 units per device, so a
+cycle evaluates 2 000 to 10 000 new devices within it; a selector of a few thousand units (a
+comprehension over a long list) reaches it after ~100."""
+
+
+class CelCycleBudgetExceeded(AllocationError):
+    """The cycle's selector evaluations spent :data:`CEL_CYCLE_COST_BUDGET`: the Filter fails with
+    Error, so the Pod gets a FailedScheduling event naming the selector and is retried after its
+    backoff. The results evaluated so far stay in the selector memo, so each attempt goes further and
+    the Pod is placed once every device it needs has been judged."""
+
+
 class AllocationTimeout(Exception):
     """The Filter timeout (``filterTimeout``) expired during the search."""
 

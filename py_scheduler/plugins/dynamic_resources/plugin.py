@@ -87,6 +87,7 @@ from py_scheduler.plugins.dynamic_resources.claims import (
     target_pod_update_hint,
 )
 from py_scheduler.plugins.dynamic_resources.common import (
+    CEL_CYCLE_COST_BUDGET,
     AllocationError,
     AllocationTimeout,
     FailedAllocationOnNode,
@@ -169,6 +170,9 @@ class DynamicResources:
         self.handle = handle
         self.binding_poll = 5.0
         """Seconds between two looks at the claims while waiting for binding conditions (upstream: 5)."""
+        self.cel_cycle_budget: int | None = CEL_CYCLE_COST_BUDGET
+        """CEL cost units one cycle may spend on selectors the memo lacks (None: no limit, as in the
+        offline engine, which has no event loop to keep answering)."""
         self._tasks: set[asyncio.Task[None]] = set()
         # claim UID -> [claim with status.allocation, sharers]
         self._in_flight: InFlight = {}
@@ -353,7 +357,8 @@ class DynamicResources:
             slices = apply_taint_rules(slices, objects.list("DeviceTaintRule") if objects is not None else [])
             allocated = gather_allocated_state(objects, self._in_flight)
             s.allocator = Allocator(allocated.dedicated, classes, slices, shared=allocated.shared,
-                                    capacity=allocated.capacity, index=self._slices)
+                                    capacity=allocated.capacity, index=self._slices,
+                                    cel_budget=self.cel_cycle_budget)
         return None, Status.success()
 
     def _validate_requests(self, claim: Obj, objects: ClusterObjectsLister | None) -> Status | None:

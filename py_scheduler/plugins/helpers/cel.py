@@ -41,7 +41,7 @@ surface at evaluation.
 
 Cost (:mod:`py_scheduler.plugins.helpers.cel_cost`, in its own units sized for cel-python, which is
 ~1000 times slower than cel-go): every evaluation may spend at most ``RUNTIME_COST_LIMIT`` (2 000
-units, ~20-50 ms of CPU) and fails past it with cel-go's ``operation cancelled: actual cost limit
+units, ~10 ms of CPU) and fails past it with cel-go's ``operation cancelled: actual cost limit
 exceeded`` (upstream's runtime limit is ``resourceapi.CELSelectorExpressionMaxCost``, enforced by
 kube-scheduler's ``cel.CostLimit``); an expression whose worst-case estimate exceeds
 ``ESTIMATED_COST_LIMIT`` (20 000) does not compile (``too complex, exceeds cost limit``, the API
@@ -324,6 +324,10 @@ class CompiledSelector:
     program: Any = None
     error: CELCompileError | None = None
     max_cost: int | None = None
+
+    def last_cost(self) -> int:
+        """Cost units the last evaluation of :attr:`program` spent (0 when it did not compile)."""
+        return int(self.program.last_cost) if self.program is not None else 0
 
 
 _ENV = celpy.Environment(runner_class=cel_cost.BudgetRunner)

@@ -10,10 +10,11 @@ adds both, in its own units.
 
 Cost unit: one node of celpy's syntax tree (``celpy.Environment.compile``'s lark Tree) evaluated, plus
 one per element a comprehension macro (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) visits.
-A literal ``1`` is ~10 units (the grammar's precedence chain), ``a == b`` ~25. celpy evaluates ~50 000
-units per CPU second (~20 us each), ~1000 times fewer than cel-go's cost units per second, which is why
-py-scheduler's limits are its own (:data:`RUNTIME_COST_LIMIT`, :data:`ESTIMATED_COST_LIMIT`) and not
-upstream's ``resourceapi.CELSelectorExpressionMaxCost`` (1 000 000, "roughly 0.1 second" in cel-go).
+A literal ``1`` is ~10 units (the grammar's precedence chain), ``a == b`` ~25. celpy evaluates ~200 000
+units per CPU second (~5 us each, on the 2-core development machine), ~50 times fewer than cel-go's
+cost units per second (10 000 000), which is why py-scheduler's limits are its own
+(:data:`RUNTIME_COST_LIMIT`, :data:`ESTIMATED_COST_LIMIT`) and not upstream's
+``resourceapi.CELSelectorExpressionMaxCost`` (1 000 000, "roughly 0.1 second" in cel-go).
 
 Hooks used (the test names each): ``celpy.Environment(runner_class=...)`` (public),
 ``celpy.InterpretedRunner.new_activation`` and ``.ast`` (public), and of ``celpy.evaluation.Evaluator``
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 RUNTIME_COST_LIMIT = 2_000
-"""Cost units one evaluation may spend (cel-go's ``CostLimit``): ~40 ms of CPU in celpy. A normal
+"""Cost units one evaluation may spend (cel-go's ``CostLimit``): ~10 ms of CPU in celpy. A normal
 selector spends 20-100 (``device.attributes["d"].model == "a100"``: 37); a comprehension over a
 48-value list attribute with a one-comparison body ~1300."""
 

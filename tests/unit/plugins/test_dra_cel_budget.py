@@ -1,0 +1,147 @@
+"""A scheduling cycle's CEL budget (``CEL_CYCLE_COST_BUDGET``, ``Allocator(cel_budget=...)``): the selector
+evaluations one cycle may spend on (expression, device) pairs the selector memo lacks.
+
+Past it the allocation fails with :class:`CelCycleBudgetExceeded` naming the selector's field; what was
+judged stays in the memo, so repeated attempts (the live scheduler's retries after backoff) go further
+each time and end with exactly the allocation an unbudgeted allocator gives. The offline engine has no
+budget. py-scheduler's own: upstream has no such bound (its Filter runs on 16 goroutines in cel-go).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.offline.engine import OfflineScheduler
+from py_scheduler.plugins import registry
+from py_scheduler.plugins.dynamic_resources.allocator import Allocator
+from py_scheduler.plugins.dynamic_resources.common import (
+    CEL_CYCLE_COST_BUDGET,
+    AllocationError,
+    CelCycleBudgetExceeded,
+)
+from py_scheduler.plugins.dynamic_resources.plugin import DynamicResources
+from py_scheduler.plugins.dynamic_resources.selector_memo import SELECTOR_MEMO
+from tests.unit.plugins.test_dra_selector_memo import cycles
+
+Obj = dict[str, Any]
+D = "gpu.example.com"
+L40 = "[" + ",".join(str(i) for i in range(40)) + "]"
+COSTLY = f'{L40}.all(x, x >= 0) && device.attributes["{D}"].index == 11'
+
+
+def _slice(node: str, first: int, n: int) -> Obj:
+    return {"metadata": {"name": f"s-{node}"},
+            "spec": {"driver": D, "nodeName": node, "pool": {"name": f"p-{node}", "generation": 1,
+                                                             "resourceSliceCount": 1},
+                     "devices": [{"name": f"d{i}", "attributes": {"index": {"int": i}}}
+                                 for i in range(first, first + n)]}}
+
+
+def _claim(request: Obj) -> Obj:
+    return {"metadata": {"name": "c", "namespace": "default", "uid": "u"},
+            "spec": {"devices": {"requests": [{"name": "r0", "exactly": {"deviceClassName": "plain"}}, request]}}}
+
+
+CLASSES = {"plain": {"metadata": {"name": "plain"}, "spec": {}},
+           "costly": {"metadata": {"name": "costly"}, "spec": {"selectors": [
+               {"cel": {"expression": f'device.driver == "{D}"'}}, {"cel": {"expression": COSTLY}}]}}}
+
+
+def _attempt(slices: list[Obj], claims: list[Obj], node: str, budget: int | None, classes: Obj = CLASSES) -> Any:
+    try:
+        return ("ok", Allocator(set(), classes, slices, cel_budget=budget).allocate(
+            {"metadata": {"name": node}}, copy.deepcopy(claims)))
+    except CelCycleBudgetExceeded:
+        raise
+    except AllocationError as exc:
+        return ("error", str(exc))
+
+
+@pytest.fixture(autouse=True)
+def cold_memo() -> Any:
+    SELECTOR_MEMO.clear()
+    yield
+    SELECTOR_MEMO.clear()
+
+
+@pytest.mark.parametrize(("request_", "field"), [
+    ({"name": "r1", "exactly": {"deviceClassName": "plain", "selectors": [
+        {"cel": {"expression": f'device.driver == "{D}"'}}, {"cel": {"expression": COSTLY}}]}},
+     "claim default/c: selector #1 (spec.devices.requests[1].exactly.selectors[1].cel.expression)"),
+    ({"name": "r1", "firstAvailable": [{"name": "a", "deviceClassName": "plain", "count": 100}, {
+        "name": "b", "deviceClassName": "plain", "selectors": [{"cel": {"expression": COSTLY}}]}]},
+     "claim default/c: selector #0 (spec.devices.requests[1].firstAvailable[1].selectors[0].cel.expression)"),
+    ({"name": "r1", "exactly": {"deviceClassName": "costly"}},
+     "class costly: selector #1 (spec.selectors[1].cel.expression)"),
+])
+def test_a_spent_budget_fails_the_attempt_naming_the_selectors_field(request_: Obj, field: str) -> None:
+    slices = [_slice("n0", 0, 12)]  # r0 takes d0; r1 judges the others, ~1200 units each
+    with pytest.raises(CelCycleBudgetExceeded) as ei:
+        _attempt(slices, [_claim(request_)], "n0", budget=3000)
+    msg = str(ei.value)
+    assert re.match(re.escape(field) + r": the CEL selectors of this scheduling cycle spent its budget of 3000 cost "
+                    r"units \((\d+) by this one\) before device gpu\.example\.com/p-n0/d\d+;", msg), msg
+    assert msg.endswith("the devices judged so far are remembered and the Pod is retried"), msg
+
+
+def test_retries_go_further_each_time_and_end_with_the_unbudgeted_allocation() -> None:
+    slices = [_slice("n0", 0, 12)]
+    claims = [_claim({"name": "r1", "exactly": {"deviceClassName": "costly"}})]
+    want = _attempt(slices, claims, "n0", budget=None)
+    assert want[0] == "ok" and [r["device"] for r in want[1][0]["devices"]["results"]] == ["d0", "d11"]
+    SELECTOR_MEMO.clear()
+    attempts, sizes = 0, [0]
+    while True:
+        attempts += 1
+        try:
+            got = _attempt(slices, claims, "n0", budget=5000)
+            break
+        except CelCycleBudgetExceeded:
+            assert len(SELECTOR_MEMO) > sizes[-1]  # each failed attempt judged something new
+            sizes.append(len(SELECTOR_MEMO))
+    assert got == want
+    assert attempts > 2  # 12 devices of ~1200 units each against 5000 units a cycle
+    assert _attempt(slices, claims, "n0", budget=1) == want  # all in the memo: nothing left to spend
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cycles(), st.integers(1, 150))
+def test_any_budget_converges_to_the_unbudgeted_result(case: tuple[list[list[Obj]], Obj, list[Obj]],
+                                                      budget: int) -> None:
+    """The random slices, classes and claims of the memo's property test (runtime errors included):
+    attempts under ``budget`` until one is not cut short give what one unbudgeted attempt on a cold
+    memo gives, and each cut-short attempt leaves the memo larger."""
+    per_cycle, dclass, claims = case
+    SELECTOR_MEMO.clear()
+    for slices in per_cycle:
+        for node in ("n0", "n1", "n2"):
+            saved = dict(SELECTOR_MEMO._memo), dict(SELECTOR_MEMO._by_content)
+            SELECTOR_MEMO.clear()
+            want = _attempt(slices, claims, node, None, {"gpu": dclass})
+            SELECTOR_MEMO.clear()
+            SELECTOR_MEMO._memo.update(saved[0])
+            SELECTOR_MEMO._by_content.update(saved[1])
+            while True:
+                before = len(SELECTOR_MEMO)
+                try:
+                    got = _attempt(slices, claims, node, budget, {"gpu": dclass})
+                    break
+                except CelCycleBudgetExceeded:
+                    assert len(SELECTOR_MEMO) > before
+            assert got == want
+
+
+def test_the_live_plugin_has_the_budget_and_the_offline_engine_none() -> None:
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
+    dra = fw.plugins["DynamicResources"]
+    assert isinstance(dra, DynamicResources) and dra.cel_cycle_budget == CEL_CYCLE_COST_BUDGET
+    OfflineScheduler({"default-scheduler": fw}, "default-scheduler", Snapshot.from_object_list([]))
+    assert dra.cel_cycle_budget is None
