@@ -193,8 +193,8 @@ class OfflineScheduler:
         """The in-memory API the profiles' Handle writes to (None: PreBind plugins are not run)."""
         for fw in frameworks.values():
             for p in fw.plugins.values():
-                if hasattr(p, "cel_cycle_budget"):
-                    p.cel_cycle_budget = None  # no event loop to keep answering: every selector judged at once
+                if hasattr(p, "cycle_budget"):
+                    p.cycle_budget = None  # no event loop to keep answering: DRA's Filter is not cut short
         if api is not None:
             api.attach(snapshot)
             for fw in frameworks.values():

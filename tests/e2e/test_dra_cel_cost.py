@@ -28,7 +28,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client
 
-from tests.e2e.helpers import Testbed
+from tests.e2e.helpers import Testbed, delete_pod
 from tests.e2e.scheduler_proc import SchedulerProcess, running_scheduler
 from tests.e2e.test_dra import Run, gpu
 
@@ -185,6 +185,62 @@ async def test_a_cycle_of_costly_selectors_is_cut_short_and_retried_side_by_side
                              r"\.selectors\[0\]\.cel\.expression\): the CEL selectors of this scheduling cycle spent "
                              r"its budget of 200000 cost units \(\d+ by this one\) before device ", event), event
             assert len(latencies) >= 10 and max(latencies) < 2.5, latencies
+            assert "Traceback" not in sched.log()
+        finally:
+            await warm.cleanup()
+            await r.cleanup()
+
+
+async def _explosive_case(r: Run) -> str:
+    """Four Nodes of 64 devices whose attribute ``a`` has 15 values, and a Pod whose claim wants 16
+    devices with distinct ``a``: impossible, which the allocator finds out only by trying combinations
+    (C(64, 16)) until a timeout. Returns the Pod's first FailedScheduling message that says so."""
+    await r.add_nodes(4)
+    await r.add_class()
+    for n in range(4):
+        await r.add_slice(f"n{n + 1}", [gpu(f"gpu-{i}", attributes={"a": {"int": i % 15}}) for i in range(64)])
+    await r.add_claim("explosive", [r.request(count=16)],
+                      constraints=[{"requests": ["r0"], "distinctAttribute": f"{r.driver}/a"}])
+    await r.add_pod("explosive", claims=["explosive"])
+    event = await r.failed_scheduling("explosive", "timed out trying to allocate devices", timeout=120)
+    await delete_pod(r.api, r.n("explosive"))  # no retries eating the two cores
+    r.pods.remove(r.n("explosive"))
+    return event
+
+
+@pytest.mark.timeout(400)
+async def test_a_device_search_exploding_on_every_node_is_cut_at_the_cycles_bound_side_by_side(
+        testbed: Testbed, api_client: client.ApiClient, controller_manager: None, kube_cost: str) -> None:
+    """kube-scheduler searches each node for its ``filterTimeout`` (10 s, 16 nodes at once on other
+    goroutines) and reports the timeout; py-scheduler, which searches node after node on the thread
+    that answers ``/livez``, stops the cycle at its 2 s bound with the same Error, naming the claim,
+    while ``/livez`` answers within 3.5 s and an ordinary DRA Pod binds. Without the bound the cycle
+    ran 10 s per node: 40 s without an answer."""
+    kube = Run(api_client, kube_cost)
+    try:
+        kube_event = await _explosive_case(kube)
+    finally:
+        await kube.cleanup()
+    assert "timed out trying to allocate devices" in kube_event, kube_event
+    async with py_scheduler(testbed) as (sched, livez):
+        warm, r = Run(api_client, PROFILE), Run(api_client, PROFILE)
+        try:
+            await warm.add_nodes(1)  # a first DRA Pod loads cel-python before the probe starts
+            await warm.add_class()
+            await warm.add_slice("n1", [gpu("gpu-0")])
+            await warm.add_claim("warm", [warm.request()])
+            await warm.add_pod("warm", claims=["warm"])
+            assert await warm.bound("warm") == warm.n("n1")
+            async with probing(livez) as latencies:
+                event = await _explosive_case(r)
+                await r.add_claim("plain", [r.request()])
+                await r.add_pod("plain", claims=["plain"])
+                await r.bound("plain")
+            assert re.search(rf"node {re.escape(r.n('n'))}\d: timed out trying to allocate devices: the "
+                             r"DynamicResources Filter ran 2 s in this scheduling cycle, py-scheduler's bound on one "
+                             rf"cycle \(filterTimeout bounds one node\), allocating claim default/{r.n('explosive')} "
+                             r"\(spec\.devices\); the Pod is retried", event), event
+            assert len(latencies) >= 3 and max(latencies) < 3.5, latencies
             assert "Traceback" not in sched.log()
         finally:
             await warm.cleanup()

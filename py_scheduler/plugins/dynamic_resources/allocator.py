@@ -63,6 +63,7 @@ from py_scheduler.plugins.dynamic_resources.common import (
     AllocationError,
     AllocationTimeout,
     CelCycleBudgetExceeded,
+    CycleBudget,
     DeviceID,
     FailedAllocationOnNode,
     claim_ref,
@@ -103,8 +104,9 @@ class Allocator:
         fractional_capacity: the DRAFractionalCapacityRange gate (on in v1.37).
         index: a long-lived :class:`SliceIndex` to take ``slices`` into (parsed again only when
             they changed); a private one without.
-        cel_budget: cost units this cycle's selector evaluations may spend on pairs the selector
-            memo lacks (:data:`CEL_CYCLE_COST_BUDGET` in the live scheduler); None: no limit.
+        budget: what this cycle may spend (:class:`CycleBudget`, the live scheduler's): CEL cost
+            units on (selector, device) pairs the selector memo lacks, and Filter seconds (kept
+            by the plugin in :attr:`time_left`); None: no limit.
     """
 
     def __init__(self, allocated: set[DeviceID], classes: Mapping[str, Obj], slices: Iterable[Mapping[str, Any]],
@@ -112,11 +114,13 @@ class Allocator:
                  shared: set[DeviceID] | None = None,
                  capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
                  fractional_capacity: bool = True, index: SliceIndex | None = None,
-                 cel_budget: int | None = None) -> None:
+                 budget: CycleBudget | None = None) -> None:
         self.allocated = allocated
-        self.cel_budget = cel_budget
-        self.cel_left = cel_budget
+        self.cel_budget = budget.cel_units if budget is not None else None
+        self.cel_left = self.cel_budget
         """Cost units left to this cycle's selector evaluations (None: no limit)."""
+        self.time_left = budget.seconds if budget is not None else None
+        """Seconds left to this cycle's Filter calls (None: no limit)."""
         self.cel_spent: dict[str, int] = {}
         """Selector (``class X: selector #i (field)``) -> cost units it spent this cycle (with a budget)."""
         self.shared: set[DeviceID] = shared or set()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("py_scheduler.plugins.dynamic_resources")
@@ -38,6 +39,26 @@ cel-go, ~20 times faster, and answers its health checks on other threads, while 
 runs on the thread that serves ``/livez``. Ordinary selectors spend 20-100 units per device, so a
 cycle evaluates 2 000 to 10 000 new devices within it; a selector of a few thousand units (a
 comprehension over a long list) reaches it after ~100."""
+
+
+FILTER_CYCLE_SECONDS = 2.0
+"""Seconds the DynamicResources Filter may run in all in one scheduling cycle, summed over its nodes
+(py-scheduler's own, beside upstream's ``filterTimeout``, which bounds one node: kube-scheduler
+filters 16 nodes at once and serves its health checks on other threads, so a claim whose device
+search takes seconds per node, such as ``distinctAttribute`` over more devices than the attribute
+has values, costs it 10 s per attempt on goroutines; in py-scheduler it would block the one thread
+for 10 s per node). Past it the Filter fails with Error as upstream's timeout does, so the Pod is
+retried after its backoff. An ordinary claim's Filter takes ~35 us per node."""
+
+
+@dataclass(frozen=True, slots=True)
+class CycleBudget:
+    """What the DynamicResources Filter may spend in one scheduling cycle (the live scheduler's;
+    the offline engine sets none): ``cel_units`` of CEL selector evaluation the memo cannot answer,
+    ``seconds`` of Filter time in all."""
+
+    cel_units: int = CEL_CYCLE_COST_BUDGET
+    seconds: float = FILTER_CYCLE_SECONDS
 
 
 class CelCycleBudgetExceeded(AllocationError):

@@ -87,9 +87,9 @@ from py_scheduler.plugins.dynamic_resources.claims import (
     target_pod_update_hint,
 )
 from py_scheduler.plugins.dynamic_resources.common import (
-    CEL_CYCLE_COST_BUDGET,
     AllocationError,
     AllocationTimeout,
+    CycleBudget,
     FailedAllocationOnNode,
     claim_ref,
 )
@@ -170,9 +170,9 @@ class DynamicResources:
         self.handle = handle
         self.binding_poll = 5.0
         """Seconds between two looks at the claims while waiting for binding conditions (upstream: 5)."""
-        self.cel_cycle_budget: int | None = CEL_CYCLE_COST_BUDGET
-        """CEL cost units one cycle may spend on selectors the memo lacks (None: no limit, as in the
-        offline engine, which has no event loop to keep answering)."""
+        self.cycle_budget: CycleBudget | None = CycleBudget()
+        """What the Filter may spend in one cycle (None: no limit, as in the offline engine, which
+        has no event loop to keep answering)."""
         self._tasks: set[asyncio.Task[None]] = set()
         # claim UID -> [claim with status.allocation, sharers]
         self._in_flight: InFlight = {}
@@ -358,7 +358,7 @@ class DynamicResources:
             allocated = gather_allocated_state(objects, self._in_flight)
             s.allocator = Allocator(allocated.dedicated, classes, slices, shared=allocated.shared,
                                     capacity=allocated.capacity, index=self._slices,
-                                    cel_budget=self.cel_cycle_budget)
+                                    budget=self.cycle_budget)
         return None, Status.success()
 
     def _validate_requests(self, claim: Obj, objects: ClusterObjectsLister | None) -> Status | None:
@@ -460,15 +460,29 @@ class DynamicResources:
     def _allocate(self, allocator: Allocator, node_info: NodeInfo, node: Obj,
                   to_alloc: list[Obj]) -> tuple[list[Obj], Status | None]:
         """The allocator run of Filter: (allocations, None), or ([], the rejecting / error status)."""
-        deadline = time.monotonic() + self.filter_timeout if self.filter_timeout > 0 else None
+        start = time.monotonic()
+        deadline = start + self.filter_timeout if self.filter_timeout > 0 else None
+        left = allocator.time_left
+        cut = left is not None and (deadline is None or start + left < deadline)  # the cycle's bound is nearer
+        if cut and left is not None:
+            deadline = start + max(left, 0.0)
         try:
             result = allocator.allocate(node, to_alloc, deadline)
         except AllocationTimeout:
+            if cut and self.cycle_budget is not None:
+                claims = ", ".join(f"claim {claim_ref(c)}" for c in to_alloc)
+                return [], Status.error(
+                    f"node {node_info.name}: timed out trying to allocate devices: the DynamicResources Filter ran "
+                    f"{self.cycle_budget.seconds:g} s in this scheduling cycle, py-scheduler's bound on one cycle "
+                    f"(filterTimeout bounds one node), allocating {claims} (spec.devices); the Pod is retried", NAME)
             return [], Status.error(f"node {node_info.name}: timed out trying to allocate devices", NAME)
         except FailedAllocationOnNode as exc:
             return [], unresolvable(str(exc))
         except AllocationError as exc:
             return [], Status.error(str(exc), NAME)
+        finally:
+            if left is not None:
+                allocator.time_left = left - (time.monotonic() - start)
         if result is None or len(result) != len(to_alloc):
             return [], unresolvable("cannot allocate all claims")
         return result, None

@@ -1,10 +1,12 @@
-"""A scheduling cycle's CEL budget (``CEL_CYCLE_COST_BUDGET``, ``Allocator(cel_budget=...)``): the selector
-evaluations one cycle may spend on (expression, device) pairs the selector memo lacks.
+"""What the DynamicResources Filter may spend in one scheduling cycle (``CycleBudget``): CEL cost units
+on (expression, device) pairs the selector memo lacks, and seconds in all.
 
-Past it the allocation fails with :class:`CelCycleBudgetExceeded` naming the selector's field; what was
-judged stays in the memo, so repeated attempts (the live scheduler's retries after backoff) go further
-each time and end with exactly the allocation an unbudgeted allocator gives. The offline engine has no
-budget. py-scheduler's own: upstream has no such bound (its Filter runs on 16 goroutines in cel-go).
+Past the CEL budget the allocation fails with :class:`CelCycleBudgetExceeded` naming the selector's
+field; what was judged stays in the memo, so repeated attempts (the live scheduler's retries after
+backoff) go further each time and end with exactly the allocation an unbudgeted allocator gives. Past
+the seconds (a device search that explodes, node after node) the Filter fails with Error naming the
+claims. The offline engine has no budget. py-scheduler's own: upstream has no such bound (its Filter
+runs on 16 goroutines in cel-go, its ``filterTimeout`` bounds one node).
 """
 
 from __future__ import annotations
@@ -18,15 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from py_scheduler.cache.snapshot import Snapshot
+from py_scheduler.framework.algorithm import Algorithm
 from py_scheduler.framework.config import ProfileConfig, build_framework
+from py_scheduler.framework.runtime import SchedulingError
+from py_scheduler.framework.types import PodInfo
 from py_scheduler.offline.engine import OfflineScheduler
 from py_scheduler.plugins import registry
 from py_scheduler.plugins.dynamic_resources.allocator import Allocator
-from py_scheduler.plugins.dynamic_resources.common import (
-    CEL_CYCLE_COST_BUDGET,
-    AllocationError,
-    CelCycleBudgetExceeded,
-)
+from py_scheduler.plugins.dynamic_resources.common import AllocationError, CelCycleBudgetExceeded, CycleBudget
 from py_scheduler.plugins.dynamic_resources.plugin import DynamicResources
 from py_scheduler.plugins.dynamic_resources.selector_memo import SELECTOR_MEMO
 from tests.unit.plugins.test_dra_selector_memo import cycles
@@ -57,7 +58,8 @@ CLASSES = {"plain": {"metadata": {"name": "plain"}, "spec": {}},
 
 def _attempt(slices: list[Obj], claims: list[Obj], node: str, budget: int | None, classes: Obj = CLASSES) -> Any:
     try:
-        return ("ok", Allocator(set(), classes, slices, cel_budget=budget).allocate(
+        limit = CycleBudget(cel_units=budget) if budget is not None else None
+        return ("ok", Allocator(set(), classes, slices, budget=limit).allocate(
             {"metadata": {"name": node}}, copy.deepcopy(claims)))
     except CelCycleBudgetExceeded:
         raise
@@ -142,6 +144,46 @@ def test_any_budget_converges_to_the_unbudgeted_result(case: tuple[list[list[Obj
 def test_the_live_plugin_has_the_budget_and_the_offline_engine_none() -> None:
     fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
     dra = fw.plugins["DynamicResources"]
-    assert isinstance(dra, DynamicResources) and dra.cel_cycle_budget == CEL_CYCLE_COST_BUDGET
+    assert isinstance(dra, DynamicResources)
+    assert dra.cycle_budget == CycleBudget() and (dra.cycle_budget.cel_units, dra.cycle_budget.seconds) == (200_000, 2)
     OfflineScheduler({"default-scheduler": fw}, "default-scheduler", Snapshot.from_object_list([]))
-    assert dra.cel_cycle_budget is None
+    assert dra.cycle_budget is None
+
+
+def _explosive_cluster(nodes: int) -> list[Obj]:
+    """Nodes of 64 devices whose attribute ``a`` has 15 values, and a Pod whose claim wants 16 devices
+    with distinct ``a``: impossible, found out only by trying every combination (C(64, 16))."""
+    objs: list[Obj] = [{"kind": "DeviceClass", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": "gpu"},
+                        "spec": {}}]
+    for n in range(nodes):
+        objs.append({"kind": "Node", "apiVersion": "v1", "metadata": {"name": f"n{n}", "labels": {}},
+                     "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}})
+        sl = _slice(f"n{n}", 0, 64)
+        for d in sl["spec"]["devices"]:
+            d["attributes"] = {"a": {"int": int(d["name"][1:]) % 15}}
+        objs.append({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", **sl})
+    objs.append({"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1",
+                 "metadata": {"name": "c", "namespace": "default", "uid": "u"},
+                 "spec": {"devices": {"requests": [{"name": "r", "exactly": {
+                     "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 16}}],
+                     "constraints": [{"requests": ["r"], "distinctAttribute": f"{D}/a"}]}}})
+    objs.append({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p", "namespace": "default", "uid": "p"},
+                 "spec": {"containers": [{"name": "c", "image": "i"}],
+                          "resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}})
+    return objs
+
+
+def test_a_device_search_exploding_on_every_node_is_cut_at_the_cycles_seconds() -> None:
+    """filterTimeout stays upstream's 10 s per node; the cycle's 0.3 s end the attempt at the first
+    node, with an Error naming the claim (without the bound: 10 s per node, one after another)."""
+    objs = _explosive_cluster(3)
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
+    dra = fw.plugins["DynamicResources"]
+    assert isinstance(dra, DynamicResources) and dra.filter_timeout == 10
+    dra.cycle_budget = CycleBudget(seconds=0.3)
+    pod = next(o for o in objs if o["kind"] == "Pod")
+    with pytest.raises(SchedulingError) as ei:
+        Algorithm().schedule(fw, Snapshot.from_object_list(objs), PodInfo(pod), explain=True)
+    assert re.search(r"node n\d: timed out trying to allocate devices: the DynamicResources Filter ran 0\.3 s in this "
+                     r"scheduling cycle, py-scheduler's bound on one cycle \(filterTimeout bounds one node\), "
+                     r"allocating claim default/c \(spec\.devices\); the Pod is retried", str(ei.value)), str(ei.value)
