@@ -35,7 +35,7 @@ CEL_CYCLE_COST_BUDGET = 200_000
 scheduling cycle may spend on (expression, device) pairs not already in the selector memo: about one
 second of CPU (cel-python evaluates ~190 000 units per second here, ``device`` variable included).
 py-scheduler's own, with no upstream counterpart: kube-scheduler filters nodes on 16 goroutines in
-cel-go, ~20 times faster, and answers its health checks on other threads, while py-scheduler's cycle
+cel-go, several times faster, and answers its health checks on other threads, while py-scheduler's cycle
 runs on the thread that serves ``/livez``. Ordinary selectors spend 20-100 units per device, so a
 cycle evaluates 2 000 to 10 000 new devices within it; a selector of a few thousand units (a
 comprehension over a long list) reaches it after ~100."""

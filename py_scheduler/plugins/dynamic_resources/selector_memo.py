@@ -5,6 +5,7 @@ allocator's per-cycle ``celCache`` of ``allocator_incubating.go`` made process-w
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 
@@ -40,10 +41,12 @@ class SelectorMemo:
     is not a ``str`` or a tuple gets no content key). A compile or runtime error (a
     :class:`SelectorError`: among them a selector past its cost budget) is kept the same way, so a
     bad selector costs one evaluation per device content, not one per device per node per attempt
-    (issue 31). Bounded: at ``max_size`` entries
-    (both keys together) it starts over (a cluster has ``devices x distinct expressions`` entries
-    of the first key at most, and as many of the second; taint-patched copies are new dicts every
-    cycle and only churn the first).
+    (issue 31). Bounded: at ``max_size`` entries (both keys together) the older half of each key's
+    entries goes (insertion order), so what the last cycles judged stays: a Pod retried after its
+    cycle spent the CEL budget (``CycleBudget``) finds what it judged before, even when the memo
+    fills meanwhile (a cluster has ``devices x distinct expressions`` entries of the first key at
+    most, and as many of the second; taint-patched copies are new dicts every cycle and only churn
+    the first).
 
     Why: the per-cycle ``Allocator.cel_cache`` evaluated every (expression, device) pair again in
     each cycle; cel-python's tree-walking evaluation (~0.3 ms) plus the ``device`` variable
@@ -73,19 +76,29 @@ class SelectorMemo:
             return None
         found = self._by_content.get((expression, driver, content))
         if found is not None:
-            if len(self) + 1 > self.max_size:
-                self.clear()
-                self._by_content[(expression, driver, content)] = found
+            self._make_room(1)
+            self._by_content.setdefault((expression, driver, content), found)
             self._memo[(expression, driver, id(device))] = (device, found)
         return found
 
     def put(self, expression: str, driver: str, device: Obj, matches: bool | SelectorError) -> None:
-        if len(self) + 2 > self.max_size:
-            self.clear()
+        self._make_room(2)
         self._memo[(expression, driver, id(device))] = (device, matches)
         content = self._content(device)
         if content is not None:
             self._by_content[(expression, driver, content)] = matches
+
+    def _make_room(self, n: int) -> None:
+        """When ``n`` more entries would pass ``max_size``: drop the older half of each key's entries
+        (all of them if that is not enough)."""
+        if len(self) + n <= self.max_size:
+            return
+        for k in list(itertools.islice(self._memo, (len(self._memo) + 1) // 2)):
+            del self._memo[k]
+        for c in list(itertools.islice(self._by_content, (len(self._by_content) + 1) // 2)):
+            del self._by_content[c]
+        if len(self) + n > self.max_size:
+            self.clear()
 
     def clear(self) -> None:
         self._memo.clear()

@@ -40,7 +40,7 @@ Pod gets an Error and is retried, never a wrong placement): optional syntax (``.
 surface at evaluation.
 
 Cost (:mod:`py_scheduler.plugins.helpers.cel_cost`, in its own units sized for cel-python, which is
-~1000 times slower than cel-go): every evaluation may spend at most ``RUNTIME_COST_LIMIT`` (2 000
+many times slower than cel-go): every evaluation may spend at most ``RUNTIME_COST_LIMIT`` (2 000
 units, ~10 ms of CPU) and fails past it with cel-go's ``operation cancelled: actual cost limit
 exceeded`` (upstream's runtime limit is ``resourceapi.CELSelectorExpressionMaxCost``, enforced by
 kube-scheduler's ``cel.CostLimit``); an expression whose worst-case estimate exceeds

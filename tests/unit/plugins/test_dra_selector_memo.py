@@ -25,7 +25,7 @@ from py_scheduler.plugins.dynamic_resources import allocator as alloc_mod
 from py_scheduler.plugins.dynamic_resources import capacity
 from py_scheduler.plugins.dynamic_resources.allocator import Allocator
 from py_scheduler.plugins.dynamic_resources.common import AllocationError
-from py_scheduler.plugins.dynamic_resources.selector_memo import SELECTOR_MEMO, SelectorMemo
+from py_scheduler.plugins.dynamic_resources.selector_memo import SELECTOR_MEMO, SelectorMemo, _content
 from py_scheduler.plugins.helpers import cel
 
 Obj = dict[str, Any]
@@ -187,14 +187,29 @@ def test_memo_never_answers_for_another_object_with_a_reused_id() -> None:
     assert memo.get("f", D, a) is None and memo.get("e", "other", a) is None
     memo.clear()
     memo.put("e", D, a, True)
-    memo.put("f", D, a, False)  # at max_size (an object key and a content key): starts over
+    memo.put("f", D, a, False)  # at max_size (an object key and a content key): the older half goes
     assert len(memo) == 2 and memo.get("e", D, a) is None and memo.get("f", D, a) is False
     memo = SelectorMemo(max_size=3)
+    b = dict(a)
     memo.put("e", D, a, True)
-    assert memo.get("e", D, dict(a)) is True and len(memo) == 3  # the content key's hit adds an object key
-    memo.put("f", D, a, False)  # two more would pass max_size: starts over first
-    assert len(memo) == 2 and memo.get("f", D, dict(a)) is False and len(memo) == 3
-    assert memo.get("e", D, dict(a)) is None and len(memo) <= memo.max_size
+    assert memo.get("e", D, b) is True and len(memo) == 3  # the content key's hit adds an object key
+    memo.put("f", D, a, False)  # two more would pass max_size: the oldest object and content keys go
+    assert len(memo) == 3 and memo.get("f", D, a) is False
+    assert memo.get("e", D, a) is None  # its object key and e's content key were the older ones
+    assert memo.get("e", D, b) is True  # b's object key was the newer one
+
+
+def test_at_max_size_the_newest_half_stays() -> None:
+    """A Pod retried after its cycle spent the CEL budget finds what that cycle judged, although the
+    memo filled meanwhile: the newest entries stay when it makes room."""
+    memo = SelectorMemo(max_size=100)
+    devices: list[Obj] = [{"name": f"d{i}", "attributes": {"i": {"int": i}}} for i in range(200)]
+    for i, d in enumerate(devices):
+        memo.put("e", D, d, i % 2 == 0)
+        assert len(memo) <= 100
+        # the last 24 puts are all answered, right after making room too (starting over kept 1)
+        assert all(memo._by_content.get(("e", D, _content(devices[j]) or "")) is (j % 2 == 0)
+                   for j in range(max(0, i - 23), i + 1)), i
 
 
 @pytest.mark.parametrize("raw", ["24480Mi", "1k", "20Gi", "1.5", "-1", "abc", "", " ", 5, 2.5, None])
