@@ -602,6 +602,7 @@ class _Run:
         Raises:
             AllocationError: ``class X: selector #i: CEL compile error: ...`` / ``... CEL runtime error``.
             CelCycleBudgetExceeded: a selector not in the memo was due when the cycle's budget was spent.
+            AllocationTimeout: one was due past the deadline (compiling a long selector takes ~30 ms).
         """
         who = (f"class {(dc.get('metadata') or {}).get('name')}" if dc is not None
                else f"claim {claim_ref(self.claims[key[0]])}")
@@ -614,6 +615,8 @@ class _Run:
             if cached is None:
                 from py_scheduler.plugins.helpers import cel
 
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    raise AllocationTimeout  # compiling and judging count too: checked before each one
                 compiled = cel.compile_selector(expr)
                 left = self.a.cel_left
                 if left is not None and left <= 0 and compiled.error is None:

@@ -187,3 +187,46 @@ def test_a_device_search_exploding_on_every_node_is_cut_at_the_cycles_seconds() 
     assert re.search(r"node n\d: timed out trying to allocate devices: the DynamicResources Filter ran 0\.3 s in this "
                      r"scheduling cycle, py-scheduler's bound on one cycle \(filterTimeout bounds one node\), "
                      r"allocating claim default/c \(spec\.devices\); the Pod is retried", str(ei.value)), str(ei.value)
+
+
+def _slow_to_compile(k: int, index: int) -> str:
+    """~600 characters, ~600 tokens: ~20-40 ms for cel-python's parser, ~20 units to evaluate."""
+    digits = ", ".join(str((k + j) % 10) for j in range(290))
+    return f'false ? [{digits}].size() > {k} : device.attributes["{D}"].index == {index}'
+
+
+def test_compiling_many_selectors_counts_against_the_cycles_seconds() -> None:
+    """A claim of allocationMode All requests, each with distinct selectors that are cheap to judge
+    but slow to compile (an adversarial run: 1024 of them blocked the loop 28 s on the bed): the
+    attempt stops at the cycle's seconds, what it judged stays, and the retries end with the verdict
+    an unbounded attempt gives."""
+    objs = [o for o in _explosive_cluster(1) if o["kind"] in ("DeviceClass", "Node", "ResourceSlice")]
+    for d in objs[2]["spec"]["devices"][:4]:
+        d["attributes"] = {"index": {"int": int(d["name"][1:])}}
+    del objs[2]["spec"]["devices"][4:]
+    requests = [{"name": f"r{q}", "exactly": {"deviceClassName": "gpu", "allocationMode": "All", "selectors": [
+        {"cel": {"expression": _slow_to_compile(q * 8 + s, q)}} for s in range(8)]}} for q in range(4)]
+    objs.append({"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1",
+                 "metadata": {"name": "c", "namespace": "default", "uid": "u"},
+                 "spec": {"devices": {"requests": requests}}})
+    objs.append({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p", "namespace": "default", "uid": "p"},
+                 "spec": {"containers": [{"name": "c", "image": "i"}],
+                          "resourceClaims": [{"name": "c", "resourceClaimName": "c"}]}})
+    fw = build_framework(ProfileConfig(scheduler_name="default-scheduler"), registry=registry)
+    dra = fw.plugins["DynamicResources"]
+    assert isinstance(dra, DynamicResources)
+    dra.cycle_budget = CycleBudget(seconds=0.05)
+    pod = PodInfo(objs[-1])
+    cut = 0
+    while True:
+        before = len(SELECTOR_MEMO)
+        try:
+            res = Algorithm().schedule(fw, Snapshot.from_object_list(objs), pod, explain=True)
+            break
+        except SchedulingError as exc:
+            assert "the DynamicResources Filter ran 0.05 s in this scheduling cycle" in str(exc), str(exc)
+            assert len(SELECTOR_MEMO) > before  # each cut attempt judged something new
+            cut += 1
+            assert cut < 200
+    assert cut >= 2  # 32 selectors of ~30 ms to compile against 0.05 s a cycle
+    assert res.selected == "n0"  # each request takes the one device whose index it names
