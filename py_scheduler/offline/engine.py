@@ -194,7 +194,7 @@ class OfflineScheduler:
         for fw in frameworks.values():
             for p in fw.plugins.values():
                 if hasattr(p, "cycle_budget"):
-                    p.cycle_budget = None  # no event loop to keep answering: DRA's Filter is not cut short
+                    p.cycle_budget = None  # no event loop to keep answering: no cycle is cut short
         if api is not None:
             api.attach(snapshot)
             for fw in frameworks.values():

@@ -67,6 +67,15 @@ _ADDED_AFFINITY_KEYS = frozenset({"requiredDuringSchedulingIgnoredDuringExecutio
                                   "preferredDuringSchedulingIgnoredDuringExecution"})
 
 
+CYCLE_REQUIREMENT_CHECKS = 2_000_000
+"""Requirement checks (:meth:`RequiredNodeAffinity.size` per node judged) the Filter may make in
+one scheduling cycle for affinities whose verdicts are not memoized yet, and the most
+``preferred terms x nodes`` PreScore accepts: ~1 s of CPU. py-scheduler's own (upstream has no
+bound; it filters 16 nodes at once and serves its health checks on other threads): an affinity of
+25 000 terms against 500 nodes blocked the one thread 7 s per Pod. An ordinary Pod needs a few
+checks per node. Past it the Filter fails with Error naming the field; the verdicts judged so far
+stay in the Filter's memo, so the retried Pod goes further each time."""
+
 _MEMO_AFFINITIES = 16
 """Distinct required affinities whose per-node results :meth:`NodeAffinity.filter_nodes` keeps."""
 _REQUIRED_KEY_MEMO: PodMemo[bytes | None] = PodMemo(NAME + "/required-key", PodInput.SPEC)
@@ -121,7 +130,8 @@ class _VerdictColumn:
         self.extra.clear()
 
     def verdicts_for(self, chunk: list[NodeInfo], compute: Callable[[Any], int]) -> list[int]:
-        """The verdicts of ``chunk`` in order; ``compute(node)`` gives a missing or stale one."""
+        """The verdicts of ``chunk`` in order; ``compute(node)`` gives a missing or stale one (it may
+        raise, past the cycle's bound: the verdicts computed before are kept, none for that node)."""
         m, n = len(chunk), self.n
         src = self.source
         p0 = self.pos_by_name.get(chunk[0].name) if m and src is not None else None
@@ -135,8 +145,8 @@ class _VerdictColumn:
                     for j, (h, o) in enumerate(zip(have, objs, strict=True)):
                         if h is not o:
                             k = p0 + j - (n if p0 + j >= n else 0)
+                            self.verdicts[k] = compute(o)  # first: compute may raise (the cycle's bound)
                             self.nodes[k] = o
-                            self.verdicts[k] = compute(o)
                 return self.verdicts[p0:] + self.verdicts[:end - n] if wrap else self.verdicts[p0:end]
         out: list[int] = []
         for ni in chunk:
@@ -181,6 +191,24 @@ def _compute_required_key(pod: PodInfo) -> bytes | None:
 @dataclass(slots=True)
 class _PreFilterState:
     required: RequiredNodeAffinity
+    size: int = 0
+    """``required.size()``: what judging one node costs against :data:`CYCLE_REQUIREMENT_CHECKS`."""
+
+
+class _Spent:
+    """The requirement checks left to this cycle (shared by the state's clones: no ``clone``)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
+class _OverBudget(Exception):
+    pass
+
+
+_SPENT_KEY = NAME + "/cycle-checks"
 
 
 @dataclass(slots=True)
@@ -208,6 +236,8 @@ class NodeAffinity:
                  added_pref_terms: PreferredSchedulingTerms | None = None) -> None:
         self.added_node_selector = added_node_selector
         self.added_pref_terms = added_pref_terms
+        self.cycle_budget: int | None = CYCLE_REQUIREMENT_CHECKS
+        """Requirement checks one cycle may make (None: no bound, as in the offline engine)."""
         # required-affinity key -> its verdicts per node (LRU of _MEMO_AFFINITIES)
         self._memo: OrderedDict[bytes, _VerdictColumn] = OrderedDict()
 
@@ -267,7 +297,7 @@ class NodeAffinity:
             required = required_node_affinity(pod)
         except PodParseError as exc:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
-        state.write(PRE_FILTER_STATE_KEY, _PreFilterState(required))
+        state.write(PRE_FILTER_STATE_KEY, _PreFilterState(required, required.size()))
         if required_raw is None:
             return None, Status.success()
         terms = required_raw.get("nodeSelectorTerms")
@@ -308,7 +338,8 @@ class NodeAffinity:
         """
         key = _required_key(pod)
         try:
-            required = state.read(PRE_FILTER_STATE_KEY).required
+            pre: _PreFilterState = state.read(PRE_FILTER_STATE_KEY)
+            required = pre.required
         except KeyError:
             key = None
         if key is None:
@@ -325,13 +356,21 @@ class NodeAffinity:
         if snap is not None:
             memo.align(snap.node_info_list)
         added = self.added_node_selector
+        spent, size = self._spent(state), pre.size
 
         def compute(node: Any) -> int:
             if added is not None and not added.match(node):
                 return _FAIL_ENFORCED
+            if spent is not None:
+                if spent.left <= 0:
+                    raise _OverBudget
+                spent.left -= size
             return _FAIL_POD if not required.match(node) else _PASS
 
-        verdicts = memo.verdicts_for(nodes, compute)
+        try:
+            verdicts = memo.verdicts_for(nodes, compute)
+        except _OverBudget:  # the framework re-runs the chunk node by node: filter gives this error
+            return [self._over_budget(pre)] * len(nodes)
         if not any(verdicts):
             return None
         # One Status per kind of rejection for the whole chunk (statuses are never changed in place).
@@ -346,16 +385,41 @@ class NodeAffinity:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_ENFORCED], NAME)
         try:
             s: _PreFilterState = state.read(PRE_FILTER_STATE_KEY)
-            required = s.required
         except KeyError:
             # PreFilter disabled (or skipped): compute here, as upstream falls back.
             try:
                 required = required_node_affinity(pod)
             except PodParseError as exc:
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
-        if not required.match(node):
+            s = _PreFilterState(required, required.size())
+        spent = self._spent(state)
+        if spent is not None:
+            if spent.left <= 0:
+                return self._over_budget(s)
+            spent.left -= s.size
+        if not s.required.match(node):
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [ERR_REASON_POD], NAME)
         return Status.success()
+
+    def _spent(self, state: CycleState) -> _Spent | None:
+        """This cycle's :class:`_Spent` (made on first use; None without a bound)."""
+        if self.cycle_budget is None:
+            return None
+        try:
+            spent: _Spent = state.read(_SPENT_KEY)
+        except KeyError:
+            spent = _Spent(self.cycle_budget)
+            state.write(_SPENT_KEY, spent)
+        return spent
+
+    def _over_budget(self, pre: _PreFilterState) -> Status:
+        terms = len(pre.required.node_selector.terms) if pre.required.node_selector is not None else 0
+        field = ("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution" if terms
+                 else "spec.nodeSelector")
+        return Status.error(
+            f"{field}: {terms} node selector terms ({pre.size} requirement checks per node) used up this scheduling "
+            f"cycle's {self.cycle_budget} checks, py-scheduler's bound on one cycle; the nodes judged so far are "
+            f"remembered and the Pod is retried", NAME)
 
     # -- PreScore / Score ---------------------------------------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: list[NodeInfo]) -> Status:
@@ -366,6 +430,13 @@ class NodeAffinity:
             return Status.error(str(exc), NAME)
         if preferred is None and self.added_pref_terms is None:
             return Status.skip()
+        checks = (preferred.size() if preferred is not None else 0) * len(nodes)
+        if self.cycle_budget is not None and checks > self.cycle_budget:
+            return Status.error(
+                f"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution: "
+                f"{preferred.size() if preferred is not None else 0} requirement checks per node against "
+                f"{len(nodes)} feasible nodes pass {self.cycle_budget}, py-scheduler's bound on one scheduling cycle",
+                NAME)
         state.write(PRE_SCORE_STATE_KEY, _PreScoreState(preferred))
         return Status.success()
 

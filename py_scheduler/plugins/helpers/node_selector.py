@@ -243,6 +243,11 @@ class PreferredSchedulingTerms:
 
     __slots__ = ("terms",)
 
+    def size(self) -> int:
+        """Requirements one :meth:`score` may check: per term one plus its requirements."""
+        return sum(1 + (len(t.labels.requirements) if t.labels is not None else 0) + len(t.fields or ())
+                   for t, _ in self.terms)
+
     def __init__(self, terms: Sequence[object], path: str = "") -> None:
         self.terms: list[tuple[_Term, int]] = []
         errs: list[str] = []
@@ -322,6 +327,14 @@ class RequiredNodeAffinity:
         """
         spec = pod_info.spec
         return cls(spec.get("nodeSelector"), spec.get("affinity"))
+
+    def size(self) -> int:
+        """Requirements one :meth:`match` may check: the nodeSelector's labels, and per term one
+        plus its requirements (the work of matching one node, in those units)."""
+        n = len(self.label_selector.requirements) if self.label_selector is not None else 0
+        for t in self.node_selector.terms if self.node_selector is not None else ():
+            n += 1 + (len(t.labels.requirements) if t.labels is not None else 0) + len(t.fields or ())
+        return n
 
     def match(self, node: Mapping[str, Any] | None) -> bool:
         """True when the node carries every nodeSelector label and matches a required term."""
