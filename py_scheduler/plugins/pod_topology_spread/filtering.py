@@ -24,6 +24,7 @@ from py_scheduler.plugins.pod_topology_spread.common import (
     _objects,
     _pod_constraints,
     node_labels_match_spread_constraints,
+    some_node_has_every_key,
 )
 from py_scheduler.plugins.pod_topology_spread.count_memo import _GENERATION, CountMemos, _CountMemo
 
@@ -113,14 +114,15 @@ class Filtering(SpreadBase, CountMemos):
         # selects everything, counts 0). The others come from the per-node count memo.
         plan = []
         memos: list[_CountMemo] = []
+        counted = some_node_has_every_key(nodes, keys)  # else every count stays empty, as upstream's loop
         for i, c in enumerate(constraints):
             selector = None if c.selector.is_everything else c.selector
             if ctx.needs_match(c):
                 plan.append((c, c.topology_key, s.tp_value_to_match_num[i], selector))
-            else:
+            elif counted:
                 memo, s.tp_value_to_match_num[i] = self._memo_counts(nodes, keys, c.topology_key, selector, ns)
                 memos.append(memo)
-        if not plan:
+        if not plan and counted:
             s.value_memos = memos
         if plan:
             for ni in nodes:
