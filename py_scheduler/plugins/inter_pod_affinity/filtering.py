@@ -4,7 +4,7 @@ self-affinity special case)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,27 +132,23 @@ class Filtering(AffinityIndexes):
         aff, anti = s.affinity_terms, s.anti_affinity_terms
         nodes = index.nodes
         classes = index.classes
+        # A term adds its Pods at (its topology key, the node's value): terms are taken together by
+        # key, with their number, so the work is per distinct key, not per term (an adversarial Pod
+        # of 10 000 identical terms cost 4 s per cycle at 500 nodes when each was walked).
         if aff:
             aff_counts = s.affinity_counts
+            aff_keys = _by_key(aff)
             for g in classes.for_selectors(t.selector for t in aff):
                 if pod_matches_all_affinity_terms(aff, g.rep):
-                    for pos, n in g.counts.items():
-                        labels = nodes[pos].labels
-                        for t in aff:
-                            tv = labels.get(t.topology_key)
-                            if tv is not None:
-                                pair = (t.topology_key, tv)
-                                aff_counts[pair] = aff_counts.get(pair, 0) + n
+                    _add_pairs(aff_counts, g.counts, nodes, aff_keys)
         anti_counts = s.anti_affinity_counts
+        matched: dict[int, tuple[Any, list[AffinityTerm]]] = {}  # label class -> the terms matching it
         for t in anti:
-            key = t.topology_key
             for g in classes.for_selectors((t.selector,)):
                 if t.matches(g.rep, None):
-                    for pos, n in g.counts.items():
-                        tv = nodes[pos].labels.get(key)
-                        if tv is not None:
-                            pair = (key, tv)
-                            anti_counts[pair] = anti_counts.get(pair, 0) + n
+                    matched.setdefault(id(g), (g, []))[1].append(t)
+        for g, terms in matched.values():
+            _add_pairs(anti_counts, g.counts, nodes, _by_key(terms))
 
     @staticmethod
     def _pre_filter_counts_scan(s: PreFilterState, pod: PodInfo, nodes: list[NodeInfo],
@@ -263,17 +259,19 @@ class Filtering(AffinityIndexes):
         s = state.data.get(PRE_FILTER_STATE_KEY)
         if not isinstance(s, PreFilterState):
             return [self.filter(state, pod, ni) for ni in nodes]
-        aff = [t.topology_key for t in s.affinity_terms]
+        aff = list(dict.fromkeys(t.topology_key for t in s.affinity_terms))  # by distinct key: same verdicts
         aff_counts = s.affinity_counts
         # With no matching Pod anywhere, a node passes the affinity check iff it has every key and the
         # Pod matches its own terms (the first Pod of a self-affine group).
         self_affine = bool(aff) and not aff_counts and pod_matches_all_affinity_terms(s.affinity_terms, s.pod)
         anti: list[tuple[str, set[Any]]] = []
         if s.anti_affinity_counts:
-            for t in s.anti_affinity_terms:
-                vals = {v for (k, v), n in s.anti_affinity_counts.items() if k == t.topology_key and n > 0}
-                if vals:
-                    anti.append((t.topology_key, vals))
+            blocked: dict[str, set[Any]] = {}
+            for (k, v), n in s.anti_affinity_counts.items():
+                if n > 0:
+                    blocked.setdefault(k, set()).add(v)
+            anti = [(key, blocked[key]) for key in dict.fromkeys(t.topology_key for t in s.anti_affinity_terms)
+                    if key in blocked]
         existing: dict[str, set[Any]] = {}
         for (k, v), n in s.existing_anti_affinity_counts.items():
             if n > 0:
@@ -314,3 +312,24 @@ class Filtering(AffinityIndexes):
                     out = [Status.success()] * len(nodes)
                 out[j] = Status(code, [reason], NAME)
         return out
+
+
+def _by_key(terms: Iterable[AffinityTerm]) -> list[tuple[str, int]]:
+    """Each distinct topology key of ``terms`` with how many terms have it (first-seen order)."""
+    keys: dict[str, int] = {}
+    for t in terms:
+        keys[t.topology_key] = keys.get(t.topology_key, 0) + 1
+    return list(keys.items())
+
+
+def _add_pairs(counts: dict[tuple[str, str], int], at: Mapping[int, int], nodes: Sequence[NodeInfo],
+               keys: list[tuple[str, int]]) -> None:
+    """Add, for each node position of ``at`` holding ``n`` Pods of a class, ``n`` times each key's
+    number of terms at the pair (key, the node's value), where the node has the key."""
+    for pos, n in at.items():
+        labels = nodes[pos].labels
+        for key, m in keys:
+            tv = labels.get(key)
+            if tv is not None:
+                pair = (key, tv)
+                counts[pair] = counts.get(pair, 0) + n * m
