@@ -16,7 +16,7 @@ from py_scheduler.plugins.helpers.node_selector import LabelSelector
 # -- per-node count memo (no upstream counterpart: issue 9) ----------------------------------------
 
 _GENERATION = attrgetter("generation")
-_COUNT_MEMOS = 16
+COUNT_MEMOS = 16
 """Count memos kept per plugin instance (LRU): one per (keys, selector, namespace) in use."""
 
 SelectorKey = tuple[bool, tuple[tuple[str, str, frozenset[str]], ...]]
@@ -124,7 +124,7 @@ class _CountMemo:
 
 
 class CountMemos:
-    """The plugin's :class:`_CountMemo` per (keys, topology key, selector, namespace), the last :data:`_COUNT_MEMOS`."""
+    """The plugin's :class:`_CountMemo` per (keys, topology key, selector, namespace), the last :data:`COUNT_MEMOS`."""
 
     _count_memos: OrderedDict[tuple[tuple[str, ...], str, SelectorKey | None, str], _CountMemo]
 
@@ -140,7 +140,7 @@ class CountMemos:
         memo = memos.get(mkey)
         if memo is None:
             memo = memos[mkey] = _CountMemo()
-            while len(memos) > _COUNT_MEMOS:
+            while len(memos) > COUNT_MEMOS:
                 memos.popitem(last=False)
         else:
             memos.move_to_end(mkey)
