@@ -240,9 +240,20 @@ class IdentityMemo(SharedMemo[int, tuple[Any, V]]):
 
     def __init__(self, name: str = "", *, size: int = 1 << 62, evict: Evict = Evict.CLEAR, depends: str = "") -> None:
         super().__init__(name, size=size, evict=evict, depends=depends)
+        self._pinned: tuple[object, V] | None = None
+
+    def pin(self, obj: object, value: V) -> None:
+        """Answer :meth:`find` for ``obj`` with ``value`` until the next pin, without storing it: the
+        value the caller already holds for that very object (the scheduling queue pins a queued Pod's
+        own PodInfo while its hints run, so a pool larger than the memo is not parsed again at every
+        event)."""
+        self._pinned = (obj, value)
 
     def find(self, obj: object) -> V | None:
-        """The value stored for ``obj`` itself, None when there is none."""
+        """The value pinned or stored for ``obj`` itself, None when there is none."""
+        pinned = self._pinned
+        if pinned is not None and pinned[0] is obj:
+            return pinned[1]
         hit = self.get(id(obj))
         return hit[1] if hit is not None and hit[0] is obj else None
 
@@ -276,7 +287,8 @@ workload share their resources."""
 HINT_POD_INFOS = IdentityMemo[Any](
     "queueing-hint PodInfos", size=4096, evict=Evict.CLEAR, depends=(
         "plugins/helpers/queueing_hints.py: PodInfo(pod) per Pod object; an API object is never changed in "
-        "place (a new version is a new object), so the parse of the object stays its parse."))
+        "place (a new version is a new object), so the parse of the object stays its parse. The queue pins "
+        "each queued Pod's own PodInfo (built from that very object) while its hints run."))
 PV_NODE_AFFINITY = IdentityMemo[Any](
     "PV node affinity", size=50_000, evict=Evict.CLEAR, depends=(
         "plugins/helpers/storage.py: a PV's compiled spec.nodeAffinity per nodeAffinity object "

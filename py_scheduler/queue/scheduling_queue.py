@@ -45,6 +45,7 @@ from py_scheduler.framework.events import (
 from py_scheduler.framework.interfaces import (
     PreEnqueuePlugin,
 )
+from py_scheduler.framework.memo import HINT_POD_INFOS
 from py_scheduler.framework.objects import Obj
 from py_scheduler.framework.types import Code, PodInfo, Status
 from py_scheduler.queue.active_queue import ActiveQueue
@@ -565,12 +566,9 @@ class PriorityQueue(Nominator):
 
     def _worth_requeuing(self, qpi: QueuedPodInfo, ev: ClusterEvent, old: Any, new: Any,
                          fns: list[HintFunction] | None = None) -> QueueingStrategy:
-        """``isPodWorthRequeuing``: ask the QueueingHints of the plugins that rejected the Pod.
-
-        ``fns``: the hint functions of the Pod's rejectors whose registered event matches ``ev``,
-        in the hint map's order (:meth:`matching_hints`), when the caller has them memoised for
-        the Pod's group; None computes them.
-        """
+        """``isPodWorthRequeuing``: ask the QueueingHints of the plugins that rejected the Pod. ``fns``:
+        the hint functions of the Pod's rejectors whose registered event matches ``ev``, in the hint
+        map's order (:meth:`matching_hints`), memoised for the Pod's group by the caller; None computes them."""
         rejectors = qpi.rejector_plugins()
         if not rejectors:
             return QueueingStrategy.AFTER_BACKOFF
@@ -584,6 +582,7 @@ class PriorityQueue(Nominator):
         if fns is None:
             fns = matching_hints(hint_map, rejectors, ev)
         strategy = QueueingStrategy.SKIP
+        HINT_POD_INFOS.pin(qpi.pod, qpi.pod_info)  # the hints parse the Pod from its own PodInfo
         for hf in fns:
             hint = QueueingHint.QUEUE
             if hf.fn is not None:

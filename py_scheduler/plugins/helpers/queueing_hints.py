@@ -48,9 +48,9 @@ def hint_pod_info(pod: dict[str, Any]) -> PodInfo:
     Raises:
         PodParseError: a resource field of the Pod is malformed.
     """
-    hit = HINT_POD_INFOS.get(id(pod))
-    if hit is not None and hit[0] is pod:
-        return cast(PodInfo, hit[1])
+    hit = HINT_POD_INFOS.find(pod)  # a queued Pod's own PodInfo, pinned by the queue, first
+    if hit is not None:
+        return cast(PodInfo, hit)
     return cast(PodInfo, HINT_POD_INFOS.put(pod, PodInfo(pod)))
 
 
