@@ -50,6 +50,7 @@ from py_scheduler.plugins.helpers.tolerations import (
     find_untolerated_taint,
     parse_tolerations,
     tolerates_taint,
+    toleration_index,
 )
 
 NAME = "TaintToleration"
@@ -115,7 +116,7 @@ class TaintToleration:
         if not isinstance(new, dict) or (old is not None and not isinstance(old, dict)):
             return QueueingHint.QUEUE
         try:
-            tolerations = parse_tolerations(hint_pod_info(pod))
+            tolerations = toleration_index(hint_pod_info(pod))
             was_untolerated = True
             if old is not None:
                 was_untolerated = find_untolerated_taint(
@@ -135,7 +136,7 @@ class TaintToleration:
         NoExecute taint is not tolerated; also UnschedulableAndUnresolvable (naming the field) when
         the Pod's tolerations are malformed."""
         try:
-            tolerations = parse_tolerations(pod)
+            tolerations = toleration_index(pod)
         except PodParseError as exc:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, [str(exc)], NAME)
         taint = find_untolerated_taint(node_info.taints, tolerations, _DO_NOT_SCHEDULE,
