@@ -116,6 +116,10 @@ class PodVolumeClaims:
     capacities: dict[str, list[tuple[int, Obj, LabelSelector | None]]] = field(default_factory=dict)
     bound_check: BoundClaimsCheck | None = None
     delay_plan: DelayBindingPlan | None = None
+    capacity_sizes: dict[int, int | None] = field(default_factory=dict)
+    """Claim object id -> the bytes a CSIStorageCapacity must allow, None when the claim's capacity is
+    not checked (no storage request, or a driver without ``storageCapacity``): node-independent,
+    worked out once per cycle (a Pod of 2 000 claims on 2 000 nodes parsed each request per node: 4 s)."""
 
     def matcher(self, pvc: Obj) -> st.ClaimMatcher:
         """The claim's :class:`~.storage.ClaimMatcher` over its class's PVs (built once per cycle)."""
@@ -316,13 +320,16 @@ class VolumeBinder:
         class, reachable from the node (``nodeTopology``), must allow a volume of that size
         (``maximumVolumeSize`` if set, else ``capacity``). Objects are tried in namespace/name order
         (upstream's lister order is unspecified)."""
-        size = st.claim_storage_request(pvc)
-        if size is None:
+        sizes = pod_claims.capacity_sizes
+        if id(pvc) in sizes:
+            size_bytes = sizes[id(pvc)]
+        else:
+            size = st.claim_storage_request(pvc)
+            driver = objects.get("CSIDriver", provisioner) if size is not None else None
+            size_bytes = sizes[id(pvc)] = (quantity.value(size) if size is not None and driver is not None
+                                           and st.spec(driver).get("storageCapacity") is True else None)
+        if size_bytes is None:
             return True, None
-        driver = objects.get("CSIDriver", provisioner)
-        if driver is None or st.spec(driver).get("storageCapacity") is not True:
-            return True, None
-        size_bytes = quantity.value(size)
         caps = pod_claims.capacities.get(class_name)
         if caps is None:
             caps = pod_claims.capacities[class_name] = _class_capacities(objects, class_name)
