@@ -282,7 +282,7 @@ def _find(vb: VolumeBinding, store: ClusterObjects, claims: PodVolumeClaims, n: 
 @given(case=delay_cluster(), order=st.randoms(use_true_random=False))
 def test_delay_binding_plan_reused_across_nodes_equals_a_fresh_one(
         case: tuple[list[Obj], list[Obj], list[Obj]], order: Any) -> None:
-    """``FindPodVolumes`` with the cycle's caches (:class:`DelayBindingPlan`, matchers, capacities)
+    """``FindPodVolumes`` with the cycle's caches (:class:`DelayBindingPlan`, matchers, capacities, sizes)
     shared by every node, in any order, answers as with caches built afresh for each node."""
     nodes, objs, claims = case
     store = ClusterObjects()
@@ -300,3 +300,22 @@ def test_delay_binding_plan_reused_across_nodes_equals_a_fresh_one(
         fresh = PodVolumeClaims(unbound_claims_delay_binding=claims,
                                 unbound_volumes_delay_binding=shared.unbound_volumes_delay_binding)
         assert _find(vb, store, shared, n) == _find(vb, store, fresh, n)
+
+
+def test_each_claims_size_is_checked_against_the_capacity() -> None:
+    """The sizes worked out once per cycle (``PodVolumeClaims.capacity_sizes``) are each claim's own:
+    of two claims of a capacity-tracked class, 1Gi and 5Gi, a node whose capacity allows 3Gi has room
+    for the first only; a class without capacity tracking is not checked."""
+    store = ClusterObjects()
+    for o in [storage_class("cap"), csi_driver("csi.example.com"), capacity("k1", "cap", "3Gi", {ZONE: "z1"}),
+              storage_class("plain", provisioner="other.example.com"),
+              pvc("c0", size="1Gi", sc="cap"), pvc("c1", size="5Gi", sc="cap"), pvc("c2", size="50Gi", sc="plain")]:
+        store.upsert(o["kind"], o)
+    c0, c1, c2 = (store.get("PersistentVolumeClaim", f"default/c{i}") for i in range(3))
+    n = node("n0", {ZONE: "z1"})
+    vb = VolumeBinding()
+    for claims, room in (([c0], True), ([c0, c1], False), ([c1, c0], False), ([c2, c0], True)):
+        shared = PodVolumeClaims(unbound_claims_delay_binding=claims, unbound_volumes_delay_binding={})
+        for _ in range(2):  # the second time from the cycle's sizes
+            got = _find(vb, store, shared, n)
+            assert isinstance(got, tuple) and (got[2] == []) == room, (claims, got)
