@@ -308,10 +308,10 @@ def test_each_claims_size_is_checked_against_the_capacity() -> None:
     for the first only; a class without capacity tracking is not checked."""
     store = ClusterObjects()
     for o in [storage_class("cap"), csi_driver("csi.example.com"), capacity("k1", "cap", "3Gi", {ZONE: "z1"}),
-              storage_class("plain", provisioner="other.example.com"),
-              pvc("c0", size="1Gi", sc="cap"), pvc("c1", size="5Gi", sc="cap"), pvc("c2", size="50Gi", sc="plain")]:
+              storage_class("plain", provisioner="other.example.com")]:
         store.upsert(o["kind"], o)
-    c0, c1, c2 = (store.get("PersistentVolumeClaim", f"default/c{i}") for i in range(3))
+    c0, c1, c2 = (pvc(f"c{i}", size=size, sc=sc) for i, (size, sc) in enumerate(
+        [("1Gi", "cap"), ("5Gi", "cap"), ("50Gi", "plain")]))
     n = node("n0", {ZONE: "z1"})
     vb = VolumeBinding()
     for claims, room in (([c0], True), ([c0, c1], False), ([c1, c0], False), ([c2, c0], True)):
