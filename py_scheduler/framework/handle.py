@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from py_scheduler.framework.features import FeatureGates
 from py_scheduler.framework.objects import Obj
@@ -109,6 +109,16 @@ class ObjectLister(Protocol):
 
     def list(self, kind: str) -> Iterable[Obj]:
         """Every object of ``kind``."""
+        ...
+
+
+@runtime_checkable
+class VersionedLister(Protocol):
+    """An :class:`ObjectLister` that says when a kind's objects changed (the live informers' does), so a
+    plugin may keep what it derives from a listing until then."""
+
+    def version(self, kind: str) -> int:
+        """A number that changes whenever an object of ``kind`` is added, replaced or removed."""
         ...
 
 
@@ -246,11 +256,25 @@ class LateClient(_Port[APIClient]):
 class LateObjects(_Port[ObjectLister]):
     """:class:`ObjectLister` whose store is connected once the informers exist; empty until then."""
 
+    __slots__ = ("_unversioned",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._unversioned = 0
+
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         return None if self._target is None else self._target.get(kind, namespace, name)
 
     def list(self, kind: str) -> Iterable[Obj]:
         return () if self._target is None else self._target.list(kind)
+
+    def version(self, kind: str) -> int:
+        """The store's version of ``kind``; a new number at every call when the store has none."""
+        target = self._target
+        if isinstance(target, VersionedLister):
+            return target.version(kind)
+        self._unversioned -= 1
+        return self._unversioned
 
 
 class QueueActivator(_Port[PodActivator]):

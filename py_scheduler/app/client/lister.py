@@ -23,6 +23,8 @@ class _Store(Protocol):
 
     def list_kind(self, kind: str) -> list[Obj]: ...
 
+    def version(self, kind: str) -> int: ...
+
 
 class InformerLister:
     """``ObjectLister`` over an informer store keyed ``namespace/name`` (namespaced kinds) or ``name``."""
@@ -37,3 +39,7 @@ class InformerLister:
     def list(self, kind: str) -> Iterable[Obj]:
         """Every watched object of ``kind``."""
         return self.store.list_kind(kind)
+
+    def version(self, kind: str) -> int:
+        """Changes whenever the informers store or remove an object of ``kind`` (``VersionedLister``)."""
+        return self.store.version(kind)

@@ -136,6 +136,7 @@ class ObjectStore:
         self.tombstone_ttl = tombstone_ttl
         self.tombstone_max = TOMBSTONES_MAX if tombstone_max is None else tombstone_max
         self._objs: dict[str, dict[str, Obj]] = {}
+        self._versions: dict[str, int] = {}
         self._tombs: dict[str, dict[str, tuple[int | None, float]]] = {}
         self._next_prune = now() + tombstone_ttl / 4
 
@@ -145,6 +146,13 @@ class ObjectStore:
     def list_kind(self, kind: str) -> list[Obj]:
         """Every stored object of ``kind``."""
         return list(self._objs.get(kind, {}).values())
+
+    def version(self, kind: str) -> int:
+        """How many times an object of ``kind`` was stored or removed."""
+        return self._versions.get(kind, 0)
+
+    def _changed(self, kind: str) -> None:
+        self._versions[kind] = self._versions.get(kind, 0) + 1
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._objs.values())
@@ -178,6 +186,7 @@ class ObjectStore:
             if rv is not None and cur_rv is not None and rv < cur_rv:
                 return None
             del objs[key]
+            self._changed(wk.kind)
             self._bury(wk.kind, key, rv)
             return cur, None
         if cur is not None:
@@ -187,12 +196,14 @@ class ObjectStore:
             if cur_rv is None and rv is None and cur == obj:
                 return None
             objs[key] = _strip(obj)
+            self._changed(wk.kind)
             return cur, obj
         tomb = self._tombs.get(wk.kind, {}).get(key)
         if tomb is not None and rv is not None and tomb[0] is not None and rv <= tomb[0]:
             return None
         self._tombs.get(wk.kind, {}).pop(key, None)
         objs[key] = _strip(obj)
+        self._changed(wk.kind)
         return None, obj
 
     def reconcile(self, wk: WatchedKind, items: Iterable[Obj], list_rv: str) -> list[Delta]:
@@ -224,6 +235,7 @@ class ObjectStore:
             cur_rv = _rv(cur)
             if lrv is None or cur_rv is None or cur_rv <= lrv:
                 del objs[key]
+                self._changed(wk.kind)
                 self._bury(wk.kind, key, lrv)
                 deltas.append((cur, None))
         self.prune_tombstones()

@@ -10,6 +10,7 @@ real :class:`~py_scheduler.framework.binding_cycle.WaitingPods` for the timeout.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -627,3 +628,43 @@ def test_condition_writes_of_one_group_go_out_one_at_a_time_latest_first() -> No
     api = asyncio.run(scenario())
     assert api.sent == [("False", "first"), ("True", "")]
     assert api.most_in_flight == 1
+
+
+def test_the_members_come_from_one_listing_per_version_of_the_live_pods() -> None:
+    """``pod_group_state`` per member of a gang listed every Pod of the cluster each time: an event or a
+    cycle that asks about each of N members cost N x all Pods (5 s for a 1 000-member gang, an
+    adversarial run). With the live lister (a ``VersionedLister``) the groups come from one listing
+    until a Pod is stored or removed; the answers are those of a fresh listing."""
+    from py_scheduler.app.client.lister import InformerLister
+    from py_scheduler.app.client.reflector import ObjectStore
+    from py_scheduler.cache.kinds import KINDS_BY_NAME
+
+    store = ObjectStore()
+    listed = [0]
+
+    class Counting(InformerLister):
+        def list(self, kind: str) -> Iterable[Obj]:
+            listed[0] += kind == "Pod"
+            return super().list(kind)
+
+    def add(name: str, rv: int, group: str = "pg", phase: str = "Pending") -> None:
+        p = pod(name, group=group, phase=phase)
+        p["metadata"] = dict(p["metadata"], resourceVersion=str(rv))
+        store.apply(KINDS_BY_NAME["Pod"], "MODIFIED" if name in added else "ADDED", p)
+        added.add(name)
+
+    added: set[str] = set()
+    for i in range(50):
+        add(f"m{i}", i + 1)
+    add("other", 100, group="og")
+    objects = LateObjects()
+    pl = gs.GangScheduling.create({}, _handle(objects))
+    objects.connect(Counting(store))
+    for _ in range(3):
+        assert all(pl.pod_group_state("ns", "pg").all_pods_count() == 50 for _ in range(50))
+    assert pl.pod_group_state("ns", "og").all_pods_count() == 1
+    assert listed[0] == 1
+    add("m0", 200, phase="Succeeded")  # a new version of the Pods: listed again, the change seen
+    assert pl.pod_group_state("ns", "pg").all_pods_count() == 49 and listed[0] == 2
+    add("m50", 201)
+    assert pl.pod_group_state("ns", "pg").all_pods_count() == 50 and listed[0] == 3
