@@ -234,3 +234,77 @@ def test_queue_requeues_on_new_slice_but_not_on_an_unrelated_claim() -> None:
                        "nodeName": "n", "devices": [{"name": "g0"}]}}
     q.move_all_to_active_or_backoff(ClusterEvent(Resource.RESOURCE_SLICE, ActionType.ADD), None, slice_)
     assert q.where("default", "pod") == BACKOFF_Q
+
+
+def _plain_claim_change_hint(pod: dict[str, Any], old: Any, new: Any, get: Any) -> QueueingHint:
+    """The claim hint's walk without the name check in front (the plain form): every claim of the
+    Pod looked up, then upstream's order of answers."""
+    from py_scheduler.framework.errors import PodParseError
+    from py_scheduler.plugins.dynamic_resources.claims import (
+        ClaimUnschedulable,
+        allocation_of,
+        claim_uid,
+        pod_claims_now,
+    )
+
+    if new is None:
+        return QueueingHint.QUEUE if allocation_of(old) is not None else QueueingHint.QUEUE_SKIP
+    try:
+        claims = pod_claims_now(pod, get)
+    except (ClaimUnschedulable, PodParseError):
+        return QueueingHint.QUEUE_SKIP
+    if old is not None and allocation_of(old) is not None and allocation_of(new) is None:
+        return QueueingHint.QUEUE
+    if not any(claim_uid(c) == claim_uid(new) for c in claims):
+        return QueueingHint.QUEUE_SKIP
+    if old is None:
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP if (old.get("status") or {}) == (new.get("status") or {}) else QueueingHint.QUEUE
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_claim_hints_name_check_answers_as_the_plain_walk(seed: int) -> None:
+    """Random Pods (named and template claims, recorded or not), claim stores (missing, being
+    deleted, another owner) and claim events (adds, updates with or without status changes,
+    deallocations, other namespaces): the name check in front of the walk (which spares looking up
+    every claim of every waiting Pod for a claim that is none of theirs) changes no answer."""
+    import random
+
+    from py_scheduler.plugins.dynamic_resources.claims import claim_change_hint
+
+    rng = random.Random(seed)
+    names = ["a", "b", "c", "d"]
+
+    def claim(name: str, ns: str = "ns", **extra: Any) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": f"{ns}-{name}-{rng.randrange(2)}"}
+        if rng.random() < 0.1:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        if rng.random() < 0.5:
+            meta["ownerReferences"] = [{"uid": rng.choice(["pod-uid", "other"]), "controller": True}]
+        return {"metadata": meta, "spec": {}, **extra}
+
+    allocated = {"status": {"allocation": {"devices": {"results": []}}}}
+    for _ in range(200):
+        entries, statuses = [], []
+        for i in range(rng.randrange(0, 4)):
+            if rng.random() < 0.5:
+                entries.append({"name": f"e{i}", "resourceClaimName": rng.choice(names)})
+            else:
+                entries.append({"name": f"e{i}", "resourceClaimTemplateName": "t"})
+                if rng.random() < 0.7:
+                    statuses.append({"name": f"e{i}", "resourceClaimName": rng.choice(names)})
+        pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pod-uid"}, "spec": {"resourceClaims": entries},
+               "status": {"resourceClaimStatuses": statuses}}
+        store = {n: claim(n, **(allocated if rng.random() < 0.3 else {})) for n in names if rng.random() < 0.8}
+
+        def get(ns: str, name: str, store: dict[str, Any] = store) -> Any:
+            return store.get(name) if ns == "ns" else None
+
+        name = rng.choice(names)
+        new = copy.deepcopy(store[name]) if name in store and rng.random() < 0.7 else claim(
+            name, ns=rng.choice(["ns", "other"]))
+        if rng.random() < 0.3:
+            new["status"] = {"reservedFor": [{"uid": "x"}]}
+        old = None if rng.random() < 0.3 else (
+            copy.deepcopy(new) | (allocated if rng.random() < 0.4 else {"status": {}}))
+        assert claim_change_hint(pod, old, new, get) == _plain_claim_change_hint(pod, old, new, get), (pod, old, new)
