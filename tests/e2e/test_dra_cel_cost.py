@@ -112,6 +112,21 @@ async def test_costly_selectors_fail_fast_and_livez_keeps_answering(testbed: Tes
             await r.cleanup()
 
 
+async def warm_up(api: client.ApiClient) -> None:
+    """A first DRA Pod bound by py-scheduler (in a run of its own, removed at once): it loads
+    cel-python, a one-time start-up cost, before a probe starts."""
+    warm = Run(api, PROFILE)
+    try:
+        await warm.add_nodes(1)
+        await warm.add_class()
+        await warm.add_slice("n1", [gpu("gpu-0")])
+        await warm.add_claim("warm", [warm.request()])
+        await warm.add_pod("warm", claims=["warm"])
+        assert await warm.bound("warm") == warm.n("n1")
+    finally:
+        await warm.cleanup()
+
+
 @pytest.fixture(scope="module")
 def kube_cost(testbed: Testbed, controller_manager: None) -> Iterator[str]:
     """An upstream kube-scheduler serving profile ``kube-dra-cost`` on its own Lease."""
@@ -159,15 +174,9 @@ async def test_a_cycle_of_costly_selectors_is_cut_short_and_retried_side_by_side
         await kube.cleanup()
     assert want == ("n6", ["X-n6/gpu-70"])
     async with py_scheduler(testbed) as (sched, livez):
-        warm, r = Run(api_client, PROFILE), Run(api_client, PROFILE)
+        r = Run(api_client, PROFILE)
         try:
-            # a first DRA Pod loads cel-python (a one-time start-up cost) before the probe starts
-            await warm.add_nodes(1)
-            await warm.add_class()
-            await warm.add_slice("n1", [gpu("gpu-0")])
-            await warm.add_claim("warm", [warm.request()])
-            await warm.add_pod("warm", claims=["warm"])
-            assert await warm.bound("warm") == warm.n("n1")
+            await warm_up(api_client)
             plain = f'device.attributes["{r.driver}"].productName.startsWith("NVIDIA")'
             async with probing(livez) as latencies:
                 task = asyncio.create_task(_costly_case(r, 2))
@@ -187,7 +196,6 @@ async def test_a_cycle_of_costly_selectors_is_cut_short_and_retried_side_by_side
             assert len(latencies) >= 10 and max(latencies) < 2.5, latencies
             assert "Traceback" not in sched.log()
         finally:
-            await warm.cleanup()
             await r.cleanup()
 
 
@@ -223,14 +231,9 @@ async def test_a_device_search_exploding_on_every_node_is_cut_at_the_cycles_boun
         await kube.cleanup()
     assert "timed out trying to allocate devices" in kube_event, kube_event
     async with py_scheduler(testbed) as (sched, livez):
-        warm, r = Run(api_client, PROFILE), Run(api_client, PROFILE)
+        r = Run(api_client, PROFILE)
         try:
-            await warm.add_nodes(1)  # a first DRA Pod loads cel-python before the probe starts
-            await warm.add_class()
-            await warm.add_slice("n1", [gpu("gpu-0")])
-            await warm.add_claim("warm", [warm.request()])
-            await warm.add_pod("warm", claims=["warm"])
-            assert await warm.bound("warm") == warm.n("n1")
+            await warm_up(api_client)
             async with probing(livez) as latencies:
                 event = await _explosive_case(r)
                 await r.add_claim("plain", [r.request()])
@@ -243,5 +246,4 @@ async def test_a_device_search_exploding_on_every_node_is_cut_at_the_cycles_boun
             assert len(latencies) >= 3 and max(latencies) < 3.5, latencies
             assert "Traceback" not in sched.log()
         finally:
-            await warm.cleanup()
             await r.cleanup()
