@@ -121,8 +121,9 @@ class Allocator:
         """Cost units left to this cycle's selector evaluations (None: no limit)."""
         self.time_left = budget.seconds if budget is not None else None
         """Seconds left to this cycle's Filter calls (None: no limit)."""
-        self.cel_spent: dict[str, int] = {}
-        """Selector (``class X: selector #i (field)``) -> cost units it spent this cycle (with a budget)."""
+        self.cel_spent: dict[tuple[str, int, tuple[int, int, int]], tuple[int, RequestData, Obj | None]] = {}
+        """(``class X`` / ``claim ns/c``, selector index, request key) -> (cost units it spent this cycle,
+        its request, its class) (with a budget)."""
         self.shared: set[DeviceID] = shared or set()
         self.capacity: Mapping[DeviceID, Mapping[str, Decimal]] = capacity or {}
         self.fractional_capacity = fractional_capacity
@@ -630,8 +631,8 @@ class _Run:
                 if left is not None:
                     cost = compiled.last_cost()
                     self.a.cel_left = left - cost
-                    spender = f"{who}: selector #{i} ({self._selector_field(key, rd, dc, i)})"
-                    self.a.cel_spent[spender] = self.a.cel_spent.get(spender, 0) + cost
+                    spent = self.a.cel_spent.get((who, i, key))
+                    self.a.cel_spent[(who, i, key)] = (cost + (spent[0] if spent else 0), rd, dc)
                 SELECTOR_MEMO.put(expr, did[0], d, cached)
             self.a.cel_cache[ck] = cached
             if isinstance(cached, SelectorError):
@@ -646,7 +647,10 @@ class _Run:
     def _budget_spent(self, due: str, did: DeviceID) -> None:
         """Raise :class:`CelCycleBudgetExceeded` naming the selector that spent most of the budget
         (``due``, the one to evaluate next, when none spent any)."""
-        units, top = max(((u, s) for s, u in self.a.cel_spent.items()), default=(0, due))
+        top, units = due, 0
+        if self.a.cel_spent:  # the label of the selector that spent most, built only now
+            (who, i, key), (units, rd, dc) = max(self.a.cel_spent.items(), key=lambda kv: kv[1][0])
+            top = f"{who}: selector #{i} ({self._selector_field(key, rd, dc, i)})"
         raise CelCycleBudgetExceeded(
             f"{top}: the CEL selectors of this scheduling cycle spent its budget of {self.a.cel_budget} cost units "
             f"({units} by this one) before device {'/'.join(did)}; the devices judged so far are remembered and "

@@ -12,7 +12,7 @@ from py_scheduler.framework.errors import PodParseError
 from py_scheduler.framework.lister import ClusterObjectsLister, objects_of
 from py_scheduler.framework.memo import PodInput, PodMemo
 from py_scheduler.framework.objects import Obj
-from py_scheduler.framework.types import CycleState, NodeInfo, PodInfo, Status
+from py_scheduler.framework.types import CycleState, PodInfo, Status
 from py_scheduler.plugins.helpers.node_selector import (
     LabelSelector,
     RequiredNodeAffinity,
@@ -181,14 +181,6 @@ def node_labels_match_spread_constraints(labels: Mapping[str, str],
                                          constraints: Iterable[TopologySpreadConstraint]) -> bool:
     """``nodeLabelsMatchSpreadConstraints``: the node has every constraint's topology key."""
     return all(c.topology_key in labels for c in constraints)
-
-
-def some_node_has_every_key(nodes: Iterable[NodeInfo], keys: Sequence[str]) -> bool:
-    """Whether a node of ``nodes`` (with a Node object) carries every key of ``keys``: when none
-    does, upstream's per-node loops count nothing (``nodeLabelsMatchSpreadConstraints`` stops at the
-    first missing key), and the per-constraint count memos are not worth building (thousands of
-    constraints on keys no Node has cost ``constraints x nodes`` there: 5 s at 12 000 x 500)."""
-    return any(ni.node is not None and all(k in ni.labels for k in keys) for ni in nodes)
 
 
 def count_pods_match_selector(pods: Iterable[PodInfo], selector: LabelSelector, namespace: str) -> int:

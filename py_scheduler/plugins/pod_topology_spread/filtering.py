@@ -24,9 +24,8 @@ from py_scheduler.plugins.pod_topology_spread.common import (
     _objects,
     _pod_constraints,
     node_labels_match_spread_constraints,
-    some_node_has_every_key,
 )
-from py_scheduler.plugins.pod_topology_spread.count_memo import _GENERATION, COUNT_MEMOS, CountMemos, _CountMemo
+from py_scheduler.plugins.pod_topology_spread.count_memo import _GENERATION, CountMemos, _CountMemo
 
 # -- PreFilter state ------------------------------------------------------------------------------
 
@@ -114,9 +113,7 @@ class Filtering(SpreadBase, CountMemos):
         # selects everything, counts 0). The others come from the per-node count memo.
         plan = []
         memos: list[_CountMemo] = []
-        # memos only where some node has every key (else every count stays empty, as upstream's loop);
-        # looked for only when there are more constraints than memos kept (they would not last anyway)
-        counted = len(constraints) <= COUNT_MEMOS or some_node_has_every_key(nodes, keys)
+        counted = self._memos_pay(nodes, keys)  # else every count stays empty, as upstream's loop
         for i, c in enumerate(constraints):
             selector = None if c.selector.is_everything else c.selector
             if ctx.needs_match(c):

@@ -22,9 +22,8 @@ from py_scheduler.plugins.pod_topology_spread.common import (
     _pod_constraints,
     count_pods_match_selector,
     node_labels_match_spread_constraints,
-    some_node_has_every_key,
 )
-from py_scheduler.plugins.pod_topology_spread.count_memo import COUNT_MEMOS, CountMemos, _CountMemo
+from py_scheduler.plugins.pod_topology_spread.count_memo import CountMemos, _CountMemo
 
 
 @dataclass(slots=True)
@@ -92,9 +91,8 @@ class Scoring(SpreadBase, CountMemos):
         require_all = pc.explicit or not self.system_defaulted
         s = PreScoreState(constraints, set(), [{} for _ in constraints], [])
         if require_all and not any(map(ctx.needs_match, constraints)) and any(
-                c.topology_key != LABEL_HOSTNAME for c in constraints) and (
-                len(constraints) <= COUNT_MEMOS or some_node_has_every_key(all_nodes, [c.topology_key
-                                                                                       for c in constraints])):
+                c.topology_key != LABEL_HOSTNAME for c in constraints) and self._memos_pay(
+                all_nodes, [c.topology_key for c in constraints]):
             self._pre_score_from_memos(s, pod, nodes, all_nodes)
             state.write(PRE_SCORE_STATE_KEY, s)
             return Status.success()
